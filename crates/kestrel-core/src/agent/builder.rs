@@ -1,0 +1,195 @@
+//! The agent builder.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::FutureExt;
+
+use super::{
+    Agent, AgentBuildError, AgentInner, BoxError, DEFAULT_MAX_STEPS, Instructions, ModelSource,
+    RunOptions,
+};
+use crate::context::RequestContext;
+use crate::model::{ModelRegistry, ModelSpec};
+use crate::tool::{SharedTool, Tool, ToolSet};
+
+/// Builds an [`Agent`]. Only the id and a model are required.
+///
+/// ```
+/// use std::sync::Arc;
+/// use kestrel_core::agent::Agent;
+/// use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+///
+/// let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("hi")));
+/// let agent = Agent::builder("greeter")
+///     .instructions("You greet people.")
+///     .model(model)
+///     .build()
+///     .unwrap();
+/// assert_eq!(agent.id(), "greeter");
+/// ```
+pub struct AgentBuilder {
+    id: String,
+    name: Option<String>,
+    description: String,
+    instructions: Instructions,
+    model: Option<ModelChoice>,
+    tools: Vec<SharedTool>,
+    max_steps: u32,
+    defaults: RunOptions,
+    registry: Option<ModelRegistry>,
+}
+
+enum ModelChoice {
+    Spec(ModelSpec),
+    Dynamic(ModelSource),
+}
+
+impl AgentBuilder {
+    /// A builder for an agent with this id.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            name: None,
+            description: String::new(),
+            instructions: Instructions::Static("".into()),
+            model: None,
+            tools: Vec::new(),
+            max_steps: DEFAULT_MAX_STEPS,
+            defaults: RunOptions::default(),
+            registry: None,
+        }
+    }
+
+    /// A display name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// What the agent does.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// A fixed system prompt.
+    pub fn instructions(mut self, instructions: impl Into<String>) -> Self {
+        self.instructions = Instructions::Static(instructions.into().into());
+        self
+    }
+
+    /// A system prompt computed from the request context at the start of each run.
+    pub fn instructions_fn<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, BoxError>> + Send + 'static,
+    {
+        self.instructions = Instructions::Dynamic(Arc::new(move |ctx| f(ctx).boxed()));
+        self
+    }
+
+    /// The model: a `provider/model` string or a model object.
+    pub fn model(mut self, model: impl Into<ModelSpec>) -> Self {
+        self.model = Some(ModelChoice::Spec(model.into()));
+        self
+    }
+
+    /// A model chosen from the request context at the start of each run.
+    pub fn model_fn<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<ModelSpec, BoxError>> + Send + 'static,
+    {
+        self.model = Some(ModelChoice::Dynamic(ModelSource::Dynamic(Arc::new(
+            move |ctx| f(ctx).boxed(),
+        ))));
+        self
+    }
+
+    /// Adds a tool.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Adds a shared tool.
+    pub fn shared_tool(mut self, tool: SharedTool) -> Self {
+        self.tools.push(tool);
+        self
+    }
+
+    /// Adds several shared tools.
+    pub fn tools(mut self, tools: impl IntoIterator<Item = SharedTool>) -> Self {
+        self.tools.extend(tools);
+        self
+    }
+
+    /// The default bound on steps (5 unless set).
+    pub fn max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = max_steps;
+        self
+    }
+
+    /// Defaults for every call; per-call options override them field by field.
+    pub fn default_options(mut self, options: RunOptions) -> Self {
+        self.defaults = options;
+        self
+    }
+
+    /// Resolves model strings through this registry instead of [`ModelRegistry::from_env`].
+    pub fn registry(mut self, registry: ModelRegistry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Checks everything and builds the agent.
+    ///
+    /// Without a model, `KESTREL_MODEL` is used if set.
+    pub fn build(self) -> Result<Agent, AgentBuildError> {
+        if self.id.trim().is_empty() {
+            return Err(AgentBuildError::EmptyId);
+        }
+        let agent = self.id.clone();
+        if self.max_steps == 0 {
+            return Err(AgentBuildError::ZeroMaxSteps { agent });
+        }
+        let registry = self.registry.unwrap_or_else(ModelRegistry::from_env);
+        let choice = match self.model {
+            Some(choice) => choice,
+            None => match std::env::var("KESTREL_MODEL") {
+                Ok(spec) if !spec.trim().is_empty() => ModelChoice::Spec(ModelSpec::Id(spec)),
+                _ => return Err(AgentBuildError::MissingModel { agent }),
+            },
+        };
+        let model = match choice {
+            ModelChoice::Spec(spec) => ModelSource::Fixed(spec.resolve(&registry).map_err(
+                |source| AgentBuildError::Model {
+                    agent: agent.clone(),
+                    source,
+                },
+            )?),
+            ModelChoice::Dynamic(source) => source,
+        };
+        let mut tools = ToolSet::new();
+        for tool in self.tools {
+            tools.insert(tool).map_err(|source| AgentBuildError::Tool {
+                agent: agent.clone(),
+                source,
+            })?;
+        }
+        Ok(Agent {
+            inner: Arc::new(AgentInner {
+                name: self.name.unwrap_or_else(|| self.id.clone()),
+                id: self.id,
+                description: self.description,
+                instructions: self.instructions,
+                model,
+                tools,
+                max_steps: self.max_steps,
+                defaults: self.defaults,
+                registry,
+            }),
+        })
+    }
+}

@@ -1,0 +1,834 @@
+//! The async driver: performs a run's I/O (model calls, tool execution) and emits its events.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+
+use super::options::{ErrorStrategy, StructuredOutput};
+use super::state::{RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord, ToolResultRecord};
+use super::stream::AgentStream;
+use super::{
+    Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, Instructions, ModelSource,
+    RunOptions,
+};
+use crate::abort::AbortSignal;
+use crate::context::RequestContext;
+use crate::event::*;
+use crate::message::Message;
+use crate::model::{
+    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
+};
+use crate::tool::{ToolCallError, ToolContext, ToolWriter};
+
+/// A run being driven: its [`RunState`] plus what is not serialised (the resolved model and
+/// instructions, the abort signal, the live request context, where events go).
+///
+/// [`AgentRun::step`] advances one step; [`AgentRun::run`] runs to the end; [`AgentRun::state`]
+/// gives the state to store; [`AgentRun::into_stream`] continues in the background.
+pub struct AgentRun {
+    agent: Agent,
+    state: RunState,
+    run_id: Arc<str>,
+    abort: AbortSignal,
+    request_context: RequestContext,
+    sink: EventSink,
+    model: Option<SharedModel>,
+    system: Option<Option<String>>,
+}
+
+impl std::fmt::Debug for AgentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRun")
+            .field("run_id", &self.run_id)
+            .field("agent", &self.agent.id())
+            .field("status", &self.state.status)
+            .finish()
+    }
+}
+
+/// Emits an event only when someone observes the sink, so `generate` builds no events.
+macro_rules! emit {
+    ($sink:expr, $run_id:expr, $kind:expr) => {
+        if $sink.is_observed() {
+            $sink.emit(Event::agent($run_id.clone(), $kind)).await;
+        }
+    };
+}
+
+impl AgentRun {
+    pub(crate) fn start(agent: Agent, input: Vec<Message>, options: RunOptions) -> Self {
+        let inner = &agent.inner;
+        let d = &inner.defaults;
+        let settings = RunSettings {
+            tool_choice: options
+                .tool_choice
+                .or_else(|| d.tool_choice.clone())
+                .unwrap_or_default(),
+            model_settings: options
+                .model_settings
+                .or_else(|| d.model_settings.clone())
+                .unwrap_or_default(),
+            structured_output: options
+                .structured_output
+                .or_else(|| d.structured_output.clone()),
+            tool_concurrency: options
+                .tool_concurrency
+                .or(d.tool_concurrency)
+                .unwrap_or(DEFAULT_TOOL_CONCURRENCY)
+                .max(1),
+            thread_id: options
+                .memory
+                .as_ref()
+                .or(d.memory.as_ref())
+                .map(|m| m.thread.clone()),
+            resource_id: options
+                .memory
+                .as_ref()
+                .or(d.memory.as_ref())
+                .map(|m| m.resource.clone()),
+        };
+        let run_id = options
+            .run_id
+            .or_else(|| d.run_id.clone())
+            .unwrap_or_else(crate::id::new_id);
+        let max_steps = options
+            .max_steps
+            .or(d.max_steps)
+            .unwrap_or(inner.max_steps)
+            .max(1);
+        let state = RunState::new(run_id, inner.id.clone(), input, max_steps, settings);
+        let request_context = options
+            .request_context
+            .or_else(|| d.request_context.clone())
+            .unwrap_or_default();
+        let abort = options.abort_signal.unwrap_or_default();
+        Self::with_state(agent, state, abort, request_context)
+    }
+
+    pub(crate) fn resume(
+        agent: Agent,
+        state: RunState,
+        options: RunOptions,
+    ) -> Result<Self, AgentError> {
+        let invalid = |message: String| AgentError::InvalidRunState {
+            run_id: state.run_id.clone(),
+            message,
+        };
+        if state.version != RUN_STATE_VERSION {
+            return Err(invalid(format!(
+                "state version {} is not supported (this build reads version {RUN_STATE_VERSION})",
+                state.version
+            )));
+        }
+        if state.agent_id != agent.id() {
+            return Err(invalid(format!(
+                "the state belongs to agent {:?}, not {:?}",
+                state.agent_id,
+                agent.id()
+            )));
+        }
+        if state.is_finished() {
+            return Err(invalid("the run is already finished".into()));
+        }
+        let request_context = options
+            .request_context
+            .unwrap_or_else(|| RequestContext::from(state.request_context.clone()));
+        let abort = options.abort_signal.unwrap_or_default();
+        Ok(Self::with_state(agent, state, abort, request_context))
+    }
+
+    fn with_state(
+        agent: Agent,
+        state: RunState,
+        abort: AbortSignal,
+        request_context: RequestContext,
+    ) -> Self {
+        Self {
+            run_id: state.run_id.as_str().into(),
+            agent,
+            state,
+            abort,
+            request_context,
+            sink: EventSink::Discard,
+            model: None,
+            system: None,
+        }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The run's abort signal.
+    pub fn abort_signal(&self) -> &AbortSignal {
+        &self.abort
+    }
+
+    /// The current state, with the request context's current entries.
+    pub fn state(&mut self) -> &RunState {
+        self.state.request_context = self.request_context.to_map();
+        &self.state
+    }
+
+    /// The current state, consuming the driver.
+    pub fn into_state(mut self) -> RunState {
+        self.state.request_context = self.request_context.to_map();
+        self.state
+    }
+
+    /// Buffers events so [`AgentRun::take_events`] can return them.
+    pub fn collect_events(mut self) -> Self {
+        self.sink = EventSink::Collect(Default::default());
+        self
+    }
+
+    /// The events buffered since the last call (see [`AgentRun::collect_events`]).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        match &self.sink {
+            EventSink::Collect(buf) => {
+                std::mem::take(&mut *buf.lock().unwrap_or_else(|e| e.into_inner()))
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Runs one step: a model call and, if it called tools, their execution. Returns whether
+    /// another step follows.
+    pub async fn step(&mut self) -> Result<bool, AgentError> {
+        if self.state.is_finished() {
+            return Ok(false);
+        }
+        if matches!(self.state.status, RunStatus::Ready) {
+            self.model_phase().await?;
+        }
+        if matches!(self.state.status, RunStatus::ToolsPending { .. }) {
+            self.tools_phase().await?;
+        }
+        if self.state.is_finished() {
+            self.finish().await?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Runs to the end and returns the result.
+    pub async fn run(mut self) -> Result<GenerateResult, AgentError> {
+        while self.step().await? {}
+        Ok(GenerateResult::from_state(&self.state))
+    }
+
+    /// Continues the run in a background task and returns its event stream.
+    pub fn into_stream(mut self) -> AgentStream {
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        self.sink = EventSink::Channel(tx);
+        AgentStream::spawn(self.run_id.clone(), rx, self.abort.clone(), self.run())
+    }
+
+    async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {
+        if let (Some(model), Some(system)) = (&self.model, &self.system) {
+            return Ok((model.clone(), system.clone()));
+        }
+        let inner = &self.agent.inner;
+        let run_id = self.state.run_id.clone();
+        let model = match &inner.model {
+            ModelSource::Fixed(m) => m.clone(),
+            ModelSource::Dynamic(f) => {
+                let spec = f(self.request_context.clone())
+                    .await
+                    .map_err(|source| AgentError::Dynamic {
+                        run_id: run_id.clone(),
+                        what: "model",
+                        source,
+                    })?;
+                spec.resolve(&inner.registry)
+                    .map_err(|source| AgentError::ModelResolution {
+                        run_id: run_id.clone(),
+                        source,
+                    })?
+            }
+        };
+        let system = match &inner.instructions {
+            Instructions::Static(s) => (!s.is_empty()).then(|| s.to_string()),
+            Instructions::Dynamic(f) => {
+                let s = f(self.request_context.clone())
+                    .await
+                    .map_err(|source| AgentError::Dynamic {
+                        run_id,
+                        what: "instructions",
+                        source,
+                    })?;
+                (!s.is_empty()).then_some(s)
+            }
+        };
+        self.model = Some(model.clone());
+        self.system = Some(system.clone());
+        Ok((model, system))
+    }
+
+    async fn fail(&mut self, error: AgentError) -> AgentError {
+        if let AgentError::Aborted { .. } = error {
+            emit!(self.sink, self.run_id, EventKind::Abort(AbortPayload::default()));
+            self.state.status = RunStatus::Finished {
+                reason: FinishReason::Abort,
+                object: None,
+            };
+        } else {
+            emit!(
+                self.sink,
+                self.run_id,
+                EventKind::Error(ErrorPayload {
+                    error: error.to_string(),
+                    kind: error.kind().into(),
+                })
+            );
+            self.state.status = RunStatus::Finished {
+                reason: FinishReason::Error,
+                object: None,
+            };
+        }
+        error
+    }
+
+    fn aborted(&self) -> AgentError {
+        AgentError::Aborted {
+            run_id: self.state.run_id.clone(),
+        }
+    }
+
+    async fn model_phase(&mut self) -> Result<(), AgentError> {
+        if self.abort.is_aborted() {
+            let e = self.aborted();
+            return Err(self.fail(e).await);
+        }
+        let (model, system) = match self.resolve().await {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(e).await),
+        };
+        match self.call_model(model, system).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    async fn call_model(
+        &mut self,
+        model: SharedModel,
+        system: Option<String>,
+    ) -> Result<(), AgentError> {
+        let message_id = self.state.next_message_id.clone();
+        let sink = self.sink.clone();
+        let run_id = self.run_id.clone();
+        if !self.state.started {
+            self.state.started = true;
+            emit!(
+                sink,
+                run_id,
+                EventKind::Start(StartPayload {
+                    id: self.agent.id().to_string(),
+                    message_id: message_id.clone(),
+                })
+            );
+        }
+        emit!(
+            sink,
+            run_id,
+            EventKind::StepStart(StepStartPayload {
+                message_id: message_id.clone(),
+                started_at: now_ms(),
+                warnings: Vec::new(),
+            })
+        );
+
+        let request = self.model_request(system);
+        let model_error = |source: ModelError| match source {
+            ModelError::Cancelled => AgentError::Aborted {
+                run_id: run_id.to_string(),
+            },
+            source => AgentError::Model {
+                run_id: run_id.to_string(),
+                source,
+            },
+        };
+        let abort = self.abort.clone();
+        let mut stream = tokio::select! {
+            biased;
+            _ = abort.aborted() => return Err(self.aborted()),
+            s = model.stream(request) => s.map_err(model_error)?,
+        };
+
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls: Vec<ToolCallRecord> = Vec::new();
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut open = OpenPart::None;
+        let mut finish: Option<(FinishReason, Usage)> = None;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = abort.aborted() => return Err(self.aborted()),
+                next = stream.next() => next,
+            };
+            let Some(event) = next else { break };
+            match event.map_err(model_error)? {
+                ModelEvent::TextDelta { text: delta } => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    open.switch_to(OpenPart::Text, &sink, &run_id, &message_id).await;
+                    text.push_str(&delta);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::TextDelta(TextDeltaPayload {
+                            id: message_id.clone(),
+                            text: delta,
+                        })
+                    );
+                }
+                ModelEvent::ReasoningDelta { text: delta } => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    open.switch_to(OpenPart::Reasoning, &sink, &run_id, &message_id).await;
+                    reasoning.push_str(&delta);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ReasoningDelta(TextDeltaPayload {
+                            id: message_id.clone(),
+                            text: delta,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputStart { id, name } => {
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+                    names.insert(id.clone(), name.clone());
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
+                            tool_call_id: id,
+                            tool_name: name,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputDelta { id, delta } => {
+                    let tool_name = names.get(&id).cloned().unwrap_or_default();
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallDelta(ToolCallDeltaPayload {
+                            tool_call_id: id,
+                            tool_name,
+                            args_text_delta: delta,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputEnd { id } => {
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload { tool_call_id: id })
+                    );
+                }
+                ModelEvent::ToolCall { id, name, input } => {
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+                    if !names.contains_key(&id) {
+                        // The provider gave the call whole; stream it so UIs see one shape.
+                        names.insert(id.clone(), name.clone());
+                        emit_whole_input(&sink, &run_id, &id, &name, &input).await;
+                    }
+                    let record = parse_call(id, name, input);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCall(ToolCallPayload {
+                            tool_call_id: record.tool_call_id.clone(),
+                            tool_name: record.tool_name.clone(),
+                            args: record.args.clone(),
+                        })
+                    );
+                    calls.push(record);
+                }
+                ModelEvent::Finish { reason, usage } => finish = Some((reason, usage)),
+            }
+        }
+        open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+        let Some((reason, usage)) = finish else {
+            return Err(model_error(ModelError::Protocol {
+                provider: model.provider().to_string(),
+                message: "the model's stream ended without a finish event".into(),
+                line: None,
+            }));
+        };
+        let has_tools = self
+            .state
+            .record_model_answer(text, reasoning, calls, reason, usage);
+        if !has_tools {
+            let step_text = self.state.last_text();
+            emit!(
+                sink,
+                run_id,
+                EventKind::StepFinish(StepFinishPayload {
+                    message_id,
+                    step_result: StepResultInfo {
+                        reason,
+                        is_continued: false,
+                    },
+                    output: StepOutput {
+                        text: step_text,
+                        usage,
+                    },
+                })
+            );
+        }
+        Ok(())
+    }
+
+    fn model_request(&self, system: Option<String>) -> ModelRequest {
+        let settings = &self.state.settings;
+        let mut messages = Vec::with_capacity(self.state.messages.len() + 1);
+        if let Some(system) = system {
+            messages.push(Message::system(system));
+        }
+        messages.extend(self.state.messages.iter().cloned());
+        ModelRequest {
+            messages,
+            tools: self.agent.inner.tools.definitions(),
+            tool_choice: settings.tool_choice.clone(),
+            response_format: settings
+                .structured_output
+                .as_ref()
+                .map(|s| ResponseFormat::Json {
+                    schema: s.schema.clone(),
+                    name: s.name.clone(),
+                }),
+            settings: settings.model_settings.clone(),
+            abort: self.abort.clone(),
+        }
+    }
+
+    async fn tools_phase(&mut self) -> Result<(), AgentError> {
+        if self.abort.is_aborted() {
+            let e = self.aborted();
+            return Err(self.fail(e).await);
+        }
+        let calls = self.state.pending_tool_calls().to_vec();
+        let base = Arc::new(CallBase {
+            run_id: self.run_id.clone(),
+            thread_id: self.state.settings.thread_id.clone(),
+            resource_id: self.state.settings.resource_id.clone(),
+            request_context: self.request_context.clone(),
+            abort: self.abort.clone(),
+            sink: self.sink.clone(),
+        });
+        let agent = self.agent.clone();
+        let sink = self.sink.clone();
+        let run_id = self.run_id.clone();
+        let mut results = Vec::with_capacity(calls.len());
+        {
+            // `buffered` runs up to the limit at once and yields results in the model's order.
+            let mut outcomes = futures::stream::iter(
+                calls
+                    .into_iter()
+                    .map(|call| execute_call(agent.clone(), call, base.clone())),
+            )
+            .buffered(self.state.settings.tool_concurrency);
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    _ = self.abort.aborted() => None,
+                    next = outcomes.next() => Some(next),
+                };
+                let Some(next) = next else {
+                    drop(outcomes);
+                    let e = self.aborted();
+                    return Err(self.fail(e).await);
+                };
+                let Some(record) = next else { break };
+                if record.is_error {
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolError(ToolErrorPayload {
+                            tool_call_id: record.tool_call_id.clone(),
+                            tool_name: record.tool_name.clone(),
+                            args: record.args.clone(),
+                            error: record.result.as_str().unwrap_or_default().to_string(),
+                        })
+                    );
+                } else {
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolResult(ToolResultPayload {
+                            tool_call_id: record.tool_call_id.clone(),
+                            tool_name: record.tool_name.clone(),
+                            args: record.args.clone(),
+                            result: record.result.clone(),
+                            is_error: false,
+                        })
+                    );
+                }
+                results.push(record);
+            }
+        }
+        let continued = self.state.record_tool_results(results);
+        if sink.is_observed()
+            && let Some(step) = self.state.steps.last()
+        {
+            let payload = StepFinishPayload {
+                message_id: step.message_id.clone(),
+                step_result: StepResultInfo {
+                    reason: FinishReason::ToolCalls,
+                    is_continued: continued,
+                },
+                output: StepOutput {
+                    text: step.text.clone(),
+                    usage: step.usage,
+                },
+            };
+            sink.emit(Event::agent(run_id, EventKind::StepFinish(payload)))
+                .await;
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<(), AgentError> {
+        let RunStatus::Finished { reason, .. } = self.state.status else {
+            return Ok(());
+        };
+        let text = self.state.last_text();
+        let mut object = None;
+        if let (FinishReason::Stop, Some(spec)) = (reason, &self.state.settings.structured_output)
+        {
+            match parse_structured(spec, &text) {
+                Ok(value) => object = Some(value),
+                Err(message) => match &spec.error_strategy {
+                    ErrorStrategy::Strict => {
+                        let e = AgentError::StructuredOutput {
+                            run_id: self.state.run_id.clone(),
+                            message,
+                            text,
+                        };
+                        return Err(self.fail(e).await);
+                    }
+                    ErrorStrategy::Warn => {
+                        tracing::warn!(run_id = %self.run_id, %message, "structured output invalid; finishing without an object");
+                    }
+                    ErrorStrategy::Fallback(value) => object = Some(value.clone()),
+                },
+            }
+        }
+        self.state.status = RunStatus::Finished {
+            reason,
+            object: object.clone(),
+        };
+        emit!(
+            self.sink,
+            self.run_id,
+            EventKind::Finish(FinishPayload {
+                step_result: StepResultInfo {
+                    reason,
+                    is_continued: false,
+                },
+                output: FinishOutput {
+                    text,
+                    usage: self.state.usage,
+                    object,
+                },
+            })
+        );
+        Ok(())
+    }
+}
+
+/// Which streamed part is open, so `*-start`/`*-end` events pair up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenPart {
+    None,
+    Text,
+    Reasoning,
+}
+
+impl OpenPart {
+    async fn switch_to(&mut self, next: OpenPart, sink: &EventSink, run_id: &Arc<str>, id: &str) {
+        if *self == next {
+            return;
+        }
+        let payload = || PartIdPayload { id: id.to_string() };
+        match *self {
+            OpenPart::Text => emit!(sink, run_id, EventKind::TextEnd(payload())),
+            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningEnd(payload())),
+            OpenPart::None => {}
+        }
+        match next {
+            OpenPart::Text => emit!(sink, run_id, EventKind::TextStart(payload())),
+            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningStart(payload())),
+            OpenPart::None => {}
+        }
+        *self = next;
+    }
+}
+
+async fn emit_whole_input(sink: &EventSink, run_id: &Arc<str>, id: &str, name: &str, input: &str) {
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+        })
+    );
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallDelta(ToolCallDeltaPayload {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            args_text_delta: input.to_string(),
+        })
+    );
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
+            tool_call_id: id.to_string(),
+        })
+    );
+}
+
+fn parse_call(id: String, name: String, input: String) -> ToolCallRecord {
+    let trimmed = input.trim();
+    // Providers send an empty argument string for tools without parameters.
+    let parsed = if trimmed.is_empty() {
+        Ok(Value::Object(Default::default()))
+    } else {
+        serde_json::from_str::<Value>(trimmed)
+    };
+    match parsed {
+        Ok(args) => ToolCallRecord {
+            tool_call_id: id,
+            tool_name: name,
+            args,
+            parse_error: None,
+        },
+        Err(e) => ToolCallRecord {
+            tool_call_id: id,
+            tool_name: name,
+            args: Value::String(input),
+            parse_error: Some(e.to_string()),
+        },
+    }
+}
+
+struct CallBase {
+    run_id: Arc<str>,
+    thread_id: Option<String>,
+    resource_id: Option<String>,
+    request_context: RequestContext,
+    abort: AbortSignal,
+    sink: EventSink,
+}
+
+async fn execute_call(agent: Agent, call: ToolCallRecord, base: Arc<CallBase>) -> ToolResultRecord {
+    let outcome = run_tool(&agent, &call, &base).await;
+    let (result, is_error) = match outcome {
+        Ok(value) => (value, false),
+        Err(error) => {
+            tracing::debug!(run_id = %base.run_id, tool = %call.tool_name, %error, "tool call failed");
+            (Value::String(error.to_string()), true)
+        }
+    };
+    ToolResultRecord {
+        tool_call_id: call.tool_call_id,
+        tool_name: call.tool_name,
+        args: call.args,
+        result,
+        is_error,
+    }
+}
+
+async fn run_tool(agent: &Agent, call: &ToolCallRecord, base: &CallBase) -> Result<Value, ToolCallError> {
+    let tool_name = call.tool_name.clone();
+    if let Some(error) = &call.parse_error {
+        return Err(ToolCallError::InvalidJson {
+            tool: tool_name,
+            error: error.clone(),
+            input: call.args.as_str().unwrap_or_default().to_string(),
+        });
+    }
+    let registered = agent.inner.tools.validate(&tool_name, &call.args)?;
+    let ctx = ToolContext {
+        run_id: base.run_id.clone(),
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: tool_name.clone(),
+        thread_id: base.thread_id.clone(),
+        resource_id: base.resource_id.clone(),
+        request_context: base.request_context.clone(),
+        abort: base.abort.clone(),
+        writer: ToolWriter {
+            run_id: base.run_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            sink: base.sink.clone(),
+        },
+    };
+    // A panicking tool fails its own call, not the run.
+    match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))
+        .catch_unwind()
+        .await
+    {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(ToolCallError::Execution {
+            tool: tool_name,
+            message: error.message().to_string(),
+        }),
+        Err(_) => Err(ToolCallError::Panicked { tool: tool_name }),
+    }
+}
+
+/// Parses the final text as JSON (tolerating a Markdown code fence) and validates it.
+fn parse_structured(spec: &StructuredOutput, text: &str) -> Result<Value, String> {
+    let body = strip_code_fence(text.trim());
+    let value: Value = serde_json::from_str(body)
+        .map_err(|e| format!("the answer is not valid JSON ({e})"))?;
+    let validator = jsonschema::validator_for(&spec.schema)
+        .map_err(|e| format!("the structured output schema is invalid: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(value)
+    } else {
+        Err(format!("the answer does not match the schema: {}", errors.join("; ")))
+    }
+}
+
+fn strip_code_fence(text: &str) -> &str {
+    let Some(rest) = text.strip_prefix("```") else {
+        return text;
+    };
+    let rest = rest.split_once('\n').map(|(_, body)| body).unwrap_or(rest);
+    rest.strip_suffix("```").unwrap_or(rest).trim()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

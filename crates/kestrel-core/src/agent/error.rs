@@ -1,0 +1,126 @@
+//! Errors of building an agent and of running it.
+
+use crate::model::{ModelError, UnknownModel};
+use crate::tool::ToolDefinitionError;
+
+/// Why an agent could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentBuildError {
+    /// No model was given and `KESTREL_MODEL` is not set.
+    #[error("agent {agent:?} has no model: call .model(\"provider/model\") or set KESTREL_MODEL")]
+    MissingModel {
+        /// The agent id.
+        agent: String,
+    },
+    /// The model string could not be resolved.
+    #[error("agent {agent:?}: {source}")]
+    Model {
+        /// The agent id.
+        agent: String,
+        /// Why.
+        source: UnknownModel,
+    },
+    /// A tool could not be added.
+    #[error("agent {agent:?}: {source}")]
+    Tool {
+        /// The agent id.
+        agent: String,
+        /// Why.
+        source: ToolDefinitionError,
+    },
+    /// The agent id is empty.
+    #[error("an agent needs a non-empty id")]
+    EmptyId,
+    /// `max_steps` is zero.
+    #[error("agent {agent:?}: max_steps must be at least 1")]
+    ZeroMaxSteps {
+        /// The agent id.
+        agent: String,
+    },
+}
+
+/// A boxed error from user code (instructions or model functions).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// The model call failed (after the provider's retries).
+    #[error("run {run_id}: model call failed: {source}")]
+    Model {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: ModelError,
+    },
+    /// A dynamic model resolved to a string that could not be resolved.
+    #[error("run {run_id}: {source}")]
+    ModelResolution {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: UnknownModel,
+    },
+    /// The dynamic instructions or model function failed.
+    #[error("run {run_id}: {what} failed: {source}")]
+    Dynamic {
+        /// The run.
+        run_id: String,
+        /// `instructions` or `model`.
+        what: &'static str,
+        /// The function's error.
+        #[source]
+        source: BoxError,
+    },
+    /// The final answer did not match the structured output schema (strict strategy).
+    #[error("run {run_id}: structured output invalid: {message}")]
+    StructuredOutput {
+        /// The run.
+        run_id: String,
+        /// What was wrong.
+        message: String,
+        /// The model's text.
+        text: String,
+    },
+    /// The run was aborted.
+    #[error("run {run_id} was aborted")]
+    Aborted {
+        /// The run.
+        run_id: String,
+    },
+    /// A run state could not be continued.
+    #[error("cannot continue run {run_id}: {message}")]
+    InvalidRunState {
+        /// The run.
+        run_id: String,
+        /// Why.
+        message: String,
+    },
+    /// The run's task failed unexpectedly.
+    #[error("run {run_id}: internal error: {message}")]
+    Internal {
+        /// The run.
+        run_id: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+impl AgentError {
+    /// A stable machine-readable kind, used in `error` events.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentError::Model { .. } => "model",
+            AgentError::ModelResolution { .. } => "model-resolution",
+            AgentError::Dynamic { .. } => "dynamic-config",
+            AgentError::StructuredOutput { .. } => "structured-output",
+            AgentError::Aborted { .. } => "abort",
+            AgentError::InvalidRunState { .. } => "invalid-run-state",
+            AgentError::Internal { .. } => "internal",
+        }
+    }
+}

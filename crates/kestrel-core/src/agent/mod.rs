@@ -1,0 +1,150 @@
+//! Agents: instructions, a model and tools, run in a loop of steps.
+//!
+//! Build an [`Agent`] with [`Agent::builder`], then call [`Agent::generate`] for the final
+//! result or [`Agent::stream`] for every [`crate::event::Event`] as it happens. A run is a
+//! serialisable [`RunState`] advanced by an [`AgentRun`]; [`Agent::start_run`] and
+//! [`Agent::continue_run`] expose that machinery to drive a run step by step, stop it, store it
+//! and continue it in another process.
+
+mod builder;
+mod driver;
+mod error;
+mod options;
+mod result;
+mod state;
+mod stream;
+
+pub use builder::AgentBuilder;
+pub use driver::AgentRun;
+pub use error::{AgentBuildError, AgentError, BoxError};
+pub use options::{ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
+pub use result::GenerateResult;
+pub use state::{
+    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, StepResult, ToolCallRecord,
+    ToolResultRecord,
+};
+pub use stream::{AgentStream, TextStream};
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use crate::context::RequestContext;
+use crate::message::Input;
+use crate::model::{ModelRegistry, ModelSpec, SharedModel};
+use crate::tool::ToolSet;
+
+/// The default bound on steps per run.
+pub const DEFAULT_MAX_STEPS: u32 = 5;
+
+/// The default number of tool calls of one step that run at once.
+pub const DEFAULT_TOOL_CONCURRENCY: usize = 10;
+
+pub(crate) type DynInstructions =
+    dyn Fn(RequestContext) -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync;
+pub(crate) type DynModel =
+    dyn Fn(RequestContext) -> BoxFuture<'static, Result<ModelSpec, BoxError>> + Send + Sync;
+
+/// The system prompt: fixed, or computed from the request context.
+#[derive(Clone)]
+pub(crate) enum Instructions {
+    Static(Arc<str>),
+    Dynamic(Arc<DynInstructions>),
+}
+
+/// The model: fixed, or computed from the request context.
+#[derive(Clone)]
+pub(crate) enum ModelSource {
+    Fixed(SharedModel),
+    Dynamic(Arc<DynModel>),
+}
+
+pub(crate) struct AgentInner {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) instructions: Instructions,
+    pub(crate) model: ModelSource,
+    pub(crate) tools: ToolSet,
+    pub(crate) max_steps: u32,
+    pub(crate) defaults: RunOptions,
+    pub(crate) registry: ModelRegistry,
+}
+
+/// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
+/// run mutates the agent, so one agent serves any number of concurrent runs.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<AgentInner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.inner.id)
+            .field("tools", &self.inner.tools)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Starts building an agent with this id.
+    pub fn builder(id: impl Into<String>) -> AgentBuilder {
+        AgentBuilder::new(id)
+    }
+
+    /// The agent's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The agent's display name (its id unless set).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// What the agent does (used when it is offered to another agent).
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The agent's tools.
+    pub fn tools(&self) -> &ToolSet {
+        &self.inner.tools
+    }
+
+    /// The default bound on steps.
+    pub fn max_steps(&self) -> u32 {
+        self.inner.max_steps
+    }
+
+    /// Runs to completion and returns the result.
+    pub async fn generate(
+        &self,
+        input: impl Into<Input>,
+        options: RunOptions,
+    ) -> Result<GenerateResult, AgentError> {
+        self.start_run(input, options).run().await
+    }
+
+    /// Starts a run in the background and returns its event stream.
+    ///
+    /// The run goes on even if the stream is dropped. Must be called inside a tokio runtime.
+    pub fn stream(&self, input: impl Into<Input>, options: RunOptions) -> AgentStream {
+        self.start_run(input, options).into_stream()
+    }
+
+    /// Prepares a run without starting it, for driving it step by step.
+    pub fn start_run(&self, input: impl Into<Input>, options: RunOptions) -> AgentRun {
+        AgentRun::start(self.clone(), input.into().0, options)
+    }
+
+    /// Continues a run from its serialised state.
+    ///
+    /// The state must come from this agent (same id), have a supported version and not be
+    /// finished. `options` supply what is not serialised: the abort signal and, optionally, a
+    /// request context (else the state's entries are used).
+    pub fn continue_run(&self, state: RunState, options: RunOptions) -> Result<AgentRun, AgentError> {
+        AgentRun::resume(self.clone(), state, options)
+    }
+}

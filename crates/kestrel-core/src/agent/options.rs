@@ -1,0 +1,153 @@
+//! Per-call options of `generate` and `stream`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::abort::AbortSignal;
+use crate::context::RequestContext;
+use crate::model::{ModelSettings, ToolChoice};
+
+/// What to do when the final answer does not match the structured output schema.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", tag = "strategy", content = "value")]
+pub enum ErrorStrategy {
+    /// Fail the run with [`crate::agent::AgentError::StructuredOutput`] (the default).
+    #[default]
+    Strict,
+    /// Log a warning and finish with no object.
+    Warn,
+    /// Finish with this value as the object.
+    Fallback(Value),
+}
+
+/// Asks the model for a JSON answer matching a schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StructuredOutput {
+    /// The JSON schema the answer must satisfy.
+    pub schema: Value,
+    /// A name for the schema (some providers require one).
+    pub name: Option<String>,
+    /// What to do when the answer does not parse or validate.
+    pub error_strategy: ErrorStrategy,
+}
+
+impl StructuredOutput {
+    /// Structured output with this JSON schema and the strict strategy.
+    pub fn new(schema: Value) -> Self {
+        Self {
+            schema,
+            name: None,
+            error_strategy: ErrorStrategy::Strict,
+        }
+    }
+
+    /// Structured output whose schema comes from a type.
+    pub fn of<T: schemars::JsonSchema>() -> Self {
+        let mut out = Self::new(crate::tool::schema_of::<T>());
+        out.name = Some(T::schema_name().into_owned());
+        out
+    }
+
+    /// Sets the error strategy.
+    pub fn error_strategy(mut self, strategy: ErrorStrategy) -> Self {
+        self.error_strategy = strategy;
+        self
+    }
+}
+
+/// Memory coordinates of a run: the conversation (`thread`) and its owner (`resource`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemoryOptions {
+    /// The thread id.
+    pub thread: String,
+    /// The resource id.
+    pub resource: String,
+}
+
+/// Options of one `generate` or `stream` call. Unset fields fall back to the agent's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Use this run id instead of a fresh one.
+    pub run_id: Option<String>,
+    /// Upper bound on steps (model calls).
+    pub max_steps: Option<u32>,
+    /// Cancels the run.
+    pub abort_signal: Option<AbortSignal>,
+    /// Values for dynamic instructions, models and tools.
+    pub request_context: Option<RequestContext>,
+    /// Ask for a JSON answer matching a schema.
+    pub structured_output: Option<StructuredOutput>,
+    /// Whether and which tool the model must call.
+    pub tool_choice: Option<ToolChoice>,
+    /// Sampling settings.
+    pub model_settings: Option<ModelSettings>,
+    /// How many tool calls of one step run at once (default 10).
+    pub tool_concurrency: Option<usize>,
+    /// The conversation this run belongs to.
+    pub memory: Option<MemoryOptions>,
+}
+
+impl RunOptions {
+    /// Default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses this run id.
+    pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
+        self.run_id = Some(run_id.into());
+        self
+    }
+
+    /// Bounds the number of steps.
+    pub fn max_steps(mut self, max_steps: u32) -> Self {
+        self.max_steps = Some(max_steps);
+        self
+    }
+
+    /// Cancels the run when `signal` fires.
+    pub fn abort_signal(mut self, signal: AbortSignal) -> Self {
+        self.abort_signal = Some(signal);
+        self
+    }
+
+    /// Uses this request context.
+    pub fn request_context(mut self, ctx: RequestContext) -> Self {
+        self.request_context = Some(ctx);
+        self
+    }
+
+    /// Asks for structured output.
+    pub fn structured_output(mut self, output: StructuredOutput) -> Self {
+        self.structured_output = Some(output);
+        self
+    }
+
+    /// Sets the tool choice.
+    pub fn tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+
+    /// Sets the sampling settings.
+    pub fn model_settings(mut self, settings: ModelSettings) -> Self {
+        self.model_settings = Some(settings);
+        self
+    }
+
+    /// Sets the tool concurrency limit (at least 1).
+    pub fn tool_concurrency(mut self, limit: usize) -> Self {
+        self.tool_concurrency = Some(limit.max(1));
+        self
+    }
+
+    /// Attaches the run to a thread of a resource.
+    pub fn memory(mut self, thread: impl Into<String>, resource: impl Into<String>) -> Self {
+        self.memory = Some(MemoryOptions {
+            thread: thread.into(),
+            resource: resource.into(),
+        });
+        self
+    }
+}

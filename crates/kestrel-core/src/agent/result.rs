@@ -1,0 +1,65 @@
+//! The final result of a run.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::state::{RunState, RunStatus, StepResult, ToolCallRecord, ToolResultRecord};
+use crate::message::Message;
+use crate::model::{FinishReason, Usage};
+
+/// What a finished run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateResult {
+    /// The run's id.
+    pub run_id: String,
+    /// The final step's text.
+    pub text: String,
+    /// The structured output, when asked for.
+    pub object: Option<Value>,
+    /// Every step, in order.
+    pub steps: Vec<StepResult>,
+    /// Every tool call of every step, in order.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Every tool result of every step, in order.
+    pub tool_results: Vec<ToolResultRecord>,
+    /// Usage of all steps.
+    pub usage: Usage,
+    /// Why the run ended.
+    pub finish_reason: FinishReason,
+    /// The messages the run added to the conversation.
+    pub response_messages: Vec<Message>,
+}
+
+impl GenerateResult {
+    pub(crate) fn from_state(state: &RunState) -> Self {
+        let (finish_reason, object) = match &state.status {
+            RunStatus::Finished { reason, object } => (*reason, object.clone()),
+            RunStatus::ToolsPending { .. } => (FinishReason::ToolCalls, None),
+            RunStatus::Ready => (FinishReason::Unknown, None),
+        };
+        Self {
+            run_id: state.run_id.clone(),
+            text: state.last_text(),
+            object,
+            tool_calls: state
+                .steps
+                .iter()
+                .flat_map(|s| s.tool_calls.iter().cloned())
+                .collect(),
+            tool_results: state
+                .steps
+                .iter()
+                .flat_map(|s| s.tool_results.iter().cloned())
+                .collect(),
+            steps: state.steps.clone(),
+            usage: state.usage,
+            finish_reason,
+            response_messages: state.response_messages().to_vec(),
+        }
+    }
+
+    /// The structured output deserialised into `T`.
+    pub fn object_as<T: DeserializeOwned>(&self) -> Result<Option<T>, serde_json::Error> {
+        self.object.clone().map(serde_json::from_value).transpose()
+    }
+}

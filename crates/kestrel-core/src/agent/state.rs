@@ -1,0 +1,284 @@
+//! The run as plain data: a serialisable state machine advanced by the driver.
+//!
+//! A [`RunState`] holds everything needed to continue a run elsewhere: the conversation, the
+//! steps so far, usage, the pending tool calls and the options that shape later steps. The
+//! async driver ([`crate::agent::AgentRun`]) does the I/O; this module only records results and
+//! decides what comes next, so a run can stop after any step, be written to storage, and be
+//! continued by a fresh process.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::options::StructuredOutput;
+use crate::message::{Message, Part, Role};
+use crate::model::{FinishReason, ModelSettings, ToolChoice, Usage};
+
+/// The version of the serialised [`RunState`] this build writes and reads.
+pub const RUN_STATE_VERSION: u32 = 1;
+
+/// A tool call the model made, with its parsed arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments; the raw text as a string when it was not valid JSON.
+    pub args: Value,
+    /// The JSON parser's message when the argument text was not valid JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parse_error: Option<String>,
+}
+
+/// The outcome of a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultRecord {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments.
+    pub args: Value,
+    /// The tool's output, or the error text when `is_error`.
+    pub result: Value,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+/// One finished step: a model call and the tool calls it made.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// The step's assistant message id.
+    pub message_id: String,
+    /// The text the model produced.
+    pub text: String,
+    /// The reasoning the model produced.
+    pub reasoning: String,
+    /// The tool calls the model made.
+    pub tool_calls: Vec<ToolCallRecord>,
+    /// Their results, in the same order.
+    pub tool_results: Vec<ToolResultRecord>,
+    /// Why the model stopped.
+    pub finish_reason: FinishReason,
+    /// Tokens used by this step.
+    pub usage: Usage,
+}
+
+/// The options that shape later steps, kept with the state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSettings {
+    /// Whether and which tool the model must call.
+    pub tool_choice: ToolChoice,
+    /// Sampling settings.
+    pub model_settings: ModelSettings,
+    /// Structured output, if asked for.
+    pub structured_output: Option<StructuredOutput>,
+    /// Tool calls of one step that run at once.
+    pub tool_concurrency: usize,
+    /// The thread, when the run uses memory.
+    pub thread_id: Option<String>,
+    /// The resource, when the run uses memory.
+    pub resource_id: Option<String>,
+}
+
+/// Where the run stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// The next step calls the model.
+    Ready,
+    /// The model called tools; they run next. The step's message and text are recorded.
+    ToolsPending {
+        /// The step whose tools are pending.
+        step: StepResult,
+    },
+    /// The run is over.
+    Finished {
+        /// Why.
+        reason: FinishReason,
+        /// The structured output, if any.
+        #[serde(default)]
+        object: Option<Value>,
+    },
+}
+
+/// The serialisable state of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    /// Format version; see [`RUN_STATE_VERSION`].
+    pub version: u32,
+    /// The run's id; unchanged when the run is continued.
+    pub run_id: String,
+    /// The agent running it.
+    pub agent_id: String,
+    /// The conversation without the system instructions: input first, then each step's
+    /// assistant message and tool results.
+    pub messages: Vec<Message>,
+    /// How many of `messages` were input (the rest are the run's response).
+    pub input_len: usize,
+    /// Finished steps.
+    pub steps: Vec<StepResult>,
+    /// Usage of all steps.
+    pub usage: Usage,
+    /// Upper bound on steps.
+    pub max_steps: u32,
+    /// Whether the `start` event was emitted.
+    pub started: bool,
+    /// The id the next assistant message will have.
+    pub next_message_id: String,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// Options that shape later steps.
+    pub settings: RunSettings,
+    /// The request context's entries when the state was taken.
+    pub request_context: BTreeMap<String, Value>,
+}
+
+impl RunState {
+    /// A fresh run of `agent_id` over `messages`.
+    pub fn new(
+        run_id: String,
+        agent_id: String,
+        messages: Vec<Message>,
+        max_steps: u32,
+        settings: RunSettings,
+    ) -> Self {
+        Self {
+            version: RUN_STATE_VERSION,
+            run_id,
+            agent_id,
+            input_len: messages.len(),
+            messages,
+            steps: Vec::new(),
+            usage: Usage::default(),
+            max_steps,
+            started: false,
+            next_message_id: crate::id::new_id(),
+            status: RunStatus::Ready,
+            settings,
+            request_context: BTreeMap::new(),
+        }
+    }
+
+    /// Whether the run is over.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.status, RunStatus::Finished { .. })
+    }
+
+    /// The messages the run produced (assistant and tool messages).
+    pub fn response_messages(&self) -> &[Message] {
+        self.messages.get(self.input_len..).unwrap_or_default()
+    }
+
+    /// Records a model call's answer. Returns `true` when tool calls are pending.
+    pub(crate) fn record_model_answer(
+        &mut self,
+        text: String,
+        reasoning: String,
+        tool_calls: Vec<ToolCallRecord>,
+        finish_reason: FinishReason,
+        usage: Usage,
+    ) -> bool {
+        let message_id = self.next_message_id.clone();
+        let mut parts = Vec::with_capacity(2 + tool_calls.len());
+        if !reasoning.is_empty() {
+            parts.push(Part::Reasoning {
+                text: reasoning.clone(),
+            });
+        }
+        if !text.is_empty() {
+            parts.push(Part::Text { text: text.clone() });
+        }
+        for call in &tool_calls {
+            parts.push(Part::ToolCall {
+                tool_call_id: call.tool_call_id.clone(),
+                tool_name: call.tool_name.clone(),
+                args: call.args.clone(),
+            });
+        }
+        self.messages.push(Message {
+            id: message_id.clone(),
+            role: Role::Assistant,
+            parts,
+        });
+        self.usage.add(&usage);
+        let has_tools = !tool_calls.is_empty();
+        let step = StepResult {
+            message_id,
+            text,
+            reasoning,
+            tool_calls,
+            tool_results: Vec::new(),
+            // A model that called tools wants their results, whatever reason it reported.
+            finish_reason: if has_tools {
+                FinishReason::ToolCalls
+            } else {
+                finish_reason
+            },
+            usage,
+        };
+        if has_tools {
+            self.status = RunStatus::ToolsPending { step };
+        } else {
+            self.steps.push(step);
+            self.status = RunStatus::Finished {
+                reason: finish_reason,
+                object: None,
+            };
+        }
+        has_tools
+    }
+
+    /// Records the pending tool calls' results and ends the step. Returns whether another
+    /// step follows.
+    pub(crate) fn record_tool_results(&mut self, results: Vec<ToolResultRecord>) -> bool {
+        let RunStatus::ToolsPending { mut step } =
+            std::mem::replace(&mut self.status, RunStatus::Ready)
+        else {
+            return !self.is_finished();
+        };
+        let parts = results
+            .iter()
+            .map(|r| Part::ToolResult {
+                tool_call_id: r.tool_call_id.clone(),
+                tool_name: r.tool_name.clone(),
+                result: r.result.clone(),
+                is_error: r.is_error,
+            })
+            .collect();
+        self.messages.push(Message::new(Role::Tool, parts));
+        step.tool_results = results;
+        self.steps.push(step);
+        if self.steps.len() >= self.max_steps as usize {
+            self.status = RunStatus::Finished {
+                reason: FinishReason::MaxSteps,
+                object: None,
+            };
+            false
+        } else {
+            self.next_message_id = crate::id::new_id();
+            self.status = RunStatus::Ready;
+            true
+        }
+    }
+
+    /// The pending tool calls, if the run waits for them.
+    pub fn pending_tool_calls(&self) -> &[ToolCallRecord] {
+        match &self.status {
+            RunStatus::ToolsPending { step } => &step.tool_calls,
+            _ => &[],
+        }
+    }
+
+    /// The text of the last step.
+    pub fn last_text(&self) -> String {
+        self.steps.last().map(|s| s.text.clone()).unwrap_or_default()
+    }
+}

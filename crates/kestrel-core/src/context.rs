@@ -1,0 +1,91 @@
+//! The per-request key/value bag passed to dynamic configuration, tools and sub-agents.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A map of JSON values that travels with a run: to instruction and model functions, to every
+/// tool call, and (as a shallow copy) to delegated sub-agents.
+///
+/// Clones share the same map, so a tool's `set` is visible to the rest of the run. Use
+/// [`RequestContext::snapshot`] for an independent copy.
+#[derive(Debug, Clone, Default)]
+pub struct RequestContext {
+    inner: Arc<RwLock<BTreeMap<String, Value>>>,
+}
+
+impl RequestContext {
+    /// An empty context.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads a value.
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.read().get(key).cloned()
+    }
+
+    /// Reads a value as a string, if it is one.
+    pub fn get_str(&self, key: &str) -> Option<String> {
+        self.read()
+            .get(key)
+            .and_then(|v| v.as_str().map(str::to_string))
+    }
+
+    /// Sets a value and returns the previous one.
+    pub fn set(&self, key: impl Into<String>, value: impl Into<Value>) -> Option<Value> {
+        self.write().insert(key.into(), value.into())
+    }
+
+    /// Removes a value.
+    pub fn remove(&self, key: &str) -> Option<Value> {
+        self.write().remove(key)
+    }
+
+    /// Whether the key is present.
+    pub fn contains(&self, key: &str) -> bool {
+        self.read().contains_key(key)
+    }
+
+    /// An independent copy of the current entries.
+    pub fn snapshot(&self) -> RequestContext {
+        RequestContext::from(self.to_map())
+    }
+
+    /// The entries as a plain map.
+    pub fn to_map(&self) -> BTreeMap<String, Value> {
+        self.read().clone()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Value>> {
+        // A poisoned lock only means another thread panicked mid-write of a plain map; the map
+        // itself is still valid, so keep serving it.
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Value>> {
+        self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl From<BTreeMap<String, Value>> for RequestContext {
+    fn from(map: BTreeMap<String, Value>) -> Self {
+        Self {
+            inner: Arc::new(RwLock::new(map)),
+        }
+    }
+}
+
+impl Serialize for RequestContext {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.read().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for RequestContext {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        BTreeMap::<String, Value>::deserialize(deserializer).map(RequestContext::from)
+    }
+}

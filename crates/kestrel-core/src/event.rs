@@ -1,0 +1,389 @@
+//! The event stream: one enum whose JSON is the wire format.
+//!
+//! Every [`Event`] serialises as `{"type", "runId", "from", "payload"}` with Mastra's chunk
+//! names and camelCase payload fields, so the server, the Studio, the CLI and tests all read
+//! the same thing. For one tool round trip an agent emits, in order: `start`, `step-start`,
+//! `tool-call-input-streaming-start`, `tool-call-delta`…, `tool-call-input-streaming-end`,
+//! `tool-call`, `tool-result`, `step-finish`, `step-start`, `text-start`, `text-delta`…,
+//! `text-end`, `step-finish`, `finish`.
+
+use std::sync::Arc;
+
+use serde::de::Deserializer;
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::{FinishReason, Usage};
+
+/// Which kind of primitive produced an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum EventSource {
+    /// An agent run.
+    Agent,
+    /// A workflow run.
+    Workflow,
+    /// An agent network.
+    Network,
+    /// A person.
+    User,
+    /// The framework itself.
+    System,
+}
+
+/// One event of a run's stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    /// The run that emitted it.
+    pub run_id: Arc<str>,
+    /// What kind of primitive emitted it.
+    pub from: EventSource,
+    /// The event itself.
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// An agent event of `run_id`.
+    pub fn agent(run_id: Arc<str>, kind: EventKind) -> Self {
+        Self {
+            run_id,
+            from: EventSource::Agent,
+            kind,
+        }
+    }
+
+    /// The wire name of the event (`"text-delta"`…).
+    pub fn type_name(&self) -> &'static str {
+        self.kind.type_name()
+    }
+
+    /// The JSON wire form as a string.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data with string keys cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(4))?;
+        map.serialize_entry("type", self.kind.type_name())?;
+        map.serialize_entry("runId", &*self.run_id)?;
+        map.serialize_entry("from", &self.from)?;
+        self.kind.serialize_payload(&mut map)?;
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Event {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Wire {
+            #[serde(rename = "runId")]
+            run_id: String,
+            from: EventSource,
+            #[serde(flatten)]
+            kind: EventKind,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        Ok(Event {
+            run_id: wire.run_id.into(),
+            from: wire.from,
+            kind: wire.kind,
+        })
+    }
+}
+
+macro_rules! event_kinds {
+    ($( $(#[$doc:meta])* $variant:ident($payload:ty) = $name:literal, )*) => {
+        /// What happened. The serde tag of each variant is its wire name.
+        #[derive(Debug, Clone, PartialEq, Deserialize)]
+        #[serde(tag = "type", content = "payload")]
+        #[non_exhaustive]
+        pub enum EventKind {
+            $( $(#[$doc])* #[serde(rename = $name)] $variant($payload), )*
+        }
+
+        impl EventKind {
+            /// The wire name (`"text-delta"`…).
+            pub fn type_name(&self) -> &'static str {
+                match self { $( EventKind::$variant(_) => $name, )* }
+            }
+
+            fn serialize_payload<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+                match self { $( EventKind::$variant(p) => map.serialize_entry("payload", p), )* }
+            }
+        }
+    };
+}
+
+event_kinds! {
+    /// The run started.
+    Start(StartPayload) = "start",
+    /// A step (one model call and its tool calls) started.
+    StepStart(StepStartPayload) = "step-start",
+    /// The model started a text part.
+    TextStart(PartIdPayload) = "text-start",
+    /// A piece of text.
+    TextDelta(TextDeltaPayload) = "text-delta",
+    /// The text part ended.
+    TextEnd(PartIdPayload) = "text-end",
+    /// The model started a reasoning part.
+    ReasoningStart(PartIdPayload) = "reasoning-start",
+    /// A piece of reasoning.
+    ReasoningDelta(TextDeltaPayload) = "reasoning-delta",
+    /// The reasoning part ended.
+    ReasoningEnd(PartIdPayload) = "reasoning-end",
+    /// The model started streaming a tool call's input.
+    ToolCallInputStreamingStart(ToolCallStreamingStartPayload) = "tool-call-input-streaming-start",
+    /// A piece of a tool call's argument text.
+    ToolCallDelta(ToolCallDeltaPayload) = "tool-call-delta",
+    /// The tool call's input is complete.
+    ToolCallInputStreamingEnd(ToolCallIdPayload) = "tool-call-input-streaming-end",
+    /// A complete tool call.
+    ToolCall(ToolCallPayload) = "tool-call",
+    /// A tool call's result.
+    ToolResult(ToolResultPayload) = "tool-result",
+    /// A tool call failed (invalid input, unknown tool, or the tool's own error).
+    ToolError(ToolErrorPayload) = "tool-error",
+    /// Custom output a tool wrote through its context's writer.
+    ToolOutput(ToolOutputPayload) = "tool-output",
+    /// A step finished.
+    StepFinish(StepFinishPayload) = "step-finish",
+    /// The run finished.
+    Finish(FinishPayload) = "finish",
+    /// The run failed.
+    Error(ErrorPayload) = "error",
+    /// The run was aborted.
+    Abort(AbortPayload) = "abort",
+}
+
+/// Payload of `start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartPayload {
+    /// The agent's id.
+    pub id: String,
+    /// The id of the first step's assistant message.
+    pub message_id: String,
+}
+
+/// Payload of `step-start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepStartPayload {
+    /// The id of this step's assistant message.
+    pub message_id: String,
+    /// Unix time in milliseconds.
+    pub started_at: u64,
+    /// Provider warnings.
+    #[serde(default)]
+    pub warnings: Vec<Value>,
+}
+
+/// Payload of `text-start`, `text-end`, `reasoning-start`, `reasoning-end`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartIdPayload {
+    /// The part's id.
+    pub id: String,
+}
+
+/// Payload of `text-delta` and `reasoning-delta`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TextDeltaPayload {
+    /// The part's id.
+    pub id: String,
+    /// The new text.
+    pub text: String,
+}
+
+/// Payload of `tool-call-input-streaming-start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallStreamingStartPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+}
+
+/// Payload of `tool-call-delta`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallDeltaPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The next piece of argument text.
+    pub args_text_delta: String,
+}
+
+/// Payload of `tool-call-input-streaming-end`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallIdPayload {
+    /// The call id.
+    pub tool_call_id: String,
+}
+
+/// Payload of `tool-call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments (the raw text as a string when the model sent invalid JSON).
+    pub args: Value,
+}
+
+/// Payload of `tool-result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResultPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments the tool ran with.
+    pub args: Value,
+    /// What the tool returned.
+    pub result: Value,
+    /// Always `false` here; failures are `tool-error` events.
+    pub is_error: bool,
+}
+
+/// Payload of `tool-error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolErrorPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments the model sent.
+    pub args: Value,
+    /// What went wrong, as the model will read it.
+    pub error: String,
+}
+
+/// Payload of `tool-output`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOutputPayload {
+    /// The call that wrote it.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// What the tool wrote.
+    pub output: Value,
+}
+
+/// The `stepResult` of `step-finish` and `finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResultInfo {
+    /// Why the step (or run) ended.
+    pub reason: FinishReason,
+    /// Whether another step follows.
+    #[serde(default)]
+    pub is_continued: bool,
+}
+
+/// The `output` of `step-finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepOutput {
+    /// The step's text.
+    pub text: String,
+    /// Tokens used by this step.
+    pub usage: Usage,
+}
+
+/// Payload of `step-finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepFinishPayload {
+    /// The step's assistant message id.
+    pub message_id: String,
+    /// Why the step ended.
+    pub step_result: StepResultInfo,
+    /// What it produced.
+    pub output: StepOutput,
+}
+
+/// The `output` of `finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishOutput {
+    /// The final text.
+    pub text: String,
+    /// Tokens used by the whole run.
+    pub usage: Usage,
+    /// The structured output, when one was asked for and produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<Value>,
+}
+
+/// Payload of `finish`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FinishPayload {
+    /// Why the run ended.
+    pub step_result: StepResultInfo,
+    /// What it produced.
+    pub output: FinishOutput,
+}
+
+/// Payload of `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorPayload {
+    /// A human-readable description.
+    pub error: String,
+    /// A stable machine-readable kind, e.g. `model`, `structured-output`.
+    pub kind: String,
+}
+
+/// Payload of `abort`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AbortPayload {
+    /// Why, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where a run sends its events: nowhere (`generate`), a channel (`stream`), or a buffer
+/// (step-by-step driving).
+#[derive(Debug, Clone, Default)]
+pub(crate) enum EventSink {
+    /// Events are not observed.
+    #[default]
+    Discard,
+    /// Events go to a stream's receiver. A dropped receiver does not stop the run.
+    Channel(tokio::sync::mpsc::Sender<Event>),
+    /// Events are buffered for the caller to take.
+    Collect(Arc<std::sync::Mutex<Vec<Event>>>),
+}
+
+impl EventSink {
+    /// Whether anyone observes the events (lets the hot path skip building them).
+    pub(crate) fn is_observed(&self) -> bool {
+        !matches!(self, EventSink::Discard)
+    }
+
+    pub(crate) async fn emit(&self, event: Event) {
+        match self {
+            EventSink::Discard => {}
+            EventSink::Channel(tx) => {
+                // The consumer may have gone away; the run still completes and is recorded.
+                let _ = tx.send(event).await;
+            }
+            EventSink::Collect(buf) => buf.lock().unwrap_or_else(|e| e.into_inner()).push(event),
+        }
+    }
+}

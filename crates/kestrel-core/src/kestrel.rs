@@ -1,0 +1,106 @@
+//! The [`Kestrel`] instance: the registry of a deployment's agents (Mastra's `new Mastra({...})`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::agent::Agent;
+use crate::model::ModelRegistry;
+
+/// Why a [`Kestrel`] instance could not be built or queried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KestrelError {
+    /// Two agents share an id.
+    #[error("duplicate agent id {id:?}: every registered agent needs a unique id")]
+    DuplicateAgent {
+        /// The id.
+        id: String,
+    },
+    /// No agent has this id.
+    #[error("agent {id:?} not found; registered agents: {}", known.join(", "))]
+    AgentNotFound {
+        /// The id asked for.
+        id: String,
+        /// The registered ids.
+        known: Vec<String>,
+    },
+}
+
+/// Registers agents (and, in later versions, workflows, storage and pub/sub) and finds them
+/// by id. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Kestrel {
+    inner: Arc<KestrelInner>,
+}
+
+#[derive(Debug)]
+struct KestrelInner {
+    agents: BTreeMap<String, Agent>,
+    models: ModelRegistry,
+}
+
+impl Kestrel {
+    /// Starts building an instance.
+    pub fn builder() -> KestrelBuilder {
+        KestrelBuilder::default()
+    }
+
+    /// The agent with this id.
+    pub fn agent(&self, id: &str) -> Result<&Agent, KestrelError> {
+        self.inner
+            .agents
+            .get(id)
+            .ok_or_else(|| KestrelError::AgentNotFound {
+                id: id.to_string(),
+                known: self.inner.agents.keys().cloned().collect(),
+            })
+    }
+
+    /// Every registered agent, ordered by id.
+    pub fn agents(&self) -> impl Iterator<Item = &Agent> {
+        self.inner.agents.values()
+    }
+
+    /// The model registry the instance resolves model strings with.
+    pub fn models(&self) -> &ModelRegistry {
+        &self.inner.models
+    }
+}
+
+/// Builds a [`Kestrel`] instance.
+#[derive(Default)]
+pub struct KestrelBuilder {
+    agents: Vec<Agent>,
+    models: Option<ModelRegistry>,
+}
+
+impl KestrelBuilder {
+    /// Registers an agent.
+    pub fn agent(mut self, agent: Agent) -> Self {
+        self.agents.push(agent);
+        self
+    }
+
+    /// Uses this model registry (default: [`ModelRegistry::from_env`]).
+    pub fn models(mut self, models: ModelRegistry) -> Self {
+        self.models = Some(models);
+        self
+    }
+
+    /// Checks ids are unique and builds the instance.
+    pub fn build(self) -> Result<Kestrel, KestrelError> {
+        let mut agents = BTreeMap::new();
+        for agent in self.agents {
+            let id = agent.id().to_string();
+            if agents.insert(id.clone(), agent).is_some() {
+                return Err(KestrelError::DuplicateAgent { id });
+            }
+        }
+        Ok(Kestrel {
+            inner: Arc::new(KestrelInner {
+                agents,
+                models: self.models.unwrap_or_else(ModelRegistry::from_env),
+            }),
+        })
+    }
+}

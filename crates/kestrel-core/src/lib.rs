@@ -1,0 +1,23 @@
+//! Kestrel's core: models, tools, agents, runs and the event stream.
+//!
+//! - [`model`]: the streaming [`model::LanguageModel`] trait, the provider registry and the
+//!   [`model::ScriptedModel`] for tests;
+//! - [`providers`]: OpenAI-compatible and Anthropic providers (features `openai`, `anthropic`);
+//! - [`tool`]: tools, their schemas, validation and context;
+//! - [`agent`]: agents, runs as serialisable state machines, `generate` and `stream`;
+//! - [`event`]: the one event enum whose JSON is the wire format;
+//! - [`kestrel`]: the instance that registers agents.
+//!
+//! Users normally depend on the `kestrel` facade crate, which re-exports this one.
+
+pub mod abort;
+pub mod agent;
+pub mod context;
+pub mod event;
+pub mod id;
+pub mod kestrel;
+pub mod message;
+pub mod model;
+#[cfg(feature = "http")]
+pub mod providers;
+pub mod tool;

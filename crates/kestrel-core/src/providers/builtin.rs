@@ -1,0 +1,168 @@
+//! Registering the built-in providers from environment variables (see [`super`] for the list).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::HttpConfig;
+use crate::model::{ModelRegistry, SharedModel, UnknownModel};
+
+/// Prefix of the variables that name custom OpenAI-compatible endpoints.
+const CUSTOM_PREFIX: &str = "KESTREL_OPENAI_COMPATIBLE";
+
+/// The well-known OpenAI-compatible providers: name, variable prefix, default base URL and
+/// whether an API key is needed at that URL.
+#[cfg(feature = "openai")]
+const OPENAI_COMPATIBLE: &[(&str, &str, &str, bool)] = &[
+    ("openai", "OPENAI", super::openai::DEFAULT_BASE_URL, true),
+    ("deepseek", "DEEPSEEK", "https://api.deepseek.com/v1", true),
+    (
+        "openrouter",
+        "OPENROUTER",
+        "https://openrouter.ai/api/v1",
+        true,
+    ),
+    ("groq", "GROQ", "https://api.groq.com/openai/v1", true),
+    ("ollama", "OLLAMA", "http://127.0.0.1:11434/v1", false),
+];
+
+/// Registers the built-in providers configured from `env`.
+///
+/// Variables are read here, once; the factories only build model objects (no I/O).
+pub(crate) fn register_builtin(
+    registry: &mut ModelRegistry,
+    env: &impl Fn(&str) -> Option<String>,
+) {
+    let var = |name: &str| env(name).filter(|value| !value.trim().is_empty());
+
+    #[cfg(feature = "openai")]
+    for &(name, prefix, default_url, needs_key) in OPENAI_COMPATIBLE {
+        let endpoint = Endpoint::from_env(&var, prefix, default_url, needs_key);
+        register_openai_compatible(registry, name, endpoint);
+    }
+
+    #[cfg(feature = "anthropic")]
+    {
+        let endpoint =
+            Endpoint::from_env(&var, "ANTHROPIC", super::anthropic::DEFAULT_BASE_URL, true);
+        registry.register(
+            "anthropic",
+            move |model_id: &str, spec: &str| -> Result<SharedModel, UnknownModel> {
+                let config = endpoint.config(spec)?;
+                Ok(Arc::new(super::anthropic::Anthropic::new(model_id, config)))
+            },
+        );
+    }
+
+    #[cfg(feature = "openai")]
+    for name in custom_endpoint_names(&var, std::env::vars().map(|(key, _)| key)) {
+        let variable = custom_variable_stem(&name);
+        let Some(base_url) = var(&format!("{variable}_BASE_URL")) else {
+            tracing::warn!(
+                provider = %name,
+                "{CUSTOM_PREFIX} lists {name:?} but {variable}_BASE_URL is not set; skipped"
+            );
+            continue;
+        };
+        let endpoint = Endpoint {
+            base_url,
+            api_key: var(&format!("{variable}_API_KEY")),
+            missing_key: None,
+        };
+        register_openai_compatible(registry, &provider_name(&name), endpoint);
+    }
+}
+
+/// A provider's base URL and key as read from the environment.
+#[derive(Clone)]
+struct Endpoint {
+    base_url: String,
+    api_key: Option<String>,
+    /// The key variable to report when resolving a model, if the key is needed but unset.
+    missing_key: Option<String>,
+}
+
+impl Endpoint {
+    /// Reads `<PREFIX>_BASE_URL` and `<PREFIX>_API_KEY`. The key is needed only at the default
+    /// URL: a custom URL may be a proxy or a local server that takes none.
+    fn from_env(
+        var: &impl Fn(&str) -> Option<String>,
+        prefix: &str,
+        default_url: &str,
+        needs_key: bool,
+    ) -> Self {
+        let key_variable = format!("{prefix}_API_KEY");
+        let api_key = var(&key_variable);
+        let custom_url = var(&format!("{prefix}_BASE_URL"))
+            .filter(|url| url.trim_end_matches('/') != default_url.trim_end_matches('/'));
+        let missing_key =
+            (needs_key && api_key.is_none() && custom_url.is_none()).then_some(key_variable);
+        Self {
+            base_url: custom_url.unwrap_or_else(|| default_url.to_string()),
+            api_key,
+            missing_key,
+        }
+    }
+
+    fn config(&self, spec: &str) -> Result<HttpConfig, UnknownModel> {
+        if let Some(variable) = &self.missing_key {
+            return Err(UnknownModel::MissingCredentials {
+                spec: spec.to_string(),
+                variable: variable.clone(),
+            });
+        }
+        Ok(HttpConfig::new(self.base_url.clone()).with_optional_api_key(self.api_key.clone()))
+    }
+}
+
+#[cfg(feature = "openai")]
+fn register_openai_compatible(registry: &mut ModelRegistry, name: &str, endpoint: Endpoint) {
+    let provider = name.to_string();
+    registry.register(
+        name,
+        move |model_id: &str, spec: &str| -> Result<SharedModel, UnknownModel> {
+            let config = endpoint.config(spec)?;
+            Ok(Arc::new(super::openai::OpenAiCompatible::new(
+                provider.clone(),
+                model_id,
+                config,
+            )))
+        },
+    );
+}
+
+#[cfg(feature = "openai")]
+/// Custom endpoint names, as written in variable names (`MY_VLLM`) or in the list (`my-vllm`):
+/// those listed in `KESTREL_OPENAI_COMPATIBLE`, plus those found among `process_vars` as
+/// `KESTREL_OPENAI_COMPATIBLE_<NAME>_BASE_URL`. Values are always read through `var`, so a
+/// test's lookup function stays the only source of configuration.
+fn custom_endpoint_names(
+    var: &impl Fn(&str) -> Option<String>,
+    process_vars: impl Iterator<Item = String>,
+) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    if let Some(list) = var(CUSTOM_PREFIX) {
+        names.extend(
+            list.split(',')
+                .map(|name| name.trim().to_ascii_uppercase().replace('-', "_"))
+                .filter(|name| !name.is_empty()),
+        );
+    }
+    let prefix = format!("{CUSTOM_PREFIX}_");
+    names.extend(process_vars.filter_map(|key| {
+        let name = key.strip_prefix(&prefix)?.strip_suffix("_BASE_URL")?;
+        (!name.is_empty()).then(|| name.to_string())
+    }));
+    names
+}
+
+#[cfg(feature = "openai")]
+/// `KESTREL_OPENAI_COMPATIBLE_<NAME>` for a name in variable form.
+fn custom_variable_stem(name: &str) -> String {
+    format!("{CUSTOM_PREFIX}_{name}")
+}
+
+#[cfg(feature = "openai")]
+/// The provider name for a name in variable form: lowercase, `_` as `-`.
+fn provider_name(name: &str) -> String {
+    name.to_ascii_lowercase().replace('_', "-")
+}

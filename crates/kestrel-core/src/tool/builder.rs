@@ -1,0 +1,168 @@
+//! Building tools from closures: typed (`serde` + `schemars`) or from a JSON schema.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::{Tool, ToolContext, ToolError};
+
+/// Starts building a tool named `id` (Mastra's `createTool`).
+///
+/// ```
+/// use kestrel_core::tool::{create_tool, ToolError};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddInput { a: f64, b: f64 }
+///
+/// let add = create_tool("add")
+///     .description("Adds two numbers")
+///     .execute(|input: AddInput, _ctx| async move { Ok::<_, ToolError>(input.a + input.b) });
+/// ```
+pub fn create_tool(id: impl Into<String>) -> ToolBuilder {
+    ToolBuilder::new(id)
+}
+
+/// Builder for a closure-backed tool. See [`create_tool`].
+#[derive(Debug, Clone)]
+pub struct ToolBuilder {
+    id: String,
+    description: String,
+    input_schema: Option<Value>,
+    output_schema: Option<Value>,
+}
+
+impl ToolBuilder {
+    /// A builder for a tool named `id`.
+    pub fn new(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            description: String::new(),
+            input_schema: None,
+            output_schema: None,
+        }
+    }
+
+    /// What the tool does; the model decides from this when to call it.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// Uses this JSON schema for the input instead of deriving one from the input type.
+    /// With `execute(|input: serde_json::Value, ctx| ...)` this makes a dynamic tool.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
+        self
+    }
+
+    /// Declares the output's JSON schema.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// Declares the output's JSON schema from a type.
+    pub fn output_type<O: JsonSchema>(self) -> Self {
+        self.output_schema(schema_of::<O>())
+    }
+
+    /// Finishes the tool with its `execute` function.
+    ///
+    /// The input type `I` is deserialised from the model's (validated) arguments; unless
+    /// [`ToolBuilder::input_schema`] was given, its JSON schema comes from `schemars`. The
+    /// output `O` is serialised to JSON for the model.
+    pub fn execute<I, O, F, Fut>(self, f: F) -> FnTool
+    where
+        I: DeserializeOwned + JsonSchema + Send + 'static,
+        O: Serialize + Send + 'static,
+        F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
+    {
+        let input_schema = self.input_schema.unwrap_or_else(schema_of::<I>);
+        let tool_id = self.id.clone();
+        let f = Arc::new(f);
+        let exec: Arc<ExecFn> = Arc::new(move |input: Value, ctx: ToolContext| {
+            let f = f.clone();
+            let tool_id = tool_id.clone();
+            async move {
+                let input: I = serde_json::from_value(input).map_err(|e| {
+                    ToolError::new(format!("Invalid input for tool {tool_id:?}: {e}"))
+                })?;
+                let output = f(input, ctx).await?;
+                Ok(serde_json::to_value(output)?)
+            }
+            .boxed()
+        });
+        FnTool {
+            id: self.id,
+            description: self.description,
+            input_schema,
+            output_schema: self.output_schema,
+            exec,
+        }
+    }
+}
+
+type ExecFn =
+    dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync;
+
+/// A tool backed by a closure, made by [`ToolBuilder::execute`].
+#[derive(Clone)]
+pub struct FnTool {
+    id: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    exec: Arc<ExecFn>,
+}
+
+impl std::fmt::Debug for FnTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnTool")
+            .field("id", &self.id)
+            .field("description", &self.description)
+            .field("input_schema", &self.input_schema)
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for FnTool {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        (self.exec)(input, ctx).await
+    }
+}
+
+/// The JSON schema of `T`, without the `$schema` and `title` keys that providers do not need.
+pub(crate) fn schema_of<T: JsonSchema>() -> Value {
+    let mut value = schemars::schema_for!(T).to_value();
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    value
+}

@@ -1,0 +1,129 @@
+//! What a tool can reach while it runs.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::ToolError;
+use crate::abort::AbortSignal;
+use crate::context::RequestContext;
+use crate::event::{Event, EventKind, EventSink, ToolOutputPayload};
+
+/// Context passed to every tool call.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) thread_id: Option<String>,
+    pub(crate) resource_id: Option<String>,
+    pub(crate) request_context: RequestContext,
+    pub(crate) abort: AbortSignal,
+    pub(crate) writer: ToolWriter,
+}
+
+impl ToolContext {
+    /// A context for calling a tool outside an agent run (tests, direct execution).
+    pub fn standalone(tool_name: impl Into<String>) -> Self {
+        let run_id: Arc<str> = crate::id::new_id().into();
+        let tool_name = tool_name.into();
+        let tool_call_id = crate::id::new_id();
+        Self {
+            writer: ToolWriter {
+                run_id: run_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                tool_name: tool_name.clone(),
+                sink: EventSink::Discard,
+            },
+            run_id,
+            tool_call_id,
+            tool_name,
+            thread_id: None,
+            resource_id: None,
+            request_context: RequestContext::new(),
+            abort: AbortSignal::new(),
+        }
+    }
+
+    /// Uses this request context.
+    pub fn with_request_context(mut self, request_context: RequestContext) -> Self {
+        self.request_context = request_context;
+        self
+    }
+
+    /// Uses this abort signal.
+    pub fn with_abort_signal(mut self, abort: AbortSignal) -> Self {
+        self.abort = abort;
+        self
+    }
+
+    /// The run this call belongs to.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The model's id for this call.
+    pub fn tool_call_id(&self) -> &str {
+        &self.tool_call_id
+    }
+
+    /// The tool's name.
+    pub fn tool_name(&self) -> &str {
+        &self.tool_name
+    }
+
+    /// The conversation's thread, when the run uses memory.
+    pub fn thread_id(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
+    /// The thread's owner, when the run uses memory.
+    pub fn resource_id(&self) -> Option<&str> {
+        self.resource_id.as_deref()
+    }
+
+    /// The run's request context (shared with the run: `set` is visible to later steps).
+    pub fn request_context(&self) -> &RequestContext {
+        &self.request_context
+    }
+
+    /// Fires when the run is aborted; long-running tools should watch it.
+    pub fn abort_signal(&self) -> &AbortSignal {
+        &self.abort
+    }
+
+    /// Emits custom `tool-output` events into the run's stream.
+    pub fn writer(&self) -> &ToolWriter {
+        &self.writer
+    }
+}
+
+/// Writes custom `tool-output` events into the run's stream (a no-op under `generate`).
+#[derive(Debug, Clone)]
+pub struct ToolWriter {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) tool_call_id: String,
+    pub(crate) tool_name: String,
+    pub(crate) sink: EventSink,
+}
+
+impl ToolWriter {
+    /// Emits `output` as a `tool-output` event.
+    pub async fn write(&self, output: impl Serialize) -> Result<(), ToolError> {
+        if !self.sink.is_observed() {
+            return Ok(());
+        }
+        let output = serde_json::to_value(output)?;
+        self.sink
+            .emit(Event::agent(
+                self.run_id.clone(),
+                EventKind::ToolOutput(ToolOutputPayload {
+                    tool_call_id: self.tool_call_id.clone(),
+                    tool_name: self.tool_name.clone(),
+                    output,
+                }),
+            ))
+            .await;
+        Ok(())
+    }
+}

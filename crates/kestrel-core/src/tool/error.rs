@@ -1,0 +1,109 @@
+//! Tool errors: what a tool's `execute` returns, and why a tool call failed.
+
+use std::fmt;
+
+/// The error a tool's `execute` returns.
+///
+/// Any `std::error::Error` converts into it with `?`, and [`ToolError::new`] makes one from a
+/// message. The model sees the message as the failed result of its call.
+pub struct ToolError {
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl ToolError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The message the model will see.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The underlying error, when the error came from one.
+    pub fn source(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
+}
+
+impl fmt::Debug for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolError")
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        Self {
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
+    }
+}
+
+/// Why a tool call failed. Its text is what the model reads as the failed result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolCallError {
+    /// The model called a tool the agent does not have.
+    #[error("Tool {name:?} not found. Available tools: {}", available.join(", "))]
+    UnknownTool {
+        /// The name the model used.
+        name: String,
+        /// The agent's tool names.
+        available: Vec<String>,
+    },
+    /// The model's argument text is not valid JSON.
+    #[error("Invalid JSON arguments for tool {tool:?}: {error}. Arguments received: {input}")]
+    InvalidJson {
+        /// The tool.
+        tool: String,
+        /// The parser's message.
+        error: String,
+        /// The text received.
+        input: String,
+    },
+    /// The arguments do not match the tool's input schema.
+    #[error("Invalid input for tool {tool:?}: {}", errors.join("; "))]
+    InvalidInput {
+        /// The tool.
+        tool: String,
+        /// One message per violation, each naming the offending path.
+        errors: Vec<String>,
+    },
+    /// The tool's `execute` returned an error.
+    #[error("{message}")]
+    Execution {
+        /// The tool.
+        tool: String,
+        /// The tool's message.
+        message: String,
+    },
+    /// The tool panicked.
+    #[error("Tool {tool:?} failed unexpectedly (it panicked)")]
+    Panicked {
+        /// The tool.
+        tool: String,
+    },
+    /// The tool's output could not be serialised.
+    #[error("Tool {tool:?} returned output that could not be serialised: {error}")]
+    InvalidOutput {
+        /// The tool.
+        tool: String,
+        /// The serialiser's message.
+        error: String,
+    },
+}

@@ -1,0 +1,48 @@
+//! Tools: what an agent can call.
+//!
+//! A [`Tool`] has an id, a description, a JSON schema for its input and an `execute` function.
+//! Build typed tools with [`create_tool`] from a `serde` + `schemars` input type, or dynamic
+//! tools from a JSON schema with [`ToolBuilder::input_schema`]. The agent validates the model's
+//! arguments against the schema before `execute`; invalid input, an unknown tool or an `execute`
+//! error becomes a `tool-error` event and a failed result the model reads on its next step.
+
+mod builder;
+mod context;
+mod error;
+pub(crate) mod set;
+
+pub(crate) use builder::schema_of;
+pub use builder::{FnTool, ToolBuilder, create_tool};
+pub use context::{ToolContext, ToolWriter};
+pub use error::{ToolCallError, ToolError};
+pub use set::{ToolDefinitionError, ToolSet};
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+/// Something an agent can call.
+#[async_trait::async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by. Unique within an agent.
+    fn id(&self) -> &str;
+    /// What it does; the model decides from this when to call it.
+    fn description(&self) -> &str;
+    /// JSON schema of the input; must be an object schema.
+    fn input_schema(&self) -> &Value;
+    /// JSON schema of the output, if declared.
+    fn output_schema(&self) -> Option<&Value> {
+        None
+    }
+    /// Runs the tool on validated input.
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError>;
+}
+
+/// A shared tool handle.
+pub type SharedTool = Arc<dyn Tool>;
+
+impl std::fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("id", &self.id()).finish()
+    }
+}
