@@ -305,6 +305,46 @@ async fn mints_ids_for_calls_without_one_and_reports_tool_calls_despite_stop() {
 }
 
 #[tokio::test]
+async fn tolerates_calls_without_index_and_indexes_reused_for_new_calls() {
+    let call = |index: Option<u32>, id: Option<&str>, name: Option<&str>, args: &str| {
+        let mut call = json!({ "function": { "arguments": args } });
+        if let Some(index) = index {
+            call["index"] = json!(index);
+        }
+        if let Some(id) = id {
+            call["id"] = json!(id);
+        }
+        if let Some(name) = name {
+            call["function"]["name"] = json!(name);
+        }
+        chunk(json!({ "tool_calls": [call] }), None)
+    };
+    let transcript = vec![
+        // No index at all: calls are told apart by id, continuations go to the latest call.
+        call(None, Some("call_x"), Some("first"), "{\"a\":"),
+        call(None, None, None, "1}"),
+        // Index 0 again, but a new id: a new call, not a continuation of the one above.
+        call(Some(0), Some("call_y"), Some("second"), "{\"b\":2}"),
+        chunk(json!({}), Some("tool_calls")),
+        DONE.into(),
+    ];
+    let server = FakeServer::start(vec![Reply::sse(transcript)]).await;
+    let response = generate(&model(&server.url), request("go")).await.unwrap();
+    let calls: Vec<(&str, &str, &str)> = response
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.input.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            ("call_x", "first", r#"{"a":1}"#),
+            ("call_y", "second", r#"{"b":2}"#)
+        ]
+    );
+}
+
+#[tokio::test]
 async fn reasoning_content_and_reasoning_become_reasoning_deltas() {
     let transcript = vec![
         // DeepSeek / vLLM.
@@ -550,10 +590,16 @@ async fn a_connection_cut_mid_stream_is_a_connection_error() {
     let url = cut_connection_server(&partial).await;
     let (events, error) = run(&model(&url), request("Hi")).await;
     assert_eq!(events, vec![text_delta("Hel")]);
-    assert!(
-        matches!(error, Some(ModelError::Connection { .. })),
-        "{error:?}"
-    );
+    match error {
+        // The transport notices the missing end of the chunked body.
+        Some(ModelError::Connection { message, .. }) => {
+            assert!(
+                message.contains("connection lost while streaming"),
+                "{message}"
+            )
+        }
+        other => panic!("expected a connection error, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -594,7 +640,7 @@ async fn abort_mid_stream_cancels_promptly() {
 #[tokio::test]
 async fn an_aborted_signal_sends_nothing() {
     let server = FakeServer::start(vec![Reply::sse(text_transcript())]).await;
-    let mut request = request("Hi");
+    let request = request("Hi");
     request.abort.abort();
     let (_, error) = run(&model(&server.url), request).await;
     assert_eq!(error, Some(ModelError::Cancelled));

@@ -24,6 +24,9 @@ use crate::model::{
 };
 use crate::tool::{ToolCallError, ToolContext, ToolWriter};
 
+/// How long tools that watch the abort signal may take to return after an abort.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// A run being driven: its [`RunState`] plus what is not serialised (the resolved model and
 /// instructions, the abort signal, the live request context, where events go).
 ///
@@ -546,6 +549,10 @@ impl AgentRun {
                     next = outcomes.next() => Some(next),
                 };
                 let Some(next) = next else {
+                    // Tools that watch the signal get a moment to wind down; the rest are
+                    // cancelled by dropping their futures.
+                    let drain = async { while outcomes.next().await.is_some() {} };
+                    let _ = tokio::time::timeout(ABORT_GRACE, drain).await;
                     drop(outcomes);
                     let e = self.aborted();
                     return Err(self.fail(e).await);

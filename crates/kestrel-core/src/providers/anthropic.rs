@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::HttpConfig;
-use super::http::{self, HttpClient, Progress, SseDecoder};
+use super::http::{self, HttpClient, Progress, SharedClient, SseDecoder};
 use crate::message::{Message, Part, Role};
 use crate::model::{
     FinishReason, LanguageModel, ModelError, ModelEvent, ModelRequest, ModelStream, ResponseFormat,
@@ -40,11 +40,12 @@ pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 /// A Claude model served over the Anthropic Messages API.
 ///
 /// ```no_run
-/// use kestrel_core::providers::{HttpConfig, anthropic::Anthropic};
+/// use kestrel_core::providers::HttpConfig;
+/// use kestrel_core::providers::anthropic::{Anthropic, DEFAULT_BASE_URL};
 ///
 /// let model = Anthropic::new(
 ///     "claude-sonnet-4-5",
-///     HttpConfig::new(kestrel_core::providers::anthropic::DEFAULT_BASE_URL).with_api_key("sk-ant-..."),
+///     HttpConfig::new(DEFAULT_BASE_URL).with_api_key("sk-ant-..."),
 /// );
 /// ```
 pub struct Anthropic {
@@ -80,6 +81,13 @@ impl Anthropic {
     /// Sets the `max_tokens` sent when the request sets no output limit.
     pub fn with_default_max_tokens(mut self, max_tokens: u32) -> Self {
         self.default_max_tokens = max_tokens;
+        self
+    }
+
+    /// Shares `client` with other models built from the same [`HttpConfig`] (the registry's
+    /// factories do this so that their models share one connection pool).
+    pub(crate) fn with_shared_client(mut self, client: SharedClient) -> Self {
+        self.http = self.http.share(client);
         self
     }
 

@@ -1,12 +1,13 @@
 //! Registering the built-in providers from environment variables (see [`super`] for the list).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::HttpConfig;
+use super::http::SharedClient;
 use crate::model::{ModelRegistry, SharedModel, UnknownModel};
 
 /// Prefix of the variables that name custom OpenAI-compatible endpoints.
+#[cfg(feature = "openai")]
 const CUSTOM_PREFIX: &str = "KESTREL_OPENAI_COMPATIBLE";
 
 /// The well-known OpenAI-compatible providers: name, variable prefix, default base URL and
@@ -44,17 +45,27 @@ pub(crate) fn register_builtin(
     {
         let endpoint =
             Endpoint::from_env(&var, "ANTHROPIC", super::anthropic::DEFAULT_BASE_URL, true);
+        let client = SharedClient::default();
         registry.register(
             "anthropic",
             move |model_id: &str, spec: &str| -> Result<SharedModel, UnknownModel> {
                 let config = endpoint.config(spec)?;
-                Ok(Arc::new(super::anthropic::Anthropic::new(model_id, config)))
+                let model = super::anthropic::Anthropic::new(model_id, config);
+                Ok(Arc::new(model.with_shared_client(client.clone())))
             },
         );
     }
 
     #[cfg(feature = "openai")]
-    for name in custom_endpoint_names(&var, std::env::vars().map(|(key, _)| key)) {
+    register_custom_endpoints(registry, &var);
+}
+
+/// Registers the custom OpenAI-compatible endpoints (see [`super`]).
+#[cfg(feature = "openai")]
+fn register_custom_endpoints(registry: &mut ModelRegistry, var: &impl Fn(&str) -> Option<String>) {
+    // `vars_os`: `vars` panics on a variable that is not valid Unicode.
+    let process_vars = std::env::vars_os().filter_map(|(key, _)| key.into_string().ok());
+    for name in custom_endpoint_names(var, process_vars) {
         let variable = custom_variable_stem(&name);
         let Some(base_url) = var(&format!("{variable}_BASE_URL")) else {
             tracing::warn!(
@@ -117,15 +128,14 @@ impl Endpoint {
 #[cfg(feature = "openai")]
 fn register_openai_compatible(registry: &mut ModelRegistry, name: &str, endpoint: Endpoint) {
     let provider = name.to_string();
+    // Every model of this provider has the same settings, so they can share one client.
+    let client = SharedClient::default();
     registry.register(
         name,
         move |model_id: &str, spec: &str| -> Result<SharedModel, UnknownModel> {
             let config = endpoint.config(spec)?;
-            Ok(Arc::new(super::openai::OpenAiCompatible::new(
-                provider.clone(),
-                model_id,
-                config,
-            )))
+            let model = super::openai::OpenAiCompatible::new(provider.clone(), model_id, config);
+            Ok(Arc::new(model.with_shared_client(client.clone())))
         },
     );
 }
@@ -138,8 +148,8 @@ fn register_openai_compatible(registry: &mut ModelRegistry, name: &str, endpoint
 fn custom_endpoint_names(
     var: &impl Fn(&str) -> Option<String>,
     process_vars: impl Iterator<Item = String>,
-) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
+) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
     if let Some(list) = var(CUSTOM_PREFIX) {
         names.extend(
             list.split(',')

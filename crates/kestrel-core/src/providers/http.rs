@@ -7,7 +7,7 @@
 
 use std::collections::VecDeque;
 use std::error::Error as _;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -25,16 +25,21 @@ use crate::model::{ModelError, ModelEvent, ModelStream};
 /// Server-sent events of one response, already guarded by idle timeout and cancellation.
 pub(crate) type SseEvents = BoxStream<'static, Result<Event, ModelError>>;
 
+/// A lazily built [`reqwest::Client`] that several models with the same settings can share, so
+/// that they share its connection pool. Built on first use: creating a model does no I/O and
+/// cannot fail.
+pub(crate) type SharedClient = Arc<OnceLock<Result<reqwest::Client, String>>>;
+
 /// Longest provider error text kept when the body is not JSON.
 const MAX_ERROR_TEXT: usize = 1000;
 
 /// A provider's HTTP client: its settings, its authentication headers and a lazily built
-/// [`reqwest::Client`] (built on first use so that creating a model does no I/O and cannot fail).
+/// [`reqwest::Client`].
 pub(crate) struct HttpClient {
     provider: String,
     config: HttpConfig,
     auth_headers: Vec<(&'static str, String)>,
-    client: OnceLock<Result<reqwest::Client, String>>,
+    client: SharedClient,
 }
 
 /// The outcome of one attempt.
@@ -59,8 +64,14 @@ impl HttpClient {
             provider: provider.into(),
             config,
             auth_headers,
-            client: OnceLock::new(),
+            client: SharedClient::default(),
         }
+    }
+
+    /// Uses `client`, shared with other models built from the same settings and headers.
+    pub(crate) fn share(mut self, client: SharedClient) -> Self {
+        self.client = client;
+        self
     }
 
     /// The provider name used in errors.
@@ -161,7 +172,10 @@ impl HttpClient {
                 Some(wait) => wait,
                 None => backoff_delay(&self.config, attempt),
             };
-            tracing::warn!(provider = %self.provider, attempt, ?delay, %error, "retrying model request");
+            tracing::warn!(
+                provider = %self.provider, attempt, ?delay, %error,
+                "retrying model request"
+            );
             tokio::select! {
                 biased;
                 () = abort.aborted() => return Err(ModelError::Cancelled),
@@ -469,28 +483,29 @@ fn guarded_chunks(
     abort: AbortSignal,
 ) -> impl Stream<Item = Result<Bytes, ModelError>> + Send + 'static {
     let body = response.bytes_stream().boxed();
-    futures::stream::unfold(Some(body), move |body| {
-        let provider = provider.clone();
-        let abort = abort.clone();
-        async move {
-            let mut body = body?;
-            let next = tokio::select! {
-                biased;
-                () = abort.aborted() => Err(ModelError::Cancelled),
-                next = tokio::time::timeout(idle_timeout, body.next()) => match next {
-                    Err(_elapsed) => Err(ModelError::Timeout { provider, phase: "idle", after: idle_timeout }),
-                    Ok(None) => return None,
-                    Ok(Some(Ok(chunk))) => Ok(chunk),
-                    Ok(Some(Err(e))) => Err(ModelError::Connection {
-                        provider,
-                        message: format!("connection lost while streaming: {}", error_chain(&e)),
-                    }),
-                },
-            };
-            match next {
-                Ok(chunk) => Some((Ok(chunk), Some(body))),
-                Err(error) => Some((Err(error), None)),
-            }
+    // The state is `None` once an error has been yielded.
+    futures::stream::unfold(Some((body, provider, abort)), move |state| async move {
+        let (mut body, provider, abort) = state?;
+        let next = tokio::select! {
+            biased;
+            () = abort.aborted() => Err(ModelError::Cancelled),
+            next = tokio::time::timeout(idle_timeout, body.next()) => match next {
+                Err(_elapsed) => Err(ModelError::Timeout {
+                    provider: provider.clone(),
+                    phase: "idle",
+                    after: idle_timeout,
+                }),
+                Ok(None) => return None,
+                Ok(Some(Ok(chunk))) => Ok(chunk),
+                Ok(Some(Err(e))) => Err(ModelError::Connection {
+                    provider: provider.clone(),
+                    message: format!("connection lost while streaming: {}", error_chain(&e)),
+                }),
+            },
+        };
+        match next {
+            Ok(chunk) => Some((Ok(chunk), Some((body, provider, abort)))),
+            Err(error) => Some((Err(error), None)),
         }
     })
 }
@@ -591,5 +606,74 @@ pub(crate) fn invalid_json(provider: &str, data: &str, error: &serde_json::Error
         provider: provider.to_string(),
         message: format!("invalid JSON in stream event: {error}"),
         line: Some(truncate(data, MAX_ERROR_TEXT)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn backoff_grows_exponentially_within_jitter_and_cap() {
+        let config = HttpConfig::new("http://x")
+            .with_backoff(Duration::from_millis(100), Duration::from_millis(1000));
+        for _ in 0..50 {
+            let first = backoff_delay(&config, 1);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            let third = backoff_delay(&config, 3);
+            assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+            let capped = backoff_delay(&config, 30);
+            assert!(capped >= Duration::from_millis(500) && capped <= Duration::from_millis(1000));
+        }
+    }
+
+    #[test]
+    fn parses_retry_after_headers() {
+        let headers = |pairs: &[(&'static str, &str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.insert(*name, HeaderValue::from_str(value).unwrap());
+            }
+            map
+        };
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "2")])),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "2"), ("retry-after-ms", "250")])),
+            Some(Duration::from_millis(250))
+        );
+        assert_eq!(
+            retry_after(&headers(&[(
+                "retry-after",
+                "Wed, 21 Oct 2015 07:28:00 GMT"
+            )])),
+            None
+        );
+        assert_eq!(retry_after(&headers(&[("retry-after", "-1")])), None);
+    }
+
+    #[test]
+    fn extracts_error_messages_from_common_body_shapes() {
+        let status = StatusCode::BAD_REQUEST;
+        assert_eq!(error_message(r#"{"error":{"message":"m1"}}"#, status), "m1");
+        assert_eq!(error_message(r#"{"error":"m2"}"#, status), "m2");
+        assert_eq!(error_message(r#"{"detail":"m3"}"#, status), "m3");
+        assert_eq!(
+            error_message(r#"[{"error":{"message":"m4"}}]"#, status),
+            "m4"
+        );
+        assert_eq!(error_message(r#"{"other":1}"#, status), r#"{"other":1}"#);
+        assert_eq!(error_message("  ", status), "Bad Request");
+        assert_eq!(error_message("plain text", status), "plain text");
+    }
+
+    #[test]
+    fn truncates_at_a_character_boundary() {
+        assert_eq!(truncate("héllo", 2), "h…");
+        assert_eq!(truncate("short", 10), "short");
     }
 }

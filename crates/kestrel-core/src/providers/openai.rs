@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::HttpConfig;
-use super::http::{self, HttpClient, Progress, SseDecoder};
+use super::http::{self, HttpClient, Progress, SharedClient, SseDecoder};
 use crate::message::{Message, Part, Role};
 use crate::model::{
     FinishReason, LanguageModel, ModelError, ModelEvent, ModelRequest, ModelStream, ResponseFormat,
@@ -90,6 +90,13 @@ impl OpenAiCompatible {
     /// `max_tokens` (`false`).
     pub fn with_max_completion_tokens(mut self, yes: bool) -> Self {
         self.max_completion_tokens = yes;
+        self
+    }
+
+    /// Shares `client` with other models built from the same [`HttpConfig`] (the registry's
+    /// factories do this so that their models share one connection pool).
+    pub(crate) fn with_shared_client(mut self, client: SharedClient) -> Self {
+        self.http = self.http.share(client);
         self
     }
 
@@ -267,7 +274,7 @@ fn wire_tool_choice(choice: &ToolChoice) -> Value {
 // Response parsing
 
 /// One streamed chunk. Everything is optional: compatible servers omit or add fields freely.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Chunk {
     choices: Option<Vec<Choice>>,
     usage: Option<WireUsage>,

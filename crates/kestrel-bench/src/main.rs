@@ -1,0 +1,166 @@
+//! Benchmarks of the agent loop on the scripted model.
+//!
+//! ```text
+//! cargo run --release -p kestrel-bench -- w1          # generate, one text step of 10 deltas
+//! cargo run --release -p kestrel-bench -- w2          # stream, one tool round trip + 10 deltas
+//! cargo run --release -p kestrel-bench -- w5a 10000   # N concurrent W2 runs, 50 ms model latency
+//! ```
+//!
+//! W1 and W2 run sequential batches and print the median time per run over the batches.
+//! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kestrel::agent::Agent;
+use kestrel::prelude::*;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+const DELTAS: [&str; 10] = ["The ", "answer ", "is ", "five", ", ", "as ", "the ", "tool ", "said", "."];
+
+#[derive(Deserialize, JsonSchema)]
+struct AddInput {
+    a: i64,
+    b: i64,
+}
+
+fn w1_agent() -> Result<Agent, Box<dyn std::error::Error>> {
+    let model = ScriptedModel::from_fn(|_| ScriptedResponse::text_deltas(DELTAS)).without_recording();
+    Ok(Agent::builder("w1")
+        .instructions("You are a benchmark.")
+        .model(Arc::new(model))
+        .build()?)
+}
+
+fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>> {
+    let model = ScriptedModel::from_fn(move |req| {
+        let answered = req
+            .messages
+            .last()
+            .is_some_and(|m| m.role == Role::Tool);
+        let response = if answered {
+            ScriptedResponse::text_deltas(DELTAS)
+        } else {
+            ScriptedResponse::tool_call("call-1", "add", json!({"a": 2, "b": 3}))
+        };
+        match delay {
+            Some(d) => response.with_delay(d),
+            None => response,
+        }
+    })
+    .without_recording();
+    let add = create_tool("add")
+        .description("Adds two integers")
+        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) });
+    Ok(Agent::builder("w2")
+        .instructions("You add numbers.")
+        .model(Arc::new(model))
+        .tool(add)
+        .build()?)
+}
+
+async fn w2_run(agent: &Agent) -> Result<usize, AgentError> {
+    let mut stream = agent.stream("What is 2 + 3?", RunOptions::new());
+    let mut events = 0;
+    while let Some(_event) = stream.next().await {
+        events += 1;
+    }
+    stream.result().await?;
+    Ok(events)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+async fn per_run_batches<F, Fut>(name: &str, runs: usize, batches: usize, mut f: F) -> Result<(), Box<dyn std::error::Error>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Box<dyn std::error::Error>>>,
+{
+    // Warm-up batch, not counted.
+    for _ in 0..runs / 10 {
+        f().await?;
+    }
+    let mut per_run = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let start = Instant::now();
+        for _ in 0..runs {
+            f().await?;
+        }
+        per_run.push(start.elapsed().as_secs_f64() * 1e6 / runs as f64);
+    }
+    let min = per_run.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = per_run.iter().copied().fold(0.0, f64::max);
+    println!(
+        "{name}: median {:.2} µs/run over {batches} batches of {runs} runs (min {min:.2}, max {max:.2})",
+        median(per_run)
+    );
+    Ok(())
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+async fn w5a(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let agent = w2_agent(Some(Duration::from_millis(50)))?;
+    let start = Instant::now();
+    let handles: Vec<_> = (0..runs)
+        .map(|_| {
+            let agent = agent.clone();
+            tokio::spawn(async move { w2_run(&agent).await })
+        })
+        .collect();
+    let mut events = 0;
+    for h in handles {
+        events += h.await??;
+    }
+    let wall = start.elapsed();
+    println!(
+        "w5a: {runs} concurrent runs, {events} events, wall {:.0} ms, peak RSS {:.1} MB",
+        wall.as_secs_f64() * 1e3,
+        peak_rss_mb().unwrap_or(f64::NAN)
+    );
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("w1") => {
+            let agent = w1_agent()?;
+            per_run_batches("w1 generate (1 step, 10 deltas)", 20_000, 11, || async {
+                let r = agent.generate("What is 2 + 3?", RunOptions::new()).await?;
+                debug_assert_eq!(r.steps.len(), 1);
+                Ok(())
+            })
+            .await
+        }
+        Some("w2") => {
+            let agent = w2_agent(None)?;
+            per_run_batches("w2 stream (tool round trip + 10 deltas)", 10_000, 11, || async {
+                let n = w2_run(&agent).await?;
+                debug_assert_eq!(n, 23);
+                Ok(())
+            })
+            .await
+        }
+        Some("w5a") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            w5a(runs).await
+        }
+        _ => {
+            eprintln!("usage: kestrel-bench w1 | w2 | w5a [RUNS]");
+            std::process::exit(2);
+        }
+    }
+}
