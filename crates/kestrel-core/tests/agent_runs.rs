@@ -302,3 +302,42 @@ fn kestrel_finds_agents_by_id() {
     let err = Kestrel::builder().agent(a.clone()).agent(a).build().unwrap_err();
     assert!(matches!(err, KestrelError::DuplicateAgent { .. }));
 }
+
+#[tokio::test]
+async fn a_dropped_stream_does_not_stop_the_run() {
+    let done = Arc::new(tokio::sync::Notify::new());
+    let d2 = done.clone();
+    let tool = create_tool("side_effect")
+        .description("x")
+        .input_schema(json!({"type": "object"}))
+        .execute(move |_: Value, _ctx| {
+            let done = d2.clone();
+            async move {
+                done.notify_one();
+                Ok::<_, ToolError>(json!("written"))
+            }
+        });
+    let model = Arc::new(
+        ScriptedModel::new()
+            .respond(
+                ScriptedResponse::tool_call("s1", "side_effect", json!({}))
+                    .with_delay(Duration::from_millis(20)),
+            )
+            .respond(ScriptedResponse::text("after the reader left")),
+    );
+    let agent = Agent::builder("a").model(model.clone()).tool(tool).build().unwrap();
+    let mut stream = agent.stream("go", RunOptions::new());
+    let first = stream.next_event().await.unwrap();
+    assert_eq!(first.type_name(), "start");
+    drop(stream);
+    tokio::time::timeout(Duration::from_secs(5), done.notified())
+        .await
+        .expect("the tool ran after the stream was dropped");
+    for _ in 0..100 {
+        if model.calls() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(model.calls(), 2, "the run went on to its final step");
+}

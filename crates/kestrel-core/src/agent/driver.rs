@@ -18,6 +18,7 @@ use super::{
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::*;
+use crate::event::{EventQueue, EventSink};
 use crate::message::Message;
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
@@ -186,17 +187,15 @@ impl AgentRun {
 
     /// Buffers events so [`AgentRun::take_events`] can return them.
     pub fn collect_events(mut self) -> Self {
-        self.sink = EventSink::Collect(Default::default());
+        self.sink = EventSink::Queue(Default::default());
         self
     }
 
     /// The events buffered since the last call (see [`AgentRun::collect_events`]).
     pub fn take_events(&mut self) -> Vec<Event> {
         match &self.sink {
-            EventSink::Collect(buf) => {
-                std::mem::take(&mut *buf.lock().unwrap_or_else(|e| e.into_inner()))
-            }
-            _ => Vec::new(),
+            EventSink::Queue(queue) => queue.drain(),
+            EventSink::Discard => Vec::new(),
         }
     }
 
@@ -225,11 +224,16 @@ impl AgentRun {
         Ok(GenerateResult::from_state(&self.state))
     }
 
-    /// Continues the run in a background task and returns its event stream.
+    /// Continues the run as an event stream.
+    ///
+    /// The stream drives the run as it is polled; dropped before the end, it hands the rest of
+    /// the run to a background task, so the run still completes.
     pub fn into_stream(mut self) -> AgentStream {
-        let (tx, rx) = tokio::sync::mpsc::channel(256);
-        self.sink = EventSink::Channel(tx);
-        AgentStream::spawn(self.run_id.clone(), rx, self.abort.clone(), self.run())
+        let queue = Arc::new(EventQueue::default());
+        self.sink = EventSink::Queue(queue.clone());
+        let run_id = self.run_id.clone();
+        let abort = self.abort.clone();
+        AgentStream::new(run_id, queue, abort, self.run().boxed())
     }
 
     async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {

@@ -1,64 +1,57 @@
 //! The event stream of a running agent.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use futures::future::BoxFuture;
 
 use super::{AgentError, GenerateResult};
 use crate::abort::AbortSignal;
-use crate::event::{Event, EventKind};
+use crate::event::{Event, EventKind, EventQueue};
+
+type RunFuture = BoxFuture<'static, Result<GenerateResult, AgentError>>;
 
 /// The events of a run as they happen, and its final result.
 ///
 /// Poll it as a [`Stream`] of [`Event`]s, or call [`AgentStream::text_stream`] for the text
-/// alone. [`AgentStream::result`] waits for the run's [`GenerateResult`]; events not yet read
-/// are dropped. Dropping the stream does not stop the run; [`AgentStream::abort`] does.
+/// alone; [`AgentStream::result`] waits for the run's [`GenerateResult`].
+///
+/// The stream drives the run while it is polled, so events cost no task switch and a slow
+/// reader slows the run instead of piling up events. Dropping the stream before the run ends
+/// does not stop the run: the rest of it continues in a background task (inside a tokio
+/// runtime). [`AgentStream::abort`] stops it.
 pub struct AgentStream {
     run_id: Arc<str>,
-    rx: mpsc::Receiver<Event>,
+    queue: Arc<EventQueue>,
     abort: AbortSignal,
-    task: Option<JoinHandle<Result<GenerateResult, AgentError>>>,
-    early: Option<AgentError>,
+    run: Option<RunFuture>,
+    outcome: Option<Result<GenerateResult, AgentError>>,
 }
 
 impl std::fmt::Debug for AgentStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AgentStream")
             .field("run_id", &self.run_id)
+            .field("running", &self.run.is_some())
             .finish()
     }
 }
 
 impl AgentStream {
-    pub(crate) fn spawn(
+    pub(crate) fn new(
         run_id: Arc<str>,
-        rx: mpsc::Receiver<Event>,
+        queue: Arc<EventQueue>,
         abort: AbortSignal,
-        run: impl Future<Output = Result<GenerateResult, AgentError>> + Send + 'static,
+        run: RunFuture,
     ) -> Self {
-        match tokio::runtime::Handle::try_current() {
-            Ok(handle) => Self {
-                run_id,
-                rx,
-                abort,
-                task: Some(handle.spawn(run)),
-                early: None,
-            },
-            Err(_) => Self {
-                early: Some(AgentError::Internal {
-                    run_id: run_id.to_string(),
-                    message: "Agent::stream must be called inside a tokio runtime".into(),
-                }),
-                run_id,
-                rx,
-                abort,
-                task: None,
-            },
+        Self {
+            run_id,
+            queue,
+            abort,
+            run: Some(run),
+            outcome: None,
         }
     }
 
@@ -74,34 +67,27 @@ impl AgentStream {
 
     /// The next event, or `None` when the run is over.
     pub async fn next_event(&mut self) -> Option<Event> {
-        self.rx.recv().await
+        futures::StreamExt::next(self).await
     }
 
-    /// Waits for the run's result. Unread events are discarded.
+    /// Runs to the end and returns the result. Events not yet read are discarded.
     pub async fn result(mut self) -> Result<GenerateResult, AgentError> {
-        // Closing the receiver lets the run finish without waiting for a reader.
-        self.rx.close();
-        if let Some(error) = self.early.take() {
-            return Err(error);
+        self.queue.close();
+        if let Some(run) = self.run.take() {
+            self.outcome = Some(run.await);
         }
-        match self.task.take() {
-            Some(task) => task.await.unwrap_or_else(|join_error| {
-                Err(AgentError::Internal {
-                    run_id: self.run_id.to_string(),
-                    message: format!("the run's task failed: {join_error}"),
-                })
-            }),
-            None => Err(AgentError::Internal {
+        self.outcome.take().unwrap_or_else(|| {
+            Err(AgentError::Internal {
                 run_id: self.run_id.to_string(),
                 message: "the result was already taken".into(),
-            }),
-        }
+            })
+        })
     }
 
     /// Reads every remaining event into a vector, then returns them with the result.
     pub async fn collect(mut self) -> (Vec<Event>, Result<GenerateResult, AgentError>) {
         let mut events = Vec::new();
-        while let Some(event) = self.rx.recv().await {
+        while let Some(event) = self.next_event().await {
             events.push(event);
         }
         let result = self.result().await;
@@ -118,7 +104,43 @@ impl Stream for AgentStream {
     type Item = Event;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.rx.poll_recv(cx)
+        loop {
+            if let Some(event) = self.queue.pop() {
+                return Poll::Ready(Some(event));
+            }
+            let Some(run) = self.run.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match run.as_mut().poll(cx) {
+                Poll::Ready(outcome) => {
+                    self.run = None;
+                    self.outcome = Some(outcome);
+                }
+                Poll::Pending => {
+                    return match self.queue.pop_or_register(cx.waker()) {
+                        Some(event) => Poll::Ready(Some(event)),
+                        None => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}
+
+impl Drop for AgentStream {
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else { return };
+        self.queue.close();
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                // The reader left; the run still finishes (and, with memory, is stored).
+                handle.spawn(run);
+            }
+            Err(_) => tracing::warn!(
+                run_id = %self.run_id,
+                "an unfinished agent stream was dropped outside a tokio runtime; the run stops"
+            ),
+        }
     }
 }
 
@@ -140,7 +162,7 @@ impl Stream for TextStream {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<String>> {
         loop {
-            match self.inner.rx.poll_recv(cx) {
+            match Pin::new(&mut self.inner).poll_next(cx) {
                 Poll::Ready(Some(Event {
                     kind: EventKind::TextDelta(p),
                     ..

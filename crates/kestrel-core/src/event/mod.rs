@@ -16,6 +16,9 @@ use serde_json::Value;
 
 use crate::model::{FinishReason, Usage};
 
+mod sink;
+pub(crate) use sink::{EventQueue, EventSink};
+
 /// Which kind of primitive produced an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
@@ -355,35 +358,4 @@ pub struct AbortPayload {
     /// Why, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-}
-
-/// Where a run sends its events: nowhere (`generate`), a channel (`stream`), or a buffer
-/// (step-by-step driving).
-#[derive(Debug, Clone, Default)]
-pub(crate) enum EventSink {
-    /// Events are not observed.
-    #[default]
-    Discard,
-    /// Events go to a stream's receiver. A dropped receiver does not stop the run.
-    Channel(tokio::sync::mpsc::Sender<Event>),
-    /// Events are buffered for the caller to take.
-    Collect(Arc<std::sync::Mutex<Vec<Event>>>),
-}
-
-impl EventSink {
-    /// Whether anyone observes the events (lets the hot path skip building them).
-    pub(crate) fn is_observed(&self) -> bool {
-        !matches!(self, EventSink::Discard)
-    }
-
-    pub(crate) async fn emit(&self, event: Event) {
-        match self {
-            EventSink::Discard => {}
-            EventSink::Channel(tx) => {
-                // The consumer may have gone away; the run still completes and is recorded.
-                let _ = tx.send(event).await;
-            }
-            EventSink::Collect(buf) => buf.lock().unwrap_or_else(|e| e.into_inner()).push(event),
-        }
-    }
 }

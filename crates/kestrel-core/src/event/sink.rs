@@ -1,0 +1,102 @@
+//! Where a run's events go while it runs.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+
+use super::Event;
+
+/// Where a run sends its events: nowhere (`generate`), or a queue its [`AgentStream`] or
+/// step-by-step driver reads.
+///
+/// [`AgentStream`]: crate::agent::AgentStream
+#[derive(Debug, Clone, Default)]
+pub(crate) enum EventSink {
+    /// Events are not observed.
+    #[default]
+    Discard,
+    /// Events are queued for a reader.
+    Queue(Arc<EventQueue>),
+}
+
+impl EventSink {
+    /// Whether anyone observes the events (lets the hot path skip building them).
+    pub(crate) fn is_observed(&self) -> bool {
+        match self {
+            EventSink::Discard => false,
+            EventSink::Queue(q) => !q.lock().closed,
+        }
+    }
+
+    /// Sends an event. Async so that sinks with backpressure (pub/sub) fit the same call.
+    pub(crate) async fn emit(&self, event: Event) {
+        if let EventSink::Queue(q) = self {
+            q.push(event);
+        }
+    }
+}
+
+/// A queue of events between a run and its reader.
+///
+/// The reader usually polls the run itself (see `AgentStream`), so events are produced during
+/// its own poll; the stored waker covers events pushed from elsewhere (a tool's own task).
+#[derive(Debug, Default)]
+pub(crate) struct EventQueue {
+    state: Mutex<QueueState>,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    events: VecDeque<Event>,
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+impl EventQueue {
+    fn lock(&self) -> MutexGuard<'_, QueueState> {
+        // Only plain data lives behind the lock; a panic elsewhere leaves it consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn push(&self, event: Event) {
+        let waker = {
+            let mut state = self.lock();
+            if state.closed {
+                return;
+            }
+            state.events.push_back(event);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    pub(crate) fn pop(&self) -> Option<Event> {
+        self.lock().events.pop_front()
+    }
+
+    pub(crate) fn drain(&self) -> Vec<Event> {
+        self.lock().events.drain(..).collect()
+    }
+
+    /// Stores the reader's waker unless an event is already waiting (then returns it).
+    pub(crate) fn pop_or_register(&self, waker: &Waker) -> Option<Event> {
+        let mut state = self.lock();
+        match state.events.pop_front() {
+            Some(event) => Some(event),
+            None => {
+                state.waker = Some(waker.clone());
+                None
+            }
+        }
+    }
+
+    /// Stops accepting events and drops the queued ones: nobody will read them.
+    pub(crate) fn close(&self) {
+        let mut state = self.lock();
+        state.closed = true;
+        state.events.clear();
+        state.waker = None;
+    }
+}
