@@ -19,7 +19,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-const DELTAS: [&str; 10] = ["The ", "answer ", "is ", "five", ", ", "as ", "the ", "tool ", "said", "."];
+const DELTAS: [&str; 10] = [
+    "The ", "answer ", "is ", "five", ", ", "as ", "the ", "tool ", "said", ".",
+];
 
 #[derive(Deserialize, JsonSchema)]
 struct AddInput {
@@ -28,7 +30,8 @@ struct AddInput {
 }
 
 fn w1_agent() -> Result<Agent, Box<dyn std::error::Error>> {
-    let model = ScriptedModel::from_fn(|_| ScriptedResponse::text_deltas(DELTAS)).without_recording();
+    let model =
+        ScriptedModel::from_fn(|_| ScriptedResponse::text_deltas(DELTAS)).without_recording();
     Ok(Agent::builder("w1")
         .instructions("You are a benchmark.")
         .model(Arc::new(model))
@@ -37,10 +40,7 @@ fn w1_agent() -> Result<Agent, Box<dyn std::error::Error>> {
 
 fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>> {
     let model = ScriptedModel::from_fn(move |req| {
-        let answered = req
-            .messages
-            .last()
-            .is_some_and(|m| m.role == Role::Tool);
+        let answered = req.messages.last().is_some_and(|m| m.role == Role::Tool);
         let response = if answered {
             ScriptedResponse::text_deltas(DELTAS)
         } else {
@@ -77,7 +77,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-async fn per_run_batches<F, Fut>(name: &str, runs: usize, batches: usize, mut f: F) -> Result<(), Box<dyn std::error::Error>>
+async fn per_run_batches<F, Fut>(
+    name: &str,
+    runs: usize,
+    batches: usize,
+    mut f: F,
+) -> Result<(), Box<dyn std::error::Error>>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<(), Box<dyn std::error::Error>>>,
@@ -147,11 +152,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("w2") => {
             let agent = w2_agent(None)?;
-            per_run_batches("w2 stream (tool round trip + 10 deltas)", 10_000, 11, || async {
-                let n = w2_run(&agent).await?;
-                debug_assert_eq!(n, 23);
-                Ok(())
-            })
+            per_run_batches(
+                "w2 stream (tool round trip + 10 deltas)",
+                10_000,
+                11,
+                || async {
+                    let n = w2_run(&agent).await?;
+                    debug_assert_eq!(n, 23);
+                    Ok(())
+                },
+            )
             .await
         }
         Some("w5a") => {

@@ -20,9 +20,9 @@ struct AddInput {
 }
 
 fn add_agent(model: Arc<ScriptedModel>) -> Agent {
-    let add = create_tool("add")
-        .description("Adds two integers")
-        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(json!({ "sum": i.a + i.b })) });
+    let add = create_tool("add").description("Adds two integers").execute(
+        |i: AddInput, _ctx| async move { Ok::<_, ToolError>(json!({ "sum": i.a + i.b })) },
+    );
     Agent::builder("calculator")
         .instructions("You add numbers with the add tool.")
         .model(model)
@@ -33,7 +33,11 @@ fn add_agent(model: Arc<ScriptedModel>) -> Agent {
 
 fn round_trip_script() -> ScriptedModel {
     ScriptedModel::new()
-        .respond(ScriptedResponse::tool_call("call-1", "add", json!({"a": 2, "b": 3})))
+        .respond(ScriptedResponse::tool_call(
+            "call-1",
+            "add",
+            json!({"a": 2, "b": 3}),
+        ))
         .respond(ScriptedResponse::text_deltas(["2 + 3", " = ", "5"]))
 }
 
@@ -45,7 +49,10 @@ fn normalize(events: &[Event]) -> Vec<Value> {
         match v {
             Value::String(s) if s.len() == 36 && s.chars().filter(|c| *c == '-').count() == 4 => {
                 let n = ids.len();
-                *s = ids.entry(s.clone()).or_insert_with(|| format!("<id-{n}>")).clone();
+                *s = ids
+                    .entry(s.clone())
+                    .or_insert_with(|| format!("<id-{n}>"))
+                    .clone();
             }
             Value::Object(map) => {
                 if map.contains_key("startedAt") {
@@ -104,7 +111,10 @@ async fn one_tool_round_trip_emits_mastras_order_and_json() {
     let m2 = result.steps[1].message_id.clone();
     let usage = |i: u64, o: u64| json!({"inputTokens": i, "outputTokens": o, "totalTokens": i + o});
     let ev = |t: &str, payload: Value| json!({"type": t, "runId": "run-1", "from": "AGENT", "payload": payload});
-    let mut actual: Vec<Value> = events.iter().map(|e| serde_json::to_value(e).unwrap()).collect();
+    let mut actual: Vec<Value> = events
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .collect();
     for v in &mut actual {
         if let Some(p) = v["payload"].as_object_mut()
             && p.contains_key("startedAt")
@@ -115,21 +125,51 @@ async fn one_tool_round_trip_emits_mastras_order_and_json() {
     }
     let expected = vec![
         ev("start", json!({"id": "calculator", "messageId": m1})),
-        ev("step-start", json!({"messageId": m1, "startedAt": 0, "warnings": []})),
-        ev("tool-call-input-streaming-start", json!({"toolCallId": "call-1", "toolName": "add"})),
-        ev("tool-call-delta", json!({"toolCallId": "call-1", "toolName": "add", "argsTextDelta": "{\"a\":2,\"b\":3}"})),
-        ev("tool-call-input-streaming-end", json!({"toolCallId": "call-1"})),
-        ev("tool-call", json!({"toolCallId": "call-1", "toolName": "add", "args": {"a": 2, "b": 3}})),
-        ev("tool-result", json!({"toolCallId": "call-1", "toolName": "add", "args": {"a": 2, "b": 3}, "result": {"sum": 5}, "isError": false})),
-        ev("step-finish", json!({"messageId": m1, "stepResult": {"reason": "tool-calls", "isContinued": true}, "output": {"text": "", "usage": usage(10, 1)}})),
-        ev("step-start", json!({"messageId": m2, "startedAt": 0, "warnings": []})),
+        ev(
+            "step-start",
+            json!({"messageId": m1, "startedAt": 0, "warnings": []}),
+        ),
+        ev(
+            "tool-call-input-streaming-start",
+            json!({"toolCallId": "call-1", "toolName": "add"}),
+        ),
+        ev(
+            "tool-call-delta",
+            json!({"toolCallId": "call-1", "toolName": "add", "argsTextDelta": "{\"a\":2,\"b\":3}"}),
+        ),
+        ev(
+            "tool-call-input-streaming-end",
+            json!({"toolCallId": "call-1"}),
+        ),
+        ev(
+            "tool-call",
+            json!({"toolCallId": "call-1", "toolName": "add", "args": {"a": 2, "b": 3}}),
+        ),
+        ev(
+            "tool-result",
+            json!({"toolCallId": "call-1", "toolName": "add", "args": {"a": 2, "b": 3}, "result": {"sum": 5}, "isError": false}),
+        ),
+        ev(
+            "step-finish",
+            json!({"messageId": m1, "stepResult": {"reason": "tool-calls", "isContinued": true}, "output": {"text": "", "usage": usage(10, 1)}}),
+        ),
+        ev(
+            "step-start",
+            json!({"messageId": m2, "startedAt": 0, "warnings": []}),
+        ),
         ev("text-start", json!({"id": m2})),
         ev("text-delta", json!({"id": m2, "text": "2 + 3"})),
         ev("text-delta", json!({"id": m2, "text": " = "})),
         ev("text-delta", json!({"id": m2, "text": "5"})),
         ev("text-end", json!({"id": m2})),
-        ev("step-finish", json!({"messageId": m2, "stepResult": {"reason": "stop", "isContinued": false}, "output": {"text": "2 + 3 = 5", "usage": usage(10, 3)}})),
-        ev("finish", json!({"stepResult": {"reason": "stop", "isContinued": false}, "output": {"text": "2 + 3 = 5", "usage": usage(20, 4)}})),
+        ev(
+            "step-finish",
+            json!({"messageId": m2, "stepResult": {"reason": "stop", "isContinued": false}, "output": {"text": "2 + 3 = 5", "usage": usage(10, 3)}}),
+        ),
+        ev(
+            "finish",
+            json!({"stepResult": {"reason": "stop", "isContinued": false}, "output": {"text": "2 + 3 = 5", "usage": usage(20, 4)}}),
+        ),
     ];
     assert_eq!(actual, expected);
 
@@ -139,7 +179,11 @@ async fn one_tool_round_trip_emits_mastras_order_and_json() {
         assert_eq!(&back, e);
     }
     // The wire form starts with the type.
-    assert!(events[0].to_json().starts_with("{\"type\":\"start\",\"runId\":\"run-1\""));
+    assert!(
+        events[0]
+            .to_json()
+            .starts_with("{\"type\":\"start\",\"runId\":\"run-1\"")
+    );
 
     assert_eq!(result.text, "2 + 3 = 5");
     assert_eq!(result.run_id, "run-1");
@@ -174,7 +218,10 @@ async fn a_run_stopped_after_one_step_continues_elsewhere_with_the_same_events()
     let mut run = first
         .start_run("What is 2 + 3?", RunOptions::new().run_id("run-x"))
         .collect_events();
-    assert!(run.step().await.unwrap(), "a second step follows the tool call");
+    assert!(
+        run.step().await.unwrap(),
+        "a second step follows the tool call"
+    );
     let mut events = run.take_events();
     let json = serde_json::to_string(&run.into_state()).unwrap();
     drop(first);
@@ -215,12 +262,16 @@ async fn continuing_a_state_checks_version_agent_and_status() {
 
     let mut wrong_version = state.clone();
     wrong_version.version = 99;
-    let err = agent.continue_run(wrong_version, RunOptions::new()).unwrap_err();
+    let err = agent
+        .continue_run(wrong_version, RunOptions::new())
+        .unwrap_err();
     assert!(err.to_string().contains("version 99"), "{err}");
 
     let mut wrong_agent = state.clone();
     wrong_agent.agent_id = "other".into();
-    let err = agent.continue_run(wrong_agent, RunOptions::new()).unwrap_err();
+    let err = agent
+        .continue_run(wrong_agent, RunOptions::new())
+        .unwrap_err();
     assert!(err.to_string().contains("\"other\""), "{err}");
 
     let mut run = agent.continue_run(state, RunOptions::new()).unwrap();

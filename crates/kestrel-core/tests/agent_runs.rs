@@ -39,12 +39,18 @@ async fn structured_output_is_parsed_validated_and_sent_as_response_format() {
         "```json\n{\"city\": \"Oslo\", \"celsius\": -3.5}\n```",
     )));
     let result = agent
-        .generate("weather?", RunOptions::new().structured_output(StructuredOutput::of::<Weather>()))
+        .generate(
+            "weather?",
+            RunOptions::new().structured_output(StructuredOutput::of::<Weather>()),
+        )
         .await
         .unwrap();
     assert_eq!(
         result.object_as::<Weather>().unwrap(),
-        Some(Weather { city: "Oslo".into(), celsius: -3.5 })
+        Some(Weather {
+            city: "Oslo".into(),
+            celsius: -3.5
+        })
     );
     match &model.requests()[0].response_format {
         Some(ResponseFormat::Json { schema, name }) => {
@@ -61,7 +67,10 @@ async fn structured_output_strategies() {
 
     let (agent, _) = agent_with(bad());
     let (events, result) = agent
-        .stream("w", RunOptions::new().structured_output(StructuredOutput::of::<Weather>()))
+        .stream(
+            "w",
+            RunOptions::new().structured_output(StructuredOutput::of::<Weather>()),
+        )
         .collect()
         .await;
     match result {
@@ -88,9 +97,8 @@ async fn structured_output_strategies() {
     assert_eq!(result.object, None);
     assert_eq!(result.finish_reason, FinishReason::Stop);
 
-    let (agent, _) = agent_with(
-        ScriptedModel::new().respond(ScriptedResponse::text("not json at all")),
-    );
+    let (agent, _) =
+        agent_with(ScriptedModel::new().respond(ScriptedResponse::text("not json at all")));
     let fallback = json!({"city": "unknown", "celsius": 0.0});
     let result = agent
         .generate(
@@ -107,11 +115,15 @@ async fn structured_output_strategies() {
 
 #[tokio::test]
 async fn abort_during_the_model_call_ends_the_stream_with_abort() {
-    let (agent, _) = agent_with(ScriptedModel::new().respond(
-        ScriptedResponse::text("first").and_step(kestrel_core::model::ScriptStep::Delay(
-            Duration::from_secs(30),
-        )).and_text("never"),
-    ));
+    let (agent, _) = agent_with(
+        ScriptedModel::new().respond(
+            ScriptedResponse::text("first")
+                .and_step(kestrel_core::model::ScriptStep::Delay(Duration::from_secs(
+                    30,
+                )))
+                .and_text("never"),
+        ),
+    );
     let signal = AbortSignal::new();
     let mut stream = agent.stream("hi", RunOptions::new().abort_signal(signal.clone()));
     let mut types = Vec::new();
@@ -124,7 +136,10 @@ async fn abort_during_the_model_call_ends_the_stream_with_abort() {
     }
     assert_eq!(types.last(), Some(&"abort"));
     assert!(!types.contains(&"finish"));
-    assert!(matches!(stream.result().await, Err(AgentError::Aborted { .. })));
+    assert!(matches!(
+        stream.result().await,
+        Err(AgentError::Aborted { .. })
+    ));
 }
 
 #[tokio::test]
@@ -142,9 +157,11 @@ async fn tools_see_the_abort_signal() {
                 Ok::<_, ToolError>(json!("saw abort"))
             }
         });
-    let model = Arc::new(
-        ScriptedModel::new().respond(ScriptedResponse::tool_call("w1", "wait", json!({}))),
-    );
+    let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::tool_call(
+        "w1",
+        "wait",
+        json!({}),
+    )));
     let agent = Agent::builder("a").model(model).tool(tool).build().unwrap();
     let mut stream = agent.stream("hi", RunOptions::new());
     while let Some(event) = stream.next().await {
@@ -155,8 +172,14 @@ async fn tools_see_the_abort_signal() {
             break;
         }
     }
-    assert!(matches!(stream.result().await, Err(AgentError::Aborted { .. })));
-    assert!(saw.load(std::sync::atomic::Ordering::SeqCst), "the tool observed the abort");
+    assert!(matches!(
+        stream.result().await,
+        Err(AgentError::Aborted { .. })
+    ));
+    assert!(
+        saw.load(std::sync::atomic::Ordering::SeqCst),
+        "the tool observed the abort"
+    );
 }
 
 #[tokio::test]
@@ -180,29 +203,52 @@ async fn max_steps_finishes_cleanly_with_its_reason() {
     assert_eq!(result.steps.len(), 3);
     assert_eq!(model.calls(), 3);
     let finish = events.last().unwrap();
-    assert!(finish.to_json().contains(r#""stepResult":{"reason":"max-steps","isContinued":false}"#));
+    assert!(
+        finish
+            .to_json()
+            .contains(r#""stepResult":{"reason":"max-steps","isContinued":false}"#)
+    );
     // The last step-finish says nothing follows.
-    let last_step = events.iter().rev().find(|e| e.type_name() == "step-finish").unwrap();
+    let last_step = events
+        .iter()
+        .rev()
+        .find(|e| e.type_name() == "step-finish")
+        .unwrap();
     assert!(last_step.to_json().contains(r#""isContinued":false"#));
 
     // Per call, max_steps overrides the agent's.
     let agent2 = Agent::builder("a")
         .model(model.clone())
-        .tool(create_tool("again").description("x").input_schema(json!({"type": "object"})).execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) }))
+        .tool(
+            create_tool("again")
+                .description("x")
+                .input_schema(json!({"type": "object"}))
+                .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) }),
+        )
         .build()
         .unwrap();
-    let result = agent2.generate("loop", RunOptions::new().max_steps(1)).await.unwrap();
+    let result = agent2
+        .generate("loop", RunOptions::new().max_steps(1))
+        .await
+        .unwrap();
     assert_eq!(result.steps.len(), 1);
 }
 
 #[tokio::test]
 async fn model_errors_fail_the_run_with_an_error_event() {
     let (agent, _) = agent_with(ScriptedModel::new().respond(ScriptedResponse::error(
-        ModelError::Auth { provider: "openai".into(), status: 401, message: "bad key".into() },
+        ModelError::Auth {
+            provider: "openai".into(),
+            status: 401,
+            message: "bad key".into(),
+        },
     )));
     let (events, result) = agent.stream("hi", RunOptions::new()).collect().await;
     match result {
-        Err(AgentError::Model { source: ModelError::Auth { status: 401, .. }, .. }) => {}
+        Err(AgentError::Model {
+            source: ModelError::Auth { status: 401, .. },
+            ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(events.last().unwrap().type_name(), "error");
@@ -211,17 +257,31 @@ async fn model_errors_fail_the_run_with_an_error_event() {
     // A script that runs out is a clear error too.
     let (agent, _) = agent_with(ScriptedModel::new());
     let err = agent.generate("hi", RunOptions::new()).await.unwrap_err();
-    assert!(err.to_string().contains("no response queued for call #1"), "{err}");
+    assert!(
+        err.to_string().contains("no response queued for call #1"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
 async fn instructions_and_model_can_depend_on_the_request_context() {
-    let cheap = Arc::new(ScriptedModel::new().with_model_id("cheap").respond(ScriptedResponse::text("from cheap")));
-    let premium = Arc::new(ScriptedModel::new().with_model_id("premium").respond(ScriptedResponse::text("from premium")));
+    let cheap = Arc::new(
+        ScriptedModel::new()
+            .with_model_id("cheap")
+            .respond(ScriptedResponse::text("from cheap")),
+    );
+    let premium = Arc::new(
+        ScriptedModel::new()
+            .with_model_id("premium")
+            .respond(ScriptedResponse::text("from premium")),
+    );
     let (c, p) = (cheap.clone(), premium.clone());
     let agent = Agent::builder("a")
         .instructions_fn(|ctx: RequestContext| async move {
-            Ok(format!("Answer in {}.", ctx.get_str("language").unwrap_or("English".into())))
+            Ok(format!(
+                "Answer in {}.",
+                ctx.get_str("language").unwrap_or("English".into())
+            ))
         })
         .model_fn(move |ctx: RequestContext| {
             let (c, p) = (c.clone(), p.clone());
@@ -238,7 +298,10 @@ async fn instructions_and_model_can_depend_on_the_request_context() {
     let ctx = RequestContext::new();
     ctx.set("tier", "pro");
     ctx.set("language", "French");
-    let result = agent.generate("hi", RunOptions::new().request_context(ctx)).await.unwrap();
+    let result = agent
+        .generate("hi", RunOptions::new().request_context(ctx))
+        .await
+        .unwrap();
     assert_eq!(result.text, "from premium");
     let system = premium.requests()[0].messages[0].text();
     assert_eq!(system, "Answer in French.");
@@ -249,7 +312,8 @@ async fn instructions_and_model_can_depend_on_the_request_context() {
 
 #[tokio::test]
 async fn text_stream_yields_only_text_and_keeps_the_result() {
-    let (agent, _) = agent_with(ScriptedModel::new().respond(ScriptedResponse::text_deltas(["a", "b", "c"])));
+    let (agent, _) =
+        agent_with(ScriptedModel::new().respond(ScriptedResponse::text_deltas(["a", "b", "c"])));
     let mut text = agent.stream("hi", RunOptions::new()).text_stream();
     let mut out = Vec::new();
     while let Some(t) = text.next().await {
@@ -262,44 +326,132 @@ async fn text_stream_yields_only_text_and_keeps_the_result() {
 #[test]
 fn bad_definitions_are_typed_errors() {
     let model = Arc::new(ScriptedModel::new());
-    let t = || create_tool("dup").description("x").input_schema(json!({"type": "object"})).execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
-    let err = Agent::builder("a").model(model.clone()).tool(t()).tool(t()).build().unwrap_err();
-    assert!(matches!(&err, AgentBuildError::Tool { source: ToolDefinitionError::DuplicateName { name }, .. } if name == "dup"));
+    let t = || {
+        create_tool("dup")
+            .description("x")
+            .input_schema(json!({"type": "object"}))
+            .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) })
+    };
+    let err = Agent::builder("a")
+        .model(model.clone())
+        .tool(t())
+        .tool(t())
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(&err, AgentBuildError::Tool { source: ToolDefinitionError::DuplicateName { name }, .. } if name == "dup")
+    );
     assert!(err.to_string().contains("duplicate tool name \"dup\""));
 
-    let not_object = create_tool("s").description("x").input_schema(json!({"type": "string"})).execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
-    let err = Agent::builder("a").model(model.clone()).tool(not_object).build().unwrap_err();
-    assert!(err.to_string().contains("must be an object schema"), "{err}");
+    let not_object = create_tool("s")
+        .description("x")
+        .input_schema(json!({"type": "string"}))
+        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+    let err = Agent::builder("a")
+        .model(model.clone())
+        .tool(not_object)
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("must be an object schema"),
+        "{err}"
+    );
 
-    let invalid = create_tool("s").description("x").input_schema(json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}})).execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
-    let err = Agent::builder("a").model(model.clone()).tool(invalid).build().unwrap_err();
-    assert!(matches!(err, AgentBuildError::Tool { source: ToolDefinitionError::InvalidSchema { .. }, .. }), "{err}");
+    let invalid = create_tool("s")
+        .description("x")
+        .input_schema(json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}}))
+        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+    let err = Agent::builder("a")
+        .model(model.clone())
+        .tool(invalid)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            AgentBuildError::Tool {
+                source: ToolDefinitionError::InvalidSchema { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
 
-    let bad_name = create_tool("has space").description("x").input_schema(json!({"type": "object"})).execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
-    let err = Agent::builder("a").model(model.clone()).tool(bad_name).build().unwrap_err();
+    let bad_name = create_tool("has space")
+        .description("x")
+        .input_schema(json!({"type": "object"}))
+        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+    let err = Agent::builder("a")
+        .model(model.clone())
+        .tool(bad_name)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("invalid tool name"), "{err}");
 
-    let err = Agent::builder("a").model("no-slash").registry(ModelRegistry::empty()).build().unwrap_err();
-    assert!(matches!(err, AgentBuildError::Model { source: UnknownModel::InvalidFormat { .. }, .. }));
-    let err = Agent::builder("a").model("mystery/x").registry(ModelRegistry::empty()).build().unwrap_err();
-    assert!(err.to_string().contains("unknown model provider \"mystery\""), "{err}");
+    let err = Agent::builder("a")
+        .model("no-slash")
+        .registry(ModelRegistry::empty())
+        .build()
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        AgentBuildError::Model {
+            source: UnknownModel::InvalidFormat { .. },
+            ..
+        }
+    ));
+    let err = Agent::builder("a")
+        .model("mystery/x")
+        .registry(ModelRegistry::empty())
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("unknown model provider \"mystery\""),
+        "{err}"
+    );
 
-    let err = Agent::builder("a").model(model.clone()).max_steps(0).build().unwrap_err();
+    let err = Agent::builder("a")
+        .model(model.clone())
+        .max_steps(0)
+        .build()
+        .unwrap_err();
     assert!(matches!(err, AgentBuildError::ZeroMaxSteps { .. }));
 }
 
 #[test]
 fn kestrel_finds_agents_by_id() {
     let model = Arc::new(ScriptedModel::new());
-    let a = Agent::builder("alpha").model(model.clone()).build().unwrap();
+    let a = Agent::builder("alpha")
+        .model(model.clone())
+        .build()
+        .unwrap();
     let b = Agent::builder("beta").model(model.clone()).build().unwrap();
-    let k = Kestrel::builder().agent(a.clone()).agent(b).models(ModelRegistry::empty()).build().unwrap();
+    let k = Kestrel::builder()
+        .agent(a.clone())
+        .agent(b)
+        .models(ModelRegistry::empty())
+        .build()
+        .unwrap();
     assert_eq!(k.agent("alpha").unwrap().id(), "alpha");
-    assert_eq!(k.agents().map(|a| a.id()).collect::<Vec<_>>(), ["alpha", "beta"]);
+    assert_eq!(
+        k.agents().map(|a| a.id()).collect::<Vec<_>>(),
+        ["alpha", "beta"]
+    );
     let err = k.agent("gamma").unwrap_err();
-    assert_eq!(err, KestrelError::AgentNotFound { id: "gamma".into(), known: vec!["alpha".into(), "beta".into()] });
+    assert_eq!(
+        err,
+        KestrelError::AgentNotFound {
+            id: "gamma".into(),
+            known: vec!["alpha".into(), "beta".into()]
+        }
+    );
     assert!(err.to_string().contains("registered agents: alpha, beta"));
-    let err = Kestrel::builder().agent(a.clone()).agent(a).build().unwrap_err();
+    let err = Kestrel::builder()
+        .agent(a.clone())
+        .agent(a)
+        .build()
+        .unwrap_err();
     assert!(matches!(err, KestrelError::DuplicateAgent { .. }));
 }
 
@@ -325,7 +477,11 @@ async fn a_dropped_stream_does_not_stop_the_run() {
             )
             .respond(ScriptedResponse::text("after the reader left")),
     );
-    let agent = Agent::builder("a").model(model.clone()).tool(tool).build().unwrap();
+    let agent = Agent::builder("a")
+        .model(model.clone())
+        .tool(tool)
+        .build()
+        .unwrap();
     let mut stream = agent.stream("go", RunOptions::new());
     let first = stream.next_event().await.unwrap();
     assert_eq!(first.type_name(), "start");

@@ -92,10 +92,28 @@ async fn bad_calls_become_tool_errors_the_model_sees() {
         .collect();
     assert_eq!(errors.len(), 5, "{errors:?}");
     assert_eq!(errors[0].0, "c1");
-    assert!(errors[0].1.contains("Invalid JSON arguments for tool \"add\""), "{}", errors[0].1);
-    assert!(errors[1].1.contains("Tool \"nope\" not found. Available tools: add, fails, panics"));
-    assert!(errors[2].1.contains("Invalid input for tool \"add\""), "{}", errors[2].1);
-    assert!(errors[2].1.contains("/a"), "names the offending field: {}", errors[2].1);
+    assert!(
+        errors[0]
+            .1
+            .contains("Invalid JSON arguments for tool \"add\""),
+        "{}",
+        errors[0].1
+    );
+    assert!(
+        errors[1]
+            .1
+            .contains("Tool \"nope\" not found. Available tools: add, fails, panics")
+    );
+    assert!(
+        errors[2].1.contains("Invalid input for tool \"add\""),
+        "{}",
+        errors[2].1
+    );
+    assert!(
+        errors[2].1.contains("/a"),
+        "names the offending field: {}",
+        errors[2].1
+    );
     assert_eq!(errors[3].1, "disk full");
     assert!(errors[4].1.contains("panicked"));
 
@@ -145,7 +163,11 @@ async fn tool_calls_of_one_step_run_concurrently_and_keep_the_models_order() {
     };
 
     let model = Arc::new(script());
-    let agent = Agent::builder("t").model(model.clone()).tool(slow.clone()).build().unwrap();
+    let agent = Agent::builder("t")
+        .model(model.clone())
+        .tool(slow.clone())
+        .build()
+        .unwrap();
     let (events, result) = agent.stream("go", RunOptions::new()).collect().await;
     result.unwrap();
     assert_eq!(peak.load(Ordering::SeqCst), 3, "all three calls overlapped");
@@ -157,12 +179,19 @@ async fn tool_calls_of_one_step_run_concurrently_and_keep_the_models_order() {
         })
         .collect();
     assert_eq!(order, ["a", "b", "c"], "results keep the model's order");
-    let seen: Vec<String> = results_seen_by_model(&model).into_iter().map(|r| r.0).collect();
+    let seen: Vec<String> = results_seen_by_model(&model)
+        .into_iter()
+        .map(|r| r.0)
+        .collect();
     assert_eq!(seen, ["a", "b", "c"]);
 
     // With a limit of one, calls never overlap.
     peak.store(0, Ordering::SeqCst);
-    let agent = Agent::builder("t").model(Arc::new(script())).tool(slow).build().unwrap();
+    let agent = Agent::builder("t")
+        .model(Arc::new(script()))
+        .tool(slow)
+        .build()
+        .unwrap();
     agent
         .generate("go", RunOptions::new().tool_concurrency(1))
         .await
@@ -191,7 +220,11 @@ async fn tools_get_run_identity_request_context_and_a_writer() {
             .respond(ScriptedResponse::tool_call("p1", "probe", json!({})))
             .respond(ScriptedResponse::text("ok")),
     );
-    let agent = Agent::builder("t").model(model).tool(probe).build().unwrap();
+    let agent = Agent::builder("t")
+        .model(model)
+        .tool(probe)
+        .build()
+        .unwrap();
     let ctx = kestrel_core::context::RequestContext::new();
     ctx.set("user", "ada");
     let (events, result) = agent
@@ -212,14 +245,19 @@ async fn tools_get_run_identity_request_context_and_a_writer() {
     assert_eq!(ctx.get("seen-by-tool"), Some(json!(true)));
     let output = events
         .iter()
-        .position(|e| matches!(&e.kind, EventKind::ToolOutput(p) if p.output == json!({"progress": 50})))
+        .position(
+            |e| matches!(&e.kind, EventKind::ToolOutput(p) if p.output == json!({"progress": 50})),
+        )
         .expect("tool-output event");
     let result_at = events
         .iter()
         .position(|e| e.type_name() == "tool-result")
         .unwrap();
     assert!(output < result_at);
-    assert_eq!(events[output].to_json(), r#"{"type":"tool-output","runId":"r-9","from":"AGENT","payload":{"toolCallId":"p1","toolName":"probe","output":{"progress":50}}}"#);
+    assert_eq!(
+        events[output].to_json(),
+        r#"{"type":"tool-output","runId":"r-9","from":"AGENT","payload":{"toolCallId":"p1","toolName":"probe","output":{"progress":50}}}"#
+    );
 }
 
 #[tokio::test]

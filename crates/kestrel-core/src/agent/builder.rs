@@ -163,12 +163,14 @@ impl AgentBuilder {
             },
         };
         let model = match choice {
-            ModelChoice::Spec(spec) => ModelSource::Fixed(spec.resolve(&registry).map_err(
-                |source| AgentBuildError::Model {
-                    agent: agent.clone(),
-                    source,
-                },
-            )?),
+            ModelChoice::Spec(spec) => {
+                ModelSource::Fixed(spec.resolve(&registry).map_err(|source| {
+                    AgentBuildError::Model {
+                        agent: agent.clone(),
+                        source,
+                    }
+                })?)
+            }
             ModelChoice::Dynamic(source) => source,
         };
         let mut tools = ToolSet::new();

@@ -9,7 +9,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 
 use super::options::{ErrorStrategy, StructuredOutput};
-use super::state::{RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord, ToolResultRecord};
+use super::state::{
+    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord, ToolResultRecord,
+};
 use super::stream::AgentStream;
 use super::{
     Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, Instructions, ModelSource,
@@ -245,13 +247,13 @@ impl AgentRun {
         let model = match &inner.model {
             ModelSource::Fixed(m) => m.clone(),
             ModelSource::Dynamic(f) => {
-                let spec = f(self.request_context.clone())
-                    .await
-                    .map_err(|source| AgentError::Dynamic {
+                let spec = f(self.request_context.clone()).await.map_err(|source| {
+                    AgentError::Dynamic {
                         run_id: run_id.clone(),
                         what: "model",
                         source,
-                    })?;
+                    }
+                })?;
                 spec.resolve(&inner.registry)
                     .map_err(|source| AgentError::ModelResolution {
                         run_id: run_id.clone(),
@@ -262,13 +264,13 @@ impl AgentRun {
         let system = match &inner.instructions {
             Instructions::Static(s) => (!s.is_empty()).then(|| s.to_string()),
             Instructions::Dynamic(f) => {
-                let s = f(self.request_context.clone())
-                    .await
-                    .map_err(|source| AgentError::Dynamic {
+                let s = f(self.request_context.clone()).await.map_err(|source| {
+                    AgentError::Dynamic {
                         run_id,
                         what: "instructions",
                         source,
-                    })?;
+                    }
+                })?;
                 (!s.is_empty()).then_some(s)
             }
         };
@@ -279,7 +281,11 @@ impl AgentRun {
 
     async fn fail(&mut self, error: AgentError) -> AgentError {
         if let AgentError::Aborted { .. } = error {
-            emit!(self.sink, self.run_id, EventKind::Abort(AbortPayload::default()));
+            emit!(
+                self.sink,
+                self.run_id,
+                EventKind::Abort(AbortPayload::default())
+            );
             self.state.status = RunStatus::Finished {
                 reason: FinishReason::Abort,
                 object: None,
@@ -289,7 +295,7 @@ impl AgentRun {
                 self.sink,
                 self.run_id,
                 EventKind::Error(ErrorPayload {
-                    error: error.to_string(),
+                    error: error.detail(),
                     kind: error.kind().into(),
                 })
             );
@@ -386,7 +392,8 @@ impl AgentRun {
                     if delta.is_empty() {
                         continue;
                     }
-                    open.switch_to(OpenPart::Text, &sink, &run_id, &message_id).await;
+                    open.switch_to(OpenPart::Text, &sink, &run_id, &message_id)
+                        .await;
                     text.push_str(&delta);
                     emit!(
                         sink,
@@ -401,7 +408,8 @@ impl AgentRun {
                     if delta.is_empty() {
                         continue;
                     }
-                    open.switch_to(OpenPart::Reasoning, &sink, &run_id, &message_id).await;
+                    open.switch_to(OpenPart::Reasoning, &sink, &run_id, &message_id)
+                        .await;
                     reasoning.push_str(&delta);
                     emit!(
                         sink,
@@ -413,7 +421,8 @@ impl AgentRun {
                     );
                 }
                 ModelEvent::ToolInputStart { id, name } => {
-                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+                        .await;
                     names.insert(id.clone(), name.clone());
                     emit!(
                         sink,
@@ -440,11 +449,14 @@ impl AgentRun {
                     emit!(
                         sink,
                         run_id,
-                        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload { tool_call_id: id })
+                        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
+                            tool_call_id: id
+                        })
                     );
                 }
                 ModelEvent::ToolCall { id, name, input } => {
-                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+                        .await;
                     if !names.contains_key(&id) {
                         // The provider gave the call whole; stream it so UIs see one shape.
                         names.insert(id.clone(), name.clone());
@@ -465,7 +477,8 @@ impl AgentRun {
                 ModelEvent::Finish { reason, usage } => finish = Some((reason, usage)),
             }
         }
-        open.switch_to(OpenPart::None, &sink, &run_id, &message_id).await;
+        open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+            .await;
         let Some((reason, usage)) = finish else {
             return Err(model_error(ModelError::Protocol {
                 provider: model.provider().to_string(),
@@ -616,8 +629,7 @@ impl AgentRun {
         };
         let text = self.state.last_text();
         let mut object = None;
-        if let (FinishReason::Stop, Some(spec)) = (reason, &self.state.settings.structured_output)
-        {
+        if let (FinishReason::Stop, Some(spec)) = (reason, &self.state.settings.structured_output) {
             match parse_structured(spec, &text) {
                 Ok(value) => object = Some(value),
                 Err(message) => match &spec.error_strategy {
@@ -765,7 +777,11 @@ async fn execute_call(agent: Agent, call: ToolCallRecord, base: Arc<CallBase>) -
     }
 }
 
-async fn run_tool(agent: &Agent, call: &ToolCallRecord, base: &CallBase) -> Result<Value, ToolCallError> {
+async fn run_tool(
+    agent: &Agent,
+    call: &ToolCallRecord,
+    base: &CallBase,
+) -> Result<Value, ToolCallError> {
     let tool_name = call.tool_name.clone();
     if let Some(error) = &call.parse_error {
         return Err(ToolCallError::InvalidJson {
@@ -807,8 +823,8 @@ async fn run_tool(agent: &Agent, call: &ToolCallRecord, base: &CallBase) -> Resu
 /// Parses the final text as JSON (tolerating a Markdown code fence) and validates it.
 fn parse_structured(spec: &StructuredOutput, text: &str) -> Result<Value, String> {
     let body = strip_code_fence(text.trim());
-    let value: Value = serde_json::from_str(body)
-        .map_err(|e| format!("the answer is not valid JSON ({e})"))?;
+    let value: Value =
+        serde_json::from_str(body).map_err(|e| format!("the answer is not valid JSON ({e})"))?;
     let validator = jsonschema::validator_for(&spec.schema)
         .map_err(|e| format!("the structured output schema is invalid: {e}"))?;
     let errors: Vec<String> = validator
@@ -825,7 +841,10 @@ fn parse_structured(spec: &StructuredOutput, text: &str) -> Result<Value, String
     if errors.is_empty() {
         Ok(value)
     } else {
-        Err(format!("the answer does not match the schema: {}", errors.join("; ")))
+        Err(format!(
+            "the answer does not match the schema: {}",
+            errors.join("; ")
+        ))
     }
 }
 

@@ -111,6 +111,35 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// The description without the `run <id>:` prefix, as `error` events carry it (the event
+    /// already names its run).
+    pub fn detail(&self) -> String {
+        match self {
+            AgentError::Model { source, .. } => format!("model call failed: {source}"),
+            AgentError::ModelResolution { source, .. } => source.to_string(),
+            AgentError::Dynamic { what, source, .. } => format!("{what} failed: {source}"),
+            AgentError::StructuredOutput { message, .. } => {
+                format!("structured output invalid: {message}")
+            }
+            AgentError::Aborted { .. } => "the run was aborted".into(),
+            AgentError::InvalidRunState { message, .. } => message.clone(),
+            AgentError::Internal { message, .. } => format!("internal error: {message}"),
+        }
+    }
+
+    /// The run the error belongs to.
+    pub fn run_id(&self) -> &str {
+        match self {
+            AgentError::Model { run_id, .. }
+            | AgentError::ModelResolution { run_id, .. }
+            | AgentError::Dynamic { run_id, .. }
+            | AgentError::StructuredOutput { run_id, .. }
+            | AgentError::Aborted { run_id }
+            | AgentError::InvalidRunState { run_id, .. }
+            | AgentError::Internal { run_id, .. } => run_id,
+        }
+    }
+
     /// A stable machine-readable kind, used in `error` events.
     pub fn kind(&self) -> &'static str {
         match self {

@@ -144,7 +144,11 @@ impl Agent {
     /// The state must come from this agent (same id), have a supported version and not be
     /// finished. `options` supply what is not serialised: the abort signal and, optionally, a
     /// request context (else the state's entries are used).
-    pub fn continue_run(&self, state: RunState, options: RunOptions) -> Result<AgentRun, AgentError> {
+    pub fn continue_run(
+        &self,
+        state: RunState,
+        options: RunOptions,
+    ) -> Result<AgentRun, AgentError> {
         AgentRun::resume(self.clone(), state, options)
     }
 }

@@ -279,6 +279,9 @@ impl RunState {
 
     /// The text of the last step.
     pub fn last_text(&self) -> String {
-        self.steps.last().map(|s| s.text.clone()).unwrap_or_default()
+        self.steps
+            .last()
+            .map(|s| s.text.clone())
+            .unwrap_or_default()
     }
 }

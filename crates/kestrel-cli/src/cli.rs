@@ -1,0 +1,99 @@
+//! Command-line arguments: the [`Cli`] root and one variant of [`Commands`] per subcommand.
+
+use clap::builder::NonEmptyStringValueParser;
+use clap::{Args, Parser, Subcommand};
+
+/// Kestrel: build, run and chat with AI agents.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kestrel",
+    version,
+    about = "Kestrel: build, run and chat with AI agents",
+    long_about = "Kestrel: build, run and chat with AI agents.\n\n\
+        Models are named `provider/model` (e.g. `openai/gpt-5-mini`, \
+        `anthropic/claude-sonnet-4-5`, `ollama/llama3.2`) and providers are configured from \
+        environment variables such as OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, \
+        ANTHROPIC_BASE_URL, DEEPSEEK_API_KEY, OPENROUTER_API_KEY, GROQ_API_KEY and \
+        OLLAMA_BASE_URL.",
+    after_help = "Environment:\n  \
+        KESTREL_MODEL   default model for every command (provider/model)\n  \
+        KESTREL_LOG     log filter for library diagnostics on stderr (default: warn)\n  \
+        NO_COLOR        disable colours",
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Commands,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Commands {
+    /// Chat with a model: answer one prompt, or start an interactive conversation.
+    #[command(
+        long_about = "Chat with a model.\n\n\
+            With a PROMPT, streams the answer to stdout and exits. Without one, starts a \
+            conversation that reads one message per line from stdin and keeps the history \
+            between turns; type /exit (or press Ctrl-D) to quit. Ctrl-C stops the answer being \
+            generated and returns to the prompt; at the prompt it quits.\n\n\
+            Reasoning is shown dimmed when stdout is a terminal. Tool calls are shown on \
+            stderr, one line each.",
+        after_help = "Model choice: --model, else KESTREL_MODEL, else openai/gpt-5-mini when \
+            OPENAI_API_KEY is set, else anthropic/claude-sonnet-4-5 when ANTHROPIC_API_KEY is \
+            set.\n\n\
+            Exit codes: 0 success, 1 the run failed, 2 bad usage or configuration (no model, \
+            unknown model, missing API key), 130 interrupted.\n\n\
+            Examples:\n  \
+            kestrel chat \"Summarise RFC 9110 in one sentence\"\n  \
+            kestrel chat --model anthropic/claude-sonnet-4-5\n  \
+            kestrel chat --json \"hi\" | jq -c 'select(.type == \"text-delta\") | .payload.text'"
+    )]
+    Chat(ChatArgs),
+}
+
+/// Arguments of `kestrel chat`.
+#[derive(Debug, Clone, Args)]
+pub struct ChatArgs {
+    /// The model, as provider/model (default: KESTREL_MODEL, else chosen from the API keys set).
+    #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
+
+    /// Print every event as one JSON line (the wire format) instead of the text.
+    #[arg(long)]
+    pub json: bool,
+
+    /// The system prompt.
+    #[arg(long, short, value_name = "TEXT")]
+    pub instructions: Option<String>,
+
+    /// Upper bound on steps (model calls) per answer.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps: Option<u32>,
+
+    /// The message to answer. Without it, an interactive conversation starts.
+    #[arg(value_name = "PROMPT")]
+    pub prompt: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn max_steps_must_be_positive() {
+        assert!(Cli::try_parse_from(["kestrel", "chat", "--max-steps", "0", "hi"]).is_err());
+        assert!(Cli::try_parse_from(["kestrel", "chat", "--max-steps", "3", "hi"]).is_ok());
+    }
+
+    #[test]
+    fn an_empty_model_is_rejected() {
+        assert!(Cli::try_parse_from(["kestrel", "chat", "--model", "", "hi"]).is_err());
+    }
+}
