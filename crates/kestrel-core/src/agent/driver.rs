@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt};
+use tracing::Instrument;
 use serde_json::Value;
 
 use super::options::{ErrorStrategy, StructuredOutput};
@@ -207,11 +208,19 @@ impl AgentRun {
         if self.state.is_finished() {
             return Ok(false);
         }
+        let span = tracing::debug_span!(
+            "kestrel.step",
+            run_id = %self.run_id,
+            agent = %self.agent.id(),
+            step = self.state.steps.len(),
+        );
         if matches!(self.state.status, RunStatus::Ready) {
-            self.model_phase().await?;
+            let model_span = tracing::debug_span!(parent: &span, "kestrel.model_call");
+            self.model_phase().instrument(model_span).await?;
         }
         if matches!(self.state.status, RunStatus::ToolsPending { .. }) {
-            self.tools_phase().await?;
+            let tools_span = tracing::debug_span!(parent: &span, "kestrel.tool_calls");
+            self.tools_phase().instrument(tools_span).await?;
         }
         if self.state.is_finished() {
             self.finish().await?;
@@ -760,7 +769,12 @@ struct CallBase {
 }
 
 async fn execute_call(agent: Agent, call: ToolCallRecord, base: Arc<CallBase>) -> ToolResultRecord {
-    let outcome = run_tool(&agent, &call, &base).await;
+    let span = tracing::debug_span!(
+        "kestrel.tool_call",
+        tool = %call.tool_name,
+        tool_call_id = %call.tool_call_id,
+    );
+    let outcome = run_tool(&agent, &call, &base).instrument(span).await;
     let (result, is_error) = match outcome {
         Ok(value) => (value, false),
         Err(error) => {
