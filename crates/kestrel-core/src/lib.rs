@@ -6,6 +6,7 @@
 //! - [`tool`]: tools, their schemas, validation and context;
 //! - [`agent`]: agents, runs as serialisable state machines, `generate` and `stream`;
 //! - [`event`]: the one event enum whose JSON is the wire format;
+//! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`kestrel`]: the instance that registers agents.
 //!
 //! Users normally depend on the `kestrel` facade crate, which re-exports this one.
@@ -16,6 +17,7 @@ pub mod context;
 pub mod event;
 pub mod id;
 pub mod kestrel;
+pub mod memory;
 pub mod message;
 pub mod model;
 #[cfg(feature = "http")]

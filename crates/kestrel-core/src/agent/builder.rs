@@ -10,6 +10,7 @@ use super::{
     RunOptions,
 };
 use crate::context::RequestContext;
+use crate::memory::AgentMemory;
 use crate::model::{ModelRegistry, ModelSpec};
 use crate::tool::{SharedTool, Tool, ToolSet};
 
@@ -38,6 +39,7 @@ pub struct AgentBuilder {
     max_steps: u32,
     defaults: RunOptions,
     registry: Option<ModelRegistry>,
+    memory: Option<Arc<dyn AgentMemory>>,
 }
 
 enum ModelChoice {
@@ -58,6 +60,7 @@ impl AgentBuilder {
             max_steps: DEFAULT_MAX_STEPS,
             defaults: RunOptions::default(),
             registry: None,
+            memory: None,
         }
     }
 
@@ -137,6 +140,13 @@ impl AgentBuilder {
         self
     }
 
+    /// Gives the agent a memory: runs with a thread and resource load its context and store
+    /// their messages. The memory's tools are added to the agent's.
+    pub fn memory(mut self, memory: Arc<dyn AgentMemory>) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
     /// Resolves model strings through this registry instead of [`ModelRegistry::from_env`].
     pub fn registry(mut self, registry: ModelRegistry) -> Self {
         self.registry = Some(registry);
@@ -174,7 +184,8 @@ impl AgentBuilder {
             ModelChoice::Dynamic(source) => source,
         };
         let mut tools = ToolSet::new();
-        for tool in self.tools {
+        let memory_tools = self.memory.iter().flat_map(|m| m.tools());
+        for tool in self.tools.into_iter().chain(memory_tools) {
             tools.insert(tool).map_err(|source| AgentBuildError::Tool {
                 agent: agent.clone(),
                 source,
@@ -191,6 +202,7 @@ impl AgentBuilder {
                 max_steps: self.max_steps,
                 defaults: self.defaults,
                 registry,
+                memory: self.memory,
             }),
         })
     }

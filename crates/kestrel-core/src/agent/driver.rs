@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::{FutureExt, StreamExt};
-use tracing::Instrument;
 use serde_json::Value;
+use tracing::Instrument;
 
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::state::{
@@ -22,6 +22,7 @@ use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::*;
 use crate::event::{EventQueue, EventSink};
+use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
@@ -331,6 +332,9 @@ impl AgentRun {
             Ok(v) => v,
             Err(e) => return Err(self.fail(e).await),
         };
+        if let Err(e) = self.load_memory().await {
+            return Err(self.fail(e).await);
+        }
         match self.call_model(model, system).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.fail(e).await),
@@ -499,6 +503,7 @@ impl AgentRun {
             .state
             .record_model_answer(text, reasoning, calls, reason, usage);
         if !has_tools {
+            self.persist().await?;
             let step_text = self.state.last_text();
             emit!(
                 sink,
@@ -519,11 +524,84 @@ impl AgentRun {
         Ok(())
     }
 
+    fn memory_scope(&self) -> Option<MemoryScope> {
+        let settings = &self.state.settings;
+        Some(MemoryScope {
+            thread_id: settings.thread_id.clone()?,
+            resource_id: settings.resource_id.clone()?,
+        })
+    }
+
+    /// Before the first step: loads the thread's context and stores the input.
+    async fn load_memory(&mut self) -> Result<(), AgentError> {
+        if self.state.memory_loaded {
+            return Ok(());
+        }
+        let Some(scope) = self.memory_scope() else {
+            return Ok(());
+        };
+        let Some(memory) = self.agent.inner.memory.clone() else {
+            tracing::warn!(
+                run_id = %self.run_id,
+                agent = %self.agent.id(),
+                "the run names a thread but the agent has no memory; nothing is stored"
+            );
+            self.state.memory_loaded = true;
+            return Ok(());
+        };
+        let recalled = memory
+            .recall(&scope, &self.state.messages, &self.request_context)
+            .await
+            .map_err(|source| self.memory_error(source))?;
+        self.state.apply_recalled(recalled.system, recalled.history);
+        self.persist().await
+    }
+
+    /// Stores the complete messages memory has not stored yet.
+    async fn persist(&mut self) -> Result<(), AgentError> {
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return Ok(());
+        };
+        if !self.state.memory_loaded || self.state.unpersisted().is_empty() {
+            return Ok(());
+        }
+        memory
+            .persist(&scope, self.state.unpersisted())
+            .await
+            .map_err(|source| self.memory_error(source))?;
+        self.state.persisted = self.state.messages.len();
+        Ok(())
+    }
+
+    fn memory_error(&self, source: crate::memory::MemoryError) -> AgentError {
+        AgentError::Memory {
+            run_id: self.state.run_id.clone(),
+            source,
+        }
+    }
+
+    fn notify_memory_finished(&self) {
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return;
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let result = GenerateResult::from_state(&self.state);
+        // Background work (titles...) must not delay the response.
+        handle.spawn(async move { memory.run_finished(&scope, &result).await });
+    }
+
     fn model_request(&self, system: Option<String>) -> ModelRequest {
         let settings = &self.state.settings;
         let mut messages = Vec::with_capacity(self.state.messages.len() + 1);
         if let Some(system) = system {
             messages.push(Message::system(system));
+        }
+        for extra in &self.state.memory_system {
+            messages.push(Message::system(extra.clone()));
         }
         messages.extend(self.state.messages.iter().cloned());
         ModelRequest {
@@ -612,6 +690,9 @@ impl AgentRun {
             }
         }
         let continued = self.state.record_tool_results(results);
+        if let Err(e) = self.persist().await {
+            return Err(self.fail(e).await);
+        }
         if sink.is_observed()
             && let Some(step) = self.state.steps.last()
         {
@@ -661,6 +742,7 @@ impl AgentRun {
             reason,
             object: object.clone(),
         };
+        self.notify_memory_finished();
         emit!(
             self.sink,
             self.run_id,

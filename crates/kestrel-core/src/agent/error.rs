@@ -86,6 +86,15 @@ pub enum AgentError {
         /// The model's text.
         text: String,
     },
+    /// Memory could not load the thread's context or store the run's messages.
+    #[error("run {run_id}: memory failed: {source}")]
+    Memory {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: crate::memory::MemoryError,
+    },
     /// The run was aborted.
     #[error("run {run_id} was aborted")]
     Aborted {
@@ -121,6 +130,7 @@ impl AgentError {
             AgentError::StructuredOutput { message, .. } => {
                 format!("structured output invalid: {message}")
             }
+            AgentError::Memory { source, .. } => format!("memory failed: {source}"),
             AgentError::Aborted { .. } => "the run was aborted".into(),
             AgentError::InvalidRunState { message, .. } => message.clone(),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
@@ -134,6 +144,7 @@ impl AgentError {
             | AgentError::ModelResolution { run_id, .. }
             | AgentError::Dynamic { run_id, .. }
             | AgentError::StructuredOutput { run_id, .. }
+            | AgentError::Memory { run_id, .. }
             | AgentError::Aborted { run_id }
             | AgentError::InvalidRunState { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
@@ -147,6 +158,7 @@ impl AgentError {
             AgentError::ModelResolution { .. } => "model-resolution",
             AgentError::Dynamic { .. } => "dynamic-config",
             AgentError::StructuredOutput { .. } => "structured-output",
+            AgentError::Memory { .. } => "memory",
             AgentError::Aborted { .. } => "abort",
             AgentError::InvalidRunState { .. } => "invalid-run-state",
             AgentError::Internal { .. } => "internal",

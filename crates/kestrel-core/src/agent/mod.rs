@@ -30,6 +30,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 
 use crate::context::RequestContext;
+use crate::memory::AgentMemory;
 use crate::message::Input;
 use crate::model::{ModelRegistry, ModelSpec, SharedModel};
 use crate::tool::ToolSet;
@@ -69,6 +70,7 @@ pub(crate) struct AgentInner {
     pub(crate) max_steps: u32,
     pub(crate) defaults: RunOptions,
     pub(crate) registry: ModelRegistry,
+    pub(crate) memory: Option<Arc<dyn AgentMemory>>,
 }
 
 /// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
@@ -111,6 +113,11 @@ impl Agent {
     /// The agent's tools.
     pub fn tools(&self) -> &ToolSet {
         &self.inner.tools
+    }
+
+    /// The agent's memory, if it has one.
+    pub fn memory(&self) -> Option<&Arc<dyn AgentMemory>> {
+        self.inner.memory.as_ref()
     }
 
     /// The default bound on steps.

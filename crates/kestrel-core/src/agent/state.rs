@@ -139,6 +139,15 @@ pub struct RunState {
     pub settings: RunSettings,
     /// The request context's entries when the state was taken.
     pub request_context: BTreeMap<String, Value>,
+    /// Context memory contributed at the start of the run (extra system text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory_system: Vec<String>,
+    /// Whether memory was consulted (the history is part of `messages`).
+    #[serde(default)]
+    pub memory_loaded: bool,
+    /// How many of `messages` memory has stored (history and persisted messages).
+    #[serde(default)]
+    pub persisted: usize,
 }
 
 impl RunState {
@@ -164,7 +173,27 @@ impl RunState {
             status: RunStatus::Ready,
             settings,
             request_context: BTreeMap::new(),
+            memory_system: Vec::new(),
+            memory_loaded: false,
+            persisted: 0,
         }
+    }
+
+    /// Puts recalled history before the input and records the memory's system text.
+    pub(crate) fn apply_recalled(&mut self, system: Vec<String>, history: Vec<Message>) {
+        let history_len = history.len();
+        let mut messages = history;
+        messages.append(&mut self.messages);
+        self.messages = messages;
+        self.input_len += history_len;
+        self.persisted = history_len;
+        self.memory_system = system;
+        self.memory_loaded = true;
+    }
+
+    /// The complete messages memory has not stored yet.
+    pub fn unpersisted(&self) -> &[Message] {
+        self.messages.get(self.persisted..).unwrap_or_default()
     }
 
     /// Whether the run is over.

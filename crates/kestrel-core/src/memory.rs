@@ -1,0 +1,97 @@
+//! The hook through which an agent remembers.
+//!
+//! An agent with an [`AgentMemory`] and a run with a thread and resource
+//! ([`RunOptions::memory`](crate::agent::RunOptions::memory)) works like this:
+//!
+//! 1. before the first step, [`AgentMemory::recall`] loads the thread's context (earlier
+//!    messages, working memory, observations...) and the input messages are stored;
+//! 2. when each step ends, its complete messages (the assistant message with its tool calls, the
+//!    tool results) are stored — never stream fragments;
+//! 3. after the run, [`AgentMemory::run_finished`] may do background work (titles...) without
+//!    delaying the response.
+//!
+//! Stored message ids equal the ids streamed in events. `persist` must be idempotent by message
+//! id: a continued or retried run may hand the same message again.
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{BoxError, GenerateResult};
+use crate::context::RequestContext;
+use crate::message::Message;
+use crate::tool::SharedTool;
+
+/// The conversation a run belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryScope {
+    /// The thread (one conversation).
+    pub thread_id: String,
+    /// Its owner (a user, an organisation...).
+    pub resource_id: String,
+}
+
+/// What memory contributes to a run's context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RecalledContext {
+    /// Extra system text (working memory, observations, recalled snippets), in order.
+    pub system: Vec<String>,
+    /// Earlier messages of the thread, oldest first; they precede the input.
+    pub history: Vec<Message>,
+}
+
+/// A memory failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct MemoryError {
+    message: String,
+    #[source]
+    source: Option<BoxError>,
+}
+
+impl MemoryError {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// An error with this message caused by `source`.
+    pub fn with_source(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// Loads a run's context and stores its messages. Implemented by `kestrel-memory` on top of a
+/// storage backend; implement it yourself to plug in another store.
+#[async_trait::async_trait]
+pub trait AgentMemory: Send + Sync {
+    /// Loads the context of `scope` for a run whose input is `input` (already the newest
+    /// messages; do not return them in `history`).
+    async fn recall(
+        &self,
+        scope: &MemoryScope,
+        input: &[Message],
+        request_context: &RequestContext,
+    ) -> Result<RecalledContext, MemoryError>;
+
+    /// Stores complete messages in `scope`, in order. Idempotent by message id.
+    async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError>;
+
+    /// Called once the run finished successfully, in a background task.
+    async fn run_finished(&self, _scope: &MemoryScope, _result: &GenerateResult) {}
+
+    /// Tools this memory gives the agent (e.g. updating working memory, recall).
+    fn tools(&self) -> Vec<SharedTool> {
+        Vec::new()
+    }
+}
