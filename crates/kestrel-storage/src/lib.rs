@@ -1,0 +1,58 @@
+//! Kestrel's storage: the durable state of agents.
+//!
+//! One object-safe trait, [`Storage`], shared as `Arc<dyn Storage>`, covers
+//!
+//! - **threads** owned by resources, listed by resource and metadata filter, paginated;
+//! - **messages** with a per-thread sequence assigned by the store (concurrent appends never
+//!   share or interleave seqs), idempotent on message id, marked complete or aborted;
+//! - **working memory** per thread or resource;
+//! - **runs**: snapshots of suspended or running agent runs, saved with a version
+//!   compare-and-set so several instances can share one database;
+//! - **observations** for observational memory, and the per-thread "observed up to" marker;
+//! - **vectors** in named, fixed-dimension indexes, queried by exact cosine scan.
+//!
+//! Backends: [`InMemoryStorage`] (always), [`SqliteStorage`] (feature `sqlite`, the embedded
+//! default: one file, WAL, migrated on open) and [`PostgresStorage`] (feature `postgres`: a
+//! pool, migrations, a schema option). All pass the conformance suite in [`testing`] (feature
+//! `testing`), which is how a new backend proves it behaves the same.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), kestrel_storage::StorageError> {
+//! use std::sync::Arc;
+//! use kestrel_core::message::Message;
+//! use kestrel_storage::{NewThread, Selection, SqliteStorage, Storage};
+//!
+//! let store: Arc<dyn Storage> = Arc::new(SqliteStorage::open("kestrel.db").await?);
+//! let thread = store.create_thread(NewThread::new("user-1").title("Lisbon trip")).await?;
+//! store
+//!     .append_messages(&thread.id, "user-1", vec![Message::user("Weather in Lisbon?").into()])
+//!     .await?;
+//! let history = store.list_messages(&thread.id, Some("user-1"), Selection::last(10)).await?;
+//! assert_eq!(history.messages[0].seq, 1);
+//! # Ok(()) }
+//! ```
+
+pub mod codec;
+pub mod error;
+pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql_common;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+pub mod storage;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod types;
+
+pub use error::{Result, StorageError};
+pub use memory::InMemoryStorage;
+#[cfg(feature = "postgres")]
+pub use postgres::{PgOptions, PostgresStorage};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use sql_common::redact_url;
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStorage};
+pub use storage::Storage;
+pub use types::*;

@@ -1,0 +1,795 @@
+//! [`InMemoryStorage`]: everything in process memory, lost on exit. For tests and throwaway
+//! agents; it passes the same conformance suite as the database backends.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::codec;
+use crate::error::{Result, StorageError};
+use crate::storage::Storage;
+use crate::types::{
+    Anchor, CloneThread, Direction, MessageList, MessageSearch, MetadataUpdate, NewMessage,
+    NewObservation, NewThread, Observation, Page, RunFilter, RunRecord, Scope, Selection, SeqRange,
+    StoredMessage, Thread, ThreadOrderField, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery,
+    VectorRecord,
+};
+
+/// A store in process memory. Cheap to create; one mutex guards it (no lock is held across an
+/// await).
+#[derive(Debug, Default)]
+pub struct InMemoryStorage {
+    state: Mutex<State>,
+}
+
+impl InMemoryStorage {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    threads: HashMap<String, ThreadEntry>,
+    /// Message id → its thread and seq.
+    message_homes: HashMap<String, (String, i64)>,
+    resource_memory: HashMap<String, String>,
+    runs: HashMap<String, RunRecord>,
+    observations: HashMap<ObservationKey, Vec<Observation>>,
+    indexes: HashMap<String, VectorIndex>,
+}
+
+#[derive(Debug)]
+struct ThreadEntry {
+    thread: Thread,
+    next_seq: i64,
+    working_memory: Option<String>,
+    observed_seq: Option<i64>,
+    messages: BTreeMap<i64, StoredMessage>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum ObservationKey {
+    Thread(String),
+    Resource(String),
+}
+
+#[derive(Debug)]
+struct VectorIndex {
+    dimension: usize,
+    vectors: BTreeMap<String, VectorRecord>,
+}
+
+impl State {
+    fn thread(&self, thread_id: &str) -> Result<&ThreadEntry> {
+        self.threads
+            .get(thread_id)
+            .ok_or_else(|| StorageError::thread_not_found(thread_id))
+    }
+
+    fn owned_thread(&self, thread_id: &str, resource_id: Option<&str>) -> Result<&ThreadEntry> {
+        let entry = self.thread(thread_id)?;
+        codec::check_owner(thread_id, &entry.thread.resource_id, resource_id)?;
+        Ok(entry)
+    }
+
+    fn owned_thread_mut(&mut self, thread_id: &str, resource_id: &str) -> Result<&mut ThreadEntry> {
+        self.owned_thread(thread_id, Some(resource_id))?;
+        self.threads
+            .get_mut(thread_id)
+            .ok_or_else(|| StorageError::thread_not_found(thread_id))
+    }
+
+    fn observation_key(&self, scope: &Scope) -> Result<ObservationKey> {
+        match scope {
+            Scope::Thread {
+                thread_id,
+                resource_id,
+            } => {
+                self.owned_thread(thread_id, Some(resource_id))?;
+                Ok(ObservationKey::Thread(thread_id.clone()))
+            }
+            Scope::Resource { resource_id } => Ok(ObservationKey::Resource(resource_id.clone())),
+        }
+    }
+
+    fn index(&self, name: &str) -> Result<&VectorIndex> {
+        self.indexes
+            .get(name)
+            .ok_or_else(|| StorageError::IndexNotFound {
+                index: name.to_owned(),
+            })
+    }
+
+    fn remove_vectors_where(&mut self, keep: impl Fn(&VectorRecord) -> bool) {
+        for index in self.indexes.values_mut() {
+            index.vectors.retain(|_, record| keep(record));
+        }
+    }
+
+    fn append(
+        &mut self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>> {
+        self.owned_thread(thread_id, Some(resource_id))?;
+        let messages = codec::dedupe_batch(messages);
+        self.check_message_homes(thread_id, &messages)?;
+        let now = codec::now();
+        let existing: HashMap<String, i64> = messages
+            .iter()
+            .filter_map(|m| {
+                let (_, seq) = self.message_homes.get(&m.message.id)?;
+                Some((m.message.id.clone(), *seq))
+            })
+            .collect();
+        let entry = self.owned_thread_mut(thread_id, resource_id)?;
+        let mut stored = Vec::with_capacity(messages.len());
+        for message in messages {
+            let (seq, created_at) = match existing.get(&message.message.id) {
+                Some(&seq) => (seq, entry.messages.get(&seq).map_or(now, |m| m.created_at)),
+                None => {
+                    entry.next_seq += 1;
+                    let created = message.created_at.map_or(now, codec::truncate);
+                    (entry.next_seq - 1, created)
+                }
+            };
+            let record = to_stored(message, thread_id, resource_id, seq, created_at);
+            entry.messages.insert(seq, record.clone());
+            stored.push(record);
+        }
+        entry.thread.updated_at = now;
+        for record in &stored {
+            self.message_homes
+                .insert(record.id.clone(), (thread_id.to_owned(), record.seq));
+        }
+        Ok(stored)
+    }
+
+    fn check_message_homes(&self, thread_id: &str, messages: &[NewMessage]) -> Result<()> {
+        for message in messages {
+            match self.message_homes.get(&message.message.id) {
+                Some((home, _)) if home != thread_id => {
+                    return Err(StorageError::MessageInOtherThread {
+                        message_id: message.message.id.clone(),
+                        stored_in: home.clone(),
+                        requested: thread_id.to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn to_stored(
+    message: NewMessage,
+    thread_id: &str,
+    resource_id: &str,
+    seq: i64,
+    created_at: DateTime<Utc>,
+) -> StoredMessage {
+    StoredMessage {
+        id: message.message.id,
+        thread_id: thread_id.to_owned(),
+        resource_id: resource_id.to_owned(),
+        role: message.message.role,
+        parts: message.message.parts,
+        created_at,
+        seq,
+        status: message.status,
+        metadata: codec::normalize_map(message.metadata),
+    }
+}
+
+fn select(messages: &BTreeMap<i64, StoredMessage>, selection: Selection) -> MessageList {
+    match selection {
+        Selection::Last(n) => {
+            let range = SeqRange {
+                limit: Some(n),
+                anchor: Anchor::End,
+                ..SeqRange::default()
+            };
+            select_range(messages, range)
+        }
+        Selection::Range(range) => select_range(messages, range),
+        Selection::Page(page) => {
+            let all: Vec<&StoredMessage> = messages.values().collect();
+            let items = paginate(&all, page.offset(), page.per_page);
+            let total = all.len() as u64;
+            let has_more = page.offset() + (items.len() as u64) < total;
+            MessageList {
+                messages: items,
+                has_more,
+                total: Some(total),
+            }
+        }
+    }
+}
+
+fn select_range(messages: &BTreeMap<i64, StoredMessage>, range: SeqRange) -> MessageList {
+    let lower = range.after.map_or(i64::MIN, |s| s.saturating_add(1));
+    let upper = range.before.unwrap_or(i64::MAX);
+    if lower >= upper {
+        return MessageList {
+            messages: Vec::new(),
+            has_more: false,
+            total: None,
+        };
+    }
+    let inside: Vec<&StoredMessage> = messages.range(lower..upper).map(|(_, m)| m).collect();
+    let limit = range.limit.map_or(inside.len(), |l| l as usize);
+    let has_more = inside.len() > limit;
+    let chosen = match range.anchor {
+        Anchor::Start => &inside[..limit.min(inside.len())],
+        Anchor::End => &inside[inside.len().saturating_sub(limit)..],
+    };
+    MessageList {
+        messages: chosen.iter().map(|m| (*m).clone()).collect(),
+        has_more,
+        total: None,
+    }
+}
+
+fn paginate<T: Clone>(items: &[&T], offset: u64, per_page: u32) -> Vec<T> {
+    items
+        .iter()
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(per_page as usize)
+        .map(|item| (*item).clone())
+        .collect()
+}
+
+fn sort_threads(threads: &mut [&Thread], field: ThreadOrderField, direction: Direction) {
+    threads.sort_by(|a, b| {
+        let key = |t: &Thread| match field {
+            ThreadOrderField::CreatedAt => t.created_at,
+            ThreadOrderField::UpdatedAt => t.updated_at,
+        };
+        let order = key(a).cmp(&key(b)).then_with(|| a.id.cmp(&b.id));
+        match direction {
+            Direction::Asc => order,
+            Direction::Desc => order.reverse(),
+        }
+    });
+}
+
+fn run_matches(run: &RunRecord, filter: &RunFilter) -> bool {
+    let eq = |want: &Option<String>, have: &Option<String>| {
+        want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
+    };
+    filter.agent_id.as_ref().is_none_or(|a| &run.agent_id == a)
+        && eq(&filter.thread_id, &run.thread_id)
+        && eq(&filter.resource_id, &run.resource_id)
+        && eq(&filter.parent_run_id, &run.parent_run_id)
+        && (filter.statuses.is_empty() || filter.statuses.contains(&run.status))
+        && filter
+            .created_from
+            .is_none_or(|from| run.created_at >= from)
+        && filter.created_to.is_none_or(|to| run.created_at < to)
+}
+
+fn new_observations(scope: &Scope, observations: Vec<NewObservation>) -> Vec<Observation> {
+    let now = codec::now();
+    observations
+        .into_iter()
+        .map(|o| Observation {
+            id: o.id.unwrap_or_else(codec::new_id),
+            scope: scope.clone(),
+            text: o.text,
+            created_at: o.created_at.map_or(now, codec::truncate),
+            observed_up_to_seq: o.observed_up_to_seq,
+            source_thread_id: o.source_thread_id,
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Storage for InMemoryStorage {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread> {
+        let (id, thread, created) = codec::prepare_thread(thread)?;
+        let mut state = self.state();
+        if state.threads.contains_key(&id) {
+            return Err(StorageError::ThreadExists { thread_id: id });
+        }
+        let record = Thread {
+            id: id.clone(),
+            resource_id: thread.resource_id,
+            title: thread.title,
+            metadata: thread.metadata,
+            created_at: created,
+            updated_at: created,
+        };
+        state.threads.insert(
+            id,
+            ThreadEntry {
+                thread: record.clone(),
+                next_seq: 1,
+                working_memory: None,
+                observed_seq: None,
+                messages: BTreeMap::new(),
+            },
+        );
+        Ok(record)
+    }
+
+    async fn get_thread(&self, thread_id: &str) -> Result<Option<Thread>> {
+        Ok(self
+            .state()
+            .threads
+            .get(thread_id)
+            .map(|e| e.thread.clone()))
+    }
+
+    async fn update_thread(&self, thread_id: &str, patch: ThreadPatch) -> Result<Thread> {
+        let mut state = self.state();
+        let entry = state
+            .threads
+            .get_mut(thread_id)
+            .ok_or_else(|| StorageError::thread_not_found(thread_id))?;
+        let thread = &mut entry.thread;
+        if let Some(title) = patch.title {
+            thread.title = Some(title);
+        }
+        match patch.metadata {
+            Some(MetadataUpdate::Merge(changes)) => {
+                thread.metadata.extend(codec::normalize_map(changes))
+            }
+            Some(MetadataUpdate::Replace(all)) => thread.metadata = codec::normalize_map(all),
+            None => {}
+        }
+        thread.updated_at = codec::now();
+        Ok(thread.clone())
+    }
+
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool> {
+        let mut state = self.state();
+        let Some(entry) = state.threads.remove(thread_id) else {
+            return Ok(false);
+        };
+        for id in entry.messages.values().map(|m| &m.id) {
+            state.message_homes.remove(id);
+        }
+        state
+            .observations
+            .remove(&ObservationKey::Thread(thread_id.to_owned()));
+        state.remove_vectors_where(|r| {
+            codec::meta_str(&r.metadata, "thread_id").as_deref() != Some(thread_id)
+        });
+        Ok(true)
+    }
+
+    async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {
+        let mut state = self.state();
+        let source = state.owned_thread(source_thread_id, Some(&options.resource_id))?;
+        let new_id = options.new_thread_id.unwrap_or_else(codec::new_id);
+        codec::check_id("new_thread_id", &new_id)?;
+        if state.threads.contains_key(&new_id) {
+            return Err(StorageError::ThreadExists { thread_id: new_id });
+        }
+        let now = codec::now();
+        let thread = Thread {
+            id: new_id.clone(),
+            resource_id: source.thread.resource_id.clone(),
+            title: options.title.or_else(|| source.thread.title.clone()),
+            metadata: codec::clone_metadata(&source.thread.metadata, source_thread_id, now),
+            created_at: now,
+            updated_at: now,
+        };
+        let messages: BTreeMap<i64, StoredMessage> = source
+            .messages
+            .values()
+            .zip(1..)
+            .map(|(m, seq)| {
+                let copy = StoredMessage {
+                    id: codec::new_id(),
+                    thread_id: new_id.clone(),
+                    seq,
+                    ..m.clone()
+                };
+                (seq, copy)
+            })
+            .collect();
+        for message in messages.values() {
+            state
+                .message_homes
+                .insert(message.id.clone(), (new_id.clone(), message.seq));
+        }
+        let next_seq = messages.len() as i64 + 1;
+        state.threads.insert(
+            new_id,
+            ThreadEntry {
+                thread: thread.clone(),
+                next_seq,
+                working_memory: None,
+                observed_seq: None,
+                messages,
+            },
+        );
+        Ok(thread)
+    }
+
+    async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>> {
+        codec::check_page(query.page)?;
+        let filter = codec::parse_filter(query.metadata.as_ref())?;
+        let state = self.state();
+        let mut threads: Vec<&Thread> = state
+            .threads
+            .values()
+            .map(|e| &e.thread)
+            .filter(|t| {
+                query
+                    .resource_id
+                    .as_ref()
+                    .is_none_or(|r| &t.resource_id == r)
+            })
+            .filter(|t| {
+                filter
+                    .as_ref()
+                    .is_none_or(|f| codec::matches_filter(&t.metadata, f))
+            })
+            .collect();
+        sort_threads(&mut threads, query.order.field, query.order.direction);
+        let items = paginate(&threads, query.page.offset(), query.page.per_page);
+        Ok(Page::new(items, query.page, threads.len() as u64))
+    }
+
+    async fn append_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>> {
+        self.state().append(thread_id, resource_id, messages)
+    }
+
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        resource_id: Option<&str>,
+        selection: Selection,
+    ) -> Result<MessageList> {
+        if let Selection::Page(page) = selection {
+            codec::check_page(page)?;
+        }
+        let state = self.state();
+        let entry = state.owned_thread(thread_id, resource_id)?;
+        Ok(select(&entry.messages, selection))
+    }
+
+    async fn get_messages(
+        &self,
+        ids: &[String],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<StoredMessage>> {
+        let state = self.state();
+        let mut found = Vec::new();
+        for id in ids.iter().collect::<HashSet<_>>() {
+            let Some((thread_id, seq)) = state.message_homes.get(id) else {
+                continue;
+            };
+            let entry = state.owned_thread(thread_id, resource_id)?;
+            if let Some(m) = entry.messages.get(seq) {
+                found.push(m.clone());
+            }
+        }
+        found.sort_by(|a, b| a.thread_id.cmp(&b.thread_id).then(a.seq.cmp(&b.seq)));
+        Ok(found)
+    }
+
+    async fn delete_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: &[String],
+    ) -> Result<u64> {
+        let mut state = self.state();
+        let entry = state.owned_thread_mut(thread_id, resource_id)?;
+        let wanted: HashSet<&String> = ids.iter().collect();
+        let before = entry.messages.len();
+        entry.messages.retain(|_, m| !wanted.contains(&m.id));
+        let deleted = (before - entry.messages.len()) as u64;
+        if deleted > 0 {
+            entry.thread.updated_at = codec::now();
+        }
+        let gone: HashSet<String> = ids
+            .iter()
+            .filter(|id| {
+                state
+                    .message_homes
+                    .get(*id)
+                    .is_some_and(|(home, _)| home == thread_id)
+            })
+            .cloned()
+            .collect();
+        for id in &gone {
+            state.message_homes.remove(id);
+        }
+        state.remove_vectors_where(|r| {
+            codec::meta_str(&r.metadata, "message_id").is_none_or(|m| !gone.contains(&m))
+        });
+        Ok(deleted)
+    }
+
+    async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
+        let needle = codec::search_needle(&search.query);
+        let state = self.state();
+        let mut hits: Vec<&StoredMessage> = match &search.scope {
+            Scope::Thread {
+                thread_id,
+                resource_id,
+            } => {
+                let entry = state.owned_thread(thread_id, Some(resource_id))?;
+                entry.messages.values().rev().collect()
+            }
+            Scope::Resource { resource_id } => {
+                let mut all: Vec<&StoredMessage> = state
+                    .threads
+                    .values()
+                    .filter(|e| &e.thread.resource_id == resource_id)
+                    .flat_map(|e| e.messages.values())
+                    .collect();
+                all.sort_by(|a, b| {
+                    b.created_at
+                        .cmp(&a.created_at)
+                        .then_with(|| a.thread_id.cmp(&b.thread_id))
+                        .then_with(|| b.seq.cmp(&a.seq))
+                });
+                all
+            }
+        };
+        hits.retain(|m| codec::search_text(&m.parts).contains(&needle));
+        Ok(hits
+            .into_iter()
+            .take(search.limit as usize)
+            .cloned()
+            .collect())
+    }
+
+    async fn get_working_memory(&self, scope: &Scope) -> Result<Option<String>> {
+        let state = self.state();
+        match scope {
+            Scope::Thread {
+                thread_id,
+                resource_id,
+            } => Ok(state
+                .owned_thread(thread_id, Some(resource_id))?
+                .working_memory
+                .clone()),
+            Scope::Resource { resource_id } => Ok(state.resource_memory.get(resource_id).cloned()),
+        }
+    }
+
+    async fn set_working_memory(&self, scope: &Scope, content: &str) -> Result<()> {
+        let mut state = self.state();
+        match scope {
+            Scope::Thread {
+                thread_id,
+                resource_id,
+            } => {
+                state
+                    .owned_thread_mut(thread_id, resource_id)?
+                    .working_memory = Some(content.to_owned());
+            }
+            Scope::Resource { resource_id } => {
+                state
+                    .resource_memory
+                    .insert(resource_id.clone(), content.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    async fn save_run(
+        &self,
+        record: RunRecord,
+        expected_version: Option<i64>,
+    ) -> Result<RunRecord> {
+        codec::check_id("run_id", &record.run_id)?;
+        let mut state = self.state();
+        let stored = state.runs.get(&record.run_id);
+        let now = codec::now();
+        let saved = match (expected_version, stored) {
+            (None, None) => RunRecord {
+                version: 1,
+                created_at: now,
+                updated_at: now,
+                ..record
+            },
+            (Some(v), Some(current)) if current.version == v => RunRecord {
+                version: v + 1,
+                created_at: current.created_at,
+                updated_at: now,
+                ..record
+            },
+            (Some(_), None) => {
+                return Err(StorageError::RunNotFound {
+                    run_id: record.run_id,
+                });
+            }
+            (expected, Some(current)) => {
+                return Err(StorageError::Conflict {
+                    run_id: record.run_id,
+                    expected,
+                    actual: Some(current.version),
+                });
+            }
+        };
+        let saved = RunRecord {
+            snapshot: codec::normalize(saved.snapshot),
+            ..saved
+        };
+        state.runs.insert(saved.run_id.clone(), saved.clone());
+        Ok(saved)
+    }
+
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        Ok(self.state().runs.get(run_id).cloned())
+    }
+
+    async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
+        codec::check_page(filter.page)?;
+        let state = self.state();
+        let mut runs: Vec<&RunRecord> = state
+            .runs
+            .values()
+            .filter(|r| run_matches(r, &filter))
+            .collect();
+        runs.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| b.run_id.cmp(&a.run_id))
+        });
+        let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
+        Ok(Page::new(items, filter.page, runs.len() as u64))
+    }
+
+    async fn delete_run(&self, run_id: &str) -> Result<bool> {
+        Ok(self.state().runs.remove(run_id).is_some())
+    }
+
+    async fn add_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        let mut state = self.state();
+        let key = state.observation_key(scope)?;
+        let added = new_observations(scope, observations);
+        state
+            .observations
+            .entry(key)
+            .or_default()
+            .extend(added.iter().cloned());
+        Ok(added)
+    }
+
+    async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
+        let state = self.state();
+        let key = state.observation_key(scope)?;
+        Ok(state.observations.get(&key).cloned().unwrap_or_default())
+    }
+
+    async fn replace_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        let mut state = self.state();
+        let key = state.observation_key(scope)?;
+        let added = new_observations(scope, observations);
+        state.observations.insert(key, added.clone());
+        Ok(added)
+    }
+
+    async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
+        Ok(self
+            .state()
+            .owned_thread(thread_id, Some(resource_id))?
+            .observed_seq)
+    }
+
+    async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
+        self.state()
+            .owned_thread_mut(thread_id, resource_id)?
+            .observed_seq = Some(seq);
+        Ok(())
+    }
+
+    async fn create_index(&self, name: &str, dimension: usize) -> Result<()> {
+        codec::check_id("index", name)?;
+        codec::check_dimension(dimension)?;
+        let mut state = self.state();
+        match state.indexes.get(name) {
+            Some(index) if index.dimension == dimension => Ok(()),
+            Some(index) => Err(StorageError::IndexExists {
+                index: name.to_owned(),
+                existing: index.dimension,
+                requested: dimension,
+            }),
+            None => {
+                state.indexes.insert(
+                    name.to_owned(),
+                    VectorIndex {
+                        dimension,
+                        vectors: BTreeMap::new(),
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
+        Ok(self.state().indexes.get(name).map(|i| i.dimension))
+    }
+
+    async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
+        let mut state = self.state();
+        let dimension = state.index(index)?.dimension;
+        for record in &vectors {
+            codec::check_vector(index, dimension, &record.vector)?;
+        }
+        let target = state
+            .indexes
+            .get_mut(index)
+            .ok_or_else(|| StorageError::IndexNotFound {
+                index: index.to_owned(),
+            })?;
+        for record in vectors {
+            let record = VectorRecord {
+                metadata: codec::normalize_map(record.metadata),
+                ..record
+            };
+            target.vectors.insert(record.id.clone(), record);
+        }
+        Ok(())
+    }
+
+    async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
+        let state = self.state();
+        let target = state.index(index)?;
+        codec::check_vector(index, target.dimension, &query.vector)?;
+        let wanted = |record: &VectorRecord, key: &str, want: &Option<String>| {
+            want.is_none() || codec::meta_str(&record.metadata, key).as_ref() == want.as_ref()
+        };
+        let mut top = codec::TopK::new(query.top_k);
+        for record in target.vectors.values() {
+            if wanted(record, "thread_id", &query.filter.thread_id)
+                && wanted(record, "resource_id", &query.filter.resource_id)
+            {
+                top.push(VectorMatch {
+                    id: record.id.clone(),
+                    score: codec::cosine(&query.vector, &record.vector),
+                    metadata: record.metadata.clone(),
+                });
+            }
+        }
+        Ok(top.into_vec())
+    }
+
+    async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
+        let mut state = self.state();
+        state.index(index)?;
+        let mut deleted = 0;
+        if let Some(target) = state.indexes.get_mut(index) {
+            for id in ids {
+                deleted += u64::from(target.vectors.remove(id).is_some());
+            }
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,139 @@
+//! Rows as SQLite returns them, and their decoding.
+
+use std::str::FromStr;
+
+use crate::codec;
+use crate::error::Result;
+use kestrel_core::message::{Part, Role};
+
+use crate::types::{
+    MessageStatus, Metadata, Observation, RunRecord, RunStatus, Scope, StoredMessage, Thread,
+};
+
+/// A `threads` row.
+#[derive(sqlx::FromRow)]
+pub(super) struct ThreadRow {
+    id: String,
+    resource_id: String,
+    title: Option<String>,
+    metadata: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl ThreadRow {
+    pub(super) fn into_thread(self) -> Result<Thread> {
+        Ok(Thread {
+            metadata: codec::parse_map("thread metadata", &self.metadata)?,
+            created_at: codec::from_micros(self.created_at)?,
+            updated_at: codec::from_micros(self.updated_at)?,
+            id: self.id,
+            resource_id: self.resource_id,
+            title: self.title,
+        })
+    }
+}
+
+/// One message of a JSON array built by `sql::messages_json!`.
+#[derive(serde::Deserialize)]
+struct MessageJson(
+    String,
+    String,
+    String,
+    i64,
+    Role,
+    Vec<Part>,
+    MessageStatus,
+    Metadata,
+    i64,
+);
+
+/// Decodes the JSON array of messages a message query returns.
+pub(super) fn parse_messages(json: &str) -> Result<Vec<StoredMessage>> {
+    let rows: Vec<MessageJson> =
+        serde_json::from_str(json).map_err(|e| crate::StorageError::corrupt("messages", e))?;
+    rows.into_iter()
+        .map(
+            |MessageJson(id, thread_id, resource_id, seq, role, parts, status, metadata, at)| {
+                Ok(StoredMessage {
+                    id,
+                    thread_id,
+                    resource_id,
+                    role,
+                    parts,
+                    created_at: codec::from_micros(at)?,
+                    seq,
+                    status,
+                    metadata,
+                })
+            },
+        )
+        .collect()
+}
+
+/// A `runs` row.
+#[derive(sqlx::FromRow)]
+pub(super) struct RunRow {
+    run_id: String,
+    agent_id: String,
+    thread_id: Option<String>,
+    resource_id: Option<String>,
+    status: String,
+    snapshot: String,
+    parent_run_id: Option<String>,
+    version: i64,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl RunRow {
+    pub(super) fn into_record(self) -> Result<RunRecord> {
+        Ok(RunRecord {
+            status: RunStatus::from_str(&self.status)?,
+            snapshot: serde_json::from_str(&self.snapshot)
+                .map_err(|e| crate::StorageError::corrupt("run snapshot", e))?,
+            created_at: codec::from_micros(self.created_at)?,
+            updated_at: codec::from_micros(self.updated_at)?,
+            run_id: self.run_id,
+            agent_id: self.agent_id,
+            thread_id: self.thread_id,
+            resource_id: self.resource_id,
+            parent_run_id: self.parent_run_id,
+            version: self.version,
+        })
+    }
+}
+
+/// An `observations` row.
+#[derive(sqlx::FromRow)]
+pub(super) struct ObservationRow {
+    id: String,
+    thread_id: Option<String>,
+    resource_id: String,
+    text: String,
+    created_at: i64,
+    observed_up_to_seq: Option<i64>,
+    source_thread_id: Option<String>,
+}
+
+impl ObservationRow {
+    pub(super) fn into_observation(self) -> Result<Observation> {
+        let scope = match self.thread_id {
+            Some(thread_id) => Scope::Thread {
+                thread_id,
+                resource_id: self.resource_id,
+            },
+            None => Scope::Resource {
+                resource_id: self.resource_id,
+            },
+        };
+        Ok(Observation {
+            id: self.id,
+            scope,
+            text: self.text,
+            created_at: codec::from_micros(self.created_at)?,
+            observed_up_to_seq: self.observed_up_to_seq,
+            source_thread_id: self.source_thread_id,
+        })
+    }
+}

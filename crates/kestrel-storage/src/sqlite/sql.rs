@@ -1,0 +1,319 @@
+//! Every SQL statement of the SQLite backend.
+
+use sqlx::{QueryBuilder, Sqlite};
+
+use crate::codec;
+use crate::types::{Direction, RunFilter, ThreadOrder, ThreadOrderField};
+
+macro_rules! thread_cols {
+    () => {
+        "id, resource_id, title, metadata, created_at, updated_at"
+    };
+}
+
+/// Messages come back as one JSON array of
+/// `[id, thread_id, resource_id, seq, role, parts, status, metadata, created_at]` (one row, one
+/// hop through the driver's worker thread, whatever the count), ordered by `$order`, from the
+/// rows `$from` selects out of `messages`.
+macro_rules! messages_json {
+    ($from:expr, $order:literal) => {
+        concat!(
+            "SELECT json_group_array(json_array(id, thread_id, resource_id, seq, role, json(parts), \
+             status, json(metadata), created_at) ORDER BY ",
+            $order,
+            ") FROM (SELECT * FROM messages ",
+            $from,
+            ")"
+        )
+    };
+}
+
+macro_rules! run_cols {
+    () => {
+        "run_id, agent_id, thread_id, resource_id, status, snapshot, parent_run_id, version, \
+         created_at, updated_at"
+    };
+}
+
+macro_rules! observation_cols {
+    () => {
+        "id, thread_id, resource_id, text, created_at, observed_up_to_seq, source_thread_id"
+    };
+}
+
+// --- threads ---------------------------------------------------------------------------------
+
+pub const INSERT_THREAD: &str = "INSERT INTO threads (id, resource_id, title, metadata, \
+     created_at, updated_at, next_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+     ON CONFLICT (id) DO NOTHING";
+
+pub const GET_THREAD: &str = concat!("SELECT ", thread_cols!(), " FROM threads WHERE id = ?1");
+
+pub const THREAD_OWNER: &str = "SELECT resource_id, next_seq FROM threads WHERE id = ?1";
+
+pub const UPDATE_THREAD: &str =
+    "UPDATE threads SET title = ?2, metadata = ?3, updated_at = ?4 WHERE id = ?1";
+
+pub const DELETE_THREAD_VECTORS: &str = "DELETE FROM vectors WHERE thread_id = ?1";
+
+pub const DELETE_THREAD: &str = "DELETE FROM threads WHERE id = ?1";
+
+/// Appends the WHERE clause and the order of a thread listing (resource and canonical metadata
+/// filter, each only when given: every filter key must be present with equal canonical JSON
+/// text) to `query`, which already selects from `threads t`.
+pub fn push_thread_filter<'a>(
+    query: &mut QueryBuilder<'a, Sqlite>,
+    resource_id: Option<&'a str>,
+    filter: Option<String>,
+) {
+    query.push(" WHERE 1 = 1");
+    if let Some(resource_id) = resource_id {
+        query.push(" AND t.resource_id = ").push_bind(resource_id);
+    }
+    if let Some(filter) = filter {
+        query
+            .push(" AND NOT EXISTS (SELECT 1 FROM json_each(")
+            .push_bind(filter.clone())
+            .push(") f WHERE (t.metadata -> f.fullkey) IS NOT (")
+            .push_bind(filter)
+            .push(" -> f.fullkey))");
+    }
+}
+
+/// The ORDER BY of a thread listing.
+pub fn thread_order(order: ThreadOrder) -> &'static str {
+    match (order.field, order.direction) {
+        (ThreadOrderField::CreatedAt, Direction::Asc) => " ORDER BY t.created_at ASC, t.id ASC",
+        (ThreadOrderField::CreatedAt, Direction::Desc) => " ORDER BY t.created_at DESC, t.id DESC",
+        (ThreadOrderField::UpdatedAt, Direction::Asc) => " ORDER BY t.updated_at ASC, t.id ASC",
+        (ThreadOrderField::UpdatedAt, Direction::Desc) => " ORDER BY t.updated_at DESC, t.id DESC",
+    }
+}
+
+pub const COUNT_THREADS: &str = "SELECT COUNT(*) FROM threads t";
+
+pub const SELECT_THREADS: &str = concat!("SELECT ", thread_cols!(), " FROM threads t");
+
+// --- messages --------------------------------------------------------------------------------
+
+/// The first statement of an append: reserves the seqs of the batch's new messages (ids not
+/// stored anywhere) on a thread owned by the resource, and returns the thread's new `next_seq`
+/// with the stored messages of the batch as a JSON array of `[id, thread_id, seq, created_at]`.
+/// No row: the thread is missing or owned by another resource.
+///
+/// ?1 thread, ?2 resource, ?3 JSON array of the batch's ids, ?4 now.
+pub const RESERVE_SEQS: &str = "UPDATE threads SET next_seq = next_seq + \
+     (SELECT count(*) FROM json_each(?3) j WHERE NOT EXISTS \
+      (SELECT 1 FROM messages m WHERE m.id = j.value)), updated_at = ?4 \
+     WHERE id = ?1 AND resource_id = ?2 \
+     RETURNING next_seq, (SELECT json_group_array(json_array(m.id, m.thread_id, m.seq, m.created_at)) \
+      FROM messages m WHERE m.id IN (SELECT value FROM json_each(?3)))";
+
+/// Inserts a batch in one statement. ?1 thread, ?2 resource, ?3 JSON array of
+/// `[id, seq, role, parts, status, metadata, search_text, created_at]`.
+pub const INSERT_MESSAGES: &str = "INSERT INTO messages (id, thread_id, resource_id, seq, role, \
+     parts, status, metadata, search_text, created_at) \
+     SELECT j.value ->> 0, ?1, ?2, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, \
+     j.value ->> 5, j.value ->> 6, j.value ->> 7 FROM json_each(?3) j";
+
+pub const REPLACE_MESSAGE: &str = "UPDATE messages SET role = ?2, parts = ?3, status = ?4, \
+     metadata = ?5, search_text = ?6 WHERE id = ?1";
+
+/// A range of a thread's messages with the thread's owner, in one statement; no row when the
+/// thread does not exist.
+///
+/// ?1 thread, ?2 exclusive lower seq, ?3 exclusive upper seq, ?4 limit (-1: none).
+macro_rules! owned_range {
+    ($order:literal) => {
+        concat!(
+            "SELECT t.resource_id, (",
+            messages_json!(
+                concat!(
+                    "WHERE thread_id = ?1 AND seq > ?2 AND seq < ?3 ORDER BY seq ",
+                    $order,
+                    " LIMIT ?4"
+                ),
+                "seq"
+            ),
+            ") FROM threads t WHERE t.id = ?1"
+        )
+    };
+}
+
+pub const OWNED_RANGE_ASC: &str = owned_range!("ASC");
+
+pub const OWNED_RANGE_DESC: &str = owned_range!("DESC");
+
+pub const PAGE_MESSAGES: &str = messages_json!(
+    "WHERE thread_id = ?1 ORDER BY seq ASC LIMIT ?2 OFFSET ?3",
+    "seq"
+);
+
+pub const MESSAGE_IDS: &str = "SELECT id FROM messages WHERE thread_id = ?1 ORDER BY seq";
+
+/// ?1 new thread, ?2 JSON array of `[old id, new id, new seq]`.
+pub const COPY_MESSAGES: &str = "INSERT INTO messages (id, thread_id, resource_id, seq, role, \
+     parts, status, metadata, search_text, created_at) \
+     SELECT c.value ->> 1, ?1, m.resource_id, c.value ->> 2, m.role, m.parts, m.status, \
+     m.metadata, m.search_text, m.created_at \
+     FROM json_each(?2) c JOIN messages m ON m.id = (c.value ->> 0)";
+
+pub const COUNT_MESSAGES: &str = "SELECT COUNT(*) FROM messages WHERE thread_id = ?1";
+
+/// ?1 JSON array of message ids.
+pub const GET_MESSAGES: &str = messages_json!(
+    "WHERE id IN (SELECT value FROM json_each(?1))",
+    "thread_id, seq"
+);
+
+/// ?1 thread, ?2 JSON array of message ids.
+pub const DELETE_MESSAGES: &str = "DELETE FROM messages WHERE thread_id = ?1 \
+     AND id IN (SELECT value FROM json_each(?2)) RETURNING id";
+
+/// ?1 JSON array of message ids.
+pub const DELETE_MESSAGE_VECTORS: &str =
+    "DELETE FROM vectors WHERE message_id IN (SELECT value FROM json_each(?1))";
+
+pub const TOUCH_THREAD: &str = "UPDATE threads SET updated_at = ?2 WHERE id = ?1";
+
+/// ?1 thread, ?2 lowercased needle, ?3 limit.
+pub const SEARCH_THREAD: &str = messages_json!(
+    "WHERE thread_id = ?1 AND instr(search_text, ?2) > 0 ORDER BY seq DESC LIMIT ?3",
+    "seq DESC"
+);
+
+/// ?1 resource, ?2 lowercased needle, ?3 limit.
+pub const SEARCH_RESOURCE: &str = messages_json!(
+    "WHERE resource_id = ?1 AND instr(search_text, ?2) > 0 \
+     ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT ?3",
+    "created_at DESC, thread_id ASC, seq DESC"
+);
+
+// --- working memory and observed seq ---------------------------------------------------------
+
+pub const GET_THREAD_MEMORY: &str = "SELECT working_memory FROM threads WHERE id = ?1";
+
+pub const SET_THREAD_MEMORY: &str = "UPDATE threads SET working_memory = ?2 WHERE id = ?1";
+
+pub const GET_RESOURCE_MEMORY: &str = "SELECT working_memory FROM resources WHERE id = ?1";
+
+pub const SET_RESOURCE_MEMORY: &str = "INSERT INTO resources (id, working_memory, updated_at) \
+     VALUES (?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET \
+     working_memory = excluded.working_memory, updated_at = excluded.updated_at";
+
+pub const GET_OBSERVED_SEQ: &str = "SELECT observed_up_to_seq FROM threads WHERE id = ?1";
+
+pub const SET_OBSERVED_SEQ: &str = "UPDATE threads SET observed_up_to_seq = ?2 WHERE id = ?1";
+
+// --- runs ------------------------------------------------------------------------------------
+
+pub const INSERT_RUN: &str = concat!(
+    "INSERT INTO runs (",
+    run_cols!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8) ON CONFLICT (run_id) DO NOTHING"
+);
+
+/// Compare-and-set: ?9 the expected version.
+pub const UPDATE_RUN: &str = "UPDATE runs SET agent_id = ?2, thread_id = ?3, resource_id = ?4, \
+     status = ?5, snapshot = ?6, parent_run_id = ?7, updated_at = ?8, version = version + 1 \
+     WHERE run_id = ?1 AND version = ?9 RETURNING version, created_at";
+
+pub const RUN_VERSION: &str = "SELECT version FROM runs WHERE run_id = ?1";
+
+pub const GET_RUN: &str = concat!("SELECT ", run_cols!(), " FROM runs WHERE run_id = ?1");
+
+pub const DELETE_RUN: &str = "DELETE FROM runs WHERE run_id = ?1";
+
+pub const COUNT_RUNS: &str = "SELECT COUNT(*) FROM runs";
+
+pub const SELECT_RUNS: &str = concat!("SELECT ", run_cols!(), " FROM runs");
+
+pub const RUN_ORDER: &str = " ORDER BY created_at DESC, run_id DESC";
+
+/// Appends the WHERE clause of a run listing (only the filters given) to `query`.
+pub fn push_run_filter<'a>(query: &mut QueryBuilder<'a, Sqlite>, filter: &'a RunFilter) {
+    query.push(" WHERE 1 = 1");
+    let columns = [
+        ("agent_id", filter.agent_id.as_deref()),
+        ("thread_id", filter.thread_id.as_deref()),
+        ("resource_id", filter.resource_id.as_deref()),
+        ("parent_run_id", filter.parent_run_id.as_deref()),
+    ];
+    for (column, value) in columns {
+        if let Some(value) = value {
+            query
+                .push(format_args!(" AND {column} = "))
+                .push_bind(value);
+        }
+    }
+    if !filter.statuses.is_empty() {
+        let mut list = query.push(" AND status IN (").separated(", ");
+        for status in &filter.statuses {
+            list.push_bind(status.as_str());
+        }
+        query.push(")");
+    }
+    if let Some(from) = filter.created_from {
+        query
+            .push(" AND created_at >= ")
+            .push_bind(codec::to_micros(from));
+    }
+    if let Some(to) = filter.created_to {
+        query
+            .push(" AND created_at < ")
+            .push_bind(codec::to_micros(to));
+    }
+}
+
+// --- observations ----------------------------------------------------------------------------
+
+pub const INSERT_OBSERVATION: &str = concat!(
+    "INSERT INTO observations (",
+    observation_cols!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+);
+
+pub const LIST_THREAD_OBSERVATIONS: &str = concat!(
+    "SELECT ",
+    observation_cols!(),
+    " FROM observations WHERE thread_id = ?1 ORDER BY ord"
+);
+
+pub const LIST_RESOURCE_OBSERVATIONS: &str = concat!(
+    "SELECT ",
+    observation_cols!(),
+    " FROM observations WHERE thread_id IS NULL AND resource_id = ?1 ORDER BY ord"
+);
+
+pub const DELETE_THREAD_OBSERVATIONS: &str = "DELETE FROM observations WHERE thread_id = ?1";
+
+pub const DELETE_RESOURCE_OBSERVATIONS: &str =
+    "DELETE FROM observations WHERE thread_id IS NULL AND resource_id = ?1";
+
+// --- vectors ---------------------------------------------------------------------------------
+
+pub const INSERT_INDEX: &str = "INSERT INTO vector_indexes (name, dimension, created_at) \
+     VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING";
+
+pub const INDEX_DIMENSION: &str = "SELECT dimension FROM vector_indexes WHERE name = ?1";
+
+pub const UPSERT_VECTOR: &str = "INSERT INTO vectors (index_name, id, embedding, metadata, \
+     thread_id, resource_id, message_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
+     ON CONFLICT (index_name, id) DO UPDATE SET embedding = excluded.embedding, \
+     metadata = excluded.metadata, thread_id = excluded.thread_id, \
+     resource_id = excluded.resource_id, message_id = excluded.message_id";
+
+/// ?1 index.
+pub const SCAN_VECTORS: &str = "SELECT id, embedding, metadata FROM vectors WHERE index_name = ?1";
+
+/// ?1 index, ?2 thread, ?3 resource (or NULL).
+pub const SCAN_THREAD_VECTORS: &str = "SELECT id, embedding, metadata FROM vectors \
+     WHERE thread_id = ?2 AND index_name = ?1 AND (?3 IS NULL OR resource_id = ?3)";
+
+/// ?1 index, ?2 resource.
+pub const SCAN_RESOURCE_VECTORS: &str = "SELECT id, embedding, metadata FROM vectors \
+     WHERE index_name = ?1 AND resource_id = ?2";
+
+/// ?1 index, ?2 JSON array of ids.
+pub const DELETE_VECTORS: &str = "DELETE FROM vectors WHERE index_name = ?1 \
+     AND id IN (SELECT value FROM json_each(?2))";

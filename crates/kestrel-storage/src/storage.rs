@@ -1,0 +1,186 @@
+//! The [`Storage`] trait every backend implements.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::types::{
+    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
+    Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
+    VectorMatch, VectorQuery, VectorRecord,
+};
+
+/// Durable state of agents: threads and their messages, working memory, run snapshots,
+/// observations and vectors.
+///
+/// Object-safe and shared as `Arc<dyn Storage>`. Every backend passes the same conformance suite
+/// (`kestrel_storage::testing`, feature `testing`), so behaviour, ordering and errors are the same
+/// on each.
+///
+/// **Ownership.** Operations on a thread's content take the resource the caller acts for; a
+/// thread of another resource is refused with
+/// [`StorageError::ThreadOwnedByOtherResource`](crate::StorageError::ThreadOwnedByOtherResource)
+/// and nothing is read or written.
+///
+/// **Concurrency.** Appends to one thread are serialised by the store (a row lock on Postgres,
+/// the single writer on SQLite, a mutex in memory): concurrent appenders never share a seq and
+/// never interleave inside one batch. Runs use optimistic concurrency (a version compare-and-set),
+/// so several server instances may share one database.
+#[async_trait]
+pub trait Storage: Send + Sync {
+    /// The backend's name: `memory`, `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    // --- threads -------------------------------------------------------------------------
+
+    /// Creates a thread. An existing id is [`StorageError::ThreadExists`](crate::StorageError::ThreadExists).
+    async fn create_thread(&self, thread: NewThread) -> Result<Thread>;
+
+    /// The thread with this id, if any. The caller compares its `resource_id` with the resource
+    /// it acts for.
+    async fn get_thread(&self, thread_id: &str) -> Result<Option<Thread>>;
+
+    /// Changes a thread's title and/or metadata and bumps `updated_at`.
+    async fn update_thread(&self, thread_id: &str, patch: ThreadPatch) -> Result<Thread>;
+
+    /// Deletes a thread with its messages, its thread-scoped observations, its working memory,
+    /// its observed-seq marker and the vectors whose metadata names it. `false` when there was
+    /// no such thread.
+    async fn delete_thread(&self, thread_id: &str) -> Result<bool>;
+
+    /// Copies a thread: a new id, the source's messages in the same order (new message ids,
+    /// seqs renumbered from 1), the source's metadata plus
+    /// `"clone": {"sourceThreadId", "clonedAt"}`. Working memory, observations and vectors are
+    /// not copied.
+    async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread>;
+
+    /// Threads by resource and/or metadata filter, paginated and ordered.
+    async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>>;
+
+    // --- messages ------------------------------------------------------------------------
+
+    /// Appends messages to a thread owned by `resource_id`, in order, and returns them as
+    /// stored.
+    ///
+    /// New messages get the next seqs, contiguous within the batch. A message whose id is already
+    /// in this thread is replaced (role, parts, status, metadata) and keeps its seq and creation
+    /// time, so retried saves and resumed runs never duplicate. An id stored in another thread
+    /// is [`StorageError::MessageInOtherThread`](crate::StorageError::MessageInOtherThread). A
+    /// repeated id within the batch keeps its first position and its last content.
+    async fn append_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>>;
+
+    /// Messages of a thread, in seq order. With `resource_id`, the thread must belong to it.
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        resource_id: Option<&str>,
+        selection: Selection,
+    ) -> Result<MessageList>;
+
+    /// The messages with these ids that exist, ordered by thread then seq. With `resource_id`,
+    /// a message of another resource's thread is refused.
+    async fn get_messages(
+        &self,
+        ids: &[String],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<StoredMessage>>;
+
+    /// Deletes these messages of a thread (ids not in it are ignored), and the vectors whose
+    /// metadata `message_id` names one of them. Returns how many messages were deleted. Seqs are
+    /// not reused.
+    async fn delete_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: &[String],
+    ) -> Result<u64>;
+
+    /// Messages whose text parts contain `query` (case-insensitive, Unicode lowercase), newest
+    /// first (thread scope: by seq; resource scope: by creation time, then thread id, then seq),
+    /// at most `limit`.
+    ///
+    /// Cost: the scan walks the scope's messages newest first through an index
+    /// (`(thread_id, seq)` or `(resource_id, created_at)`) and stops after `limit` matches, so a
+    /// frequent term is cheap and a rare one is O(messages in scope).
+    async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>>;
+
+    // --- working memory ------------------------------------------------------------------
+
+    /// The working memory of a thread (owner checked) or a resource.
+    async fn get_working_memory(&self, scope: &Scope) -> Result<Option<String>>;
+
+    /// Sets the working memory (markdown or JSON text) of a thread or a resource.
+    async fn set_working_memory(&self, scope: &Scope, content: &str) -> Result<()>;
+
+    // --- runs ----------------------------------------------------------------------------
+
+    /// Saves a run with a compare-and-set on its version.
+    ///
+    /// `expected_version: None` creates it (version 1); an existing run is a
+    /// [`StorageError::Conflict`](crate::StorageError::Conflict). `Some(v)` updates it only if
+    /// its stored version is `v` (the new version is `v + 1`); otherwise `Conflict` and nothing
+    /// changes, or `RunNotFound`. The record's `version`, `created_at` and `updated_at` are
+    /// assigned by the store; the saved record is returned.
+    async fn save_run(&self, record: RunRecord, expected_version: Option<i64>)
+    -> Result<RunRecord>;
+
+    /// The run with this id, if any.
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>>;
+
+    /// Runs matching the filter, newest first (ties by run id, descending).
+    async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>>;
+
+    /// Deletes a run; `false` when there was none.
+    async fn delete_run(&self, run_id: &str) -> Result<bool>;
+
+    // --- observations --------------------------------------------------------------------
+
+    /// Adds observations to a scope, after the existing ones.
+    async fn add_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>>;
+
+    /// A scope's observations, in the order they were added.
+    async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>>;
+
+    /// Replaces all observations of a scope at once (the reflector's condensed log).
+    async fn replace_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>>;
+
+    /// The last seq of this thread that observational memory has condensed.
+    async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>>;
+
+    /// Records the last seq of this thread that observational memory has condensed.
+    async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()>;
+
+    // --- vectors -------------------------------------------------------------------------
+
+    /// Creates a vector index of dimension `dimension` (at least 1). Idempotent for the same
+    /// dimension; another dimension is [`StorageError::IndexExists`](crate::StorageError::IndexExists).
+    async fn create_index(&self, name: &str, dimension: usize) -> Result<()>;
+
+    /// The dimension of an index, if it exists.
+    async fn index_dimension(&self, name: &str) -> Result<Option<usize>>;
+
+    /// Inserts or replaces vectors by id. A vector of the wrong length is
+    /// [`StorageError::DimensionMismatch`](crate::StorageError::DimensionMismatch) and nothing is
+    /// written.
+    async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()>;
+
+    /// The `top_k` vectors most similar to the query (cosine similarity, highest first; ties by
+    /// id ascending). An exact scan of the filtered vectors: O(n·dimension), the same results on
+    /// every backend.
+    async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>>;
+
+    /// Deletes vectors by id; returns how many were deleted.
+    async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64>;
+}

@@ -1,0 +1,68 @@
+//! The conformance suite: one set of checks every [`Storage`] backend must pass.
+//!
+//! Each check is an `async fn(Arc<dyn Storage>)` that panics (through `assert!`) when the
+//! backend misbehaves. [`conformance_tests!`](crate::conformance_tests) turns them into one
+//! `#[tokio::test]` per check for a fixture function:
+//!
+//! ```ignore
+//! kestrel_storage::conformance_tests!(kestrel_storage::testing::sqlite);
+//! ```
+//!
+//! Fixtures: [`memory`], [`sqlite`] (a temporary file per test) and [`postgres`] (a fresh schema
+//! `kestrel_test_<random>` per test, dropped afterwards; skipped, with a message, when
+//! `KESTREL_TEST_POSTGRES_URL` is unset).
+
+// Test support: failing loudly is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod checks;
+mod fixtures;
+
+pub use checks::*;
+pub use fixtures::*;
+
+/// Generates one `#[tokio::test]` per conformance check, each on a fresh store from `$setup`
+/// (an `async fn() -> Option<Fixture>`; `None` skips the test).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($setup:path) => {
+        $crate::conformance_tests!(@each $setup;
+            threads_create_get_and_duplicate,
+            threads_update_patch,
+            threads_delete_cascades,
+            threads_clone,
+            threads_list_pagination_and_order,
+            threads_metadata_filter,
+            threads_malformed_filter,
+            messages_append_and_list,
+            messages_selection_edges,
+            messages_idempotent_reappend,
+            messages_id_in_other_thread,
+            messages_cross_resource_refused,
+            messages_get_and_delete,
+            messages_search,
+            messages_concurrent_appends,
+            messages_concurrent_idempotent_retries,
+            working_memory_scopes,
+            runs_save_compare_and_set,
+            runs_concurrent_compare_and_set,
+            runs_list_filters,
+            observations_scopes_and_replace,
+            vectors_index_lifecycle,
+            vectors_dimension_mismatch,
+            vectors_query_exact,
+            vectors_filters_and_delete,
+        );
+    };
+    (@each $setup:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                if let Some(fixture) = $setup().await {
+                    $crate::testing::$name(fixture.store()).await;
+                    fixture.teardown().await;
+                }
+            }
+        )*
+    };
+}
