@@ -2,7 +2,8 @@
 //!
 //! The model comes from [`crate::model_choice`] and is resolved up front, so configuration
 //! mistakes (unknown provider, missing API key) end the program with one line and exit code 2
-//! before anything is sent. Each answer is a streamed run of a tool-less agent whose events go
+//! before anything is sent. The embedded model (`local/smollm2`, the default) is pulled into the
+//! model cache first if it is not there, with progress on stderr. Each answer is a streamed run of a tool-less agent whose events go
 //! through a [`Renderer`]. In the conversation the history (user messages plus each run's
 //! `response_messages`) is the input of the next run; a turn that fails or is stopped with
 //! Ctrl-C is dropped from it.
@@ -16,7 +17,7 @@ use crate::cli::ChatArgs;
 use crate::exit::{FAILURE, INTERRUPTED, USAGE, fail};
 use crate::input::StdinLines;
 use crate::interrupt::Interrupts;
-use crate::model_choice::{choose_model, process_env};
+use crate::model_choice::{choose_model, local_catalog_name, process_env};
 use crate::render::{RenderOptions, Renderer};
 use crate::terminal::Terminal;
 
@@ -32,6 +33,11 @@ pub async fn run(args: ChatArgs) -> ExitCode {
         Ok(spec) => spec,
         Err(error) => return fail(USAGE, error),
     };
+    if let Some(name) = local_catalog_name(&spec, process_env)
+        && let Err(message) = crate::models::ensure_cached(name).await
+    {
+        return fail(FAILURE, message);
+    }
     let agent = match build_agent(&spec, args.instructions.as_deref()) {
         Ok(agent) => agent,
         Err(message) => return fail(USAGE, message),

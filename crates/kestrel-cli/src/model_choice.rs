@@ -1,16 +1,14 @@
 //! Which model a command uses when the user does not say.
 //!
-//! [`choose_model`] applies the order `--model`, `KESTREL_MODEL`, then [`default_model`], the one
-//! place that decides the fallback (today: the first hosted provider with an API key).
+//! [`choose_model`] applies the order `--model`, then [`kestrel::model::default_model`]
+//! (`KESTREL_MODEL`, a hosted model when an API key is set, else the embedded `local/smollm2`).
 
 use std::fmt;
 
-/// The model used when only `OPENAI_API_KEY` is set.
-pub const OPENAI_DEFAULT: &str = "openai/gpt-5-mini";
-/// The model used when only `ANTHROPIC_API_KEY` is set.
-pub const ANTHROPIC_DEFAULT: &str = "anthropic/claude-sonnet-4-5";
+pub use kestrel::model::process_env;
 
-/// No model was named and none could be chosen from the environment.
+/// No model was named and none could be chosen from the environment (only possible in a build
+/// without the local model).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoModelConfigured;
 
@@ -26,12 +24,7 @@ impl fmt::Display for NoModelConfigured {
 
 impl std::error::Error for NoModelConfigured {}
 
-/// Reads a variable of the process environment; empty or blank values count as unset.
-pub fn process_env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// The model to use: `flag` (from `--model`), else `KESTREL_MODEL`, else [`default_model`].
+/// The model to use: `flag` (from `--model`), else [`kestrel::model::default_model`].
 ///
 /// `env` looks a variable up and returns `None` when it is unset or empty.
 pub fn choose_model(
@@ -41,31 +34,22 @@ pub fn choose_model(
     if let Some(model) = flag.map(str::trim).filter(|m| !m.is_empty()) {
         return Ok(model.to_string());
     }
-    if let Some(model) = env("KESTREL_MODEL") {
-        let model = model.trim();
-        if !model.is_empty() {
-            return Ok(model.to_string());
-        }
-    }
-    default_model(env)
-        .map(str::to_string)
-        .ok_or(NoModelConfigured)
+    kestrel::model::default_model(env).ok_or(NoModelConfigured)
 }
 
-/// The model used when none is named, from the credentials in the environment.
-pub fn default_model(env: impl Fn(&str) -> Option<String>) -> Option<&'static str> {
-    if env("OPENAI_API_KEY").is_some() {
-        Some(OPENAI_DEFAULT)
-    } else if env("ANTHROPIC_API_KEY").is_some() {
-        Some(ANTHROPIC_DEFAULT)
-    } else {
-        None
-    }
+/// The catalog name in a `local/<name>` model string, if it names a catalog model rather than a
+/// file (and `KESTREL_LOCAL_MODEL_PATH` does not override it): the model the CLI pulls, with
+/// visible progress, before the first answer.
+pub fn local_catalog_name(spec: &str, env: impl Fn(&str) -> Option<String>) -> Option<&str> {
+    let name = spec.strip_prefix("local/")?;
+    let is_path = name.ends_with(".gguf") || name.contains(['/', std::path::MAIN_SEPARATOR]);
+    (!is_path && env("KESTREL_LOCAL_MODEL_PATH").is_none()).then_some(name)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kestrel::model::{ANTHROPIC_DEFAULT, LOCAL_DEFAULT, OPENAI_DEFAULT};
 
     fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let vars: Vec<(String, String)> = vars
@@ -100,9 +84,13 @@ mod tests {
     }
 
     #[test]
-    fn nothing_configured_is_an_error_naming_the_variables() {
+    fn nothing_configured_is_the_embedded_model() {
         let e = env(&[("KESTREL_MODEL", ""), ("OPENAI_API_KEY", "")]);
-        assert_eq!(choose_model(None, e), Err(NoModelConfigured));
+        assert_eq!(choose_model(None, e), Ok(LOCAL_DEFAULT.to_string()));
+    }
+
+    #[test]
+    fn the_no_model_message_names_the_variables() {
         let message = NoModelConfigured.to_string();
         for name in [
             "OPENAI_API_KEY",
@@ -112,6 +100,16 @@ mod tests {
         ] {
             assert!(message.contains(name), "{message}");
         }
-        assert!(!message.contains('\n'));
+    }
+
+    #[test]
+    fn local_catalog_names_are_recognised() {
+        let none = env(&[]);
+        assert_eq!(local_catalog_name("local/smollm2", &none), Some("smollm2"));
+        assert_eq!(local_catalog_name("local/./m.gguf", &none), None);
+        assert_eq!(local_catalog_name("local/x.gguf", &none), None);
+        assert_eq!(local_catalog_name("openai/gpt-5-mini", &none), None);
+        let path = env(&[("KESTREL_LOCAL_MODEL_PATH", "/m.gguf")]);
+        assert_eq!(local_catalog_name("local/smollm2", &path), None);
     }
 }

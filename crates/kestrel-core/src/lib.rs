@@ -7,6 +7,7 @@
 //! - [`agent`]: agents, runs as serialisable state machines, `generate` and `stream`;
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`memory`]: the hook through which agents load and store conversations;
+//! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`kestrel`]: the instance that registers agents.
 //!
 //! Users normally depend on the `kestrel` facade crate, which re-exports this one.
@@ -14,6 +15,7 @@
 pub mod abort;
 pub mod agent;
 pub mod context;
+pub mod embedding;
 pub mod event;
 pub mod id;
 pub mod kestrel;

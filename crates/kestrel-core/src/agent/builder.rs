@@ -155,7 +155,8 @@ impl AgentBuilder {
 
     /// Checks everything and builds the agent.
     ///
-    /// Without a model, `KESTREL_MODEL` is used if set.
+    /// Without a model, [`crate::model::default_model`] chooses one: `KESTREL_MODEL`, a hosted
+    /// model if an API key is set, else the embedded `local/smollm2` (feature `local`).
     pub fn build(self) -> Result<Agent, AgentBuildError> {
         if self.id.trim().is_empty() {
             return Err(AgentBuildError::EmptyId);
@@ -167,9 +168,9 @@ impl AgentBuilder {
         let registry = self.registry.unwrap_or_else(ModelRegistry::from_env);
         let choice = match self.model {
             Some(choice) => choice,
-            None => match std::env::var("KESTREL_MODEL") {
-                Ok(spec) if !spec.trim().is_empty() => ModelChoice::Spec(ModelSpec::Id(spec)),
-                _ => return Err(AgentBuildError::MissingModel { agent }),
+            None => match crate::model::default_model(crate::model::process_env) {
+                Some(spec) => ModelChoice::Spec(ModelSpec::Id(spec)),
+                None => return Err(AgentBuildError::MissingModel { agent }),
             },
         };
         let model = match choice {

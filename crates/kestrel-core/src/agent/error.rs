@@ -7,8 +7,12 @@ use crate::tool::ToolDefinitionError;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AgentBuildError {
-    /// No model was given and `KESTREL_MODEL` is not set.
-    #[error("agent {agent:?} has no model: call .model(\"provider/model\") or set KESTREL_MODEL")]
+    /// No model was given and none is configured (see [`crate::model::default_model`]).
+    #[error(
+        "agent {agent:?} has no model: call .model(\"provider/model\"), set KESTREL_MODEL or an \
+         API key (OPENAI_API_KEY, ANTHROPIC_API_KEY), or enable the `local` feature for the \
+         embedded model"
+    )]
     MissingModel {
         /// The agent id.
         agent: String,

@@ -84,6 +84,39 @@ pub enum ModelError {
     /// A scripted model ran out of responses, or a test injected this error.
     #[error("{0}")]
     Scripted(String),
+    /// The prompt does not fit the model's context window.
+    #[error(
+        "{provider}: the prompt ({prompt_tokens} tokens) does not fit the context window ({context} tokens)"
+    )]
+    ContextOverflow {
+        /// Provider name.
+        provider: String,
+        /// Tokens in the prompt.
+        prompt_tokens: u64,
+        /// The context window in tokens.
+        context: u64,
+    },
+    /// The provider cannot run this request as asked (a JSON schema feature it cannot
+    /// enforce, an invalid setting...). Unlike [`ModelError::BadRequest`] there is no HTTP
+    /// exchange: an in-process provider rejected it.
+    #[error("{provider}: invalid request: {message}")]
+    InvalidRequest {
+        /// Provider name.
+        provider: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The model could not be loaded (an in-process model: missing or corrupt file,
+    /// unsupported architecture...).
+    #[error("{provider}: cannot load model {model:?}: {message}")]
+    ModelLoad {
+        /// Provider name.
+        provider: String,
+        /// The model id.
+        model: String,
+        /// What went wrong.
+        message: String,
+    },
     /// Any other failure.
     #[error("{provider}: {message}")]
     Other {

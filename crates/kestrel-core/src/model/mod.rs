@@ -6,10 +6,14 @@
 //! `openai/gpt-5-mini` resolve through a [`ModelRegistry`]. [`ScriptedModel`] replays queued
 //! answers for tests.
 
+mod default;
 mod error;
 mod registry;
 mod scripted;
 
+pub use default::{
+    ANTHROPIC_DEFAULT, LOCAL_DEFAULT, MODEL_VARIABLE, OPENAI_DEFAULT, default_model, process_env,
+};
 pub use error::ModelError;
 pub use registry::{ModelRegistry, ModelSpec, ProviderFactory, UnknownModel};
 pub use scripted::{ScriptStep, ScriptedModel, ScriptedResponse};

@@ -58,6 +58,13 @@ pub(crate) fn register_builtin(
 
     #[cfg(feature = "openai")]
     register_custom_endpoints(registry, &var);
+
+    #[cfg(feature = "local")]
+    registry.register(
+        "local",
+        super::local::LocalProvider::from_env(var)
+            .with_locator(Arc::new(super::local::ModelStoreLocator::from_env(var))),
+    );
 }
 
 /// Registers the custom OpenAI-compatible endpoints (see [`super`]).

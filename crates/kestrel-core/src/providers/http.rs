@@ -100,7 +100,9 @@ impl HttpClient {
             message: format!("could not serialize the request: {e}"),
         })?);
         let url = self.config.endpoint(path);
-        let response = self.send_with_retry(&url, body, abort).await?;
+        let response = self
+            .send_with_retry(&url, body, "text/event-stream", abort)
+            .await?;
         if is_json(&response) {
             return Err(self.unexpected_json(response, abort).await);
         }
@@ -110,6 +112,60 @@ impl HttpClient {
             self.config.idle_timeout,
             abort.clone(),
         ))
+    }
+
+    /// POSTs `body` to `path` (relative to the base URL) and returns the JSON answer (used by
+    /// non-streaming endpoints such as embeddings). Retries like [`HttpClient::post_events`];
+    /// the whole answer must arrive within the idle timeout.
+    pub(crate) async fn post_json(
+        &self,
+        path: &str,
+        body: &Value,
+        abort: &AbortSignal,
+    ) -> Result<Value, ModelError> {
+        if abort.is_aborted() {
+            return Err(ModelError::Cancelled);
+        }
+        let body = Bytes::from(serde_json::to_vec(body).map_err(|e| ModelError::Other {
+            provider: self.provider.clone(),
+            message: format!("could not serialize the request: {e}"),
+        })?);
+        let url = self.config.endpoint(path);
+        let response = self
+            .send_with_retry(&url, body, "application/json", abort)
+            .await?;
+        let read = tokio::select! {
+            biased;
+            () = abort.aborted() => return Err(ModelError::Cancelled),
+            read = tokio::time::timeout(self.config.idle_timeout, response.bytes()) => read,
+        };
+        let bytes = match read {
+            Err(_elapsed) => {
+                return Err(ModelError::Timeout {
+                    provider: self.provider.clone(),
+                    phase: "idle",
+                    after: self.config.idle_timeout,
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(ModelError::Connection {
+                    provider: self.provider.clone(),
+                    message: format!(
+                        "connection lost while reading the answer: {}",
+                        error_chain(&e)
+                    ),
+                });
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
+        serde_json::from_slice(&bytes).map_err(|e| ModelError::Protocol {
+            provider: self.provider.clone(),
+            message: format!("the answer is not valid JSON: {e}"),
+            line: Some(truncate(
+                String::from_utf8_lossy(&bytes).trim(),
+                MAX_ERROR_TEXT,
+            )),
+        })
     }
 
     fn client(&self) -> Result<&reqwest::Client, ModelError> {
@@ -149,6 +205,7 @@ impl HttpClient {
         &self,
         url: &str,
         body: Bytes,
+        accept: &'static str,
         abort: &AbortSignal,
     ) -> Result<Response, ModelError> {
         let client = self.client()?;
@@ -156,7 +213,7 @@ impl HttpClient {
         loop {
             attempt += 1;
             let (error, retry_after) = match self
-                .attempt(client, url, body.clone(), attempt, abort)
+                .attempt(client, url, body.clone(), accept, attempt, abort)
                 .await
             {
                 Attempt::Success(response) => return Ok(response),
@@ -189,13 +246,14 @@ impl HttpClient {
         client: &reqwest::Client,
         url: &str,
         body: Bytes,
+        accept: &'static str,
         attempt: u32,
         abort: &AbortSignal,
     ) -> Attempt {
         let request = client
             .post(url)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
+            .header(ACCEPT, accept)
             .body(body);
         // `connect_timeout` bounds the connection; the idle timeout bounds the wait for headers.
         let limit = self.config.connect_timeout + self.config.idle_timeout;

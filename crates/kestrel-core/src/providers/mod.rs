@@ -55,8 +55,12 @@ mod http;
 
 #[cfg(feature = "anthropic")]
 pub mod anthropic;
+#[cfg(feature = "local")]
+pub mod local;
 #[cfg(feature = "openai")]
 pub mod openai;
+#[cfg(feature = "openai")]
+pub mod openai_embeddings;
 
 pub(crate) use builtin::register_builtin;
 pub use config::HttpConfig;

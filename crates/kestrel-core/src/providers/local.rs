@@ -1,0 +1,726 @@
+//! The embedded local model: a GGUF file run in-process by llama.cpp (through
+//! `kestrel-llama`), as provider `local`.
+//!
+//! # Model strings
+//!
+//! `local/<id>` resolves, in this order:
+//!
+//! 1. `<id>` is a path to a GGUF file when it ends in `.gguf` or contains a path separator:
+//!    `local/./models/smollm2.gguf`, `local//opt/models/qwen.gguf` (absolute: note the double
+//!    slash). Relative paths are relative to the working directory.
+//! 2. Otherwise, if `KESTREL_LOCAL_MODEL_PATH` names a file, that file serves every
+//!    `local/<name>`.
+//! 3. Otherwise the [`ModelLocator`] given to the provider maps the name to a file. The
+//!    built-in provider (in [`crate::model::ModelRegistry::from_env`]) uses
+//!    [`ModelStoreLocator`]: the model cache, pulling a catalog model such as `smollm2` on
+//!    first use.
+//!
+//! Nothing is loaded (or downloaded) when a model is created: the first
+//! [`LanguageModel::stream`] does that on a blocking thread and caches the engine; models
+//! created by the same provider for the same id share one engine.
+//!
+//! # Behaviour
+//!
+//! Requests run one at a time per loaded model (see `kestrel_llama::Engine`). Tool calls and
+//! structured output are generated under a grammar built from the JSON schemas, so they always
+//! parse and validate; a schema feature the grammar cannot enforce fails the call with
+//! [`ModelError::InvalidRequest`] naming it. Tool calls stream as `ToolInputStart`,
+//! `ToolInputDelta`s, `ToolInputEnd`, then `ToolCall`, with `call_<random>` ids, like the
+//! hosted providers.
+//!
+//! Small models (under a billion parameters, such as the default SmolLM2-135M) cannot judge
+//! whether a tool applies: left to decide they almost never call one. For them
+//! [`ToolChoice::Auto`] means *call, then answer*: a tool call
+//! is required until a tool result has come back since the last user message, after which the
+//! model answers without tools. Larger models decide themselves. See
+//! [`LocalModel::with_auto_tool_policy`].
+//!
+//! The context window defaults to 2048 tokens (about 170 MB resident for SmolLM2-135M);
+//! [`LocalModel::with_engine_options`] or [`LocalProvider::with_engine_options`] change it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kestrel_llama::{
+    AutoToolPolicy, CancelToken, ChatMessage, Engine, EngineOptions, GenerateError,
+    GenerateRequest, Generation, GenerationEvent, LoadError, StopReason, ToolCall, ToolSpec,
+};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::abort::AbortSignal;
+use crate::message::{Message, Part, Role};
+use crate::model::{
+    FinishReason, LanguageModel, ModelError, ModelEvent, ModelRequest, ModelStream, ResponseFormat,
+    SharedModel, ToolChoice, UnknownModel, Usage,
+};
+
+/// The provider name.
+pub const PROVIDER: &str = "local";
+
+/// The environment variable naming a GGUF file that serves every `local/<name>`.
+pub const MODEL_PATH_VARIABLE: &str = "KESTREL_LOCAL_MODEL_PATH";
+
+/// Models with fewer parameters than this get [`AutoToolPolicy::CallThenAnswer`] by default.
+const SMALL_MODEL_PARAMETERS: u64 = 1_000_000_000;
+
+/// Maps a model name (`smollm2` in `local/smollm2`) to a GGUF file.
+///
+/// Called on a blocking thread the first time a model is used, so it may download. Any
+/// closure `Fn(&str) -> Result<PathBuf, String>` is a locator.
+pub trait ModelLocator: Send + Sync {
+    /// The file for `name`, or why there is none.
+    fn locate(&self, name: &str) -> Result<PathBuf, String>;
+}
+
+impl<F> ModelLocator for F
+where
+    F: Fn(&str) -> Result<PathBuf, String> + Send + Sync,
+{
+    fn locate(&self, name: &str) -> Result<PathBuf, String> {
+        self(name)
+    }
+}
+
+/// The variables [`ModelStoreLocator`] passes on to the model store.
+const STORE_VARIABLES: &[&str] = &[
+    "KESTREL_HOME",
+    "KESTREL_MODEL_CATALOG",
+    "KESTREL_HF_ENDPOINT",
+    "HF_ENDPOINT",
+    "KESTREL_OFFLINE_HUB",
+    "KESTREL_PIP",
+];
+
+/// The locator the built-in `local` provider uses: the model cache of
+/// [`kestrel_model_store::ModelStore`] (`KESTREL_HOME`, else the user cache directory). A
+/// catalog model that is not cached yet is pulled (and verified) on first use; progress is
+/// logged with `tracing` at `info` level.
+#[derive(Debug, Clone, Default)]
+pub struct ModelStoreLocator {
+    vars: HashMap<String, String>,
+}
+
+impl ModelStoreLocator {
+    /// A locator configured by the model store's variables (`KESTREL_HOME`,
+    /// `KESTREL_HF_ENDPOINT`, `KESTREL_OFFLINE_HUB`, `KESTREL_PIP`, `KESTREL_MODEL_CATALOG`) as
+    /// `env` returns them now.
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
+        let vars = STORE_VARIABLES
+            .iter()
+            .filter_map(|name| env(name).map(|value| (name.to_string(), value)))
+            .collect();
+        Self { vars }
+    }
+}
+
+impl ModelLocator for ModelStoreLocator {
+    fn locate(&self, name: &str) -> Result<PathBuf, String> {
+        let store = kestrel_model_store::ModelStore::from_env_with(|key| {
+            self.vars.get(key).map(std::ffi::OsString::from)
+        })
+        .map_err(|e| e.to_string())?;
+        if let Some(path) = store.locate(name).map_err(|e| e.to_string())? {
+            return Ok(path);
+        }
+        tracing::info!(
+            model = name,
+            cache = %store.dir().display(),
+            "local model {name:?} is not cached: pulling it (`kestrel models pull {name}` does this ahead of time)"
+        );
+        let mut last_phase = None;
+        let pulled = store
+            .pull(name, |progress| {
+                let phase = (progress.source.clone(), progress.phase.clone());
+                if last_phase.as_ref() != Some(&phase) {
+                    tracing::info!(model = name, source = %progress.source, phase = ?progress.phase, "pulling");
+                    last_phase = Some(phase);
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(pulled.path)
+    }
+}
+
+/// Where a [`LocalModel`]'s file comes from.
+#[derive(Clone)]
+enum Source {
+    /// A file.
+    Path(PathBuf),
+    /// A name for the locator.
+    Named {
+        name: String,
+        locator: Option<Arc<dyn ModelLocator>>,
+    },
+}
+
+/// A GGUF model run in-process, implementing [`LanguageModel`] as provider `local`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use kestrel_core::agent::Agent;
+/// use kestrel_core::providers::local::LocalModel;
+///
+/// let model = LocalModel::from_path("SmolLM2-135M-Instruct.Q4_1.gguf");
+/// let agent = Agent::builder("assistant").model(Arc::new(model)).build()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct LocalModel {
+    model_id: String,
+    source: Source,
+    options: EngineOptions,
+    auto_tool_policy: Option<AutoToolPolicy>,
+    engine: Arc<OnceCell<Engine>>,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("model_id", &self.model_id)
+            .field("loaded", &self.engine.initialized())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl LocalModel {
+    /// The GGUF file at `path`. Nothing is read until the first call.
+    pub fn from_path(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Self::with_source(path.display().to_string(), Source::Path(path))
+    }
+
+    /// The model `name`, found by `locator` at the first call.
+    pub fn named(name: impl Into<String>, locator: Arc<dyn ModelLocator>) -> Self {
+        let name = name.into();
+        Self::with_source(
+            name.clone(),
+            Source::Named {
+                name,
+                locator: Some(locator),
+            },
+        )
+    }
+
+    /// A model over an engine that is already loaded.
+    pub fn from_engine(engine: Engine) -> Self {
+        let path = engine.info().path.clone();
+        let model = Self::from_path(path);
+        // A fresh cell holding the engine: `set` cannot fail on it.
+        let _ = model.engine.set(engine);
+        model
+    }
+
+    fn with_source(model_id: String, source: Source) -> Self {
+        Self {
+            model_id,
+            source,
+            options: EngineOptions::default(),
+            auto_tool_policy: None,
+            engine: Arc::new(OnceCell::new()),
+        }
+    }
+
+    /// Engine options (context size, threads) used when the model is loaded.
+    pub fn with_engine_options(mut self, options: EngineOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// How [`ToolChoice::Auto`] is decided. By default models under a billion parameters get
+    /// [`AutoToolPolicy::CallThenAnswer`] and larger ones [`AutoToolPolicy::ModelDecides`].
+    pub fn with_auto_tool_policy(mut self, policy: AutoToolPolicy) -> Self {
+        self.auto_tool_policy = Some(policy);
+        self
+    }
+
+    /// Shares the engine cell (used by the provider so that models of one id share an engine).
+    fn with_engine_cell(mut self, cell: Arc<OnceCell<Engine>>) -> Self {
+        self.engine = cell;
+        self
+    }
+
+    /// The loaded engine, loading it on a blocking thread the first time.
+    pub async fn engine(&self) -> Result<&Engine, ModelError> {
+        self.engine
+            .get_or_try_init(|| async {
+                let source = self.source.clone();
+                let options = self.options.clone();
+                let model_id = self.model_id.clone();
+                tokio::task::spawn_blocking(move || load(&source, options))
+                    .await
+                    .map_err(|e| ModelError::ModelLoad {
+                        provider: PROVIDER.into(),
+                        model: model_id,
+                        message: format!("the loading task failed: {e}"),
+                    })?
+                    .map_err(|message| ModelError::ModelLoad {
+                        provider: PROVIDER.into(),
+                        model: self.model_id.clone(),
+                        message,
+                    })
+            })
+            .await
+    }
+}
+
+/// Resolves the source to a file and loads it. Runs on a blocking thread.
+fn load(source: &Source, options: EngineOptions) -> Result<Engine, String> {
+    let path = match source {
+        Source::Path(path) => path.clone(),
+        Source::Named { name, locator } => match locator {
+            Some(locator) => locator.locate(name)?,
+            None => {
+                return Err(format!(
+                    "no GGUF file for {name:?}: set {MODEL_PATH_VARIABLE} to a .gguf file, or \
+                     use local/<path to a .gguf file>"
+                ));
+            }
+        },
+    };
+    Engine::load(&path, options).map_err(|e: LoadError| e.to_string())
+}
+
+#[async_trait::async_trait]
+impl LanguageModel for LocalModel {
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    async fn stream(&self, request: ModelRequest) -> Result<ModelStream, ModelError> {
+        if request.abort.is_aborted() {
+            return Err(ModelError::Cancelled);
+        }
+        let engine = tokio::select! {
+            engine = self.engine() => engine?,
+            _ = request.abort.aborted() => return Err(ModelError::Cancelled),
+        };
+        let policy = self.auto_tool_policy.unwrap_or_else(|| {
+            if engine.info().parameters < SMALL_MODEL_PARAMETERS {
+                AutoToolPolicy::CallThenAnswer
+            } else {
+                AutoToolPolicy::ModelDecides
+            }
+        });
+        let abort = request.abort.clone();
+        let generation = engine
+            .generate(engine_request(request, policy))
+            .map_err(generate_error)?;
+        Ok(event_stream(generation, abort))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request conversion
+
+/// Converts a model request into an engine request.
+fn engine_request(request: ModelRequest, policy: AutoToolPolicy) -> GenerateRequest {
+    let settings = request.settings;
+    GenerateRequest {
+        messages: engine_messages(&request.messages),
+        tools: request
+            .tools
+            .into_iter()
+            .map(|tool| ToolSpec {
+                name: tool.name,
+                description: tool.description,
+                parameters: tool.input_schema,
+            })
+            .collect(),
+        tool_choice: match request.tool_choice {
+            ToolChoice::Auto => kestrel_llama::ToolChoice::Auto,
+            ToolChoice::None => kestrel_llama::ToolChoice::None,
+            ToolChoice::Required => kestrel_llama::ToolChoice::Required,
+            ToolChoice::Tool(name) => kestrel_llama::ToolChoice::Tool(name),
+        },
+        auto_tool_policy: policy,
+        parallel_tool_calls: false,
+        response_schema: match request.response_format {
+            Some(ResponseFormat::Json { schema, .. }) => Some(schema),
+            Some(ResponseFormat::Text) | None => None,
+        },
+        temperature: settings.temperature,
+        top_p: settings.top_p,
+        seed: settings.seed,
+        max_tokens: settings.max_output_tokens,
+        stop: settings.stop_sequences,
+        cancel: CancelToken::new(),
+    }
+}
+
+/// Converts the conversation. Tool results become tool messages wherever they appear;
+/// reasoning parts are not sent back.
+fn engine_messages(messages: &[Message]) -> Vec<ChatMessage> {
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message.role {
+            Role::System => out.push(ChatMessage::system(message.text())),
+            Role::User => out.push(ChatMessage::user(message.text())),
+            Role::Assistant => {
+                let calls: Vec<ToolCall> = message
+                    .parts
+                    .iter()
+                    .filter_map(|part| match part {
+                        Part::ToolCall {
+                            tool_name, args, ..
+                        } => Some(ToolCall {
+                            name: tool_name.clone(),
+                            arguments: value_as_text(args),
+                        }),
+                        _ => None,
+                    })
+                    .collect();
+                out.push(ChatMessage::assistant_tool_calls(message.text(), calls));
+            }
+            Role::Tool => {}
+        }
+        for part in &message.parts {
+            if let Part::ToolResult {
+                tool_name,
+                result,
+                is_error,
+                ..
+            } = part
+            {
+                let text = value_as_text(result);
+                let text = if *is_error {
+                    format!("Error: {text}")
+                } else {
+                    text
+                };
+                out.push(ChatMessage::tool_result(tool_name.clone(), text));
+            }
+        }
+    }
+    out
+}
+
+/// JSON as text: strings as they are, anything else serialized.
+fn value_as_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Event conversion
+
+fn generate_error(error: GenerateError) -> ModelError {
+    match error {
+        GenerateError::Cancelled => ModelError::Cancelled,
+        GenerateError::ContextOverflow {
+            prompt_tokens,
+            context,
+        } => ModelError::ContextOverflow {
+            provider: PROVIDER.into(),
+            prompt_tokens: u64::from(prompt_tokens),
+            context: u64::from(context),
+        },
+        error @ (GenerateError::UnsupportedSchema { .. }
+        | GenerateError::InvalidSchema { .. }
+        | GenerateError::Grammar(_)
+        | GenerateError::InvalidRequest(_)) => ModelError::InvalidRequest {
+            provider: PROVIDER.into(),
+            message: error.to_string(),
+        },
+        other => ModelError::Other {
+            provider: PROVIDER.into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn finish_reason(reason: StopReason) -> FinishReason {
+    match reason {
+        StopReason::EndOfTurn | StopReason::StopSequence => FinishReason::Stop,
+        StopReason::ToolCalls => FinishReason::ToolCalls,
+        StopReason::MaxTokens | StopReason::ContextFull => FinishReason::Length,
+    }
+}
+
+/// State of the event stream.
+struct Events {
+    generation: Generation,
+    abort: AbortSignal,
+    /// Call ids by the engine's call index.
+    ids: HashMap<usize, String>,
+    /// Events converted but not yet yielded (one engine event can give two model events).
+    queue: std::collections::VecDeque<ModelEvent>,
+    done: bool,
+}
+
+impl Events {
+    fn id(&mut self, index: usize) -> String {
+        self.ids
+            .entry(index)
+            .or_insert_with(|| format!("call_{}", uuid::Uuid::new_v4().simple()))
+            .clone()
+    }
+
+    /// Converts one engine event.
+    fn convert(&mut self, event: GenerationEvent) {
+        match event {
+            GenerationEvent::Text(text) => self.queue.push_back(ModelEvent::TextDelta { text }),
+            GenerationEvent::ToolCallStart { index, name } => {
+                let id = self.id(index);
+                self.queue
+                    .push_back(ModelEvent::ToolInputStart { id, name });
+            }
+            GenerationEvent::ToolCallDelta { index, delta } => {
+                let id = self.id(index);
+                self.queue
+                    .push_back(ModelEvent::ToolInputDelta { id, delta });
+            }
+            GenerationEvent::ToolCallEnd {
+                index,
+                name,
+                arguments,
+            } => {
+                let id = self.id(index);
+                self.queue
+                    .push_back(ModelEvent::ToolInputEnd { id: id.clone() });
+                self.queue.push_back(ModelEvent::ToolCall {
+                    id,
+                    name,
+                    input: arguments,
+                });
+            }
+            GenerationEvent::Finished(completion) => {
+                self.queue.push_back(ModelEvent::Finish {
+                    reason: finish_reason(completion.reason),
+                    usage: Usage::new(
+                        u64::from(completion.prompt_tokens),
+                        u64::from(completion.completion_tokens),
+                    ),
+                });
+                self.done = true;
+            }
+        }
+    }
+}
+
+/// The model event stream of one generation. It ends after `Finish`, after an error, or with
+/// [`ModelError::Cancelled`] as soon as the abort signal fires (the engine stops before its
+/// next token). Dropping it cancels the generation.
+fn event_stream(generation: Generation, abort: AbortSignal) -> ModelStream {
+    let state = Events {
+        generation,
+        abort,
+        ids: HashMap::new(),
+        queue: Default::default(),
+        done: false,
+    };
+    futures::stream::unfold(Some(state), |state| async move {
+        let mut state = state?;
+        loop {
+            if let Some(event) = state.queue.pop_front() {
+                return Some((Ok(event), Some(state)));
+            }
+            if state.done {
+                return None;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = state.abort.aborted() => {
+                    state.generation.cancel();
+                    return Some((Err(ModelError::Cancelled), None));
+                }
+                next = state.generation.next() => next,
+            };
+            match next {
+                Some(Ok(event)) => state.convert(event),
+                Some(Err(error)) => return Some((Err(generate_error(error)), None)),
+                None => {
+                    return Some((
+                        Err(ModelError::Other {
+                            provider: PROVIDER.into(),
+                            message: "the local engine stopped without finishing".into(),
+                        }),
+                        None,
+                    ));
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry
+
+/// The `local` provider's factory: resolves `local/<id>` (see the module docs) without
+/// loading anything, and shares one engine per id among the models it creates.
+#[derive(Clone, Default)]
+pub struct LocalProvider {
+    model_path: Option<PathBuf>,
+    locator: Option<Arc<dyn ModelLocator>>,
+    options: EngineOptions,
+    engines: Arc<Mutex<HashMap<String, Arc<OnceCell<Engine>>>>>,
+}
+
+impl std::fmt::Debug for LocalProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProvider")
+            .field("model_path", &self.model_path)
+            .field("locator", &self.locator.is_some())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl LocalProvider {
+    /// A provider configured from `env`: reads [`MODEL_PATH_VARIABLE`].
+    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
+        Self {
+            model_path: env(MODEL_PATH_VARIABLE)
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
+            ..Self::default()
+        }
+    }
+
+    /// Resolves names through `locator` (after [`MODEL_PATH_VARIABLE`]).
+    pub fn with_locator(mut self, locator: Arc<dyn ModelLocator>) -> Self {
+        self.locator = Some(locator);
+        self
+    }
+
+    /// Engine options for the models it loads.
+    pub fn with_engine_options(mut self, options: EngineOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The model `local/<model_id>`. Loads nothing.
+    pub fn model(&self, model_id: &str) -> LocalModel {
+        let source = if looks_like_path(model_id) {
+            Source::Path(PathBuf::from(model_id))
+        } else if let Some(path) = &self.model_path {
+            Source::Path(path.clone())
+        } else {
+            Source::Named {
+                name: model_id.to_string(),
+                locator: self.locator.clone(),
+            }
+        };
+        let cell = match self.engines.lock() {
+            Ok(mut engines) => engines.entry(model_id.to_string()).or_default().clone(),
+            // A poisoned map only loses sharing.
+            Err(_) => Arc::new(OnceCell::new()),
+        };
+        LocalModel::with_source(model_id.to_string(), source)
+            .with_engine_options(self.options.clone())
+            .with_engine_cell(cell)
+    }
+}
+
+impl crate::model::ProviderFactory for LocalProvider {
+    fn create(&self, model_id: &str, _spec: &str) -> Result<SharedModel, UnknownModel> {
+        Ok(Arc::new(self.model(model_id)))
+    }
+}
+
+/// Whether a `local/<id>` id names a file rather than a model.
+fn looks_like_path(id: &str) -> bool {
+    id.ends_with(".gguf") || id.contains('/') || id.contains(std::path::MAIN_SEPARATOR)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::path::Path;
+
+    #[test]
+    fn model_ids_resolve_without_loading() {
+        let provider = LocalProvider::from_env(|_| None);
+        let model = provider.model("./models/x.gguf");
+        assert!(matches!(model.source, Source::Path(ref p) if p == Path::new("./models/x.gguf")));
+        assert_eq!(model.model_id(), "./models/x.gguf");
+        assert!(matches!(
+            provider.model("/abs/y.gguf").source,
+            Source::Path(_)
+        ));
+        assert!(matches!(
+            provider.model("smollm2").source,
+            Source::Named { .. }
+        ));
+        let provider = LocalProvider::from_env(|k| {
+            (k == MODEL_PATH_VARIABLE).then(|| "/m/smol.gguf".to_string())
+        });
+        assert!(
+            matches!(provider.model("smollm2").source, Source::Path(ref p) if p == Path::new("/m/smol.gguf"))
+        );
+        // Two models of one id share the engine cell.
+        let a = provider.model("smollm2");
+        let b = provider.model("smollm2");
+        assert!(Arc::ptr_eq(&a.engine, &b.engine));
+    }
+
+    #[test]
+    fn messages_convert_with_calls_and_results() {
+        let messages = vec![
+            Message::system("sys"),
+            Message::user("hi"),
+            Message::new(
+                Role::Assistant,
+                vec![
+                    Part::Text { text: "ok".into() },
+                    Part::ToolCall {
+                        tool_call_id: "c1".into(),
+                        tool_name: "add".into(),
+                        args: json!({"a": 1}),
+                    },
+                ],
+            ),
+            Message::new(
+                Role::Tool,
+                vec![Part::ToolResult {
+                    tool_call_id: "c1".into(),
+                    tool_name: "add".into(),
+                    result: json!("boom"),
+                    is_error: true,
+                }],
+            ),
+        ];
+        let out = engine_messages(&messages);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[2].tool_calls[0].arguments, r#"{"a":1}"#);
+        assert_eq!(out[3].content, "Error: boom");
+        assert_eq!(out[3].tool_name.as_deref(), Some("add"));
+    }
+
+    #[test]
+    fn errors_map_to_typed_model_errors() {
+        assert_eq!(
+            generate_error(GenerateError::ContextOverflow {
+                prompt_tokens: 10,
+                context: 8
+            }),
+            ModelError::ContextOverflow {
+                provider: "local".into(),
+                prompt_tokens: 10,
+                context: 8
+            }
+        );
+        assert!(matches!(
+            generate_error(GenerateError::UnsupportedSchema {
+                feature: "not".into(),
+                path: "#".into(),
+                reason: String::new()
+            }),
+            ModelError::InvalidRequest { .. }
+        ));
+        assert_eq!(
+            generate_error(GenerateError::Cancelled),
+            ModelError::Cancelled
+        );
+    }
+}

@@ -1,0 +1,661 @@
+//! Constrained decoding: GBNF grammars built from tool and response-format JSON schemas.
+//!
+//! The schemas are first checked by [`check_schema`], which rejects keywords the grammar cannot
+//! enforce with [`GenerateError::UnsupportedSchema`] (see the module docs of the crate for the
+//! list), then converted by llama.cpp's `json_schema_to_grammar` in **one** call on a wrapper
+//! schema, so the rule names of different schemas cannot collide:
+//!
+//! ```json
+//! {"type": "object", "properties": {
+//!   "kestrel-calls": {"anyOf": [
+//!     {"type": "object",
+//!      "properties": {"name": {"const": "get_weather"}, "arguments": <input schema>},
+//!      "required": ["name", "arguments"], "additionalProperties": false},
+//!     ...]},
+//!   "kestrel-answer": <response format schema>}}
+//! ```
+//!
+//! Local `$ref`s inside each schema are rewritten to point into the wrapper. The wrapper's own
+//! `root` rule is then replaced by:
+//!
+//! ```text
+//! root ::= kestrel-tool-calls | kestrel-answer-rule     (tools + answer)
+//! kestrel-tool-calls ::= "<tool_call>" ws "[" ws call ws "]" ws "</tool_call>"
+//! ```
+//!
+//! (with `(ws "," ws call){0,3}` after the first call when parallel calls are allowed)
+//!
+//! where the answer is either a JSON value matching the response format or free text. Free text
+//! must not start with `<`, so the first character decides the branch; after that the engine
+//! drops the grammar for free text (it accepts anything) and keeps it otherwise.
+
+use serde_json::{Map, Value};
+
+use crate::error::GenerateError;
+use crate::request::{ToolChoice, ToolSpec};
+
+/// The literal that opens a tool-call block.
+pub(crate) const CALLS_OPEN: &str = "<tool_call>";
+/// The literal that closes a tool-call block.
+pub(crate) const CALLS_CLOSE: &str = "</tool_call>";
+/// Most calls in one block when parallel calls are allowed.
+pub(crate) const MAX_PARALLEL_CALLS: usize = 4;
+
+const CALLS_KEY: &str = "kestrel-calls";
+const ANSWER_KEY: &str = "kestrel-answer";
+
+/// What the model may produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// No answer: a tool call is required.
+    None,
+    /// Free text.
+    Text,
+    /// JSON matching the response format.
+    Json,
+}
+
+/// The constraints of one request.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The tools the model may call (empty: none).
+    pub tools: Vec<ToolSpec>,
+    /// The answer branch.
+    pub answer: Answer,
+    /// The grammar, when output is constrained.
+    pub gbnf: Option<String>,
+}
+
+impl Plan {
+    /// Whether the model may call tools.
+    pub fn calls(&self) -> bool {
+        !self.tools.is_empty()
+    }
+}
+
+/// Builds the constraints for `tools` under `choice`, with an optional response format.
+pub(crate) fn plan(
+    tools: &[ToolSpec],
+    choice: &ToolChoice,
+    response_schema: Option<&Value>,
+    parallel_calls: bool,
+) -> Result<Plan, GenerateError> {
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        if tool.name.is_empty() {
+            return Err(GenerateError::InvalidRequest(
+                "a tool has an empty name".into(),
+            ));
+        }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(GenerateError::InvalidRequest(format!(
+                "duplicate tool name {:?}",
+                tool.name
+            )));
+        }
+    }
+    let (tools, answer): (Vec<ToolSpec>, Answer) = match choice {
+        ToolChoice::None => (Vec::new(), answer_kind(response_schema)),
+        ToolChoice::Auto => (tools.to_vec(), answer_kind(response_schema)),
+        ToolChoice::Required => {
+            if tools.is_empty() {
+                return Err(GenerateError::InvalidRequest(
+                    "a tool call is required but no tools were given".into(),
+                ));
+            }
+            (tools.to_vec(), Answer::None)
+        }
+        ToolChoice::Tool(name) => {
+            let Some(tool) = tools.iter().find(|t| &t.name == name) else {
+                return Err(GenerateError::InvalidRequest(format!(
+                    "tool choice names {name:?}, which is not among the tools"
+                )));
+            };
+            (vec![tool.clone()], Answer::None)
+        }
+    };
+    if tools.is_empty() && answer == Answer::Text {
+        return Ok(Plan {
+            tools,
+            answer,
+            gbnf: None,
+        });
+    }
+
+    let mut wrapper = String::from(r#"{"type":"object","properties":{"#);
+    let mut first = true;
+    if !tools.is_empty() {
+        wrapper.push_str(&format!(r#""{CALLS_KEY}":{{"anyOf":["#));
+        for (i, tool) in tools.iter().enumerate() {
+            let label = format!("{}#", tool.name);
+            let base = format!("#/properties/{CALLS_KEY}/anyOf/{i}/properties/arguments");
+            let schema = prepare(&tool.parameters, &base, &label)?;
+            if i > 0 {
+                wrapper.push(',');
+            }
+            // Written by hand so that `name` comes before `arguments` (serde_json's map may
+            // sort keys, and the grammar follows the order of `properties`).
+            wrapper.push_str(&format!(
+                r#"{{"type":"object","properties":{{"name":{{"const":{}}},"arguments":{}}},"required":["name","arguments"],"additionalProperties":false}}"#,
+                json_string(&tool.name),
+                schema
+            ));
+        }
+        wrapper.push_str("]}");
+        first = false;
+    }
+    if answer == Answer::Json {
+        let schema = response_schema.cloned().unwrap_or(Value::Bool(true));
+        let schema = prepare(&schema, &format!("#/properties/{ANSWER_KEY}"), "#")?;
+        if !first {
+            wrapper.push(',');
+        }
+        wrapper.push_str(&format!(r#""{ANSWER_KEY}":{schema}"#));
+    }
+    wrapper.push_str("}}");
+
+    let converted = schema_to_gbnf(&wrapper, "the tool and response schemas")?;
+    let mut rules: Vec<String> = converted
+        .lines()
+        .filter(|line| !line.starts_with("root ::="))
+        .map(str::to_string)
+        .collect();
+    let calls_rule = if tools.is_empty() {
+        None
+    } else {
+        Some(value_rule(&converted, CALLS_KEY)?)
+    };
+    let answer_rule = match answer {
+        Answer::Json => Some(value_rule(&converted, ANSWER_KEY)?),
+        Answer::Text => Some("kestrel-text".to_string()),
+        Answer::None => None,
+    };
+    if let Some(call) = &calls_rule {
+        let more = if parallel_calls {
+            format!(
+                r#" (kestrel-ws "," kestrel-ws {call}){{0,{}}}"#,
+                MAX_PARALLEL_CALLS - 1
+            )
+        } else {
+            String::new()
+        };
+        rules.push(format!(
+            r#"kestrel-tool-calls ::= "{CALLS_OPEN}" kestrel-ws "[" kestrel-ws {call}{more} kestrel-ws "]" kestrel-ws "{CALLS_CLOSE}""#
+        ));
+        rules.push(r#"kestrel-ws ::= [ \n]{0,2}"#.to_string());
+    }
+    if answer == Answer::Text {
+        rules.push(r#"kestrel-text ::= [^<] [^\x00]*"#.to_string());
+    }
+    let root = match (&calls_rule, &answer_rule) {
+        (Some(_), Some(answer)) => format!("root ::= kestrel-tool-calls | {answer}"),
+        (Some(_), None) => "root ::= kestrel-tool-calls".to_string(),
+        (None, Some(answer)) => format!("root ::= {answer}"),
+        (None, None) => {
+            return Err(GenerateError::InvalidRequest(
+                "nothing for the model to produce".into(),
+            ));
+        }
+    };
+    rules.insert(0, root);
+    let mut gbnf = rules.join("\n");
+    gbnf.push('\n');
+    Ok(Plan {
+        tools,
+        answer,
+        gbnf: Some(gbnf),
+    })
+}
+
+fn answer_kind(response_schema: Option<&Value>) -> Answer {
+    if response_schema.is_some() {
+        Answer::Json
+    } else {
+        Answer::Text
+    }
+}
+
+/// Converts a JSON schema (as text) to GBNF with llama.cpp, turning its exceptions into errors.
+fn schema_to_gbnf(schema: &str, what: &str) -> Result<String, GenerateError> {
+    llama_cpp_2::json_schema_to_grammar(schema).map_err(|e| GenerateError::InvalidSchema {
+        path: what.to_string(),
+        message: format!("llama.cpp's schema converter failed ({e})"),
+    })
+}
+
+/// The rule that the converter generated for the value of `key` in the wrapper object, read
+/// from its key-value rule (`<key>-kv ::= "\"<key>\"" space ":" space <rule>`). The value rule
+/// is not always named after the key: a plain `{"type": "string"}` reuses the `string` rule.
+fn value_rule(gbnf: &str, key: &str) -> Result<String, GenerateError> {
+    let prefix = format!("{key}-kv ::= ");
+    gbnf.lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|body| body.split_whitespace().last())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            GenerateError::Grammar(format!(
+                "llama.cpp's schema converter produced no rule for {key}"
+            ))
+        })
+}
+
+fn json_string(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+// -------------------------------------------------------------------------------------------
+// Schema checks
+
+/// Keywords whose constraint the grammar cannot express. Accepting them would let the model
+/// produce output that parses but does not validate.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("not", "negation cannot be expressed as a grammar"),
+    ("if", "conditional schemas are not supported"),
+    ("then", "conditional schemas are not supported"),
+    ("else", "conditional schemas are not supported"),
+    (
+        "multipleOf",
+        "divisibility cannot be expressed as a grammar",
+    ),
+    (
+        "uniqueItems",
+        "item uniqueness cannot be expressed as a grammar",
+    ),
+    ("contains", "array `contains` is not supported"),
+    ("minContains", "array `contains` is not supported"),
+    ("maxContains", "array `contains` is not supported"),
+    (
+        "patternProperties",
+        "pattern-named properties are not supported",
+    ),
+    (
+        "propertyNames",
+        "property name constraints are not supported",
+    ),
+    (
+        "dependentRequired",
+        "dependent properties are not supported",
+    ),
+    ("dependentSchemas", "dependent schemas are not supported"),
+    ("dependencies", "dependent properties are not supported"),
+    ("minProperties", "property counts are not supported"),
+    ("maxProperties", "property counts are not supported"),
+    (
+        "unevaluatedProperties",
+        "unevaluated properties are not supported",
+    ),
+    ("unevaluatedItems", "unevaluated items are not supported"),
+    (
+        "additionalItems",
+        "`additionalItems` is not supported; use `prefixItems`/`items`",
+    ),
+    ("$dynamicRef", "dynamic references are not supported"),
+    ("$recursiveRef", "recursive references are not supported"),
+];
+
+/// Keywords that hold one subschema.
+const SUBSCHEMA: &[&str] = &["items", "additionalProperties"];
+/// Keywords that hold an array of subschemas.
+const SUBSCHEMA_ARRAYS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
+/// Keywords that hold a map of subschemas.
+const SUBSCHEMA_MAPS: &[&str] = &["properties", "$defs", "definitions"];
+/// Numeric bounds, enforced for integers only.
+const NUMBER_BOUNDS: &[&str] = &["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"];
+/// Checks `schema` (labelled `label` in errors) and returns a copy ready for the converter:
+/// `true` subschemas become `{}`, and local `$ref`s are rewritten to sit under `base`.
+pub(crate) fn prepare(schema: &Value, base: &str, label: &str) -> Result<Value, GenerateError> {
+    check_schema(schema, schema, label, "#")?;
+    Ok(rewrite(schema, base))
+}
+
+/// Rejects what the grammar cannot enforce (see [`UNSUPPORTED`]).
+pub(crate) fn check_schema(
+    root: &Value,
+    schema: &Value,
+    label: &str,
+    path: &str,
+) -> Result<(), GenerateError> {
+    let unsupported = |feature: &str, reason: &str| GenerateError::UnsupportedSchema {
+        feature: feature.to_string(),
+        path: format!("{label}{}", path.trim_start_matches('#')),
+        reason: reason.to_string(),
+    };
+    let invalid = |message: String| GenerateError::InvalidSchema {
+        path: format!("{label}{}", path.trim_start_matches('#')),
+        message,
+    };
+    let object = match schema {
+        Value::Bool(true) => return Ok(()),
+        Value::Bool(false) => {
+            return Err(unsupported(
+                "false",
+                "a `false` schema is only supported as `additionalProperties: false`",
+            ));
+        }
+        Value::Object(object) => object,
+        _ => return Err(invalid("a schema must be an object or a boolean".into())),
+    };
+    for (keyword, reason) in UNSUPPORTED {
+        if object.contains_key(*keyword) {
+            return Err(unsupported(keyword, reason));
+        }
+    }
+    let types = types_of(object);
+    let integer_only = !types.is_empty() && types.iter().all(|t| t == "integer");
+    for bound in NUMBER_BOUNDS {
+        if object.contains_key(*bound) && !integer_only {
+            return Err(unsupported(
+                bound,
+                "numeric bounds are only enforced for `\"type\": \"integer\"`",
+            ));
+        }
+    }
+    if let Some(reference) = object.get("$ref") {
+        let Some(reference) = reference.as_str() else {
+            return Err(invalid("$ref must be a string".into()));
+        };
+        if !reference.starts_with("#/") && reference != "#" {
+            return Err(unsupported(
+                "$ref",
+                "only references into the same schema (`#/...`) are supported",
+            ));
+        }
+        if resolve(root, reference).is_none() {
+            return Err(invalid(format!("$ref {reference:?} does not resolve")));
+        }
+    }
+    if let Some(pattern) = object.get("pattern") {
+        let Some(pattern) = pattern.as_str() else {
+            return Err(invalid("pattern must be a string".into()));
+        };
+        check_pattern(pattern).map_err(|reason| unsupported("pattern", &reason))?;
+    }
+    if let Some(required) = object.get("required").and_then(Value::as_array) {
+        let properties = object.get("properties").and_then(Value::as_object);
+        for name in required.iter().filter_map(Value::as_str) {
+            if !properties.is_some_and(|p| p.contains_key(name)) {
+                return Err(unsupported(
+                    "required",
+                    &format!("required property {name:?} has no schema in `properties`"),
+                ));
+            }
+        }
+    }
+    if let Some(all_of) = object.get("allOf").and_then(Value::as_array) {
+        for member in all_of {
+            let member = match member.get("$ref").and_then(Value::as_str) {
+                Some(reference) => resolve(root, reference).unwrap_or(member),
+                None => member,
+            };
+            let is_object = member.get("properties").is_some()
+                || member.get("type").and_then(Value::as_str) == Some("object");
+            if !is_object {
+                return Err(unsupported(
+                    "allOf",
+                    "`allOf` is only supported when every member is an object schema",
+                ));
+            }
+        }
+    }
+    for keyword in SUBSCHEMA {
+        if let Some(sub) = object.get(*keyword) {
+            if *keyword == "additionalProperties" && sub.is_boolean() {
+                continue;
+            }
+            if *keyword == "items" && sub.is_array() {
+                for (i, item) in sub.as_array().into_iter().flatten().enumerate() {
+                    check_schema(root, item, label, &format!("{path}/items/{i}"))?;
+                }
+                continue;
+            }
+            check_schema(root, sub, label, &format!("{path}/{keyword}"))?;
+        }
+    }
+    for keyword in SUBSCHEMA_ARRAYS {
+        if let Some(subs) = object.get(*keyword) {
+            let Some(subs) = subs.as_array() else {
+                return Err(invalid(format!("{keyword} must be an array of schemas")));
+            };
+            if subs.is_empty() {
+                return Err(invalid(format!("{keyword} must not be empty")));
+            }
+            for (i, sub) in subs.iter().enumerate() {
+                check_schema(root, sub, label, &format!("{path}/{keyword}/{i}"))?;
+            }
+        }
+    }
+    for keyword in SUBSCHEMA_MAPS {
+        if let Some(subs) = object.get(*keyword) {
+            let Some(subs) = subs.as_object() else {
+                return Err(invalid(format!("{keyword} must be an object")));
+            };
+            for (name, sub) in subs {
+                check_schema(root, sub, label, &format!("{path}/{keyword}/{name}"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn types_of(object: &Map<String, Value>) -> Vec<String> {
+    match object.get("type") {
+        Some(Value::String(t)) => vec![t.clone()],
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Resolves a local `$ref` (`#` or `#/a/b`) against `root`.
+fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    root.pointer(pointer)
+}
+
+/// Whether llama.cpp's regex-to-grammar translator can express `pattern`. It needs the
+/// pattern anchored with `^...$` (JSON Schema patterns match anywhere otherwise), and when it
+/// meets a construct it cannot translate it silently accepts any string, so the pattern is
+/// converted on its own and compared with the plain-string grammar.
+fn check_pattern(pattern: &str) -> Result<(), String> {
+    if pattern.len() < 2 || !pattern.starts_with('^') || !pattern.ends_with('$') {
+        return Err(format!(
+            "pattern {pattern:?} must be anchored with ^...$ to be enforced"
+        ));
+    }
+    let schema = serde_json::json!({ "type": "string", "pattern": pattern }).to_string();
+    let with_pattern = llama_cpp_2::json_schema_to_grammar(&schema)
+        .map_err(|e| format!("pattern {pattern:?} is not a valid regular expression ({e})"))?;
+    let plain = llama_cpp_2::json_schema_to_grammar(r#"{"type":"string"}"#)
+        .map_err(|e| format!("llama.cpp's schema converter failed ({e})"))?;
+    if with_pattern == plain {
+        return Err(format!(
+            "pattern {pattern:?} uses regex syntax the grammar builder cannot translate"
+        ));
+    }
+    Ok(())
+}
+
+/// Copies `schema`, turning `true` subschemas into `{}` and rebasing local `$ref`s onto `base`.
+fn rewrite(schema: &Value, base: &str) -> Value {
+    match schema {
+        Value::Bool(true) => Value::Object(Map::new()),
+        Value::Object(object) => {
+            let mut out = Map::new();
+            for (key, value) in object {
+                let value = match key.as_str() {
+                    "$ref" => match value.as_str() {
+                        Some(reference) => {
+                            Value::String(format!("{base}{}", reference.trim_start_matches('#')))
+                        }
+                        None => value.clone(),
+                    },
+                    "additionalProperties" if value.is_boolean() => value.clone(),
+                    "items" | "additionalProperties" => rewrite(value, base),
+                    "anyOf" | "oneOf" | "allOf" | "prefixItems" => match value {
+                        Value::Array(items) => {
+                            Value::Array(items.iter().map(|v| rewrite(v, base)).collect())
+                        }
+                        other => other.clone(),
+                    },
+                    "properties" | "$defs" | "definitions" => match value {
+                        Value::Object(map) => Value::Object(
+                            map.iter()
+                                .map(|(k, v)| (k.clone(), rewrite(v, base)))
+                                .collect(),
+                        ),
+                        other => other.clone(),
+                    },
+                    _ => value.clone(),
+                };
+                out.insert(key.clone(), value);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, parameters: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters,
+        }
+    }
+
+    fn feature(result: Result<Plan, GenerateError>) -> String {
+        match result {
+            Err(GenerateError::UnsupportedSchema { feature, .. }) => feature,
+            other => format!("unexpected: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tools_and_text_grammar() {
+        let tools = [
+            tool(
+                "get_weather",
+                json!({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}),
+            ),
+            tool(
+                "add",
+                json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
+            ),
+        ];
+        let plan = plan(&tools, &ToolChoice::Auto, None, false).unwrap_or_else(|e| {
+            unreachable!("{e}");
+        });
+        let gbnf = plan.gbnf.unwrap_or_default();
+        assert!(
+            gbnf.starts_with("root ::= kestrel-tool-calls | kestrel-text\n"),
+            "{gbnf}"
+        );
+        assert!(gbnf.contains("\\\"get_weather\\\""), "{gbnf}");
+        assert_eq!(plan.answer, Answer::Text);
+    }
+
+    #[test]
+    fn plain_text_needs_no_grammar() {
+        let p = plan(&[], &ToolChoice::Auto, None, false).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(p.gbnf.is_none());
+        let tools = [tool("t", json!({"type":"object"}))];
+        let p =
+            plan(&tools, &ToolChoice::None, None, false).unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(p.gbnf.is_none() && !p.calls());
+    }
+
+    #[test]
+    fn json_answer_of_a_primitive_type() {
+        let schema = json!({"type": "string"});
+        let p = plan(&[], &ToolChoice::Auto, Some(&schema), false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let gbnf = p.gbnf.unwrap_or_default();
+        assert!(gbnf.starts_with("root ::= string\n"), "{gbnf}");
+    }
+
+    #[test]
+    fn forced_and_invalid_choices() {
+        let tools = [tool("a", json!({})), tool("b", json!({}))];
+        let p = plan(&tools, &ToolChoice::Tool("b".into()), None, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(p.tools.len(), 1);
+        assert_eq!(p.answer, Answer::None);
+        assert!(matches!(
+            plan(&tools, &ToolChoice::Tool("c".into()), None, false),
+            Err(GenerateError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            plan(&[], &ToolChoice::Required, None, false),
+            Err(GenerateError::InvalidRequest(_))
+        ));
+        let dup = [tool("a", json!({})), tool("a", json!({}))];
+        assert!(matches!(
+            plan(&dup, &ToolChoice::Auto, None, false),
+            Err(GenerateError::InvalidRequest(_))
+        ));
+    }
+
+    #[test]
+    fn unsupported_features_are_named() {
+        let with = |schema: Value| plan(&[tool("t", schema)], &ToolChoice::Auto, None, false);
+        assert_eq!(
+            feature(with(
+                json!({"type":"object","properties":{"x":{"not":{"type":"string"}}}})
+            )),
+            "not"
+        );
+        assert_eq!(
+            feature(with(
+                json!({"type":"object","properties":{"x":{"type":"number","minimum":0}}})
+            )),
+            "minimum"
+        );
+        assert_eq!(
+            feature(with(
+                json!({"type":"object","properties":{"x":{"type":"string","pattern":"abc"}}})
+            )),
+            "pattern"
+        );
+        assert_eq!(
+            feature(with(
+                json!({"type":"object","properties":{"x":{"type":"array","uniqueItems":true}}})
+            )),
+            "uniqueItems"
+        );
+        assert_eq!(
+            feature(with(json!({"type":"object","required":["x"]}))),
+            "required"
+        );
+        assert_eq!(
+            feature(with(json!({"$ref":"https://example.com/s.json"}))),
+            "$ref"
+        );
+        // Integer bounds and anchored patterns are fine.
+        assert!(with(json!({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":5},"s":{"type":"string","pattern":"^[a-z]+$"}}})).is_ok());
+        // Unresolvable and malformed schemas are invalid, not unsupported.
+        assert!(matches!(
+            with(json!({"$ref":"#/$defs/nope"})),
+            Err(GenerateError::InvalidSchema { .. })
+        ));
+        assert!(matches!(
+            with(json!(3)),
+            Err(GenerateError::InvalidSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn refs_are_rebased() {
+        let schema = json!({"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"$defs":{"P":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}});
+        let p = plan(&[tool("t", schema)], &ToolChoice::Required, None, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(p.gbnf.is_some());
+    }
+}

@@ -1,0 +1,575 @@
+//! Turning generated text into events: free text (with stop sequences), JSON answers, and tool
+//! call blocks parsed incrementally so that argument text streams as it is generated.
+
+use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN};
+use crate::request::{GenerationEvent, StopReason};
+use crate::text::{StopMatcher, StopScan};
+
+/// Which branch of the grammar the output took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Branch {
+    /// A tool-call block.
+    Calls,
+    /// The answer (free text or JSON).
+    Answer,
+}
+
+/// Routes generated text to events.
+#[derive(Debug)]
+pub(crate) struct OutputRouter {
+    calls_allowed: bool,
+    answer: Answer,
+    branch: Option<Branch>,
+    stops: StopMatcher,
+    json: JsonEnd,
+    calls: CallParser,
+}
+
+impl OutputRouter {
+    pub fn new(calls_allowed: bool, answer: Answer, stop: &[String]) -> Self {
+        Self {
+            calls_allowed,
+            answer,
+            branch: None,
+            stops: StopMatcher::new(stop),
+            json: JsonEnd::default(),
+            calls: CallParser::default(),
+        }
+    }
+
+    /// Whether the output is free text from now on (so the grammar can be dropped).
+    pub fn is_free_text(&self) -> bool {
+        self.branch == Some(Branch::Answer) && self.answer == Answer::Text
+    }
+
+    /// Consumes `text`, appending events to `out`. Returns `Some(reason)` when the output is
+    /// complete.
+    pub fn push(&mut self, text: &str, out: &mut Vec<GenerationEvent>) -> Option<StopReason> {
+        if text.is_empty() {
+            return None;
+        }
+        let branch = match self.branch {
+            Some(branch) => branch,
+            None => {
+                // The grammar makes the first character decide: only a tool-call block starts
+                // with `<`.
+                let branch = if self.calls_allowed
+                    && (self.answer == Answer::None || text.starts_with('<'))
+                {
+                    Branch::Calls
+                } else {
+                    Branch::Answer
+                };
+                self.branch = Some(branch);
+                branch
+            }
+        };
+        match (branch, self.answer) {
+            (Branch::Calls, _) => self.calls.push(text, out),
+            (Branch::Answer, Answer::Json) => {
+                out.push(GenerationEvent::Text(text.to_string()));
+                self.json.push(text).then_some(StopReason::EndOfTurn)
+            }
+            (Branch::Answer, _) => match self.stops.push(text) {
+                StopScan::Continue(release) => {
+                    if !release.is_empty() {
+                        out.push(GenerationEvent::Text(release));
+                    }
+                    None
+                }
+                StopScan::Stopped(release) => {
+                    if !release.is_empty() {
+                        out.push(GenerationEvent::Text(release));
+                    }
+                    Some(StopReason::StopSequence)
+                }
+            },
+        }
+    }
+
+    /// Flushes held-back text at the end of generation.
+    pub fn finish(&mut self, out: &mut Vec<GenerationEvent>) {
+        if self.branch == Some(Branch::Answer) && self.answer != Answer::Json {
+            let rest = self.stops.finish();
+            if !rest.is_empty() {
+                out.push(GenerationEvent::Text(rest));
+            }
+        }
+        if self.branch == Some(Branch::Calls) {
+            self.calls.flush(out);
+        }
+    }
+
+    /// Number of completed tool calls.
+    pub fn completed_calls(&self) -> usize {
+        self.calls.index
+    }
+}
+
+/// Detects the end of a JSON value (object, array or string) streamed as text.
+#[derive(Debug, Default)]
+struct JsonEnd {
+    started: bool,
+    depth: usize,
+    in_string: bool,
+    escape: bool,
+    /// Whether the top-level value is a string.
+    top_string: bool,
+    done: bool,
+}
+
+impl JsonEnd {
+    /// Returns true once the top-level value is complete.
+    fn push(&mut self, text: &str) -> bool {
+        for c in text.chars() {
+            if self.done {
+                break;
+            }
+            if !self.started {
+                match c {
+                    '{' | '[' => {
+                        self.started = true;
+                        self.depth = 1;
+                    }
+                    '"' => {
+                        self.started = true;
+                        self.top_string = true;
+                        self.in_string = true;
+                    }
+                    c if c.is_whitespace() => {}
+                    // A number, `true`, `false` or `null`: its end is only known at the end of
+                    // generation.
+                    _ => self.started = true,
+                }
+                continue;
+            }
+            if self.in_string {
+                if self.escape {
+                    self.escape = false;
+                } else if c == '\\' {
+                    self.escape = true;
+                } else if c == '"' {
+                    self.in_string = false;
+                    if self.top_string {
+                        self.done = true;
+                    }
+                }
+                continue;
+            }
+            match c {
+                '"' => self.in_string = true,
+                '{' | '[' => self.depth += 1,
+                '}' | ']' if self.depth > 0 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        self.done = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.done
+    }
+}
+
+/// The kind of a value being captured inside a call object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ValueKind {
+    String,
+    Container,
+    Scalar,
+}
+
+/// Where the call parser is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Matching `<tool_call>`; the number of bytes matched.
+    Open(usize),
+    /// Before `[`.
+    ArrayStart,
+    /// Between calls: expecting `{`, `,` or `]`.
+    Array,
+    /// Inside a call object: expecting a key or `}`.
+    Key,
+    /// Reading a key string.
+    KeyText { key: String, escape: bool },
+    /// After a key: expecting `:`.
+    Colon { key: String },
+    /// After `:`: expecting a value.
+    ValueStart { key: String },
+    /// Reading a value.
+    Value {
+        key: String,
+        kind: ValueKind,
+        depth: usize,
+        in_string: bool,
+        escape: bool,
+    },
+    /// After a value: expecting `,` or `}`.
+    AfterValue,
+    /// After `]`: matching `</tool_call>`; the number of bytes matched.
+    Close(usize),
+    /// The block is complete.
+    Done,
+}
+
+/// Parses `<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>` incrementally.
+/// The grammar guarantees the shape, so the parser only tracks where it is.
+#[derive(Debug)]
+struct CallParser {
+    state: State,
+    /// Calls completed so far (also the index of the current call).
+    index: usize,
+    name: Option<String>,
+    name_text: String,
+    arguments: String,
+    /// Whether `ToolCallStart` was emitted for the current call.
+    started: bool,
+    /// Argument text not yet emitted as a delta.
+    pending: String,
+}
+
+impl Default for CallParser {
+    fn default() -> Self {
+        Self {
+            state: State::Open(0),
+            index: 0,
+            name: None,
+            name_text: String::new(),
+            arguments: String::new(),
+            started: false,
+            pending: String::new(),
+        }
+    }
+}
+
+impl CallParser {
+    fn push(&mut self, text: &str, out: &mut Vec<GenerationEvent>) -> Option<StopReason> {
+        for c in text.chars() {
+            self.char(c, out);
+            if self.state == State::Done {
+                break;
+            }
+        }
+        self.flush(out);
+        (self.state == State::Done).then_some(StopReason::ToolCalls)
+    }
+
+    fn flush(&mut self, out: &mut Vec<GenerationEvent>) {
+        if self.started && !self.pending.is_empty() {
+            out.push(GenerationEvent::ToolCallDelta {
+                index: self.index,
+                delta: std::mem::take(&mut self.pending),
+            });
+        }
+    }
+
+    fn char(&mut self, c: char, out: &mut Vec<GenerationEvent>) {
+        let state = std::mem::replace(&mut self.state, State::Done);
+        self.state = match state {
+            State::Open(matched) => {
+                let matched = matched + c.len_utf8();
+                if matched >= CALLS_OPEN.len() {
+                    State::ArrayStart
+                } else {
+                    State::Open(matched)
+                }
+            }
+            State::ArrayStart => {
+                if c == '[' {
+                    State::Array
+                } else {
+                    State::ArrayStart
+                }
+            }
+            State::Array => match c {
+                '{' => {
+                    self.name = None;
+                    self.name_text.clear();
+                    self.arguments.clear();
+                    self.started = false;
+                    self.pending.clear();
+                    State::Key
+                }
+                ']' => State::Close(0),
+                _ => State::Array,
+            },
+            State::Key => match c {
+                '"' => State::KeyText {
+                    key: String::new(),
+                    escape: false,
+                },
+                '}' => {
+                    self.end_call(out);
+                    State::Array
+                }
+                _ => State::Key,
+            },
+            State::KeyText { mut key, escape } => {
+                if escape {
+                    key.push(c);
+                    State::KeyText { key, escape: false }
+                } else if c == '\\' {
+                    State::KeyText { key, escape: true }
+                } else if c == '"' {
+                    State::Colon { key }
+                } else {
+                    key.push(c);
+                    State::KeyText { key, escape: false }
+                }
+            }
+            State::Colon { key } => {
+                if c == ':' {
+                    State::ValueStart { key }
+                } else {
+                    State::Colon { key }
+                }
+            }
+            State::ValueStart { key } => {
+                if c.is_whitespace() {
+                    State::ValueStart { key }
+                } else {
+                    let kind = match c {
+                        '"' => ValueKind::String,
+                        '{' | '[' => ValueKind::Container,
+                        _ => ValueKind::Scalar,
+                    };
+                    self.value_char(&key, c);
+                    State::Value {
+                        key,
+                        kind,
+                        depth: usize::from(kind == ValueKind::Container),
+                        in_string: kind == ValueKind::String,
+                        escape: false,
+                    }
+                }
+            }
+            State::Value {
+                key,
+                kind,
+                mut depth,
+                mut in_string,
+                mut escape,
+            } => {
+                if kind == ValueKind::Scalar && (c == ',' || c == '}' || c.is_whitespace()) {
+                    self.value_end(&key, out);
+                    // The terminator belongs to the object.
+                    self.state = State::AfterValue;
+                    return self.char(c, out);
+                }
+                self.value_char(&key, c);
+                let mut done = false;
+                if in_string {
+                    if escape {
+                        escape = false;
+                    } else if c == '\\' {
+                        escape = true;
+                    } else if c == '"' {
+                        in_string = false;
+                        done = kind == ValueKind::String;
+                    }
+                } else {
+                    match c {
+                        '"' => in_string = true,
+                        '{' | '[' => depth += 1,
+                        '}' | ']' => {
+                            depth = depth.saturating_sub(1);
+                            done = depth == 0;
+                        }
+                        _ => {}
+                    }
+                }
+                if done {
+                    self.value_end(&key, out);
+                    State::AfterValue
+                } else {
+                    State::Value {
+                        key,
+                        kind,
+                        depth,
+                        in_string,
+                        escape,
+                    }
+                }
+            }
+            State::AfterValue => match c {
+                ',' => State::Key,
+                '}' => {
+                    self.end_call(out);
+                    State::Array
+                }
+                _ => State::AfterValue,
+            },
+            State::Close(matched) => {
+                if matched == 0 && c != '<' {
+                    // Whitespace before `</tool_call>`.
+                    State::Close(0)
+                } else {
+                    let matched = matched + c.len_utf8();
+                    if matched >= CALLS_CLOSE.len() {
+                        State::Done
+                    } else {
+                        State::Close(matched)
+                    }
+                }
+            }
+            State::Done => State::Done,
+        };
+    }
+
+    fn value_char(&mut self, key: &str, c: char) {
+        match key {
+            "name" => self.name_text.push(c),
+            "arguments" => {
+                self.arguments.push(c);
+                self.pending.push(c);
+            }
+            _ => {}
+        }
+    }
+
+    fn value_end(&mut self, key: &str, out: &mut Vec<GenerationEvent>) {
+        if key == "name" && self.name.is_none() {
+            let name = serde_json::from_str::<String>(&self.name_text)
+                .unwrap_or_else(|_| self.name_text.trim_matches('"').to_string());
+            self.name = Some(name.clone());
+            if !self.started {
+                self.started = true;
+                out.push(GenerationEvent::ToolCallStart {
+                    index: self.index,
+                    name,
+                });
+                // Arguments generated before the name (not the grammar's order, but possible
+                // in principle) are released now.
+                self.flush(out);
+            }
+        }
+    }
+
+    fn end_call(&mut self, out: &mut Vec<GenerationEvent>) {
+        let name = self.name.clone().unwrap_or_default();
+        if !self.started {
+            self.started = true;
+            out.push(GenerationEvent::ToolCallStart {
+                index: self.index,
+                name: name.clone(),
+            });
+        }
+        self.flush(out);
+        out.push(GenerationEvent::ToolCallEnd {
+            index: self.index,
+            name,
+            arguments: std::mem::take(&mut self.arguments),
+        });
+        self.started = false;
+        self.index += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(
+        router: &mut OutputRouter,
+        pieces: &[&str],
+    ) -> (Vec<GenerationEvent>, Option<StopReason>) {
+        let mut out = Vec::new();
+        for piece in pieces {
+            if let Some(reason) = router.push(piece, &mut out) {
+                router.finish(&mut out);
+                return (out, Some(reason));
+            }
+        }
+        router.finish(&mut out);
+        (out, None)
+    }
+
+    #[test]
+    fn tool_calls_stream_and_complete() {
+        let mut router = OutputRouter::new(true, Answer::Text, &[]);
+        let text = "<tool_call>[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris \\\"}\"}}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": -2.5}}]</tool_call>";
+        // Feed in small uneven pieces.
+        let chars: Vec<char> = text.chars().collect();
+        let pieces: Vec<String> = chars.chunks(3).map(|c| c.iter().collect()).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        let (events, reason) = run(&mut router, &refs);
+        assert_eq!(reason, Some(StopReason::ToolCalls));
+        let ends: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                GenerationEvent::ToolCallEnd {
+                    index,
+                    name,
+                    arguments,
+                } => Some((*index, name.clone(), arguments.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ends,
+            vec![
+                (
+                    0,
+                    "get_weather".to_string(),
+                    "{\"city\": \"Paris \\\"}\"}".to_string()
+                ),
+                (1, "add".to_string(), "{\"a\": 1, \"b\": -2.5}".to_string()),
+            ]
+        );
+        // Deltas concatenate to the arguments, and come after the start.
+        let mut deltas = String::new();
+        let mut started = false;
+        for e in &events {
+            match e {
+                GenerationEvent::ToolCallStart { index: 0, .. } => started = true,
+                GenerationEvent::ToolCallDelta { index: 0, delta } => {
+                    assert!(started);
+                    deltas.push_str(delta);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(deltas, "{\"city\": \"Paris \\\"}\"}");
+        assert_eq!(router.completed_calls(), 2);
+    }
+
+    #[test]
+    fn scalar_arguments_and_whitespace() {
+        let mut router = OutputRouter::new(true, Answer::None, &[]);
+        let (events, reason) = run(
+            &mut router,
+            &["<tool_call>\n[\n{ \"name\" : \"t\" , \"arguments\" : 42 }\n]\n</tool_call>"],
+        );
+        assert_eq!(reason, Some(StopReason::ToolCalls));
+        assert!(events.contains(&GenerationEvent::ToolCallEnd {
+            index: 0,
+            name: "t".into(),
+            arguments: "42".into()
+        }));
+    }
+
+    #[test]
+    fn text_answer_with_stop_sequence() {
+        let mut router = OutputRouter::new(true, Answer::Text, &["STOP".to_string()]);
+        let (events, reason) = run(&mut router, &["Hello", " world ST", "OP more"]);
+        assert_eq!(reason, Some(StopReason::StopSequence));
+        let text: String = events
+            .iter()
+            .map(|e| match e {
+                GenerationEvent::Text(t) => t.as_str(),
+                _ => "",
+            })
+            .collect();
+        assert_eq!(text, "Hello world ");
+        assert!(router.is_free_text());
+    }
+
+    #[test]
+    fn json_answer_ends_when_complete() {
+        let mut router = OutputRouter::new(false, Answer::Json, &["}".to_string()]);
+        let (events, reason) = run(&mut router, &["{\"a\": \"}\"", ", \"b\": [1]", "}", "\n"]);
+        assert_eq!(reason, Some(StopReason::EndOfTurn));
+        assert_eq!(events.len(), 3);
+    }
+}

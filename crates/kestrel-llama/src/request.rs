@@ -1,0 +1,281 @@
+//! What a caller sends to the engine and gets back.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::Value;
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Instructions.
+    System,
+    /// The user.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+}
+
+impl Role {
+    /// The role's name in chat templates.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// A tool call, as made by the model earlier in the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as JSON text.
+    pub arguments: String,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text. For [`Role::Tool`] messages, the tool's result.
+    pub content: String,
+    /// For assistant messages: the tool calls it made, rendered after `content`.
+    pub tool_calls: Vec<ToolCall>,
+    /// For tool messages: the name of the tool that produced the result.
+    pub tool_name: Option<String>,
+}
+
+impl ChatMessage {
+    fn new(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_name: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::new(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::new(Role::User, content)
+    }
+
+    /// An assistant message.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::new(Role::Assistant, content)
+    }
+
+    /// An assistant message that called tools.
+    pub fn assistant_tool_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            tool_calls: calls,
+            ..Self::new(Role::Assistant, content)
+        }
+    }
+
+    /// The result of a call to `tool`.
+    pub fn tool_result(tool: impl Into<String>, result: impl Into<String>) -> Self {
+        Self {
+            tool_name: Some(tool.into()),
+            ..Self::new(Role::Tool, result)
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// JSON schema of its input (normally an object schema).
+    pub parameters: Value,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model chooses between answering and calling tools.
+    #[default]
+    Auto,
+    /// No tool calls; the tools are not shown to the model.
+    None,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must call this tool.
+    Tool(String),
+}
+
+/// How [`ToolChoice::Auto`] is decided.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AutoToolPolicy {
+    /// The model decides: the grammar allows either a tool-call block or an answer, and the
+    /// model's first character picks. Right for models that can judge when a tool applies.
+    #[default]
+    ModelDecides,
+    /// Call, then answer: while no tool result has arrived since the last user message, a tool
+    /// call is required; once results are in, the model answers without calling again. For
+    /// small models such as SmolLM2-135M, which cannot judge whether a tool applies and, left
+    /// to decide, almost never call one.
+    CallThenAnswer,
+}
+
+impl AutoToolPolicy {
+    /// The tool choice that `choice` means for a conversation ending with `messages`.
+    pub fn resolve(self, choice: &ToolChoice, messages: &[ChatMessage]) -> ToolChoice {
+        match (self, choice) {
+            (AutoToolPolicy::CallThenAnswer, ToolChoice::Auto) => {
+                let results_since_user = messages
+                    .iter()
+                    .rev()
+                    .take_while(|m| m.role != Role::User)
+                    .any(|m| m.role == Role::Tool);
+                if results_since_user {
+                    ToolChoice::None
+                } else {
+                    ToolChoice::Required
+                }
+            }
+            (_, choice) => choice.clone(),
+        }
+    }
+}
+
+/// A cancellation flag shared between a caller and the engine. The engine checks it between
+/// tokens (and between prompt batches); a queued request that is cancelled is skipped.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that has not fired.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fires the token. Idempotent.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the token has fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One generation request.
+#[derive(Debug, Clone, Default)]
+pub struct GenerateRequest {
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// Tools the model may call.
+    pub tools: Vec<ToolSpec>,
+    /// Whether and which tool the model must call.
+    pub tool_choice: ToolChoice,
+    /// How [`ToolChoice::Auto`] is decided.
+    pub auto_tool_policy: AutoToolPolicy,
+    /// Whether one answer may hold several tool calls (up to four). Off by default: small
+    /// models tend to repeat the same call.
+    pub parallel_tool_calls: bool,
+    /// When set, the answer must be JSON matching this schema (structured output).
+    pub response_schema: Option<Value>,
+    /// Sampling temperature; `None` or `0` means greedy (deterministic) decoding.
+    pub temperature: Option<f32>,
+    /// Nucleus sampling (only with a temperature above 0).
+    pub top_p: Option<f32>,
+    /// Seed for sampling; `None` picks a random one. Ignored by greedy decoding.
+    pub seed: Option<u64>,
+    /// Most tokens to generate; `None` means until the context window is full.
+    pub max_tokens: Option<u32>,
+    /// Strings that end free-text generation (not applied inside tool calls or JSON answers,
+    /// which would be cut into invalid output).
+    pub stop: Vec<String>,
+    /// Cancels the request.
+    pub cancel: CancelToken,
+}
+
+impl GenerateRequest {
+    /// A request for `messages` with default settings (greedy, no tools).
+    pub fn new(messages: Vec<ChatMessage>) -> Self {
+        Self {
+            messages,
+            ..Self::default()
+        }
+    }
+}
+
+/// A piece of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GenerationEvent {
+    /// Answer text (free text, or the JSON of a structured answer).
+    Text(String),
+    /// The model started tool call number `index` (0-based within this answer).
+    ToolCallStart {
+        /// The call's position.
+        index: usize,
+        /// The tool's name.
+        name: String,
+    },
+    /// The next piece of a call's JSON arguments.
+    ToolCallDelta {
+        /// The call's position.
+        index: usize,
+        /// Argument text.
+        delta: String,
+    },
+    /// A tool call is complete; `arguments` is the concatenation of its deltas.
+    ToolCallEnd {
+        /// The call's position.
+        index: usize,
+        /// The tool's name.
+        name: String,
+        /// The complete JSON arguments.
+        arguments: String,
+    },
+    /// Generation ended. Always the last event of a successful generation.
+    Finished(Completion),
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model ended its turn (end-of-generation token, or a complete JSON answer).
+    EndOfTurn,
+    /// A stop sequence was produced (it is not part of the text).
+    StopSequence,
+    /// The model made tool calls.
+    ToolCalls,
+    /// `max_tokens` was reached.
+    MaxTokens,
+    /// The context window is full.
+    ContextFull,
+}
+
+/// Summary of a finished generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// Why it stopped.
+    pub reason: StopReason,
+    /// Tokens in the prompt.
+    pub prompt_tokens: u32,
+    /// Tokens generated.
+    pub completion_tokens: u32,
+    /// Time spent evaluating the prompt, in microseconds.
+    pub prompt_micros: u64,
+    /// Time spent generating, in microseconds (from the first generated token's evaluation
+    /// to the end).
+    pub generation_micros: u64,
+}
