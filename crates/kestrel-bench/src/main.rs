@@ -4,10 +4,13 @@
 //! cargo run --release -p kestrel-bench -- w1          # generate, one text step of 10 deltas
 //! cargo run --release -p kestrel-bench -- w2          # stream, one tool round trip + 10 deltas
 //! cargo run --release -p kestrel-bench -- w5a 10000   # N concurrent W2 runs, 50 ms model latency
+//! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
 //! ```
 //!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
+
+mod w4;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,12 +167,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
             .await
         }
+        Some("w4") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(500);
+            let rounds = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
+            w4::w4(runs, rounds).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
-            eprintln!("usage: kestrel-bench w1 | w2 | w5a [RUNS]");
+            eprintln!("usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS]");
             std::process::exit(2);
         }
     }

@@ -1,22 +1,32 @@
-//! SQLite storage benchmark: the per-turn cost of memory, and history loads in a big store.
+//! Storage benchmark: the per-turn cost of memory, and history loads and text searches in a big
+//! store, on SQLite (and PostgreSQL with `--postgres URL`).
 //!
 //! ```sh
 //! cargo run --release -p kestrel-storage --example storage_bench -- \
-//!     [--turns 2000] [--messages 1000000] [--threads 1000] [--samples 2000] [--dir DIR]
+//!     [--turns 2000] [--messages 1000000] [--threads 1000] [--samples 2000] [--dir DIR] \
+//!     [--postgres postgres://postgres@127.0.0.1:5432/test] [--keep-schema true]
 //! ```
 //!
-//! 1. **append + load last 10**: `--turns` times, append a turn (a user and an assistant
+//! 1. **append + load last 10** (SQLite): `--turns` times, append a turn (a user and an assistant
 //!    message) to one thread, then load its last 10 messages; µs per turn.
-//! 2. **history load**: seed `--messages` messages over `--threads` threads (through
-//!    `append_messages`, 1,000 per batch), then load the last 10 messages of random threads
-//!    `--samples` times; p50/p95/p99. Also a thread-scoped text search for a rare term.
+//! 2. **big store** (SQLite, then PostgreSQL when `--postgres` is given, in a fresh schema that is
+//!    dropped afterwards): seed `--messages` messages over `--threads` threads (100 resources;
+//!    through `append_messages`, 1,000 per batch), then, on random threads, `--samples` times:
+//!    - load the last 10 messages;
+//!    - every 10th sample, text searches (limit 5): a rare term in the thread (`message 7:`, one
+//!      match per thread), a term in every message (`kestrel`), a term in no message
+//!      (`osprey`), and the rare term over the thread's resource (10 threads).
+//!
+//!    p50/p95/p99 of each.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kestrel_core::message::{Message, Part, Role};
 use kestrel_storage::{
-    MessageSearch, NewMessage, NewThread, Scope, Selection, SqliteStorage, Storage,
+    MessageSearch, NewMessage, NewThread, PgOptions, PostgresStorage, Scope, Selection,
+    SqliteStorage, Storage,
 };
 
 struct Args {
@@ -25,6 +35,8 @@ struct Args {
     threads: u64,
     samples: u32,
     dir: Option<PathBuf>,
+    postgres: Option<String>,
+    keep_schema: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -34,6 +46,8 @@ fn parse_args() -> Result<Args, String> {
         threads: 1000,
         samples: 2000,
         dir: None,
+        postgres: None,
+        keep_schema: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -45,6 +59,8 @@ fn parse_args() -> Result<Args, String> {
             "--threads" => args.threads = number()?.max(1),
             "--samples" => args.samples = number()? as u32,
             "--dir" => args.dir = Some(PathBuf::from(&value)),
+            "--postgres" => args.postgres = Some(value.clone()),
+            "--keep-schema" => args.keep_schema = value == "true",
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -61,8 +77,21 @@ fn message(role: Role, i: u64) -> NewMessage {
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index].as_secs_f64() * 1e6
+    let index = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
+    sorted
+        .get(index)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
+fn report(what: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    println!(
+        "  {what}, {} samples: p50 {:.1} µs, p95 {:.1} µs, p99 {:.1} µs",
+        samples.len(),
+        percentile(&samples, 0.50),
+        percentile(&samples, 0.95),
+        percentile(&samples, 0.99)
+    );
 }
 
 fn file_size(path: &std::path::Path) -> u64 {
@@ -98,60 +127,60 @@ async fn append_and_load(
     }
     let per_turn = start.elapsed().as_secs_f64() * 1e6 / f64::from(turns);
     println!(
-        "append turn (2 messages) + load last 10, {turns} turns: {per_turn:.1} µs per turn; file {:.1} MB",
+        "sqlite: append turn (2 messages) + load last 10, {turns} turns: {per_turn:.1} µs per turn; file {:.1} MB",
         file_size(&path) as f64 / 1e6
     );
     store.close().await;
     Ok(())
 }
 
-async fn seed(store: &SqliteStorage, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+fn resource_of(thread: u64) -> String {
+    format!("user-{}", thread % 100)
+}
+
+async fn seed(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let per_thread = args.messages / args.threads;
     let start = Instant::now();
     for t in 0..args.threads {
         let id = format!("thread-{t:06}");
+        let resource = resource_of(t);
         store
-            .create_thread(NewThread::new(format!("user-{}", t % 100)).id(&id))
+            .create_thread(NewThread::new(resource.clone()).id(&id))
             .await?;
         let mut written = 0;
         while written < per_thread {
             let n = (per_thread - written).min(1000);
             let batch = (written..written + n)
                 .map(|i| {
-                    message(
-                        if i % 2 == 0 {
-                            Role::User
-                        } else {
-                            Role::Assistant
-                        },
-                        i,
-                    )
+                    let role = if i % 2 == 0 {
+                        Role::User
+                    } else {
+                        Role::Assistant
+                    };
+                    message(role, i)
                 })
                 .collect();
-            store
-                .append_messages(&id, &format!("user-{}", t % 100), batch)
-                .await?;
+            store.append_messages(&id, &resource, batch).await?;
             written += n;
         }
     }
     let total = per_thread * args.threads;
     let secs = start.elapsed().as_secs_f64();
     println!(
-        "seeded {total} messages in {} threads: {secs:.1} s ({:.1} µs per message)",
+        "  seeded {total} messages in {} threads: {secs:.1} s ({:.1} µs per message)",
         args.threads,
         secs * 1e6 / total as f64
     );
     Ok(())
 }
 
-async fn history_load(
-    dir: &std::path::Path,
-    args: &Args,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let path = dir.join("history.db");
-    let store = SqliteStorage::open(&path).await?;
-    seed(&store, args).await?;
-    println!("store file: {:.1} MB", file_size(&path) as f64 / 1e6);
+async fn timed<T, F: std::future::Future<Output = T>>(f: F) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f.await;
+    (out, start.elapsed())
+}
+
+async fn big_store(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     let mut next_thread = || {
         rng ^= rng << 13;
@@ -159,46 +188,57 @@ async fn history_load(
         rng ^= rng << 17;
         rng % args.threads
     };
+    let per_thread = args.messages / args.threads;
     let mut loads = Vec::with_capacity(args.samples as usize);
-    let mut searches = Vec::with_capacity(200);
+    let searches = ["message 7:", "kestrel", "osprey"];
+    let mut thread_searches: Vec<Vec<Duration>> = vec![Vec::new(); searches.len()];
+    let mut resource_searches = Vec::new();
     for i in 0..args.samples {
         let t = next_thread();
         let id = format!("thread-{t:06}");
-        let resource = format!("user-{}", t % 100);
-        let start = Instant::now();
-        let history = store
-            .list_messages(&id, Some(&resource), Selection::last(10))
-            .await?;
-        loads.push(start.elapsed());
-        assert_eq!(history.messages.len(), 10);
-        if i % 10 == 0 {
+        let resource = resource_of(t);
+        let (history, took) =
+            timed(store.list_messages(&id, Some(&resource), Selection::last(10))).await;
+        loads.push(took);
+        assert_eq!(history?.messages.len(), 10.min(per_thread as usize));
+        if i % 10 != 0 {
+            continue;
+        }
+        for (query, samples) in searches.iter().zip(&mut thread_searches) {
             let search = MessageSearch {
                 scope: Scope::thread(&id, &resource),
-                query: "Message 7:".into(),
+                query: (*query).into(),
                 limit: 5,
             };
-            let start = Instant::now();
-            store.search_messages(search).await?;
-            searches.push(start.elapsed());
+            let (found, took) = timed(store.search_messages(search)).await;
+            found?;
+            samples.push(took);
         }
+        let search = MessageSearch {
+            scope: Scope::resource(&resource),
+            query: searches[0].into(),
+            limit: 5,
+        };
+        let (found, took) = timed(store.search_messages(search)).await;
+        found?;
+        resource_searches.push(took);
     }
-    loads.sort();
-    searches.sort();
-    println!(
-        "history load (last 10 of a random thread), {} samples: p50 {:.1} µs, p95 {:.1} µs, p99 {:.1} µs",
-        loads.len(),
-        percentile(&loads, 0.50),
-        percentile(&loads, 0.95),
-        percentile(&loads, 0.99)
+    report("history load (last 10 of a random thread)", loads);
+    let labels = [
+        "search a rare term (1 match) in a thread",
+        "search a term in every message in a thread",
+        "search an absent term in a thread",
+    ];
+    for (label, samples) in labels.iter().zip(thread_searches) {
+        report(&format!("{label} of {per_thread}"), samples);
+    }
+    report(
+        &format!(
+            "search a rare term over a resource ({} threads)",
+            args.threads.div_ceil(100)
+        ),
+        resource_searches,
     );
-    println!(
-        "text search (rare term, one thread of {}), {} samples: p50 {:.1} µs, p95 {:.1} µs",
-        args.messages / args.threads,
-        searches.len(),
-        percentile(&searches, 0.50),
-        percentile(&searches, 0.95)
-    );
-    store.close().await;
     Ok(())
 }
 
@@ -207,9 +247,42 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let temp = tempfile::tempdir()?;
     let dir = args.dir.clone().unwrap_or_else(|| temp.path().to_owned());
-    append_and_load(&dir, args.turns).await?;
-    if args.messages > 0 {
-        history_load(&dir, &args).await?;
+    if args.turns > 0 {
+        append_and_load(&dir, args.turns).await?;
+    }
+    if args.messages == 0 {
+        return Ok(());
+    }
+
+    println!("sqlite, {} messages:", args.messages);
+    let path = dir.join("history.db");
+    let sqlite = SqliteStorage::open(&path).await?;
+    seed(&sqlite, &args).await?;
+    sqlite.catch_up_search_index().await?;
+    println!("  store file: {:.1} MB", file_size(&path) as f64 / 1e6);
+    big_store(&sqlite, &args).await?;
+    sqlite.close().await;
+
+    if let Some(url) = &args.postgres {
+        let schema = format!("kestrel_bench_{}", std::process::id());
+        println!("postgres (schema {schema}), {} messages:", args.messages);
+        let pg = PostgresStorage::connect(url, PgOptions::schema(&schema)).await?;
+        let shared: Arc<dyn Storage> = Arc::new(pg.clone());
+        let outcome = async {
+            seed(shared.as_ref(), &args).await?;
+            sqlx::query("ANALYZE").execute(pg.pool()).await?;
+            big_store(shared.as_ref(), &args).await
+        }
+        .await;
+        if args.keep_schema {
+            println!("  kept schema {schema}");
+        } else {
+            sqlx::query(&format!("DROP SCHEMA \"{schema}\" CASCADE"))
+                .execute(pg.pool())
+                .await?;
+        }
+        pg.close().await;
+        outcome?;
     }
     Ok(())
 }

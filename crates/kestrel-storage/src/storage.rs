@@ -73,6 +73,27 @@ pub trait Storage: Send + Sync {
         messages: Vec<NewMessage>,
     ) -> Result<Vec<StoredMessage>>;
 
+    /// Appends messages like [`Storage::append_messages`] and also returns the thread's last
+    /// `last` messages stored before the first of them (in seq order, as
+    /// `Selection::before(first_seq, last)` would): what a new turn of a conversation stores and
+    /// reads, in one round trip where the backend can (SQLite). The default makes the two calls.
+    async fn append_with_history(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        last: u32,
+    ) -> Result<(Vec<StoredMessage>, MessageList)> {
+        let stored = self
+            .append_messages(thread_id, resource_id, messages)
+            .await?;
+        let first = stored.iter().map(|m| m.seq).min().unwrap_or(i64::MAX);
+        let history = self
+            .list_messages(thread_id, Some(resource_id), Selection::before(first, last))
+            .await?;
+        Ok((stored, history))
+    }
+
     /// Messages of a thread, in seq order. With `resource_id`, the thread must belong to it.
     async fn list_messages(
         &self,
@@ -103,9 +124,12 @@ pub trait Storage: Send + Sync {
     /// first (thread scope: by seq; resource scope: by creation time, then thread id, then seq),
     /// at most `limit`.
     ///
-    /// Cost: the scan walks the scope's messages newest first through an index
-    /// (`(thread_id, seq)` or `(resource_id, created_at)`) and stops after `limit` matches, so a
-    /// frequent term is cheap and a rare one is O(messages in scope).
+    /// Cost: without a text index, the scan walks the scope's messages newest first through an
+    /// index (`(thread_id, seq)` or `(resource_id, created_at)`) and stops after `limit` matches,
+    /// so a frequent term is cheap and a rare one is O(messages in scope). SQLite keeps an FTS5
+    /// trigram index and PostgreSQL a `pg_trgm` GIN index (when the server offers the
+    /// extension), which make rare terms of three characters or more cheap as well; the results
+    /// are the same either way.
     async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>>;
 
     // --- working memory ------------------------------------------------------------------

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use kestrel_core::message::Message;
 use kestrel_storage::sqlite::MIGRATOR;
-use kestrel_storage::{NewThread, Selection, SqliteStorage, Storage, StorageError};
+use kestrel_storage::{
+    MessageSearch, NewThread, Scope, Selection, SqliteStorage, Storage, StorageError,
+};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::{ConnectOptions, Connection};
@@ -109,6 +111,88 @@ async fn a_newer_build_migrates_a_file_of_an_older_one() {
     // Tables of migration 2 work on the migrated file.
     store.set_observed_seq("old", "alice", 2).await.unwrap();
     store.create_index("idx", 2).await.unwrap();
+    // Migration 3 put the old text in the search index.
+    let mut conn = raw(&path).await;
+    let indexed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM messages_fts WHERE search_text GLOB '*from v1*'")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(indexed, 1);
+    conn.close().await.unwrap();
+}
+
+/// How many messages the trigram index holds for `needle`, and whether its mark is at the last
+/// message.
+async fn search_index(path: &std::path::Path, needle: &str) -> (i64, bool) {
+    let mut conn = raw(path).await;
+    let indexed: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM messages_fts WHERE search_text GLOB ?1")
+            .bind(format!("*{needle}*"))
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+    let current: bool = sqlx::query_scalar(
+        "SELECT indexed_up_to = (SELECT max(rowid) FROM messages) FROM search_index_state",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    (indexed, current)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_search_index_catches_up_in_batches_and_searches_see_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("search.db");
+    let store = SqliteStorage::open(&path).await.unwrap();
+    store
+        .create_thread(NewThread::new("alice").id("t"))
+        .await
+        .unwrap();
+    for i in 0..5 {
+        store
+            .append_messages(
+                "t",
+                "alice",
+                vec![Message::user(format!("findme {i}")).into()],
+            )
+            .await
+            .unwrap();
+    }
+    // Not indexed yet, and found all the same.
+    assert_eq!(search_index(&path, "findme").await, (0, false));
+    let search = MessageSearch {
+        scope: Scope::thread("t", "alice"),
+        query: "FINDME".into(),
+        limit: 10,
+    };
+    assert_eq!(
+        store.search_messages(search.clone()).await.unwrap().len(),
+        5
+    );
+
+    store.catch_up_search_index().await.unwrap();
+    assert_eq!(search_index(&path, "findme").await, (5, true));
+    assert_eq!(
+        store.search_messages(search.clone()).await.unwrap().len(),
+        5
+    );
+
+    // A few hundred more messages bring the index up to date in the background.
+    let batch = (0..600)
+        .map(|i| Message::user(format!("later {i}")).into())
+        .collect();
+    store.append_messages("t", "alice", batch).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while search_index(&path, "later").await != (600, true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index never caught up"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]
@@ -188,4 +272,64 @@ async fn two_stores_on_one_file_append_without_losing_or_sharing_seqs() {
         .messages;
     let seqs: Vec<i64> = all.iter().map(|m| m.seq).collect();
     assert_eq!(seqs, (1..=100).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn searches_beyond_the_newest_messages_go_through_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.db");
+    let store = SqliteStorage::open(&path).await.unwrap();
+    store
+        .create_thread(NewThread::new("alice").id("t"))
+        .await
+        .unwrap();
+    let needle = Message::user("the osprey dives");
+    let needle_id = needle.id.clone();
+    store
+        .append_messages("t", "alice", vec![needle.into()])
+        .await
+        .unwrap();
+    let fillers = (0..1500)
+        .map(|i| Message::user(format!("filler about kestrels {i}")).into())
+        .collect();
+    store.append_messages("t", "alice", fillers).await.unwrap();
+    store.catch_up_search_index().await.unwrap();
+    let search = |query: &str| MessageSearch {
+        scope: Scope::thread("t", "alice"),
+        query: query.into(),
+        limit: 3,
+    };
+    let found = store.search_messages(search("OSPREY")).await.unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].id, needle_id);
+    let frequent = store.search_messages(search("kestrels")).await.unwrap();
+    let texts: Vec<String> = frequent.iter().map(|m| m.to_message().text()).collect();
+    assert_eq!(
+        texts,
+        [
+            "filler about kestrels 1499",
+            "filler about kestrels 1498",
+            "filler about kestrels 1497"
+        ]
+    );
+
+    // Take the old message out of the index behind the store's back: the search no longer
+    // finds it, which shows that messages past the newest ones are found through the index.
+    let mut conn = raw(&path).await;
+    sqlx::query(
+        "INSERT INTO messages_fts (messages_fts, rowid, search_text) \
+         SELECT 'delete', rowid, search_text FROM messages WHERE id = ?1",
+    )
+    .bind(&needle_id)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    assert!(
+        store
+            .search_messages(search("osprey"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

@@ -275,6 +275,55 @@ async fn find_existing(
         .collect())
 }
 
+/// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`]): their seqs in batch
+/// order, or `None` when nothing was inserted (a missing or foreign thread, an id already stored,
+/// or a concurrent append of the same ids), which the transactional path then sorts out.
+async fn append_new(
+    pool: &PgPool,
+    thread_id: &str,
+    resource_id: &str,
+    batch: &[EncodedMessage],
+    now: DateTime<Utc>,
+) -> Result<Option<Vec<i64>>> {
+    let column = |f: fn(&EncodedMessage) -> &str| -> Vec<&str> { batch.iter().map(f).collect() };
+    let inserted = sqlx::query_scalar(sql::APPEND_NEW)
+        .bind(thread_id)
+        .bind(resource_id)
+        .bind(column(|m| &m.id))
+        .bind(column(|m| codec::role_str(m.role)))
+        .bind(column(|m| &m.parts_text))
+        .bind(column(|m| m.status.as_str()))
+        .bind(column(|m| &m.metadata_text))
+        .bind(column(|m| &m.search_text))
+        .bind(now)
+        .fetch_all(pool)
+        .await;
+    let mut seqs: Vec<i64> = match inserted {
+        Ok(seqs) => seqs,
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23505") => return Ok(None),
+        Err(e) => return Err(err("append_messages")(e)),
+    };
+    if seqs.len() != batch.len() {
+        return Ok(None);
+    }
+    seqs.sort_unstable();
+    Ok(Some(seqs))
+}
+
+/// The `LIKE` pattern matching text that contains `needle` (backslash, `%` and `_` escaped).
+fn like_pattern(needle: &str) -> String {
+    let mut pattern = String::with_capacity(needle.len() + 2);
+    pattern.push('%');
+    for c in needle.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('%');
+    pattern
+}
+
 /// Inserts new messages with one statement (parallel arrays).
 async fn insert_messages(
     conn: &mut PgConnection,
@@ -583,6 +632,20 @@ impl Storage for PostgresStorage {
     ) -> Result<Vec<StoredMessage>> {
         const OP: &str = "append_messages";
         let messages = EncodedMessage::batch(messages)?;
+        // The common case, new messages appended now, is one statement. Imports (explicit
+        // creation times), retries of stored ids and errors take the transactional path below.
+        if !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
+            let now = codec::now();
+            if let Some(seqs) =
+                append_new(&self.pool, thread_id, resource_id, &messages, now).await?
+            {
+                return Ok(messages
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|(m, seq)| m.into_stored(thread_id, resource_id, seq, now))
+                    .collect());
+            }
+        }
         let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
         let mut tx = self.begin(OP).await?;
         owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
@@ -714,21 +777,55 @@ impl Storage for PostgresStorage {
 
     async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
         const OP: &str = "search_messages";
-        let needle = codec::search_needle(&search.query);
+        let pattern = like_pattern(&codec::search_needle(&search.query));
+        let limit = i64::from(search.limit);
         let mut conn = self.conn(OP).await?;
-        let query = match &search.scope {
+        let (key, recent, whole) = match &search.scope {
             Scope::Thread {
                 thread_id,
                 resource_id,
             } => {
                 owned(&mut conn, thread_id, Some(resource_id), false, OP).await?;
-                sqlx::query_as(sql::SEARCH_THREAD).bind(thread_id.as_str())
+                (
+                    thread_id.as_str(),
+                    sql::SEARCH_THREAD_RECENT,
+                    sql::SEARCH_THREAD,
+                )
             }
-            Scope::Resource { resource_id } => {
-                sqlx::query_as(sql::SEARCH_RESOURCE).bind(resource_id.as_str())
-            }
+            Scope::Resource { resource_id } => (
+                resource_id.as_str(),
+                sql::SEARCH_RESOURCE_RECENT,
+                sql::SEARCH_RESOURCE,
+            ),
         };
-        let query = query.bind(needle).bind(i64::from(search.limit));
+        // The newest messages first: a frequent term fills the limit there.
+        let query = sqlx::query_as(recent)
+            .bind(key)
+            .bind(&pattern)
+            .bind(limit)
+            .bind(sql::SEARCH_WINDOW);
+        let found = fetch_messages(&mut conn, query, OP).await?;
+        if found.len() as i64 >= limit {
+            return Ok(found);
+        }
+        let size: i64 = match &search.scope {
+            Scope::Thread { .. } => sqlx::query_scalar(sql::THREAD_SIZE_BOUND).bind(key),
+            Scope::Resource { .. } => sqlx::query_scalar(sql::COUNT_RESOURCE_UP_TO)
+                .bind(key)
+                .bind(sql::SEARCH_WINDOW + 1),
+        }
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+        if size <= sql::SEARCH_WINDOW {
+            return Ok(found);
+        }
+        // A bigger scope: the whole of it, planned for this pattern (the trigram index, if any).
+        let query = sqlx::query_as(whole)
+            .bind(key)
+            .bind(pattern)
+            .bind(limit)
+            .persistent(false);
         fetch_messages(&mut conn, query, OP).await
     }
 

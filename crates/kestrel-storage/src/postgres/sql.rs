@@ -116,6 +116,27 @@ pub const INSERT_MESSAGES: &str = "INSERT INTO messages (id, thread_id, resource
      $9::text[], $10::timestamptz[]) \
      AS m(id, seq, role, parts, status, metadata, search_text, created_at)";
 
+/// The whole append when every message of the batch is new (the common case), in one statement:
+/// bumps the thread's `next_seq` under its row lock (only for a thread owned by the resource and
+/// when none of the ids is stored) and inserts the batch after it. Returns the new seqs; no rows
+/// when nothing was inserted. A concurrent append of the same ids can still make the insert fail
+/// with a unique violation; the caller then takes the transactional path.
+///
+/// $1 thread, $2 resource, then parallel arrays of ids, roles, parts, statuses, metadata and
+/// search texts, $9 now.
+pub const APPEND_NEW: &str = "WITH base AS (UPDATE threads \
+     SET next_seq = next_seq + cardinality($3::text[]), updated_at = $9 \
+     WHERE id = $1 AND resource_id = $2 \
+     AND NOT EXISTS (SELECT 1 FROM messages WHERE id = ANY($3::text[])) \
+     RETURNING next_seq - cardinality($3::text[]) AS first_seq) \
+     INSERT INTO messages (id, thread_id, resource_id, seq, role, parts, status, metadata, \
+     search_text, created_at) \
+     SELECT m.id, $1, $2, base.first_seq + m.k - 1, m.role, m.parts::jsonb, m.status, \
+     m.metadata::jsonb, m.search_text, $9 \
+     FROM base, UNNEST($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[]) \
+     WITH ORDINALITY AS m(id, role, parts, status, metadata, search_text, k) \
+     RETURNING seq";
+
 pub const REPLACE_MESSAGE: &str = "UPDATE messages SET role = $2, parts = $3::jsonb, \
      status = $4, metadata = $5::jsonb, search_text = $6 WHERE id = $1";
 
@@ -163,19 +184,56 @@ pub const DELETE_MESSAGE_VECTORS: &str = "DELETE FROM vectors WHERE message_id =
 
 pub const TOUCH_THREAD: &str = "UPDATE threads SET updated_at = $2 WHERE id = $1";
 
-/// $1 thread, $2 lowercased needle, $3 limit.
+// Text search (see `PostgresStorage::search_messages`): the scope's newest `SEARCH_WINDOW`
+// messages are scanned first, in index order. That is where a frequent term fills the limit, and
+// it covers most scopes whole: the planner would otherwise be tempted by the `pg_trgm` index even
+// where rechecking its candidates all over the table costs more than scanning the scope. Only a
+// bigger scope is then searched whole, planned for the pattern (the trigram index, if any).
+
+/// How many of a scope's newest messages a search scans before it searches the whole scope.
+pub const SEARCH_WINDOW: i64 = 10_000;
+
+/// $1 thread: an upper bound of its message count.
+pub const THREAD_SIZE_BOUND: &str = "SELECT next_seq - 1 FROM threads WHERE id = $1";
+
+/// $1 resource, $2 bound: the resource's message count, counting up to the bound along its
+/// index.
+pub const COUNT_RESOURCE_UP_TO: &str = "SELECT count(*) FROM (SELECT 1 FROM messages \
+     WHERE resource_id = $1 ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT $2) c";
+
+/// $1 thread, $2 LIKE pattern, $3 limit, $4 window: the matches among the newest messages.
+pub const SEARCH_THREAD_RECENT: &str = concat!(
+    "SELECT ",
+    message_cols!(),
+    " FROM (SELECT * FROM messages WHERE thread_id = $1 ORDER BY seq DESC LIMIT $4) w \
+     WHERE search_text LIKE $2 ORDER BY seq DESC LIMIT $3"
+);
+
+/// $1 resource, $2 LIKE pattern, $3 limit, $4 window: the matches among the newest messages.
+pub const SEARCH_RESOURCE_RECENT: &str = concat!(
+    "SELECT ",
+    message_cols!(),
+    " FROM (SELECT * FROM messages WHERE resource_id = $1 \
+     ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT $4) w \
+     WHERE search_text LIKE $2 ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT $3"
+);
+
+/// $1 thread, $2 the LIKE pattern of the lowercased needle (see `like_pattern`), $3 limit.
+///
+/// `LIKE '%needle%'` (rather than `strpos`) lets the planner use the `pg_trgm` index when it
+/// exists; it is sent unprepared so every search is planned for its own pattern.
 pub const SEARCH_THREAD: &str = concat!(
     "SELECT ",
     message_cols!(),
-    " FROM messages WHERE thread_id = $1 AND strpos(search_text, $2) > 0 \
+    " FROM messages WHERE thread_id = $1 AND search_text LIKE $2 \
      ORDER BY seq DESC LIMIT $3"
 );
 
-/// $1 resource, $2 lowercased needle, $3 limit.
+/// $1 resource, $2 the LIKE pattern, $3 limit.
 pub const SEARCH_RESOURCE: &str = concat!(
     "SELECT ",
     message_cols!(),
-    " FROM messages WHERE resource_id = $1 AND strpos(search_text, $2) > 0 \
+    " FROM messages WHERE resource_id = $1 AND search_text LIKE $2 \
      ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT $3"
 );
 

@@ -5,28 +5,34 @@
 //! forward, an older build refuses a file migrated by a newer one). Connections use WAL,
 //! `synchronous = NORMAL`, foreign keys and a busy timeout.
 //!
-//! **Concurrency.** All writes go through one connection (a pool of one) and every
-//! multi-statement write runs in a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock
-//! up front: in-process writers queue on the pool, other processes wait on the busy timeout, and a
-//! transaction never fails half-way on a lock upgrade. Reads use a separate pool and, thanks to
-//! WAL, never wait for writers.
+//! **Concurrency.** All writes go through one connection and every multi-statement write runs in
+//! a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock up front: in-process writers
+//! queue on the connection, other processes wait on the busy timeout, and a transaction never
+//! fails half-way on a lock upgrade. The common append (new messages) is a single statement,
+//! atomic on its own. Reads use separate connections and, thanks to WAL, never wait for writers.
+//! Connections are the store's own, not an `sqlx` pool (see `conn.rs` for why).
+//!
+//! **Text search.** An FTS5 trigram index serves `search_messages`; it is brought up to date in
+//! batches ([`SqliteStorage::catch_up_search_index`]) and searches scan the few messages it does
+//! not hold yet, so appends do not pay for it.
 
+mod conn;
 mod rows;
 mod sql;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{Connection, QueryBuilder, Row, Sqlite};
 
+use self::conn::Connections;
 use self::rows::{ObservationRow, RunRow, ThreadRow, parse_messages};
 use crate::codec;
 use crate::error::{Result, StorageError};
@@ -64,7 +70,10 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Page cache per connection, in KiB (default 16 MiB; SQLite's own default is 2 MiB).
     pub cache_size_kib: u32,
-    /// Bytes of the file read through a memory map (default 256 MiB; 0 turns it off).
+    /// Bytes of the file read through a memory map (default 0: off). SQLite drops and rebuilds
+    /// a connection's whole map whenever another connection has written since its last read
+    /// (which, with one writer and separate readers, is nearly every read of a busy store), so a
+    /// map only pays off for stores that are mostly read.
     pub mmap_size: u64,
 }
 
@@ -74,17 +83,27 @@ impl Default for SqliteOptions {
             max_readers: 4,
             busy_timeout: Duration::from_secs(5),
             cache_size_kib: 16 * 1024,
-            mmap_size: 256 * 1024 * 1024,
+            mmap_size: 0,
         }
     }
 }
 
-/// A store in one SQLite file.
+/// How many appended messages wait for the trigram search index before it is brought up to date.
+const SEARCH_INDEX_BATCH: u64 = 512;
+
+/// Bookkeeping of the work done off the request path.
+#[derive(Debug, Default)]
+struct Background {
+    /// Messages appended since the search index was last brought up to date.
+    unindexed: AtomicU64,
+}
+
+/// A store in one SQLite file. Cheap to clone; clones share the connections.
 #[derive(Debug, Clone)]
 pub struct SqliteStorage {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    conns: Arc<Connections>,
     path: PathBuf,
+    background: Arc<Background>,
 }
 
 impl SqliteStorage {
@@ -106,27 +125,28 @@ impl SqliteStorage {
             .busy_timeout(options.busy_timeout)
             .pragma("cache_size", format!("-{}", options.cache_size_kib))
             .pragma("mmap_size", options.mmap_size.to_string());
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .test_before_acquire(false)
-            .connect_with(connect.clone())
+
+        let mut writer = SqliteConnection::connect_with(&connect)
             .await
             .map_err(|e| open_err(&target, "cannot open the file", e))?;
         MIGRATOR
-            .run(&writer)
+            .run(&mut writer)
             .await
             .map_err(|e| migrate_err(&target, e))?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(options.max_readers.max(1))
-            .test_before_acquire(false)
-            .connect_with(connect)
-            .await
-            .map_err(|e| open_err(&target, "cannot open the file for reading", e))?;
-        Ok(Self {
-            writer,
-            reader,
+        let store = Self {
+            conns: Arc::new(Connections::new(connect, writer, options.max_readers)),
             path,
-        })
+            background: Arc::new(Background::default()),
+        };
+        store
+            .catch_up_search_index()
+            .await
+            .map_err(|e| StorageError::Open {
+                target: target.clone(),
+                reason: format!("cannot update the search index: {e}"),
+                source: Some(Box::new(e)),
+            })?;
+        Ok(store)
     }
 
     /// The database file.
@@ -134,22 +154,65 @@ impl SqliteStorage {
         &self.path
     }
 
-    /// Closes both pools, waiting for connections in use.
+    /// Closes the connections, waiting for operations in progress; later operations fail.
     pub async fn close(&self) {
-        self.reader.close().await;
-        self.writer.close().await;
+        self.conns.close().await;
     }
 
-    async fn begin(&self, operation: &'static str) -> Result<sqlx::Transaction<'static, Sqlite>> {
-        self.writer
-            .begin_with("BEGIN IMMEDIATE")
+    /// Adds the messages appended since the last time to the trigram search index (one write
+    /// transaction). Searches are right without it (they scan what the index lacks); it keeps
+    /// them fast. Runs on open and in the background after every [`SEARCH_INDEX_BATCH`] appended
+    /// messages.
+    pub async fn catch_up_search_index(&self) -> Result<()> {
+        const OP: &str = "catch_up_search_index";
+        self.background.unindexed.store(0, Ordering::Relaxed);
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
+        sqlx::query(sql::CATCH_UP_SEARCH_INDEX)
+            .execute(&mut *tx)
             .await
-            .map_err(err(operation))
+            .map_err(err(OP))?;
+        tx.commit().await.map_err(err(OP))
     }
 
-    async fn read(&self, operation: &'static str) -> Result<sqlx::pool::PoolConnection<Sqlite>> {
-        self.reader.acquire().await.map_err(err(operation))
+    /// Counts appended messages: past [`SEARCH_INDEX_BATCH`], brings the search index up to date
+    /// in the background.
+    fn appended(&self, count: usize) {
+        let count = count as u64;
+        let before = self
+            .background
+            .unindexed
+            .fetch_add(count, Ordering::Relaxed);
+        if before >= SEARCH_INDEX_BATCH || before + count < SEARCH_INDEX_BATCH {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.clone();
+        runtime.spawn(async move {
+            if let Err(error) = store.catch_up_search_index().await {
+                tracing::warn!(%error, path = %store.path.display(), "updating the search index failed; searches scan instead");
+            }
+        });
     }
+}
+
+/// Starts a `BEGIN IMMEDIATE` transaction (SQLite's write lock taken up front).
+async fn begin<'c>(
+    conn: &'c mut SqliteConnection,
+    operation: &'static str,
+) -> Result<sqlx::Transaction<'c, Sqlite>> {
+    conn.begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(err(operation))
+}
+
+/// Where the first phase of a search stopped: the oldest seq it scanned (thread scope), or the
+/// last message it scanned in search order (resource scope: created_at, thread, seq).
+enum Boundary {
+    Seq(i64),
+    Resource(i64, String, i64),
 }
 
 /// The owner and next seq of a thread.
@@ -270,6 +333,138 @@ async fn reserve_seqs(
         .collect::<Result<HashMap<_, _>>>()?;
     let new_count = (batch.len() - existing.len()) as i64;
     Ok((next_seq - new_count, existing))
+}
+
+/// The batch as the JSON array the one-statement appends read.
+fn batch_json(batch: &[EncodedMessage]) -> String {
+    let encoded: Vec<serde_json::Value> = batch
+        .iter()
+        .map(|m| {
+            serde_json::json!([
+                m.id,
+                codec::role_str(m.role),
+                m.parts_text,
+                m.status.as_str(),
+                m.metadata_text,
+                m.search_text,
+            ])
+        })
+        .collect();
+    serde_json::Value::from(encoded).to_string()
+}
+
+/// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`]): their seqs, in
+/// batch order, or `None` when the statement inserted nothing (a missing or foreign thread, or an
+/// id already stored), which the transactional path then sorts out.
+async fn append_new(
+    writer: &mut SqliteConnection,
+    thread_id: &str,
+    resource_id: &str,
+    batch: &[EncodedMessage],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<Vec<i64>>> {
+    let mut seqs: Vec<i64> = sqlx::query_scalar(sql::APPEND_NEW)
+        .bind(thread_id)
+        .bind(resource_id)
+        .bind(batch_json(batch))
+        .bind(codec::to_micros(now))
+        .fetch_all(writer)
+        .await
+        .map_err(err("append_messages"))?;
+    if seqs.len() != batch.len() {
+        // Nothing was inserted (the statement is all or nothing).
+        return Ok(None);
+    }
+    seqs.sort_unstable();
+    Ok(Some(seqs))
+}
+
+/// [`append_new`] and the `last` messages before the batch, in one round trip
+/// ([`sql::APPEND_NEW_WITH_HISTORY`]); `None` when nothing was inserted.
+async fn append_new_with_history(
+    writer: &mut SqliteConnection,
+    thread_id: &str,
+    resource_id: &str,
+    batch: &[EncodedMessage],
+    now: chrono::DateTime<chrono::Utc>,
+    last: u32,
+) -> Result<Option<(Vec<i64>, MessageList)>> {
+    const OP: &str = "append_with_history";
+    let rows = sqlx::query(sql::APPEND_NEW_WITH_HISTORY)
+        .bind(thread_id)
+        .bind(resource_id)
+        .bind(batch_json(batch))
+        .bind(codec::to_micros(now))
+        .bind(i64::from(last))
+        .fetch_all(writer)
+        .await
+        .map_err(err(OP))?;
+    // The new seqs, then one row holding the history.
+    let Some((history, inserted)) = rows.split_last() else {
+        return Ok(None);
+    };
+    if inserted.len() != batch.len() {
+        return Ok(None);
+    }
+    let mut seqs = inserted
+        .iter()
+        .map(|row| row.try_get::<i64, _>(0))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(err(OP))?;
+    seqs.sort_unstable();
+    let json: String = history.try_get(0).map_err(err(OP))?;
+    let mut messages = parse_messages(&json)?;
+    let has_more = messages.len() > last as usize;
+    if has_more {
+        messages.drain(..messages.len() - last as usize);
+    }
+    let history = MessageList {
+        messages,
+        has_more,
+        total: None,
+    };
+    Ok(Some((seqs, history)))
+}
+
+/// An FTS5 query for the trigram index matching the messages that contain `needle`'s rarest
+/// trigrams (at most two, judged by how common their characters are in text: a third common one
+/// would cost more to intersect than it saves in candidates), or `None` when
+/// the needle is shorter than three characters. It selects a superset of the matches: every
+/// candidate is checked against the text.
+fn trigram_query(needle: &str) -> Option<String> {
+    /// How common a character is in text, roughly: English letter frequencies, with spaces
+    /// counted low because a trigram spanning a word boundary is only as common as its letters,
+    /// and digits, punctuation and other characters lowest.
+    fn commonness(c: char) -> u32 {
+        match c {
+            'e' => 12,
+            't' => 9,
+            'a' | 'o' => 8,
+            'i' | 'n' => 7,
+            's' | 'h' | 'r' => 6,
+            'd' | 'l' => 4,
+            'c' | 'u' | 'm' | 'w' | 'f' => 3,
+            ' ' | 'g' | 'y' | 'p' | 'b' => 2,
+            'v' | 'k' | ',' | '.' => 1,
+            _ => 0,
+        }
+    }
+    let chars: Vec<char> = needle.chars().collect();
+    let mut trigrams: Vec<(u32, String)> = chars
+        .windows(3)
+        .map(|w| (w.iter().copied().map(commonness).sum(), w.iter().collect()))
+        .collect();
+    if trigrams.is_empty() {
+        return None;
+    }
+    trigrams.sort();
+    trigrams.dedup_by(|a, b| a.1 == b.1);
+    let phrases: Vec<String> = trigrams
+        .iter()
+        .take(2)
+        .map(|(_, t)| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    Some(phrases.join(" "))
 }
 
 /// Inserts new messages with one statement.
@@ -405,6 +600,7 @@ impl Storage for SqliteStorage {
     async fn create_thread(&self, thread: NewThread) -> Result<Thread> {
         const OP: &str = "create_thread";
         let (id, thread, created) = codec::prepare_thread(thread)?;
+        let mut conn = self.conns.writer(OP).await?;
         let inserted = sqlx::query(sql::INSERT_THREAD)
             .bind(&id)
             .bind(&thread.resource_id)
@@ -413,9 +609,10 @@ impl Storage for SqliteStorage {
             .bind(codec::to_micros(created))
             .bind(codec::to_micros(created))
             .bind(1i64)
-            .execute(&self.writer)
+            .execute(&mut *conn)
             .await
             .map_err(err(OP))?;
+        drop(conn);
         if inserted.rows_affected() == 0 {
             return Err(StorageError::ThreadExists { thread_id: id });
         }
@@ -430,17 +627,20 @@ impl Storage for SqliteStorage {
     }
 
     async fn get_thread(&self, thread_id: &str) -> Result<Option<Thread>> {
+        const OP: &str = "get_thread";
+        let mut conn = self.conns.reader(OP).await?;
         let row: Option<ThreadRow> = sqlx::query_as(sql::GET_THREAD)
             .bind(thread_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *conn)
             .await
-            .map_err(err("get_thread"))?;
+            .map_err(err(OP))?;
         row.map(ThreadRow::into_thread).transpose()
     }
 
     async fn update_thread(&self, thread_id: &str, patch: ThreadPatch) -> Result<Thread> {
         const OP: &str = "update_thread";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         let row: Option<ThreadRow> = sqlx::query_as(sql::GET_THREAD)
             .bind(thread_id)
             .fetch_optional(&mut *tx)
@@ -474,7 +674,8 @@ impl Storage for SqliteStorage {
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool> {
         const OP: &str = "delete_thread";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         sqlx::query(sql::DELETE_THREAD_VECTORS)
             .bind(thread_id)
             .execute(&mut *tx)
@@ -494,7 +695,8 @@ impl Storage for SqliteStorage {
         const OP: &str = "clone_thread";
         let new_id = options.new_thread_id.unwrap_or_else(codec::new_id);
         codec::check_id("new_thread_id", &new_id)?;
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         owned(&mut tx, source_thread_id, Some(&options.resource_id), OP).await?;
         let source: ThreadRow = sqlx::query_as(sql::GET_THREAD)
             .bind(source_thread_id)
@@ -561,7 +763,7 @@ impl Storage for SqliteStorage {
             .push_bind(i64::from(query.page.per_page))
             .push(" OFFSET ")
             .push_bind(query.page.offset() as i64);
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         let total: i64 = count
             .build_query_scalar()
             .fetch_one(&mut *conn)
@@ -588,7 +790,24 @@ impl Storage for SqliteStorage {
         const OP: &str = "append_messages";
         let messages = EncodedMessage::batch(messages)?;
         let now = codec::now();
-        let mut tx = self.begin(OP).await?;
+        // The common case, new messages appended now, is one statement (one round trip through
+        // the driver's worker). Imports (explicit creation times), retries of stored ids and
+        // errors take the transactional path below.
+        if !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
+            let mut conn = self.conns.writer(OP).await?;
+            let appended = append_new(&mut conn, thread_id, resource_id, &messages, now).await?;
+            drop(conn);
+            if let Some(seqs) = appended {
+                self.appended(messages.len());
+                return Ok(messages
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|(m, seq)| m.into_stored(thread_id, resource_id, seq, now))
+                    .collect());
+            }
+        }
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         let (mut next_seq, existing) =
             reserve_seqs(&mut tx, thread_id, resource_id, &messages, now).await?;
         check_homes(thread_id, &existing)?;
@@ -610,11 +829,49 @@ impl Storage for SqliteStorage {
         }
         insert_messages(&mut tx, thread_id, resource_id, &inserts).await?;
         tx.commit().await.map_err(err(OP))?;
+        self.appended(inserts.len());
         Ok(messages
             .into_iter()
             .zip(slots)
             .map(|(m, (seq, at))| m.into_stored(thread_id, resource_id, seq, at))
             .collect())
+    }
+
+    async fn append_with_history(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        last: u32,
+    ) -> Result<(Vec<StoredMessage>, MessageList)> {
+        const OP: &str = "append_with_history";
+        if !messages.is_empty() && last > 0 && messages.iter().all(|m| m.created_at.is_none()) {
+            let batch = EncodedMessage::batch(messages.clone())?;
+            let now = codec::now();
+            let mut conn = self.conns.writer(OP).await?;
+            let appended =
+                append_new_with_history(&mut conn, thread_id, resource_id, &batch, now, last)
+                    .await?;
+            drop(conn);
+            if let Some((seqs, history)) = appended {
+                self.appended(batch.len());
+                let stored = batch
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|(m, seq)| m.into_stored(thread_id, resource_id, seq, now))
+                    .collect();
+                return Ok((stored, history));
+            }
+        }
+        // Retries, imports and errors: the two calls.
+        let stored = self
+            .append_messages(thread_id, resource_id, messages)
+            .await?;
+        let first = stored.iter().map(|m| m.seq).min().unwrap_or(i64::MAX);
+        let history = self
+            .list_messages(thread_id, Some(resource_id), Selection::before(first, last))
+            .await?;
+        Ok((stored, history))
     }
 
     async fn list_messages(
@@ -627,7 +884,7 @@ impl Storage for SqliteStorage {
         if let Selection::Page(page) = selection {
             codec::check_page(page)?;
         }
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         match selection {
             Selection::Last(n) => {
                 let range = SeqRange {
@@ -666,7 +923,7 @@ impl Storage for SqliteStorage {
         resource_id: Option<&str>,
     ) -> Result<Vec<StoredMessage>> {
         const OP: &str = "get_messages";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         let query = sqlx::query_scalar(sql::GET_MESSAGES).bind(json_ids(ids));
         let messages = fetch_messages(&mut conn, query, OP).await?;
         for m in &messages {
@@ -682,7 +939,8 @@ impl Storage for SqliteStorage {
         ids: &[String],
     ) -> Result<u64> {
         const OP: &str = "delete_messages";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         owned(&mut tx, thread_id, Some(resource_id), OP).await?;
         let deleted: Vec<String> = sqlx::query_scalar(sql::DELETE_MESSAGES)
             .bind(thread_id)
@@ -710,26 +968,115 @@ impl Storage for SqliteStorage {
     async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
         const OP: &str = "search_messages";
         let needle = codec::search_needle(&search.query);
-        let mut conn = self.read(OP).await?;
-        let query = match &search.scope {
+        let limit = i64::from(search.limit);
+        let mut conn = self.conns.reader(OP).await?;
+        // Phase 1: the scope's newest messages, scanned. Most searches end here: a frequent term
+        // fills the limit at once, and a small scope is scanned whole.
+        let (mut found, boundary) = match &search.scope {
             Scope::Thread {
                 thread_id,
                 resource_id,
             } => {
                 owned(&mut conn, thread_id, Some(resource_id), OP).await?;
-                sqlx::query_scalar(sql::SEARCH_THREAD).bind(thread_id.as_str())
+                let (json, scanned, oldest): (String, i64, Option<i64>) =
+                    sqlx::query_as(sql::SEARCH_THREAD_RECENT)
+                        .bind(thread_id.as_str())
+                        .bind(&needle)
+                        .bind(limit)
+                        .bind(sql::SEARCH_WINDOW)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(err(OP))?;
+                let boundary = oldest.filter(|_| scanned > sql::SEARCH_WINDOW);
+                (parse_messages(&json)?, boundary.map(Boundary::Seq))
             }
             Scope::Resource { resource_id } => {
-                sqlx::query_scalar(sql::SEARCH_RESOURCE).bind(resource_id.as_str())
+                let row: (String, i64, Option<i64>, Option<String>, Option<i64>) =
+                    sqlx::query_as(sql::SEARCH_RESOURCE_RECENT)
+                        .bind(resource_id.as_str())
+                        .bind(&needle)
+                        .bind(limit)
+                        .bind(sql::SEARCH_WINDOW)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(err(OP))?;
+                let (json, scanned, created, thread, seq) = row;
+                let boundary = match (created, thread, seq) {
+                    (Some(c), Some(t), Some(s)) if scanned > sql::SEARCH_WINDOW => {
+                        Some(Boundary::Resource(c, t, s))
+                    }
+                    _ => None,
+                };
+                (parse_messages(&json)?, boundary)
             }
         };
-        let query = query.bind(needle).bind(i64::from(search.limit));
-        fetch_messages(&mut conn, query, OP).await
+        let Some(boundary) = boundary else {
+            return Ok(found);
+        };
+        let remaining = limit - found.len() as i64;
+        if remaining <= 0 {
+            return Ok(found);
+        }
+        // Phase 2: the older messages through the trigram index, when the needle's rarest
+        // trigrams narrow them down; phase 3: otherwise, scanned.
+        let key = match &search.scope {
+            Scope::Thread { thread_id, .. } => thread_id.as_str(),
+            Scope::Resource { resource_id } => resource_id.as_str(),
+        };
+        let mut older = None;
+        if let Some(fts) = trigram_query(&needle) {
+            let query = match &boundary {
+                Boundary::Seq(seq) => sqlx::query_scalar(sql::SEARCH_THREAD_INDEXED)
+                    .bind(key)
+                    .bind(&needle)
+                    .bind(remaining)
+                    .bind(*seq)
+                    .bind(fts)
+                    .bind(sql::SEARCH_CANDIDATES),
+                Boundary::Resource(created, thread, seq) => {
+                    sqlx::query_scalar(sql::SEARCH_RESOURCE_INDEXED)
+                        .bind(key)
+                        .bind(&needle)
+                        .bind(remaining)
+                        .bind(*created)
+                        .bind(thread.as_str())
+                        .bind(*seq)
+                        .bind(fts)
+                        .bind(sql::SEARCH_CANDIDATES)
+                }
+            };
+            let json: Option<String> = query.fetch_one(&mut *conn).await.map_err(err(OP))?;
+            older = json;
+        }
+        let json = match older {
+            Some(json) => json,
+            None => {
+                let query = match &boundary {
+                    Boundary::Seq(seq) => sqlx::query_scalar(sql::SEARCH_THREAD_OLDER)
+                        .bind(key)
+                        .bind(&needle)
+                        .bind(remaining)
+                        .bind(*seq),
+                    Boundary::Resource(created, thread, seq) => {
+                        sqlx::query_scalar(sql::SEARCH_RESOURCE_OLDER)
+                            .bind(key)
+                            .bind(&needle)
+                            .bind(remaining)
+                            .bind(*created)
+                            .bind(thread.as_str())
+                            .bind(*seq)
+                    }
+                };
+                query.fetch_one(&mut *conn).await.map_err(err(OP))?
+            }
+        };
+        found.extend(parse_messages(&json)?);
+        Ok(found)
     }
 
     async fn get_working_memory(&self, scope: &Scope) -> Result<Option<String>> {
         const OP: &str = "get_working_memory";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         let (statement, key) = match scope {
             Scope::Thread {
                 thread_id,
@@ -750,7 +1097,8 @@ impl Storage for SqliteStorage {
 
     async fn set_working_memory(&self, scope: &Scope, content: &str) -> Result<()> {
         const OP: &str = "set_working_memory";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         let query = match scope {
             Scope::Thread {
                 thread_id,
@@ -780,7 +1128,7 @@ impl Storage for SqliteStorage {
         let snapshot = serde_json::to_string(&record.snapshot)
             .map_err(|e| StorageError::corrupt("run snapshot", e))?;
         let now = codec::now();
-        let mut conn = self.writer.acquire().await.map_err(err(OP))?;
+        let mut conn = self.conns.writer(OP).await?;
         let saved: Option<(i64, i64)> = match expected_version {
             None => {
                 let inserted = sqlx::query(sql::INSERT_RUN)
@@ -833,11 +1181,13 @@ impl Storage for SqliteStorage {
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        const OP: &str = "get_run";
+        let mut conn = self.conns.reader(OP).await?;
         let row: Option<RunRow> = sqlx::query_as(sql::GET_RUN)
             .bind(run_id)
-            .fetch_optional(&self.reader)
+            .fetch_optional(&mut *conn)
             .await
-            .map_err(err("get_run"))?;
+            .map_err(err(OP))?;
         row.map(RunRow::into_record).transpose()
     }
 
@@ -854,7 +1204,7 @@ impl Storage for SqliteStorage {
             .push_bind(i64::from(filter.page.per_page))
             .push(" OFFSET ")
             .push_bind(filter.page.offset() as i64);
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         let total: i64 = count
             .build_query_scalar()
             .fetch_one(&mut *conn)
@@ -873,11 +1223,13 @@ impl Storage for SqliteStorage {
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
+        const OP: &str = "delete_run";
+        let mut conn = self.conns.writer(OP).await?;
         let done = sqlx::query(sql::DELETE_RUN)
             .bind(run_id)
-            .execute(&self.writer)
+            .execute(&mut *conn)
             .await
-            .map_err(err("delete_run"))?;
+            .map_err(err(OP))?;
         Ok(done.rows_affected() > 0)
     }
 
@@ -887,7 +1239,8 @@ impl Storage for SqliteStorage {
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
         const OP: &str = "add_observations";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         check_scope(&mut tx, scope, OP).await?;
         let added = insert_observations(&mut tx, scope, observations).await?;
         tx.commit().await.map_err(err(OP))?;
@@ -896,7 +1249,7 @@ impl Storage for SqliteStorage {
 
     async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
         const OP: &str = "list_observations";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         check_scope(&mut conn, scope, OP).await?;
         let query = match scope {
             Scope::Thread { thread_id, .. } => {
@@ -918,7 +1271,8 @@ impl Storage for SqliteStorage {
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
         const OP: &str = "replace_observations";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         check_scope(&mut tx, scope, OP).await?;
         let delete = match scope {
             Scope::Thread { thread_id, .. } => {
@@ -936,7 +1290,7 @@ impl Storage for SqliteStorage {
 
     async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
         const OP: &str = "get_observed_seq";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         owned(&mut conn, thread_id, Some(resource_id), OP).await?;
         let seq: Option<Option<i64>> = sqlx::query_scalar(sql::GET_OBSERVED_SEQ)
             .bind(thread_id)
@@ -948,7 +1302,8 @@ impl Storage for SqliteStorage {
 
     async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
         const OP: &str = "set_observed_seq";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         owned(&mut tx, thread_id, Some(resource_id), OP).await?;
         sqlx::query(sql::SET_OBSERVED_SEQ)
             .bind(thread_id)
@@ -963,7 +1318,8 @@ impl Storage for SqliteStorage {
         const OP: &str = "create_index";
         codec::check_id("index", name)?;
         codec::check_dimension(dimension)?;
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         sqlx::query(sql::INSERT_INDEX)
             .bind(name)
             .bind(dimension as i64)
@@ -985,7 +1341,7 @@ impl Storage for SqliteStorage {
 
     async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
         const OP: &str = "index_dimension";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         match index_dimension(&mut conn, name, OP).await {
             Ok(dimension) => Ok(Some(dimension)),
             Err(StorageError::IndexNotFound { .. }) => Ok(None),
@@ -995,7 +1351,8 @@ impl Storage for SqliteStorage {
 
     async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
         const OP: &str = "upsert_vectors";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         let dimension = index_dimension(&mut tx, index, OP).await?;
         for record in &vectors {
             codec::check_vector(index, dimension, &record.vector)?;
@@ -1019,7 +1376,7 @@ impl Storage for SqliteStorage {
 
     async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
         const OP: &str = "query_vectors";
-        let mut conn = self.read(OP).await?;
+        let mut conn = self.conns.reader(OP).await?;
         let dimension = index_dimension(&mut conn, index, OP).await?;
         codec::check_vector(index, dimension, &query.vector)?;
         let filter = &query.filter;
@@ -1056,7 +1413,8 @@ impl Storage for SqliteStorage {
 
     async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
         const OP: &str = "delete_vectors";
-        let mut tx = self.begin(OP).await?;
+        let mut conn = self.conns.writer(OP).await?;
+        let mut tx = begin(&mut conn, OP).await?;
         index_dimension(&mut tx, index, OP).await?;
         let done = sqlx::query(sql::DELETE_VECTORS)
             .bind(index)
@@ -1066,5 +1424,24 @@ impl Storage for SqliteStorage {
             .map_err(err(OP))?;
         tx.commit().await.map_err(err(OP))?;
         Ok(done.rows_affected())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trigram_query;
+
+    #[test]
+    fn the_rarest_trigrams_are_queried() {
+        assert_eq!(trigram_query("ab"), None);
+        assert_eq!(
+            trigram_query("message 7:").as_deref(),
+            Some(r#"" 7:" "e 7""#)
+        );
+        // Quotes are doubled inside FTS5 strings.
+        assert_eq!(
+            trigram_query(r#"say "hi""#).as_deref(),
+            Some(r#""y """ " ""h""#)
+        );
     }
 }

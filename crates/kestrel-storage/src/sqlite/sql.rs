@@ -16,7 +16,7 @@ macro_rules! thread_cols {
 /// hop through the driver's worker thread, whatever the count), ordered by `$order`, from the
 /// rows `$from` selects out of `messages`.
 macro_rules! messages_json {
-    ($from:expr, $order:literal) => {
+    ($from:expr, $order:expr) => {
         concat!(
             "SELECT json_group_array(json_array(id, thread_id, resource_id, seq, role, json(parts), \
              status, json(metadata), created_at) ORDER BY ",
@@ -102,12 +102,58 @@ pub const SELECT_THREADS: &str = concat!("SELECT ", thread_cols!(), " FROM threa
 /// No row: the thread is missing or owned by another resource.
 ///
 /// ?1 thread, ?2 resource, ?3 JSON array of the batch's ids, ?4 now.
-pub const RESERVE_SEQS: &str = "UPDATE threads SET next_seq = next_seq + \
+pub const RESERVE_SEQS: &str = "UPDATE threads SET next_seq = max(next_seq, \
+     (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1)) + \
      (SELECT count(*) FROM json_each(?3) j WHERE NOT EXISTS \
       (SELECT 1 FROM messages m WHERE m.id = j.value)), updated_at = ?4 \
      WHERE id = ?1 AND resource_id = ?2 \
      RETURNING next_seq, (SELECT json_group_array(json_array(m.id, m.thread_id, m.seq, m.created_at)) \
       FROM messages m WHERE m.id IN (SELECT value FROM json_each(?3)))";
+
+/// The whole append when every message of the batch is new (the common case), in one statement
+/// and so in one round trip: inserts the batch after the thread's last seq (or its `next_seq`,
+/// when larger: seqs of deleted messages are not reused), on a thread owned by the resource,
+/// unless one of the batch's ids is already stored anywhere. The `messages_touch_thread` trigger
+/// moves the thread's `updated_at`. Returns the new seqs; no rows when the thread is missing,
+/// owned by another resource, or an id is already stored (the transactional path sorts those
+/// out). One statement is atomic and, being a write, takes the write lock before it reads, so
+/// concurrent writers never share a seq.
+///
+/// ?1 thread, ?2 resource, ?3 JSON array of `[id, role, parts, status, metadata, search_text]`,
+/// ?4 now.
+pub const APPEND_NEW: &str = "WITH batch AS MATERIALIZED (SELECT j.key AS k, j.value ->> 0 AS id, \
+     j.value ->> 1 AS role, j.value ->> 2 AS parts, j.value ->> 3 AS status, \
+     j.value ->> 4 AS metadata, j.value ->> 5 AS search_text FROM json_each(?3) j), \
+     base AS MATERIALIZED (SELECT max(next_seq, \
+     (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1)) AS next_seq \
+     FROM threads WHERE id = ?1 AND resource_id = ?2 \
+     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id IN (SELECT id FROM batch))) \
+     INSERT INTO messages (id, thread_id, resource_id, seq, role, parts, status, metadata, \
+     search_text, created_at) \
+     SELECT b.id, ?1, ?2, base.next_seq + b.k, b.role, b.parts, b.status, b.metadata, \
+     b.search_text, ?4 FROM batch b, base ORDER BY b.k RETURNING seq";
+
+/// [`APPEND_NEW`] followed, in the same round trip, by the ?5 + 1 messages before the first new
+/// one, as a JSON array (one row, after the new seqs).
+pub const APPEND_NEW_WITH_HISTORY: &str = concat!(
+    "WITH batch AS MATERIALIZED (SELECT j.key AS k, j.value ->> 0 AS id, \
+     j.value ->> 1 AS role, j.value ->> 2 AS parts, j.value ->> 3 AS status, \
+     j.value ->> 4 AS metadata, j.value ->> 5 AS search_text FROM json_each(?3) j), \
+     base AS MATERIALIZED (SELECT max(next_seq, \
+     (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1)) AS next_seq \
+     FROM threads WHERE id = ?1 AND resource_id = ?2 \
+     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id IN (SELECT id FROM batch))) \
+     INSERT INTO messages (id, thread_id, resource_id, seq, role, parts, status, metadata, \
+     search_text, created_at) \
+     SELECT b.id, ?1, ?2, base.next_seq + b.k, b.role, b.parts, b.status, b.metadata, \
+     b.search_text, ?4 FROM batch b, base ORDER BY b.k RETURNING seq; ",
+    messages_json!(
+        "WHERE thread_id = ?1 AND seq < (SELECT coalesce(min(seq), 9223372036854775807) \
+         FROM messages WHERE id IN (SELECT j.value ->> 0 FROM json_each(?3) j)) \
+         ORDER BY seq DESC LIMIT ?5 + 1",
+        "seq"
+    )
+);
 
 /// Inserts a batch in one statement. ?1 thread, ?2 resource, ?3 JSON array of
 /// `[id, seq, role, parts, status, metadata, search_text, created_at]`.
@@ -176,18 +222,155 @@ pub const DELETE_MESSAGE_VECTORS: &str =
 
 pub const TOUCH_THREAD: &str = "UPDATE threads SET updated_at = ?2 WHERE id = ?1";
 
-/// ?1 thread, ?2 lowercased needle, ?3 limit.
-pub const SEARCH_THREAD: &str = messages_json!(
-    "WHERE thread_id = ?1 AND instr(search_text, ?2) > 0 ORDER BY seq DESC LIMIT ?3",
+// Text search runs in up to three phases (see `SqliteStorage::search_messages`): the newest
+// `window` messages of the scope are scanned; if that did not find `limit` matches, the older
+// messages are searched through the trigram index (candidates: the messages holding the needle's
+// rarest trigrams, plus those the index does not hold yet), unless the index gives too many
+// candidates, in which case the older messages are scanned too. Every row is checked with `instr`
+// on the lowercased text, so the results are the same whichever phase finds them.
+
+/// The messages the trigram index does not hold yet.
+macro_rules! unindexed {
+    () => {
+        "SELECT rowid FROM messages WHERE rowid > (SELECT indexed_up_to FROM search_index_state)"
+    };
+}
+
+/// Phase 1 in a thread: the matches among its newest ?4 messages, how many messages the thread
+/// has (counting up to ?4 + 1: more than ?4 means older ones remain), and the oldest seq of the
+/// window.
+///
+/// ?1 thread, ?2 lowercased needle, ?3 limit, ?4 window.
+pub const SEARCH_THREAD_RECENT: &str = concat!(
+    "SELECT (",
+    messages_json!(
+        "WHERE rowid IN (SELECT rowid FROM messages WHERE thread_id = ?1 ORDER BY seq DESC \
+         LIMIT ?4) AND instr(search_text, ?2) > 0 ORDER BY seq DESC LIMIT ?3",
+        "seq DESC"
+    ),
+    "), (SELECT count(*) FROM (SELECT 1 FROM messages WHERE thread_id = ?1 LIMIT ?4 + 1)), \
+     (SELECT min(seq) FROM (SELECT seq FROM messages WHERE thread_id = ?1 \
+     ORDER BY seq DESC LIMIT ?4))"
+);
+
+/// Phase 2 in a thread, through the index: the matches older than seq ?4 among the candidates
+/// of the FTS5 query ?5, or NULL when there are more than ?6 candidates. (The `+` keeps SQLite
+/// from walking the thread's `(thread_id, seq)` index instead of looking the candidates up.)
+pub const SEARCH_THREAD_INDEXED: &str = concat!(
+    "WITH candidates AS MATERIALIZED (SELECT rowid AS r FROM messages_fts \
+     WHERE messages_fts MATCH ?5 LIMIT ?6 + 1) \
+     SELECT CASE WHEN (SELECT count(*) FROM candidates) <= ?6 THEN (",
+    messages_json!(
+        concat!(
+            "WHERE rowid IN (SELECT r FROM candidates UNION ALL ",
+            unindexed!(),
+            ") AND +thread_id = ?1 AND +seq < ?4 AND instr(search_text, ?2) > 0 \
+             ORDER BY seq DESC LIMIT ?3"
+        ),
+        "seq DESC"
+    ),
+    ") END"
+);
+
+/// Phase 2 or 3 in a thread, scanning: the matches older than seq ?4 (all of them with
+/// `i64::MAX`).
+pub const SEARCH_THREAD_OLDER: &str = messages_json!(
+    "WHERE thread_id = ?1 AND seq < ?4 AND instr(search_text, ?2) > 0 ORDER BY seq DESC LIMIT ?3",
     "seq DESC"
 );
 
-/// ?1 resource, ?2 lowercased needle, ?3 limit.
-pub const SEARCH_RESOURCE: &str = messages_json!(
-    "WHERE resource_id = ?1 AND instr(search_text, ?2) > 0 \
-     ORDER BY created_at DESC, thread_id ASC, seq DESC LIMIT ?3",
-    "created_at DESC, thread_id ASC, seq DESC"
+/// The order of a resource's messages in a search: newest first, then by thread and seq.
+macro_rules! resource_order {
+    () => {
+        "created_at DESC, thread_id ASC, seq DESC"
+    };
+}
+
+/// The messages of a resource after (in the `resource_order!`) the one at (?4 created_at,
+/// ?5 thread, ?6 seq).
+macro_rules! resource_after {
+    () => {
+        "resource_id = ?1 AND created_at <= ?4 \
+         AND (created_at < ?4 OR thread_id > ?5 OR (thread_id = ?5 AND seq < ?6))"
+    };
+}
+
+/// `resource_after!` for looking candidates up by rowid (no index on the scope's columns).
+macro_rules! resource_after_unindexed {
+    () => {
+        "+resource_id = ?1 AND +created_at <= ?4 \
+         AND (created_at < ?4 OR thread_id > ?5 OR (thread_id = ?5 AND seq < ?6))"
+    };
+}
+
+/// Phase 1 over a resource: the matches among its newest ?4 messages, how many messages the
+/// resource has (counting up to ?4 + 1), and the last of the window (created_at, thread, seq).
+pub const SEARCH_RESOURCE_RECENT: &str = concat!(
+    "SELECT (",
+    messages_json!(
+        concat!(
+            "WHERE rowid IN (SELECT rowid FROM messages WHERE resource_id = ?1 ORDER BY ",
+            resource_order!(),
+            " LIMIT ?4) AND instr(search_text, ?2) > 0 ORDER BY ",
+            resource_order!(),
+            " LIMIT ?3"
+        ),
+        resource_order!()
+    ),
+    "), (SELECT count(*) FROM (SELECT 1 FROM messages WHERE resource_id = ?1 LIMIT ?4 + 1)), \
+     last.created_at, last.thread_id, last.seq \
+     FROM (SELECT 1) LEFT JOIN (SELECT created_at, thread_id, seq FROM messages \
+     WHERE resource_id = ?1 ORDER BY ",
+    resource_order!(),
+    " LIMIT 1 OFFSET ?4 - 1) last"
 );
+
+/// Phase 2 over a resource, through the index: the matches after the boundary (?4, ?5, ?6)
+/// among the candidates of the FTS5 query ?7, or NULL when there are more than ?8 candidates.
+pub const SEARCH_RESOURCE_INDEXED: &str = concat!(
+    "WITH candidates AS MATERIALIZED (SELECT rowid AS r FROM messages_fts \
+     WHERE messages_fts MATCH ?7 LIMIT ?8 + 1) \
+     SELECT CASE WHEN (SELECT count(*) FROM candidates) <= ?8 THEN (",
+    messages_json!(
+        concat!(
+            "WHERE rowid IN (SELECT r FROM candidates UNION ALL ",
+            unindexed!(),
+            ") AND ",
+            resource_after_unindexed!(),
+            " AND instr(search_text, ?2) > 0 ORDER BY ",
+            resource_order!(),
+            " LIMIT ?3"
+        ),
+        resource_order!()
+    ),
+    ") END"
+);
+
+/// Phase 2 or 3 over a resource, scanning: the matches after the boundary (?4, ?5, ?6).
+pub const SEARCH_RESOURCE_OLDER: &str = messages_json!(
+    concat!(
+        "WHERE ",
+        resource_after!(),
+        " AND instr(search_text, ?2) > 0 ORDER BY ",
+        resource_order!(),
+        " LIMIT ?3"
+    ),
+    resource_order!()
+);
+
+/// How many of a scope's newest messages a search scans before it turns to the index.
+pub const SEARCH_WINDOW: i64 = 1000;
+
+/// How many index candidates a search takes before it scans instead.
+pub const SEARCH_CANDIDATES: i64 = 10_000;
+
+/// Adds the messages above the mark to the trigram index and moves the mark (run in a write
+/// transaction; see the 0003 migration).
+pub const CATCH_UP_SEARCH_INDEX: &str = "INSERT INTO messages_fts (rowid, search_text) \
+     SELECT rowid, search_text FROM messages \
+     WHERE rowid > (SELECT indexed_up_to FROM search_index_state) AND search_text <> ''; \
+     UPDATE search_index_state SET indexed_up_to = \
+     max(indexed_up_to, (SELECT coalesce(max(rowid), 0) FROM messages))";
 
 // --- working memory and observed seq ---------------------------------------------------------
 

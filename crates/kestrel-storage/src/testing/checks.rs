@@ -584,6 +584,61 @@ pub async fn messages_append_and_list(store: Arc<dyn Storage>) {
     assert!(next[0].created_at >= stored[1].created_at);
 }
 
+/// A turn's append with the history before it: the new messages stored, the `last` messages
+/// before the first of them returned; retries, a missing thread and a foreign one behave as in
+/// `append_messages`.
+pub async fn messages_append_with_history(store: Arc<dyn Storage>) {
+    thread(&store, "t1", "alice").await;
+    let (stored, history) = store
+        .append_with_history("t1", "alice", vec![text(Role::User, "m1", "first")], 3)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&stored), [1]);
+    assert!(history.messages.is_empty() && !history.has_more);
+    let batch = (2..=5)
+        .map(|i| text(Role::User, &format!("m{i}"), "more"))
+        .collect();
+    store.append_messages("t1", "alice", batch).await.unwrap();
+
+    let turn = vec![
+        text(Role::User, "m6", "question"),
+        text(Role::Assistant, "m7", "answer"),
+    ];
+    let (stored, history) = store
+        .append_with_history("t1", "alice", turn.clone(), 3)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&stored), [6, 7]);
+    assert_eq!(ids(&stored), ["m6", "m7"]);
+    assert_eq!(ids(&history.messages), ["m3", "m4", "m5"]);
+    assert!(history.has_more);
+    let (_, everything) = store
+        .append_with_history("t1", "alice", vec![text(Role::User, "m8", "x")], 100)
+        .await
+        .unwrap();
+    assert_eq!(everything.messages.len(), 7);
+    assert!(!everything.has_more);
+
+    // A retried turn keeps its seqs; the history is still what came before it.
+    let (again, history) = store
+        .append_with_history("t1", "alice", turn, 2)
+        .await
+        .unwrap();
+    assert_eq!(seqs(&again), [6, 7]);
+    assert_eq!(ids(&history.messages), ["m4", "m5"]);
+    assert_eq!(all(&store, "t1").await.len(), 8);
+
+    let missing = store
+        .append_with_history("nope", "alice", vec![text(Role::User, "z1", "x")], 3)
+        .await;
+    assert!(matches!(missing, Err(StorageError::ThreadNotFound { .. })));
+    let foreign = store
+        .append_with_history("t1", "mallory", vec![text(Role::User, "z2", "x")], 3)
+        .await;
+    assert!(is_foreign(foreign, "t1"));
+    assert_eq!(all(&store, "t1").await.len(), 8);
+}
+
 /// Last N, ranges (both anchors), pages and their edges.
 pub async fn messages_selection_edges(store: Arc<dyn Storage>) {
     thread(&store, "t1", "alice").await;
@@ -938,6 +993,86 @@ pub async fn messages_search(store: Arc<dyn Storage>) {
         })
         .await;
     assert!(matches!(missing, Err(StorageError::ThreadNotFound { .. })));
+}
+
+/// Search in a thread of 12,000 messages (more than any backend scans before it turns to its
+/// text index): a term in every message, rare terms, GLOB and LIKE wildcards taken literally, and
+/// the index kept right through deletes and replacements.
+pub async fn messages_search_at_scale(store: Arc<dyn Storage>) {
+    thread(&store, "t1", "alice").await;
+    thread(&store, "t2", "alice").await;
+    thread(&store, "t3", "bob").await;
+    let body = |i: usize| match i {
+        17 => "The RARE falcon appears".to_owned(),
+        100 => "price [usd]* 5? or 50%_off".to_owned(),
+        4321 => "a rare falcon again".to_owned(),
+        i => format!("common words about the kestrel, message {i}"),
+    };
+    for start in (0..12_000).step_by(1000) {
+        let batch = (start..start + 1000)
+            .map(|i| text(Role::User, &format!("m{i}"), &body(i)))
+            .collect();
+        store.append_messages("t1", "alice", batch).await.unwrap();
+    }
+    store
+        .append_messages(
+            "t2",
+            "alice",
+            vec![text(Role::User, "n1", "rare falcon in t2")],
+        )
+        .await
+        .unwrap();
+    store
+        .append_messages("t3", "bob", vec![text(Role::User, "b1", "a kestrel only")])
+        .await
+        .unwrap();
+    let search = |scope: Scope, query: &str, limit: u32| {
+        let store = Arc::clone(&store);
+        let search = MessageSearch {
+            scope,
+            query: query.into(),
+            limit,
+        };
+        async move {
+            let found = store.search_messages(search).await.unwrap();
+            found.iter().map(|m| m.id.clone()).collect::<Vec<_>>()
+        }
+    };
+    let t1 = Scope::thread("t1", "alice");
+    assert_eq!(
+        search(t1.clone(), "kestrel", 3).await,
+        ["m11999", "m11998", "m11997"]
+    );
+    assert_eq!(
+        search(t1.clone(), "rare falcon", 10).await,
+        ["m4321", "m17"]
+    );
+    assert_eq!(search(t1.clone(), "[usd]*", 10).await, ["m100"]);
+    assert_eq!(search(t1.clone(), "5?", 10).await, ["m100"]);
+    assert_eq!(search(t1.clone(), "50%_off", 10).await, ["m100"]);
+    assert!(search(t1.clone(), "0%", 10).await.len() == 1);
+    assert!(search(t1.clone(), "no such words", 10).await.is_empty());
+    assert_eq!(
+        search(Scope::resource("alice"), "rare falcon", 10).await,
+        ["n1", "m4321", "m17"]
+    );
+    assert!(
+        search(Scope::resource("bob"), "falcon", 10)
+            .await
+            .is_empty()
+    );
+
+    store
+        .delete_messages("t1", "alice", &["m4321".to_owned()])
+        .await
+        .unwrap();
+    assert_eq!(search(t1.clone(), "rare falcon", 10).await, ["m17"]);
+    store
+        .append_messages("t1", "alice", vec![text(Role::User, "m17", "no bird here")])
+        .await
+        .unwrap();
+    assert!(search(t1.clone(), "rare falcon", 10).await.is_empty());
+    assert_eq!(search(t1, "no bird", 10).await, ["m17"]);
 }
 
 /// 2 × 50 concurrent appenders (batches of 2) on one thread: all 200 messages stored, seqs

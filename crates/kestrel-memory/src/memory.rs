@@ -1,0 +1,520 @@
+//! [`Memory`]: an agent's memory over a [`Storage`].
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use kestrel_core::agent::GenerateResult;
+use kestrel_core::context::RequestContext;
+use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
+use kestrel_core::message::Message;
+use kestrel_core::model::{ModelRegistry, ModelSpec};
+use kestrel_core::tool::SharedTool;
+use kestrel_storage::{NewMessage, NewThread, Selection, Storage, StorageError, StoredMessage};
+
+use crate::error::{Error, MemoryBuildError};
+use crate::history::{pair_tool_messages, window};
+use crate::processor::{RecallContext, SharedProcessor, StoreContext};
+use crate::title::{GenerateTitle, TitleGenerator};
+use crate::working::{WorkingMemory, WorkingMemoryProcessor};
+
+/// How many recent messages a run sees unless [`MemoryBuilder::last_messages`] says otherwise.
+pub const DEFAULT_LAST_MESSAGES: u32 = 10;
+
+/// An agent's memory: conversations kept as threads in a [`Storage`].
+///
+/// Give it to an agent (`Agent::builder(..).memory(memory.shared())`) and name a thread and a
+/// resource on each run (`RunOptions::new().memory(thread, resource)`). Then, for each run:
+///
+/// - **before the first step** the thread is created for the resource if it does not exist (a
+///   thread of another resource is refused with [`Error::ForeignThread`]); the run's input is
+///   stored and the [`last_messages`](MemoryBuilder::last_messages) messages before it are read,
+///   in one call ([`Storage::append_with_history`], one round trip on SQLite); they become the
+///   run's history, and the [processors](crate::processor) add their context (working
+///   memory...);
+/// - **as each step ends** its assistant message and tool results are appended, with the ids the
+///   events streamed (appends are idempotent by id);
+/// - **after the run**, in the background, the thread gets a title if it has none
+///   ([`MemoryBuilder::generate_title`]).
+///
+/// Cheap to clone; clones share everything. One `Memory` serves any number of agents and runs.
+#[derive(Clone)]
+pub struct Memory {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    storage: Arc<dyn Storage>,
+    last_messages: u32,
+    read_only: bool,
+    title: Option<TitleGenerator>,
+    processors: Vec<SharedProcessor>,
+    /// Inputs `recall` stored, by thread, until the agent hands them to `persist`.
+    stored_inputs: Mutex<HashMap<String, Vec<Vec<String>>>>,
+}
+
+impl fmt::Debug for Memory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let processors: Vec<&str> = self.inner.processors.iter().map(|p| p.name()).collect();
+        f.debug_struct("Memory")
+            .field("backend", &self.inner.storage.backend())
+            .field("last_messages", &self.inner.last_messages)
+            .field("read_only", &self.inner.read_only)
+            .field("generate_title", &self.inner.title.is_some())
+            .field("processors", &processors)
+            .finish()
+    }
+}
+
+impl Memory {
+    /// Starts building a memory over `storage`.
+    pub fn builder(storage: Arc<dyn Storage>) -> MemoryBuilder {
+        MemoryBuilder {
+            storage,
+            last_messages: DEFAULT_LAST_MESSAGES,
+            read_only: false,
+            generate_title: None,
+            working_memory: None,
+            processors: Vec::new(),
+            registry: None,
+        }
+    }
+
+    /// A memory over `storage` with the defaults: the last 10 messages, no title, no working
+    /// memory.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self::from_parts(storage, DEFAULT_LAST_MESSAGES, false, None, Vec::new())
+    }
+
+    fn from_parts(
+        storage: Arc<dyn Storage>,
+        last_messages: u32,
+        read_only: bool,
+        title: Option<TitleGenerator>,
+        processors: Vec<SharedProcessor>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                storage,
+                last_messages,
+                read_only,
+                title,
+                processors,
+                stored_inputs: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.inner.storage
+    }
+
+    /// How many recent messages a run sees.
+    pub fn last_messages(&self) -> u32 {
+        self.inner.last_messages
+    }
+
+    /// Whether this memory only reads.
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
+    /// This memory as the agent's memory hook.
+    pub fn shared(self) -> Arc<dyn AgentMemory> {
+        Arc::new(self)
+    }
+
+    /// The recent window of the thread (one message more than asked, see `window`), whether
+    /// older messages exist, and whether the thread exists. Creates the thread unless read-only.
+    async fn load_window(
+        &self,
+        scope: &MemoryScope,
+    ) -> Result<(Vec<StoredMessage>, bool, bool), Error> {
+        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
+        let storage = &self.inner.storage;
+        let n = self.inner.last_messages;
+        let loaded = if n == 0 {
+            // No history, but the thread's owner must still be checked.
+            match storage.get_thread(thread_id).await {
+                Ok(Some(thread)) if thread.resource_id == resource_id => Ok((Vec::new(), true)),
+                Ok(Some(_)) => {
+                    return Err(Error::ForeignThread {
+                        thread_id: thread_id.to_owned(),
+                        resource_id: resource_id.to_owned(),
+                    });
+                }
+                Ok(None) => Err(StorageError::thread_not_found(thread_id)),
+                Err(e) => Err(e),
+            }
+        } else {
+            storage
+                .list_messages(thread_id, Some(resource_id), Selection::last(n + 1))
+                .await
+                .map(|list| (list.messages, list.has_more))
+        };
+        match loaded {
+            Ok((messages, older)) => Ok((messages, older, true)),
+            Err(StorageError::ThreadNotFound { .. }) if self.inner.read_only => {
+                Ok((Vec::new(), false, false))
+            }
+            Err(StorageError::ThreadNotFound { .. }) => {
+                self.create_thread(scope).await?;
+                Ok((Vec::new(), false, true))
+            }
+            Err(e) => Err(Error::storage("load the thread", thread_id, resource_id, e)),
+        }
+    }
+
+    /// Creates the run's thread; another run creating it at the same moment is fine if it is the
+    /// same resource's.
+    async fn create_thread(&self, scope: &MemoryScope) -> Result<(), Error> {
+        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
+        let storage = &self.inner.storage;
+        let new = NewThread::new(resource_id).id(thread_id);
+        match storage.create_thread(new).await {
+            Ok(_) => Ok(()),
+            Err(StorageError::ThreadExists { .. }) => match storage.get_thread(thread_id).await {
+                Ok(Some(thread)) if thread.resource_id == resource_id => Ok(()),
+                Ok(Some(_)) => Err(Error::ForeignThread {
+                    thread_id: thread_id.to_owned(),
+                    resource_id: resource_id.to_owned(),
+                }),
+                Ok(None) => Err(Error::ThreadGone {
+                    thread_id: thread_id.to_owned(),
+                }),
+                Err(e) => Err(Error::storage(
+                    "create the thread",
+                    thread_id,
+                    resource_id,
+                    e,
+                )),
+            },
+            Err(e) => Err(Error::storage(
+                "create the thread",
+                thread_id,
+                resource_id,
+                e,
+            )),
+        }
+    }
+
+    /// Stores the run's input and loads the window before it, in one call (one round trip on
+    /// SQLite); creates the thread when missing. The agent then hands the input to `persist`,
+    /// which skips it (see [`Memory::take_stored_input`]).
+    async fn store_input(
+        &self,
+        scope: &MemoryScope,
+        input: &[Message],
+    ) -> Result<(Vec<StoredMessage>, bool), MemoryError> {
+        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
+        let storage = &self.inner.storage;
+        let batch: Vec<NewMessage> = input.iter().cloned().map(NewMessage::from).collect();
+        let last = self.inner.last_messages.saturating_add(1);
+        let appended = match storage
+            .append_with_history(thread_id, resource_id, batch.clone(), last)
+            .await
+        {
+            Err(StorageError::ThreadNotFound { .. }) => {
+                self.create_thread(scope).await?;
+                storage
+                    .append_with_history(thread_id, resource_id, batch, last)
+                    .await
+            }
+            other => other,
+        };
+        let (stored, history) =
+            appended.map_err(|e| Error::storage("store the input", thread_id, resource_id, e))?;
+        self.stored(scope, &stored).await?;
+        self.inner
+            .stored_inputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(scope.thread_id.clone())
+            .or_default()
+            .push(input.iter().map(|m| m.id.clone()).collect());
+        Ok((history.messages, history.has_more))
+    }
+
+    /// Whether `messages` are an input `recall` already stored for this thread (and forgets it).
+    fn take_stored_input(&self, scope: &MemoryScope, messages: &[Message]) -> bool {
+        let mut inputs = self
+            .inner
+            .stored_inputs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(pending) = inputs.get_mut(&scope.thread_id) else {
+            return false;
+        };
+        let ids = messages.iter().map(|m| m.id.as_str());
+        let Some(index) = pending
+            .iter()
+            .position(|p| p.iter().map(String::as_str).eq(ids.clone()))
+        else {
+            return false;
+        };
+        pending.swap_remove(index);
+        if pending.is_empty() {
+            inputs.remove(&scope.thread_id);
+        }
+        true
+    }
+
+    /// Forgets an input `recall` stored when the run fails before `persist` sees it.
+    fn forget_stored_input(&self, scope: &MemoryScope, input: &[Message]) {
+        self.take_stored_input(scope, input);
+    }
+
+    /// Runs the processors' after-store hooks.
+    async fn stored(
+        &self,
+        scope: &MemoryScope,
+        stored: &[StoredMessage],
+    ) -> Result<(), MemoryError> {
+        if self.inner.processors.is_empty() {
+            return Ok(());
+        }
+        let cx = self.store_context(scope);
+        for processor in &self.inner.processors {
+            processor.stored(&cx, stored).await?;
+        }
+        Ok(())
+    }
+
+    fn store_context<'a>(&'a self, scope: &'a MemoryScope) -> StoreContext<'a> {
+        StoreContext {
+            storage: &self.inner.storage,
+            scope,
+        }
+    }
+}
+
+impl From<Memory> for Arc<dyn AgentMemory> {
+    fn from(memory: Memory) -> Self {
+        Arc::new(memory)
+    }
+}
+
+impl Memory {
+    /// The rest of `recall`, once the window is loaded: the processors, then pairing.
+    async fn recall_from(
+        &self,
+        scope: &MemoryScope,
+        input: &[Message],
+        request_context: &RequestContext,
+        fetched: Vec<StoredMessage>,
+        older: bool,
+        thread_exists: bool,
+    ) -> Result<RecalledContext, MemoryError> {
+        let (history, has_older) = window(fetched, self.inner.last_messages as usize, older);
+        let mut cx = RecallContext {
+            storage: &self.inner.storage,
+            scope,
+            input,
+            request_context,
+            read_only: self.inner.read_only,
+            thread_exists,
+            history,
+            has_older,
+            system: Vec::new(),
+        };
+        for processor in &self.inner.processors {
+            processor.recall(&mut cx).await?;
+        }
+        let RecallContext {
+            mut history,
+            system,
+            ..
+        } = cx;
+        // A retried input already stored must not also appear as history.
+        if !history.is_empty() {
+            let input_ids: HashSet<&str> = input.iter().map(|m| m.id.as_str()).collect();
+            history.retain(|m| !input_ids.contains(m.id.as_str()));
+        }
+        pair_tool_messages(&mut history);
+        let history = history
+            .into_iter()
+            .map(|m| Message {
+                id: m.id,
+                role: m.role,
+                parts: m.parts,
+            })
+            .collect();
+        Ok(RecalledContext { system, history })
+    }
+}
+
+#[async_trait]
+impl AgentMemory for Memory {
+    async fn recall(
+        &self,
+        scope: &MemoryScope,
+        input: &[Message],
+        request_context: &RequestContext,
+    ) -> Result<RecalledContext, MemoryError> {
+        // The input is stored here, with the window read in the same call: one round trip
+        // instead of two on SQLite. A read-only memory only reads.
+        let (fetched, older, thread_exists) = if self.inner.read_only || input.is_empty() {
+            self.load_window(scope).await?
+        } else {
+            let (fetched, older) = self.store_input(scope, input).await?;
+            (fetched, older, true)
+        };
+        let recalled = self
+            .recall_from(scope, input, request_context, fetched, older, thread_exists)
+            .await;
+        if recalled.is_err() && !self.inner.read_only {
+            self.forget_stored_input(scope, input);
+        }
+        recalled
+    }
+
+    async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
+        if self.inner.read_only || messages.is_empty() || self.take_stored_input(scope, messages) {
+            return Ok(());
+        }
+        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
+        let batch = messages.iter().cloned().map(NewMessage::from).collect();
+        let stored = self
+            .inner
+            .storage
+            .append_messages(thread_id, resource_id, batch)
+            .await
+            .map_err(|e| Error::storage("store messages", thread_id, resource_id, e))?;
+        self.stored(scope, &stored).await
+    }
+
+    async fn run_finished(&self, scope: &MemoryScope, result: &GenerateResult) {
+        if self.inner.read_only {
+            return;
+        }
+        if let Some(title) = &self.inner.title {
+            title.run(&self.inner.storage, scope).await;
+        }
+        let cx = self.store_context(scope);
+        for processor in &self.inner.processors {
+            processor.run_finished(&cx, result).await;
+        }
+    }
+
+    fn tools(&self) -> Vec<SharedTool> {
+        if self.inner.read_only {
+            return Vec::new();
+        }
+        self.inner
+            .processors
+            .iter()
+            .flat_map(|p| p.tools())
+            .collect()
+    }
+}
+
+/// Builds a [`Memory`]. See [`Memory::builder`].
+pub struct MemoryBuilder {
+    storage: Arc<dyn Storage>,
+    last_messages: u32,
+    read_only: bool,
+    generate_title: Option<GenerateTitle>,
+    working_memory: Option<WorkingMemory>,
+    processors: Vec<SharedProcessor>,
+    registry: Option<ModelRegistry>,
+}
+
+impl fmt::Debug for MemoryBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryBuilder")
+            .field("backend", &self.storage.backend())
+            .field("last_messages", &self.last_messages)
+            .field("read_only", &self.read_only)
+            .field("generate_title", &self.generate_title)
+            .field("working_memory", &self.working_memory)
+            .field("processors", &self.processors.len())
+            .finish()
+    }
+}
+
+impl MemoryBuilder {
+    /// How many of the thread's most recent messages (every stored message counts: user,
+    /// assistant, tool results) a run sees; default 10, 0 for none.
+    ///
+    /// Tool calls and their results are never split, since providers refuse either alone: a
+    /// window that would start with tool results also includes the assistant message that made
+    /// those calls (it is then one message longer), and whatever is still unpaired after every
+    /// processor ran (results whose call was deleted, calls without results) is left out.
+    pub fn last_messages(mut self, last_messages: u32) -> Self {
+        self.last_messages = last_messages;
+        self
+    }
+
+    /// Reads (history, working memory) but never writes: no thread is created, nothing is
+    /// stored, no title is generated, and no memory tools are offered.
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Titles untitled threads after a run (see [`GenerateTitle`]).
+    pub fn generate_title(mut self, options: GenerateTitle) -> Self {
+        self.generate_title = Some(options);
+        self
+    }
+
+    /// Keeps a working memory and gives the agent the `update_working_memory` tool (see
+    /// [`WorkingMemory`]).
+    pub fn working_memory(mut self, options: WorkingMemory) -> Self {
+        self.working_memory = Some(options);
+        self
+    }
+
+    /// Adds a processor to the recall pipeline, after the built-in ones (see
+    /// [`crate::processor`]).
+    pub fn processor(mut self, processor: SharedProcessor) -> Self {
+        self.processors.push(processor);
+        self
+    }
+
+    /// Resolves a title model string through this registry instead of
+    /// [`ModelRegistry::from_env`].
+    pub fn registry(mut self, registry: ModelRegistry) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// Checks the options and builds the memory.
+    pub fn build(self) -> Result<Memory, MemoryBuildError> {
+        let title = match &self.generate_title {
+            Some(options) => {
+                let model = match &options.model {
+                    ModelSpec::Model(model) => model.clone(),
+                    spec @ ModelSpec::Id(_) => spec
+                        .resolve(&self.registry.unwrap_or_else(ModelRegistry::from_env))
+                        .map_err(|source| MemoryBuildError::TitleModel { source })?,
+                };
+                Some(TitleGenerator::new(model, options))
+            }
+            None => None,
+        };
+        let mut processors: Vec<SharedProcessor> = Vec::new();
+        if let Some(options) = self.working_memory {
+            let storage = Arc::clone(&self.storage);
+            processors.push(Arc::new(WorkingMemoryProcessor::new(storage, options)?));
+        }
+        processors.extend(self.processors);
+        let mut names = HashSet::new();
+        for processor in &processors {
+            if !names.insert(processor.name().to_owned()) {
+                return Err(MemoryBuildError::DuplicateProcessor {
+                    name: processor.name().to_owned(),
+                });
+            }
+        }
+        Ok(Memory::from_parts(
+            self.storage,
+            self.last_messages,
+            self.read_only,
+            title,
+            processors,
+        ))
+    }
+}

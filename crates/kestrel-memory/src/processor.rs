@@ -1,0 +1,127 @@
+//! The extension point: memory processors.
+//!
+//! [`Memory`](crate::Memory) builds a run's context as a pipeline. It first stores the run's input
+//! and loads the thread's recent window before it (`last_messages`) into a [`RecallContext`];
+//! then every [`MemoryProcessor`], in
+//! order, may read the store and add to the context: system text (working memory does this),
+//! earlier messages of the thread ([`RecallContext::add_history`]), or a different window
+//! altogether. Finally memory makes the history safe to send (tool calls and their results stay
+//! together) and hands it to the agent.
+//!
+//! After each append a processor sees the stored messages ([`MemoryProcessor::stored`], e.g. to
+//! embed them), after a run it may do background work ([`MemoryProcessor::run_finished`]), and it
+//! may give the agent tools ([`MemoryProcessor::tools`]).
+//!
+//! This is how semantic recall and observational memory plug in:
+//!
+//! - **semantic recall** (`embedder`, `top_k`, `message_range`, `scope`): `stored` embeds the new
+//!   messages with text into a vector index (`Storage::upsert_vectors`, metadata `thread_id`,
+//!   `resource_id`, `message_id`); `recall` embeds the input's text, queries the index
+//!   (thread or resource filter), loads each match with `message_range` neighbours
+//!   (`Storage::list_messages` with a seq range), merges this thread's matches into the history
+//!   with [`RecallContext::add_history`] and describes other threads' matches in
+//!   [`RecallContext::system`];
+//! - **observational memory**: `recall` replaces [`RecallContext::history`] with the messages
+//!   after the thread's observed seq and adds the observations to `system`; `run_finished`
+//!   runs the observer and reflector past their thresholds; `tools` gives the `recall` tool.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kestrel_core::agent::GenerateResult;
+use kestrel_core::context::RequestContext;
+use kestrel_core::memory::{MemoryError, MemoryScope};
+use kestrel_core::message::Message;
+use kestrel_core::tool::SharedTool;
+use kestrel_storage::{Storage, StoredMessage};
+
+/// One stage of a [`Memory`](crate::Memory)'s recall pipeline, with hooks after storing and
+/// after runs. Every method has a default that does nothing.
+#[async_trait]
+pub trait MemoryProcessor: Send + Sync {
+    /// A short, unique name, for logs and errors (e.g. `semantic-recall`).
+    fn name(&self) -> &str;
+
+    /// Adds to (or reshapes) the context being recalled for a run. An error fails the run before
+    /// its first step.
+    async fn recall(&self, _cx: &mut RecallContext<'_>) -> Result<(), MemoryError> {
+        Ok(())
+    }
+
+    /// Called after messages were appended to the thread (never in read-only mode), with their
+    /// stored form: the run's input (before `recall`), then each step's messages. An error fails
+    /// the run, so work that may fail without consequence (like embedding) should log and return
+    /// `Ok`.
+    async fn stored(
+        &self,
+        _cx: &StoreContext<'_>,
+        _messages: &[StoredMessage],
+    ) -> Result<(), MemoryError> {
+        Ok(())
+    }
+
+    /// Called in a background task once a run finished successfully (never in read-only mode).
+    /// It must not fail the run: log what goes wrong.
+    async fn run_finished(&self, _cx: &StoreContext<'_>, _result: &GenerateResult) {}
+
+    /// Tools this processor gives the agent (offered unless the memory is read-only).
+    fn tools(&self) -> Vec<SharedTool> {
+        Vec::new()
+    }
+}
+
+/// A shared processor.
+pub type SharedProcessor = Arc<dyn MemoryProcessor>;
+
+/// The context of one run being recalled, passed through every processor in order.
+pub struct RecallContext<'a> {
+    /// The store.
+    pub storage: &'a Arc<dyn Storage>,
+    /// The run's thread and resource (the resource owns the thread; memory checked it).
+    pub scope: &'a MemoryScope,
+    /// The run's input, the newest messages of the conversation. Already stored (memory stores
+    /// it with the window read), unless the memory is read-only.
+    pub input: &'a [Message],
+    /// The run's request context.
+    pub request_context: &'a RequestContext,
+    /// Whether the memory is read-only (processors must not write then).
+    pub read_only: bool,
+    /// Whether the thread exists in the store (a read-only memory does not create it).
+    pub thread_exists: bool,
+    /// Earlier messages of the thread, in seq order; they precede the input. Starts as the
+    /// `last_messages` window.
+    pub history: Vec<StoredMessage>,
+    /// Whether the thread may have messages older than `history[0]` that are not in `history`
+    /// (always `true` with `last_messages(0)`, which reads no messages).
+    pub has_older: bool,
+    /// System text for the run, in order, after the agent's instructions.
+    pub system: Vec<String>,
+}
+
+impl RecallContext<'_> {
+    /// Merges earlier messages of this thread into [`RecallContext::history`], keeping seq order
+    /// and dropping ids already there. Messages of other threads are ignored (describe them in
+    /// [`RecallContext::system`] instead).
+    pub fn add_history(&mut self, messages: impl IntoIterator<Item = StoredMessage>) {
+        let thread_id = self.scope.thread_id.as_str();
+        let mut added = false;
+        for message in messages {
+            if message.thread_id != thread_id || self.history.iter().any(|m| m.id == message.id) {
+                continue;
+            }
+            self.history.push(message);
+            added = true;
+        }
+        if added {
+            self.history.sort_by_key(|m| m.seq);
+        }
+    }
+}
+
+/// What a processor's after-store and after-run hooks see.
+pub struct StoreContext<'a> {
+    /// The store.
+    pub storage: &'a Arc<dyn Storage>,
+    /// The run's thread and resource.
+    pub scope: &'a MemoryScope,
+}
