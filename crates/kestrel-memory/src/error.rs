@@ -15,6 +15,13 @@ pub enum MemoryBuildError {
         #[source]
         source: UnknownModel,
     },
+    /// The observer or reflector model string of observational memory could not be resolved.
+    #[error("the observational memory model cannot be resolved: {source}")]
+    ObservationalModel {
+        /// The registry's answer.
+        #[source]
+        source: UnknownModel,
+    },
     /// The working memory schema is not a JSON schema of an object.
     #[error("invalid working memory schema: {reason}")]
     WorkingMemorySchema {
@@ -52,6 +59,24 @@ pub enum Error {
     ThreadGone {
         /// The thread.
         thread_id: String,
+    },
+    /// Semantic recall's vector index holds vectors of another dimension than the embedder's:
+    /// an [index name](crate::SemanticRecall::index_name) reused with another embedding model.
+    /// Nothing was searched or indexed.
+    #[error(
+        "vector index `{index}` holds {index_dimension}-dimensional vectors but the embedder \
+         {embedder} makes {embedder_dimension}-dimensional ones; use another index name (or \
+         the default, named after the embedder)"
+    )]
+    IndexDimension {
+        /// The index.
+        index: String,
+        /// The embedder, as `provider/model`.
+        embedder: String,
+        /// The index's dimension.
+        index_dimension: usize,
+        /// The length of the embedder's vectors.
+        embedder_dimension: usize,
     },
     /// The store failed.
     #[error("memory could not {action}: {source}")]

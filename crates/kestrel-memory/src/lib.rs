@@ -14,10 +14,16 @@
 //!
 //! Options (on [`MemoryBuilder`]): [`last_messages`](MemoryBuilder::last_messages) (default 10,
 //! tool calls never split from their results), [`read_only`](MemoryBuilder::read_only),
-//! [`generate_title`](MemoryBuilder::generate_title) (in the background, after the response) and
+//! [`generate_title`](MemoryBuilder::generate_title) (in the background, after the response),
 //! [`working_memory`](MemoryBuilder::working_memory) (Markdown template or JSON schema, thread or
-//! resource scope, updated by the `update_working_memory` tool). Further recall strategies
-//! (semantic recall, observational memory) plug in as [`processor::MemoryProcessor`]s.
+//! resource scope, updated by the `update_working_memory` tool) and
+//! [`semantic_recall`](MemoryBuilder::semantic_recall) (older messages of the thread, or of the
+//! resource's other threads, found by meaning through an embedder and a vector index of the store;
+//! see [`semantic`]). With [`observational_memory`](MemoryBuilder::observational_memory), an
+//! observer model condenses long threads into dated observations that replace the old messages
+//! in the context, and the `recall` tool reads the exact messages again (see [`observational`];
+//! tokens are counted by [`tokens`]). Further recall strategies plug in as
+//! [`processor::MemoryProcessor`]s.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -56,13 +62,26 @@
 mod error;
 mod history;
 mod memory;
+pub mod observational;
 pub mod processor;
+mod recall_tool;
+pub mod semantic;
 mod title;
+pub mod tokens;
 mod working;
 
 pub use error::{Error, MemoryBuildError};
 pub use kestrel_storage;
 pub use memory::{DEFAULT_LAST_MESSAGES, Memory, MemoryBuilder};
+pub use observational::{
+    DEFAULT_MESSAGE_TOKENS, DEFAULT_OBSERVATION_TOKENS, ObservationProgress, ObservationScope,
+    ObservationalMemory,
+};
 pub use processor::{MemoryProcessor, RecallContext, SharedProcessor, StoreContext};
+pub use recall_tool::RECALL_TOOL;
+pub use semantic::{
+    DEFAULT_TOP_K, MessageRange, SemanticRecall, SemanticRecallScope, default_index_name,
+};
 pub use title::{DEFAULT_TITLE_INSTRUCTIONS, GenerateTitle};
+pub use tokens::{count_tokens, message_tokens};
 pub use working::{UPDATE_WORKING_MEMORY, WorkingMemory, WorkingMemoryScope};

@@ -15,7 +15,9 @@ use kestrel_storage::{NewMessage, NewThread, Selection, Storage, StorageError, S
 
 use crate::error::{Error, MemoryBuildError};
 use crate::history::{pair_tool_messages, window};
+use crate::observational::{ObservationalMemory, ObservationalProcessor};
 use crate::processor::{RecallContext, SharedProcessor, StoreContext};
+use crate::semantic::{SemanticRecall, SemanticRecallProcessor};
 use crate::title::{GenerateTitle, TitleGenerator};
 use crate::working::{WorkingMemory, WorkingMemoryProcessor};
 
@@ -76,6 +78,8 @@ impl Memory {
             read_only: false,
             generate_title: None,
             working_memory: None,
+            semantic_recall: None,
+            observational_memory: None,
             processors: Vec::new(),
             registry: None,
         }
@@ -417,6 +421,8 @@ pub struct MemoryBuilder {
     read_only: bool,
     generate_title: Option<GenerateTitle>,
     working_memory: Option<WorkingMemory>,
+    semantic_recall: Option<SemanticRecall>,
+    observational_memory: Option<ObservationalMemory>,
     processors: Vec<SharedProcessor>,
     registry: Option<ModelRegistry>,
 }
@@ -429,6 +435,8 @@ impl fmt::Debug for MemoryBuilder {
             .field("read_only", &self.read_only)
             .field("generate_title", &self.generate_title)
             .field("working_memory", &self.working_memory)
+            .field("semantic_recall", &self.semantic_recall)
+            .field("observational_memory", &self.observational_memory)
             .field("processors", &self.processors.len())
             .finish()
     }
@@ -467,6 +475,24 @@ impl MemoryBuilder {
         self
     }
 
+    /// Recalls older messages related to each run's input, found by meaning: from this thread
+    /// into the history, and from the resource's other threads into the system text (see
+    /// [`SemanticRecall`] and [`crate::semantic`]). Every stored user and assistant message with
+    /// text is embedded into a vector index of the store.
+    pub fn semantic_recall(mut self, options: SemanticRecall) -> Self {
+        self.semantic_recall = Some(options);
+        self
+    }
+
+    /// Condenses long threads into dated observations that replace the old messages in the
+    /// context, and gives the agent the `recall` tool to read them exactly (see
+    /// [`ObservationalMemory`] and [`crate::observational`]). Unobserved messages, and at least
+    /// the [`last_messages`](Self::last_messages) window, stay in the context in full.
+    pub fn observational_memory(mut self, options: ObservationalMemory) -> Self {
+        self.observational_memory = Some(options);
+        self
+    }
+
     /// Adds a processor to the recall pipeline, after the built-in ones (see
     /// [`crate::processor`]).
     pub fn processor(mut self, processor: SharedProcessor) -> Self {
@@ -474,7 +500,7 @@ impl MemoryBuilder {
         self
     }
 
-    /// Resolves a title model string through this registry instead of
+    /// Resolves model strings (title, observational memory) through this registry instead of
     /// [`ModelRegistry::from_env`].
     pub fn registry(mut self, registry: ModelRegistry) -> Self {
         self.registry = Some(registry);
@@ -488,7 +514,12 @@ impl MemoryBuilder {
                 let model = match &options.model {
                     ModelSpec::Model(model) => model.clone(),
                     spec @ ModelSpec::Id(_) => spec
-                        .resolve(&self.registry.unwrap_or_else(ModelRegistry::from_env))
+                        .resolve(
+                            &self
+                                .registry
+                                .clone()
+                                .unwrap_or_else(ModelRegistry::from_env),
+                        )
                         .map_err(|source| MemoryBuildError::TitleModel { source })?,
                 };
                 Some(TitleGenerator::new(model, options))
@@ -499,6 +530,18 @@ impl MemoryBuilder {
         if let Some(options) = self.working_memory {
             let storage = Arc::clone(&self.storage);
             processors.push(Arc::new(WorkingMemoryProcessor::new(storage, options)?));
+        }
+        if let Some(options) = self.observational_memory {
+            let storage = Arc::clone(&self.storage);
+            let registry = self.registry.as_ref();
+            processors.push(Arc::new(ObservationalProcessor::new(
+                storage, options, registry,
+            )?));
+        }
+        // After observational memory, which reshapes the history from the recent window: the
+        // matches then join the final history, and what it already holds is not recalled again.
+        if let Some(options) = self.semantic_recall {
+            processors.push(Arc::new(SemanticRecallProcessor::new(options)));
         }
         processors.extend(self.processors);
         let mut names = HashSet::new();

@@ -21,9 +21,10 @@
 //!   (`Storage::list_messages` with a seq range), merges this thread's matches into the history
 //!   with [`RecallContext::add_history`] and describes other threads' matches in
 //!   [`RecallContext::system`];
-//! - **observational memory**: `recall` replaces [`RecallContext::history`] with the messages
-//!   after the thread's observed seq and adds the observations to `system`; `run_finished`
-//!   runs the observer and reflector past their thresholds; `tools` gives the `recall` tool.
+//! - **observational memory** ([`crate::observational`]): `recall` adds the messages after the
+//!   thread's observed seq to [`RecallContext::history`] (the `last_messages` window stays) and
+//!   the observations to `system`; `run_finished` runs the observer and reflector past their
+//!   thresholds; `tools` gives the `recall` tool.
 
 use std::sync::Arc;
 

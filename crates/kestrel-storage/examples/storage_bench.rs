@@ -18,6 +18,10 @@
 //!      (`osprey`), and the rare term over the thread's resource (10 threads).
 //!
 //!    p50/p95/p99 of each.
+//! 3. **semantic search** (with `--dimension N`, default 384, 0 to skip): every seeded message
+//!    also gets an `N`-dimensional unit vector (deterministic pseudo-random) in a vector index,
+//!    with its thread and resource; every 10th sample then runs a top-5 exact-scan query
+//!    filtered to the thread, and one filtered to the thread's resource.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,8 +30,12 @@ use std::time::{Duration, Instant};
 use kestrel_core::message::{Message, Part, Role};
 use kestrel_storage::{
     MessageSearch, NewMessage, NewThread, PgOptions, PostgresStorage, Scope, Selection,
-    SqliteStorage, Storage,
+    SqliteStorage, Storage, VectorFilter, VectorQuery, VectorRecord,
 };
+use serde_json::json;
+
+/// The vector index the benchmark seeds.
+const INDEX: &str = "bench_messages";
 
 struct Args {
     turns: u32,
@@ -37,6 +45,7 @@ struct Args {
     dir: Option<PathBuf>,
     postgres: Option<String>,
     keep_schema: bool,
+    dimension: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -48,6 +57,7 @@ fn parse_args() -> Result<Args, String> {
         dir: None,
         postgres: None,
         keep_schema: false,
+        dimension: 384,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -61,6 +71,7 @@ fn parse_args() -> Result<Args, String> {
             "--dir" => args.dir = Some(PathBuf::from(&value)),
             "--postgres" => args.postgres = Some(value.clone()),
             "--keep-schema" => args.keep_schema = value == "true",
+            "--dimension" => args.dimension = number()? as usize,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -74,6 +85,27 @@ fn message(role: Role, i: u64) -> NewMessage {
         i / 2
     );
     NewMessage::from(Message::new(role, vec![Part::Text { text }]))
+}
+
+/// A deterministic pseudo-random unit vector for `seed`.
+fn unit_vector(seed: u64, dimension: usize) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<f32> = (0..dimension)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+        })
+        .collect();
+    let norm = v
+        .iter()
+        .map(|x| x * x)
+        .sum::<f32>()
+        .sqrt()
+        .max(f32::MIN_POSITIVE);
+    v.iter_mut().for_each(|x| *x /= norm);
+    v
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -140,6 +172,9 @@ fn resource_of(thread: u64) -> String {
 
 async fn seed(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::error::Error>> {
     let per_thread = args.messages / args.threads;
+    if args.dimension > 0 {
+        store.create_index(INDEX, args.dimension).await?;
+    }
     let start = Instant::now();
     for t in 0..args.threads {
         let id = format!("thread-{t:06}");
@@ -160,7 +195,22 @@ async fn seed(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::error
                     message(role, i)
                 })
                 .collect();
-            store.append_messages(&id, &resource, batch).await?;
+            let stored = store.append_messages(&id, &resource, batch).await?;
+            if args.dimension > 0 {
+                let vectors = stored
+                    .iter()
+                    .map(|m| VectorRecord {
+                        id: m.id.clone(),
+                        vector: unit_vector(t * 1_000_000 + m.seq as u64, args.dimension),
+                        metadata:
+                            json!({"thread_id": id, "resource_id": resource, "message_id": m.id})
+                                .as_object()
+                                .cloned()
+                                .unwrap_or_default(),
+                    })
+                    .collect();
+                store.upsert_vectors(INDEX, vectors).await?;
+            }
             written += n;
         }
     }
@@ -193,6 +243,8 @@ async fn big_store(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::
     let searches = ["message 7:", "kestrel", "osprey"];
     let mut thread_searches: Vec<Vec<Duration>> = vec![Vec::new(); searches.len()];
     let mut resource_searches = Vec::new();
+    let mut vector_thread = Vec::new();
+    let mut vector_resource = Vec::new();
     for i in 0..args.samples {
         let t = next_thread();
         let id = format!("thread-{t:06}");
@@ -222,6 +274,35 @@ async fn big_store(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::
         let (found, took) = timed(store.search_messages(search)).await;
         found?;
         resource_searches.push(took);
+        if args.dimension == 0 {
+            continue;
+        }
+        let query = unit_vector(u64::from(i) + 7, args.dimension);
+        for (filter, samples) in [
+            (
+                VectorFilter {
+                    thread_id: Some(id.clone()),
+                    resource_id: None,
+                },
+                &mut vector_thread,
+            ),
+            (
+                VectorFilter {
+                    thread_id: None,
+                    resource_id: Some(resource.clone()),
+                },
+                &mut vector_resource,
+            ),
+        ] {
+            let query = VectorQuery {
+                vector: query.clone(),
+                top_k: 5,
+                filter,
+            };
+            let (found, took) = timed(store.query_vectors(INDEX, query)).await;
+            assert_eq!(found?.len(), 5);
+            samples.push(took);
+        }
     }
     report("history load (last 10 of a random thread)", loads);
     let labels = [
@@ -239,6 +320,22 @@ async fn big_store(store: &dyn Storage, args: &Args) -> Result<(), Box<dyn std::
         ),
         resource_searches,
     );
+    if args.dimension > 0 {
+        report(
+            &format!(
+                "semantic search, top 5 of a thread's {per_thread} vectors ({} dimensions)",
+                args.dimension
+            ),
+            vector_thread,
+        );
+        report(
+            &format!(
+                "semantic search, top 5 over a resource ({} threads)",
+                args.threads.div_ceil(100)
+            ),
+            vector_resource,
+        );
+    }
     Ok(())
 }
 
