@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use kestrel_core::memory::MemoryScope;
 use kestrel_core::message::{Message, Role};
-use kestrel_core::model::{ModelRequest, ModelSpec, SharedModel, generate};
+use kestrel_core::model::{ModelRequest, ModelSettings, ModelSpec, SharedModel, generate};
 use kestrel_storage::{Anchor, Selection, SeqRange, Storage, ThreadPatch};
 
 /// The instructions the title model gets unless [`GenerateTitle::instructions`] replaces them.
@@ -17,6 +17,9 @@ pub const DEFAULT_TITLE_INSTRUCTIONS: &str = "You write the title of a conversat
 
 /// The longest title kept, in characters.
 const MAX_TITLE_CHARS: usize = 80;
+
+/// The most tokens a title answer may take.
+const MAX_TITLE_TOKENS: u32 = 32;
 
 /// How much of the first message the title model reads, in characters.
 const MAX_INPUT_CHARS: usize = 4000;
@@ -156,6 +159,12 @@ impl TitleGenerator {
         let input: String = first_message.chars().take(MAX_INPUT_CHARS).collect();
         let request = ModelRequest {
             messages: vec![Message::system(&self.instructions), Message::user(input)],
+            // A title is one short line; a model that rambles must not hold the model (a local
+            // one serves requests in turn) for a whole context window.
+            settings: ModelSettings {
+                max_output_tokens: Some(MAX_TITLE_TOKENS),
+                ..ModelSettings::default()
+            },
             ..ModelRequest::default()
         };
         let response = tokio::time::timeout(self.timeout, generate(self.model.as_ref(), request))

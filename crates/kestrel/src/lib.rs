@@ -32,6 +32,21 @@
 
 pub use kestrel_core::*;
 
+/// Memory for agents: threads, recent history, titles, working memory, semantic recall and
+/// observational memory (feature `memory`, implied by `sqlite` and `postgres`). See
+/// [`kestrel_memory`].
+#[cfg(feature = "memory")]
+pub mod memory {
+    pub use kestrel_memory::*;
+}
+
+/// Stores: in-memory, SQLite (feature `sqlite`) and PostgreSQL (feature `postgres`). See
+/// [`kestrel_storage`](kestrel_memory::kestrel_storage).
+#[cfg(feature = "memory")]
+pub mod storage {
+    pub use kestrel_memory::kestrel_storage::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;
