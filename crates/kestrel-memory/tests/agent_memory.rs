@@ -4,6 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[macro_use]
+mod common;
+
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -20,47 +23,10 @@ use kestrel_core::tool::{ToolError, create_tool};
 use kestrel_memory::{
     Error, GenerateTitle, Memory, UPDATE_WORKING_MEMORY, WorkingMemory, WorkingMemoryScope,
 };
-use kestrel_storage::testing::Fixture;
-use kestrel_storage::{
-    MessageStatus, NewMessage, NewThread, Scope, Selection, Storage, StoredMessage,
-};
+use kestrel_storage::{MessageStatus, NewMessage, NewThread, Scope, Selection, StoredMessage};
 use serde_json::{Value, json};
 
-type Store = Arc<dyn Storage>;
-
-/// Runs `scenario` on a fresh store from `setup`, unless the backend is unavailable.
-async fn run<S, SF, F, FF>(setup: S, scenario: F)
-where
-    S: FnOnce() -> SF,
-    SF: Future<Output = Option<Fixture>>,
-    F: FnOnce(Store) -> FF,
-    FF: Future<Output = ()>,
-{
-    let Some(fixture) = setup().await else {
-        return;
-    };
-    scenario(fixture.store()).await;
-    fixture.teardown().await;
-}
-
-/// One `#[tokio::test]` per scenario and backend.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        on_every_backend!(@backend memory_store, memory; $($name),*);
-        on_every_backend!(@backend sqlite_store, sqlite; $($name),*);
-        on_every_backend!(@backend postgres_store, postgres; $($name),*);
-    };
-    (@backend $module:ident, $fixture:ident; $($name:ident),*) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::run(kestrel_storage::testing::$fixture, super::$name).await;
-                }
-            )*
-        }
-    };
-}
+use common::{Store, run};
 
 on_every_backend!(
     input_is_stored_before_the_first_step_and_survives_a_model_error,

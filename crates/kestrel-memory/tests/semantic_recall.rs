@@ -8,7 +8,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::future::Future;
+#[macro_use]
+mod common;
+
 use std::sync::Arc;
 
 use kestrel_core::agent::{Agent, AgentError, RunOptions};
@@ -19,45 +21,10 @@ use kestrel_core::tool::{ToolError, create_tool};
 use kestrel_memory::{
     Error, Memory, MessageRange, SemanticRecall, SemanticRecallScope, default_index_name,
 };
-use kestrel_storage::testing::Fixture;
-use kestrel_storage::{Selection, Storage, StoredMessage, VectorFilter, VectorQuery};
+use kestrel_storage::{Selection, StoredMessage, VectorFilter, VectorQuery};
 use serde_json::{Value, json};
 
-type Store = Arc<dyn Storage>;
-
-/// Runs `scenario` on a fresh store from `setup`, unless the backend is unavailable.
-async fn run<S, SF, F, FF>(setup: S, scenario: F)
-where
-    S: FnOnce() -> SF,
-    SF: Future<Output = Option<Fixture>>,
-    F: FnOnce(Store) -> FF,
-    FF: Future<Output = ()>,
-{
-    let Some(fixture) = setup().await else {
-        return;
-    };
-    scenario(fixture.store()).await;
-    fixture.teardown().await;
-}
-
-/// One `#[tokio::test]` per scenario and backend.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        on_every_backend!(@backend memory_store, memory; $($name),*);
-        on_every_backend!(@backend sqlite_store, sqlite; $($name),*);
-        on_every_backend!(@backend postgres_store, postgres; $($name),*);
-    };
-    (@backend $module:ident, $fixture:ident; $($name:ident),*) => {
-        mod $module {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::run(kestrel_storage::testing::$fixture, super::$name).await;
-                }
-            )*
-        }
-    };
-}
+use common::{Store, run};
 
 on_every_backend!(
     a_later_question_recalls_the_matching_old_turn_with_its_neighbour,
