@@ -66,6 +66,30 @@ impl EncodedMessage {
     }
 }
 
+impl EncodedMessage {
+    /// [`EncodedMessage::into_stored`] for a message still borrowed.
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub fn to_stored(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        seq: i64,
+        created_at: DateTime<Utc>,
+    ) -> StoredMessage {
+        StoredMessage {
+            id: self.id.clone(),
+            thread_id: thread_id.to_owned(),
+            resource_id: resource_id.to_owned(),
+            role: self.role,
+            parts: self.parts.clone(),
+            created_at,
+            seq,
+            status: self.status,
+            metadata: self.metadata.clone(),
+        }
+    }
+}
+
 /// Where a message id of an append batch is already stored.
 pub(crate) struct ExistingMessage {
     pub thread_id: String,
@@ -89,10 +113,10 @@ pub(crate) fn check_homes(
 }
 
 /// Maps a driver error of `operation` on `backend` to [`StorageError::Backend`].
-pub(crate) fn db_err(
+pub(crate) fn db_err<E: std::error::Error + Send + Sync + 'static>(
     backend: &'static str,
     operation: &'static str,
-) -> impl FnOnce(sqlx::Error) -> StorageError {
+) -> impl FnOnce(E) -> StorageError {
     move |e| StorageError::Backend {
         backend,
         operation,
@@ -101,10 +125,10 @@ pub(crate) fn db_err(
 }
 
 /// The error for a database that could not be opened or migrated.
-pub(crate) fn open_err(
+pub(crate) fn open_err<E: std::error::Error + Send + Sync + 'static>(
     target: &str,
     reason: &str,
-    source: impl Into<Option<sqlx::Error>>,
+    source: impl Into<Option<E>>,
 ) -> StorageError {
     let source = source.into();
     let reason = match &source {
@@ -119,7 +143,10 @@ pub(crate) fn open_err(
 }
 
 /// The error for a failed migration on open.
-pub(crate) fn migrate_err(target: &str, error: sqlx::migrate::MigrateError) -> StorageError {
+pub(crate) fn migrate_err<E: std::error::Error + Send + Sync + 'static>(
+    target: &str,
+    error: E,
+) -> StorageError {
     StorageError::Open {
         target: target.to_owned(),
         reason: format!("migrating the schema failed: {error}"),

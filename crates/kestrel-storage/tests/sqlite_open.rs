@@ -6,31 +6,21 @@
 use std::sync::Arc;
 
 use kestrel_core::message::Message;
-use kestrel_storage::sqlite::MIGRATOR;
+use kestrel_storage::sqlite::{MIGRATIONS, SCHEMA_VERSION};
 use kestrel_storage::{
     MessageSearch, NewThread, Scope, Selection, SqliteStorage, Storage, StorageError,
 };
-use sqlx::migrate::Migrator;
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::{ConnectOptions, Connection};
+use rusqlite::Connection;
 
-async fn raw(path: &std::path::Path) -> sqlx::SqliteConnection {
-    SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .connect()
-        .await
-        .unwrap()
+fn raw(path: &std::path::Path) -> Connection {
+    Connection::open(path).unwrap()
 }
 
-async fn applied_versions(path: &std::path::Path) -> Vec<i64> {
-    let mut conn = raw(path).await;
-    let versions = sqlx::query_scalar("SELECT version FROM _sqlx_migrations ORDER BY version")
-        .fetch_all(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    versions
+/// The schema version recorded in the file.
+fn schema_version(path: &std::path::Path) -> usize {
+    raw(path)
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
 }
 
 #[tokio::test]
@@ -47,18 +37,14 @@ async fn open_creates_a_migrated_wal_file_and_reopens_idempotently() {
         .unwrap();
     store.close().await;
 
-    let mut conn = raw(&path).await;
-    let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-        .fetch_one(&mut conn)
-        .await
+    let mode: String = raw(&path)
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "wal");
-    conn.close().await.unwrap();
-    let all: Vec<i64> = MIGRATOR.iter().map(|m| m.version).collect();
-    assert_eq!(applied_versions(&path).await, all);
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
 
     let reopened = SqliteStorage::open(&path).await.unwrap();
-    assert_eq!(applied_versions(&path).await, all);
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
     let history = reopened
         .list_messages(&thread.id, Some("alice"), Selection::last(10))
         .await
@@ -71,31 +57,25 @@ async fn a_newer_build_migrates_a_file_of_an_older_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("old.db");
     // What the first release wrote: migration 1 only, and a thread with a message.
-    let v1 = Migrator {
-        migrations: MIGRATOR.migrations[..1].to_vec().into(),
-        ..Migrator::DEFAULT
-    };
-    let mut conn = raw(&path).await;
-    v1.run(&mut conn).await.unwrap();
-    sqlx::query(
+    let mut conn = raw(&path);
+    MIGRATIONS.to_version(&mut conn, 1).unwrap();
+    conn.execute(
         "INSERT INTO threads (id, resource_id, metadata, created_at, updated_at, next_seq) \
          VALUES ('old', 'alice', '{\"v\":1}', 0, 0, 2)",
+        [],
     )
-    .execute(&mut conn)
-    .await
     .unwrap();
-    sqlx::query(
+    conn.execute(
         "INSERT INTO messages (id, thread_id, resource_id, seq, role, parts, search_text, created_at) \
          VALUES ('m1', 'old', 'alice', 1, 'user', '[{\"type\":\"text\",\"text\":\"from v1\"}]', 'from v1', 0)",
+        [],
     )
-    .execute(&mut conn)
-    .await
     .unwrap();
-    conn.close().await.unwrap();
-    assert_eq!(applied_versions(&path).await, [1]);
+    drop(conn);
+    assert_eq!(schema_version(&path), 1);
 
     let store = SqliteStorage::open(&path).await.unwrap();
-    assert_eq!(applied_versions(&path).await.len(), MIGRATOR.iter().count());
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
     let thread = store.get_thread("old").await.unwrap().unwrap();
     assert_eq!(thread.metadata["v"], 1);
     let stored = store
@@ -112,33 +92,34 @@ async fn a_newer_build_migrates_a_file_of_an_older_one() {
     store.set_observed_seq("old", "alice", 2).await.unwrap();
     store.create_index("idx", 2).await.unwrap();
     // Migration 3 put the old text in the search index.
-    let mut conn = raw(&path).await;
-    let indexed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM messages_fts WHERE search_text GLOB '*from v1*'")
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
+    let indexed: i64 = raw(&path)
+        .query_row(
+            "SELECT count(*) FROM messages_fts WHERE search_text GLOB '*from v1*'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     assert_eq!(indexed, 1);
-    conn.close().await.unwrap();
 }
 
 /// How many messages the trigram index holds for `needle`, and whether its mark is at the last
 /// message.
-async fn search_index(path: &std::path::Path, needle: &str) -> (i64, bool) {
-    let mut conn = raw(path).await;
-    let indexed: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM messages_fts WHERE search_text GLOB ?1")
-            .bind(format!("*{needle}*"))
-            .fetch_one(&mut conn)
-            .await
-            .unwrap();
-    let current: bool = sqlx::query_scalar(
-        "SELECT indexed_up_to = (SELECT max(rowid) FROM messages) FROM search_index_state",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
-    conn.close().await.unwrap();
+fn search_index(path: &std::path::Path, needle: &str) -> (i64, bool) {
+    let conn = raw(path);
+    let indexed: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM messages_fts WHERE search_text GLOB ?1",
+            [format!("*{needle}*")],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let current: bool = conn
+        .query_row(
+            "SELECT indexed_up_to = (SELECT max(rowid) FROM messages) FROM search_index_state",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
     (indexed, current)
 }
 
@@ -162,7 +143,7 @@ async fn the_search_index_catches_up_in_batches_and_searches_see_the_rest() {
             .unwrap();
     }
     // Not indexed yet, and found all the same.
-    assert_eq!(search_index(&path, "findme").await, (0, false));
+    assert_eq!(search_index(&path, "findme"), (0, false));
     let search = MessageSearch {
         scope: Scope::thread("t", "alice"),
         query: "FINDME".into(),
@@ -174,7 +155,7 @@ async fn the_search_index_catches_up_in_batches_and_searches_see_the_rest() {
     );
 
     store.catch_up_search_index().await.unwrap();
-    assert_eq!(search_index(&path, "findme").await, (5, true));
+    assert_eq!(search_index(&path, "findme"), (5, true));
     assert_eq!(
         store.search_messages(search.clone()).await.unwrap().len(),
         5
@@ -186,7 +167,7 @@ async fn the_search_index_catches_up_in_batches_and_searches_see_the_rest() {
         .collect();
     store.append_messages("t", "alice", batch).await.unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while search_index(&path, "later").await != (600, true) {
+    while search_index(&path, "later") != (600, true) {
         assert!(
             std::time::Instant::now() < deadline,
             "the index never caught up"
@@ -200,15 +181,9 @@ async fn an_older_build_refuses_a_file_migrated_by_a_newer_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("future.db");
     SqliteStorage::open(&path).await.unwrap().close().await;
-    let mut conn = raw(&path).await;
-    sqlx::query(
-        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-         VALUES (9999, 'from the future', TRUE, X'00', 0)",
-    )
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    conn.close().await.unwrap();
+    raw(&path)
+        .pragma_update(None, "user_version", 9999)
+        .unwrap();
     let error = SqliteStorage::open(&path).await.unwrap_err();
     let message = error.to_string();
     assert!(matches!(error, StorageError::Open { .. }), "{error:?}");
@@ -315,16 +290,13 @@ async fn searches_beyond_the_newest_messages_go_through_the_index() {
 
     // Take the old message out of the index behind the store's back: the search no longer
     // finds it, which shows that messages past the newest ones are found through the index.
-    let mut conn = raw(&path).await;
-    sqlx::query(
-        "INSERT INTO messages_fts (messages_fts, rowid, search_text) \
-         SELECT 'delete', rowid, search_text FROM messages WHERE id = ?1",
-    )
-    .bind(&needle_id)
-    .execute(&mut conn)
-    .await
-    .unwrap();
-    conn.close().await.unwrap();
+    raw(&path)
+        .execute(
+            "INSERT INTO messages_fts (messages_fts, rowid, search_text) \
+             SELECT 'delete', rowid, search_text FROM messages WHERE id = ?1",
+            [&needle_id],
+        )
+        .unwrap();
     assert!(
         store
             .search_messages(search("osprey"))
@@ -332,4 +304,27 @@ async fn searches_beyond_the_newest_messages_go_through_the_index() {
             .unwrap()
             .is_empty()
     );
+}
+
+#[tokio::test]
+async fn a_file_migrated_by_the_sqlx_based_builds_opens_without_rerunning_migrations() {
+    // Earlier builds recorded applied migrations in `_sqlx_migrations`, not `user_version`.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sqlx-era.db");
+    let mut conn = raw(&path);
+    MIGRATIONS.to_version(&mut conn, 2).unwrap();
+    conn.execute_batch(
+        "PRAGMA user_version = 0;
+         CREATE TABLE _sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL,
+             installed_on TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, success BOOLEAN NOT NULL,
+             checksum BLOB NOT NULL, execution_time BIGINT NOT NULL);
+         INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (1, 'threads messages', TRUE, X'00', 0), (2, 'runs', TRUE, X'00', 0);
+         INSERT INTO threads (id, resource_id, created_at, updated_at) VALUES ('t', 'alice', 0, 0);",
+    )
+    .unwrap();
+    drop(conn);
+    let store = SqliteStorage::open(&path).await.unwrap();
+    assert_eq!(schema_version(&path), SCHEMA_VERSION);
+    assert!(store.get_thread("t").await.unwrap().is_some());
 }

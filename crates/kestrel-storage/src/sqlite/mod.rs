@@ -1,16 +1,17 @@
 //! [`SqliteStorage`]: the embedded default, one SQLite file.
 //!
 //! The file is created when missing and migrated on open (versioned migrations in
-//! `migrations/sqlite`, recorded in `_sqlx_migrations`; a newer build migrates an older file
-//! forward, an older build refuses a file migrated by a newer one). Connections use WAL,
-//! `synchronous = NORMAL`, foreign keys and a busy timeout.
+//! `migrations/sqlite`, the applied version kept in SQLite's `user_version`; a newer build
+//! migrates an older file forward, an older build refuses a file migrated by a newer one).
+//! Connections use WAL, `synchronous = NORMAL` and foreign keys. The driver is `rusqlite` with
+//! the bundled SQLite.
 //!
 //! **Concurrency.** All writes go through one connection and every multi-statement write runs in
 //! a `BEGIN IMMEDIATE` transaction, which takes SQLite's write lock up front: in-process writers
 //! queue on the connection, other processes wait on the busy timeout, and a transaction never
 //! fails half-way on a lock upgrade. The common append (new messages) is a single statement,
 //! atomic on its own. Reads use separate connections and, thanks to WAL, never wait for writers.
-//! Connections are the store's own, not an `sqlx` pool (see `conn.rs` for why).
+//! Short operations run on the caller's thread, long ones on the blocking pool (see `conn.rs`).
 //!
 //! **Text search.** An FTS5 trigram index serves `search_messages`; it is brought up to date in
 //! batches ([`SqliteStorage::catch_up_search_index`]) and searches scan the few messages it does
@@ -22,17 +23,15 @@ mod sql;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::TryStreamExt;
-use sqlx::migrate::Migrator;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{Connection, QueryBuilder, Row, Sqlite};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite_migration::{M, Migrations};
 
-use self::conn::Connections;
+use self::conn::{Connections, Cost, Settings};
 use self::rows::{ObservationRow, RunRow, ThreadRow, parse_messages};
 use crate::codec;
 use crate::error::{Result, StorageError};
@@ -46,8 +45,24 @@ use crate::types::{
     Thread, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery, VectorRecord,
 };
 
-/// The schema migrations this build applies to SQLite files.
-pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+/// The schema migrations of SQLite files, in order; a file's `user_version` is how many of them
+/// it has applied.
+pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
+    Migrations::new(vec![
+        M::up(include_str!(
+            "../../migrations/sqlite/0001_threads_messages.sql"
+        )),
+        M::up(include_str!(
+            "../../migrations/sqlite/0002_runs_observations_vectors.sql"
+        )),
+        M::up(include_str!(
+            "../../migrations/sqlite/0003_append_trigger_search_index.sql"
+        )),
+    ])
+});
+
+/// How many migrations this build knows.
+pub const SCHEMA_VERSION: usize = 3;
 
 const BACKEND: &str = "sqlite";
 
@@ -57,7 +72,7 @@ fn json_ids<S: AsRef<str>>(ids: &[S]) -> String {
     serde_json::Value::from(ids).to_string()
 }
 
-fn err(operation: &'static str) -> impl FnOnce(sqlx::Error) -> StorageError {
+fn err(operation: &'static str) -> impl FnOnce(rusqlite::Error) -> StorageError {
     db_err(BACKEND, operation)
 }
 
@@ -66,7 +81,8 @@ fn err(operation: &'static str) -> impl FnOnce(sqlx::Error) -> StorageError {
 pub struct SqliteOptions {
     /// Connections of the read pool (default 4).
     pub max_readers: u32,
-    /// How long a statement waits for another process's write lock (default 5 s).
+    /// How long an operation waits for another process's write lock (default 5 s). The wait
+    /// happens on tokio's blocking pool, never on an async worker.
     pub busy_timeout: Duration,
     /// Page cache per connection, in KiB (default 16 MiB; SQLite's own default is 2 MiB).
     pub cache_size_kib: u32,
@@ -91,6 +107,9 @@ impl Default for SqliteOptions {
 /// How many appended messages wait for the trigram search index before it is brought up to date.
 const SEARCH_INDEX_BATCH: u64 = 512;
 
+/// Appends of more messages than this run on the blocking pool.
+const SHORT_BATCH: usize = 64;
+
 /// Bookkeeping of the work done off the request path.
 #[derive(Debug, Default)]
 struct Background {
@@ -106,6 +125,50 @@ pub struct SqliteStorage {
     background: Arc<Background>,
 }
 
+/// Opens the writer and migrates the file (on the blocking pool: it may wait for another
+/// process's lock and run migrations).
+fn open_writer(settings: &Settings, target: &str) -> Result<Connection> {
+    let mut writer = settings
+        .open(true)
+        .map_err(|e| open_err(target, "cannot open the file", e))?;
+    writer
+        .busy_timeout(settings.busy_timeout)
+        .map_err(|e| open_err(target, "cannot open the file", e))?;
+    adopt_sqlx_versions(&writer)
+        .map_err(|e| open_err(target, "cannot read the schema version", e))?;
+    MIGRATIONS
+        .to_latest(&mut writer)
+        .map_err(|e| migrate_err(target, e))?;
+    writer
+        .busy_timeout(Duration::ZERO)
+        .map_err(|e| open_err(target, "cannot open the file", e))?;
+    Ok(writer)
+}
+
+/// Files written by builds that migrated with `sqlx` record their versions in
+/// `_sqlx_migrations`, not in `user_version`: carry the count over once.
+fn adopt_sqlx_versions(conn: &Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if version != 0 {
+        return Ok(());
+    }
+    let has_table: bool = conn.query_row(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' \
+         AND name = '_sqlx_migrations')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !has_table {
+        return Ok(());
+    }
+    let applied: i64 = conn.query_row(
+        "SELECT coalesce(max(version), 0) FROM _sqlx_migrations WHERE success",
+        [],
+        |r| r.get(0),
+    )?;
+    conn.pragma_update(None, "user_version", applied)
+}
+
 impl SqliteStorage {
     /// Opens (creating and migrating when needed) the database file at `path`.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -116,25 +179,25 @@ impl SqliteStorage {
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_path_buf();
         let target = format!("SQLite database {}", path.display());
-        let connect = SqliteConnectOptions::new()
-            .filename(&path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .foreign_keys(true)
-            .busy_timeout(options.busy_timeout)
-            .pragma("cache_size", format!("-{}", options.cache_size_kib))
-            .pragma("mmap_size", options.mmap_size.to_string());
-
-        let mut writer = SqliteConnection::connect_with(&connect)
-            .await
-            .map_err(|e| open_err(&target, "cannot open the file", e))?;
-        MIGRATOR
-            .run(&mut writer)
-            .await
-            .map_err(|e| migrate_err(&target, e))?;
+        let settings = Settings {
+            path: path.clone(),
+            busy_timeout: options.busy_timeout,
+            cache_size_kib: options.cache_size_kib,
+            mmap_size: options.mmap_size,
+        };
+        let writer = {
+            let settings = settings.clone();
+            let target_in = target.clone();
+            tokio::task::spawn_blocking(move || open_writer(&settings, &target_in))
+                .await
+                .map_err(|e| StorageError::Open {
+                    target: target.clone(),
+                    reason: format!("the opening task failed: {e}"),
+                    source: None,
+                })??
+        };
         let store = Self {
-            conns: Arc::new(Connections::new(connect, writer, options.max_readers)),
+            conns: Arc::new(Connections::new(settings, writer, options.max_readers)),
             path,
             background: Arc::new(Background::default()),
         };
@@ -166,13 +229,14 @@ impl SqliteStorage {
     pub async fn catch_up_search_index(&self) -> Result<()> {
         const OP: &str = "catch_up_search_index";
         self.background.unindexed.store(0, Ordering::Relaxed);
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        sqlx::query(sql::CATCH_UP_SEARCH_INDEX)
-            .execute(&mut *tx)
+        self.conns
+            .write(OP, Cost::Long, |conn| {
+                let tx = begin(conn, OP)?;
+                tx.execute_batch(sql::CATCH_UP_SEARCH_INDEX)
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
             .await
-            .map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))
     }
 
     /// Counts appended messages: past [`SEARCH_INDEX_BATCH`], brings the search index up to date
@@ -199,12 +263,11 @@ impl SqliteStorage {
 }
 
 /// Starts a `BEGIN IMMEDIATE` transaction (SQLite's write lock taken up front).
-async fn begin<'c>(
-    conn: &'c mut SqliteConnection,
+fn begin<'c>(
+    conn: &'c mut Connection,
     operation: &'static str,
-) -> Result<sqlx::Transaction<'c, Sqlite>> {
-    conn.begin_with("BEGIN IMMEDIATE")
-        .await
+) -> Result<rusqlite::Transaction<'c>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(err(operation))
 }
 
@@ -216,43 +279,49 @@ enum Boundary {
 }
 
 /// The owner and next seq of a thread.
-async fn thread_owner(
-    conn: &mut SqliteConnection,
+fn thread_owner(
+    conn: &Connection,
     thread_id: &str,
     operation: &'static str,
 ) -> Result<(String, i64)> {
-    sqlx::query_as(sql::THREAD_OWNER)
-        .bind(thread_id)
-        .fetch_optional(conn)
-        .await
+    conn.prepare_cached(sql::THREAD_OWNER)
+        .and_then(|mut s| {
+            s.query_row([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()
+        })
         .map_err(err(operation))?
         .ok_or_else(|| StorageError::thread_not_found(thread_id))
 }
 
 /// Checks that the thread exists and belongs to `resource_id` (when given).
-async fn owned(
-    conn: &mut SqliteConnection,
+fn owned(
+    conn: &Connection,
     thread_id: &str,
     resource_id: Option<&str>,
     operation: &'static str,
 ) -> Result<(String, i64)> {
-    let (owner, next_seq) = thread_owner(conn, thread_id, operation).await?;
+    let (owner, next_seq) = thread_owner(conn, thread_id, operation)?;
     codec::check_owner(thread_id, &owner, resource_id)?;
     Ok((owner, next_seq))
 }
 
-async fn fetch_messages<'q>(
-    conn: &mut SqliteConnection,
-    query: sqlx::query::QueryScalar<'q, Sqlite, String, sqlx::sqlite::SqliteArguments<'q>>,
+/// The one JSON column of the one row a message query returns, decoded.
+fn fetch_messages(
+    conn: &Connection,
+    statement: &str,
+    params: impl rusqlite::Params,
     operation: &'static str,
 ) -> Result<Vec<StoredMessage>> {
-    let json = query.fetch_one(conn).await.map_err(err(operation))?;
+    let json: String = conn
+        .prepare_cached(statement)
+        .and_then(|mut s| s.query_row(params, |r| r.get(0)))
+        .map_err(err(operation))?;
     parse_messages(&json)
 }
 
 /// A range of a thread's messages, checking the owner in the same statement.
-async fn select_range(
-    conn: &mut SqliteConnection,
+fn select_range(
+    conn: &Connection,
     thread_id: &str,
     resource_id: Option<&str>,
     range: SeqRange,
@@ -262,42 +331,53 @@ async fn select_range(
         Anchor::Start => sql::OWNED_RANGE_ASC,
         Anchor::End => sql::OWNED_RANGE_DESC,
     };
-    let row: Option<(String, String)> = sqlx::query_as(statement)
-        .bind(thread_id)
-        .bind(range.after.unwrap_or(i64::MIN))
-        .bind(range.before.unwrap_or(i64::MAX))
-        .bind(range.limit.map_or(-1, |l| i64::from(l) + 1))
-        .fetch_optional(conn)
-        .await
+    let row: Option<(String, String)> = conn
+        .prepare_cached(statement)
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    thread_id,
+                    range.after.unwrap_or(i64::MIN),
+                    range.before.unwrap_or(i64::MAX),
+                    range.limit.map_or(-1, |l| i64::from(l) + 1),
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
         .map_err(err(OP))?;
     let (owner, json) = row.ok_or_else(|| StorageError::thread_not_found(thread_id))?;
     codec::check_owner(thread_id, &owner, resource_id)?;
-    let mut messages = parse_messages(&json)?;
-    let has_more = range.limit.is_some_and(|l| messages.len() > l as usize);
-    // The limit + 1 messages (in seq order) are the ones nearest the anchor: drop the extra one.
-    if let Some(l) = range
-        .limit
-        .map(|l| l as usize)
-        .filter(|&l| messages.len() > l)
-    {
-        match range.anchor {
+    let messages = parse_messages(&json)?;
+    Ok(trim_to_limit(messages, range.limit, range.anchor))
+}
+
+/// Keeps the `limit` messages (of `limit + 1` read, in seq order) nearest the anchor.
+fn trim_to_limit(
+    mut messages: Vec<StoredMessage>,
+    limit: Option<u32>,
+    anchor: Anchor,
+) -> MessageList {
+    let has_more = limit.is_some_and(|l| messages.len() > l as usize);
+    if let Some(l) = limit.map(|l| l as usize).filter(|&l| messages.len() > l) {
+        match anchor {
             Anchor::Start => messages.truncate(l),
             Anchor::End => {
                 messages.drain(..messages.len() - l);
             }
         }
     }
-    Ok(MessageList {
+    MessageList {
         messages,
         has_more,
         total: None,
-    })
+    }
 }
 
 /// Reserves the batch's seqs on an owned thread; returns the first reserved seq and where the
 /// batch's already-stored ids live.
-async fn reserve_seqs(
-    conn: &mut SqliteConnection,
+fn reserve_seqs(
+    conn: &Connection,
     thread_id: &str,
     resource_id: &str,
     batch: &[EncodedMessage],
@@ -305,16 +385,23 @@ async fn reserve_seqs(
 ) -> Result<(i64, HashMap<String, ExistingMessage>)> {
     const OP: &str = "append_messages";
     let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
-    let reserved: Option<(i64, String)> = sqlx::query_as(sql::RESERVE_SEQS)
-        .bind(thread_id)
-        .bind(resource_id)
-        .bind(json_ids(&ids))
-        .bind(codec::to_micros(now))
-        .fetch_optional(&mut *conn)
-        .await
+    let reserved: Option<(i64, String)> = conn
+        .prepare_cached(sql::RESERVE_SEQS)
+        .and_then(|mut s| {
+            s.query_row(
+                params![
+                    thread_id,
+                    resource_id,
+                    json_ids(&ids),
+                    codec::to_micros(now)
+                ],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+        })
         .map_err(err(OP))?;
     let Some((next_seq, stored)) = reserved else {
-        owned(conn, thread_id, Some(resource_id), OP).await?;
+        owned(conn, thread_id, Some(resource_id), OP)?;
         return Err(StorageError::thread_not_found(thread_id));
     };
     let stored: Vec<(String, String, i64, i64)> =
@@ -335,7 +422,7 @@ async fn reserve_seqs(
     Ok((next_seq - new_count, existing))
 }
 
-/// The batch as the JSON array the one-statement appends read.
+/// The batch as the JSON array the one-statement append reads.
 fn batch_json(batch: &[EncodedMessage]) -> String {
     let encoded: Vec<serde_json::Value> = batch
         .iter()
@@ -356,74 +443,29 @@ fn batch_json(batch: &[EncodedMessage]) -> String {
 /// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`]): their seqs, in
 /// batch order, or `None` when the statement inserted nothing (a missing or foreign thread, or an
 /// id already stored), which the transactional path then sorts out.
-async fn append_new(
-    writer: &mut SqliteConnection,
+fn append_new(
+    writer: &Connection,
     thread_id: &str,
     resource_id: &str,
-    batch: &[EncodedMessage],
-    now: chrono::DateTime<chrono::Utc>,
+    batch_json: &str,
+    count: usize,
+    now: i64,
 ) -> Result<Option<Vec<i64>>> {
-    let mut seqs: Vec<i64> = sqlx::query_scalar(sql::APPEND_NEW)
-        .bind(thread_id)
-        .bind(resource_id)
-        .bind(batch_json(batch))
-        .bind(codec::to_micros(now))
-        .fetch_all(writer)
-        .await
+    let mut seqs: Vec<i64> = writer
+        .prepare_cached(sql::APPEND_NEW)
+        .and_then(|mut s| {
+            s.query_map(params![thread_id, resource_id, batch_json, now], |r| {
+                r.get(0)
+            })?
+            .collect()
+        })
         .map_err(err("append_messages"))?;
-    if seqs.len() != batch.len() {
+    if seqs.len() != count {
         // Nothing was inserted (the statement is all or nothing).
         return Ok(None);
     }
     seqs.sort_unstable();
     Ok(Some(seqs))
-}
-
-/// [`append_new`] and the `last` messages before the batch, in one round trip
-/// ([`sql::APPEND_NEW_WITH_HISTORY`]); `None` when nothing was inserted.
-async fn append_new_with_history(
-    writer: &mut SqliteConnection,
-    thread_id: &str,
-    resource_id: &str,
-    batch: &[EncodedMessage],
-    now: chrono::DateTime<chrono::Utc>,
-    last: u32,
-) -> Result<Option<(Vec<i64>, MessageList)>> {
-    const OP: &str = "append_with_history";
-    let rows = sqlx::query(sql::APPEND_NEW_WITH_HISTORY)
-        .bind(thread_id)
-        .bind(resource_id)
-        .bind(batch_json(batch))
-        .bind(codec::to_micros(now))
-        .bind(i64::from(last))
-        .fetch_all(writer)
-        .await
-        .map_err(err(OP))?;
-    // The new seqs, then one row holding the history.
-    let Some((history, inserted)) = rows.split_last() else {
-        return Ok(None);
-    };
-    if inserted.len() != batch.len() {
-        return Ok(None);
-    }
-    let mut seqs = inserted
-        .iter()
-        .map(|row| row.try_get::<i64, _>(0))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .map_err(err(OP))?;
-    seqs.sort_unstable();
-    let json: String = history.try_get(0).map_err(err(OP))?;
-    let mut messages = parse_messages(&json)?;
-    let has_more = messages.len() > last as usize;
-    if has_more {
-        messages.drain(..messages.len() - last as usize);
-    }
-    let history = MessageList {
-        messages,
-        has_more,
-        total: None,
-    };
-    Ok(Some((seqs, history)))
 }
 
 /// An FTS5 query for the trigram index matching the messages that contain `needle`'s rarest
@@ -468,8 +510,8 @@ fn trigram_query(needle: &str) -> Option<String> {
 }
 
 /// Inserts new messages with one statement.
-async fn insert_messages(
-    conn: &mut SqliteConnection,
+fn insert_messages(
+    conn: &Connection,
     thread_id: &str,
     resource_id: &str,
     rows: &[(&EncodedMessage, i64, chrono::DateTime<chrono::Utc>)],
@@ -492,36 +534,78 @@ async fn insert_messages(
             ])
         })
         .collect();
-    sqlx::query(sql::INSERT_MESSAGES)
-        .bind(thread_id)
-        .bind(resource_id)
-        .bind(serde_json::Value::from(encoded).to_string())
-        .execute(conn)
-        .await
+    conn.prepare_cached(sql::INSERT_MESSAGES)
+        .and_then(|mut s| {
+            s.execute(params![
+                thread_id,
+                resource_id,
+                serde_json::Value::from(encoded).to_string()
+            ])
+        })
         .map_err(err("append_messages"))?;
     Ok(())
 }
 
-async fn replace_message(conn: &mut SqliteConnection, message: &EncodedMessage) -> Result<()> {
-    sqlx::query(sql::REPLACE_MESSAGE)
-        .bind(&message.id)
-        .bind(codec::role_str(message.role))
-        .bind(&message.parts_text)
-        .bind(message.status.as_str())
-        .bind(&message.metadata_text)
-        .bind(&message.search_text)
-        .execute(conn)
-        .await
+fn replace_message(conn: &Connection, message: &EncodedMessage) -> Result<()> {
+    conn.prepare_cached(sql::REPLACE_MESSAGE)
+        .and_then(|mut s| {
+            s.execute(params![
+                message.id,
+                codec::role_str(message.role),
+                message.parts_text,
+                message.status.as_str(),
+                message.metadata_text,
+                message.search_text,
+            ])
+        })
         .map_err(err("append_messages"))?;
     Ok(())
 }
 
-async fn insert_observations(
-    conn: &mut SqliteConnection,
+/// Where an appended message landed: its seq and creation time.
+type Slot = (i64, chrono::DateTime<chrono::Utc>);
+
+/// The transactional append: imports (explicit creation times), retries of stored ids, and
+/// the errors of the one-statement path. Returns each message's seq and creation time, and how
+/// many were inserted.
+fn append_in_transaction(
+    conn: &mut Connection,
+    thread_id: &str,
+    resource_id: &str,
+    messages: &[EncodedMessage],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Vec<Slot>, usize)> {
+    const OP: &str = "append_messages";
+    let tx = begin(conn, OP)?;
+    let (mut next_seq, existing) = reserve_seqs(&tx, thread_id, resource_id, messages, now)?;
+    check_homes(thread_id, &existing)?;
+    let mut slots = Vec::with_capacity(messages.len());
+    let mut inserts = Vec::new();
+    for message in messages {
+        match existing.get(&message.id) {
+            Some(e) => {
+                replace_message(&tx, message)?;
+                slots.push((e.seq, e.created_at));
+            }
+            None => {
+                let created = message.created_at.unwrap_or(now);
+                inserts.push((message, next_seq, created));
+                slots.push((next_seq, created));
+                next_seq += 1;
+            }
+        }
+    }
+    insert_messages(&tx, thread_id, resource_id, &inserts)?;
+    tx.commit().map_err(err(OP))?;
+    Ok((slots, inserts.len()))
+}
+
+fn insert_observations(
+    conn: &Connection,
     scope: &Scope,
-    observations: Vec<NewObservation>,
+    observations: &[NewObservation],
+    now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Vec<Observation>> {
-    let now = codec::now();
     let thread_id = match scope {
         Scope::Thread { thread_id, .. } => Some(thread_id.as_str()),
         Scope::Resource { .. } => None,
@@ -529,53 +613,46 @@ async fn insert_observations(
     let mut added = Vec::with_capacity(observations.len());
     for o in observations {
         let observation = Observation {
-            id: o.id.unwrap_or_else(codec::new_id),
+            id: o.id.clone().unwrap_or_else(codec::new_id),
             scope: scope.clone(),
-            text: o.text,
+            text: o.text.clone(),
             created_at: o.created_at.map_or(now, codec::truncate),
             observed_up_to_seq: o.observed_up_to_seq,
-            source_thread_id: o.source_thread_id,
+            source_thread_id: o.source_thread_id.clone(),
         };
-        sqlx::query(sql::INSERT_OBSERVATION)
-            .bind(&observation.id)
-            .bind(thread_id)
-            .bind(scope.resource_id())
-            .bind(&observation.text)
-            .bind(codec::to_micros(observation.created_at))
-            .bind(observation.observed_up_to_seq)
-            .bind(&observation.source_thread_id)
-            .execute(&mut *conn)
-            .await
+        conn.prepare_cached(sql::INSERT_OBSERVATION)
+            .and_then(|mut s| {
+                s.execute(params![
+                    observation.id,
+                    thread_id,
+                    scope.resource_id(),
+                    observation.text,
+                    codec::to_micros(observation.created_at),
+                    observation.observed_up_to_seq,
+                    observation.source_thread_id,
+                ])
+            })
             .map_err(err("add_observations"))?;
         added.push(observation);
     }
     Ok(added)
 }
 
-async fn check_scope(
-    conn: &mut SqliteConnection,
-    scope: &Scope,
-    operation: &'static str,
-) -> Result<()> {
+fn check_scope(conn: &Connection, scope: &Scope, operation: &'static str) -> Result<()> {
     if let Scope::Thread {
         thread_id,
         resource_id,
     } = scope
     {
-        owned(conn, thread_id, Some(resource_id), operation).await?;
+        owned(conn, thread_id, Some(resource_id), operation)?;
     }
     Ok(())
 }
 
-async fn index_dimension(
-    conn: &mut SqliteConnection,
-    index: &str,
-    operation: &'static str,
-) -> Result<usize> {
-    let dimension: Option<i64> = sqlx::query_scalar(sql::INDEX_DIMENSION)
-        .bind(index)
-        .fetch_optional(conn)
-        .await
+fn index_dimension(conn: &Connection, index: &str, operation: &'static str) -> Result<usize> {
+    let dimension: Option<i64> = conn
+        .prepare_cached(sql::INDEX_DIMENSION)
+        .and_then(|mut s| s.query_row([index], |r| r.get(0)).optional())
         .map_err(err(operation))?;
     let dimension = dimension.ok_or_else(|| StorageError::IndexNotFound {
         index: index.to_owned(),
@@ -583,12 +660,148 @@ async fn index_dimension(
     usize::try_from(dimension).map_err(|e| StorageError::corrupt("index dimension", e))
 }
 
-async fn run_version(conn: &mut SqliteConnection, run_id: &str) -> Result<Option<i64>> {
-    sqlx::query_scalar(sql::RUN_VERSION)
-        .bind(run_id)
-        .fetch_optional(conn)
-        .await
+fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
+    conn.prepare_cached(sql::RUN_VERSION)
+        .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
         .map_err(err("save_run"))
+}
+
+/// Rows of a statement assembled at run time.
+fn query_dynamic<T>(
+    conn: &Connection,
+    query: &sql::Dynamic,
+    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    operation: &'static str,
+) -> Result<Vec<T>> {
+    conn.prepare_cached(&query.sql)
+        .and_then(|mut s| {
+            s.query_map(params_from_iter(query.values.iter()), map)?
+                .collect()
+        })
+        .map_err(err(operation))
+}
+
+/// The count and the page of a listing, read in one transaction so they agree.
+fn count_and_page<T>(
+    conn: &mut Connection,
+    count: &sql::Dynamic,
+    select: &sql::Dynamic,
+    map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    operation: &'static str,
+) -> Result<(i64, Vec<T>)> {
+    let tx = conn.transaction().map_err(err(operation))?;
+    let total = query_dynamic(&tx, count, |r| r.get::<_, i64>(0), operation)?
+        .into_iter()
+        .next()
+        .unwrap_or(0);
+    let rows = query_dynamic(&tx, select, map, operation)?;
+    tx.finish().map_err(err(operation))?;
+    Ok((total, rows))
+}
+
+/// A text search (see the phases in `sql.rs`), on one read transaction.
+fn search_in(conn: &mut Connection, search: &MessageSearch) -> Result<Vec<StoredMessage>> {
+    const OP: &str = "search_messages";
+    let needle = codec::search_needle(&search.query);
+    let limit = i64::from(search.limit);
+    let tx = conn.transaction().map_err(err(OP))?;
+    // Phase 1: the scope's newest messages, scanned. Most searches end here: a frequent term
+    // fills the limit at once, and a small scope is scanned whole.
+    let (mut found, boundary) = match &search.scope {
+        Scope::Thread {
+            thread_id,
+            resource_id,
+        } => {
+            owned(&tx, thread_id, Some(resource_id), OP)?;
+            let (json, scanned, oldest): (String, i64, Option<i64>) = tx
+                .prepare_cached(sql::SEARCH_THREAD_RECENT)
+                .and_then(|mut s| {
+                    s.query_row(params![thread_id, needle, limit, sql::SEARCH_WINDOW], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                })
+                .map_err(err(OP))?;
+            let boundary = oldest.filter(|_| scanned > sql::SEARCH_WINDOW);
+            (parse_messages(&json)?, boundary.map(Boundary::Seq))
+        }
+        Scope::Resource { resource_id } => {
+            let row: (String, i64, Option<i64>, Option<String>, Option<i64>) = tx
+                .prepare_cached(sql::SEARCH_RESOURCE_RECENT)
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![resource_id, needle, limit, sql::SEARCH_WINDOW],
+                        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    )
+                })
+                .map_err(err(OP))?;
+            let (json, scanned, created, thread, seq) = row;
+            let boundary = match (created, thread, seq) {
+                (Some(c), Some(t), Some(s)) if scanned > sql::SEARCH_WINDOW => {
+                    Some(Boundary::Resource(c, t, s))
+                }
+                _ => None,
+            };
+            (parse_messages(&json)?, boundary)
+        }
+    };
+    let Some(boundary) = boundary else {
+        return Ok(found);
+    };
+    let remaining = limit - found.len() as i64;
+    if remaining <= 0 {
+        return Ok(found);
+    }
+    // Phase 2: the older messages through the trigram index, when the needle's rarest
+    // trigrams narrow them down; phase 3: otherwise, scanned.
+    let key = match &search.scope {
+        Scope::Thread { thread_id, .. } => thread_id.as_str(),
+        Scope::Resource { resource_id } => resource_id.as_str(),
+    };
+    let one = |statement: &str, params: &[&dyn rusqlite::ToSql]| -> Result<Option<String>> {
+        tx.prepare_cached(statement)
+            .and_then(|mut s| s.query_row(params, |r| r.get(0)))
+            .map_err(err(OP))
+    };
+    let mut older = None;
+    if let Some(fts) = trigram_query(&needle) {
+        older = match &boundary {
+            Boundary::Seq(seq) => one(
+                sql::SEARCH_THREAD_INDEXED,
+                params![key, needle, remaining, seq, fts, sql::SEARCH_CANDIDATES],
+            )?,
+            Boundary::Resource(created, thread, seq) => one(
+                sql::SEARCH_RESOURCE_INDEXED,
+                params![
+                    key,
+                    needle,
+                    remaining,
+                    created,
+                    thread,
+                    seq,
+                    fts,
+                    sql::SEARCH_CANDIDATES
+                ],
+            )?,
+        };
+    }
+    let json = match older {
+        Some(json) => json,
+        None => {
+            let json = match &boundary {
+                Boundary::Seq(seq) => one(
+                    sql::SEARCH_THREAD_OLDER,
+                    params![key, needle, remaining, seq],
+                )?,
+                Boundary::Resource(created, thread, seq) => one(
+                    sql::SEARCH_RESOURCE_OLDER,
+                    params![key, needle, remaining, created, thread, seq],
+                )?,
+            };
+            json.unwrap_or_else(|| "[]".to_owned())
+        }
+    };
+    found.extend(parse_messages(&json)?);
+    Ok(found)
 }
 
 #[async_trait]
@@ -600,20 +813,25 @@ impl Storage for SqliteStorage {
     async fn create_thread(&self, thread: NewThread) -> Result<Thread> {
         const OP: &str = "create_thread";
         let (id, thread, created) = codec::prepare_thread(thread)?;
-        let mut conn = self.conns.writer(OP).await?;
-        let inserted = sqlx::query(sql::INSERT_THREAD)
-            .bind(&id)
-            .bind(&thread.resource_id)
-            .bind(&thread.title)
-            .bind(codec::canonical_map_text(&thread.metadata))
-            .bind(codec::to_micros(created))
-            .bind(codec::to_micros(created))
-            .bind(1i64)
-            .execute(&mut *conn)
-            .await
-            .map_err(err(OP))?;
-        drop(conn);
-        if inserted.rows_affected() == 0 {
+        let row = (
+            id.clone(),
+            thread.resource_id.clone(),
+            thread.title.clone(),
+            codec::canonical_map_text(&thread.metadata),
+            codec::to_micros(created),
+        );
+        let inserted = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                let (id, resource, title, metadata, at) = &row;
+                conn.prepare_cached(sql::INSERT_THREAD)
+                    .and_then(|mut s| {
+                        s.execute(params![id, resource, title, metadata, at, at, 1i64])
+                    })
+                    .map_err(err(OP))
+            })
+            .await?;
+        if inserted == 0 {
             return Err(StorageError::ThreadExists { thread_id: id });
         }
         Ok(Thread {
@@ -628,123 +846,139 @@ impl Storage for SqliteStorage {
 
     async fn get_thread(&self, thread_id: &str) -> Result<Option<Thread>> {
         const OP: &str = "get_thread";
-        let mut conn = self.conns.reader(OP).await?;
-        let row: Option<ThreadRow> = sqlx::query_as(sql::GET_THREAD)
-            .bind(thread_id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(err(OP))?;
+        let thread_id = thread_id.to_owned();
+        let row = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                conn.prepare_cached(sql::GET_THREAD)
+                    .and_then(|mut s| s.query_row([&thread_id], ThreadRow::from_row).optional())
+                    .map_err(err(OP))
+            })
+            .await?;
         row.map(ThreadRow::into_thread).transpose()
     }
 
     async fn update_thread(&self, thread_id: &str, patch: ThreadPatch) -> Result<Thread> {
         const OP: &str = "update_thread";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        let row: Option<ThreadRow> = sqlx::query_as(sql::GET_THREAD)
-            .bind(thread_id)
-            .fetch_optional(&mut *tx)
+        let thread_id = thread_id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                let row = tx
+                    .prepare_cached(sql::GET_THREAD)
+                    .and_then(|mut s| s.query_row([&thread_id], ThreadRow::from_row).optional())
+                    .map_err(err(OP))?;
+                let mut thread = row
+                    .ok_or_else(|| StorageError::thread_not_found(&thread_id))?
+                    .into_thread()?;
+                if let Some(title) = &patch.title {
+                    thread.title = Some(title.clone());
+                }
+                match &patch.metadata {
+                    Some(MetadataUpdate::Merge(changes)) => {
+                        thread
+                            .metadata
+                            .extend(codec::normalize_map(changes.clone()));
+                    }
+                    Some(MetadataUpdate::Replace(all)) => {
+                        thread.metadata = codec::normalize_map(all.clone());
+                    }
+                    None => {}
+                }
+                thread.updated_at = codec::now();
+                tx.prepare_cached(sql::UPDATE_THREAD)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            thread_id,
+                            thread.title,
+                            codec::canonical_map_text(&thread.metadata),
+                            codec::to_micros(thread.updated_at),
+                        ])
+                    })
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))?;
+                Ok(thread)
+            })
             .await
-            .map_err(err(OP))?;
-        let mut thread = row
-            .ok_or_else(|| StorageError::thread_not_found(thread_id))?
-            .into_thread()?;
-        if let Some(title) = patch.title {
-            thread.title = Some(title);
-        }
-        match patch.metadata {
-            Some(MetadataUpdate::Merge(changes)) => {
-                thread.metadata.extend(codec::normalize_map(changes));
-            }
-            Some(MetadataUpdate::Replace(all)) => thread.metadata = codec::normalize_map(all),
-            None => {}
-        }
-        thread.updated_at = codec::now();
-        sqlx::query(sql::UPDATE_THREAD)
-            .bind(thread_id)
-            .bind(&thread.title)
-            .bind(codec::canonical_map_text(&thread.metadata))
-            .bind(codec::to_micros(thread.updated_at))
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))?;
-        Ok(thread)
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool> {
         const OP: &str = "delete_thread";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        sqlx::query(sql::DELETE_THREAD_VECTORS)
-            .bind(thread_id)
-            .execute(&mut *tx)
+        let thread_id = thread_id.to_owned();
+        // The cascade may remove a whole history: off the async workers.
+        self.conns
+            .write(OP, Cost::Long, move |conn| {
+                let tx = begin(conn, OP)?;
+                tx.execute(sql::DELETE_THREAD_VECTORS, [&thread_id])
+                    .map_err(err(OP))?;
+                let deleted = tx
+                    .execute(sql::DELETE_THREAD, [&thread_id])
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))?;
+                Ok(deleted > 0)
+            })
             .await
-            .map_err(err(OP))?;
-        let deleted = sqlx::query(sql::DELETE_THREAD)
-            .bind(thread_id)
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?
-            .rows_affected();
-        tx.commit().await.map_err(err(OP))?;
-        Ok(deleted > 0)
     }
 
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {
         const OP: &str = "clone_thread";
-        let new_id = options.new_thread_id.unwrap_or_else(codec::new_id);
+        let new_id = options.new_thread_id.clone().unwrap_or_else(codec::new_id);
         codec::check_id("new_thread_id", &new_id)?;
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        owned(&mut tx, source_thread_id, Some(&options.resource_id), OP).await?;
-        let source: ThreadRow = sqlx::query_as(sql::GET_THREAD)
-            .bind(source_thread_id)
-            .fetch_one(&mut *tx)
+        let source_thread_id = source_thread_id.to_owned();
+        self.conns
+            .write(OP, Cost::Long, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &source_thread_id, Some(&options.resource_id), OP)?;
+                let source = tx
+                    .query_row(sql::GET_THREAD, [&source_thread_id], ThreadRow::from_row)
+                    .map_err(err(OP))?
+                    .into_thread()?;
+                let old_ids: Vec<String> = tx
+                    .prepare(sql::MESSAGE_IDS)
+                    .and_then(|mut s| s.query_map([&source_thread_id], |r| r.get(0))?.collect())
+                    .map_err(err(OP))?;
+                let now = codec::now();
+                let thread = Thread {
+                    id: new_id.clone(),
+                    resource_id: source.resource_id.clone(),
+                    title: options.title.clone().or(source.title.clone()),
+                    metadata: codec::clone_metadata(&source.metadata, &source_thread_id, now),
+                    created_at: now,
+                    updated_at: now,
+                };
+                let inserted = tx
+                    .execute(
+                        sql::INSERT_THREAD,
+                        params![
+                            thread.id,
+                            thread.resource_id,
+                            thread.title,
+                            codec::canonical_map_text(&thread.metadata),
+                            codec::to_micros(now),
+                            codec::to_micros(now),
+                            old_ids.len() as i64 + 1,
+                        ],
+                    )
+                    .map_err(err(OP))?;
+                if inserted == 0 {
+                    return Err(StorageError::ThreadExists {
+                        thread_id: new_id.clone(),
+                    });
+                }
+                let copies: Vec<serde_json::Value> = old_ids
+                    .iter()
+                    .zip(1i64..)
+                    .map(|(old, seq)| serde_json::json!([old, codec::new_id(), seq]))
+                    .collect();
+                tx.execute(
+                    sql::COPY_MESSAGES,
+                    params![new_id, serde_json::Value::from(copies).to_string()],
+                )
+                .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))?;
+                Ok(thread)
+            })
             .await
-            .map_err(err(OP))?;
-        let source = source.into_thread()?;
-        let old_ids: Vec<String> = sqlx::query_scalar(sql::MESSAGE_IDS)
-            .bind(source_thread_id)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        let now = codec::now();
-        let thread = Thread {
-            id: new_id.clone(),
-            resource_id: source.resource_id.clone(),
-            title: options.title.or(source.title.clone()),
-            metadata: codec::clone_metadata(&source.metadata, source_thread_id, now),
-            created_at: now,
-            updated_at: now,
-        };
-        let inserted = sqlx::query(sql::INSERT_THREAD)
-            .bind(&thread.id)
-            .bind(&thread.resource_id)
-            .bind(&thread.title)
-            .bind(codec::canonical_map_text(&thread.metadata))
-            .bind(codec::to_micros(now))
-            .bind(codec::to_micros(now))
-            .bind(old_ids.len() as i64 + 1)
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        if inserted.rows_affected() == 0 {
-            return Err(StorageError::ThreadExists { thread_id: new_id });
-        }
-        let copies: Vec<serde_json::Value> = old_ids
-            .iter()
-            .zip(1i64..)
-            .map(|(old, seq)| serde_json::json!([old, codec::new_id(), seq]))
-            .collect();
-        sqlx::query(sql::COPY_MESSAGES)
-            .bind(&new_id)
-            .bind(serde_json::Value::from(copies).to_string())
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))?;
-        Ok(thread)
     }
 
     async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>> {
@@ -753,27 +987,22 @@ impl Storage for SqliteStorage {
         let filter =
             codec::parse_filter(query.metadata.as_ref())?.map(|f| codec::canonical_map_text(&f));
         let resource = query.resource_id.as_deref();
-        let mut count = QueryBuilder::<Sqlite>::new(sql::COUNT_THREADS);
+        let mut count = sql::Dynamic::new(sql::COUNT_THREADS);
         sql::push_thread_filter(&mut count, resource, filter.clone());
-        let mut select = QueryBuilder::<Sqlite>::new(sql::SELECT_THREADS);
+        let mut select = sql::Dynamic::new(sql::SELECT_THREADS);
         sql::push_thread_filter(&mut select, resource, filter);
         select
             .push(sql::thread_order(query.order))
             .push(" LIMIT ")
-            .push_bind(i64::from(query.page.per_page))
+            .bind(i64::from(query.page.per_page))
             .push(" OFFSET ")
-            .push_bind(query.page.offset() as i64);
-        let mut conn = self.conns.reader(OP).await?;
-        let total: i64 = count
-            .build_query_scalar()
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(err(OP))?;
-        let rows: Vec<ThreadRow> = select
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(err(OP))?;
+            .bind(query.page.offset() as i64);
+        let (total, rows) = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                count_and_page(conn, &count, &select, ThreadRow::from_row, OP)
+            })
+            .await?;
         let items = rows
             .into_iter()
             .map(ThreadRow::into_thread)
@@ -790,13 +1019,28 @@ impl Storage for SqliteStorage {
         const OP: &str = "append_messages";
         let messages = EncodedMessage::batch(messages)?;
         let now = codec::now();
-        // The common case, new messages appended now, is one statement (one round trip through
-        // the driver's worker). Imports (explicit creation times), retries of stored ids and
-        // errors take the transactional path below.
+        let cost = if messages.len() > SHORT_BATCH {
+            Cost::Long
+        } else {
+            Cost::Short
+        };
+        // The common case, new messages appended now, is one statement. Imports (explicit
+        // creation times), retries of stored ids and errors take the transactional path.
         if !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
-            let mut conn = self.conns.writer(OP).await?;
-            let appended = append_new(&mut conn, thread_id, resource_id, &messages, now).await?;
-            drop(conn);
+            let args = (
+                thread_id.to_owned(),
+                resource_id.to_owned(),
+                batch_json(&messages),
+                messages.len(),
+                codec::to_micros(now),
+            );
+            let appended = self
+                .conns
+                .write(OP, cost, move |conn| {
+                    let (thread, resource, batch, count, at) = &args;
+                    append_new(conn, thread, resource, batch, *count, *at)
+                })
+                .await?;
             if let Some(seqs) = appended {
                 self.appended(messages.len());
                 return Ok(messages
@@ -806,34 +1050,21 @@ impl Storage for SqliteStorage {
                     .collect());
             }
         }
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        let (mut next_seq, existing) =
-            reserve_seqs(&mut tx, thread_id, resource_id, &messages, now).await?;
-        check_homes(thread_id, &existing)?;
-        let mut slots = Vec::with_capacity(messages.len());
-        let mut inserts = Vec::new();
-        for message in &messages {
-            match existing.get(&message.id) {
-                Some(e) => {
-                    replace_message(&mut tx, message).await?;
-                    slots.push((e.seq, e.created_at));
-                }
-                None => {
-                    let created = message.created_at.unwrap_or(now);
-                    inserts.push((message, next_seq, created));
-                    slots.push((next_seq, created));
-                    next_seq += 1;
-                }
-            }
-        }
-        insert_messages(&mut tx, thread_id, resource_id, &inserts).await?;
-        tx.commit().await.map_err(err(OP))?;
-        self.appended(inserts.len());
+        let messages = Arc::new(messages);
+        let (slots, inserted) = {
+            let messages = Arc::clone(&messages);
+            let (thread, resource) = (thread_id.to_owned(), resource_id.to_owned());
+            self.conns
+                .write(OP, cost, move |conn| {
+                    append_in_transaction(conn, &thread, &resource, &messages, now)
+                })
+                .await?
+        };
+        self.appended(inserted);
         Ok(messages
-            .into_iter()
+            .iter()
             .zip(slots)
-            .map(|(m, (seq, at))| m.into_stored(thread_id, resource_id, seq, at))
+            .map(|(m, (seq, at))| m.to_stored(thread_id, resource_id, seq, at))
             .collect())
     }
 
@@ -845,14 +1076,41 @@ impl Storage for SqliteStorage {
         last: u32,
     ) -> Result<(Vec<StoredMessage>, MessageList)> {
         const OP: &str = "append_with_history";
-        if !messages.is_empty() && last > 0 && messages.iter().all(|m| m.created_at.is_none()) {
+        if !messages.is_empty()
+            && last > 0
+            && messages.len() <= SHORT_BATCH
+            && messages.iter().all(|m| m.created_at.is_none())
+        {
             let batch = EncodedMessage::batch(messages.clone())?;
             let now = codec::now();
-            let mut conn = self.conns.writer(OP).await?;
-            let appended =
-                append_new_with_history(&mut conn, thread_id, resource_id, &batch, now, last)
-                    .await?;
-            drop(conn);
+            let args = (
+                thread_id.to_owned(),
+                resource_id.to_owned(),
+                batch_json(&batch),
+                batch.len(),
+                codec::to_micros(now),
+            );
+            // The append and the history before it on the writer, one hand-over.
+            let appended = self
+                .conns
+                .write(OP, Cost::Short, move |conn| {
+                    let (thread, resource, json, count, at) = &args;
+                    let Some(seqs) = append_new(conn, thread, resource, json, *count, *at)? else {
+                        return Ok(None);
+                    };
+                    let first = seqs.first().copied().unwrap_or(i64::MAX);
+                    let history = fetch_messages(
+                        conn,
+                        sql::HISTORY_BEFORE,
+                        params![thread, first, i64::from(last)],
+                        OP,
+                    )?;
+                    Ok(Some((
+                        seqs,
+                        trim_to_limit(history, Some(last), Anchor::End),
+                    )))
+                })
+                .await?;
             if let Some((seqs, history)) = appended {
                 self.appended(batch.len());
                 let stored = batch
@@ -863,7 +1121,7 @@ impl Storage for SqliteStorage {
                 return Ok((stored, history));
             }
         }
-        // Retries, imports and errors: the two calls.
+        // Retries, imports, big batches and errors: the two calls.
         let stored = self
             .append_messages(thread_id, resource_id, messages)
             .await?;
@@ -884,37 +1142,50 @@ impl Storage for SqliteStorage {
         if let Selection::Page(page) = selection {
             codec::check_page(page)?;
         }
-        let mut conn = self.conns.reader(OP).await?;
-        match selection {
-            Selection::Last(n) => {
-                let range = SeqRange {
-                    limit: Some(n),
-                    anchor: Anchor::End,
-                    ..SeqRange::default()
-                };
-                select_range(&mut conn, thread_id, resource_id, range).await
-            }
-            Selection::Range(range) => select_range(&mut conn, thread_id, resource_id, range).await,
-            Selection::Page(page) => {
-                owned(&mut conn, thread_id, resource_id, OP).await?;
-                let query = sqlx::query_scalar(sql::PAGE_MESSAGES)
-                    .bind(thread_id)
-                    .bind(i64::from(page.per_page))
-                    .bind(page.offset() as i64);
-                let messages = fetch_messages(&mut conn, query, OP).await?;
-                let total: i64 = sqlx::query_scalar(sql::COUNT_MESSAGES)
-                    .bind(thread_id)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(err(OP))?;
-                let total = total as u64;
-                Ok(MessageList {
-                    has_more: page.offset() + (messages.len() as u64) < total,
-                    messages,
-                    total: Some(total),
-                })
-            }
-        }
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.map(str::to_owned));
+        // A bounded read is short; a whole history may be long.
+        let cost = match selection {
+            Selection::Last(_) | Selection::Page(_) => Cost::Short,
+            Selection::Range(range) if range.limit.is_some() => Cost::Short,
+            Selection::Range(_) => Cost::Long,
+        };
+        self.conns
+            .read(OP, cost, move |conn| {
+                let resource_id = resource_id.as_deref();
+                match selection {
+                    Selection::Last(n) => {
+                        let range = SeqRange {
+                            limit: Some(n),
+                            anchor: Anchor::End,
+                            ..SeqRange::default()
+                        };
+                        select_range(conn, &thread_id, resource_id, range)
+                    }
+                    Selection::Range(range) => select_range(conn, &thread_id, resource_id, range),
+                    Selection::Page(page) => {
+                        let tx = conn.transaction().map_err(err(OP))?;
+                        owned(&tx, &thread_id, resource_id, OP)?;
+                        let messages = fetch_messages(
+                            &tx,
+                            sql::PAGE_MESSAGES,
+                            params![thread_id, i64::from(page.per_page), page.offset() as i64],
+                            OP,
+                        )?;
+                        let total: i64 = tx
+                            .prepare_cached(sql::COUNT_MESSAGES)
+                            .and_then(|mut s| s.query_row([&thread_id], |r| r.get(0)))
+                            .map_err(err(OP))?;
+                        tx.finish().map_err(err(OP))?;
+                        let total = total as u64;
+                        Ok(MessageList {
+                            has_more: page.offset() + (messages.len() as u64) < total,
+                            messages,
+                            total: Some(total),
+                        })
+                    }
+                }
+            })
+            .await
     }
 
     async fn get_messages(
@@ -923,9 +1194,13 @@ impl Storage for SqliteStorage {
         resource_id: Option<&str>,
     ) -> Result<Vec<StoredMessage>> {
         const OP: &str = "get_messages";
-        let mut conn = self.conns.reader(OP).await?;
-        let query = sqlx::query_scalar(sql::GET_MESSAGES).bind(json_ids(ids));
-        let messages = fetch_messages(&mut conn, query, OP).await?;
+        let ids = json_ids(ids);
+        let messages = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                fetch_messages(conn, sql::GET_MESSAGES, [&ids], OP)
+            })
+            .await?;
         for m in &messages {
             codec::check_owner(&m.thread_id, &m.resource_id, resource_id)?;
         }
@@ -939,183 +1214,85 @@ impl Storage for SqliteStorage {
         ids: &[String],
     ) -> Result<u64> {
         const OP: &str = "delete_messages";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        owned(&mut tx, thread_id, Some(resource_id), OP).await?;
-        let deleted: Vec<String> = sqlx::query_scalar(sql::DELETE_MESSAGES)
-            .bind(thread_id)
-            .bind(json_ids(ids))
-            .fetch_all(&mut *tx)
+        let (thread_id, resource_id, ids) =
+            (thread_id.to_owned(), resource_id.to_owned(), json_ids(ids));
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &thread_id, Some(&resource_id), OP)?;
+                let deleted: Vec<String> = tx
+                    .prepare_cached(sql::DELETE_MESSAGES)
+                    .and_then(|mut s| s.query_map([&thread_id, &ids], |r| r.get(0))?.collect())
+                    .map_err(err(OP))?;
+                if !deleted.is_empty() {
+                    tx.execute(sql::DELETE_MESSAGE_VECTORS, [json_ids(&deleted)])
+                        .map_err(err(OP))?;
+                    tx.execute(
+                        sql::TOUCH_THREAD,
+                        params![thread_id, codec::to_micros(codec::now())],
+                    )
+                    .map_err(err(OP))?;
+                }
+                tx.commit().map_err(err(OP))?;
+                Ok(deleted.len() as u64)
+            })
             .await
-            .map_err(err(OP))?;
-        if !deleted.is_empty() {
-            sqlx::query(sql::DELETE_MESSAGE_VECTORS)
-                .bind(json_ids(&deleted))
-                .execute(&mut *tx)
-                .await
-                .map_err(err(OP))?;
-            sqlx::query(sql::TOUCH_THREAD)
-                .bind(thread_id)
-                .bind(codec::to_micros(codec::now()))
-                .execute(&mut *tx)
-                .await
-                .map_err(err(OP))?;
-        }
-        tx.commit().await.map_err(err(OP))?;
-        Ok(deleted.len() as u64)
     }
 
     async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
         const OP: &str = "search_messages";
-        let needle = codec::search_needle(&search.query);
-        let limit = i64::from(search.limit);
-        let mut conn = self.conns.reader(OP).await?;
-        // Phase 1: the scope's newest messages, scanned. Most searches end here: a frequent term
-        // fills the limit at once, and a small scope is scanned whole.
-        let (mut found, boundary) = match &search.scope {
-            Scope::Thread {
-                thread_id,
-                resource_id,
-            } => {
-                owned(&mut conn, thread_id, Some(resource_id), OP).await?;
-                let (json, scanned, oldest): (String, i64, Option<i64>) =
-                    sqlx::query_as(sql::SEARCH_THREAD_RECENT)
-                        .bind(thread_id.as_str())
-                        .bind(&needle)
-                        .bind(limit)
-                        .bind(sql::SEARCH_WINDOW)
-                        .fetch_one(&mut *conn)
-                        .await
-                        .map_err(err(OP))?;
-                let boundary = oldest.filter(|_| scanned > sql::SEARCH_WINDOW);
-                (parse_messages(&json)?, boundary.map(Boundary::Seq))
-            }
-            Scope::Resource { resource_id } => {
-                let row: (String, i64, Option<i64>, Option<String>, Option<i64>) =
-                    sqlx::query_as(sql::SEARCH_RESOURCE_RECENT)
-                        .bind(resource_id.as_str())
-                        .bind(&needle)
-                        .bind(limit)
-                        .bind(sql::SEARCH_WINDOW)
-                        .fetch_one(&mut *conn)
-                        .await
-                        .map_err(err(OP))?;
-                let (json, scanned, created, thread, seq) = row;
-                let boundary = match (created, thread, seq) {
-                    (Some(c), Some(t), Some(s)) if scanned > sql::SEARCH_WINDOW => {
-                        Some(Boundary::Resource(c, t, s))
-                    }
-                    _ => None,
-                };
-                (parse_messages(&json)?, boundary)
-            }
-        };
-        let Some(boundary) = boundary else {
-            return Ok(found);
-        };
-        let remaining = limit - found.len() as i64;
-        if remaining <= 0 {
-            return Ok(found);
-        }
-        // Phase 2: the older messages through the trigram index, when the needle's rarest
-        // trigrams narrow them down; phase 3: otherwise, scanned.
-        let key = match &search.scope {
-            Scope::Thread { thread_id, .. } => thread_id.as_str(),
-            Scope::Resource { resource_id } => resource_id.as_str(),
-        };
-        let mut older = None;
-        if let Some(fts) = trigram_query(&needle) {
-            let query = match &boundary {
-                Boundary::Seq(seq) => sqlx::query_scalar(sql::SEARCH_THREAD_INDEXED)
-                    .bind(key)
-                    .bind(&needle)
-                    .bind(remaining)
-                    .bind(*seq)
-                    .bind(fts)
-                    .bind(sql::SEARCH_CANDIDATES),
-                Boundary::Resource(created, thread, seq) => {
-                    sqlx::query_scalar(sql::SEARCH_RESOURCE_INDEXED)
-                        .bind(key)
-                        .bind(&needle)
-                        .bind(remaining)
-                        .bind(*created)
-                        .bind(thread.as_str())
-                        .bind(*seq)
-                        .bind(fts)
-                        .bind(sql::SEARCH_CANDIDATES)
-                }
-            };
-            let json: Option<String> = query.fetch_one(&mut *conn).await.map_err(err(OP))?;
-            older = json;
-        }
-        let json = match older {
-            Some(json) => json,
-            None => {
-                let query = match &boundary {
-                    Boundary::Seq(seq) => sqlx::query_scalar(sql::SEARCH_THREAD_OLDER)
-                        .bind(key)
-                        .bind(&needle)
-                        .bind(remaining)
-                        .bind(*seq),
-                    Boundary::Resource(created, thread, seq) => {
-                        sqlx::query_scalar(sql::SEARCH_RESOURCE_OLDER)
-                            .bind(key)
-                            .bind(&needle)
-                            .bind(remaining)
-                            .bind(*created)
-                            .bind(thread.as_str())
-                            .bind(*seq)
-                    }
-                };
-                query.fetch_one(&mut *conn).await.map_err(err(OP))?
-            }
-        };
-        found.extend(parse_messages(&json)?);
-        Ok(found)
+        self.conns
+            .read(OP, Cost::Long, move |conn| search_in(conn, &search))
+            .await
     }
 
     async fn get_working_memory(&self, scope: &Scope) -> Result<Option<String>> {
         const OP: &str = "get_working_memory";
-        let mut conn = self.conns.reader(OP).await?;
-        let (statement, key) = match scope {
-            Scope::Thread {
-                thread_id,
-                resource_id,
-            } => {
-                owned(&mut conn, thread_id, Some(resource_id), OP).await?;
-                (sql::GET_THREAD_MEMORY, thread_id)
-            }
-            Scope::Resource { resource_id } => (sql::GET_RESOURCE_MEMORY, resource_id),
-        };
-        let content: Option<Option<String>> = sqlx::query_scalar(statement)
-            .bind(key)
-            .fetch_optional(&mut *conn)
+        let scope = scope.clone();
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                let (statement, key) = match &scope {
+                    Scope::Thread {
+                        thread_id,
+                        resource_id,
+                    } => {
+                        owned(conn, thread_id, Some(resource_id), OP)?;
+                        (sql::GET_THREAD_MEMORY, thread_id)
+                    }
+                    Scope::Resource { resource_id } => (sql::GET_RESOURCE_MEMORY, resource_id),
+                };
+                let content: Option<Option<String>> = conn
+                    .prepare_cached(statement)
+                    .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
+                    .map_err(err(OP))?;
+                Ok(content.flatten())
+            })
             .await
-            .map_err(err(OP))?;
-        Ok(content.flatten())
     }
 
     async fn set_working_memory(&self, scope: &Scope, content: &str) -> Result<()> {
         const OP: &str = "set_working_memory";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        let query = match scope {
-            Scope::Thread {
-                thread_id,
-                resource_id,
-            } => {
-                owned(&mut tx, thread_id, Some(resource_id), OP).await?;
-                sqlx::query(sql::SET_THREAD_MEMORY)
-                    .bind(thread_id)
-                    .bind(content)
-            }
-            Scope::Resource { resource_id } => sqlx::query(sql::SET_RESOURCE_MEMORY)
-                .bind(resource_id)
-                .bind(content)
-                .bind(codec::to_micros(codec::now())),
-        };
-        query.execute(&mut *tx).await.map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))
+        let (scope, content) = (scope.clone(), content.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                match &scope {
+                    Scope::Thread {
+                        thread_id,
+                        resource_id,
+                    } => {
+                        owned(&tx, thread_id, Some(resource_id), OP)?;
+                        tx.execute(sql::SET_THREAD_MEMORY, params![thread_id, content])
+                    }
+                    Scope::Resource { resource_id } => tx.execute(
+                        sql::SET_RESOURCE_MEMORY,
+                        params![resource_id, content, codec::to_micros(codec::now())],
+                    ),
+                }
+                .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
+            .await
     }
 
     async fn save_run(
@@ -1128,39 +1305,68 @@ impl Storage for SqliteStorage {
         let snapshot = serde_json::to_string(&record.snapshot)
             .map_err(|e| StorageError::corrupt("run snapshot", e))?;
         let now = codec::now();
-        let mut conn = self.conns.writer(OP).await?;
-        let saved: Option<(i64, i64)> = match expected_version {
-            None => {
-                let inserted = sqlx::query(sql::INSERT_RUN)
-                    .bind(&record.run_id)
-                    .bind(&record.agent_id)
-                    .bind(&record.thread_id)
-                    .bind(&record.resource_id)
-                    .bind(record.status.as_str())
-                    .bind(&snapshot)
-                    .bind(&record.parent_run_id)
-                    .bind(codec::to_micros(now))
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(err(OP))?;
-                (inserted.rows_affected() == 1).then_some((1, codec::to_micros(now)))
-            }
-            Some(expected) => sqlx::query_as(sql::UPDATE_RUN)
-                .bind(&record.run_id)
-                .bind(&record.agent_id)
-                .bind(&record.thread_id)
-                .bind(&record.resource_id)
-                .bind(record.status.as_str())
-                .bind(&snapshot)
-                .bind(&record.parent_run_id)
-                .bind(codec::to_micros(now))
-                .bind(expected)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(err(OP))?,
-        };
+        let at = codec::to_micros(now);
+        let row = (
+            record.run_id.clone(),
+            record.agent_id.clone(),
+            record.thread_id.clone(),
+            record.resource_id.clone(),
+            record.status.as_str(),
+            snapshot,
+            record.parent_run_id.clone(),
+        );
+        let (saved, actual) = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                let (run_id, agent_id, thread_id, resource_id, status, snapshot, parent) = &row;
+                let saved: Option<(i64, i64)> = match expected_version {
+                    None => {
+                        let inserted = conn
+                            .prepare_cached(sql::INSERT_RUN)
+                            .and_then(|mut s| {
+                                s.execute(params![
+                                    run_id,
+                                    agent_id,
+                                    thread_id,
+                                    resource_id,
+                                    status,
+                                    snapshot,
+                                    parent,
+                                    at
+                                ])
+                            })
+                            .map_err(err(OP))?;
+                        (inserted == 1).then_some((1, at))
+                    }
+                    Some(expected) => conn
+                        .prepare_cached(sql::UPDATE_RUN)
+                        .and_then(|mut s| {
+                            s.query_row(
+                                params![
+                                    run_id,
+                                    agent_id,
+                                    thread_id,
+                                    resource_id,
+                                    status,
+                                    snapshot,
+                                    parent,
+                                    at,
+                                    expected
+                                ],
+                                |r| Ok((r.get(0)?, r.get(1)?)),
+                            )
+                            .optional()
+                        })
+                        .map_err(err(OP))?,
+                };
+                let actual = match saved {
+                    Some(_) => None,
+                    None => run_version(conn, run_id)?,
+                };
+                Ok((saved, actual))
+            })
+            .await?;
         let Some((version, created)) = saved else {
-            let actual = run_version(&mut conn, &record.run_id).await?;
             return Err(match (expected_version, actual) {
                 (Some(_), None) => StorageError::RunNotFound {
                     run_id: record.run_id,
@@ -1182,39 +1388,37 @@ impl Storage for SqliteStorage {
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
         const OP: &str = "get_run";
-        let mut conn = self.conns.reader(OP).await?;
-        let row: Option<RunRow> = sqlx::query_as(sql::GET_RUN)
-            .bind(run_id)
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(err(OP))?;
+        let run_id = run_id.to_owned();
+        let row = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                conn.prepare_cached(sql::GET_RUN)
+                    .and_then(|mut s| s.query_row([&run_id], RunRow::from_row).optional())
+                    .map_err(err(OP))
+            })
+            .await?;
         row.map(RunRow::into_record).transpose()
     }
 
     async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
         const OP: &str = "list_runs";
         codec::check_page(filter.page)?;
-        let mut count = QueryBuilder::<Sqlite>::new(sql::COUNT_RUNS);
+        let mut count = sql::Dynamic::new(sql::COUNT_RUNS);
         sql::push_run_filter(&mut count, &filter);
-        let mut select = QueryBuilder::<Sqlite>::new(sql::SELECT_RUNS);
+        let mut select = sql::Dynamic::new(sql::SELECT_RUNS);
         sql::push_run_filter(&mut select, &filter);
         select
             .push(sql::RUN_ORDER)
             .push(" LIMIT ")
-            .push_bind(i64::from(filter.page.per_page))
+            .bind(i64::from(filter.page.per_page))
             .push(" OFFSET ")
-            .push_bind(filter.page.offset() as i64);
-        let mut conn = self.conns.reader(OP).await?;
-        let total: i64 = count
-            .build_query_scalar()
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(err(OP))?;
-        let rows: Vec<RunRow> = select
-            .build_query_as()
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(err(OP))?;
+            .bind(filter.page.offset() as i64);
+        let (total, rows) = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                count_and_page(conn, &count, &select, RunRow::from_row, OP)
+            })
+            .await?;
         let items = rows
             .into_iter()
             .map(RunRow::into_record)
@@ -1224,13 +1428,16 @@ impl Storage for SqliteStorage {
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
         const OP: &str = "delete_run";
-        let mut conn = self.conns.writer(OP).await?;
-        let done = sqlx::query(sql::DELETE_RUN)
-            .bind(run_id)
-            .execute(&mut *conn)
+        let run_id = run_id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let done = conn
+                    .prepare_cached(sql::DELETE_RUN)
+                    .and_then(|mut s| s.execute([&run_id]))
+                    .map_err(err(OP))?;
+                Ok(done > 0)
+            })
             .await
-            .map_err(err(OP))?;
-        Ok(done.rows_affected() > 0)
     }
 
     async fn add_observations(
@@ -1239,27 +1446,41 @@ impl Storage for SqliteStorage {
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
         const OP: &str = "add_observations";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        check_scope(&mut tx, scope, OP).await?;
-        let added = insert_observations(&mut tx, scope, observations).await?;
-        tx.commit().await.map_err(err(OP))?;
-        Ok(added)
+        let scope = scope.clone();
+        let now = codec::now();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                check_scope(&tx, &scope, OP)?;
+                let added = insert_observations(&tx, &scope, &observations, now)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(added)
+            })
+            .await
     }
 
     async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
         const OP: &str = "list_observations";
-        let mut conn = self.conns.reader(OP).await?;
-        check_scope(&mut conn, scope, OP).await?;
-        let query = match scope {
-            Scope::Thread { thread_id, .. } => {
-                sqlx::query_as(sql::LIST_THREAD_OBSERVATIONS).bind(thread_id)
-            }
-            Scope::Resource { resource_id } => {
-                sqlx::query_as(sql::LIST_RESOURCE_OBSERVATIONS).bind(resource_id)
-            }
-        };
-        let rows: Vec<ObservationRow> = query.fetch_all(&mut *conn).await.map_err(err(OP))?;
+        let scope = scope.clone();
+        let rows = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                check_scope(&tx, &scope, OP)?;
+                let (statement, key) = match &scope {
+                    Scope::Thread { thread_id, .. } => (sql::LIST_THREAD_OBSERVATIONS, thread_id),
+                    Scope::Resource { resource_id } => {
+                        (sql::LIST_RESOURCE_OBSERVATIONS, resource_id)
+                    }
+                };
+                let rows: Vec<ObservationRow> = tx
+                    .prepare_cached(statement)
+                    .and_then(|mut s| s.query_map([key], ObservationRow::from_row)?.collect())
+                    .map_err(err(OP))?;
+                tx.finish().map_err(err(OP))?;
+                Ok(rows)
+            })
+            .await?;
         rows.into_iter()
             .map(ObservationRow::into_observation)
             .collect()
@@ -1271,64 +1492,76 @@ impl Storage for SqliteStorage {
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
         const OP: &str = "replace_observations";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        check_scope(&mut tx, scope, OP).await?;
-        let delete = match scope {
-            Scope::Thread { thread_id, .. } => {
-                sqlx::query(sql::DELETE_THREAD_OBSERVATIONS).bind(thread_id)
-            }
-            Scope::Resource { resource_id } => {
-                sqlx::query(sql::DELETE_RESOURCE_OBSERVATIONS).bind(resource_id)
-            }
-        };
-        delete.execute(&mut *tx).await.map_err(err(OP))?;
-        let added = insert_observations(&mut tx, scope, observations).await?;
-        tx.commit().await.map_err(err(OP))?;
-        Ok(added)
+        let scope = scope.clone();
+        let now = codec::now();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                check_scope(&tx, &scope, OP)?;
+                match &scope {
+                    Scope::Thread { thread_id, .. } => {
+                        tx.execute(sql::DELETE_THREAD_OBSERVATIONS, [thread_id])
+                    }
+                    Scope::Resource { resource_id } => {
+                        tx.execute(sql::DELETE_RESOURCE_OBSERVATIONS, [resource_id])
+                    }
+                }
+                .map_err(err(OP))?;
+                let added = insert_observations(&tx, &scope, &observations, now)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(added)
+            })
+            .await
     }
 
     async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
         const OP: &str = "get_observed_seq";
-        let mut conn = self.conns.reader(OP).await?;
-        owned(&mut conn, thread_id, Some(resource_id), OP).await?;
-        let seq: Option<Option<i64>> = sqlx::query_scalar(sql::GET_OBSERVED_SEQ)
-            .bind(thread_id)
-            .fetch_optional(&mut *conn)
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                owned(conn, &thread_id, Some(&resource_id), OP)?;
+                let seq: Option<Option<i64>> = conn
+                    .prepare_cached(sql::GET_OBSERVED_SEQ)
+                    .and_then(|mut s| s.query_row([&thread_id], |r| r.get(0)).optional())
+                    .map_err(err(OP))?;
+                Ok(seq.flatten())
+            })
             .await
-            .map_err(err(OP))?;
-        Ok(seq.flatten())
     }
 
     async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
         const OP: &str = "set_observed_seq";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        owned(&mut tx, thread_id, Some(resource_id), OP).await?;
-        sqlx::query(sql::SET_OBSERVED_SEQ)
-            .bind(thread_id)
-            .bind(seq)
-            .execute(&mut *tx)
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &thread_id, Some(&resource_id), OP)?;
+                tx.execute(sql::SET_OBSERVED_SEQ, params![thread_id, seq])
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
             .await
-            .map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))
     }
 
     async fn create_index(&self, name: &str, dimension: usize) -> Result<()> {
         const OP: &str = "create_index";
         codec::check_id("index", name)?;
         codec::check_dimension(dimension)?;
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        sqlx::query(sql::INSERT_INDEX)
-            .bind(name)
-            .bind(dimension as i64)
-            .bind(codec::to_micros(codec::now()))
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        let existing = index_dimension(&mut tx, name, OP).await?;
-        tx.commit().await.map_err(err(OP))?;
+        let index = name.to_owned();
+        let existing = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                tx.execute(
+                    sql::INSERT_INDEX,
+                    params![index, dimension as i64, codec::to_micros(codec::now())],
+                )
+                .map_err(err(OP))?;
+                let existing = index_dimension(&tx, &index, OP)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(existing)
+            })
+            .await?;
         if existing != dimension {
             return Err(StorageError::IndexExists {
                 index: name.to_owned(),
@@ -1341,89 +1574,137 @@ impl Storage for SqliteStorage {
 
     async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
         const OP: &str = "index_dimension";
-        let mut conn = self.conns.reader(OP).await?;
-        match index_dimension(&mut conn, name, OP).await {
-            Ok(dimension) => Ok(Some(dimension)),
-            Err(StorageError::IndexNotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
+        let index = name.to_owned();
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                match index_dimension(conn, &index, OP) {
+                    Ok(dimension) => Ok(Some(dimension)),
+                    Err(StorageError::IndexNotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
     }
 
     async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
         const OP: &str = "upsert_vectors";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        let dimension = index_dimension(&mut tx, index, OP).await?;
-        for record in &vectors {
-            codec::check_vector(index, dimension, &record.vector)?;
-        }
-        for record in vectors {
-            let metadata = codec::normalize_map(record.metadata);
-            sqlx::query(sql::UPSERT_VECTOR)
-                .bind(index)
-                .bind(&record.id)
-                .bind(codec::encode_vector(&record.vector))
-                .bind(codec::canonical_map_text(&metadata))
-                .bind(codec::meta_str(&metadata, "thread_id"))
-                .bind(codec::meta_str(&metadata, "resource_id"))
-                .bind(codec::meta_str(&metadata, "message_id"))
-                .execute(&mut *tx)
-                .await
-                .map_err(err(OP))?;
-        }
-        tx.commit().await.map_err(err(OP))
+        let cost = if vectors.len() > SHORT_BATCH {
+            Cost::Long
+        } else {
+            Cost::Short
+        };
+        let rows: Vec<_> = vectors
+            .into_iter()
+            .map(|record| {
+                let metadata = codec::normalize_map(record.metadata);
+                (
+                    record.id,
+                    record.vector,
+                    codec::canonical_map_text(&metadata),
+                    codec::meta_str(&metadata, "thread_id"),
+                    codec::meta_str(&metadata, "resource_id"),
+                    codec::meta_str(&metadata, "message_id"),
+                )
+            })
+            .collect();
+        let index = index.to_owned();
+        self.conns
+            .write(OP, cost, move |conn| {
+                let tx = begin(conn, OP)?;
+                let dimension = index_dimension(&tx, &index, OP)?;
+                for (_, vector, ..) in &rows {
+                    codec::check_vector(&index, dimension, vector)?;
+                }
+                {
+                    let mut upsert = tx.prepare_cached(sql::UPSERT_VECTOR).map_err(err(OP))?;
+                    for (id, vector, metadata, thread, resource, message) in &rows {
+                        upsert
+                            .execute(params![
+                                index,
+                                id,
+                                codec::encode_vector(vector),
+                                metadata,
+                                thread,
+                                resource,
+                                message,
+                            ])
+                            .map_err(err(OP))?;
+                    }
+                }
+                tx.commit().map_err(err(OP))
+            })
+            .await
     }
 
     async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
         const OP: &str = "query_vectors";
-        let mut conn = self.conns.reader(OP).await?;
-        let dimension = index_dimension(&mut conn, index, OP).await?;
-        codec::check_vector(index, dimension, &query.vector)?;
-        let filter = &query.filter;
-        let scan = match (&filter.thread_id, &filter.resource_id) {
-            (Some(thread), resource) => sqlx::query_as(sql::SCAN_THREAD_VECTORS)
-                .bind(index)
-                .bind(thread.as_str())
-                .bind(resource.as_deref()),
-            (None, Some(resource)) => sqlx::query_as(sql::SCAN_RESOURCE_VECTORS)
-                .bind(index)
-                .bind(resource.as_str()),
-            (None, None) => sqlx::query_as(sql::SCAN_VECTORS).bind(index),
-        };
-        let mut rows = scan.fetch(&mut *conn);
-        let mut top = codec::TopK::new(query.top_k);
-        while let Some((id, embedding, metadata)) = rows
-            .try_next()
+        let index = index.to_owned();
+        self.conns
+            .read(OP, Cost::Long, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                let dimension = index_dimension(&tx, &index, OP)?;
+                codec::check_vector(&index, dimension, &query.vector)?;
+                let filter = &query.filter;
+                let mut top = codec::TopK::new(query.top_k);
+                let mut score_row = |row: &rusqlite::Row<'_>| -> Result<()> {
+                    let id: String = row.get(0).map_err(err(OP))?;
+                    let embedding = row.get_ref(1).and_then(|v| v.as_blob().map_err(Into::into));
+                    let embedding = embedding.map_err(err(OP))?;
+                    let score = codec::cosine(&query.vector, &codec::decode_vector(embedding)?);
+                    if top.admits(score, &id) {
+                        let metadata: String = row.get(2).map_err(err(OP))?;
+                        let metadata = codec::parse_map("vector metadata", &metadata)?;
+                        top.push(VectorMatch {
+                            id,
+                            score,
+                            metadata,
+                        });
+                    }
+                    Ok(())
+                };
+                let (statement, scope): (&str, Vec<Option<&str>>) =
+                    match (&filter.thread_id, &filter.resource_id) {
+                        (Some(thread), resource) => (
+                            sql::SCAN_THREAD_VECTORS,
+                            vec![
+                                Some(index.as_str()),
+                                Some(thread.as_str()),
+                                resource.as_deref(),
+                            ],
+                        ),
+                        (None, Some(resource)) => (
+                            sql::SCAN_RESOURCE_VECTORS,
+                            vec![Some(index.as_str()), Some(resource.as_str())],
+                        ),
+                        (None, None) => (sql::SCAN_VECTORS, vec![Some(index.as_str())]),
+                    };
+                let mut statement = tx.prepare_cached(statement).map_err(err(OP))?;
+                let mut rows = statement.query(params_from_iter(scope)).map_err(err(OP))?;
+                while let Some(row) = rows.next().map_err(err(OP))? {
+                    score_row(row)?;
+                }
+                drop(rows);
+                drop(statement);
+                tx.finish().map_err(err(OP))?;
+                Ok(top.into_vec())
+            })
             .await
-            .map_err(err(OP))?
-            .map(|row: (String, Vec<u8>, String)| row)
-        {
-            let score = codec::cosine(&query.vector, &codec::decode_vector(&embedding)?);
-            if top.admits(score, &id) {
-                let metadata = codec::parse_map("vector metadata", &metadata)?;
-                top.push(VectorMatch {
-                    id,
-                    score,
-                    metadata,
-                });
-            }
-        }
-        Ok(top.into_vec())
     }
 
     async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
         const OP: &str = "delete_vectors";
-        let mut conn = self.conns.writer(OP).await?;
-        let mut tx = begin(&mut conn, OP).await?;
-        index_dimension(&mut tx, index, OP).await?;
-        let done = sqlx::query(sql::DELETE_VECTORS)
-            .bind(index)
-            .bind(json_ids(ids))
-            .execute(&mut *tx)
+        let (index, ids) = (index.to_owned(), json_ids(ids));
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                index_dimension(&tx, &index, OP)?;
+                let done = tx
+                    .execute(sql::DELETE_VECTORS, params![index, ids])
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))?;
+                Ok(done as u64)
+            })
             .await
-            .map_err(err(OP))?;
-        tx.commit().await.map_err(err(OP))?;
-        Ok(done.rows_affected())
     }
 }
 

@@ -11,7 +11,6 @@ use crate::types::{
 };
 
 /// A `threads` row.
-#[derive(sqlx::FromRow)]
 pub(super) struct ThreadRow {
     id: String,
     resource_id: String,
@@ -22,6 +21,18 @@ pub(super) struct ThreadRow {
 }
 
 impl ThreadRow {
+    /// Reads the columns of `sql::thread_cols!`, in order.
+    pub(super) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            resource_id: row.get(1)?,
+            title: row.get(2)?,
+            metadata: row.get(3)?,
+            created_at: row.get(4)?,
+            updated_at: row.get(5)?,
+        })
+    }
+
     pub(super) fn into_thread(self) -> Result<Thread> {
         Ok(Thread {
             metadata: codec::parse_map("thread metadata", &self.metadata)?,
@@ -72,7 +83,6 @@ pub(super) fn parse_messages(json: &str) -> Result<Vec<StoredMessage>> {
 }
 
 /// A `runs` row.
-#[derive(sqlx::FromRow)]
 pub(super) struct RunRow {
     run_id: String,
     agent_id: String,
@@ -87,6 +97,22 @@ pub(super) struct RunRow {
 }
 
 impl RunRow {
+    /// Reads the columns of `sql::run_cols!`, in order.
+    pub(super) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            run_id: row.get(0)?,
+            agent_id: row.get(1)?,
+            thread_id: row.get(2)?,
+            resource_id: row.get(3)?,
+            status: row.get(4)?,
+            snapshot: row.get(5)?,
+            parent_run_id: row.get(6)?,
+            version: row.get(7)?,
+            created_at: row.get(8)?,
+            updated_at: row.get(9)?,
+        })
+    }
+
     pub(super) fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
             status: RunStatus::from_str(&self.status)?,
@@ -105,7 +131,6 @@ impl RunRow {
 }
 
 /// An `observations` row.
-#[derive(sqlx::FromRow)]
 pub(super) struct ObservationRow {
     id: String,
     thread_id: Option<String>,
@@ -117,6 +142,19 @@ pub(super) struct ObservationRow {
 }
 
 impl ObservationRow {
+    /// Reads the columns of `sql::observation_cols!`, in order.
+    pub(super) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            thread_id: row.get(1)?,
+            resource_id: row.get(2)?,
+            text: row.get(3)?,
+            created_at: row.get(4)?,
+            observed_up_to_seq: row.get(5)?,
+            source_thread_id: row.get(6)?,
+        })
+    }
+
     pub(super) fn into_observation(self) -> Result<Observation> {
         let scope = match self.thread_id {
             Some(thread_id) => Scope::Thread {

@@ -1,6 +1,6 @@
 //! Every SQL statement of the SQLite backend.
 
-use sqlx::{QueryBuilder, Sqlite};
+use rusqlite::types::Value;
 
 use crate::codec;
 use crate::types::{Direction, RunFilter, ThreadOrder, ThreadOrderField};
@@ -61,21 +61,19 @@ pub const DELETE_THREAD: &str = "DELETE FROM threads WHERE id = ?1";
 /// Appends the WHERE clause and the order of a thread listing (resource and canonical metadata
 /// filter, each only when given: every filter key must be present with equal canonical JSON
 /// text) to `query`, which already selects from `threads t`.
-pub fn push_thread_filter<'a>(
-    query: &mut QueryBuilder<'a, Sqlite>,
-    resource_id: Option<&'a str>,
-    filter: Option<String>,
-) {
+pub fn push_thread_filter(query: &mut Dynamic, resource_id: Option<&str>, filter: Option<String>) {
     query.push(" WHERE 1 = 1");
     if let Some(resource_id) = resource_id {
-        query.push(" AND t.resource_id = ").push_bind(resource_id);
+        query
+            .push(" AND t.resource_id = ")
+            .bind(resource_id.to_owned());
     }
     if let Some(filter) = filter {
         query
             .push(" AND NOT EXISTS (SELECT 1 FROM json_each(")
-            .push_bind(filter.clone())
+            .bind(filter.clone())
             .push(") f WHERE (t.metadata -> f.fullkey) IS NOT (")
-            .push_bind(filter)
+            .bind(filter)
             .push(" -> f.fullkey))");
     }
 }
@@ -133,26 +131,11 @@ pub const APPEND_NEW: &str = "WITH batch AS MATERIALIZED (SELECT j.key AS k, j.v
      SELECT b.id, ?1, ?2, base.next_seq + b.k, b.role, b.parts, b.status, b.metadata, \
      b.search_text, ?4 FROM batch b, base ORDER BY b.k RETURNING seq";
 
-/// [`APPEND_NEW`] followed, in the same round trip, by the ?5 + 1 messages before the first new
-/// one, as a JSON array (one row, after the new seqs).
-pub const APPEND_NEW_WITH_HISTORY: &str = concat!(
-    "WITH batch AS MATERIALIZED (SELECT j.key AS k, j.value ->> 0 AS id, \
-     j.value ->> 1 AS role, j.value ->> 2 AS parts, j.value ->> 3 AS status, \
-     j.value ->> 4 AS metadata, j.value ->> 5 AS search_text FROM json_each(?3) j), \
-     base AS MATERIALIZED (SELECT max(next_seq, \
-     (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1)) AS next_seq \
-     FROM threads WHERE id = ?1 AND resource_id = ?2 \
-     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id IN (SELECT id FROM batch))) \
-     INSERT INTO messages (id, thread_id, resource_id, seq, role, parts, status, metadata, \
-     search_text, created_at) \
-     SELECT b.id, ?1, ?2, base.next_seq + b.k, b.role, b.parts, b.status, b.metadata, \
-     b.search_text, ?4 FROM batch b, base ORDER BY b.k RETURNING seq; ",
-    messages_json!(
-        "WHERE thread_id = ?1 AND seq < (SELECT coalesce(min(seq), 9223372036854775807) \
-         FROM messages WHERE id IN (SELECT j.value ->> 0 FROM json_each(?3) j)) \
-         ORDER BY seq DESC LIMIT ?5 + 1",
-        "seq"
-    )
+/// The ?3 + 1 messages of thread ?1 before seq ?2, as a JSON array (read after an append, on the
+/// writer, to return the history the new messages follow).
+pub const HISTORY_BEFORE: &str = messages_json!(
+    "WHERE thread_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3 + 1",
+    "seq"
 );
 
 /// Inserts a batch in one statement. ?1 thread, ?2 resource, ?3 JSON array of
@@ -414,7 +397,7 @@ pub const SELECT_RUNS: &str = concat!("SELECT ", run_cols!(), " FROM runs");
 pub const RUN_ORDER: &str = " ORDER BY created_at DESC, run_id DESC";
 
 /// Appends the WHERE clause of a run listing (only the filters given) to `query`.
-pub fn push_run_filter<'a>(query: &mut QueryBuilder<'a, Sqlite>, filter: &'a RunFilter) {
+pub fn push_run_filter(query: &mut Dynamic, filter: &RunFilter) {
     query.push(" WHERE 1 = 1");
     let columns = [
         ("agent_id", filter.agent_id.as_deref()),
@@ -425,26 +408,59 @@ pub fn push_run_filter<'a>(query: &mut QueryBuilder<'a, Sqlite>, filter: &'a Run
     for (column, value) in columns {
         if let Some(value) = value {
             query
-                .push(format_args!(" AND {column} = "))
-                .push_bind(value);
+                .push(&format!(" AND {column} = "))
+                .bind(value.to_owned());
         }
     }
     if !filter.statuses.is_empty() {
-        let mut list = query.push(" AND status IN (").separated(", ");
-        for status in &filter.statuses {
-            list.push_bind(status.as_str());
+        query.push(" AND status IN (");
+        for (i, status) in filter.statuses.iter().enumerate() {
+            if i > 0 {
+                query.push(", ");
+            }
+            query.bind(status.as_str().to_owned());
         }
         query.push(")");
     }
     if let Some(from) = filter.created_from {
         query
             .push(" AND created_at >= ")
-            .push_bind(codec::to_micros(from));
+            .bind(codec::to_micros(from));
     }
     if let Some(to) = filter.created_to {
-        query
-            .push(" AND created_at < ")
-            .push_bind(codec::to_micros(to));
+        query.push(" AND created_at < ").bind(codec::to_micros(to));
+    }
+}
+
+/// A statement assembled at run time (listing filters) with its bound values, in order.
+#[derive(Debug, Clone, Default)]
+pub struct Dynamic {
+    /// The SQL text, with a `?` per bound value.
+    pub sql: String,
+    /// The values of the `?`s.
+    pub values: Vec<Value>,
+}
+
+impl Dynamic {
+    /// A statement starting with `sql`.
+    pub fn new(sql: &str) -> Self {
+        Self {
+            sql: sql.to_owned(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Appends SQL text.
+    pub fn push(&mut self, sql: &str) -> &mut Self {
+        self.sql.push_str(sql);
+        self
+    }
+
+    /// Appends a `?` bound to `value`.
+    pub fn bind(&mut self, value: impl Into<Value>) -> &mut Self {
+        self.sql.push('?');
+        self.values.push(value.into());
+        self
     }
 }
 
