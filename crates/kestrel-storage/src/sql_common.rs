@@ -8,6 +8,7 @@ use crate::error::{Result, StorageError};
 use crate::types::{MessageStatus, Metadata, NewMessage, StoredMessage};
 
 /// A message to append, encoded for a SQL row before the write transaction starts.
+#[derive(Clone)]
 pub(crate) struct EncodedMessage {
     pub id: String,
     pub role: Role,
@@ -76,17 +77,8 @@ impl EncodedMessage {
         seq: i64,
         created_at: DateTime<Utc>,
     ) -> StoredMessage {
-        StoredMessage {
-            id: self.id.clone(),
-            thread_id: thread_id.to_owned(),
-            resource_id: resource_id.to_owned(),
-            role: self.role,
-            parts: self.parts.clone(),
-            created_at,
-            seq,
-            status: self.status,
-            metadata: self.metadata.clone(),
-        }
+        self.clone()
+            .into_stored(thread_id, resource_id, seq, created_at)
     }
 }
 
