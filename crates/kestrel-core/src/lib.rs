@@ -8,6 +8,7 @@
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
+//! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
 //! - [`kestrel`]: the instance that registers agents.
 //!
 //! Users normally depend on the `kestrel` facade crate, which re-exports this one.
@@ -24,4 +25,5 @@ pub mod message;
 pub mod model;
 #[cfg(feature = "http")]
 pub mod providers;
+pub mod run_store;
 pub mod tool;

@@ -37,6 +37,7 @@ pub mod error;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod run_store;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;
 #[cfg(feature = "sqlite")]
@@ -50,6 +51,7 @@ pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PostgresStorage};
+pub use run_store::StorageRunStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql_common::redact_url;
 #[cfg(feature = "sqlite")]

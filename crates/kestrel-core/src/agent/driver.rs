@@ -11,7 +11,8 @@ use tracing::Instrument;
 
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::state::{
-    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord, ToolResultRecord,
+    MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord,
+    ToolResultRecord,
 };
 use super::stream::AgentStream;
 use super::{
@@ -126,9 +127,10 @@ impl AgentRun {
             run_id: state.run_id.clone(),
             message,
         };
-        if state.version != RUN_STATE_VERSION {
+        if !(MIN_RUN_STATE_VERSION..=RUN_STATE_VERSION).contains(&state.version) {
             return Err(invalid(format!(
-                "state version {} is not supported (this build reads version {RUN_STATE_VERSION})",
+                "state version {} is not supported (this build reads versions \
+                 {MIN_RUN_STATE_VERSION} to {RUN_STATE_VERSION})",
                 state.version
             )));
         }

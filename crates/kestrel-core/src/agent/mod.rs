@@ -20,8 +20,8 @@ pub use error::{AgentBuildError, AgentError, BoxError};
 pub use options::{ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
 pub use result::GenerateResult;
 pub use state::{
-    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, StepResult, ToolCallRecord,
-    ToolResultRecord,
+    CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
+    RunStatus, StepResult, ToolCallRecord, ToolResultRecord, Waiting, WaitingCall,
 };
 pub use stream::{AgentStream, TextStream};
 

@@ -3,7 +3,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::state::{RunState, RunStatus, StepResult, ToolCallRecord, ToolResultRecord};
+use super::state::{
+    RunState, RunStatus, StepResult, ToolCallRecord, ToolResultRecord, Waiting, WaitingCall,
+};
 use crate::message::Message;
 use crate::model::{FinishReason, Usage};
 
@@ -24,8 +26,11 @@ pub struct GenerateResult {
     pub tool_results: Vec<ToolResultRecord>,
     /// Usage of all steps.
     pub usage: Usage,
-    /// Why the run ended.
+    /// Why the run ended (or stopped: `suspended` when tool calls wait for a person,
+    /// `tool-calls` when only client tools' results are awaited).
     pub finish_reason: FinishReason,
+    /// The tool calls a stopped run waits for (empty when the run is over).
+    pub waiting: Vec<WaitingCall>,
     /// The messages the run added to the conversation.
     pub response_messages: Vec<Message>,
 }
@@ -35,6 +40,18 @@ impl GenerateResult {
         let (finish_reason, object) = match &state.status {
             RunStatus::Finished { reason, object } => (*reason, object.clone()),
             RunStatus::ToolsPending { .. } => (FinishReason::ToolCalls, None),
+            RunStatus::Suspended { .. } => {
+                let only_client = state
+                    .waiting_calls()
+                    .iter()
+                    .all(|c| c.waiting == Waiting::ClientResult);
+                let reason = if only_client {
+                    FinishReason::ToolCalls
+                } else {
+                    FinishReason::Suspended
+                };
+                (reason, None)
+            }
             RunStatus::Ready => (FinishReason::Unknown, None),
         };
         Self {
@@ -54,6 +71,7 @@ impl GenerateResult {
             steps: state.steps.clone(),
             usage: state.usage,
             finish_reason,
+            waiting: state.waiting_calls(),
             response_messages: state.response_messages().to_vec(),
         }
     }

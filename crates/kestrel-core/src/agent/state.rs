@@ -15,8 +15,12 @@ use super::options::StructuredOutput;
 use crate::message::{Message, Part, Role};
 use crate::model::{FinishReason, ModelSettings, ToolChoice, Usage};
 
-/// The version of the serialised [`RunState`] this build writes and reads.
-pub const RUN_STATE_VERSION: u32 = 1;
+/// The version of the serialised [`RunState`] this build writes. Version 2 added the per-call
+/// progress of a step's tool calls and the `suspended` status; version 1 states still load.
+pub const RUN_STATE_VERSION: u32 = 2;
+
+/// The oldest serialised [`RunState`] version this build reads.
+pub const MIN_RUN_STATE_VERSION: u32 = 1;
 
 /// A tool call the model made, with its parsed arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,6 +73,133 @@ pub struct StepResult {
     pub usage: Usage,
 }
 
+/// What a tool call of a stopped run waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Waiting {
+    /// A person's approval before the tool runs.
+    Approval,
+    /// Resume data: the tool suspended itself with this payload.
+    Resume {
+        /// What the tool passed to `suspend`.
+        payload: Value,
+    },
+    /// The caller's result: a client tool has no `execute`.
+    ClientResult,
+}
+
+/// A decision about a waiting tool call, recorded in the state before the run continues.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "kebab-case")]
+pub enum CallDecision {
+    /// Run the tool.
+    Approved,
+    /// Do not run it; the model reads `reason`.
+    Declined {
+        /// What the model is told.
+        reason: String,
+    },
+    /// Run the suspended tool again with this data.
+    Resumed {
+        /// The resume data (validated against the tool's resume schema).
+        data: Value,
+    },
+    /// The client tool's result.
+    ClientResult {
+        /// The result the model reads.
+        result: Value,
+        /// Whether the client reports a failure.
+        is_error: bool,
+    },
+}
+
+/// One tool call of the step whose tools are pending, and how far it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallProgress {
+    /// The call.
+    pub call: ToolCallRecord,
+    /// Whether it needs approval: the tool's and the run's policies, evaluated when the model
+    /// made the call and kept, so a continued run cannot lose them.
+    pub requires_approval: bool,
+    /// Whether a person approved it.
+    #[serde(default)]
+    pub approved: bool,
+    /// What it waits for, while the run is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<Waiting>,
+    /// The decision recorded for it, not yet acted on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<CallDecision>,
+    /// Its result, once it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ToolResultRecord>,
+    /// Identifies this call with these arguments in this step: what a decision names.
+    pub fingerprint: String,
+}
+
+impl CallProgress {
+    /// A call that has not run yet.
+    pub fn new(call: ToolCallRecord, requires_approval: bool, step: usize) -> Self {
+        let fingerprint = fingerprint(&call, step);
+        Self {
+            call,
+            requires_approval,
+            approved: false,
+            waiting: None,
+            decision: None,
+            result: None,
+            fingerprint,
+        }
+    }
+}
+
+/// A tool call a stopped run waits for, as callers see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitingCall {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments.
+    pub args: Value,
+    /// What it waits for.
+    pub waiting: Waiting,
+    /// What a decision about it may name to make sure it decides on this call.
+    pub fingerprint: String,
+}
+
+impl CallProgress {
+    /// The call as a [`WaitingCall`], if it waits.
+    pub fn as_waiting(&self) -> Option<WaitingCall> {
+        Some(WaitingCall {
+            tool_call_id: self.call.tool_call_id.clone(),
+            tool_name: self.call.tool_name.clone(),
+            args: self.call.args.clone(),
+            waiting: self.waiting.clone()?,
+            fingerprint: self.fingerprint.clone(),
+        })
+    }
+}
+
+/// A short stable hash of a call's id, tool, arguments and step: a decision taken on what a
+/// person saw is refused if the run now waits on something else under the same call id.
+pub fn fingerprint(call: &ToolCallRecord, step: usize) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    hash.update(step.to_le_bytes());
+    for field in [&call.tool_call_id, &call.tool_name] {
+        hash.update((field.len() as u64).to_le_bytes());
+        hash.update(field.as_bytes());
+    }
+    // serde_json writes object keys in sorted order (no `preserve_order`), so equal arguments
+    // give equal text.
+    hash.update(call.args.to_string().as_bytes());
+    let digest = hash.finalize();
+    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+}
+
 /// The options that shape later steps, kept with the state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -97,6 +228,17 @@ pub enum RunStatus {
     ToolsPending {
         /// The step whose tools are pending.
         step: StepResult,
+        /// Each call's progress (empty until the tools phase starts).
+        #[serde(default)]
+        calls: Vec<CallProgress>,
+    },
+    /// Tool calls wait for a person (approval, resume data) or the caller (a client tool's
+    /// result); the run continues once each has a decision.
+    Suspended {
+        /// The step whose tools are pending.
+        step: StepResult,
+        /// Each call's progress; those with `waiting` set are what the run waits for.
+        calls: Vec<CallProgress>,
     },
     /// The run is over.
     Finished {
@@ -254,7 +396,10 @@ impl RunState {
             usage,
         };
         if has_tools {
-            self.status = RunStatus::ToolsPending { step };
+            self.status = RunStatus::ToolsPending {
+                step,
+                calls: Vec::new(),
+            };
         } else {
             self.steps.push(step);
             self.status = RunStatus::Finished {
@@ -268,10 +413,12 @@ impl RunState {
     /// Records the pending tool calls' results and ends the step. Returns whether another
     /// step follows.
     pub(crate) fn record_tool_results(&mut self, results: Vec<ToolResultRecord>) -> bool {
-        let RunStatus::ToolsPending { mut step } =
-            std::mem::replace(&mut self.status, RunStatus::Ready)
-        else {
-            return !self.is_finished();
+        let mut step = match std::mem::replace(&mut self.status, RunStatus::Ready) {
+            RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. } => step,
+            other => {
+                self.status = other;
+                return !self.is_finished();
+            }
         };
         let parts = results
             .iter()
@@ -301,8 +448,25 @@ impl RunState {
     /// The pending tool calls, if the run waits for them.
     pub fn pending_tool_calls(&self) -> &[ToolCallRecord] {
         match &self.status {
-            RunStatus::ToolsPending { step } => &step.tool_calls,
+            RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. } => {
+                &step.tool_calls
+            }
             _ => &[],
+        }
+    }
+
+    /// Whether the run is stopped, waiting for decisions on tool calls.
+    pub fn is_suspended(&self) -> bool {
+        matches!(self.status, RunStatus::Suspended { .. })
+    }
+
+    /// The calls a stopped run waits for, in the model's order.
+    pub fn waiting_calls(&self) -> Vec<WaitingCall> {
+        match &self.status {
+            RunStatus::Suspended { calls, .. } => {
+                calls.iter().filter_map(CallProgress::as_waiting).collect()
+            }
+            _ => Vec::new(),
         }
     }
 

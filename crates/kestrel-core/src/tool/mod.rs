@@ -34,8 +34,45 @@ pub trait Tool: Send + Sync {
     fn output_schema(&self) -> Option<&Value> {
         None
     }
-    /// Runs the tool on validated input.
+    /// Runs the tool on validated input. A tool that needs a person's input returns
+    /// `Err(ctx.suspend(payload))`; it runs again, with [`ToolContext::resume_data`], once the
+    /// run is resumed.
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError>;
+
+    /// Whether this call needs a person's approval before `execute` runs (default: never).
+    /// Evaluated once, when the model makes the call; the answer is kept with the run.
+    fn requires_approval(&self, _input: &Value, _ctx: &ApprovalContext<'_>) -> bool {
+        false
+    }
+
+    /// Whether the tool runs on the client (it has no `execute` here): the run stops with
+    /// finish reason `tool-calls` and the caller submits the result.
+    fn is_client_tool(&self) -> bool {
+        false
+    }
+
+    /// JSON schema of the payload `execute` passes to [`ToolContext::suspend`], if declared.
+    fn suspend_schema(&self) -> Option<&Value> {
+        None
+    }
+
+    /// JSON schema of the data a resume hands back to `execute`, if declared.
+    fn resume_schema(&self) -> Option<&Value> {
+        None
+    }
+}
+
+/// What an approval policy sees besides the call's input.
+#[derive(Debug, Clone, Copy)]
+pub struct ApprovalContext<'a> {
+    /// The tool's name.
+    pub tool_name: &'a str,
+    /// The run's request context.
+    pub request_context: &'a crate::context::RequestContext,
+    /// The run's thread, when it uses memory.
+    pub thread_id: Option<&'a str>,
+    /// The run's resource, when it uses memory.
+    pub resource_id: Option<&'a str>,
 }
 
 /// A shared tool handle.

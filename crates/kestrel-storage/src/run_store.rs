@@ -1,0 +1,141 @@
+//! [`StorageRunStore`]: the agent runtime's [`RunStore`] on any [`Storage`] backend, so stopped
+//! runs (approvals, suspended tools, client tools) survive a restart.
+//!
+//! Snapshots are the runs table's rows: the [`RunState`] as JSON, its thread and resource, and
+//! the row's version, which every save compares and sets.
+
+use std::sync::Arc;
+
+use kestrel_core::agent::RunState;
+use kestrel_core::run_store::{
+    RunPhase, RunStore, RunStoreError, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
+};
+
+use crate::error::StorageError;
+use crate::storage::Storage;
+use crate::types::{PageRequest, RunFilter, RunRecord, RunStatus};
+
+/// A [`RunStore`] on a [`Storage`]. Cheap to clone.
+#[derive(Clone)]
+pub struct StorageRunStore {
+    storage: Arc<dyn Storage>,
+}
+
+impl std::fmt::Debug for StorageRunStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageRunStore")
+            .field("backend", &self.storage.backend())
+            .finish()
+    }
+}
+
+impl StorageRunStore {
+    /// Run snapshots in `storage`.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self { storage }
+    }
+
+    /// The storage holding the snapshots.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+}
+
+fn status_of(phase: RunPhase) -> RunStatus {
+    match phase {
+        RunPhase::Running => RunStatus::Running,
+        RunPhase::Suspended => RunStatus::Suspended,
+        RunPhase::Finished => RunStatus::Completed,
+    }
+}
+
+fn phase_of(status: RunStatus) -> RunPhase {
+    match status {
+        RunStatus::Running | RunStatus::WaitingForSubtask => RunPhase::Running,
+        RunStatus::Suspended => RunPhase::Suspended,
+        RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted => RunPhase::Finished,
+    }
+}
+
+fn backend(error: StorageError) -> RunStoreError {
+    RunStoreError::Backend(Box::new(error))
+}
+
+fn stored(record: RunRecord) -> Result<StoredRun, RunStoreError> {
+    let state: RunState = serde_json::from_value(record.snapshot).map_err(|e| {
+        RunStoreError::Backend(
+            format!("the snapshot of run {:?} is unreadable: {e}", record.run_id).into(),
+        )
+    })?;
+    Ok(StoredRun {
+        state,
+        phase: phase_of(record.status),
+        version: record.version,
+        updated_at_ms: record.updated_at.timestamp_millis(),
+    })
+}
+
+#[async_trait::async_trait]
+impl RunStore for StorageRunStore {
+    async fn save(
+        &self,
+        state: &RunState,
+        phase: RunPhase,
+        expected_version: Option<i64>,
+    ) -> Result<i64, RunStoreError> {
+        let snapshot =
+            serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
+        let mut record = RunRecord::new(&state.run_id, &state.agent_id, status_of(phase), snapshot);
+        record.thread_id = state.settings.thread_id.clone();
+        record.resource_id = state.settings.resource_id.clone();
+        match self.storage.save_run(record, expected_version).await {
+            Ok(saved) => Ok(saved.version),
+            Err(StorageError::Conflict {
+                run_id,
+                expected,
+                actual,
+            }) => Err(RunStoreError::Conflict {
+                run_id,
+                expected,
+                actual,
+            }),
+            Err(StorageError::RunNotFound { run_id }) => Err(RunStoreError::Conflict {
+                run_id,
+                expected: expected_version,
+                actual: None,
+            }),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn load(&self, run_id: &str) -> Result<Option<StoredRun>, RunStoreError> {
+        match self.storage.get_run(run_id).await.map_err(backend)? {
+            Some(record) => stored(record).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn list_suspended(
+        &self,
+        query: &SuspendedRunsQuery,
+    ) -> Result<SuspendedRunsPage, RunStoreError> {
+        let filter = RunFilter {
+            agent_id: query.agent_id.clone(),
+            thread_id: query.thread_id.clone(),
+            resource_id: query.resource_id.clone(),
+            statuses: vec![RunStatus::Suspended],
+            page: PageRequest::new(query.page, query.page_size()),
+            ..RunFilter::default()
+        };
+        let page = self.storage.list_runs(filter).await.map_err(backend)?;
+        let runs = page
+            .items
+            .into_iter()
+            .map(stored)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SuspendedRunsPage {
+            runs,
+            total: page.total,
+        })
+    }
+}

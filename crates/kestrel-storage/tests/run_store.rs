@@ -1,0 +1,207 @@
+//! The agent runtime's run store on every backend: snapshots round-trip, saves are a
+//! compare-and-set on the version (two racing saves: exactly one wins), and suspended runs are
+//! found by agent, thread and resource. PostgreSQL joins when `KESTREL_TEST_POSTGRES_URL` is set.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use kestrel_core::agent::{RunSettings, RunState};
+use kestrel_core::message::Message;
+use kestrel_core::run_store::{
+    InMemoryRunStore, RunPhase, RunStore, RunStoreError, SuspendedRunsQuery,
+};
+use kestrel_storage::StorageRunStore;
+use kestrel_storage::testing::{self, Fixture};
+
+/// Every run store: the storage backends through [`StorageRunStore`], and core's own
+/// in-memory store (the default of agents without storage).
+async fn stores() -> Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> {
+    let mut fixtures = vec![
+        testing::memory().await.unwrap(),
+        testing::sqlite().await.unwrap(),
+    ];
+    fixtures.extend(testing::postgres().await);
+    let mut all: Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> = fixtures
+        .into_iter()
+        .map(|f| {
+            let store: Arc<dyn RunStore> = Arc::new(StorageRunStore::new(f.store()));
+            (f.store().backend().to_owned(), store, Some(f))
+        })
+        .collect();
+    all.push((
+        "core in-memory".into(),
+        Arc::new(InMemoryRunStore::new()),
+        None,
+    ));
+    all
+}
+
+async fn teardown(fixture: Option<Fixture>) {
+    if let Some(fixture) = fixture {
+        fixture.teardown().await;
+    }
+}
+
+fn state(run_id: &str, agent: &str, thread: Option<(&str, &str)>) -> RunState {
+    let settings = RunSettings {
+        thread_id: thread.map(|(t, _)| t.to_owned()),
+        resource_id: thread.map(|(_, r)| r.to_owned()),
+        ..RunSettings::default()
+    };
+    RunState::new(
+        run_id.into(),
+        agent.into(),
+        vec![Message::user("send the report")],
+        5,
+        settings,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshots_round_trip_and_saves_compare_and_set() {
+    for (backend, runs, fixture) in stores().await {
+        let first = state("run-1", "mailer", Some(("t1", "alice")));
+        assert_eq!(runs.save(&first, RunPhase::Running, None).await.unwrap(), 1);
+        // Creating it again is a conflict, not an overwrite.
+        let again = runs
+            .save(&first, RunPhase::Running, None)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                again,
+                RunStoreError::Conflict {
+                    actual: Some(1),
+                    ..
+                }
+            ),
+            "{backend}: {again:?}"
+        );
+        let loaded = runs.load("run-1").await.unwrap().unwrap();
+        assert_eq!(loaded.state, first, "{backend}");
+        assert_eq!((loaded.phase, loaded.version), (RunPhase::Running, 1));
+
+        let mut next = first.clone();
+        next.messages.push(Message::assistant("on it"));
+        assert_eq!(
+            runs.save(&next, RunPhase::Suspended, Some(1))
+                .await
+                .unwrap(),
+            2
+        );
+        let stale = runs
+            .save(&first, RunPhase::Running, Some(1))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                stale,
+                RunStoreError::Conflict {
+                    expected: Some(1),
+                    actual: Some(2),
+                    ..
+                }
+            ),
+            "{backend}: {stale:?}"
+        );
+        let loaded = runs.load("run-1").await.unwrap().unwrap();
+        assert_eq!((loaded.phase, loaded.version), (RunPhase::Suspended, 2));
+        assert_eq!(loaded.state, next, "{backend}");
+        let nope = state("nope", "mailer", None);
+        let missing = runs.save(&nope, RunPhase::Running, Some(3)).await;
+        assert!(matches!(
+            missing.unwrap_err(),
+            RunStoreError::Conflict { actual: None, .. }
+        ));
+        assert!(runs.load("nope").await.unwrap().is_none());
+        teardown(fixture).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_saves_of_one_version_have_exactly_one_winner() {
+    for (backend, runs, fixture) in stores().await {
+        let base = state("race", "mailer", Some(("t1", "alice")));
+        runs.save(&base, RunPhase::Suspended, None).await.unwrap();
+        let tasks: Vec<_> = (0..8)
+            .map(|i| {
+                let runs = Arc::clone(&runs);
+                let mut mine = base.clone();
+                mine.messages.push(Message::user(format!("decision {i}")));
+                tokio::spawn(async move { runs.save(&mine, RunPhase::Running, Some(1)).await })
+            })
+            .collect();
+        let mut winners = 0;
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(version) => {
+                    assert_eq!(version, 2);
+                    winners += 1;
+                }
+                Err(RunStoreError::Conflict { .. }) => {}
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(winners, 1, "{backend}");
+        teardown(fixture).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn suspended_runs_are_listed_by_agent_thread_and_resource() {
+    for (backend, runs, fixture) in stores().await {
+        let cases = [
+            ("a", "mailer", Some(("t1", "alice")), RunPhase::Suspended),
+            ("b", "mailer", Some(("t2", "alice")), RunPhase::Suspended),
+            ("c", "mailer", Some(("t3", "bob")), RunPhase::Suspended),
+            ("d", "writer", Some(("t1", "alice")), RunPhase::Suspended),
+            ("e", "mailer", Some(("t1", "alice")), RunPhase::Finished),
+            ("f", "mailer", None, RunPhase::Running),
+        ];
+        for (id, agent, thread, phase) in cases {
+            runs.save(&state(id, agent, thread), phase, None)
+                .await
+                .unwrap();
+        }
+        let ids = |query: SuspendedRunsQuery| {
+            let runs = Arc::clone(&runs);
+            async move {
+                let page = runs.list_suspended(&query).await.unwrap();
+                let mut ids: Vec<String> =
+                    page.runs.iter().map(|r| r.state.run_id.clone()).collect();
+                ids.sort();
+                (ids, page.total)
+            }
+        };
+        let all = ids(SuspendedRunsQuery::default()).await;
+        assert_eq!(
+            all,
+            (vec!["a".into(), "b".into(), "c".into(), "d".into()], 4),
+            "{backend}"
+        );
+        let alice = ids(SuspendedRunsQuery {
+            resource_id: Some("alice".into()),
+            agent_id: Some("mailer".into()),
+            ..SuspendedRunsQuery::default()
+        })
+        .await;
+        assert_eq!(alice, (vec!["a".into(), "b".into()], 2), "{backend}");
+        let thread = ids(SuspendedRunsQuery {
+            thread_id: Some("t1".into()),
+            ..SuspendedRunsQuery::default()
+        })
+        .await;
+        assert_eq!(thread, (vec!["a".into(), "d".into()], 2), "{backend}");
+        let paged = runs
+            .list_suspended(&SuspendedRunsQuery {
+                per_page: 3,
+                page: 1,
+                ..SuspendedRunsQuery::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!((paged.runs.len(), paged.total), (1, 4), "{backend}");
+        teardown(fixture).await;
+    }
+}
