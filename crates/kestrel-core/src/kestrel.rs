@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::agent::Agent;
 use crate::model::ModelRegistry;
+use crate::run_store::SharedRunStore;
 
 /// Why a [`Kestrel`] instance could not be built or queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -72,6 +73,7 @@ impl Kestrel {
 pub struct KestrelBuilder {
     agents: Vec<Agent>,
     models: Option<ModelRegistry>,
+    run_store: Option<SharedRunStore>,
 }
 
 impl KestrelBuilder {
@@ -87,10 +89,22 @@ impl KestrelBuilder {
         self
     }
 
+    /// Saves the stopped runs of every registered agent here (unless an agent's builder was
+    /// given its own store). With a durable store (SQLite, PostgreSQL) a run that waits for an
+    /// approval survives a restart: a new instance on the same database continues it.
+    pub fn run_store(mut self, store: SharedRunStore) -> Self {
+        self.run_store = Some(store);
+        self
+    }
+
     /// Checks ids are unique and builds the instance.
     pub fn build(self) -> Result<Kestrel, KestrelError> {
         let mut agents = BTreeMap::new();
         for agent in self.agents {
+            let agent = match &self.run_store {
+                Some(store) => agent.with_default_run_store(store),
+                None => agent,
+            };
             let id = agent.id().to_string();
             if agents.insert(id.clone(), agent).is_some() {
                 return Err(KestrelError::DuplicateAgent { id });

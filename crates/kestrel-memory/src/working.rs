@@ -242,18 +242,7 @@ impl Tool for UpdateWorkingMemory {
             )));
         };
         // The agent validates arguments before calling; validating again keeps direct calls safe.
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(&input)
-            .map(|e| {
-                let path = e.instance_path().to_string();
-                if path.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{path}: {e}")
-                }
-            })
-            .collect();
+        let problems = kestrel_core::tool::violations(&self.validator, &input);
         if !problems.is_empty() {
             return Err(ToolError::new(format!(
                 "invalid working memory, nothing was changed: {}",

@@ -12,6 +12,7 @@ use super::{
 use crate::context::RequestContext;
 use crate::memory::AgentMemory;
 use crate::model::{ModelRegistry, ModelSpec};
+use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::tool::{SharedTool, Tool, ToolSet};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
@@ -40,6 +41,7 @@ pub struct AgentBuilder {
     defaults: RunOptions,
     registry: Option<ModelRegistry>,
     memory: Option<Arc<dyn AgentMemory>>,
+    run_store: Option<SharedRunStore>,
 }
 
 enum ModelChoice {
@@ -61,7 +63,16 @@ impl AgentBuilder {
             defaults: RunOptions::default(),
             registry: None,
             memory: None,
+            run_store: None,
         }
+    }
+
+    /// Where runs that stop for a person (approvals, suspended tools, client tools) are saved.
+    /// Default: in this process's memory; a [`crate::kestrel::Kestrel`] instance with storage
+    /// gives its agents a durable one, so stopped runs survive restarts.
+    pub fn run_store(mut self, store: SharedRunStore) -> Self {
+        self.run_store = Some(store);
+        self
     }
 
     /// A display name.
@@ -204,6 +215,10 @@ impl AgentBuilder {
                 defaults: self.defaults,
                 registry,
                 memory: self.memory,
+                run_store_explicit: self.run_store.is_some(),
+                run_store: self
+                    .run_store
+                    .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
             }),
         })
     }

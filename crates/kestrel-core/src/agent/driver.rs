@@ -11,8 +11,8 @@ use tracing::Instrument;
 
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::state::{
-    MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, RunStatus, ToolCallRecord,
-    ToolResultRecord,
+    CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
+    RunStatus, SavedApproval, ToolCallRecord, ToolResultRecord, Waiting,
 };
 use super::stream::AgentStream;
 use super::{
@@ -28,7 +28,9 @@ use crate::message::Message;
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
 };
-use crate::tool::{ToolCallError, ToolContext, ToolWriter};
+use crate::run_store::RunPhase;
+use crate::tool::set::schema_errors;
+use crate::tool::{ApprovalContext, ApprovalPolicy, ToolCallError, ToolContext, ToolWriter};
 
 /// How long tools that watch the abort signal may take to return after an abort.
 const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -47,6 +49,10 @@ pub struct AgentRun {
     sink: EventSink,
     model: Option<SharedModel>,
     system: Option<Option<String>>,
+    /// The run-level approval policy (the tools' own are asked too).
+    approval: ApprovalPolicy,
+    /// The version of the run's saved snapshot, once it has one.
+    snapshot_version: Option<i64>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -99,7 +105,12 @@ impl AgentRun {
                 .as_ref()
                 .or(d.memory.as_ref())
                 .map(|m| m.resource.clone()),
+            tool_approval: SavedApproval::Never,
         };
+        let approval = options
+            .require_tool_approval
+            .or_else(|| d.require_tool_approval.clone())
+            .unwrap_or_default();
         let run_id = options
             .run_id
             .or_else(|| d.run_id.clone())
@@ -109,13 +120,20 @@ impl AgentRun {
             .or(d.max_steps)
             .unwrap_or(inner.max_steps)
             .max(1);
-        let state = RunState::new(run_id, inner.id.clone(), input, max_steps, settings);
+        let mut state = RunState::new(run_id, inner.id.clone(), input, max_steps, settings);
+        state.settings.tool_approval = match &approval {
+            ApprovalPolicy::Never => SavedApproval::Never,
+            ApprovalPolicy::Always => SavedApproval::Always,
+            ApprovalPolicy::When(_) => SavedApproval::Function,
+        };
         let request_context = options
             .request_context
             .or_else(|| d.request_context.clone())
             .unwrap_or_default();
         let abort = options.abort_signal.unwrap_or_default();
-        Self::with_state(agent, state, abort, request_context)
+        let mut run = Self::with_state(agent, state, abort, request_context);
+        run.approval = approval;
+        run
     }
 
     pub(crate) fn resume(
@@ -148,7 +166,21 @@ impl AgentRun {
             .request_context
             .unwrap_or_else(|| RequestContext::from(state.request_context.clone()));
         let abort = options.abort_signal.unwrap_or_default();
-        Ok(Self::with_state(agent, state, abort, request_context))
+        // A saved function cannot come back: without it, every call needs approval.
+        let approval = match (options.require_tool_approval, state.settings.tool_approval) {
+            (Some(policy), _) => policy,
+            (None, SavedApproval::Never) => ApprovalPolicy::Never,
+            (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
+        };
+        let mut run = Self::with_state(agent, state, abort, request_context);
+        run.approval = approval;
+        Ok(run)
+    }
+
+    /// Marks the run as continued from a snapshot saved at `version`.
+    pub(crate) fn with_snapshot_version(mut self, version: i64) -> Self {
+        self.snapshot_version = Some(version);
+        self
     }
 
     fn with_state(
@@ -166,6 +198,8 @@ impl AgentRun {
             sink: EventSink::Discard,
             model: None,
             system: None,
+            approval: ApprovalPolicy::Never,
+            snapshot_version: None,
         }
     }
 
@@ -224,6 +258,9 @@ impl AgentRun {
         if matches!(self.state.status, RunStatus::ToolsPending { .. }) {
             let tools_span = tracing::debug_span!(parent: &span, "kestrel.tool_calls");
             self.tools_phase().instrument(tools_span).await?;
+        }
+        if self.state.is_suspended() {
+            return Ok(false);
         }
         if self.state.is_finished() {
             self.finish().await?;
@@ -316,6 +353,7 @@ impl AgentRun {
                 object: None,
             };
         }
+        self.close_snapshot().await;
         error
     }
 
@@ -622,12 +660,105 @@ impl AgentRun {
         }
     }
 
+    /// Whether a call needs approval: the tool's policy or the run's. An unknown tool needs
+    /// none (its call fails at validation).
+    fn needs_approval(&self, call: &ToolCallRecord) -> bool {
+        let ctx = ApprovalContext {
+            tool_name: &call.tool_name,
+            request_context: &self.request_context,
+            thread_id: self.state.settings.thread_id.as_deref(),
+            resource_id: self.state.settings.resource_id.as_deref(),
+        };
+        let by_tool = self
+            .agent
+            .inner
+            .tools
+            .get(&call.tool_name)
+            .is_some_and(|tool| tool.requires_approval(&call.args, &ctx));
+        by_tool || self.approval.requires(&call.args, &ctx)
+    }
+
+    fn is_client_tool(&self, name: &str) -> bool {
+        self.agent
+            .inner
+            .tools
+            .get(name)
+            .is_some_and(|tool| tool.is_client_tool())
+    }
+
+    /// Runs the step's tool calls that can run, records their results, and either ends the
+    /// step or stops the run on the calls that wait for a person or the caller.
     async fn tools_phase(&mut self) -> Result<(), AgentError> {
         if self.abort.is_aborted() {
             let e = self.aborted();
             return Err(self.fail(e).await);
         }
-        let calls = self.state.pending_tool_calls().to_vec();
+        let RunStatus::ToolsPending { step, calls } = &mut self.state.status else {
+            return Ok(());
+        };
+        let mut calls = std::mem::take(calls);
+        if calls.is_empty() {
+            let index = self.state.steps.len();
+            let tool_calls = step.tool_calls.clone();
+            calls = tool_calls
+                .into_iter()
+                .map(|call| {
+                    let approval = self.needs_approval(&call);
+                    CallProgress::new(call, approval, index)
+                })
+                .collect();
+        }
+        let sink = self.sink.clone();
+        let run_id = self.run_id.clone();
+        // What runs now; decisions taken on the stopped run are acted on here.
+        let mut to_run: Vec<(usize, Option<Value>)> = Vec::new();
+        for (index, progress) in calls.iter_mut().enumerate() {
+            if progress.result.is_some() {
+                continue;
+            }
+            match progress.decision.take() {
+                Some(CallDecision::Declined { reason }) => {
+                    progress.waiting = None;
+                    progress.result = Some(ToolResultRecord {
+                        tool_call_id: progress.call.tool_call_id.clone(),
+                        tool_name: progress.call.tool_name.clone(),
+                        args: progress.call.args.clone(),
+                        result: Value::String(reason),
+                        is_error: true,
+                    });
+                }
+                Some(CallDecision::ClientResult { result, is_error }) => {
+                    progress.waiting = None;
+                    progress.result = Some(ToolResultRecord {
+                        tool_call_id: progress.call.tool_call_id.clone(),
+                        tool_name: progress.call.tool_name.clone(),
+                        args: progress.call.args.clone(),
+                        result,
+                        is_error,
+                    });
+                }
+                Some(CallDecision::Approved) => {
+                    progress.waiting = None;
+                    progress.approved = true;
+                    to_run.push((index, None));
+                }
+                Some(CallDecision::Resumed { data }) => {
+                    progress.waiting = None;
+                    to_run.push((index, Some(data)));
+                }
+                None if progress.waiting.is_some() => {}
+                None if progress.requires_approval && !progress.approved => {
+                    progress.waiting = Some(Waiting::Approval);
+                }
+                None if self.is_client_tool(&progress.call.tool_name) => {
+                    progress.waiting = Some(Waiting::ClientResult);
+                }
+                None => to_run.push((index, None)),
+            }
+            if let Some(result) = &progress.result {
+                emit_result(&sink, &run_id, result).await;
+            }
+        }
         let base = Arc::new(CallBase {
             run_id: self.run_id.clone(),
             thread_id: self.state.settings.thread_id.clone(),
@@ -637,17 +768,19 @@ impl AgentRun {
             sink: self.sink.clone(),
         });
         let agent = self.agent.clone();
-        let sink = self.sink.clone();
-        let run_id = self.run_id.clone();
-        let mut results = Vec::with_capacity(calls.len());
         {
-            // `buffered` runs up to the limit at once and yields results in the model's order.
-            let mut outcomes = futures::stream::iter(
-                calls
-                    .into_iter()
-                    .map(|call| execute_call(agent.clone(), call, base.clone())),
-            )
-            .buffered(self.state.settings.tool_concurrency);
+            // `buffered` runs up to the limit at once and yields outcomes in the model's order.
+            let jobs: Vec<_> = to_run
+                .into_iter()
+                .map(|(index, resume)| (index, calls[index].call.clone(), resume))
+                .collect();
+            let mut outcomes =
+                futures::stream::iter(jobs.into_iter().map(|(index, call, resume)| {
+                    let agent = agent.clone();
+                    let base = base.clone();
+                    async move { (index, execute_call(agent, call, base, resume).await) }
+                }))
+                .buffered(self.state.settings.tool_concurrency);
             loop {
                 let next = tokio::select! {
                     biased;
@@ -663,34 +796,22 @@ impl AgentRun {
                     let e = self.aborted();
                     return Err(self.fail(e).await);
                 };
-                let Some(record) = next else { break };
-                if record.is_error {
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolError(ToolErrorPayload {
-                            tool_call_id: record.tool_call_id.clone(),
-                            tool_name: record.tool_name.clone(),
-                            args: record.args.clone(),
-                            error: record.result.as_str().unwrap_or_default().to_string(),
-                        })
-                    );
-                } else {
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolResult(ToolResultPayload {
-                            tool_call_id: record.tool_call_id.clone(),
-                            tool_name: record.tool_name.clone(),
-                            args: record.args.clone(),
-                            result: record.result.clone(),
-                            is_error: false,
-                        })
-                    );
+                let Some((index, outcome)) = next else { break };
+                match outcome {
+                    CallOutcome::Done(record) => {
+                        emit_result(&sink, &run_id, &record).await;
+                        calls[index].result = Some(record);
+                    }
+                    CallOutcome::Suspended(payload) => {
+                        calls[index].waiting = Some(Waiting::Resume { payload });
+                    }
                 }
-                results.push(record);
             }
         }
+        if calls.iter().any(|c| c.waiting.is_some()) {
+            return self.suspend(calls).await;
+        }
+        let results = calls.into_iter().filter_map(|c| c.result).collect();
         let continued = self.state.record_tool_results(results);
         if let Err(e) = self.persist().await {
             return Err(self.fail(e).await);
@@ -713,6 +834,89 @@ impl AgentRun {
                 .await;
         }
         Ok(())
+    }
+
+    /// Stops the run on the calls that wait: stores the step's assistant message, saves the
+    /// snapshot, and tells the stream what each call waits for.
+    async fn suspend(&mut self, calls: Vec<CallProgress>) -> Result<(), AgentError> {
+        let status = std::mem::replace(&mut self.state.status, RunStatus::Ready);
+        let (RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. }) = status
+        else {
+            self.state.status = status;
+            return Ok(());
+        };
+        self.state.status = RunStatus::Suspended { step, calls };
+        if let Err(e) = self.persist().await {
+            return Err(self.fail(e).await);
+        }
+        if let Err(e) = self.save_snapshot(RunPhase::Suspended).await {
+            return Err(self.fail(e).await);
+        }
+        if self.sink.is_observed() {
+            for waiting in self.state.waiting_calls() {
+                let kind = match waiting.waiting {
+                    Waiting::Approval => EventKind::ToolCallApproval(ToolCallApprovalPayload {
+                        tool_call_id: waiting.tool_call_id,
+                        tool_name: waiting.tool_name,
+                        args: waiting.args,
+                        resume_schema: APPROVAL_RESUME_SCHEMA.to_owned(),
+                        fingerprint: waiting.fingerprint,
+                    }),
+                    Waiting::Resume { payload } => {
+                        let resume_schema = self
+                            .agent
+                            .inner
+                            .tools
+                            .get(&waiting.tool_name)
+                            .and_then(|tool| tool.resume_schema().map(Value::to_string))
+                            .unwrap_or_default();
+                        EventKind::ToolCallSuspended(ToolCallSuspendedPayload {
+                            tool_call_id: waiting.tool_call_id,
+                            tool_name: waiting.tool_name,
+                            args: waiting.args,
+                            suspend_payload: payload,
+                            resume_schema,
+                            fingerprint: waiting.fingerprint,
+                        })
+                    }
+                    // The `tool-call` event already told the caller what to run.
+                    Waiting::ClientResult => continue,
+                };
+                self.sink
+                    .emit(Event::agent(self.run_id.clone(), kind))
+                    .await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Saves the run's snapshot: created on the first save, then a compare-and-set on the
+    /// version this driver last saw.
+    async fn save_snapshot(&mut self, phase: RunPhase) -> Result<(), AgentError> {
+        self.state.request_context = self.request_context.to_map();
+        let version = self
+            .agent
+            .inner
+            .run_store
+            .save(&self.state, phase, self.snapshot_version)
+            .await
+            .map_err(|source| AgentError::RunStore {
+                run_id: self.state.run_id.clone(),
+                source,
+            })?;
+        self.snapshot_version = Some(version);
+        Ok(())
+    }
+
+    /// A run continued from a snapshot records its end there, so it is no longer listed as
+    /// suspended. A failure to do so is logged: the run's own outcome stands.
+    async fn close_snapshot(&mut self) {
+        if self.snapshot_version.is_none() {
+            return;
+        }
+        if let Err(error) = self.save_snapshot(RunPhase::Finished).await {
+            tracing::warn!(run_id = %self.run_id, %error, "could not mark the run's snapshot finished");
+        }
     }
 
     async fn finish(&mut self) -> Result<(), AgentError> {
@@ -744,6 +948,7 @@ impl AgentRun {
             reason,
             object: object.clone(),
         };
+        self.close_snapshot().await;
         self.notify_memory_finished();
         emit!(
             self.sink,
@@ -852,34 +1057,55 @@ struct CallBase {
     sink: EventSink,
 }
 
-async fn execute_call(agent: Agent, call: ToolCallRecord, base: Arc<CallBase>) -> ToolResultRecord {
+/// How a tool call ended: a result, or the tool suspended the run.
+enum CallOutcome {
+    Done(ToolResultRecord),
+    Suspended(Value),
+}
+
+async fn execute_call(
+    agent: Agent,
+    call: ToolCallRecord,
+    base: Arc<CallBase>,
+    resume_data: Option<Value>,
+) -> CallOutcome {
     let span = tracing::debug_span!(
         "kestrel.tool_call",
         tool = %call.tool_name,
         tool_call_id = %call.tool_call_id,
     );
-    let outcome = run_tool(&agent, &call, &base).instrument(span).await;
+    let outcome = run_tool(&agent, &call, &base, resume_data)
+        .instrument(span)
+        .await;
     let (result, is_error) = match outcome {
-        Ok(value) => (value, false),
+        Ok(RunTool::Value(value)) => (value, false),
+        Ok(RunTool::Suspended(payload)) => return CallOutcome::Suspended(payload),
         Err(error) => {
             tracing::debug!(run_id = %base.run_id, tool = %call.tool_name, %error, "tool call failed");
             (Value::String(error.to_string()), true)
         }
     };
-    ToolResultRecord {
+    CallOutcome::Done(ToolResultRecord {
         tool_call_id: call.tool_call_id,
         tool_name: call.tool_name,
         args: call.args,
         result,
         is_error,
-    }
+    })
+}
+
+/// What a tool's `execute` gave back.
+enum RunTool {
+    Value(Value),
+    Suspended(Value),
 }
 
 async fn run_tool(
     agent: &Agent,
     call: &ToolCallRecord,
     base: &CallBase,
-) -> Result<Value, ToolCallError> {
+    resume_data: Option<Value>,
+) -> Result<RunTool, ToolCallError> {
     let tool_name = call.tool_name.clone();
     if let Some(error) = &call.parse_error {
         return Err(ToolCallError::InvalidJson {
@@ -903,39 +1129,78 @@ async fn run_tool(
             tool_name: tool_name.clone(),
             sink: base.sink.clone(),
         },
+        resume_data,
     };
     // A panicking tool fails its own call, not the run.
     match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))
         .catch_unwind()
         .await
     {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(error)) => Err(ToolCallError::Execution {
-            tool: tool_name,
-            message: error.message().to_string(),
-        }),
+        Ok(Ok(value)) => Ok(RunTool::Value(value)),
+        Ok(Err(error)) => match error.into_suspension() {
+            Ok(payload) => {
+                if let Some(schema) = registered.tool.suspend_schema() {
+                    let errors = schema_errors(schema, &payload);
+                    if !errors.is_empty() {
+                        return Err(ToolCallError::Execution {
+                            tool: tool_name,
+                            message: format!(
+                                "the tool suspended with a payload that does not match its \
+                                 suspend schema: {}",
+                                errors.join("; ")
+                            ),
+                        });
+                    }
+                }
+                Ok(RunTool::Suspended(payload))
+            }
+            Err(error) => Err(ToolCallError::Execution {
+                tool: tool_name,
+                message: error.message().to_string(),
+            }),
+        },
         Err(_) => Err(ToolCallError::Panicked { tool: tool_name }),
     }
 }
+
+/// Emits a call's `tool-result` or `tool-error`.
+async fn emit_result(sink: &EventSink, run_id: &Arc<str>, record: &ToolResultRecord) {
+    if record.is_error {
+        emit!(
+            sink,
+            run_id,
+            EventKind::ToolError(ToolErrorPayload {
+                tool_call_id: record.tool_call_id.clone(),
+                tool_name: record.tool_name.clone(),
+                args: record.args.clone(),
+                error: record.result.as_str().unwrap_or_default().to_string(),
+            })
+        );
+    } else {
+        emit!(
+            sink,
+            run_id,
+            EventKind::ToolResult(ToolResultPayload {
+                tool_call_id: record.tool_call_id.clone(),
+                tool_name: record.tool_name.clone(),
+                args: record.args.clone(),
+                result: record.result.clone(),
+                is_error: false,
+            })
+        );
+    }
+}
+
+/// The JSON schema of an approval decision, as the `resumeSchema` string of
+/// `tool-call-approval` (Mastra's wire form).
+pub(crate) const APPROVAL_RESUME_SCHEMA: &str = r#"{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}"#;
 
 /// Parses the final text as JSON (tolerating a Markdown code fence) and validates it.
 fn parse_structured(spec: &StructuredOutput, text: &str) -> Result<Value, String> {
     let body = strip_code_fence(text.trim());
     let value: Value =
         serde_json::from_str(body).map_err(|e| format!("the answer is not valid JSON ({e})"))?;
-    let validator = jsonschema::validator_for(&spec.schema)
-        .map_err(|e| format!("the structured output schema is invalid: {e}"))?;
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect();
+    let errors = schema_errors(&spec.schema, &value);
     if errors.is_empty() {
         Ok(value)
     } else {

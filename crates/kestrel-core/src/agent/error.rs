@@ -113,6 +113,15 @@ pub enum AgentError {
         /// Why.
         message: String,
     },
+    /// The run's snapshot could not be saved (a stopped run could not be kept for later).
+    #[error("run {run_id}: saving the run failed: {source}")]
+    RunStore {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: crate::run_store::RunStoreError,
+    },
     /// The run's task failed unexpectedly.
     #[error("run {run_id}: internal error: {message}")]
     Internal {
@@ -137,6 +146,7 @@ impl AgentError {
             AgentError::Memory { source, .. } => format!("memory failed: {source}"),
             AgentError::Aborted { .. } => "the run was aborted".into(),
             AgentError::InvalidRunState { message, .. } => message.clone(),
+            AgentError::RunStore { source, .. } => format!("saving the run failed: {source}"),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -151,6 +161,7 @@ impl AgentError {
             | AgentError::Memory { run_id, .. }
             | AgentError::Aborted { run_id }
             | AgentError::InvalidRunState { run_id, .. }
+            | AgentError::RunStore { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -165,6 +176,7 @@ impl AgentError {
             AgentError::Memory { .. } => "memory",
             AgentError::Aborted { .. } => "abort",
             AgentError::InvalidRunState { .. } => "invalid-run-state",
+            AgentError::RunStore { .. } => "run-store",
             AgentError::Internal { .. } => "internal",
         }
     }

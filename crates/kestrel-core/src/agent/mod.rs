@@ -7,6 +7,7 @@
 //! and continue it in another process.
 
 mod builder;
+mod control;
 mod driver;
 mod error;
 mod options;
@@ -15,6 +16,9 @@ mod state;
 mod stream;
 
 pub use builder::AgentBuilder;
+pub use control::{
+    DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
+};
 pub use driver::AgentRun;
 pub use error::{AgentBuildError, AgentError, BoxError};
 pub use options::{ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
@@ -33,6 +37,7 @@ use crate::context::RequestContext;
 use crate::memory::AgentMemory;
 use crate::message::Input;
 use crate::model::{ModelRegistry, ModelSpec, SharedModel};
+use crate::run_store::SharedRunStore;
 use crate::tool::ToolSet;
 
 /// The default bound on steps per run.
@@ -71,6 +76,9 @@ pub(crate) struct AgentInner {
     pub(crate) defaults: RunOptions,
     pub(crate) registry: ModelRegistry,
     pub(crate) memory: Option<Arc<dyn AgentMemory>>,
+    pub(crate) run_store: SharedRunStore,
+    /// Whether the builder was given the store (a `Kestrel` instance then keeps it).
+    pub(crate) run_store_explicit: bool,
 }
 
 /// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
@@ -123,6 +131,35 @@ impl Agent {
     /// The default bound on steps.
     pub fn max_steps(&self) -> u32 {
         self.inner.max_steps
+    }
+
+    /// Where this agent's stopped runs are saved.
+    pub fn run_store(&self) -> &SharedRunStore {
+        &self.inner.run_store
+    }
+
+    /// This agent with `store` as its run store, unless its builder was given one.
+    pub(crate) fn with_default_run_store(&self, store: &SharedRunStore) -> Agent {
+        if self.inner.run_store_explicit {
+            return self.clone();
+        }
+        let i = &self.inner;
+        Agent {
+            inner: Arc::new(AgentInner {
+                id: i.id.clone(),
+                name: i.name.clone(),
+                description: i.description.clone(),
+                instructions: i.instructions.clone(),
+                model: i.model.clone(),
+                tools: i.tools.clone(),
+                max_steps: i.max_steps,
+                defaults: i.defaults.clone(),
+                registry: i.registry.clone(),
+                memory: i.memory.clone(),
+                run_store: Arc::clone(store),
+                run_store_explicit: false,
+            }),
+        }
     }
 
     /// Runs to completion and returns the result.

@@ -6,6 +6,7 @@ use serde_json::Value;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::model::{ModelSettings, ToolChoice};
+use crate::tool::ApprovalPolicy;
 
 /// What to do when the final answer does not match the structured output schema.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -86,12 +87,24 @@ pub struct RunOptions {
     pub tool_concurrency: Option<usize>,
     /// The conversation this run belongs to.
     pub memory: Option<MemoryOptions>,
+    /// Which tool calls need a person's approval, on top of each tool's own policy (a call
+    /// needs approval when either says so).
+    pub require_tool_approval: Option<ApprovalPolicy>,
 }
 
 impl RunOptions {
     /// Default options.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Requires approval for every tool call (`true`), or for the calls a policy selects
+    /// ([`ApprovalPolicy::when`]). A run continued after a restart keeps `true`; a function
+    /// cannot be saved, so unless the continuing call passes it again, every later call of that
+    /// run needs approval (it never silently needs none).
+    pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
+        self.require_tool_approval = Some(policy.into());
+        self
     }
 
     /// Uses this run id.

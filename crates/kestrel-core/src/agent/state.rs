@@ -216,6 +216,22 @@ pub struct RunSettings {
     pub thread_id: Option<String>,
     /// The resource, when the run uses memory.
     pub resource_id: Option<String>,
+    /// The run-level approval policy, as far as it can be saved.
+    #[serde(default)]
+    pub tool_approval: SavedApproval,
+}
+
+/// The run-level approval policy in a saved state (a function cannot be saved).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SavedApproval {
+    /// No run-level approval.
+    #[default]
+    Never,
+    /// Every call needs approval.
+    Always,
+    /// A function decided; a continued run that does not pass it again asks for every call.
+    Function,
 }
 
 /// Where the run stands.

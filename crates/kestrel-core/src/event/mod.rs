@@ -152,6 +152,12 @@ event_kinds! {
     ToolError(ToolErrorPayload) = "tool-error",
     /// Custom output a tool wrote through its context's writer.
     ToolOutput(ToolOutputPayload) = "tool-output",
+    /// A tool call waits for a person's approval; the stream ends here and the agent's
+    /// `approve_tool_call` / `decline_tool_call` continue the run.
+    ToolCallApproval(ToolCallApprovalPayload) = "tool-call-approval",
+    /// A tool suspended itself; the stream ends here and the agent's `resume_stream`
+    /// continues the run.
+    ToolCallSuspended(ToolCallSuspendedPayload) = "tool-call-suspended",
     /// A step finished.
     StepFinish(StepFinishPayload) = "step-finish",
     /// The run finished.
@@ -271,6 +277,41 @@ pub struct ToolErrorPayload {
     pub args: Value,
     /// What went wrong, as the model will read it.
     pub error: String,
+}
+
+/// Payload of `tool-call-approval`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallApprovalPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments the tool would run with.
+    pub args: Value,
+    /// The JSON schema of a decision (`{approved, reason?}`), as a string.
+    pub resume_schema: String,
+    /// Names this call with these arguments in this step; pass it with the decision to make
+    /// sure the decision is about what the person saw.
+    pub fingerprint: String,
+}
+
+/// Payload of `tool-call-suspended`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallSuspendedPayload {
+    /// The call id.
+    pub tool_call_id: String,
+    /// The tool's name.
+    pub tool_name: String,
+    /// The arguments the tool ran with.
+    pub args: Value,
+    /// What the tool passed to `suspend`.
+    pub suspend_payload: Value,
+    /// The JSON schema of the resume data, as a string (`""` when the tool declares none).
+    pub resume_schema: String,
+    /// Names this suspension; pass it with the resume data to make sure it answers this one.
+    pub fingerprint: String,
 }
 
 /// Payload of `tool-output`.

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Tool, ToolContext, ToolError};
+use super::{ApprovalContext, ApprovalPolicy, Tool, ToolContext, ToolError};
 
 /// Starts building a tool named `id` (Mastra's `createTool`).
 ///
@@ -37,6 +37,9 @@ pub struct ToolBuilder {
     description: String,
     input_schema: Option<Value>,
     output_schema: Option<Value>,
+    approval: ApprovalPolicy,
+    suspend_schema: Option<Value>,
+    resume_schema: Option<Value>,
 }
 
 impl ToolBuilder {
@@ -47,6 +50,73 @@ impl ToolBuilder {
             description: String::new(),
             input_schema: None,
             output_schema: None,
+            approval: ApprovalPolicy::Never,
+            suspend_schema: None,
+            resume_schema: None,
+        }
+    }
+
+    /// Requires a person's approval before every call (`true`) or none (`false`, the
+    /// default). The run stops with `tool-call-approval`; the agent's `approve_tool_call` runs
+    /// the tool, `decline_tool_call` tells the model it was not approved.
+    pub fn require_approval(mut self, required: bool) -> Self {
+        self.approval = required.into();
+        self
+    }
+
+    /// Requires approval for the calls `predicate(args, ctx)` selects (say, payments above an
+    /// amount). It is asked once, when the model makes the call.
+    pub fn require_approval_when(
+        mut self,
+        predicate: impl Fn(&Value, &ApprovalContext<'_>) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.approval = ApprovalPolicy::when(predicate);
+        self
+    }
+
+    /// Declares the JSON schema of the payload `execute` passes to [`ToolContext::suspend`]; a
+    /// payload that does not match fails the call instead of stopping the run.
+    pub fn suspend_schema(mut self, schema: Value) -> Self {
+        self.suspend_schema = Some(schema);
+        self
+    }
+
+    /// [`ToolBuilder::suspend_schema`] from a type.
+    pub fn suspend_type<T: JsonSchema>(self) -> Self {
+        self.suspend_schema(schema_of::<T>())
+    }
+
+    /// Declares the JSON schema of the resume data; data that does not match is refused and
+    /// the run stays suspended.
+    pub fn resume_schema(mut self, schema: Value) -> Self {
+        self.resume_schema = Some(schema);
+        self
+    }
+
+    /// [`ToolBuilder::resume_schema`] from a type.
+    pub fn resume_type<T: JsonSchema>(self) -> Self {
+        self.resume_schema(schema_of::<T>())
+    }
+
+    /// Finishes a client tool: it has no `execute` here. When the model calls it the run stops
+    /// with finish reason `tool-calls`; the caller runs it and submits the result with the
+    /// agent's `submit_tool_result`. The input schema comes from `I` unless
+    /// [`ToolBuilder::input_schema`] was given.
+    pub fn client<I: JsonSchema>(self) -> FnTool {
+        let input_schema = self.input_schema.clone().unwrap_or_else(schema_of::<I>);
+        self.finish(input_schema, None)
+    }
+
+    fn finish(self, input_schema: Value, exec: Option<Arc<ExecFn>>) -> FnTool {
+        FnTool {
+            id: self.id,
+            description: self.description,
+            input_schema,
+            output_schema: self.output_schema,
+            approval: self.approval,
+            suspend_schema: self.suspend_schema,
+            resume_schema: self.resume_schema,
+            exec,
         }
     }
 
@@ -86,7 +156,7 @@ impl ToolBuilder {
         F: Fn(I, ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
-        let input_schema = self.input_schema.unwrap_or_else(schema_of::<I>);
+        let input_schema = self.input_schema.clone().unwrap_or_else(schema_of::<I>);
         let tool_id = self.id.clone();
         let f = Arc::new(f);
         let exec: Arc<ExecFn> = Arc::new(move |input: Value, ctx: ToolContext| {
@@ -101,27 +171,25 @@ impl ToolBuilder {
             }
             .boxed()
         });
-        FnTool {
-            id: self.id,
-            description: self.description,
-            input_schema,
-            output_schema: self.output_schema,
-            exec,
-        }
+        self.finish(input_schema, Some(exec))
     }
 }
 
 type ExecFn =
     dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync;
 
-/// A tool backed by a closure, made by [`ToolBuilder::execute`].
+/// A tool backed by a closure, made by [`ToolBuilder::execute`] (or a client tool, made by
+/// [`ToolBuilder::client`]).
 #[derive(Clone)]
 pub struct FnTool {
     id: String,
     description: String,
     input_schema: Value,
     output_schema: Option<Value>,
-    exec: Arc<ExecFn>,
+    approval: ApprovalPolicy,
+    suspend_schema: Option<Value>,
+    resume_schema: Option<Value>,
+    exec: Option<Arc<ExecFn>>,
 }
 
 impl std::fmt::Debug for FnTool {
@@ -130,6 +198,8 @@ impl std::fmt::Debug for FnTool {
             .field("id", &self.id)
             .field("description", &self.description)
             .field("input_schema", &self.input_schema)
+            .field("approval", &self.approval)
+            .field("client", &self.exec.is_none())
             .finish()
     }
 }
@@ -153,7 +223,29 @@ impl Tool for FnTool {
     }
 
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
-        (self.exec)(input, ctx).await
+        match &self.exec {
+            Some(exec) => exec(input, ctx).await,
+            None => Err(ToolError::new(format!(
+                "tool {:?} is a client tool: the caller runs it and submits its result",
+                self.id
+            ))),
+        }
+    }
+
+    fn requires_approval(&self, input: &Value, ctx: &ApprovalContext<'_>) -> bool {
+        self.approval.requires(input, ctx)
+    }
+
+    fn is_client_tool(&self) -> bool {
+        self.exec.is_none()
+    }
+
+    fn suspend_schema(&self) -> Option<&Value> {
+        self.suspend_schema.as_ref()
+    }
+
+    fn resume_schema(&self) -> Option<&Value> {
+        self.resume_schema.as_ref()
     }
 }
 

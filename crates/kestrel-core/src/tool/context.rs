@@ -20,6 +20,7 @@ pub struct ToolContext {
     pub(crate) request_context: RequestContext,
     pub(crate) abort: AbortSignal,
     pub(crate) writer: ToolWriter,
+    pub(crate) resume_data: Option<serde_json::Value>,
 }
 
 impl ToolContext {
@@ -42,7 +43,14 @@ impl ToolContext {
             resource_id: None,
             request_context: RequestContext::new(),
             abort: AbortSignal::new(),
+            resume_data: None,
         }
+    }
+
+    /// Sets the data [`ToolContext::resume_data`] returns (for testing a tool on its own).
+    pub fn with_resume_data(mut self, data: serde_json::Value) -> Self {
+        self.resume_data = Some(data);
+        self
     }
 
     /// Uses this request context.
@@ -95,6 +103,45 @@ impl ToolContext {
     /// Emits custom `tool-output` events into the run's stream.
     pub fn writer(&self) -> &ToolWriter {
         &self.writer
+    }
+
+    /// Stops the run until someone resumes this call; return it from `execute`:
+    ///
+    /// ```
+    /// # use kestrel_core::tool::{ToolContext, ToolError};
+    /// # use serde_json::{json, Value};
+    /// async fn execute(ctx: ToolContext) -> Result<Value, ToolError> {
+    ///     let Some(answer) = ctx.resume_data() else {
+    ///         return Err(ctx.suspend(json!({"question": "Which city?"})));
+    ///     };
+    ///     Ok(json!({"city": answer["city"]}))
+    /// }
+    /// ```
+    ///
+    /// The run emits `tool-call-suspended` with `payload` (checked against the tool's suspend
+    /// schema, if declared) and is saved; `resume_stream` with the call's id runs `execute`
+    /// again from the start, with the resume data in [`ToolContext::resume_data`]. Work done
+    /// before `suspend` is therefore done again on resume: keep it idempotent.
+    pub fn suspend(&self, payload: impl Serialize) -> ToolError {
+        match serde_json::to_value(payload) {
+            Ok(payload) => ToolError::suspension(payload),
+            Err(e) => ToolError::new(format!("the suspend payload is not JSON: {e}")),
+        }
+    }
+
+    /// The data this call was resumed with, after it suspended (already checked against the
+    /// tool's resume schema, if declared; still untrusted input from a person).
+    pub fn resume_data(&self) -> Option<&serde_json::Value> {
+        self.resume_data.as_ref()
+    }
+
+    /// [`ToolContext::resume_data`], deserialised.
+    pub fn resume_data_as<T: serde::de::DeserializeOwned>(&self) -> Result<Option<T>, ToolError> {
+        self.resume_data
+            .clone()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| ToolError::new(format!("invalid resume data: {e}")))
     }
 }
 

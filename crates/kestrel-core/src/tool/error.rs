@@ -9,6 +9,8 @@ use std::fmt;
 pub struct ToolError {
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    /// Set when the tool suspended itself rather than failed.
+    suspension: Option<serde_json::Value>,
 }
 
 impl ToolError {
@@ -17,6 +19,30 @@ impl ToolError {
         Self {
             message: message.into(),
             source: None,
+            suspension: None,
+        }
+    }
+
+    /// Not an error: the tool asks to stop the run until it is resumed (see
+    /// [`crate::tool::ToolContext::suspend`]).
+    pub(crate) fn suspension(payload: serde_json::Value) -> Self {
+        Self {
+            message: "the tool suspended the run".into(),
+            source: None,
+            suspension: Some(payload),
+        }
+    }
+
+    /// Whether the tool suspended itself (see [`crate::tool::ToolContext::suspend`]).
+    pub fn is_suspension(&self) -> bool {
+        self.suspension.is_some()
+    }
+
+    /// The suspension payload, when the tool suspended itself.
+    pub(crate) fn into_suspension(self) -> Result<serde_json::Value, Self> {
+        match self.suspension {
+            Some(payload) => Ok(payload),
+            None => Err(self),
         }
     }
 
@@ -50,6 +76,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
         Self {
             message: error.to_string(),
             source: Some(Box::new(error)),
+            suspension: None,
         }
     }
 }

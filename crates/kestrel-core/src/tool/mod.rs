@@ -5,17 +5,25 @@
 //! tools from a JSON schema with [`ToolBuilder::input_schema`]. The agent validates the model's
 //! arguments against the schema before `execute`; invalid input, an unknown tool or an `execute`
 //! error becomes a `tool-error` event and a failed result the model reads on its next step.
+//!
+//! **People in the loop.** A tool may need approval before it runs
+//! ([`ToolBuilder::require_approval`]), may stop the run to ask for data
+//! ([`ToolContext::suspend`], with [`ToolContext::resume_data`] when it runs again), or may
+//! run on the client ([`ToolBuilder::client`]: no `execute`, the caller submits the result).
+//! Each stops the run; the agent's run-control methods continue it.
 
+mod approval;
 mod builder;
 mod context;
 mod error;
 pub(crate) mod set;
 
+pub use approval::ApprovalPolicy;
 pub(crate) use builder::schema_of;
 pub use builder::{FnTool, ToolBuilder, create_tool};
 pub use context::{ToolContext, ToolWriter};
 pub use error::{ToolCallError, ToolError};
-pub use set::{ToolDefinitionError, ToolSet};
+pub use set::{ToolDefinitionError, ToolSet, violations};
 
 use std::sync::Arc;
 

@@ -1,0 +1,472 @@
+//! Continuing runs that stopped for a person: approve or decline a tool call, resume a
+//! suspended tool, submit a client tool's result, and find the runs that wait.
+//!
+//! A stopped run lives in the agent's [`crate::run_store::RunStore`] as a snapshot, not as a
+//! task, so the decision may come from another request or from a new process after a restart.
+//! Every decision names exactly one waiting call ([`ToolCallRef`]) and is checked before
+//! anything changes: the run must exist, belong to this agent (and to the caller's resource,
+//! when given), wait on that call, for that kind of decision, with the same fingerprint (when
+//! given). The decision is then recorded with a compare-and-set on the snapshot's version: of
+//! two racing decisions exactly one wins, the other gets [`RunControlError::Conflict`] and
+//! changes nothing. Nothing is ever approved automatically.
+//!
+//! **Approval and suspension.** A call that needs approval waits *before* `execute` runs;
+//! once approved it runs, and if its tool then calls [`crate::tool::ToolContext::suspend`],
+//! it waits again, now for resume data (it is not asked for approval a second time). An
+//! approval cannot answer a suspension and resume data cannot answer an approval
+//! ([`RunControlError::WrongDecision`]).
+
+use serde_json::Value;
+
+use super::driver::AgentRun;
+use super::state::{CallDecision, RunStatus, Waiting, WaitingCall};
+use super::{Agent, AgentError, AgentStream, GenerateResult, RunOptions};
+use crate::run_store::{RunPhase, RunStoreError, SuspendedRunsQuery};
+use crate::tool::set::schema_errors;
+
+/// The text the model reads when a call is declined without a reason.
+pub const DEFAULT_DECLINE_REASON: &str = "Tool call was not approved by the user";
+
+/// Names the tool call a decision is about, and how the run continues.
+#[derive(Debug, Clone, Default)]
+pub struct ToolCallRef {
+    /// The stopped run.
+    pub run_id: String,
+    /// The waiting call.
+    pub tool_call_id: String,
+    /// The `fingerprint` of the `tool-call-approval` / `tool-call-suspended` event the person
+    /// saw. When given, the decision is refused unless the run waits on exactly that call
+    /// (same arguments, same step).
+    pub fingerprint: Option<String>,
+    /// The resource the caller acts for. When given, a run of another resource is refused as
+    /// not found: no one decides on another user's runs.
+    pub resource_id: Option<String>,
+    /// Options of the continued run: its abort signal and, optionally, its request context
+    /// and run-level approval policy (see [`RunOptions::require_tool_approval`]). The run's
+    /// own settings (model settings, memory, limits) are kept.
+    pub options: RunOptions,
+}
+
+impl ToolCallRef {
+    /// The call `tool_call_id` of run `run_id`.
+    pub fn new(run_id: impl Into<String>, tool_call_id: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            tool_call_id: tool_call_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Refuses the decision unless the call's fingerprint is this one.
+    pub fn fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
+        self.fingerprint = Some(fingerprint.into());
+        self
+    }
+
+    /// Refuses the decision if the run belongs to another resource.
+    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
+        self.resource_id = Some(resource_id.into());
+        self
+    }
+
+    /// Continues the run with these options.
+    pub fn options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+/// Why a decision on a stopped run was refused. A refused decision changes nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunControlError {
+    /// No such run of this agent (or of the caller's resource).
+    #[error("run {run_id:?} not found")]
+    RunNotFound {
+        /// The run asked for.
+        run_id: String,
+    },
+    /// The run does not wait for a decision.
+    #[error("run {run_id:?} is not waiting for a decision: it is {phase}")]
+    NotSuspended {
+        /// The run.
+        run_id: String,
+        /// `running` or `finished`.
+        phase: &'static str,
+    },
+    /// The run waits, but not on this call (an unknown or stale id, or a call already
+    /// decided).
+    #[error(
+        "run {run_id:?} does not wait on tool call {tool_call_id:?}; it waits on: {}",
+        waiting.join(", ")
+    )]
+    CallNotWaiting {
+        /// The run.
+        run_id: String,
+        /// The call named.
+        tool_call_id: String,
+        /// The calls the run waits on.
+        waiting: Vec<String>,
+    },
+    /// The call waits for another kind of decision.
+    #[error("tool call {tool_call_id:?} of run {run_id:?} waits for {waits_for}, not {given}")]
+    WrongDecision {
+        /// The run.
+        run_id: String,
+        /// The call.
+        tool_call_id: String,
+        /// What it waits for: `an approval`, `resume data` or `a client tool result`.
+        waits_for: &'static str,
+        /// What was given.
+        given: &'static str,
+    },
+    /// The call changed since the person saw it.
+    #[error(
+        "tool call {tool_call_id:?} of run {run_id:?} is not the one decided on (fingerprint \
+         {given:?}, the waiting call's is {current:?})"
+    )]
+    FingerprintMismatch {
+        /// The run.
+        run_id: String,
+        /// The call.
+        tool_call_id: String,
+        /// The fingerprint given.
+        given: String,
+        /// The waiting call's.
+        current: String,
+    },
+    /// The resume data does not match the tool's resume schema; the run stays suspended.
+    #[error(
+        "resume data for tool call {tool_call_id:?} of run {run_id:?} does not match the \
+         tool's resume schema: {}",
+        errors.join("; ")
+    )]
+    InvalidResumeData {
+        /// The run.
+        run_id: String,
+        /// The call.
+        tool_call_id: String,
+        /// One message per violation.
+        errors: Vec<String>,
+    },
+    /// Another decision on this run was recorded first.
+    #[error("another decision on run {run_id:?} was recorded first; load the run and decide again")]
+    Conflict {
+        /// The run.
+        run_id: String,
+    },
+    /// The saved run cannot be continued by this build or agent.
+    #[error(transparent)]
+    InvalidState(AgentError),
+    /// The continued run failed (the `_generate` forms).
+    #[error(transparent)]
+    Run(AgentError),
+    /// The run store failed.
+    #[error("run {run_id:?}: the run store failed: {source}")]
+    Store {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: RunStoreError,
+    },
+}
+
+/// A run that waits, as [`Agent::list_suspended_runs`] returns it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuspendedRun {
+    /// The run.
+    pub run_id: String,
+    /// Its thread, when it uses memory.
+    pub thread_id: Option<String>,
+    /// Its resource, when it uses memory.
+    pub resource_id: Option<String>,
+    /// The calls it waits on, in the model's order.
+    pub tool_calls: Vec<WaitingCall>,
+    /// When it stopped (milliseconds since the Unix epoch).
+    pub suspended_at_ms: i64,
+}
+
+/// A page of [`SuspendedRun`]s, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SuspendedRuns {
+    /// This page.
+    pub runs: Vec<SuspendedRun>,
+    /// How many match in all.
+    pub total: u64,
+}
+
+fn waits_for(waiting: &Waiting) -> &'static str {
+    match waiting {
+        Waiting::Approval => "an approval",
+        Waiting::Resume { .. } => "resume data",
+        Waiting::ClientResult => "a client tool result",
+    }
+}
+
+/// A decision as the caller gives it.
+enum Decision {
+    Approve,
+    Decline(Option<String>),
+    Resume(Value),
+    ClientResult { result: Value, is_error: bool },
+}
+
+impl Decision {
+    fn given(&self) -> &'static str {
+        match self {
+            Decision::Approve | Decision::Decline(_) => "an approval",
+            Decision::Resume(_) => "resume data",
+            Decision::ClientResult { .. } => "a client tool result",
+        }
+    }
+}
+
+impl Agent {
+    /// Approves a call that waits for approval and continues the run; returns its stream
+    /// (the same run id; no `start` event).
+    pub async fn approve_tool_call(
+        &self,
+        call: ToolCallRef,
+    ) -> Result<AgentStream, RunControlError> {
+        Ok(self.decide(call, Decision::Approve).await?.into_stream())
+    }
+
+    /// [`Agent::approve_tool_call`], run to the end.
+    pub async fn approve_tool_call_generate(
+        &self,
+        call: ToolCallRef,
+    ) -> Result<GenerateResult, RunControlError> {
+        let run = self.decide(call, Decision::Approve).await?;
+        run.run().await.map_err(RunControlError::Run)
+    }
+
+    /// Declines a call that waits for approval: the tool never runs, and the model reads
+    /// `reason` (default [`DEFAULT_DECLINE_REASON`]) as the call's failed result.
+    pub async fn decline_tool_call(
+        &self,
+        call: ToolCallRef,
+        reason: Option<String>,
+    ) -> Result<AgentStream, RunControlError> {
+        Ok(self
+            .decide(call, Decision::Decline(reason))
+            .await?
+            .into_stream())
+    }
+
+    /// [`Agent::decline_tool_call`], run to the end.
+    pub async fn decline_tool_call_generate(
+        &self,
+        call: ToolCallRef,
+        reason: Option<String>,
+    ) -> Result<GenerateResult, RunControlError> {
+        let run = self.decide(call, Decision::Decline(reason)).await?;
+        run.run().await.map_err(RunControlError::Run)
+    }
+
+    /// Resumes a suspended call: its tool's `execute` runs again with `resume_data` in
+    /// [`crate::tool::ToolContext::resume_data`]. Data that does not match the tool's resume
+    /// schema is refused and the run stays suspended.
+    pub async fn resume_stream(
+        &self,
+        resume_data: Value,
+        call: ToolCallRef,
+    ) -> Result<AgentStream, RunControlError> {
+        Ok(self
+            .decide(call, Decision::Resume(resume_data))
+            .await?
+            .into_stream())
+    }
+
+    /// [`Agent::resume_stream`], run to the end.
+    pub async fn resume_generate(
+        &self,
+        resume_data: Value,
+        call: ToolCallRef,
+    ) -> Result<GenerateResult, RunControlError> {
+        let run = self.decide(call, Decision::Resume(resume_data)).await?;
+        run.run().await.map_err(RunControlError::Run)
+    }
+
+    /// Submits the result of a client tool's call (a tool without `execute`) and continues
+    /// the run. `is_error` reports a failure the model should read as such.
+    pub async fn submit_tool_result(
+        &self,
+        call: ToolCallRef,
+        result: Value,
+        is_error: bool,
+    ) -> Result<AgentStream, RunControlError> {
+        Ok(self
+            .decide(call, Decision::ClientResult { result, is_error })
+            .await?
+            .into_stream())
+    }
+
+    /// [`Agent::submit_tool_result`], run to the end.
+    pub async fn submit_tool_result_generate(
+        &self,
+        call: ToolCallRef,
+        result: Value,
+        is_error: bool,
+    ) -> Result<GenerateResult, RunControlError> {
+        let run = self
+            .decide(call, Decision::ClientResult { result, is_error })
+            .await?;
+        run.run().await.map_err(RunControlError::Run)
+    }
+
+    /// This agent's runs that wait for a decision, newest first (the query's agent id is
+    /// ignored: it is this agent). Read from the run store, so they survive a restart.
+    pub async fn list_suspended_runs(
+        &self,
+        mut query: SuspendedRunsQuery,
+    ) -> Result<SuspendedRuns, RunControlError> {
+        query.agent_id = Some(self.id().to_owned());
+        let page = self
+            .inner
+            .run_store
+            .list_suspended(&query)
+            .await
+            .map_err(|source| RunControlError::Store {
+                run_id: String::new(),
+                source,
+            })?;
+        let runs = page
+            .runs
+            .into_iter()
+            .map(|stored| SuspendedRun {
+                tool_calls: stored.state.waiting_calls(),
+                run_id: stored.state.run_id,
+                thread_id: stored.state.settings.thread_id,
+                resource_id: stored.state.settings.resource_id,
+                suspended_at_ms: stored.updated_at_ms,
+            })
+            .collect();
+        Ok(SuspendedRuns {
+            runs,
+            total: page.total,
+        })
+    }
+
+    /// Checks a decision against the saved run, records it (compare-and-set), and returns the
+    /// run ready to continue.
+    async fn decide(
+        &self,
+        target: ToolCallRef,
+        decision: Decision,
+    ) -> Result<AgentRun, RunControlError> {
+        let run_id = target.run_id.clone();
+        let store = &self.inner.run_store;
+        let store_error = |source| RunControlError::Store {
+            run_id: run_id.clone(),
+            source,
+        };
+        let not_found = || RunControlError::RunNotFound {
+            run_id: run_id.clone(),
+        };
+        let stored = store.load(&run_id).await.map_err(store_error)?;
+        let stored = stored.ok_or_else(not_found)?;
+        if stored.state.agent_id != self.id() {
+            return Err(not_found());
+        }
+        if let Some(resource) = &target.resource_id
+            && stored.state.settings.resource_id.as_deref() != Some(resource.as_str())
+        {
+            return Err(not_found());
+        }
+        let phase = match stored.phase {
+            RunPhase::Suspended if stored.state.is_suspended() => None,
+            RunPhase::Finished => Some("finished"),
+            RunPhase::Running | RunPhase::Suspended => Some("running"),
+        };
+        if let Some(phase) = phase {
+            return Err(RunControlError::NotSuspended { run_id, phase });
+        }
+        let mut state = stored.state;
+        let RunStatus::Suspended { step, mut calls } =
+            std::mem::replace(&mut state.status, RunStatus::Ready)
+        else {
+            return Err(RunControlError::NotSuspended {
+                run_id,
+                phase: "running",
+            });
+        };
+        let waiting_ids: Vec<String> = calls
+            .iter()
+            .filter(|c| c.waiting.is_some())
+            .map(|c| c.call.tool_call_id.clone())
+            .collect();
+        let Some(progress) = calls
+            .iter_mut()
+            .find(|c| c.call.tool_call_id == target.tool_call_id && c.waiting.is_some())
+        else {
+            return Err(RunControlError::CallNotWaiting {
+                run_id,
+                tool_call_id: target.tool_call_id,
+                waiting: waiting_ids,
+            });
+        };
+        if let Some(given) = &target.fingerprint
+            && *given != progress.fingerprint
+        {
+            return Err(RunControlError::FingerprintMismatch {
+                run_id,
+                tool_call_id: target.tool_call_id,
+                given: given.clone(),
+                current: progress.fingerprint.clone(),
+            });
+        }
+        let waiting = progress.waiting.as_ref().ok_or_else(not_found)?;
+        let wrong = RunControlError::WrongDecision {
+            run_id: run_id.clone(),
+            tool_call_id: target.tool_call_id.clone(),
+            waits_for: waits_for(waiting),
+            given: decision.given(),
+        };
+        let recorded = match (waiting, decision) {
+            (Waiting::Approval, Decision::Approve) => CallDecision::Approved,
+            (Waiting::Approval, Decision::Decline(reason)) => CallDecision::Declined {
+                reason: reason
+                    .filter(|r| !r.trim().is_empty())
+                    .unwrap_or_else(|| DEFAULT_DECLINE_REASON.to_owned()),
+            },
+            (Waiting::Resume { .. }, Decision::Resume(data)) => {
+                let schema = self
+                    .inner
+                    .tools
+                    .get(&progress.call.tool_name)
+                    .and_then(|tool| tool.resume_schema().cloned());
+                if let Some(schema) = schema {
+                    let errors = schema_errors(&schema, &data);
+                    if !errors.is_empty() {
+                        return Err(RunControlError::InvalidResumeData {
+                            run_id,
+                            tool_call_id: target.tool_call_id,
+                            errors,
+                        });
+                    }
+                }
+                CallDecision::Resumed { data }
+            }
+            (Waiting::ClientResult, Decision::ClientResult { result, is_error }) => {
+                CallDecision::ClientResult { result, is_error }
+            }
+            _ => return Err(wrong),
+        };
+        progress.decision = Some(recorded);
+        state.status = RunStatus::ToolsPending { step, calls };
+        let mut run = AgentRun::resume(self.clone(), state, target.options)
+            .map_err(RunControlError::InvalidState)?;
+        let version = match store
+            .save(run.state(), RunPhase::Running, Some(stored.version))
+            .await
+        {
+            Ok(version) => version,
+            Err(RunStoreError::Conflict { .. }) => {
+                return Err(RunControlError::Conflict { run_id });
+            }
+            Err(source) => return Err(RunControlError::Store { run_id, source }),
+        };
+        Ok(run.with_snapshot_version(version))
+    }
+}
