@@ -1,0 +1,324 @@
+//! Runs that stop for a person survive a restart: a run stops (approval, suspension), the whole
+//! `Kestrel` instance and its store are dropped, a new instance is built on the same SQLite file
+//! or PostgreSQL schema, finds the run, and continues it: same run id, the tool runs once, and
+//! the thread holds every message exactly once, in order, with the streamed ids.
+//! PostgreSQL runs when `KESTREL_TEST_POSTGRES_URL` is set (else it says it is skipped).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kestrel_core::agent::{Agent, RunOptions, ToolCallRef, Waiting};
+use kestrel_core::event::EventKind;
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::message::{Part, Role};
+use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
+use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::tool::{FnTool, ToolError, create_tool};
+use kestrel_memory::Memory;
+use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
+use kestrel_storage::{
+    PgOptions, PostgresStorage, Selection, SqliteStorage, Storage, StorageRunStore,
+};
+use serde_json::{Value, json};
+
+const THREAD: &str = "thread-1";
+const RESOURCE: &str = "alice";
+
+/// Where the durable state lives between the two instances.
+enum Backend {
+    Sqlite(tempfile::TempDir),
+    Postgres { url: String, schema: String },
+}
+
+/// An open store and how to close it.
+enum Open {
+    Sqlite(SqliteStorage),
+    Postgres(PostgresStorage),
+}
+
+impl Open {
+    fn storage(&self) -> Arc<dyn Storage> {
+        match self {
+            Open::Sqlite(s) => Arc::new(s.clone()),
+            Open::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Open::Sqlite(s) => s.close().await,
+            Open::Postgres(s) => s.close().await,
+        }
+    }
+}
+
+impl Backend {
+    fn sqlite() -> Option<Self> {
+        Some(Backend::Sqlite(tempfile::tempdir().unwrap()))
+    }
+
+    fn postgres() -> Option<Self> {
+        Some(Backend::Postgres {
+            url: postgres_url()?,
+            schema: test_schema(),
+        })
+    }
+
+    async fn open(&self) -> Open {
+        match self {
+            Backend::Sqlite(dir) => Open::Sqlite(
+                SqliteStorage::open(dir.path().join("kestrel.db"))
+                    .await
+                    .unwrap(),
+            ),
+            Backend::Postgres { url, schema } => Open::Postgres(
+                PostgresStorage::connect(url, PgOptions::schema(schema.clone()))
+                    .await
+                    .unwrap(),
+            ),
+        }
+    }
+
+    async fn teardown(self) {
+        if let Backend::Postgres { url, schema } = self {
+            drop_schema(&url, &schema).await;
+        }
+    }
+}
+
+/// The model calls `tool` once, then answers with the tool's result.
+fn model(tool: &'static str, args: Value) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn(move |req| {
+        let last = req.messages.last().unwrap();
+        if last.role == Role::Tool {
+            let Some(Part::ToolResult { result, .. }) = last.parts.first() else {
+                panic!("a tool message without a result")
+            };
+            ScriptedResponse::text(format!("done: {}", result.as_str().unwrap_or("?")))
+        } else {
+            ScriptedResponse::tool_call("call-1", tool, args.clone())
+        }
+    }))
+}
+
+/// A `Kestrel` instance (a "process") on `store`: the agent with memory and a durable run
+/// store.
+fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> Kestrel {
+    let memory = Memory::builder(Arc::clone(&store))
+        .last_messages(10)
+        .build()
+        .unwrap();
+    let agent = Agent::builder("assistant")
+        .model(model(tool_name, json!({"to": "bob@example.com"})))
+        .tool(tool)
+        .memory(memory.shared())
+        .build()
+        .unwrap();
+    Kestrel::builder()
+        .run_store(Arc::new(StorageRunStore::new(store)))
+        .agent(agent)
+        .build()
+        .unwrap()
+}
+
+fn send_email(runs: Arc<AtomicUsize>) -> FnTool {
+    create_tool("send_email")
+        .description("Sends an email")
+        .require_approval(true)
+        .input_schema(json!({"type": "object", "properties": {"to": {"type": "string"}}}))
+        .execute(move |input: Value, _ctx| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>(format!("sent to {}", input["to"].as_str().unwrap_or("?")))
+            }
+        })
+}
+
+fn ask_nights(entered: Arc<AtomicUsize>) -> FnTool {
+    create_tool("book")
+        .description("Books a hotel")
+        .input_schema(json!({"type": "object"}))
+        .resume_schema(json!({"type": "object", "required": ["nights"]}))
+        .execute(move |_input: Value, ctx| {
+            let entered = entered.clone();
+            async move {
+                entered.fetch_add(1, Ordering::SeqCst);
+                match ctx.resume_data() {
+                    None => Err(ctx.suspend(json!({"question": "How many nights?"}))),
+                    Some(data) => Ok(format!("booked for {} nights", data["nights"])),
+                }
+            }
+        })
+}
+
+/// The thread's messages: each id once, in order, as [role, text or tool parts].
+async fn check_thread(store: &Arc<dyn Storage>, streamed_ids: &[String], final_text: &str) {
+    let all = store
+        .list_messages(THREAD, Some(RESOURCE), Selection::all())
+        .await
+        .unwrap()
+        .messages;
+    let roles: Vec<Role> = all.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+        "{all:#?}"
+    );
+    let mut ids: Vec<&str> = all.iter().map(|m| m.id.as_str()).collect();
+    let stored_ids: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 4, "every message exactly once");
+    for id in streamed_ids {
+        assert!(stored_ids.contains(id), "streamed id {id} is stored");
+    }
+    assert_eq!(all[3].to_message().text(), final_text);
+    let seqs: Vec<i64> = all.iter().map(|m| m.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+}
+
+/// The assistant message ids the stream announced (`start` / `step-start`).
+fn message_ids(events: &[kestrel_core::event::Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::StepStart(p) => Some(p.message_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn approval_survives_a_restart(backend: Backend) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    // The first process: the run stops for approval.
+    let first = backend.open().await;
+    let kestrel = instance(first.storage(), send_email(runs.clone()), "send_email");
+    let agent = kestrel.agent("assistant").unwrap();
+    let (events, stopped) = agent
+        .stream("email bob", RunOptions::new().memory(THREAD, RESOURCE))
+        .collect()
+        .await;
+    let stopped = stopped.unwrap();
+    assert_eq!(stopped.finish_reason, FinishReason::Suspended);
+    let EventKind::ToolCallApproval(approval) = &events.last().unwrap().kind else {
+        panic!("the run did not stop for approval")
+    };
+    let fingerprint = approval.fingerprint.clone();
+    let mut streamed = message_ids(&events);
+    drop(kestrel);
+    first.close().await;
+
+    // The second process: a new instance on the same database finds the run and approves it.
+    let second = backend.open().await;
+    let store = second.storage();
+    let kestrel = instance(Arc::clone(&store), send_email(runs.clone()), "send_email");
+    let agent = kestrel.agent("assistant").unwrap();
+    let waiting = agent
+        .list_suspended_runs(SuspendedRunsQuery {
+            thread_id: Some(THREAD.into()),
+            resource_id: Some(RESOURCE.into()),
+            ..SuspendedRunsQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(waiting.total, 1);
+    let found = &waiting.runs[0];
+    assert_eq!(found.run_id, stopped.run_id);
+    assert_eq!(found.tool_calls[0].tool_call_id, "call-1");
+    assert_eq!(found.tool_calls[0].waiting, Waiting::Approval);
+    assert_eq!(found.tool_calls[0].args, json!({"to": "bob@example.com"}));
+
+    let call = ToolCallRef::new(&stopped.run_id, "call-1")
+        .fingerprint(fingerprint)
+        .resource(RESOURCE);
+    let stream = agent.approve_tool_call(call.clone()).await.unwrap();
+    let (events, done) = stream.collect().await;
+    let done = done.unwrap();
+    streamed.extend(message_ids(&events));
+    assert_eq!(done.run_id, stopped.run_id);
+    assert_eq!(done.text, "done: sent to bob@example.com");
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    check_thread(&store, &streamed, "done: sent to bob@example.com").await;
+    // Decided: no longer listed, and a second approval is refused.
+    let waiting = agent
+        .list_suspended_runs(SuspendedRunsQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(waiting.total, 0);
+    assert!(agent.approve_tool_call(call).await.is_err());
+    assert_eq!(runs.load(Ordering::SeqCst), 1);
+    drop(kestrel);
+    second.close().await;
+    backend.teardown().await;
+}
+
+async fn suspension_survives_a_restart(backend: Backend) {
+    let entered = Arc::new(AtomicUsize::new(0));
+    let first = backend.open().await;
+    let kestrel = instance(first.storage(), ask_nights(entered.clone()), "book");
+    let agent = kestrel.agent("assistant").unwrap();
+    let (events, stopped) = agent
+        .stream("book a hotel", RunOptions::new().memory(THREAD, RESOURCE))
+        .collect()
+        .await;
+    let stopped = stopped.unwrap();
+    assert_eq!(stopped.finish_reason, FinishReason::Suspended);
+    let mut streamed = message_ids(&events);
+    drop(kestrel);
+    first.close().await;
+
+    let second = backend.open().await;
+    let store = second.storage();
+    let kestrel = instance(Arc::clone(&store), ask_nights(entered.clone()), "book");
+    let agent = kestrel.agent("assistant").unwrap();
+    let call = ToolCallRef::new(&stopped.run_id, "call-1");
+    // Data outside the resume schema is refused; the run stays suspended.
+    assert!(
+        agent
+            .resume_stream(json!({"weeks": 1}), call.clone())
+            .await
+            .is_err()
+    );
+    let (events, done) = agent
+        .resume_stream(json!({"nights": 2}), call)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let done = done.unwrap();
+    streamed.extend(message_ids(&events));
+    assert_eq!(done.run_id, stopped.run_id);
+    assert_eq!(done.text, "done: booked for 2 nights");
+    assert_eq!(entered.load(Ordering::SeqCst), 2);
+    check_thread(&store, &streamed, "done: booked for 2 nights").await;
+    drop(kestrel);
+    second.close().await;
+    backend.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_approval_survives_a_restart() {
+    approval_survives_a_restart(Backend::sqlite().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_suspension_survives_a_restart() {
+    suspension_survives_a_restart(Backend::sqlite().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_approval_survives_a_restart() {
+    if let Some(backend) = Backend::postgres() {
+        approval_survives_a_restart(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_suspension_survives_a_restart() {
+    if let Some(backend) = Backend::postgres() {
+        suspension_survives_a_restart(backend).await;
+    }
+}
