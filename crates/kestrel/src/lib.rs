@@ -51,8 +51,8 @@ pub mod storage {
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;
     pub use kestrel_core::agent::{
-        Agent, AgentError, AgentStream, ErrorStrategy, GenerateResult, RunOptions, RunState,
-        StructuredOutput,
+        Agent, AgentError, AgentStream, ErrorStrategy, GenerateResult, RunControlError, RunOptions,
+        RunState, StructuredOutput, ToolCallRef,
     };
     pub use kestrel_core::context::RequestContext;
     pub use kestrel_core::event::{Event, EventKind};
