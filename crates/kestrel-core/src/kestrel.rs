@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agent::Agent;
+use crate::agent::registry::{RunRegistry, ThreadKey};
 use crate::model::ModelRegistry;
+use crate::pubsub::SharedPubSub;
 use crate::run_store::SharedRunStore;
 
 /// Why a [`Kestrel`] instance could not be built or queried.
@@ -38,6 +40,7 @@ pub struct Kestrel {
 struct KestrelInner {
     agents: BTreeMap<String, Agent>,
     models: ModelRegistry,
+    registry: Arc<RunRegistry>,
 }
 
 impl Kestrel {
@@ -66,6 +69,21 @@ impl Kestrel {
     pub fn models(&self) -> &ModelRegistry {
         &self.inner.models
     }
+
+    /// Aborts a run of any of the instance's agents; `false` when no such run is in progress
+    /// in this process.
+    pub fn abort_run(&self, run_id: &str) -> bool {
+        self.inner.registry.abort_run(run_id)
+    }
+
+    /// Aborts every run in progress on a thread (running, or waiting for the thread), whatever
+    /// agent runs it; returns how many.
+    pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
+        self.inner.registry.abort_thread(&ThreadKey {
+            resource_id: resource_id.to_owned(),
+            thread_id: thread_id.to_owned(),
+        })
+    }
 }
 
 /// Builds a [`Kestrel`] instance.
@@ -74,6 +92,7 @@ pub struct KestrelBuilder {
     agents: Vec<Agent>,
     models: Option<ModelRegistry>,
     run_store: Option<SharedRunStore>,
+    pubsub: Option<SharedPubSub>,
 }
 
 impl KestrelBuilder {
@@ -97,14 +116,21 @@ impl KestrelBuilder {
         self
     }
 
+    /// Carries thread events through this pub/sub (default: in-process).
+    pub fn pubsub(mut self, pubsub: SharedPubSub) -> Self {
+        self.pubsub = Some(pubsub);
+        self
+    }
+
     /// Checks ids are unique and builds the instance.
     pub fn build(self) -> Result<Kestrel, KestrelError> {
+        let registry = Arc::new(match self.pubsub {
+            Some(pubsub) => RunRegistry::new(pubsub),
+            None => RunRegistry::default(),
+        });
         let mut agents = BTreeMap::new();
         for agent in self.agents {
-            let agent = match &self.run_store {
-                Some(store) => agent.with_default_run_store(store),
-                None => agent,
-            };
+            let agent = agent.join_instance(self.run_store.as_ref(), &registry);
             let id = agent.id().to_string();
             if agents.insert(id.clone(), agent).is_some() {
                 return Err(KestrelError::DuplicateAgent { id });
@@ -114,6 +140,7 @@ impl KestrelBuilder {
             inner: Arc::new(KestrelInner {
                 agents,
                 models: self.models.unwrap_or_else(ModelRegistry::from_env),
+                registry,
             }),
         })
     }

@@ -9,6 +9,7 @@
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
+//! - [`pubsub`]: how a thread's watchers get the events of its runs;
 //! - [`kestrel`]: the instance that registers agents.
 //!
 //! Users normally depend on the `kestrel` facade crate, which re-exports this one.
@@ -25,5 +26,6 @@ pub mod message;
 pub mod model;
 #[cfg(feature = "http")]
 pub mod providers;
+pub mod pubsub;
 pub mod run_store;
 pub mod tool;

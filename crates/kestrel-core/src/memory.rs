@@ -87,6 +87,17 @@ pub trait AgentMemory: Send + Sync {
     /// Stores complete messages in `scope`, in order. Idempotent by message id.
     async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError>;
 
+    /// Stores the partial answer of a step stopped by an abort (its text so far, no unfinished
+    /// tool calls), so what the user saw is not lost. Implementations mark it aborted; the
+    /// default stores it like a complete message.
+    async fn persist_aborted(
+        &self,
+        scope: &MemoryScope,
+        message: &Message,
+    ) -> Result<(), MemoryError> {
+        self.persist(scope, std::slice::from_ref(message)).await
+    }
+
     /// Called once the run finished successfully, in a background task.
     async fn run_finished(&self, _scope: &MemoryScope, _result: &GenerateResult) {}
 

@@ -242,6 +242,23 @@ impl Memory {
     }
 
     /// Whether `messages` are an input `recall` already stored for this thread (and forgets it).
+    /// Appends a batch to the scope's thread, then lets the processors see it.
+    async fn append(
+        &self,
+        scope: &MemoryScope,
+        batch: Vec<NewMessage>,
+        what: &'static str,
+    ) -> Result<(), MemoryError> {
+        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
+        let stored = self
+            .inner
+            .storage
+            .append_messages(thread_id, resource_id, batch)
+            .await
+            .map_err(|e| Error::storage(what, thread_id, resource_id, e))?;
+        self.stored(scope, &stored).await
+    }
+
     fn take_stored_input(&self, scope: &MemoryScope, messages: &[Message]) -> bool {
         let mut inputs = self
             .inner
@@ -378,15 +395,20 @@ impl AgentMemory for Memory {
         if self.inner.read_only || messages.is_empty() || self.take_stored_input(scope, messages) {
             return Ok(());
         }
-        let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
         let batch = messages.iter().cloned().map(NewMessage::from).collect();
-        let stored = self
-            .inner
-            .storage
-            .append_messages(thread_id, resource_id, batch)
-            .await
-            .map_err(|e| Error::storage("store messages", thread_id, resource_id, e))?;
-        self.stored(scope, &stored).await
+        self.append(scope, batch, "store messages").await
+    }
+
+    async fn persist_aborted(
+        &self,
+        scope: &MemoryScope,
+        message: &Message,
+    ) -> Result<(), MemoryError> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        let batch = vec![NewMessage::from(message.clone()).aborted()];
+        self.append(scope, batch, "store the aborted step").await
     }
 
     async fn run_finished(&self, scope: &MemoryScope, result: &GenerateResult) {

@@ -39,7 +39,7 @@ on_every_backend!(
     working_memory_template_is_shared_by_the_resource_threads,
     working_memory_schema_is_per_thread_and_rejects_invalid_updates,
     a_thread_of_another_resource_is_refused,
-    two_runs_on_one_thread_at_once_lose_nothing,
+    two_runs_on_one_thread_at_once_go_in_turn_and_lose_nothing,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -710,7 +710,7 @@ async fn a_thread_of_another_resource_is_refused(store: Store) {
 
 /// Two tabs run on one thread at once: every message of every run is stored once, each step's
 /// messages are contiguous, each run's messages are in order, and seqs have no gaps.
-async fn two_runs_on_one_thread_at_once_lose_nothing(store: Store) {
+async fn two_runs_on_one_thread_at_once_go_in_turn_and_lose_nothing(store: Store) {
     let memory = Memory::new(store.clone());
     // A tool round trip then text; call ids derive from the user message, so they are unique.
     let model = Arc::new(
@@ -763,7 +763,7 @@ async fn two_runs_on_one_thread_at_once_lose_nothing(store: Store) {
 
     let distinct: HashSet<&str> = messages.iter().map(|m| m.id.as_str()).collect();
     assert_eq!(distinct.len(), messages.len());
-    let mut interleaved = 0;
+    let mut starts = Vec::new();
     for (input, result) in &runs {
         let mut run_ids = vec![input.id.clone()];
         run_ids.extend(result.response_messages.iter().map(|m| m.id.clone()));
@@ -783,12 +783,21 @@ async fn two_runs_on_one_thread_at_once_lose_nothing(store: Store) {
             roles,
             [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
         );
-        if places[3] - places[0] > 3 {
-            interleaved += 1;
-        }
+        // The thread's lease puts runs on one thread in turn: a run's messages are contiguous.
+        assert_eq!(
+            places[3] - places[0],
+            3,
+            "runs on one thread never interleave"
+        );
+        starts.push((places[0], input.text()));
     }
+    // Both tabs ran at once: their runs took turns on the thread instead of one tab running
+    // all its turns first.
+    starts.sort();
+    let tabs_in_order: Vec<bool> = starts.iter().map(|(_, t)| t.starts_with("tab 0")).collect();
+    let switches = tabs_in_order.windows(2).filter(|w| w[0] != w[1]).count();
     assert!(
-        interleaved > 0,
-        "the tabs' runs never overlapped, so this test proved nothing"
+        switches > 1,
+        "the tabs' runs never overlapped, so this test proved nothing: {starts:?}"
     );
 }

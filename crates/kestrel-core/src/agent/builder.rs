@@ -219,6 +219,7 @@ impl AgentBuilder {
                 run_store: self
                     .run_store
                     .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
+                runs: Default::default(),
             }),
         })
     }

@@ -9,7 +9,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::options::BusyThread;
 use super::options::{ErrorStrategy, StructuredOutput};
+use super::registry::{Lease, Registered, ThreadKey};
 use super::state::{
     CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
     RunStatus, SavedApproval, ToolCallRecord, ToolResultRecord, Waiting,
@@ -21,13 +23,15 @@ use super::{
 };
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
+use crate::event::Tap;
 use crate::event::*;
 use crate::event::{EventQueue, EventSink};
 use crate::memory::MemoryScope;
-use crate::message::Message;
+use crate::message::{Message, Part, Role};
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
 };
+use crate::pubsub::thread_topic;
 use crate::run_store::RunPhase;
 use crate::tool::set::schema_errors;
 use crate::tool::{ApprovalContext, ApprovalPolicy, ToolCallError, ToolContext, ToolWriter};
@@ -53,6 +57,10 @@ pub struct AgentRun {
     approval: ApprovalPolicy,
     /// The version of the run's saved snapshot, once it has one.
     snapshot_version: Option<i64>,
+    /// What to do when the thread is busy with another run.
+    busy: BusyThread,
+    /// The run's hold on its thread, while `run` drives it.
+    lease: Option<Lease>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -131,8 +139,13 @@ impl AgentRun {
             .or_else(|| d.request_context.clone())
             .unwrap_or_default();
         let abort = options.abort_signal.unwrap_or_default();
+        let busy = options
+            .on_busy_thread
+            .or(d.on_busy_thread)
+            .unwrap_or_default();
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
+        run.busy = busy;
         run
     }
 
@@ -195,11 +208,13 @@ impl AgentRun {
             state,
             abort,
             request_context,
-            sink: EventSink::Discard,
+            sink: EventSink::discard(),
             model: None,
             system: None,
             approval: ApprovalPolicy::Never,
             snapshot_version: None,
+            busy: BusyThread::Wait,
+            lease: None,
         }
     }
 
@@ -227,15 +242,15 @@ impl AgentRun {
 
     /// Buffers events so [`AgentRun::take_events`] can return them.
     pub fn collect_events(mut self) -> Self {
-        self.sink = EventSink::Queue(Default::default());
+        self.sink = EventSink::queue(Default::default());
         self
     }
 
     /// The events buffered since the last call (see [`AgentRun::collect_events`]).
     pub fn take_events(&mut self) -> Vec<Event> {
-        match &self.sink {
-            EventSink::Queue(queue) => queue.drain(),
-            EventSink::Discard => Vec::new(),
+        match self.sink.queued() {
+            Some(queue) => queue.drain(),
+            None => Vec::new(),
         }
     }
 
@@ -263,6 +278,9 @@ impl AgentRun {
             return Ok(false);
         }
         if self.state.is_finished() {
+            if self.continue_for_delivered().await? {
+                return Ok(true);
+            }
             self.finish().await?;
             return Ok(false);
         }
@@ -270,9 +288,134 @@ impl AgentRun {
     }
 
     /// Runs to the end and returns the result.
-    pub async fn run(mut self) -> Result<GenerateResult, AgentError> {
+    ///
+    /// A run on a thread first takes the thread's lease: runs on one thread go one at a time,
+    /// in the order they asked (or fail at once, with [`BusyThread::Fail`]). While it holds the
+    /// lease, the run takes the messages delivered to the thread and publishes its events to
+    /// the thread's subscribers.
+    pub async fn run(self) -> Result<GenerateResult, AgentError> {
+        let registered = self.register();
+        self.run_registered(registered).await
+    }
+
+    /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
+    /// until the guard is dropped.
+    fn register(&self) -> Registered {
+        self.agent
+            .inner
+            .runs
+            .register(&self.run_id, self.abort.clone(), self.thread_key())
+    }
+
+    async fn run_registered(
+        mut self,
+        _registered: Registered,
+    ) -> Result<GenerateResult, AgentError> {
+        let runs = Arc::clone(&self.agent.inner.runs);
+        let thread = self.thread_key();
+        if let Some(thread) = thread {
+            self.sink = self.sink.clone().with_tap(Tap {
+                pubsub: Arc::clone(&runs.pubsub),
+                topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
+            });
+            if self.busy == BusyThread::Fail
+                && let Some(active_run_id) = runs.active_run(&thread)
+            {
+                let e = AgentError::ThreadBusy {
+                    run_id: self.state.run_id.clone(),
+                    thread_id: thread.thread_id.clone(),
+                    active_run_id,
+                };
+                return Err(self.fail(e).await);
+            }
+            let abort = self.abort.clone();
+            let lease = tokio::select! {
+                biased;
+                _ = abort.aborted() => None,
+                lease = runs.lease(thread, &self.run_id) => Some(lease),
+            };
+            let Some(lease) = lease else {
+                let e = self.aborted();
+                return Err(self.fail(e).await);
+            };
+            self.lease = Some(lease);
+        }
+        let outcome = self.drive().await;
+        self.release_thread().await;
+        outcome
+    }
+
+    async fn drive(&mut self) -> Result<GenerateResult, AgentError> {
         while self.step().await? {}
         Ok(GenerateResult::from_state(&self.state))
+    }
+
+    fn thread_key(&self) -> Option<ThreadKey> {
+        let settings = &self.state.settings;
+        Some(ThreadKey {
+            resource_id: settings.resource_id.clone()?,
+            thread_id: settings.thread_id.clone()?,
+        })
+    }
+
+    /// Adds the messages delivered to the thread since the last step to the conversation, and
+    /// stores them.
+    async fn take_delivered(&mut self) -> Result<(), AgentError> {
+        let Some(delivered) = self.lease.as_ref().map(Lease::take_delivered) else {
+            return Ok(());
+        };
+        if delivered.is_empty() {
+            return Ok(());
+        }
+        self.state.messages.extend(delivered);
+        self.persist().await
+    }
+
+    /// At a normal end: messages delivered meanwhile get an answer in another step (within
+    /// `max_steps`); otherwise the inbox closes, so later messages find the thread idle.
+    async fn continue_for_delivered(&mut self) -> Result<bool, AgentError> {
+        let Some(lease) = &self.lease else {
+            return Ok(false);
+        };
+        if !matches!(
+            self.state.status,
+            RunStatus::Finished {
+                reason: FinishReason::Stop,
+                ..
+            }
+        ) || self.state.steps.len() >= self.state.max_steps as usize
+        {
+            return Ok(false);
+        }
+        match lease.close_if_empty() {
+            Ok(()) => Ok(false),
+            Err(delivered) => {
+                self.state.messages.extend(delivered);
+                self.state.reopen();
+                self.persist().await?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Lets the next run on the thread go. Messages delivered too late for this run are stored
+    /// in the thread, never dropped.
+    async fn release_thread(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let late = lease.close_inbox();
+        if late.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            tracing::warn!(run_id = %self.run_id, count = late.len(), "messages delivered to a run without memory could not be stored");
+            return;
+        };
+        if let Err(error) = memory.persist(&scope, &late).await {
+            tracing::warn!(run_id = %self.run_id, %error, "storing messages delivered after the run ended failed");
+        }
     }
 
     /// Continues the run as an event stream.
@@ -281,10 +424,17 @@ impl AgentRun {
     /// the run to a background task, so the run still completes.
     pub fn into_stream(mut self) -> AgentStream {
         let queue = Arc::new(EventQueue::default());
-        self.sink = EventSink::Queue(queue.clone());
+        self.sink = EventSink::queue(queue.clone());
         let run_id = self.run_id.clone();
         let abort = self.abort.clone();
-        AgentStream::new(run_id, queue, abort, self.run().boxed())
+        // Registered now, not at the first poll, so an abort reaches it at once.
+        let registered = self.register();
+        AgentStream::new(
+            run_id,
+            queue,
+            abort,
+            self.run_registered(registered).boxed(),
+        )
     }
 
     async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {
@@ -375,6 +525,9 @@ impl AgentRun {
         if let Err(e) = self.load_memory().await {
             return Err(self.fail(e).await);
         }
+        if let Err(e) = self.take_delivered().await {
+            return Err(self.fail(e).await);
+        }
         match self.call_model(model, system).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.fail(e).await),
@@ -436,7 +589,10 @@ impl AgentRun {
         loop {
             let next = tokio::select! {
                 biased;
-                _ = abort.aborted() => return Err(self.aborted()),
+                _ = abort.aborted() => {
+                    self.keep_partial(&message_id, &text, &reasoning).await;
+                    return Err(self.aborted());
+                }
                 next = stream.next() => next,
             };
             let Some(event) = next else { break };
@@ -562,6 +718,56 @@ impl AgentRun {
             );
         }
         Ok(())
+    }
+
+    /// Stores what an aborted step had produced (its text and reasoning so far, no unfinished
+    /// tool calls), marked aborted: what the user saw is not lost.
+    async fn keep_partial(&mut self, message_id: &str, text: &str, reasoning: &str) {
+        if text.is_empty() && reasoning.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return;
+        };
+        if !self.state.memory_loaded {
+            return;
+        }
+        let mut parts = Vec::with_capacity(2);
+        if !reasoning.is_empty() {
+            parts.push(Part::Reasoning {
+                text: reasoning.to_owned(),
+            });
+        }
+        if !text.is_empty() {
+            parts.push(Part::Text {
+                text: text.to_owned(),
+            });
+        }
+        let partial = Message {
+            id: message_id.to_owned(),
+            role: Role::Assistant,
+            parts,
+        };
+        if let Err(error) = memory.persist_aborted(&scope, &partial).await {
+            tracing::warn!(run_id = %self.run_id, %error, "storing the aborted step's partial text failed");
+        }
+    }
+
+    /// On an abort during the tools: the step's text (its tool calls never got results, so
+    /// they are left out), stored marked aborted.
+    async fn keep_partial_step(&mut self) {
+        let (RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. }) =
+            &self.state.status
+        else {
+            return;
+        };
+        let (id, text, reasoning) = (
+            step.message_id.clone(),
+            step.text.clone(),
+            step.reasoning.clone(),
+        );
+        self.keep_partial(&id, &text, &reasoning).await;
     }
 
     fn memory_scope(&self) -> Option<MemoryScope> {
@@ -793,6 +999,7 @@ impl AgentRun {
                     let drain = async { while outcomes.next().await.is_some() {} };
                     let _ = tokio::time::timeout(ABORT_GRACE, drain).await;
                     drop(outcomes);
+                    self.keep_partial_step().await;
                     let e = self.aborted();
                     return Err(self.fail(e).await);
                 };

@@ -113,6 +113,16 @@ pub enum AgentError {
         /// Why.
         message: String,
     },
+    /// The run's thread is busy with another run and the run was asked not to wait.
+    #[error("run {run_id}: thread {thread_id:?} is busy with run {active_run_id}")]
+    ThreadBusy {
+        /// The run.
+        run_id: String,
+        /// The thread.
+        thread_id: String,
+        /// The run holding the thread.
+        active_run_id: String,
+    },
     /// The run's snapshot could not be saved (a stopped run could not be kept for later).
     #[error("run {run_id}: saving the run failed: {source}")]
     RunStore {
@@ -147,6 +157,11 @@ impl AgentError {
             AgentError::Aborted { .. } => "the run was aborted".into(),
             AgentError::InvalidRunState { message, .. } => message.clone(),
             AgentError::RunStore { source, .. } => format!("saving the run failed: {source}"),
+            AgentError::ThreadBusy {
+                thread_id,
+                active_run_id,
+                ..
+            } => format!("thread {thread_id:?} is busy with run {active_run_id}"),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -162,6 +177,7 @@ impl AgentError {
             | AgentError::Aborted { run_id }
             | AgentError::InvalidRunState { run_id, .. }
             | AgentError::RunStore { run_id, .. }
+            | AgentError::ThreadBusy { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -177,6 +193,7 @@ impl AgentError {
             AgentError::Aborted { .. } => "abort",
             AgentError::InvalidRunState { .. } => "invalid-run-state",
             AgentError::RunStore { .. } => "run-store",
+            AgentError::ThreadBusy { .. } => "thread-busy",
             AgentError::Internal { .. } => "internal",
         }
     }

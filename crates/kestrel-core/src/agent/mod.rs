@@ -11,9 +11,11 @@ mod control;
 mod driver;
 mod error;
 mod options;
+pub(crate) mod registry;
 mod result;
 mod state;
 mod stream;
+mod threads;
 
 pub use builder::AgentBuilder;
 pub use control::{
@@ -21,13 +23,14 @@ pub use control::{
 };
 pub use driver::AgentRun;
 pub use error::{AgentBuildError, AgentError, BoxError};
-pub use options::{ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
+pub use options::{BusyThread, ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
 pub use result::GenerateResult;
 pub use state::{
     CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
     RunStatus, StepResult, ToolCallRecord, ToolResultRecord, Waiting, WaitingCall,
 };
 pub use stream::{AgentStream, TextStream};
+pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
 use std::sync::Arc;
 
@@ -79,6 +82,8 @@ pub(crate) struct AgentInner {
     pub(crate) run_store: SharedRunStore,
     /// Whether the builder was given the store (a `Kestrel` instance then keeps it).
     pub(crate) run_store_explicit: bool,
+    /// Runs in progress, thread leases and the pub/sub (shared by a `Kestrel` instance).
+    pub(crate) runs: Arc<registry::RunRegistry>,
 }
 
 /// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
@@ -138,12 +143,18 @@ impl Agent {
         &self.inner.run_store
     }
 
-    /// This agent with `store` as its run store, unless its builder was given one.
-    pub(crate) fn with_default_run_store(&self, store: &SharedRunStore) -> Agent {
-        if self.inner.run_store_explicit {
-            return self.clone();
-        }
+    /// This agent as a member of an instance: the instance's registry (runs, leases, pub/sub)
+    /// and its run store, unless the agent's builder was given one.
+    pub(crate) fn join_instance(
+        &self,
+        store: Option<&SharedRunStore>,
+        registry: &Arc<registry::RunRegistry>,
+    ) -> Agent {
         let i = &self.inner;
+        let run_store = match store {
+            Some(store) if !i.run_store_explicit => Arc::clone(store),
+            _ => Arc::clone(&i.run_store),
+        };
         Agent {
             inner: Arc::new(AgentInner {
                 id: i.id.clone(),
@@ -156,8 +167,9 @@ impl Agent {
                 defaults: i.defaults.clone(),
                 registry: i.registry.clone(),
                 memory: i.memory.clone(),
-                run_store: Arc::clone(store),
-                run_store_explicit: false,
+                run_store,
+                run_store_explicit: i.run_store_explicit,
+                runs: Arc::clone(registry),
             }),
         }
     }

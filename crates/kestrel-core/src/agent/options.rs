@@ -90,6 +90,18 @@ pub struct RunOptions {
     /// Which tool calls need a person's approval, on top of each tool's own policy (a call
     /// needs approval when either says so).
     pub require_tool_approval: Option<ApprovalPolicy>,
+    /// What a run on a thread busy with another run does: wait its turn (default) or fail.
+    pub on_busy_thread: Option<BusyThread>,
+}
+
+/// What a run does when its thread is busy with another run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BusyThread {
+    /// Wait until the runs before it are done (their messages first, then its own).
+    #[default]
+    Wait,
+    /// Fail at once with [`crate::agent::AgentError::ThreadBusy`].
+    Fail,
 }
 
 impl RunOptions {
@@ -104,6 +116,12 @@ impl RunOptions {
     /// run needs approval (it never silently needs none).
     pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
         self.require_tool_approval = Some(policy.into());
+        self
+    }
+
+    /// What the run does when its thread is busy with another run (default: wait).
+    pub fn on_busy_thread(mut self, busy: BusyThread) -> Self {
+        self.on_busy_thread = Some(busy);
         self
     }
 

@@ -354,6 +354,12 @@ impl RunState {
         self.messages.get(self.persisted..).unwrap_or_default()
     }
 
+    /// Takes the run back from a normal end to answer messages delivered meanwhile.
+    pub(crate) fn reopen(&mut self) {
+        self.next_message_id = crate::id::new_id();
+        self.status = RunStatus::Ready;
+    }
+
     /// Whether the run is over.
     pub fn is_finished(&self) -> bool {
         matches!(self.status, RunStatus::Finished { .. })

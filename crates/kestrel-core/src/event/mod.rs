@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::model::{FinishReason, Usage};
 
 mod sink;
-pub(crate) use sink::{EventQueue, EventSink};
+pub(crate) use sink::{EventQueue, EventSink, Tap};
 
 /// Which kind of primitive produced an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

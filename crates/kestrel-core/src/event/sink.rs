@@ -5,32 +5,68 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
 use super::Event;
+use crate::pubsub::SharedPubSub;
 
-/// Where a run sends its events: nowhere (`generate`), or a queue its [`AgentStream`] or
-/// step-by-step driver reads.
+/// Where a run sends its events: a queue its [`AgentStream`] or step-by-step driver reads
+/// (none under `generate`), and the topic of its thread while someone watches the thread.
 ///
 /// [`AgentStream`]: crate::agent::AgentStream
 #[derive(Debug, Clone, Default)]
-pub(crate) enum EventSink {
-    /// Events are not observed.
-    #[default]
-    Discard,
-    /// Events are queued for a reader.
-    Queue(Arc<EventQueue>),
+pub(crate) struct EventSink {
+    queue: Option<Arc<EventQueue>>,
+    tap: Option<Tap>,
+}
+
+/// A thread's topic on the pub/sub.
+#[derive(Debug, Clone)]
+pub(crate) struct Tap {
+    pub pubsub: SharedPubSub,
+    pub topic: Arc<str>,
 }
 
 impl EventSink {
+    /// Events are not observed (unless a tap is added).
+    pub(crate) fn discard() -> Self {
+        Self::default()
+    }
+
+    /// Events are queued for a reader.
+    pub(crate) fn queue(queue: Arc<EventQueue>) -> Self {
+        Self {
+            queue: Some(queue),
+            tap: None,
+        }
+    }
+
+    /// Also publishes the events on a thread's topic while it has subscribers.
+    pub(crate) fn with_tap(mut self, tap: Tap) -> Self {
+        self.tap = Some(tap);
+        self
+    }
+
+    /// The reader's queue, if any.
+    pub(crate) fn queued(&self) -> Option<&Arc<EventQueue>> {
+        self.queue.as_ref()
+    }
+
     /// Whether anyone observes the events (lets the hot path skip building them).
     pub(crate) fn is_observed(&self) -> bool {
-        match self {
-            EventSink::Discard => false,
-            EventSink::Queue(q) => !q.lock().closed,
-        }
+        self.queue.as_ref().is_some_and(|q| !q.lock().closed)
+            || self
+                .tap
+                .as_ref()
+                .is_some_and(|t| t.pubsub.has_subscribers(&t.topic))
     }
 
     /// Sends an event. Async so that sinks with backpressure (pub/sub) fit the same call.
     pub(crate) async fn emit(&self, event: Event) {
-        if let EventSink::Queue(q) = self {
+        if let Some(tap) = &self.tap
+            && tap.pubsub.has_subscribers(&tap.topic)
+            && let Err(error) = tap.pubsub.publish(&tap.topic, event.clone()).await
+        {
+            tracing::warn!(%error, "publishing a run event to its thread's subscribers failed");
+        }
+        if let Some(q) = &self.queue {
             q.push(event);
         }
     }

@@ -34,7 +34,7 @@ impl ToolContext {
                 run_id: run_id.clone(),
                 tool_call_id: tool_call_id.clone(),
                 tool_name: tool_name.clone(),
-                sink: EventSink::Discard,
+                sink: EventSink::discard(),
             },
             run_id,
             tool_call_id,

@@ -1,0 +1,216 @@
+//! The runs in progress in this process: their abort signals, the per-thread lease that puts
+//! runs on one thread in order, the inbox of messages delivered to a thread's active run, and
+//! the pub/sub their events reach watchers through.
+//!
+//! Agents registered in one [`crate::kestrel::Kestrel`] instance share one registry, so the
+//! lease orders the runs of every agent on a thread, and `abort_thread` reaches them all.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::abort::AbortSignal;
+use crate::message::Message;
+use crate::pubsub::{InProcessPubSub, SharedPubSub};
+
+/// A thread, as the lease and the inbox know it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ThreadKey {
+    pub resource_id: String,
+    pub thread_id: String,
+}
+
+/// Messages delivered to a run; `None` once the run stopped taking them.
+pub(crate) type Inbox = Arc<Mutex<Option<Vec<Message>>>>;
+
+struct ActiveRun {
+    abort: AbortSignal,
+    thread: Option<ThreadKey>,
+}
+
+#[derive(Default)]
+struct Threads {
+    /// Each busy thread's lease (the runs waiting for it queue on the mutex, in order).
+    leases: HashMap<ThreadKey, Arc<tokio::sync::Mutex<()>>>,
+    /// The run holding each thread's lease, and its inbox.
+    holders: HashMap<ThreadKey, (String, Inbox)>,
+}
+
+/// See the module docs.
+pub(crate) struct RunRegistry {
+    runs: Mutex<HashMap<String, ActiveRun>>,
+    threads: Mutex<Threads>,
+    pub(crate) pubsub: SharedPubSub,
+}
+
+impl std::fmt::Debug for RunRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRegistry")
+            .field("runs", &lock(&self.runs).len())
+            .field("pubsub", &self.pubsub)
+            .finish()
+    }
+}
+
+impl Default for RunRegistry {
+    fn default() -> Self {
+        Self::new(Arc::new(InProcessPubSub::new()))
+    }
+}
+
+/// Only plain data lives behind these locks; a panic elsewhere leaves it consistent.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl RunRegistry {
+    pub(crate) fn new(pubsub: SharedPubSub) -> Self {
+        Self {
+            runs: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Threads::default()),
+            pubsub,
+        }
+    }
+
+    /// Records a run in progress until the returned guard is dropped.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        run_id: &str,
+        abort: AbortSignal,
+        thread: Option<ThreadKey>,
+    ) -> Registered {
+        lock(&self.runs).insert(run_id.to_owned(), ActiveRun { abort, thread });
+        Registered {
+            registry: Arc::clone(self),
+            run_id: run_id.to_owned(),
+        }
+    }
+
+    /// Fires the abort signal of a run in progress; `false` when no such run is in progress.
+    pub(crate) fn abort_run(&self, run_id: &str) -> bool {
+        match lock(&self.runs).get(run_id) {
+            Some(run) => {
+                run.abort.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fires the abort signals of every run in progress on the thread (running or waiting for
+    /// its lease); returns how many.
+    pub(crate) fn abort_thread(&self, thread: &ThreadKey) -> usize {
+        let runs = lock(&self.runs);
+        let mut aborted = 0;
+        for run in runs.values().filter(|r| r.thread.as_ref() == Some(thread)) {
+            run.abort.abort();
+            aborted += 1;
+        }
+        aborted
+    }
+
+    /// The lease of `thread`, once the runs before this one released it. Until the returned
+    /// guard is dropped, this run is the thread's active run and takes delivered messages.
+    pub(crate) async fn lease(self: &Arc<Self>, thread: ThreadKey, run_id: &str) -> Lease {
+        let mutex = {
+            let mut threads = lock(&self.threads);
+            Arc::clone(threads.leases.entry(thread.clone()).or_default())
+        };
+        let guard = mutex.lock_owned().await;
+        let inbox: Inbox = Arc::new(Mutex::new(Some(Vec::new())));
+        lock(&self.threads)
+            .holders
+            .insert(thread.clone(), (run_id.to_owned(), Arc::clone(&inbox)));
+        Lease {
+            registry: Arc::clone(self),
+            thread,
+            inbox,
+            guard: Some(guard),
+        }
+    }
+
+    /// The run holding the thread's lease.
+    pub(crate) fn active_run(&self, thread: &ThreadKey) -> Option<String> {
+        lock(&self.threads)
+            .holders
+            .get(thread)
+            .map(|(run_id, _)| run_id.clone())
+    }
+
+    /// Puts `message` in the inbox of the thread's active run; gives it back when no run takes
+    /// messages on the thread.
+    pub(crate) fn deliver(&self, thread: &ThreadKey, message: Message) -> Result<String, Message> {
+        let threads = lock(&self.threads);
+        let Some((run_id, inbox)) = threads.holders.get(thread) else {
+            return Err(message);
+        };
+        match lock(inbox).as_mut() {
+            Some(messages) => {
+                messages.push(message);
+                Ok(run_id.clone())
+            }
+            None => Err(message),
+        }
+    }
+}
+
+/// Removes its run from the registry when dropped.
+pub(crate) struct Registered {
+    registry: Arc<RunRegistry>,
+    run_id: String,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.registry.runs).remove(&self.run_id);
+    }
+}
+
+/// A run's hold on its thread. Dropping it lets the next run on the thread go.
+pub(crate) struct Lease {
+    registry: Arc<RunRegistry>,
+    thread: ThreadKey,
+    inbox: Inbox,
+    guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Lease {
+    /// The messages delivered since the last call.
+    pub(crate) fn take_delivered(&self) -> Vec<Message> {
+        lock(&self.inbox)
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Stops taking messages if none are waiting; otherwise hands them over and keeps taking.
+    pub(crate) fn close_if_empty(&self) -> Result<(), Vec<Message>> {
+        let mut inbox = lock(&self.inbox);
+        match inbox.as_mut() {
+            Some(messages) if !messages.is_empty() => Err(std::mem::take(messages)),
+            _ => {
+                *inbox = None;
+                Ok(())
+            }
+        }
+    }
+
+    /// Stops taking messages and returns the last ones delivered: later deliveries find the
+    /// thread idle.
+    pub(crate) fn close_inbox(&self) -> Vec<Message> {
+        lock(&self.inbox).take().unwrap_or_default()
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut threads = lock(&self.registry.threads);
+        threads.holders.remove(&self.thread);
+        drop(self.guard.take());
+        // Forget the lease when no run holds or waits for it.
+        if let Some(mutex) = threads.leases.get(&self.thread)
+            && Arc::strong_count(mutex) == 1
+        {
+            threads.leases.remove(&self.thread);
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! Live threads: abort a run or every run of a thread, send a message to a thread (into its
+//! active run's next step, or waking a new run), and watch every run on a thread.
+//!
+//! Runs on one thread take the thread's lease in turn (see [`super::AgentRun::run`]), so at
+//! most one is active; it takes the messages delivered to the thread before each model call,
+//! and answers those that arrive as it ends in another step. The state lives in this process
+//! (the agent's, or its `Kestrel` instance's, run registry); events reach subscribers through
+//! the [`crate::pubsub::PubSub`], which a shared backend can carry across instances.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+
+use super::registry::{RunRegistry, ThreadKey};
+use super::{Agent, AgentStream, RunOptions};
+use crate::context::RequestContext;
+use crate::event::Event;
+use crate::memory::{MemoryError, MemoryScope};
+use crate::message::Message;
+use crate::pubsub::{PubSubError, Subscription, thread_topic};
+
+/// What [`Agent::send_message`] does when a run is active on the thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IfActive {
+    /// Put the message into the active run's next step (default).
+    #[default]
+    Deliver,
+    /// Only store it in the thread.
+    Persist,
+    /// Drop it.
+    Discard,
+}
+
+/// What [`Agent::send_message`] does when no run is active on the thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IfIdle {
+    /// Start a new run with the message (default).
+    #[default]
+    Wake,
+    /// Only store it in the thread.
+    Persist,
+    /// Drop it.
+    Discard,
+}
+
+/// Where a message goes and what happens to it.
+#[derive(Debug, Clone, Default)]
+pub struct SendMessage {
+    /// The thread's owner.
+    pub resource_id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// When a run is active.
+    pub if_active: IfActive,
+    /// When none is.
+    pub if_idle: IfIdle,
+    /// Options of a woken run (its memory is set to the thread).
+    pub options: RunOptions,
+}
+
+impl SendMessage {
+    /// To thread `thread_id` of `resource_id`: delivered to the active run, else waking one.
+    pub fn to(resource_id: impl Into<String>, thread_id: impl Into<String>) -> Self {
+        Self {
+            resource_id: resource_id.into(),
+            thread_id: thread_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// What to do when a run is active.
+    pub fn if_active(mut self, behaviour: IfActive) -> Self {
+        self.if_active = behaviour;
+        self
+    }
+
+    /// What to do when none is.
+    pub fn if_idle(mut self, behaviour: IfIdle) -> Self {
+        self.if_idle = behaviour;
+        self
+    }
+
+    /// Options of a woken run.
+    pub fn options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+/// What became of a sent message.
+#[derive(Debug)]
+pub struct Sent {
+    /// Whether the message was delivered, stored or started a run (`false`: discarded).
+    pub accepted: bool,
+    /// The thread's active run, or the run the message woke.
+    pub run_id: Option<String>,
+    /// The woken run's events (dropping it does not stop the run).
+    pub stream: Option<AgentStream>,
+}
+
+/// Why a message could not be sent.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadError {
+    /// Storing the message needs memory, and the agent has none.
+    #[error("agent {agent:?} has no memory, so it cannot store messages in a thread")]
+    NoMemory {
+        /// The agent.
+        agent: String,
+    },
+    /// Memory failed to store the message.
+    #[error("storing the message failed: {0}")]
+    Memory(#[from] MemoryError),
+    /// The pub/sub failed.
+    #[error(transparent)]
+    PubSub(#[from] PubSubError),
+}
+
+/// Every event of every run on a thread, from now until dropped. Each event names its run.
+pub struct ThreadSubscription {
+    events: Subscription,
+    runs: Arc<RunRegistry>,
+    thread: ThreadKey,
+}
+
+impl std::fmt::Debug for ThreadSubscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadSubscription")
+            .field("thread", &self.thread)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ThreadSubscription {
+    /// The run active on the thread right now, if any.
+    pub fn active_run_id(&self) -> Option<String> {
+        self.runs.active_run(&self.thread)
+    }
+
+    /// Stops the subscription (dropping it does the same).
+    pub fn unsubscribe(self) {}
+}
+
+impl Stream for ThreadSubscription {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        Pin::new(&mut self.events).poll_next(cx)
+    }
+}
+
+fn key(resource_id: &str, thread_id: &str) -> ThreadKey {
+    ThreadKey {
+        resource_id: resource_id.to_owned(),
+        thread_id: thread_id.to_owned(),
+    }
+}
+
+impl Agent {
+    /// Aborts a run in progress in this process (with the agents of its `Kestrel` instance):
+    /// it stops at its next step, or inside a tool that watches its abort signal; its stream
+    /// ends with `abort`. `false` when no such run is in progress.
+    pub fn abort_run(&self, run_id: &str) -> bool {
+        self.inner.runs.abort_run(run_id)
+    }
+
+    /// Aborts every run in progress on a thread, whether running or waiting for the thread;
+    /// returns how many.
+    pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
+        self.inner.runs.abort_thread(&key(resource_id, thread_id))
+    }
+
+    /// The run active on a thread, if any.
+    pub fn active_run_on(&self, resource_id: &str, thread_id: &str) -> Option<String> {
+        self.inner.runs.active_run(&key(resource_id, thread_id))
+    }
+
+    /// Every event of every run on the thread from now on, each naming its run, until the
+    /// subscription is dropped.
+    pub async fn subscribe_to_thread(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+    ) -> Result<ThreadSubscription, ThreadError> {
+        let events = self
+            .inner
+            .runs
+            .pubsub
+            .subscribe(&thread_topic(resource_id, thread_id))
+            .await?;
+        Ok(ThreadSubscription {
+            events,
+            runs: Arc::clone(&self.inner.runs),
+            thread: key(resource_id, thread_id),
+        })
+    }
+
+    /// Sends a user message to a thread: into the active run's next step, or waking a new run
+    /// (see [`SendMessage`] for the other behaviours).
+    pub async fn send_message(
+        &self,
+        text: impl Into<String>,
+        to: SendMessage,
+    ) -> Result<Sent, ThreadError> {
+        self.send(Message::user(text), to).await
+    }
+
+    /// [`Agent::send_message`] with a system message (a reminder, a notification) instead of
+    /// the user's words.
+    pub async fn send_signal(
+        &self,
+        text: impl Into<String>,
+        to: SendMessage,
+    ) -> Result<Sent, ThreadError> {
+        self.send(Message::system(text), to).await
+    }
+
+    async fn send(&self, message: Message, to: SendMessage) -> Result<Sent, ThreadError> {
+        let thread = key(&to.resource_id, &to.thread_id);
+        let runs = &self.inner.runs;
+        let mut message = Some(message);
+        if let Some(active) = runs.active_run(&thread) {
+            match to.if_active {
+                IfActive::Deliver => {
+                    if let Some(m) = message.take() {
+                        match runs.deliver(&thread, m) {
+                            Ok(run_id) => {
+                                return Ok(Sent {
+                                    accepted: true,
+                                    run_id: Some(run_id),
+                                    stream: None,
+                                });
+                            }
+                            // The run ended meanwhile: the thread is idle.
+                            Err(back) => message = Some(back),
+                        }
+                    }
+                }
+                IfActive::Persist => {
+                    if let Some(m) = message.take() {
+                        self.store_in_thread(&to, m).await?;
+                    }
+                    return Ok(Sent {
+                        accepted: true,
+                        run_id: Some(active),
+                        stream: None,
+                    });
+                }
+                IfActive::Discard => {
+                    return Ok(Sent {
+                        accepted: false,
+                        run_id: Some(active),
+                        stream: None,
+                    });
+                }
+            }
+        }
+        let Some(message) = message else {
+            return Ok(Sent {
+                accepted: false,
+                run_id: None,
+                stream: None,
+            });
+        };
+        match to.if_idle {
+            IfIdle::Wake => {
+                let options = to.options.clone().memory(&to.thread_id, &to.resource_id);
+                let stream = self.stream(message, options);
+                Ok(Sent {
+                    accepted: true,
+                    run_id: Some(stream.run_id().to_owned()),
+                    stream: Some(stream),
+                })
+            }
+            IfIdle::Persist => {
+                self.store_in_thread(&to, message).await?;
+                Ok(Sent {
+                    accepted: true,
+                    run_id: None,
+                    stream: None,
+                })
+            }
+            IfIdle::Discard => Ok(Sent {
+                accepted: false,
+                run_id: None,
+                stream: None,
+            }),
+        }
+    }
+
+    /// Stores a message in the thread without a run: memory loads the thread (creating it if
+    /// needed) with the message as input, then stores it.
+    async fn store_in_thread(&self, to: &SendMessage, message: Message) -> Result<(), ThreadError> {
+        let memory = self
+            .inner
+            .memory
+            .clone()
+            .ok_or_else(|| ThreadError::NoMemory {
+                agent: self.id().to_owned(),
+            })?;
+        let scope = MemoryScope {
+            thread_id: to.thread_id.clone(),
+            resource_id: to.resource_id.clone(),
+        };
+        let input = [message];
+        memory
+            .recall(&scope, &input, &RequestContext::new())
+            .await?;
+        memory.persist(&scope, &input).await?;
+        Ok(())
+    }
+}
