@@ -5,12 +5,14 @@
 //! cargo run --release -p kestrel-bench -- w2          # stream, one tool round trip + 10 deltas
 //! cargo run --release -p kestrel-bench -- w5a 10000   # N concurrent W2 runs, 50 ms model latency
 //! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
+//! cargo run --release -p kestrel-bench -- w6          # stop for approval + approve on SQLite (see w6.rs)
 //! ```
 //!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
 
 mod w4;
+mod w6;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -172,12 +174,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let rounds = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
             w4::w4(runs, rounds).await
         }
+        Some("w6") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            let rounds = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
+            w6::w6(runs, rounds).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
-            eprintln!("usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS]");
+            eprintln!("usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]");
             std::process::exit(2);
         }
     }
