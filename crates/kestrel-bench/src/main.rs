@@ -184,7 +184,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             w5a(runs).await
         }
         _ => {
-            eprintln!("usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]");
+            eprintln!(
+                "usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]"
+            );
             std::process::exit(2);
         }
     }

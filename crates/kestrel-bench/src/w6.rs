@@ -43,7 +43,9 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn Error>> {
         .description("Adds two integers")
         .require_approval(true)
         .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) });
-    let memory = Memory::builder(Arc::clone(&store)).last_messages(10).build()?;
+    let memory = Memory::builder(Arc::clone(&store))
+        .last_messages(10)
+        .build()?;
     let agent = Agent::builder("w6")
         .instructions("You add numbers.")
         .model(Arc::new(model))
@@ -73,7 +75,10 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 
 /// The stored JSON size of the run's snapshot.
 async fn snapshot_size(store: &Arc<dyn Storage>, run_id: &str) -> Result<usize, Box<dyn Error>> {
-    let record = store.get_run(run_id).await?.ok_or("the run has no snapshot")?;
+    let record = store
+        .get_run(run_id)
+        .await?
+        .ok_or("the run has no snapshot")?;
     Ok(record.snapshot.to_string().len())
 }
 

@@ -2,6 +2,7 @@
 //! `Kestrel` instance and its store are dropped, a new instance is built on the same SQLite file
 //! or PostgreSQL schema, finds the run, and continues it: same run id, the tool runs once, and
 //! the thread holds every message exactly once, in order, with the streamed ids.
+//! Decisions racing on one call, from two instances on one database, have one winner.
 //! PostgreSQL runs when `KESTREL_TEST_POSTGRES_URL` is set (else it says it is skipped).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kestrel_core::agent::{Agent, RunOptions, ToolCallRef, Waiting};
+use kestrel_core::agent::{Agent, RunControlError, RunOptions, ToolCallRef, Waiting};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
@@ -297,6 +298,76 @@ async fn suspension_survives_a_restart(backend: Backend) {
     drop(kestrel);
     second.close().await;
     backend.teardown().await;
+}
+
+/// Eight decisions race on one call, across two instances on the same database: exactly one
+/// wins, the tool runs at most once, and the losers change nothing.
+async fn racing_decisions_have_one_winner(backend: Backend) {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let open = backend.open().await;
+    let first = instance(open.storage(), send_email(runs.clone()), "send_email");
+    let second = instance(open.storage(), send_email(runs.clone()), "send_email");
+    let stopped = first
+        .agent("assistant")
+        .unwrap()
+        .generate("email bob", RunOptions::new().memory(THREAD, RESOURCE))
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let kestrel = if i % 2 == 0 {
+                first.clone()
+            } else {
+                second.clone()
+            };
+            let call = ToolCallRef::new(&stopped.run_id, "call-1");
+            tokio::spawn(async move {
+                let agent = kestrel.agent("assistant").unwrap();
+                if i % 4 < 2 {
+                    agent.approve_tool_call_generate(call).await
+                } else {
+                    agent.decline_tool_call_generate(call, None).await
+                }
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(result) => winners.push(result),
+            Err(
+                RunControlError::Conflict { .. }
+                | RunControlError::NotSuspended { .. }
+                | RunControlError::CallNotWaiting { .. },
+            ) => {}
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    let approved = !winners[0].tool_results[0].is_error;
+    assert_eq!(runs.load(Ordering::SeqCst), usize::from(approved));
+    let stored = open
+        .storage()
+        .list_messages(THREAD, Some(RESOURCE), Selection::all())
+        .await
+        .unwrap()
+        .messages;
+    assert_eq!(stored.len(), 4, "the winner's messages, once");
+    drop((first, second));
+    open.close().await;
+    backend.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_racing_decisions_have_one_winner() {
+    racing_decisions_have_one_winner(Backend::sqlite().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_racing_decisions_have_one_winner() {
+    if let Some(backend) = Backend::postgres() {
+        racing_decisions_have_one_winner(backend).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,7 @@ on_every_backend!(
     a_message_arriving_as_the_run_ends_gets_an_answer,
     an_idle_thread_wakes_and_subscribers_see_every_run,
     persist_and_discard_do_what_they_say,
+    a_signal_reaches_the_model_as_a_system_message,
 );
 
 const THREAD: &str = "t1";
@@ -486,4 +487,31 @@ async fn persist_and_discard_do_what_they_say(store: Store) {
         .await
         .unwrap_err();
     assert!(matches!(error, ThreadError::NoMemory { .. }), "{error:?}");
+}
+
+async fn a_signal_reaches_the_model_as_a_system_message(store: Store) {
+    let model = Arc::new(ScriptedModel::from_fn(|req| {
+        let systems: Vec<String> = req
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::System)
+            .map(|m| m.text())
+            .collect();
+        ScriptedResponse::text(format!("system: {}", systems.join(" / ")))
+    }));
+    let agent = agent_on(&store, model);
+    let sent = agent
+        .send_signal(
+            "<system-reminder>The user is on mobile.</system-reminder>",
+            SendMessage::to(RESOURCE, THREAD),
+        )
+        .await
+        .unwrap();
+    let result = sent.stream.unwrap().result().await.unwrap();
+    assert_eq!(
+        result.text,
+        "system: <system-reminder>The user is on mobile.</system-reminder>"
+    );
+    let stored = thread(&store).await;
+    assert_eq!(stored[0].role, Role::System);
 }
