@@ -170,6 +170,9 @@ pub enum RunControlError {
         #[source]
         source: RunStoreError,
     },
+    /// The run store failed to list the suspended runs.
+    #[error("listing suspended runs failed: {0}")]
+    List(#[source] RunStoreError),
 }
 
 /// A run that waits, as [`Agent::list_suspended_runs`] returns it.
@@ -327,10 +330,7 @@ impl Agent {
             .run_store
             .list_suspended(&query)
             .await
-            .map_err(|source| RunControlError::Store {
-                run_id: String::new(),
-                source,
-            })?;
+            .map_err(RunControlError::List)?;
         let runs = page
             .runs
             .into_iter()
