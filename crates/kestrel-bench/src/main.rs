@@ -3,7 +3,9 @@
 //! ```text
 //! cargo run --release -p kestrel-bench -- w1          # generate, one text step of 10 deltas
 //! cargo run --release -p kestrel-bench -- w2          # stream, one tool round trip + 10 deltas
+//! cargo run --release -p kestrel-bench -- w3          # generate, a supervisor delegating twice
 //! cargo run --release -p kestrel-bench -- w5a 10000   # N concurrent W2 runs, 50 ms model latency
+//! cargo run --release -p kestrel-bench -- w5 10000    # N concurrent W3 runs, 50 ms model latency
 //! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
 //! cargo run --release -p kestrel-bench -- w6          # stop for approval + approve on SQLite (see w6.rs)
 //! ```
@@ -40,6 +42,41 @@ fn w1_agent() -> Result<Agent, Box<dyn std::error::Error>> {
     Ok(Agent::builder("w1")
         .instructions("You are a benchmark.")
         .model(Arc::new(model))
+        .build()?)
+}
+
+/// W3: a supervisor that delegates once to each of two sub-agents (each answers with 10
+/// deltas), then answers.
+fn w3_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>> {
+    let delayed = move |response: ScriptedResponse| match delay {
+        Some(d) => response.with_delay(d),
+        None => response,
+    };
+    let sub = |id: &str, description: &str| -> Result<Agent, Box<dyn std::error::Error>> {
+        let model = ScriptedModel::from_fn(move |_| delayed(ScriptedResponse::text_deltas(DELTAS)))
+            .without_recording();
+        Ok(Agent::builder(id)
+            .description(description)
+            .instructions("You are a benchmark sub-agent.")
+            .model(Arc::new(model))
+            .build()?)
+    };
+    let model = ScriptedModel::from_fn(move |req| {
+        let results = req.messages.iter().filter(|m| m.role == Role::Tool).count();
+        delayed(match results {
+            0 => ScriptedResponse::tool_call("d1", "agent-research", json!({"prompt": "facts"})),
+            1 => ScriptedResponse::tool_call("d2", "agent-writing", json!({"prompt": "prose"})),
+            _ => ScriptedResponse::text_deltas(DELTAS),
+        })
+    })
+    .without_recording();
+    Ok(Agent::builder("supervisor")
+        .instructions("You delegate.")
+        .model(Arc::new(model))
+        .agents([
+            sub("research", "Finds facts")?,
+            sub("writing", "Writes prose")?,
+        ])
         .build()?)
 }
 
@@ -142,6 +179,35 @@ async fn w5a(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// W5: `runs` concurrent W3 runs, every model call taking 50 ms.
+async fn w5(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let agent = w3_agent(Some(Duration::from_millis(50)))?;
+    let start = Instant::now();
+    let handles: Vec<_> = (0..runs)
+        .map(|_| {
+            let agent = agent.clone();
+            tokio::spawn(async move {
+                let r = agent
+                    .generate("Write about kestrels", RunOptions::new())
+                    .await?;
+                Ok::<_, AgentError>(r.steps.len())
+            })
+        })
+        .collect();
+    let mut steps = 0;
+    for h in handles {
+        steps += h.await??;
+    }
+    let wall = start.elapsed();
+    println!(
+        "w5: {runs} concurrent W3 runs (5 model calls of 50 ms each), {steps} supervisor steps, \
+         wall {:.0} ms, peak RSS {:.1} MB",
+        wall.as_secs_f64() * 1e3,
+        peak_rss_mb().unwrap_or(f64::NAN)
+    );
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -169,6 +235,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
             .await
         }
+        Some("w3") => {
+            let agent = w3_agent(None)?;
+            per_run_batches(
+                "w3 generate (supervisor, two delegations, answer)",
+                10_000,
+                11,
+                || async {
+                    let r = agent
+                        .generate("Write about kestrels", RunOptions::new())
+                        .await?;
+                    debug_assert_eq!(r.steps.len(), 3);
+                    Ok(())
+                },
+            )
+            .await
+        }
         Some("w4") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(500);
             let rounds = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
@@ -179,13 +261,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let rounds = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(5);
             w6::w6(runs, rounds).await
         }
+        Some("w5") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            w5(runs).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w4 [RUNS] [ROUNDS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]"
             );
             std::process::exit(2);
         }

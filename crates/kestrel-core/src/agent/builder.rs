@@ -127,6 +127,16 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds sub-agents: each becomes a delegation tool `agent-<id>` the model may call (see
+    /// [`crate::agent::delegation`]). The sub-agents are shared, never changed.
+    pub fn agents(mut self, agents: impl IntoIterator<Item = Agent>) -> Self {
+        for agent in agents {
+            self.tools
+                .push(Arc::new(super::delegation::DelegationTool::new(agent)));
+        }
+        self
+    }
+
     /// Adds a shared tool.
     pub fn shared_tool(mut self, tool: SharedTool) -> Self {
         self.tools.push(tool);

@@ -965,7 +965,18 @@ impl AgentRun {
                 emit_result(&sink, &run_id, result).await;
             }
         }
+        let tools = &self.agent.inner.tools;
+        let conversation = calls
+            .iter()
+            .filter(|c| c.result.is_none())
+            .any(|c| {
+                tools
+                    .get(&c.call.tool_name)
+                    .is_some_and(|t| t.needs_conversation())
+            })
+            .then(|| Arc::from(self.state.messages.as_slice()));
         let base = Arc::new(CallBase {
+            conversation,
             run_id: self.run_id.clone(),
             thread_id: self.state.settings.thread_id.clone(),
             resource_id: self.state.settings.resource_id.clone(),
@@ -1256,6 +1267,8 @@ fn parse_call(id: String, name: String, input: String) -> ToolCallRecord {
 }
 
 struct CallBase {
+    /// The conversation, for tools that read it.
+    conversation: Option<Arc<[Message]>>,
     run_id: Arc<str>,
     thread_id: Option<String>,
     resource_id: Option<String>,
@@ -1337,6 +1350,7 @@ async fn run_tool(
             sink: base.sink.clone(),
         },
         resume_data,
+        conversation: base.conversation.clone(),
     };
     // A panicking tool fails its own call, not the run.
     match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))

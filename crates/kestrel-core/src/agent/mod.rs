@@ -8,6 +8,7 @@
 
 mod builder;
 mod control;
+pub mod delegation;
 mod driver;
 mod error;
 mod options;

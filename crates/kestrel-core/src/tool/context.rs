@@ -21,6 +21,7 @@ pub struct ToolContext {
     pub(crate) abort: AbortSignal,
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
+    pub(crate) conversation: Option<Arc<[crate::message::Message]>>,
 }
 
 impl ToolContext {
@@ -44,7 +45,15 @@ impl ToolContext {
             request_context: RequestContext::new(),
             abort: AbortSignal::new(),
             resume_data: None,
+            conversation: None,
         }
+    }
+
+    /// Sets the conversation [`ToolContext::conversation`] returns (for testing a tool on its
+    /// own).
+    pub fn with_conversation(mut self, messages: Vec<crate::message::Message>) -> Self {
+        self.conversation = Some(messages.into());
+        self
     }
 
     /// Sets the data [`ToolContext::resume_data`] returns (for testing a tool on its own).
@@ -105,6 +114,12 @@ impl ToolContext {
         &self.writer
     }
 
+    /// The run's conversation when the tool was called (without the system instructions), for
+    /// tools that declare [`crate::tool::Tool::needs_conversation`]; empty for the others.
+    pub fn conversation(&self) -> &[crate::message::Message] {
+        self.conversation.as_deref().unwrap_or_default()
+    }
+
     /// Stops the run until someone resumes this call; return it from `execute`:
     ///
     /// ```
@@ -155,6 +170,12 @@ pub struct ToolWriter {
 }
 
 impl ToolWriter {
+    /// Whether anyone reads the run's events (false under `generate`): lets a tool skip
+    /// preparing output nobody sees.
+    pub fn is_observed(&self) -> bool {
+        self.sink.is_observed()
+    }
+
     /// Emits `output` as a `tool-output` event.
     pub async fn write(&self, output: impl Serialize) -> Result<(), ToolError> {
         if !self.sink.is_observed() {

@@ -68,6 +68,12 @@ pub trait Tool: Send + Sync {
     fn resume_schema(&self) -> Option<&Value> {
         None
     }
+
+    /// Whether `execute` reads the run's conversation ([`ToolContext::conversation`]); only
+    /// then is it handed over (a delegation to a sub-agent does).
+    fn needs_conversation(&self) -> bool {
+        false
+    }
 }
 
 /// What an approval policy sees besides the call's input.
