@@ -17,15 +17,32 @@
 //! fails gives the parent a failed tool result with a generic message: provider error text is
 //! logged, not forwarded to the parent model.
 //!
+//! **Hooks** ([`DelegationOptions`], in the agent's default options or per call):
+//! `on_delegation_start` (proceed, reject with a reason, change the prompt or the step limit),
+//! `message_filter` (what the sub-agent receives), `on_delegation_complete` (replace the text
+//! the parent model sees now, save feedback for the next turn, stop the parent's loop). A
+//! failing hook is skipped by default ([`HookErrorStrategy::Continue`]) or fails the delegation
+//! ([`HookErrorStrategy::Throw`]); either way it is recorded in the run's request context under
+//! [`DELEGATION_HOOK_ERRORS_KEY`]. Hooks are functions: a run continued after a restart has
+//! them only if the continuing call passes them again.
+//!
 //! A sub-agent is shared by every run that delegates to it and is never changed by them. The
 //! sub-agent's own run names no thread, so nothing of it is written to the parent's thread
 //! (only the parent's delegation tool call and its result are).
 
-use futures::StreamExt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 
-use super::{Agent, AgentError, RunOptions};
+use super::state::{ToolResultRecord, WaitingCall};
+use super::{Agent, AgentError, BoxError, GenerateResult, RunOptions};
+use crate::context::RequestContext;
 use crate::message::{Message, Part, Role};
+use crate::model::{FinishReason, Usage};
 use crate::tool::{Tool, ToolContext, ToolError};
 
 /// The prefix of delegation tool names (Mastra's `agent-<key>`).
@@ -112,6 +129,10 @@ impl Tool for DelegationTool {
             .get("prompt")
             .and_then(Value::as_str)
             .ok_or_else(|| ToolError::new("the delegation needs a \"prompt\" string"))?;
+        let id = self.agent.id();
+        let runtime = ctx.delegation.clone();
+        let options = runtime.as_ref().map(|r| &r.options);
+        let strategy = options.map(|o| o.hook_error_strategy).unwrap_or_default();
         let request_context = ctx.request_context().snapshot();
         let depth = request_context
             .get(DELEGATION_DEPTH_KEY)
@@ -120,44 +141,486 @@ impl Tool for DelegationTool {
             + 1;
         if depth > MAX_DELEGATION_DEPTH {
             return Err(ToolError::new(format!(
-                "delegation to {:?} refused: delegations nest deeper than {MAX_DELEGATION_DEPTH} \
-                 levels (do agents delegate to each other in a cycle?)",
-                self.agent.id()
+                "delegation to {id:?} refused: delegations nest deeper than \
+                 {MAX_DELEGATION_DEPTH} levels (do agents delegate to each other in a cycle?)"
             )));
         }
         request_context.set(DELEGATION_DEPTH_KEY, depth);
+        let failed = || format!("The {id:?} agent could not complete the task.");
+
+        let mut prompt = prompt.to_owned();
+        let mut max_steps = None;
+        if let Some(hook) = options.and_then(|o| o.on_start.clone()) {
+            let start = DelegationStart {
+                primitive_id: id.to_owned(),
+                prompt: prompt.clone(),
+                iteration: ctx.step,
+                request_context: request_context.clone(),
+                tool_call_id: ctx.tool_call_id().to_owned(),
+                run_id: ctx.run_id().to_owned(),
+            };
+            let decided = match hook(start).await {
+                Ok(outcome) => outcome.check().map(|()| outcome),
+                Err(error) => Err(error.to_string()),
+            };
+            match decided {
+                Ok(outcome) if !outcome.proceed => {
+                    let reason = outcome
+                        .rejection_reason
+                        .unwrap_or_else(|| "no reason given".to_owned());
+                    return Err(ToolError::new(format!(
+                        "The delegation to {id:?} was rejected: {reason}"
+                    )));
+                }
+                Ok(outcome) => {
+                    prompt = outcome.modified_prompt.unwrap_or(prompt);
+                    max_steps = outcome.modified_max_steps;
+                }
+                Err(message) => {
+                    record_hook_error(&ctx, "onDelegationStart", id, &message);
+                    if strategy == HookErrorStrategy::Throw {
+                        return Err(ToolError::new(failed()));
+                    }
+                }
+            }
+        }
+
         let mut messages = conversation_text(ctx.conversation());
+        if let Some(filter) = options.and_then(|o| o.message_filter.clone()) {
+            let context = MessageFilterContext {
+                messages: messages.clone(),
+                primitive_id: id.to_owned(),
+                prompt: prompt.clone(),
+            };
+            match filter(context).await {
+                Ok(filtered) => messages = filtered,
+                Err(error) => {
+                    record_hook_error(&ctx, "messageFilter", id, &error);
+                    if strategy == HookErrorStrategy::Throw {
+                        return Err(ToolError::new(failed()));
+                    }
+                }
+            }
+        }
         messages.push(Message::user(prompt));
-        let options = RunOptions::new()
+
+        let mut run_options = RunOptions::new()
             .request_context(request_context)
             .abort_signal(ctx.abort_signal().child());
+        if let Some(max_steps) = max_steps {
+            run_options = run_options.max_steps(max_steps);
+        }
         let outcome = if ctx.writer().is_observed() {
-            let mut stream = self.agent.stream(messages, options);
+            let mut stream = self.agent.stream(messages, run_options);
             while let Some(event) = stream.next().await {
                 ctx.writer().write(&event).await?;
             }
             stream.result().await
         } else {
-            self.agent.generate(messages, options).await
+            self.agent.generate(messages, run_options).await
         };
-        match outcome {
-            Ok(result) => Ok(Value::String(result.text)),
-            Err(AgentError::Aborted { .. }) => Err(ToolError::new(format!(
-                "The {:?} agent was stopped before it finished.",
-                self.agent.id()
-            ))),
+
+        let include_tool_results = options.is_some_and(|o| o.include_tool_results);
+        let mut seen: Result<String, String> = match &outcome {
+            Ok(result) => Ok(model_text(result, include_tool_results)),
+            Err(AgentError::Aborted { .. }) => {
+                Err(format!("The {id:?} agent was stopped before it finished."))
+            }
             Err(error) => {
                 tracing::warn!(
-                    sub_agent = %self.agent.id(),
+                    sub_agent = %id,
                     parent_run_id = %ctx.run_id(),
                     %error,
                     "a delegated sub-agent failed"
                 );
-                Err(ToolError::new(format!(
-                    "The {:?} agent could not complete the task.",
-                    self.agent.id()
-                )))
+                Err(failed())
+            }
+        };
+        if let (Some(hook), Some(runtime)) = (options.and_then(|o| o.on_complete.clone()), &runtime)
+        {
+            let complete = DelegationComplete {
+                primitive_id: id.to_owned(),
+                result: outcome.as_ref().ok().map(|r| SubAgentResult {
+                    text: r.text.clone(),
+                    usage: r.usage,
+                    finish_reason: r.finish_reason,
+                    sub_agent_tool_results: r.tool_results.clone(),
+                    sub_agent_pending_tool_calls: r.waiting.clone(),
+                    sub_agent_run_id: r.run_id.clone(),
+                }),
+                success: outcome.is_ok(),
+                error: outcome.as_ref().err().map(ToString::to_string),
+                messages: outcome
+                    .as_ref()
+                    .map(|r| r.response_messages.clone())
+                    .unwrap_or_default(),
+                tool_call_id: ctx.tool_call_id().to_owned(),
+                run_id: ctx.run_id().to_owned(),
+            };
+            match hook(complete).await {
+                Ok(decision) => {
+                    if let Some(feedback) = decision.feedback {
+                        runtime
+                            .feedback
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(feedback);
+                    }
+                    if decision.bail {
+                        runtime.bail.store(true, Ordering::Release);
+                    }
+                    if let Some(text) = decision.result_text {
+                        // A failed delegation stays failed; only its text changes.
+                        seen = match seen {
+                            Ok(_) => Ok(text),
+                            Err(_) => Err(text),
+                        };
+                    }
+                }
+                Err(error) => {
+                    record_hook_error(&ctx, "onDelegationComplete", id, &error);
+                    // On a failed delegation the original failure stands.
+                    if strategy == HookErrorStrategy::Throw && seen.is_ok() {
+                        seen = Err(failed());
+                    }
+                }
             }
         }
+        seen.map(Value::String).map_err(ToolError::new)
     }
+}
+
+/// The text the parent model reads: the sub-agent's final text, and, when asked for, its tool
+/// calls with their results.
+fn model_text(result: &GenerateResult, include_tool_results: bool) -> String {
+    if !include_tool_results || result.tool_results.is_empty() {
+        return result.text.clone();
+    }
+    let mut text = result.text.clone();
+    text.push_str("\n\nTool results of the sub-agent:");
+    for r in &result.tool_results {
+        let outcome = if r.is_error { "failed" } else { "returned" };
+        text.push_str(&format!(
+            "\n- {}({}) {outcome} {}",
+            r.tool_name, r.args, r.result
+        ));
+    }
+    text
+}
+
+/// The request context key under which every delegation hook failure of a run is recorded, as a
+/// list of `{hook, primitiveId, toolCallId, runId, name, message}`.
+pub const DELEGATION_HOOK_ERRORS_KEY: &str = "kestrel.delegationHookErrors";
+
+type HookFuture<T> = BoxFuture<'static, Result<T, BoxError>>;
+type StartHook = dyn Fn(DelegationStart) -> HookFuture<DelegationStartOutcome> + Send + Sync;
+type CompleteHook =
+    dyn Fn(DelegationComplete) -> HookFuture<DelegationCompleteOutcome> + Send + Sync;
+type FilterHook = dyn Fn(MessageFilterContext) -> HookFuture<Vec<Message>> + Send + Sync;
+
+/// What happens when a delegation hook fails.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HookErrorStrategy {
+    /// The delegation goes on as if the hook were not there (default): the start hook's
+    /// original prompt, the unfiltered messages, the sub-agent's raw result.
+    #[default]
+    Continue,
+    /// The delegation fails (a start hook failure keeps the sub-agent from running at all).
+    Throw,
+}
+
+/// Hooks and settings of delegations (Mastra's `delegation` option), in an agent's default
+/// options or per call ([`RunOptions::delegation`]).
+#[derive(Clone, Default)]
+pub struct DelegationOptions {
+    pub(crate) on_start: Option<Arc<StartHook>>,
+    pub(crate) on_complete: Option<Arc<CompleteHook>>,
+    pub(crate) message_filter: Option<Arc<FilterHook>>,
+    pub(crate) hook_error_strategy: HookErrorStrategy,
+    pub(crate) include_tool_results: bool,
+}
+
+impl std::fmt::Debug for DelegationOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelegationOptions")
+            .field("on_delegation_start", &self.on_start.is_some())
+            .field("on_delegation_complete", &self.on_complete.is_some())
+            .field("message_filter", &self.message_filter.is_some())
+            .field("hook_error_strategy", &self.hook_error_strategy)
+            .field("include_tool_results", &self.include_tool_results)
+            .finish()
+    }
+}
+
+impl DelegationOptions {
+    /// No hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Called before each delegation: proceed, reject with a reason, or change the prompt or the
+    /// sub-agent's step limit.
+    pub fn on_delegation_start<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(DelegationStart) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<DelegationStartOutcome, BoxError>> + Send + 'static,
+    {
+        self.on_start = Some(Arc::new(move |ctx| hook(ctx).boxed()));
+        self
+    }
+
+    /// Called after each delegation (succeeded or failed): replace the text the parent model
+    /// sees now, save feedback for the next turn, or stop the parent's loop.
+    pub fn on_delegation_complete<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(DelegationComplete) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<DelegationCompleteOutcome, BoxError>> + Send + 'static,
+    {
+        self.on_complete = Some(Arc::new(move |ctx| hook(ctx).boxed()));
+        self
+    }
+
+    /// Chooses the messages of the parent's conversation the sub-agent receives.
+    pub fn message_filter<F, Fut>(mut self, filter: F) -> Self
+    where
+        F: Fn(MessageFilterContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<Message>, BoxError>> + Send + 'static,
+    {
+        self.message_filter = Some(Arc::new(move |ctx| filter(ctx).boxed()));
+        self
+    }
+
+    /// What a failing hook does (default: the delegation goes on without it).
+    pub fn hook_error_strategy(mut self, strategy: HookErrorStrategy) -> Self {
+        self.hook_error_strategy = strategy;
+        self
+    }
+
+    /// Also shows the parent model the sub-agent's tool calls and results, after its text.
+    pub fn include_sub_agent_tool_results_in_model_context(mut self, include: bool) -> Self {
+        self.include_tool_results = include;
+        self
+    }
+}
+
+/// What `on_delegation_start` sees.
+#[derive(Debug, Clone)]
+pub struct DelegationStart {
+    /// The sub-agent's id.
+    pub primitive_id: String,
+    /// The prompt the parent wrote.
+    pub prompt: String,
+    /// The parent's step (0 for the first model call).
+    pub iteration: u32,
+    /// The request context the sub-agent will run with (a copy of the parent's): set entries
+    /// here to pass values to it.
+    pub request_context: RequestContext,
+    /// The delegation's tool call id.
+    pub tool_call_id: String,
+    /// The parent's run id.
+    pub run_id: String,
+}
+
+/// What `on_delegation_start` decides. [`DelegationStartOutcome::proceed`] is the default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DelegationStartOutcome {
+    /// Whether the delegation happens.
+    pub proceed: bool,
+    /// Why not (the parent model reads it).
+    pub rejection_reason: Option<String>,
+    /// The prompt to send instead.
+    pub modified_prompt: Option<String>,
+    /// A tighter step limit for the sub-agent.
+    pub modified_max_steps: Option<u32>,
+}
+
+impl Default for DelegationStartOutcome {
+    fn default() -> Self {
+        Self::proceed()
+    }
+}
+
+impl DelegationStartOutcome {
+    /// Let the delegation happen as asked.
+    pub fn proceed() -> Self {
+        Self {
+            proceed: true,
+            rejection_reason: None,
+            modified_prompt: None,
+            modified_max_steps: None,
+        }
+    }
+
+    /// Refuse it; the parent model reads `reason`.
+    pub fn reject(reason: impl Into<String>) -> Self {
+        Self {
+            proceed: false,
+            rejection_reason: Some(reason.into()),
+            ..Self::proceed()
+        }
+    }
+
+    /// Send this prompt instead.
+    pub fn prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.modified_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Limit the sub-agent to this many steps.
+    pub fn max_steps(mut self, max_steps: u32) -> Self {
+        self.modified_max_steps = Some(max_steps);
+        self
+    }
+
+    /// Refuses an outcome that says two things at once.
+    fn check(&self) -> Result<(), String> {
+        if !self.proceed && (self.modified_prompt.is_some() || self.modified_max_steps.is_some()) {
+            return Err("the start hook both rejected the delegation and changed it".into());
+        }
+        if self.proceed && self.rejection_reason.is_some() {
+            return Err(
+                "the start hook gave a rejection reason but let the delegation proceed".into(),
+            );
+        }
+        if self.modified_max_steps == Some(0) {
+            return Err("the start hook set the sub-agent's max steps to 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// The sub-agent's result, as `on_delegation_complete` sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubAgentResult {
+    /// Its final text.
+    pub text: String,
+    /// Its token usage.
+    pub usage: Usage,
+    /// Why it stopped.
+    pub finish_reason: FinishReason,
+    /// Its tool results.
+    pub sub_agent_tool_results: Vec<ToolResultRecord>,
+    /// Calls it stopped on (approvals, suspensions, client tools).
+    pub sub_agent_pending_tool_calls: Vec<WaitingCall>,
+    /// Its run id.
+    pub sub_agent_run_id: String,
+}
+
+/// What `on_delegation_complete` sees.
+#[derive(Debug, Clone)]
+pub struct DelegationComplete {
+    /// The sub-agent's id.
+    pub primitive_id: String,
+    /// Its result, when it produced one.
+    pub result: Option<SubAgentResult>,
+    /// Whether the delegation succeeded.
+    pub success: bool,
+    /// The original error, when it failed (do not forward it to the model as is: provider
+    /// errors may hold sensitive text).
+    pub error: Option<String>,
+    /// The messages the sub-agent's run produced.
+    pub messages: Vec<Message>,
+    /// The delegation's tool call id.
+    pub tool_call_id: String,
+    /// The parent's run id.
+    pub run_id: String,
+}
+
+/// What `on_delegation_complete` decides (default: nothing changes).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DelegationCompleteOutcome {
+    /// Feedback saved to the parent's thread for the next turn.
+    pub feedback: Option<String>,
+    /// Text the parent model sees now instead of the result (a failed delegation stays failed).
+    pub result_text: Option<String>,
+    /// Stop the parent's loop after this step.
+    pub bail: bool,
+}
+
+impl DelegationCompleteOutcome {
+    /// Change nothing.
+    pub fn keep() -> Self {
+        Self::default()
+    }
+
+    /// Save feedback for the next turn.
+    pub fn feedback(mut self, feedback: impl Into<String>) -> Self {
+        self.feedback = Some(feedback.into());
+        self
+    }
+
+    /// Show the parent model this text now.
+    pub fn result_text(mut self, text: impl Into<String>) -> Self {
+        self.result_text = Some(text.into());
+        self
+    }
+
+    /// Stop the parent's loop after this step.
+    pub fn bail(mut self) -> Self {
+        self.bail = true;
+        self
+    }
+}
+
+/// What a message filter sees.
+#[derive(Debug, Clone)]
+pub struct MessageFilterContext {
+    /// The parent's conversation as the sub-agent would get it.
+    pub messages: Vec<Message>,
+    /// The sub-agent's id.
+    pub primitive_id: String,
+    /// The delegation prompt.
+    pub prompt: String,
+}
+
+/// What a run's delegations share with the driver: the options, and what hooks asked of the
+/// parent's loop (stop after this step; feedback for the next turn).
+#[derive(Debug, Default)]
+pub(crate) struct DelegationRuntime {
+    pub options: DelegationOptions,
+    pub bail: AtomicBool,
+    pub feedback: Mutex<Vec<String>>,
+}
+
+impl DelegationRuntime {
+    pub(crate) fn new(options: DelegationOptions) -> Self {
+        Self {
+            options,
+            bail: AtomicBool::new(false),
+            feedback: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn bailed(&self) -> bool {
+        self.bail.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn take_feedback(&self) -> Vec<String> {
+        std::mem::take(&mut *self.feedback.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+/// Records a hook failure in the run's request context.
+fn record_hook_error(
+    ctx: &ToolContext,
+    hook: &str,
+    primitive_id: &str,
+    error: &dyn std::fmt::Display,
+) {
+    let entry = json!({
+        "hook": hook,
+        "primitiveId": primitive_id,
+        "toolCallId": ctx.tool_call_id(),
+        "runId": ctx.run_id(),
+        "name": "DelegationHookError",
+        "message": error.to_string(),
+    });
+    let context = ctx.request_context();
+    let mut errors = match context.get(DELEGATION_HOOK_ERRORS_KEY) {
+        Some(Value::Array(errors)) => errors,
+        _ => Vec::new(),
+    };
+    errors.push(entry);
+    context.set(DELEGATION_HOOK_ERRORS_KEY, Value::Array(errors));
+    tracing::warn!(hook, primitive_id, %error, "a delegation hook failed");
 }

@@ -9,6 +9,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::delegation::DelegationRuntime;
 use super::options::BusyThread;
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::registry::{Lease, Registered, ThreadKey};
@@ -61,6 +62,8 @@ pub struct AgentRun {
     busy: BusyThread,
     /// The run's hold on its thread, while `run` drives it.
     lease: Option<Lease>,
+    /// Delegation hooks, and what they asked of the loop.
+    delegation: Option<Arc<DelegationRuntime>>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -143,9 +146,11 @@ impl AgentRun {
             .on_busy_thread
             .or(d.on_busy_thread)
             .unwrap_or_default();
+        let delegation = options.delegation.or_else(|| d.delegation.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.busy = busy;
+        run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
         run
     }
 
@@ -185,8 +190,12 @@ impl AgentRun {
             (None, SavedApproval::Never) => ApprovalPolicy::Never,
             (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
         };
+        let delegation = options
+            .delegation
+            .or_else(|| agent.inner.defaults.delegation.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
+        run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
         Ok(run)
     }
 
@@ -215,6 +224,7 @@ impl AgentRun {
             snapshot_version: None,
             busy: BusyThread::Wait,
             lease: None,
+            delegation: None,
         }
     }
 
@@ -977,6 +987,8 @@ impl AgentRun {
             .then(|| Arc::from(self.state.messages.as_slice()));
         let base = Arc::new(CallBase {
             conversation,
+            delegation: self.delegation.clone(),
+            step: self.state.steps.len() as u32,
             run_id: self.run_id.clone(),
             thread_id: self.state.settings.thread_id.clone(),
             resource_id: self.state.settings.resource_id.clone(),
@@ -1030,7 +1042,15 @@ impl AgentRun {
             return self.suspend(calls).await;
         }
         let results = calls.into_iter().filter_map(|c| c.result).collect();
-        let continued = self.state.record_tool_results(results);
+        let mut continued = self.state.record_tool_results(results);
+        if continued && self.delegation.as_ref().is_some_and(|d| d.bailed()) {
+            // A delegation hook stopped the loop.
+            self.state.status = RunStatus::Finished {
+                reason: FinishReason::Stop,
+                object: None,
+            };
+            continued = false;
+        }
         if let Err(e) = self.persist().await {
             return Err(self.fail(e).await);
         }
@@ -1126,6 +1146,25 @@ impl AgentRun {
         Ok(())
     }
 
+    /// Feedback from delegation hooks goes to the thread, for the next turn.
+    async fn save_delegation_feedback(&mut self) {
+        let Some(feedback) = self.delegation.as_ref().map(|d| d.take_feedback()) else {
+            return;
+        };
+        if feedback.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            tracing::warn!(run_id = %self.run_id, "delegation feedback needs a run with memory; it was not saved");
+            return;
+        };
+        let messages: Vec<Message> = feedback.into_iter().map(Message::system).collect();
+        if let Err(error) = memory.persist(&scope, &messages).await {
+            tracing::warn!(run_id = %self.run_id, %error, "saving delegation feedback failed");
+        }
+    }
+
     /// A run continued from a snapshot records its end there, so it is no longer listed as
     /// suspended. A failure to do so is logged: the run's own outcome stands.
     async fn close_snapshot(&mut self) {
@@ -1167,6 +1206,7 @@ impl AgentRun {
             object: object.clone(),
         };
         self.close_snapshot().await;
+        self.save_delegation_feedback().await;
         self.notify_memory_finished();
         emit!(
             self.sink,
@@ -1269,6 +1309,8 @@ fn parse_call(id: String, name: String, input: String) -> ToolCallRecord {
 struct CallBase {
     /// The conversation, for tools that read it.
     conversation: Option<Arc<[Message]>>,
+    delegation: Option<Arc<DelegationRuntime>>,
+    step: u32,
     run_id: Arc<str>,
     thread_id: Option<String>,
     resource_id: Option<String>,
@@ -1351,6 +1393,8 @@ async fn run_tool(
         },
         resume_data,
         conversation: base.conversation.clone(),
+        delegation: base.delegation.clone(),
+        step: base.step,
     };
     // A panicking tool fails its own call, not the run.
     match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))

@@ -22,6 +22,10 @@ pub use builder::AgentBuilder;
 pub use control::{
     DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
 };
+pub use delegation::{
+    DelegationComplete, DelegationCompleteOutcome, DelegationOptions, DelegationStart,
+    DelegationStartOutcome, HookErrorStrategy, MessageFilterContext, SubAgentResult,
+};
 pub use driver::AgentRun;
 pub use error::{AgentBuildError, AgentError, BoxError};
 pub use options::{BusyThread, ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};

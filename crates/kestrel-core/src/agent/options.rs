@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::delegation::DelegationOptions;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::model::{ModelSettings, ToolChoice};
@@ -92,6 +93,8 @@ pub struct RunOptions {
     pub require_tool_approval: Option<ApprovalPolicy>,
     /// What a run on a thread busy with another run does: wait its turn (default) or fail.
     pub on_busy_thread: Option<BusyThread>,
+    /// Hooks and settings of delegations to sub-agents.
+    pub delegation: Option<DelegationOptions>,
 }
 
 /// What a run does when its thread is busy with another run.
@@ -116,6 +119,12 @@ impl RunOptions {
     /// run needs approval (it never silently needs none).
     pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
         self.require_tool_approval = Some(policy.into());
+        self
+    }
+
+    /// Hooks and settings of this run's delegations to sub-agents.
+    pub fn delegation(mut self, delegation: DelegationOptions) -> Self {
+        self.delegation = Some(delegation);
         self
     }
 

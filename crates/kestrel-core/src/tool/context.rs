@@ -22,6 +22,10 @@ pub struct ToolContext {
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
     pub(crate) conversation: Option<Arc<[crate::message::Message]>>,
+    /// The run's delegation hooks and what they asked of the loop.
+    pub(crate) delegation: Option<Arc<crate::agent::delegation::DelegationRuntime>>,
+    /// The run's step (0 for the first model call).
+    pub(crate) step: u32,
 }
 
 impl ToolContext {
@@ -46,6 +50,8 @@ impl ToolContext {
             abort: AbortSignal::new(),
             resume_data: None,
             conversation: None,
+            delegation: None,
+            step: 0,
         }
     }
 
