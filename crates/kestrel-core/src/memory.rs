@@ -87,6 +87,17 @@ pub trait AgentMemory: Send + Sync {
     /// Stores complete messages in `scope`, in order. Idempotent by message id.
     async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError>;
 
+    /// Makes sure the thread exists, with `metadata` merged into its metadata (a delegation's
+    /// thread gets the parent's ids and the start hook's metadata this way). The default does
+    /// nothing: `recall` creates threads as needed.
+    async fn prepare_thread(
+        &self,
+        _scope: &MemoryScope,
+        _metadata: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<(), MemoryError> {
+        Ok(())
+    }
+
     /// Stores the partial answer of a step stopped by an abort (its text so far, no unfinished
     /// tool calls), so what the user saw is not lost. Implementations mark it aborted; the
     /// default stores it like a complete message.

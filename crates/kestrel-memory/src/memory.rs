@@ -11,7 +11,11 @@ use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContex
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
 use kestrel_core::tool::SharedTool;
-use kestrel_storage::{NewMessage, NewThread, Selection, Storage, StorageError, StoredMessage};
+use kestrel_storage::{
+    Metadata, MetadataUpdate, NewMessage, NewThread, Selection, Storage, StorageError,
+    StoredMessage, ThreadPatch,
+};
+use serde_json::Value;
 
 use crate::error::{Error, MemoryBuildError};
 use crate::history::{pair_tool_messages, window};
@@ -164,7 +168,7 @@ impl Memory {
                 Ok((Vec::new(), false, false))
             }
             Err(StorageError::ThreadNotFound { .. }) => {
-                self.create_thread(scope).await?;
+                self.create_thread(scope, Metadata::new()).await?;
                 Ok((Vec::new(), false, true))
             }
             Err(e) => Err(Error::storage("load the thread", thread_id, resource_id, e)),
@@ -173,14 +177,29 @@ impl Memory {
 
     /// Creates the run's thread; another run creating it at the same moment is fine if it is the
     /// same resource's.
-    async fn create_thread(&self, scope: &MemoryScope) -> Result<(), Error> {
+    async fn create_thread(&self, scope: &MemoryScope, metadata: Metadata) -> Result<(), Error> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
         let storage = &self.inner.storage;
-        let new = NewThread::new(resource_id).id(thread_id);
+        let new = NewThread::new(resource_id)
+            .id(thread_id)
+            .metadata(metadata.clone());
         match storage.create_thread(new).await {
             Ok(_) => Ok(()),
             Err(StorageError::ThreadExists { .. }) => match storage.get_thread(thread_id).await {
-                Ok(Some(thread)) if thread.resource_id == resource_id => Ok(()),
+                Ok(Some(thread)) if thread.resource_id == resource_id && metadata.is_empty() => {
+                    Ok(())
+                }
+                Ok(Some(thread)) if thread.resource_id == resource_id => {
+                    let patch = ThreadPatch {
+                        metadata: Some(MetadataUpdate::Merge(metadata)),
+                        ..ThreadPatch::default()
+                    };
+                    storage
+                        .update_thread(thread_id, patch)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| Error::storage("update the thread", thread_id, resource_id, e))
+                }
                 Ok(Some(_)) => Err(Error::ForeignThread {
                     thread_id: thread_id.to_owned(),
                     resource_id: resource_id.to_owned(),
@@ -221,7 +240,7 @@ impl Memory {
             .await
         {
             Err(StorageError::ThreadNotFound { .. }) => {
-                self.create_thread(scope).await?;
+                self.create_thread(scope, Metadata::new()).await?;
                 storage
                     .append_with_history(thread_id, resource_id, batch, last)
                     .await
@@ -397,6 +416,17 @@ impl AgentMemory for Memory {
         }
         let batch = messages.iter().cloned().map(NewMessage::from).collect();
         self.append(scope, batch, "store messages").await
+    }
+
+    async fn prepare_thread(
+        &self,
+        scope: &MemoryScope,
+        metadata: serde_json::Map<String, Value>,
+    ) -> Result<(), MemoryError> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        Ok(self.create_thread(scope, metadata).await?)
     }
 
     async fn persist_aborted(

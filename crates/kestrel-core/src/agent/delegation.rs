@@ -26,9 +26,16 @@
 //! [`DELEGATION_HOOK_ERRORS_KEY`]. Hooks are functions: a run continued after a restart has
 //! them only if the continuing call passes them again.
 //!
-//! A sub-agent is shared by every run that delegates to it and is never changed by them. The
-//! sub-agent's own run names no thread, so nothing of it is written to the parent's thread
-//! (only the parent's delegation tool call and its result are).
+//! **Memory isolation.** The parent's conversation reaches the sub-agent as context that is
+//! never stored. A sub-agent with memory runs each delegation in a fresh thread of its own
+//! (`<agent id>:<uuid>`, or one per parent thread with
+//! [`DelegationOptions::stable_sub_agent_threads`]) under the parent's resource, whose metadata
+//! holds `agentId`, `delegatedBy` (the parent run), `delegationToolCallId`, `parentThreadId`
+//! and the start hook's `thread_metadata`; only the prompt and the sub-agent's own run are
+//! stored there. Nothing of the sub-agent's run is written to the parent's thread: only the
+//! parent's delegation call and its result are.
+//!
+//! A sub-agent is shared by every run that delegates to it and is never changed by them.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +48,7 @@ use serde_json::{Value, json};
 use super::state::{ToolResultRecord, WaitingCall};
 use super::{Agent, AgentError, BoxError, GenerateResult, RunOptions};
 use crate::context::RequestContext;
+use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
 use crate::model::{FinishReason, Usage};
 use crate::tool::{Tool, ToolContext, ToolError};
@@ -106,6 +114,27 @@ fn conversation_text(messages: &[Message]) -> Vec<Message> {
         .collect()
 }
 
+impl DelegationTool {
+    /// Where a delegation runs when the sub-agent has memory: under the parent's resource (or
+    /// `agent:<id>` for a parent without one), in a fresh thread per delegation, or in one
+    /// thread per parent thread when `stable`.
+    fn sub_agent_scope(&self, ctx: &ToolContext, stable: bool) -> Option<MemoryScope> {
+        self.agent.memory()?;
+        let id = self.agent.id();
+        let resource_id = ctx
+            .resource_id()
+            .map_or_else(|| format!("agent:{id}"), str::to_owned);
+        let thread_id = match (stable, ctx.thread_id()) {
+            (true, Some(parent)) => format!("{parent}:{id}"),
+            _ => format!("{id}:{}", crate::id::new_id()),
+        };
+        Some(MemoryScope {
+            thread_id,
+            resource_id,
+        })
+    }
+}
+
 #[async_trait::async_trait]
 impl Tool for DelegationTool {
     fn id(&self) -> &str {
@@ -150,6 +179,7 @@ impl Tool for DelegationTool {
 
         let mut prompt = prompt.to_owned();
         let mut max_steps = None;
+        let mut thread_metadata = serde_json::Map::new();
         if let Some(hook) = options.and_then(|o| o.on_start.clone()) {
             let start = DelegationStart {
                 primitive_id: id.to_owned(),
@@ -175,6 +205,7 @@ impl Tool for DelegationTool {
                 Ok(outcome) => {
                     prompt = outcome.modified_prompt.unwrap_or(prompt);
                     max_steps = outcome.modified_max_steps;
+                    thread_metadata = outcome.thread_metadata.unwrap_or_default();
                 }
                 Err(message) => {
                     record_hook_error(&ctx, "onDelegationStart", id, &message);
@@ -185,15 +216,15 @@ impl Tool for DelegationTool {
             }
         }
 
-        let mut messages = conversation_text(ctx.conversation());
+        let mut context = conversation_text(ctx.conversation());
         if let Some(filter) = options.and_then(|o| o.message_filter.clone()) {
-            let context = MessageFilterContext {
-                messages: messages.clone(),
+            let filter_context = MessageFilterContext {
+                messages: context.clone(),
                 primitive_id: id.to_owned(),
                 prompt: prompt.clone(),
             };
-            match filter(context).await {
-                Ok(filtered) => messages = filtered,
+            match filter(filter_context).await {
+                Ok(filtered) => context = filtered,
                 Err(error) => {
                     record_hook_error(&ctx, "messageFilter", id, &error);
                     if strategy == HookErrorStrategy::Throw {
@@ -202,22 +233,41 @@ impl Tool for DelegationTool {
                 }
             }
         }
-        messages.push(Message::user(prompt));
+        let input = vec![Message::user(prompt)];
 
+        // The parent's conversation is context the sub-agent sees but never stores; with
+        // memory, the prompt and the sub-agent's own run go to a thread of its own.
         let mut run_options = RunOptions::new()
             .request_context(request_context)
-            .abort_signal(ctx.abort_signal().child());
+            .abort_signal(ctx.abort_signal().child())
+            .context(context);
         if let Some(max_steps) = max_steps {
             run_options = run_options.max_steps(max_steps);
         }
+        let stable = options.is_some_and(|o| o.stable_threads);
+        let scope = self.sub_agent_scope(&ctx, stable);
+        if let (Some(scope), Some(memory)) = (&scope, self.agent.memory()) {
+            let mut metadata = thread_metadata;
+            metadata.insert("delegatedBy".into(), json!(ctx.run_id()));
+            metadata.insert("delegationToolCallId".into(), json!(ctx.tool_call_id()));
+            if let Some(parent_thread) = ctx.thread_id() {
+                metadata.insert("parentThreadId".into(), json!(parent_thread));
+            }
+            metadata.insert("agentId".into(), json!(id));
+            if let Err(error) = memory.prepare_thread(scope, metadata).await {
+                tracing::warn!(sub_agent = %id, %error, "preparing the sub-agent's thread failed");
+                return Err(ToolError::new(failed()));
+            }
+            run_options = run_options.memory(&scope.thread_id, &scope.resource_id);
+        }
         let outcome = if ctx.writer().is_observed() {
-            let mut stream = self.agent.stream(messages, run_options);
+            let mut stream = self.agent.stream(input, run_options);
             while let Some(event) = stream.next().await {
                 ctx.writer().write(&event).await?;
             }
             stream.result().await
         } else {
-            self.agent.generate(messages, run_options).await
+            self.agent.generate(input, run_options).await
         };
 
         let include_tool_results = options.is_some_and(|o| o.include_tool_results);
@@ -247,6 +297,8 @@ impl Tool for DelegationTool {
                     sub_agent_tool_results: r.tool_results.clone(),
                     sub_agent_pending_tool_calls: r.waiting.clone(),
                     sub_agent_run_id: r.run_id.clone(),
+                    sub_agent_thread_id: scope.as_ref().map(|s| s.thread_id.clone()),
+                    sub_agent_resource_id: scope.as_ref().map(|s| s.resource_id.clone()),
                 }),
                 success: outcome.is_ok(),
                 error: outcome.as_ref().err().map(ToString::to_string),
@@ -338,6 +390,7 @@ pub struct DelegationOptions {
     pub(crate) message_filter: Option<Arc<FilterHook>>,
     pub(crate) hook_error_strategy: HookErrorStrategy,
     pub(crate) include_tool_results: bool,
+    pub(crate) stable_threads: bool,
 }
 
 impl std::fmt::Debug for DelegationOptions {
@@ -348,6 +401,7 @@ impl std::fmt::Debug for DelegationOptions {
             .field("message_filter", &self.message_filter.is_some())
             .field("hook_error_strategy", &self.hook_error_strategy)
             .field("include_tool_results", &self.include_tool_results)
+            .field("stable_threads", &self.stable_threads)
             .finish()
     }
 }
@@ -396,6 +450,14 @@ impl DelegationOptions {
         self
     }
 
+    /// Keeps one thread per sub-agent and parent thread (`<parent thread>:<agent id>`), so a
+    /// sub-agent with memory sees its earlier delegations of the conversation; by default each
+    /// delegation gets a fresh thread.
+    pub fn stable_sub_agent_threads(mut self, stable: bool) -> Self {
+        self.stable_threads = stable;
+        self
+    }
+
     /// Also shows the parent model the sub-agent's tool calls and results, after its text.
     pub fn include_sub_agent_tool_results_in_model_context(mut self, include: bool) -> Self {
         self.include_tool_results = include;
@@ -432,6 +494,9 @@ pub struct DelegationStartOutcome {
     pub modified_prompt: Option<String>,
     /// A tighter step limit for the sub-agent.
     pub modified_max_steps: Option<u32>,
+    /// Metadata for the sub-agent's thread (when it has memory), to find it again with a
+    /// `list_threads` metadata filter.
+    pub thread_metadata: Option<serde_json::Map<String, Value>>,
 }
 
 impl Default for DelegationStartOutcome {
@@ -448,6 +513,7 @@ impl DelegationStartOutcome {
             rejection_reason: None,
             modified_prompt: None,
             modified_max_steps: None,
+            thread_metadata: None,
         }
     }
 
@@ -469,6 +535,12 @@ impl DelegationStartOutcome {
     /// Limit the sub-agent to this many steps.
     pub fn max_steps(mut self, max_steps: u32) -> Self {
         self.modified_max_steps = Some(max_steps);
+        self
+    }
+
+    /// Metadata for the sub-agent's thread.
+    pub fn thread_metadata(mut self, metadata: serde_json::Map<String, Value>) -> Self {
+        self.thread_metadata = Some(metadata);
         self
     }
 
@@ -504,6 +576,10 @@ pub struct SubAgentResult {
     pub sub_agent_pending_tool_calls: Vec<WaitingCall>,
     /// Its run id.
     pub sub_agent_run_id: String,
+    /// The thread the delegation ran in, when the sub-agent has memory.
+    pub sub_agent_thread_id: Option<String>,
+    /// That thread's resource.
+    pub sub_agent_resource_id: Option<String>,
 }
 
 /// What `on_delegation_complete` sees.

@@ -131,7 +131,12 @@ impl AgentRun {
             .or(d.max_steps)
             .unwrap_or(inner.max_steps)
             .max(1);
-        let mut state = RunState::new(run_id, inner.id.clone(), input, max_steps, settings);
+        let context = options.context.unwrap_or_default();
+        let context_len = context.len();
+        let mut messages = context;
+        messages.extend(input);
+        let mut state = RunState::new(run_id, inner.id.clone(), messages, max_steps, settings);
+        state.context_len = context_len;
         state.settings.tool_approval = match &approval {
             ApprovalPolicy::Never => SavedApproval::Never,
             ApprovalPolicy::Always => SavedApproval::Always,
@@ -806,7 +811,7 @@ impl AgentRun {
             return Ok(());
         };
         let recalled = memory
-            .recall(&scope, &self.state.messages, &self.request_context)
+            .recall(&scope, self.state.input_to_store(), &self.request_context)
             .await
             .map_err(|source| self.memory_error(source))?;
         self.state.apply_recalled(recalled.system, recalled.history);

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::delegation::DelegationOptions;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
+use crate::message::Message;
 use crate::model::{ModelSettings, ToolChoice};
 use crate::tool::ApprovalPolicy;
 
@@ -95,6 +96,9 @@ pub struct RunOptions {
     pub on_busy_thread: Option<BusyThread>,
     /// Hooks and settings of delegations to sub-agents.
     pub delegation: Option<DelegationOptions>,
+    /// Messages the model sees before the input that memory never stores (a delegation passes
+    /// the parent's conversation this way).
+    pub context: Option<Vec<Message>>,
 }
 
 /// What a run does when its thread is busy with another run.
@@ -119,6 +123,12 @@ impl RunOptions {
     /// run needs approval (it never silently needs none).
     pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
         self.require_tool_approval = Some(policy.into());
+        self
+    }
+
+    /// Messages the model sees before the input, never stored in the run's thread.
+    pub fn context(mut self, messages: Vec<Message>) -> Self {
+        self.context = Some(messages);
         self
     }
 

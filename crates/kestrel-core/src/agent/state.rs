@@ -306,6 +306,9 @@ pub struct RunState {
     /// How many of `messages` memory has stored (history and persisted messages).
     #[serde(default)]
     pub persisted: usize,
+    /// How many messages at the start of the input are context memory never stores.
+    #[serde(default)]
+    pub context_len: usize,
 }
 
 impl RunState {
@@ -334,6 +337,7 @@ impl RunState {
             memory_system: Vec::new(),
             memory_loaded: false,
             persisted: 0,
+            context_len: 0,
         }
     }
 
@@ -344,9 +348,15 @@ impl RunState {
         messages.append(&mut self.messages);
         self.messages = messages;
         self.input_len += history_len;
-        self.persisted = history_len;
+        // The context after the history is the caller's, never stored.
+        self.persisted = history_len + self.context_len;
         self.memory_system = system;
         self.memory_loaded = true;
+    }
+
+    /// The input without its leading context: what memory stores.
+    pub fn input_to_store(&self) -> &[Message] {
+        self.messages.get(self.context_len..).unwrap_or_default()
     }
 
     /// The complete messages memory has not stored yet.
