@@ -9,7 +9,7 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::delegation::DelegationRuntime;
+use super::delegation::{CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationRuntime};
 use super::options::BusyThread;
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::registry::{Lease, Registered, ThreadKey};
@@ -865,9 +865,34 @@ impl AgentRun {
             messages.push(Message::system(extra.clone()));
         }
         messages.extend(self.state.messages.iter().cloned());
+        let mut tools = self.agent.inner.tools.definitions();
+        if !self
+            .delegation
+            .as_ref()
+            .is_some_and(|d| d.options.references)
+        {
+            // Without result references, delegation tools do not offer `contextFromRefs`.
+            for tool in &mut tools {
+                let delegates = tool.name.starts_with(DELEGATION_TOOL_PREFIX)
+                    && self
+                        .agent
+                        .inner
+                        .tools
+                        .get(&tool.name)
+                        .is_some_and(|t| t.needs_conversation());
+                if delegates
+                    && let Some(properties) = tool
+                        .input_schema
+                        .get_mut("properties")
+                        .and_then(Value::as_object_mut)
+                {
+                    properties.remove(CONTEXT_FROM_REFS);
+                }
+            }
+        }
         ModelRequest {
             messages,
-            tools: self.agent.inner.tools.definitions(),
+            tools,
             tool_choice: settings.tool_choice.clone(),
             response_format: settings
                 .structured_output
