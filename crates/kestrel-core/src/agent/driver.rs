@@ -10,7 +10,9 @@ use serde_json::Value;
 use tracing::Instrument;
 
 use super::delegation::{CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationRuntime};
+use super::iteration::{IterationContext, TaskCompletion, TaskContext};
 use super::options::BusyThread;
+use super::options::OnIterationComplete;
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::registry::{Lease, Registered, ThreadKey};
 use super::state::{
@@ -30,7 +32,8 @@ use crate::event::{EventQueue, EventSink};
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
 use crate::model::{
-    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, Usage,
+    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
+    Usage,
 };
 use crate::pubsub::thread_topic;
 use crate::run_store::RunPhase;
@@ -64,6 +67,12 @@ pub struct AgentRun {
     lease: Option<Lease>,
     /// Delegation hooks, and what they asked of the loop.
     delegation: Option<Arc<DelegationRuntime>>,
+    /// `on_iteration_complete`.
+    iteration_hook: Option<OnIterationComplete>,
+    /// `is_task_complete`.
+    task_completion: Option<TaskCompletion>,
+    /// The next model call is the last: no tools, then the run ends.
+    last_turn: bool,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -152,10 +161,18 @@ impl AgentRun {
             .or(d.on_busy_thread)
             .unwrap_or_default();
         let delegation = options.delegation.or_else(|| d.delegation.clone());
+        let iteration_hook = options
+            .on_iteration_complete
+            .or_else(|| d.on_iteration_complete.clone());
+        let task_completion = options
+            .is_task_complete
+            .or_else(|| d.is_task_complete.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.busy = busy;
         run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
+        run.iteration_hook = iteration_hook;
+        run.task_completion = task_completion;
         run
     }
 
@@ -195,12 +212,19 @@ impl AgentRun {
             (None, SavedApproval::Never) => ApprovalPolicy::Never,
             (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
         };
-        let delegation = options
-            .delegation
-            .or_else(|| agent.inner.defaults.delegation.clone());
+        let d = &agent.inner.defaults;
+        let delegation = options.delegation.or_else(|| d.delegation.clone());
+        let iteration_hook = options
+            .on_iteration_complete
+            .or_else(|| d.on_iteration_complete.clone());
+        let task_completion = options
+            .is_task_complete
+            .or_else(|| d.is_task_complete.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
+        run.iteration_hook = iteration_hook;
+        run.task_completion = task_completion;
         Ok(run)
     }
 
@@ -230,6 +254,9 @@ impl AgentRun {
             busy: BusyThread::Wait,
             lease: None,
             delegation: None,
+            iteration_hook: None,
+            task_completion: None,
+            last_turn: false,
         }
     }
 
@@ -291,6 +318,9 @@ impl AgentRun {
         }
         if self.state.is_suspended() {
             return Ok(false);
+        }
+        if let Some(go_on) = self.steer().await? {
+            return Ok(go_on);
         }
         if self.state.is_finished() {
             if self.continue_for_delivered().await? {
@@ -371,6 +401,113 @@ impl AgentRun {
             resource_id: settings.resource_id.clone()?,
             thread_id: settings.thread_id.clone()?,
         })
+    }
+
+    /// `is_task_complete` and `on_iteration_complete` after an iteration: `Some(true)` when
+    /// they send the loop on, `None` when the loop goes its own way (a hook may also have ended
+    /// it).
+    async fn steer(&mut self) -> Result<Option<bool>, AgentError> {
+        if self.iteration_hook.is_none() && self.task_completion.is_none() {
+            return Ok(None);
+        }
+        let Some(step) = self.state.steps.last().cloned() else {
+            return Ok(None);
+        };
+        if self.last_turn {
+            return Ok(None);
+        }
+        let final_answer = matches!(
+            self.state.status,
+            RunStatus::Finished {
+                reason: FinishReason::Stop,
+                ..
+            }
+        );
+        let iteration = (self.state.steps.len() - 1) as u32;
+        let room = self.state.steps.len() < self.state.max_steps as usize;
+        if final_answer && let Some(completion) = self.task_completion.clone() {
+            let task = TaskContext {
+                task: self
+                    .state
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::User)
+                    .map(Message::text)
+                    .unwrap_or_default(),
+                answer: step.text.clone(),
+                iteration,
+            };
+            let (complete, scores) = completion.evaluate(&task).await;
+            if !complete && room {
+                let feedback: Vec<String> = scores
+                    .iter()
+                    .filter(|s| !s.passed)
+                    .map(|s| {
+                        let reason = s.reason.as_deref().unwrap_or("the answer did not pass");
+                        format!("{}: {reason}", s.scorer)
+                    })
+                    .collect();
+                self.add_feedback(feedback.join("\n")).await?;
+                self.state.reopen();
+                return Ok(Some(true));
+            }
+        }
+        let Some(hook) = self.iteration_hook.clone() else {
+            return Ok(None);
+        };
+        let context = IterationContext {
+            iteration,
+            max_iterations: self.state.max_steps,
+            finish_reason: step.finish_reason,
+            text: step.text.clone(),
+            is_final: final_answer,
+        };
+        let decision = match (hook.0)(context).await {
+            Ok(decision) => decision,
+            Err(error) => {
+                tracing::warn!(run_id = %self.run_id, %error, "on_iteration_complete failed; the loop goes on");
+                return Ok(None);
+            }
+        };
+        if final_answer {
+            if decision.continue_
+                && room
+                && let Some(feedback) = decision.feedback
+            {
+                self.add_feedback(feedback).await?;
+                self.state.reopen();
+                return Ok(Some(true));
+            }
+            return Ok(None);
+        }
+        if self.state.is_finished() {
+            return Ok(None);
+        }
+        match (decision.continue_, decision.feedback) {
+            (true, Some(feedback)) => self.add_feedback(feedback).await?,
+            (true, None) => {}
+            (false, Some(feedback)) => {
+                // One last turn to answer with the feedback in mind.
+                self.add_feedback(feedback).await?;
+                self.last_turn = true;
+            }
+            (false, None) => {
+                self.state.status = RunStatus::Finished {
+                    reason: FinishReason::Stop,
+                    object: None,
+                };
+            }
+        }
+        Ok(None)
+    }
+
+    /// Adds feedback to the conversation, as a user message, and stores it.
+    async fn add_feedback(&mut self, feedback: String) -> Result<(), AgentError> {
+        self.state
+            .messages
+            .push(Message::user(format!("[feedback] {feedback}")));
+        self.persist().await
     }
 
     /// Adds the messages delivered to the thread since the last step to the conversation, and
@@ -893,7 +1030,11 @@ impl AgentRun {
         ModelRequest {
             messages,
             tools,
-            tool_choice: settings.tool_choice.clone(),
+            tool_choice: if self.last_turn {
+                ToolChoice::None
+            } else {
+                settings.tool_choice.clone()
+            },
             response_format: settings
                 .structured_output
                 .as_ref()

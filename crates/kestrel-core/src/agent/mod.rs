@@ -11,6 +11,7 @@ mod control;
 pub mod delegation;
 mod driver;
 mod error;
+pub mod iteration;
 mod options;
 pub(crate) mod registry;
 mod result;
@@ -28,7 +29,9 @@ pub use delegation::{
 };
 pub use driver::AgentRun;
 pub use error::{AgentBuildError, AgentError, BoxError};
-pub use options::{BusyThread, ErrorStrategy, MemoryOptions, RunOptions, StructuredOutput};
+pub use options::{
+    BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
+};
 pub use result::GenerateResult;
 pub use state::{
     CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,

@@ -3,7 +3,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use super::BoxError;
 use super::delegation::DelegationOptions;
+use super::iteration::{
+    IterationContext, IterationDecision, IterationHook, TaskCompletion, iteration_hook,
+};
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::message::Message;
@@ -99,6 +105,20 @@ pub struct RunOptions {
     /// Messages the model sees before the input that memory never stores (a delegation passes
     /// the parent's conversation this way).
     pub context: Option<Vec<Message>>,
+    /// Called after each iteration: go on or stop, with feedback.
+    pub on_iteration_complete: Option<OnIterationComplete>,
+    /// Scorers that judge each final answer; until they pass, the loop goes on.
+    pub is_task_complete: Option<TaskCompletion>,
+}
+
+/// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
+#[derive(Clone)]
+pub struct OnIterationComplete(pub(crate) Arc<IterationHook>);
+
+impl std::fmt::Debug for OnIterationComplete {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnIterationComplete(<fn>)")
+    }
 }
 
 /// What a run does when its thread is busy with another run.
@@ -123,6 +143,24 @@ impl RunOptions {
     /// run needs approval (it never silently needs none).
     pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
         self.require_tool_approval = Some(policy.into());
+        self
+    }
+
+    /// Called after each iteration (a model call and its tool calls): continue or stop, with
+    /// feedback the model reads next (see [`crate::agent::iteration`]).
+    pub fn on_iteration_complete<F, Fut>(mut self, hook: F) -> Self
+    where
+        F: Fn(IterationContext) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<IterationDecision, BoxError>> + Send + 'static,
+    {
+        self.on_iteration_complete = Some(OnIterationComplete(iteration_hook(hook)));
+        self
+    }
+
+    /// Judges each final answer with scorers; a failing answer's feedback enters the
+    /// conversation and the loop goes on, within `max_steps`.
+    pub fn is_task_complete(mut self, completion: TaskCompletion) -> Self {
+        self.is_task_complete = Some(completion);
         self
     }
 
