@@ -9,7 +9,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::delegation::{CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationRuntime};
+use super::delegation::{
+    CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime,
+};
 use super::iteration::{IterationContext, TaskCompletion, TaskContext};
 use super::options::BusyThread;
 use super::options::OnIterationComplete;
@@ -160,20 +162,30 @@ impl AgentRun {
             .on_busy_thread
             .or(d.on_busy_thread)
             .unwrap_or_default();
-        let delegation = options.delegation.or_else(|| d.delegation.clone());
-        let iteration_hook = options
-            .on_iteration_complete
-            .or_else(|| d.on_iteration_complete.clone());
-        let task_completion = options
-            .is_task_complete
-            .or_else(|| d.is_task_complete.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.busy = busy;
-        run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
-        run.iteration_hook = iteration_hook;
-        run.task_completion = task_completion;
-        run
+        run.with_hooks(
+            options.delegation,
+            options.on_iteration_complete,
+            options.is_task_complete,
+        )
+    }
+
+    /// The run's hooks: the call's, else the agent's defaults.
+    fn with_hooks(
+        mut self,
+        delegation: Option<DelegationOptions>,
+        iteration_hook: Option<OnIterationComplete>,
+        task_completion: Option<TaskCompletion>,
+    ) -> Self {
+        let d = &self.agent.inner.defaults;
+        self.delegation = delegation
+            .or_else(|| d.delegation.clone())
+            .map(|o| Arc::new(DelegationRuntime::new(o)));
+        self.iteration_hook = iteration_hook.or_else(|| d.on_iteration_complete.clone());
+        self.task_completion = task_completion.or_else(|| d.is_task_complete.clone());
+        self
     }
 
     pub(crate) fn resume(
@@ -212,20 +224,13 @@ impl AgentRun {
             (None, SavedApproval::Never) => ApprovalPolicy::Never,
             (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
         };
-        let d = &agent.inner.defaults;
-        let delegation = options.delegation.or_else(|| d.delegation.clone());
-        let iteration_hook = options
-            .on_iteration_complete
-            .or_else(|| d.on_iteration_complete.clone());
-        let task_completion = options
-            .is_task_complete
-            .or_else(|| d.is_task_complete.clone());
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
-        run.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
-        run.iteration_hook = iteration_hook;
-        run.task_completion = task_completion;
-        Ok(run)
+        Ok(run.with_hooks(
+            options.delegation,
+            options.on_iteration_complete,
+            options.is_task_complete,
+        ))
     }
 
     /// Marks the run as continued from a snapshot saved at `version`.
