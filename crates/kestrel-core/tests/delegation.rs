@@ -758,3 +758,51 @@ async fn result_references_hand_earlier_results_verbatim_to_later_delegations() 
             .is_none()
     );
 }
+
+#[tokio::test]
+async fn a_sub_agent_stopping_on_a_client_tool_is_reported_with_its_pending_calls() {
+    let locate = create_tool("get_location")
+        .description("The browser's location")
+        .input_schema(json!({"type": "object"}))
+        .client::<Value>();
+    let child = Agent::builder("guide")
+        .description("Guides")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::tool_call("loc", "get_location", json!({}))
+        })))
+        .tool(locate)
+        .build()
+        .unwrap();
+    let pending = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = pending.clone();
+    let hooks = DelegationOptions::new().on_delegation_complete(move |done| {
+        let seen = seen.clone();
+        async move {
+            let result = done.result.unwrap();
+            *seen.lock().unwrap() = result
+                .sub_agent_pending_tool_calls
+                .iter()
+                .map(|c| c.tool_name.clone())
+                .collect();
+            Ok(DelegationCompleteOutcome::keep())
+        }
+    });
+    let model = Arc::new(ScriptedModel::from_fn(|req| match last_results(req) {
+        None => ScriptedResponse::tool_call("d1", "agent-guide", json!({"prompt": "where?"})),
+        Some(r) => ScriptedResponse::text(r),
+    }));
+    let parent = Agent::builder("parent")
+        .model(model)
+        .agents([child])
+        .build()
+        .unwrap();
+    let result = parent
+        .generate("go", RunOptions::new().delegation(hooks))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.text,
+        "(The \"guide\" agent stopped before finishing: it waits on get_location.)"
+    );
+    assert_eq!(*pending.lock().unwrap(), ["get_location"]);
+}

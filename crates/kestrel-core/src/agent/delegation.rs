@@ -299,6 +299,27 @@ impl Tool for DelegationTool {
 
         let include_tool_results = options.is_some_and(|o| o.include_tool_results);
         let mut seen: Result<String, String> = match &outcome {
+            Ok(result) if !result.waiting.is_empty() => {
+                // The sub-agent stopped on calls it cannot finish alone (client tools,
+                // approvals): say so rather than pass its empty text off as an answer.
+                let pending: Vec<String> =
+                    result.waiting.iter().map(|c| c.tool_name.clone()).collect();
+                tracing::warn!(
+                    sub_agent = %id,
+                    sub_agent_run_id = %result.run_id,
+                    pending = ?pending,
+                    "a delegated sub-agent stopped on pending tool calls"
+                );
+                let mut text = model_text(result, include_tool_results);
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(&format!(
+                    "(The {id:?} agent stopped before finishing: it waits on {}.)",
+                    pending.join(", ")
+                ));
+                Ok(text)
+            }
             Ok(result) => Ok(model_text(result, include_tool_results)),
             Err(AgentError::Aborted { .. }) => {
                 Err(format!("The {id:?} agent was stopped before it finished."))
