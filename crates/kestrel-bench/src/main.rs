@@ -26,6 +26,14 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
+/// The `p` quantile (0 to 1) of `sorted` durations, in µs.
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let index = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
+    sorted
+        .get(index)
+        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
 const DELTAS: [&str; 10] = [
     "The ", "answer ", "is ", "five", ", ", "as ", "the ", "tool ", "said", ".",
 ];

@@ -15,7 +15,7 @@
 use std::error::Error;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::StreamExt;
 use kestrel::agent::Agent;
@@ -24,7 +24,7 @@ use kestrel_memory::Memory;
 use kestrel_storage::{Selection, SqliteStorage, Storage};
 use serde_json::json;
 
-use crate::{AddInput, DELTAS};
+use crate::{AddInput, DELTAS, percentile};
 
 const THREAD: &str = "w4-thread";
 const RESOURCE: &str = "w4-user";
@@ -81,13 +81,6 @@ struct Round {
     p95_us: f64,
     bytes_open: u64,
     bytes_closed: u64,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
-    sorted
-        .get(index)
-        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
 async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {

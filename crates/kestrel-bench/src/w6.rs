@@ -24,7 +24,7 @@ use kestrel_memory::Memory;
 use kestrel_storage::{SqliteStorage, Storage, StorageRunStore};
 use serde_json::json;
 
-use crate::{AddInput, DELTAS};
+use crate::{AddInput, DELTAS, percentile};
 
 const THREAD: &str = "w6-thread";
 const RESOURCE: &str = "w6-user";
@@ -64,13 +64,6 @@ struct Round {
     p95_us: f64,
     first_snapshot: usize,
     last_snapshot: usize,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let index = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
-    sorted
-        .get(index)
-        .map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
 /// The stored JSON size of the run's snapshot.

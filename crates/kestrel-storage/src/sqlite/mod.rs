@@ -284,13 +284,27 @@ fn thread_owner(
     thread_id: &str,
     operation: &'static str,
 ) -> Result<(String, i64)> {
-    conn.prepare_cached(sql::THREAD_OWNER)
-        .and_then(|mut s| {
-            s.query_row([thread_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()
-        })
-        .map_err(err(operation))?
-        .ok_or_else(|| StorageError::thread_not_found(thread_id))
+    optional_row(
+        conn,
+        sql::THREAD_OWNER,
+        [thread_id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+        operation,
+    )?
+    .ok_or_else(|| StorageError::thread_not_found(thread_id))
+}
+
+/// The one row `statement` gives, if any, read by `map`.
+fn optional_row<T>(
+    conn: &Connection,
+    statement: &str,
+    params: impl rusqlite::Params,
+    map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    operation: &'static str,
+) -> Result<Option<T>> {
+    conn.prepare_cached(statement)
+        .and_then(|mut s| s.query_row(params, map).optional())
+        .map_err(err(operation))
 }
 
 /// Checks that the thread exists and belongs to `resource_id` (when given).
@@ -650,10 +664,8 @@ fn check_scope(conn: &Connection, scope: &Scope, operation: &'static str) -> Res
 }
 
 fn index_dimension(conn: &Connection, index: &str, operation: &'static str) -> Result<usize> {
-    let dimension: Option<i64> = conn
-        .prepare_cached(sql::INDEX_DIMENSION)
-        .and_then(|mut s| s.query_row([index], |r| r.get(0)).optional())
-        .map_err(err(operation))?;
+    let dimension: Option<i64> =
+        optional_row(conn, sql::INDEX_DIMENSION, [index], |r| r.get(0), operation)?;
     let dimension = dimension.ok_or_else(|| StorageError::IndexNotFound {
         index: index.to_owned(),
     })?;
@@ -661,9 +673,7 @@ fn index_dimension(conn: &Connection, index: &str, operation: &'static str) -> R
 }
 
 fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
-    conn.prepare_cached(sql::RUN_VERSION)
-        .and_then(|mut s| s.query_row([run_id], |r| r.get(0)).optional())
-        .map_err(err("save_run"))
+    optional_row(conn, sql::RUN_VERSION, [run_id], |r| r.get(0), "save_run")
 }
 
 /// Rows of a statement assembled at run time.
@@ -850,9 +860,7 @@ impl Storage for SqliteStorage {
         let row = self
             .conns
             .read(OP, Cost::Short, move |conn| {
-                conn.prepare_cached(sql::GET_THREAD)
-                    .and_then(|mut s| s.query_row([&thread_id], ThreadRow::from_row).optional())
-                    .map_err(err(OP))
+                optional_row(conn, sql::GET_THREAD, [&thread_id], ThreadRow::from_row, OP)
             })
             .await?;
         row.map(ThreadRow::into_thread).transpose()
@@ -864,10 +872,8 @@ impl Storage for SqliteStorage {
         self.conns
             .write(OP, Cost::Short, move |conn| {
                 let tx = begin(conn, OP)?;
-                let row = tx
-                    .prepare_cached(sql::GET_THREAD)
-                    .and_then(|mut s| s.query_row([&thread_id], ThreadRow::from_row).optional())
-                    .map_err(err(OP))?;
+                let row =
+                    optional_row(&tx, sql::GET_THREAD, [&thread_id], ThreadRow::from_row, OP)?;
                 let mut thread = row
                     .ok_or_else(|| StorageError::thread_not_found(&thread_id))?
                     .into_thread()?;
@@ -1261,10 +1267,8 @@ impl Storage for SqliteStorage {
                     }
                     Scope::Resource { resource_id } => (sql::GET_RESOURCE_MEMORY, resource_id),
                 };
-                let content: Option<Option<String>> = conn
-                    .prepare_cached(statement)
-                    .and_then(|mut s| s.query_row([key], |r| r.get(0)).optional())
-                    .map_err(err(OP))?;
+                let content: Option<Option<String>> =
+                    optional_row(conn, statement, [key], |r| r.get(0), OP)?;
                 Ok(content.flatten())
             })
             .await
@@ -1392,9 +1396,7 @@ impl Storage for SqliteStorage {
         let row = self
             .conns
             .read(OP, Cost::Short, move |conn| {
-                conn.prepare_cached(sql::GET_RUN)
-                    .and_then(|mut s| s.query_row([&run_id], RunRow::from_row).optional())
-                    .map_err(err(OP))
+                optional_row(conn, sql::GET_RUN, [&run_id], RunRow::from_row, OP)
             })
             .await?;
         row.map(RunRow::into_record).transpose()
@@ -1520,10 +1522,8 @@ impl Storage for SqliteStorage {
         self.conns
             .read(OP, Cost::Short, move |conn| {
                 owned(conn, &thread_id, Some(&resource_id), OP)?;
-                let seq: Option<Option<i64>> = conn
-                    .prepare_cached(sql::GET_OBSERVED_SEQ)
-                    .and_then(|mut s| s.query_row([&thread_id], |r| r.get(0)).optional())
-                    .map_err(err(OP))?;
+                let seq: Option<Option<i64>> =
+                    optional_row(conn, sql::GET_OBSERVED_SEQ, [&thread_id], |r| r.get(0), OP)?;
                 Ok(seq.flatten())
             })
             .await
