@@ -93,6 +93,7 @@ pub struct KestrelBuilder {
     models: Option<ModelRegistry>,
     run_store: Option<SharedRunStore>,
     pubsub: Option<SharedPubSub>,
+    background_concurrency: Option<usize>,
 }
 
 impl KestrelBuilder {
@@ -116,6 +117,14 @@ impl KestrelBuilder {
         self
     }
 
+    /// How many background tasks (background sub-agents) run at once across the instance's
+    /// agents (default [`crate::agent::background::DEFAULT_BACKGROUND_CONCURRENCY`]); more
+    /// queue until one ends.
+    pub fn background_concurrency(mut self, limit: usize) -> Self {
+        self.background_concurrency = Some(limit);
+        self
+    }
+
     /// Carries thread events through this pub/sub (default: in-process).
     pub fn pubsub(mut self, pubsub: SharedPubSub) -> Self {
         self.pubsub = Some(pubsub);
@@ -124,10 +133,14 @@ impl KestrelBuilder {
 
     /// Checks ids are unique and builds the instance.
     pub fn build(self) -> Result<Kestrel, KestrelError> {
-        let registry = Arc::new(match self.pubsub {
+        let mut registry = match self.pubsub {
             Some(pubsub) => RunRegistry::new(pubsub),
             None => RunRegistry::default(),
-        });
+        };
+        if let Some(limit) = self.background_concurrency {
+            registry.background = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
+        }
+        let registry = Arc::new(registry);
         let mut agents = BTreeMap::new();
         for agent in self.agents {
             let agent = agent.join_instance(self.run_store.as_ref(), &registry);

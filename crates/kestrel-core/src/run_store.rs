@@ -10,7 +10,7 @@
 //! [`InMemoryRunStore`] is the default (runs survive as long as the process); `kestrel-storage`
 //! implements the trait on SQLite and PostgreSQL for runs that survive restarts.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,11 @@ pub enum RunPhase {
     Running,
     /// Stopped, waiting for a decision, resume data or a client tool's result.
     Suspended,
+    /// Waiting for a delegated sub-agent's run (the parent holds no task while it waits
+    /// in another process; it is continued once the sub-agent's run ends).
+    WaitingForSubtask,
+    /// Paused at a step boundary ([`crate::agent::Agent::pause_run`]), until resumed.
+    Paused,
     /// Finished (normally, with an error, or aborted).
     Finished,
 }
@@ -127,15 +132,44 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
 pub type SharedRunStore = Arc<dyn RunStore>;
 
 /// Run snapshots in this process's memory (the default store).
-#[derive(Debug, Default)]
+///
+/// Runs that can still continue are kept until they finish; of the finished ones only the
+/// most recent [`InMemoryRunStore::DEFAULT_FINISHED_CAPACITY`] are kept (so a late decision
+/// on one is told it is finished), so a long-lived process does not grow without bound.
+#[derive(Debug)]
 pub struct InMemoryRunStore {
-    runs: Mutex<HashMap<String, StoredRun>>,
+    runs: Mutex<Runs>,
+    finished_capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct Runs {
+    by_id: HashMap<String, StoredRun>,
+    /// Finished runs, oldest first.
+    finished: VecDeque<String>,
+}
+
+impl Default for InMemoryRunStore {
+    fn default() -> Self {
+        Self::with_finished_capacity(Self::DEFAULT_FINISHED_CAPACITY)
+    }
 }
 
 impl InMemoryRunStore {
+    /// How many finished runs the default store keeps.
+    pub const DEFAULT_FINISHED_CAPACITY: usize = 1_000;
+
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty store that keeps at most `capacity` finished runs.
+    pub fn with_finished_capacity(capacity: usize) -> Self {
+        Self {
+            runs: Mutex::new(Runs::default()),
+            finished_capacity: capacity,
+        }
     }
 }
 
@@ -157,7 +191,7 @@ impl RunStore for InMemoryRunStore {
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
-        let actual = runs.get(&state.run_id).map(|r| r.version);
+        let actual = runs.by_id.get(&state.run_id).map(|r| r.version);
         if actual != expected_version {
             return Err(RunStoreError::Conflict {
                 run_id: state.run_id.clone(),
@@ -166,7 +200,7 @@ impl RunStore for InMemoryRunStore {
             });
         }
         let version = actual.unwrap_or(0) + 1;
-        runs.insert(
+        runs.by_id.insert(
             state.run_id.clone(),
             StoredRun {
                 state: state.clone(),
@@ -175,6 +209,21 @@ impl RunStore for InMemoryRunStore {
                 updated_at_ms: now_ms(),
             },
         );
+        if phase == RunPhase::Finished {
+            runs.finished.push_back(state.run_id.clone());
+            while runs.finished.len() > self.finished_capacity {
+                let Some(oldest) = runs.finished.pop_front() else {
+                    break;
+                };
+                if runs
+                    .by_id
+                    .get(&oldest)
+                    .is_some_and(|r| r.phase == RunPhase::Finished)
+                {
+                    runs.by_id.remove(&oldest);
+                }
+            }
+        }
         Ok(version)
     }
 
@@ -183,7 +232,7 @@ impl RunStore for InMemoryRunStore {
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
-        Ok(runs.get(run_id).cloned())
+        Ok(runs.by_id.get(run_id).cloned())
     }
 
     async fn list_suspended(
@@ -198,6 +247,7 @@ impl RunStore for InMemoryRunStore {
             expected.is_none() || expected == actual
         };
         let mut found: Vec<StoredRun> = runs
+            .by_id
             .values()
             .filter(|r| r.phase == RunPhase::Suspended)
             .filter(|r| {

@@ -3,6 +3,9 @@
 //! or PostgreSQL schema, finds the run, and continues it: same run id, the tool runs once, and
 //! the thread holds every message exactly once, in order, with the streamed ids.
 //! Decisions racing on one call, from two instances on one database, have one winner.
+//! A process that stops mid-delegation loses nothing: a new instance resumes the parent, which
+//! finds its sub-agent's run in the store, continues it from its last finished step, then
+//! itself.
 //! PostgreSQL runs when `KESTREL_TEST_POSTGRES_URL` is set (else it says it is skipped).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -10,12 +13,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kestrel_core::agent::{Agent, RunControlError, RunOptions, ToolCallRef, Waiting};
+use kestrel_core::agent::{Agent, RunControlError, RunOptions, RunRef, ToolCallRef, Waiting};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::run_store::{RunPhase, RunStore, SuspendedRunsQuery};
 use kestrel_core::tool::{FnTool, ToolError, create_tool};
 use kestrel_memory::Memory;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
@@ -356,6 +359,176 @@ async fn racing_decisions_have_one_winner(backend: Backend) {
     drop((first, second));
     open.close().await;
     backend.teardown().await;
+}
+
+/// A worker that takes `STEPS` slow steps (a `work` call each, counted in `worked`), then
+/// answers; a supervisor that delegates to it once and answers with its text. Both keep
+/// memory and their runs in `store`.
+fn delegating_instance(
+    store: Arc<dyn Storage>,
+    worked: Arc<AtomicUsize>,
+) -> (Kestrel, Arc<ScriptedModel>) {
+    const STEPS: usize = 4;
+    let worker_model = Arc::new(ScriptedModel::from_fn(|req| {
+        let done = req.messages.iter().filter(|m| m.role == Role::Tool).count();
+        if done < STEPS {
+            ScriptedResponse::tool_call(format!("w{done}"), "work", json!({}))
+                .with_delay(std::time::Duration::from_millis(60))
+        } else {
+            ScriptedResponse::text(format!("worked {done} steps"))
+        }
+    }));
+    let work = create_tool("work")
+        .description("Does one unit of work")
+        .input_schema(json!({"type": "object"}))
+        .execute(move |_input: Value, _ctx| {
+            let worked = worked.clone();
+            async move {
+                worked.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, ToolError>("ok")
+            }
+        });
+    let memory = Memory::builder(Arc::clone(&store))
+        .build()
+        .unwrap()
+        .shared();
+    let worker = Agent::builder("worker")
+        .description("Does long work")
+        .model(worker_model.clone())
+        .tool(work)
+        .memory(memory.clone())
+        .max_steps(10)
+        .build()
+        .unwrap();
+    let supervisor = Agent::builder("supervisor")
+        .model(model("agent-worker", json!({"prompt": "Do the work"})))
+        .agents([worker])
+        .memory(memory)
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .run_store(Arc::new(StorageRunStore::new(store)))
+        .agent(supervisor)
+        .build()
+        .unwrap();
+    (kestrel, worker_model)
+}
+
+async fn a_delegation_survives_a_restart(backend: Backend) {
+    let worked = Arc::new(AtomicUsize::new(0));
+    let run_id = "run-delegating";
+    // The first process delegates, and stops (a crash) while the sub-agent is in its second
+    // step: the model call is in flight, nothing of that step has happened.
+    let first = backend.open().await;
+    let (kestrel, worker_model) = delegating_instance(first.storage(), worked.clone());
+    let agent = kestrel.agent("supervisor").unwrap().clone();
+    let task = tokio::spawn(async move {
+        agent
+            .generate(
+                "Get the work done",
+                RunOptions::new().run_id(run_id).memory(THREAD, RESOURCE),
+            )
+            .await
+    });
+    while worker_model.calls() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert_eq!(worked.load(Ordering::SeqCst), 1);
+    drop(kestrel);
+    first.close().await;
+
+    // The second process finds the parent waiting for its sub-agent, not for a person.
+    let second = backend.open().await;
+    let store = second.storage();
+    let runs = StorageRunStore::new(Arc::clone(&store));
+    let parent = runs.load(run_id).await.unwrap().unwrap();
+    assert_eq!(parent.phase, RunPhase::WaitingForSubtask);
+    let sub_runs = parent.state.active_sub_runs();
+    assert_eq!(sub_runs.len(), 1);
+    let child = runs.load(&sub_runs[0].run_id).await.unwrap().unwrap();
+    assert_eq!(
+        child.state.steps.len(),
+        1,
+        "the sub-agent's finished step is stored"
+    );
+    assert_eq!(child.state.delegated_by.as_ref().unwrap().run_id, run_id);
+    let (kestrel, worker_model) = delegating_instance(Arc::clone(&store), worked.clone());
+    let agent = kestrel.agent("supervisor").unwrap();
+    let listed = agent
+        .list_suspended_runs(SuspendedRunsQuery::default())
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 0, "it waits for no person");
+    // Someone else's resource cannot resume it.
+    let foreign = agent
+        .resume_run(RunRef::new(run_id).resource("mallory"))
+        .await;
+    assert!(
+        matches!(foreign, Err(RunControlError::RunNotFound { .. })),
+        "{foreign:?}"
+    );
+
+    let done = agent
+        .resume_run_generate(RunRef::new(run_id).resource(RESOURCE))
+        .await
+        .unwrap();
+    assert_eq!(done.run_id, run_id);
+    assert_eq!(done.text, "done: worked 4 steps");
+    // The sub-agent went on from its stored step: three more steps and its answer, and the
+    // work of each step was done once.
+    assert_eq!(worker_model.calls(), 4);
+    assert_eq!(worked.load(Ordering::SeqCst), 4);
+    for id in [run_id, sub_runs[0].run_id.as_str()] {
+        assert_eq!(
+            runs.load(id).await.unwrap().unwrap().phase,
+            RunPhase::Finished
+        );
+    }
+    // The parent's thread: the request, the delegation call, its result, the answer; once.
+    let parent_thread: Vec<(Role, String)> = store
+        .list_messages(THREAD, Some(RESOURCE), Selection::all())
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| (m.role, m.to_message().text()))
+        .collect();
+    let roles: Vec<Role> = parent_thread.iter().map(|(r, _)| *r).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+        "{parent_thread:#?}"
+    );
+    // The sub-agent's own thread: its prompt, each step once, its answer.
+    let thread = child.state.settings.thread_id.clone().unwrap();
+    let resource = child.state.settings.resource_id.clone().unwrap();
+    let sub_thread = store
+        .list_messages(&thread, Some(&resource), Selection::all())
+        .await
+        .unwrap()
+        .messages;
+    let mut ids: Vec<&str> = sub_thread.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(sub_thread.len(), 1 + 4 * 2 + 1, "{sub_thread:#?}");
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), sub_thread.len(), "every message once");
+    drop(kestrel);
+    second.close().await;
+    backend.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_delegation_survives_a_restart() {
+    a_delegation_survives_a_restart(Backend::sqlite().unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delegation_survives_a_restart() {
+    if let Some(backend) = Backend::postgres() {
+        a_delegation_survives_a_restart(backend).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

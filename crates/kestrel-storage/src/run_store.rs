@@ -45,13 +45,17 @@ fn status_of(phase: RunPhase) -> RunStatus {
     match phase {
         RunPhase::Running => RunStatus::Running,
         RunPhase::Suspended => RunStatus::Suspended,
+        RunPhase::WaitingForSubtask => RunStatus::WaitingForSubtask,
+        RunPhase::Paused => RunStatus::Paused,
         RunPhase::Finished => RunStatus::Completed,
     }
 }
 
 fn phase_of(status: RunStatus) -> RunPhase {
     match status {
-        RunStatus::Running | RunStatus::WaitingForSubtask => RunPhase::Running,
+        RunStatus::Running => RunPhase::Running,
+        RunStatus::WaitingForSubtask => RunPhase::WaitingForSubtask,
+        RunStatus::Paused => RunPhase::Paused,
         RunStatus::Suspended => RunPhase::Suspended,
         RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted => RunPhase::Finished,
     }

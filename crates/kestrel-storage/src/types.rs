@@ -492,6 +492,8 @@ pub enum RunStatus {
     Suspended,
     /// Waiting for a sub-agent's run.
     WaitingForSubtask,
+    /// Paused: stopped at a step boundary until someone resumes it.
+    Paused,
     /// Finished normally.
     Completed,
     /// Ended with an error.
@@ -502,10 +504,11 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// Every status.
-    pub const ALL: [RunStatus; 6] = [
+    pub const ALL: [RunStatus; 7] = [
         Self::Running,
         Self::Suspended,
         Self::WaitingForSubtask,
+        Self::Paused,
         Self::Completed,
         Self::Failed,
         Self::Aborted,
@@ -517,6 +520,7 @@ impl RunStatus {
             Self::Running => "running",
             Self::Suspended => "suspended",
             Self::WaitingForSubtask => "waiting_for_subtask",
+            Self::Paused => "paused",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Aborted => "aborted",

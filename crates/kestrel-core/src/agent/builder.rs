@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
+use super::background::BackgroundTasks;
 use super::{
     Agent, AgentBuildError, AgentInner, BoxError, DEFAULT_MAX_STEPS, Instructions, ModelSource,
     RunOptions,
@@ -42,6 +43,8 @@ pub struct AgentBuilder {
     registry: Option<ModelRegistry>,
     memory: Option<Arc<dyn AgentMemory>>,
     run_store: Option<SharedRunStore>,
+    sub_agents: Vec<Agent>,
+    background: BackgroundTasks,
 }
 
 enum ModelChoice {
@@ -64,6 +67,8 @@ impl AgentBuilder {
             registry: None,
             memory: None,
             run_store: None,
+            sub_agents: Vec::new(),
+            background: BackgroundTasks::new(),
         }
     }
 
@@ -127,12 +132,22 @@ impl AgentBuilder {
         self
     }
 
+    /// Runs these delegation tools in the background: the call returns at once and the
+    /// sub-agent runs on (see [`crate::agent::background`]).
+    pub fn background_tasks(mut self, tasks: BackgroundTasks) -> Self {
+        self.background = tasks;
+        self
+    }
+
     /// Adds sub-agents: each becomes a delegation tool `agent-<id>` the model may call (see
     /// [`crate::agent::delegation`]). The sub-agents are shared, never changed.
     pub fn agents(mut self, agents: impl IntoIterator<Item = Agent>) -> Self {
         for agent in agents {
             self.tools
-                .push(Arc::new(super::delegation::DelegationTool::new(agent)));
+                .push(Arc::new(super::delegation::DelegationTool::new(
+                    agent.clone(),
+                )));
+            self.sub_agents.push(agent);
         }
         self
     }
@@ -213,24 +228,41 @@ impl AgentBuilder {
                 source,
             })?;
         }
+        let inner = AgentInner {
+            name: self.name.unwrap_or_else(|| self.id.clone()),
+            id: self.id,
+            description: self.description,
+            instructions: self.instructions,
+            model,
+            tools,
+            max_steps: self.max_steps,
+            defaults: self.defaults,
+            registry,
+            memory: self.memory,
+            run_store_explicit: self.run_store.is_some(),
+            run_store: self
+                .run_store
+                .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
+            runs: Default::default(),
+            sub_agents: self
+                .sub_agents
+                .into_iter()
+                .map(|a| (a.id().to_owned(), a))
+                .collect(),
+            background: self.background,
+        };
+        let unknown = inner.background.unknown(&inner);
+        if !unknown.is_empty() {
+            let mut known: Vec<String> = inner.sub_agents.keys().cloned().collect();
+            known.sort();
+            return Err(AgentBuildError::UnknownBackgroundTool {
+                agent: inner.id,
+                unknown,
+                known,
+            });
+        }
         Ok(Agent {
-            inner: Arc::new(AgentInner {
-                name: self.name.unwrap_or_else(|| self.id.clone()),
-                id: self.id,
-                description: self.description,
-                instructions: self.instructions,
-                model,
-                tools,
-                max_steps: self.max_steps,
-                defaults: self.defaults,
-                registry,
-                memory: self.memory,
-                run_store_explicit: self.run_store.is_some(),
-                run_store: self
-                    .run_store
-                    .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
-                runs: Default::default(),
-            }),
+            inner: Arc::new(inner),
         })
     }
 }

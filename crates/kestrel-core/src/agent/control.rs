@@ -16,12 +16,15 @@
 //! approval cannot answer a suspension and resume data cannot answer an approval
 //! ([`RunControlError::WrongDecision`]).
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::driver::AgentRun;
-use super::state::{CallDecision, RunStatus, Waiting, WaitingCall};
+use super::state::{CallDecision, CallProgress, RunState, RunStatus, Waiting, WaitingCall};
 use super::{Agent, AgentError, AgentStream, GenerateResult, RunOptions};
-use crate::run_store::{RunPhase, RunStoreError, SuspendedRunsQuery};
+use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, SuspendedRunsQuery};
 use crate::tool::set::schema_errors;
 
 /// The text the model reads when a call is declined without a reason.
@@ -170,6 +173,28 @@ pub enum RunControlError {
         #[source]
         source: RunStoreError,
     },
+    /// The run cannot be resumed or aborted by id.
+    #[error("run {run_id:?} cannot be {action}: {reason}")]
+    NotResumable {
+        /// The run.
+        run_id: String,
+        /// `resumed` or `aborted`.
+        action: &'static str,
+        /// Why not.
+        reason: &'static str,
+    },
+    /// The run is a delegated sub-agent's: decisions on it go through the run that delegated
+    /// (its waiting calls are that run's too).
+    #[error(
+        "run {run_id:?} is a delegation of run {parent_run_id:?}: decide, resume or abort it \
+         through that run"
+    )]
+    Delegated {
+        /// The sub-agent's run.
+        run_id: String,
+        /// The run that delegated to it.
+        parent_run_id: String,
+    },
     /// The run store failed to list the suspended runs.
     #[error("listing suspended runs failed: {0}")]
     List(#[source] RunStoreError),
@@ -204,6 +229,7 @@ fn waits_for(waiting: &Waiting) -> &'static str {
         Waiting::Approval => "an approval",
         Waiting::Resume { .. } => "resume data",
         Waiting::ClientResult => "a client tool result",
+        Waiting::SubAgent { .. } => "a sub-agent's calls to be decided",
     }
 }
 
@@ -349,81 +375,218 @@ impl Agent {
     }
 
     /// Checks a decision against the saved run, records it (compare-and-set), and returns the
-    /// run ready to continue.
+    /// run ready to continue. A decision on a call of a delegated sub-agent (at any depth) is
+    /// recorded in each run on the way down, the topmost first: its compare-and-set is what
+    /// makes one of two racing decisions win.
     async fn decide(
         &self,
         target: ToolCallRef,
         decision: Decision,
     ) -> Result<AgentRun, RunControlError> {
+        let store = Arc::clone(&self.inner.run_store);
+        let mut chain = self.prepare(store, &target, decision, false).await?;
+        let top = chain.remove(0);
         let run_id = target.run_id.clone();
-        let store = &self.inner.run_store;
-        let store_error = |source| RunControlError::Store {
-            run_id: run_id.clone(),
-            source,
+        let mut run = AgentRun::resume(self.clone(), top.state, target.options)
+            .map_err(RunControlError::InvalidState)?;
+        let version = match top
+            .store
+            .save(run.state(), RunPhase::Running, Some(top.version))
+            .await
+        {
+            Ok(version) => version,
+            Err(RunStoreError::Conflict { .. }) => {
+                return Err(RunControlError::Conflict { run_id });
+            }
+            Err(source) => return Err(RunControlError::Store { run_id, source }),
         };
+        for nested in chain {
+            let run_id = nested.state.run_id.clone();
+            match nested
+                .store
+                .save(&nested.state, RunPhase::Running, Some(nested.version))
+                .await
+            {
+                Ok(_) => {}
+                Err(RunStoreError::Conflict { .. }) => {
+                    return Err(RunControlError::Conflict { run_id });
+                }
+                Err(source) => return Err(RunControlError::Store { run_id, source }),
+            }
+        }
+        Ok(run.with_snapshot_version(version))
+    }
+
+    /// Loads `target.run_id` from `store` and checks the decision against it; returns the run
+    /// with the decision recorded, followed by the sub-agents' runs it reaches down to.
+    fn prepare<'a>(
+        &'a self,
+        store: SharedRunStore,
+        target: &'a ToolCallRef,
+        decision: Decision,
+        nested: bool,
+    ) -> BoxFuture<'a, Result<Vec<Prepared>, RunControlError>> {
+        Box::pin(async move {
+            let run_id = target.run_id.clone();
+            let stored = self
+                .load_own(&store, &run_id, target.resource_id.as_deref())
+                .await?;
+            if !nested && let Some(parent) = &stored.state.delegated_by {
+                return Err(RunControlError::Delegated {
+                    run_id,
+                    parent_run_id: parent.run_id.clone(),
+                });
+            }
+            let phase = match stored.phase {
+                RunPhase::Suspended if stored.state.is_suspended() => None,
+                RunPhase::Finished => Some("finished"),
+                RunPhase::Paused => Some("paused"),
+                RunPhase::WaitingForSubtask => Some("waiting for a sub-agent"),
+                RunPhase::Running | RunPhase::Suspended => Some("running"),
+            };
+            if let Some(phase) = phase {
+                return Err(RunControlError::NotSuspended { run_id, phase });
+            }
+            let waiting_ids: Vec<String> = stored
+                .state
+                .waiting_calls()
+                .into_iter()
+                .map(|c| c.tool_call_id)
+                .collect();
+            let version = stored.version;
+            let mut state = stored.state;
+            let RunStatus::Suspended { step, mut calls } =
+                std::mem::replace(&mut state.status, RunStatus::Ready)
+            else {
+                return Err(RunControlError::NotSuspended {
+                    run_id,
+                    phase: "running",
+                });
+            };
+            let not_waiting = || RunControlError::CallNotWaiting {
+                run_id: run_id.clone(),
+                tool_call_id: target.tool_call_id.clone(),
+                waiting: waiting_ids.clone(),
+            };
+            let own = calls
+                .iter()
+                .position(|c| c.call.tool_call_id == target.tool_call_id && c.waiting.is_some());
+            let index = match own {
+                Some(index) => index,
+                None => calls
+                    .iter()
+                    .position(|c| match &c.waiting {
+                        Some(Waiting::SubAgent { calls, .. }) => {
+                            calls.iter().any(|w| w.tool_call_id == target.tool_call_id)
+                        }
+                        _ => false,
+                    })
+                    .ok_or_else(not_waiting)?,
+            };
+            let progress = &mut calls[index];
+            let mut chain = Vec::new();
+            if let Some(Waiting::SubAgent {
+                agent_id,
+                run_id: sub_run_id,
+                ..
+            }) = progress.waiting.clone()
+            {
+                // The call is the sub-agent's: record the decision in its run, and continue
+                // the delegation from there.
+                let Some(sub_agent) = self.inner.sub_agents.get(&agent_id) else {
+                    return Err(RunControlError::InvalidState(AgentError::InvalidRunState {
+                        run_id,
+                        message: format!(
+                            "the run waits on sub-agent {agent_id:?}, which agent {:?} no \
+                             longer has",
+                            self.id()
+                        ),
+                    }));
+                };
+                let nested_target = ToolCallRef {
+                    run_id: sub_run_id,
+                    tool_call_id: target.tool_call_id.clone(),
+                    fingerprint: target.fingerprint.clone(),
+                    resource_id: None,
+                    options: RunOptions::new(),
+                };
+                chain = sub_agent
+                    .prepare(Arc::clone(&store), &nested_target, decision, true)
+                    .await?;
+                progress.decision = Some(CallDecision::SubAgent);
+            } else {
+                progress.decision = Some(self.check_decision(target, progress, decision)?);
+            }
+            state.status = RunStatus::ToolsPending { step, calls };
+            chain.insert(
+                0,
+                Prepared {
+                    store,
+                    state,
+                    version,
+                },
+            );
+            Ok(chain)
+        })
+    }
+
+    /// The stored run, if it is this agent's (and the caller's resource's, when given).
+    pub(super) async fn load_own(
+        &self,
+        store: &SharedRunStore,
+        run_id: &str,
+        resource_id: Option<&str>,
+    ) -> Result<StoredRun, RunControlError> {
         let not_found = || RunControlError::RunNotFound {
-            run_id: run_id.clone(),
+            run_id: run_id.to_owned(),
         };
-        let stored = store.load(&run_id).await.map_err(store_error)?;
-        let stored = stored.ok_or_else(not_found)?;
+        let stored = store
+            .load(run_id)
+            .await
+            .map_err(|source| RunControlError::Store {
+                run_id: run_id.to_owned(),
+                source,
+            })?
+            .ok_or_else(not_found)?;
         if stored.state.agent_id != self.id() {
             return Err(not_found());
         }
-        if let Some(resource) = &target.resource_id
-            && stored.state.settings.resource_id.as_deref() != Some(resource.as_str())
+        if let Some(resource) = resource_id
+            && stored.state.settings.resource_id.as_deref() != Some(resource)
         {
             return Err(not_found());
         }
-        let phase = match stored.phase {
-            RunPhase::Suspended if stored.state.is_suspended() => None,
-            RunPhase::Finished => Some("finished"),
-            RunPhase::Running | RunPhase::Suspended => Some("running"),
-        };
-        if let Some(phase) = phase {
-            return Err(RunControlError::NotSuspended { run_id, phase });
-        }
-        let mut state = stored.state;
-        let RunStatus::Suspended { step, mut calls } =
-            std::mem::replace(&mut state.status, RunStatus::Ready)
-        else {
-            return Err(RunControlError::NotSuspended {
-                run_id,
-                phase: "running",
-            });
-        };
-        let waiting_ids: Vec<String> = calls
-            .iter()
-            .filter(|c| c.waiting.is_some())
-            .map(|c| c.call.tool_call_id.clone())
-            .collect();
-        let Some(progress) = calls
-            .iter_mut()
-            .find(|c| c.call.tool_call_id == target.tool_call_id && c.waiting.is_some())
-        else {
-            return Err(RunControlError::CallNotWaiting {
-                run_id,
-                tool_call_id: target.tool_call_id,
-                waiting: waiting_ids,
-            });
-        };
+        Ok(stored)
+    }
+
+    /// Checks a decision against the call it names; returns what to record.
+    fn check_decision(
+        &self,
+        target: &ToolCallRef,
+        progress: &CallProgress,
+        decision: Decision,
+    ) -> Result<CallDecision, RunControlError> {
+        let run_id = target.run_id.clone();
         if let Some(given) = &target.fingerprint
             && *given != progress.fingerprint
         {
             return Err(RunControlError::FingerprintMismatch {
                 run_id,
-                tool_call_id: target.tool_call_id,
+                tool_call_id: target.tool_call_id.clone(),
                 given: given.clone(),
                 current: progress.fingerprint.clone(),
             });
         }
-        let waiting = progress.waiting.as_ref().ok_or_else(not_found)?;
+        let Some(waiting) = progress.waiting.as_ref() else {
+            return Err(RunControlError::RunNotFound { run_id });
+        };
         let wrong = RunControlError::WrongDecision {
             run_id: run_id.clone(),
             tool_call_id: target.tool_call_id.clone(),
             waits_for: waits_for(waiting),
             given: decision.given(),
         };
-        let recorded = match (waiting, decision) {
+        Ok(match (waiting, decision) {
             (Waiting::Approval, Decision::Approve) => CallDecision::Approved,
             (Waiting::Approval, Decision::Decline(reason)) => CallDecision::Declined {
                 reason: reason
@@ -441,7 +604,7 @@ impl Agent {
                     if !errors.is_empty() {
                         return Err(RunControlError::InvalidResumeData {
                             run_id,
-                            tool_call_id: target.tool_call_id,
+                            tool_call_id: target.tool_call_id.clone(),
                             errors,
                         });
                     }
@@ -452,21 +615,13 @@ impl Agent {
                 CallDecision::ClientResult { result, is_error }
             }
             _ => return Err(wrong),
-        };
-        progress.decision = Some(recorded);
-        state.status = RunStatus::ToolsPending { step, calls };
-        let mut run = AgentRun::resume(self.clone(), state, target.options)
-            .map_err(RunControlError::InvalidState)?;
-        let version = match store
-            .save(run.state(), RunPhase::Running, Some(stored.version))
-            .await
-        {
-            Ok(version) => version,
-            Err(RunStoreError::Conflict { .. }) => {
-                return Err(RunControlError::Conflict { run_id });
-            }
-            Err(source) => return Err(RunControlError::Store { run_id, source }),
-        };
-        Ok(run.with_snapshot_version(version))
+        })
     }
+}
+
+/// A decision checked against a stored run, to be saved with a compare-and-set on `version`.
+struct Prepared {
+    store: SharedRunStore,
+    state: RunState,
+    version: i64,
 }

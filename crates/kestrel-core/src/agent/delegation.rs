@@ -46,12 +46,17 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use serde_json::{Value, json};
 
-use super::state::{ToolResultRecord, WaitingCall};
-use super::{Agent, AgentError, BoxError, GenerateResult, RunOptions};
+use super::background::{BackgroundDone, BackgroundRuntime, BackgroundTool, deliver_late};
+use super::state::{DelegatedBy, RunStatus, SubRun, ToolResultRecord, Waiting, WaitingCall};
+use super::{Agent, AgentError, AgentRun, BoxError, GenerateResult, RunOptions};
+use crate::abort::AbortSignal;
 use crate::context::RequestContext;
+use crate::event::{BackgroundTaskStartedPayload, EventKind};
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
 use crate::model::{FinishReason, Usage};
+use crate::run_store::{SharedRunStore, StoredRun};
+use crate::tool::Stop;
 use crate::tool::{Tool, ToolContext, ToolError};
 
 /// The prefix of delegation tool names (Mastra's `agent-<key>`).
@@ -68,6 +73,7 @@ pub const DELEGATION_DEPTH_KEY: &str = "kestrel.delegationDepth";
 pub const MAX_DELEGATION_DEPTH: u64 = 8;
 
 /// The tool through which a parent delegates to one sub-agent.
+#[derive(Clone)]
 pub(crate) struct DelegationTool {
     name: String,
     description: String,
@@ -177,6 +183,133 @@ impl Tool for DelegationTool {
     }
 
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        let id = self.agent.id();
+        let failed = || format!("The {id:?} agent could not complete the task.");
+        // A delegation whose sub-agent's run is already stored (it stopped for a decision,
+        // was paused, or this process restarted) continues that run: its prompt and start
+        // hooks ran when it began.
+        let stored = match &ctx.sub_run {
+            Some(link) => match link.store.load(&link.sub_run.run_id).await {
+                Ok(stored) => stored,
+                Err(error) => {
+                    tracing::warn!(sub_agent = %id, %error, "loading the sub-agent's run failed");
+                    return Err(ToolError::new(failed()));
+                }
+            },
+            None => None,
+        };
+        let (run, scope) = match stored {
+            Some(stored) => match self.continue_stored(stored, &ctx) {
+                Stored::Continue(run, scope) => (*run, scope),
+                Stored::Ended(outcome) => return self.complete(*outcome, None, &ctx).await,
+            },
+            None => self.start(input, &ctx).await?,
+        };
+        if let Some(background) = ctx.background.clone() {
+            return Ok(self.run_in_background(run, scope, ctx, background).await);
+        }
+        let outcome = drive(run, &ctx).await;
+        self.complete(outcome, scope, &ctx).await
+    }
+}
+
+/// A delegation's sub-agent run found in the store.
+enum Stored {
+    /// Not finished: continue it.
+    Continue(Box<AgentRun>, Option<MemoryScope>),
+    /// It ended before the parent recorded its outcome.
+    Ended(Box<Result<GenerateResult, AgentError>>),
+}
+
+/// Drives a sub-agent's run; while the parent is streamed, its events go nested under the
+/// delegation's tool call.
+async fn drive(run: AgentRun, ctx: &ToolContext) -> Result<GenerateResult, AgentError> {
+    if !ctx.writer().is_observed() {
+        return run.run().await;
+    }
+    let mut stream = run.into_stream();
+    while let Some(event) = stream.next().await {
+        if let Err(error) = ctx.writer().write(&event).await {
+            tracing::debug!(%error, "a sub-agent's event could not be forwarded");
+        }
+    }
+    stream.result().await
+}
+
+impl DelegationTool {
+    /// Starts the sub-agent's run in a task of its own and answers at once; the task reports
+    /// its outcome to the parent's run (or thread) when it ends.
+    async fn run_in_background(
+        &self,
+        run: AgentRun,
+        scope: Option<MemoryScope>,
+        ctx: ToolContext,
+        (config, runtime): (BackgroundTool, Arc<BackgroundRuntime>),
+    ) -> Value {
+        let id = self.agent.id().to_owned();
+        let task_id = run.run_id().to_owned();
+        runtime.started();
+        ctx.writer()
+            .emit(EventKind::BackgroundTaskStarted(
+                BackgroundTaskStartedPayload {
+                    task_id: task_id.clone(),
+                    tool_name: self.name.clone(),
+                    tool_call_id: ctx.tool_call_id().to_owned(),
+                },
+            ))
+            .await;
+        let tool = self.clone();
+        let task = task_id.clone();
+        let agent_id = id.clone();
+        tokio::spawn(async move {
+            let id = agent_id;
+            // Tasks beyond the instance's limit queue here.
+            let _permit = Arc::clone(&runtime.limit).acquire_owned().await;
+            let abort = run.abort_signal().clone();
+            let outcome = match tokio::time::timeout(config.timeout, drive(run, &ctx)).await {
+                Ok(outcome) => Some(outcome),
+                Err(_) => {
+                    abort.abort();
+                    None
+                }
+            };
+            let (text, is_error) = match outcome {
+                Some(outcome) => match tool.complete(outcome, scope, &ctx).await {
+                    Ok(value) => (value.as_str().unwrap_or_default().to_owned(), false),
+                    Err(error) => (error.message().to_owned(), true),
+                },
+                None => (
+                    format!(
+                        "The {id:?} agent did not finish within {} ms and was stopped.",
+                        config.timeout.as_millis()
+                    ),
+                    true,
+                ),
+            };
+            let done = BackgroundDone {
+                task_id: task,
+                tool_name: tool.name.clone(),
+                tool_call_id: ctx.tool_call_id().to_owned(),
+                text,
+                is_error,
+            };
+            if let Err(done) = runtime.report(done) {
+                deliver_late(&runtime, done).await;
+            }
+        });
+        Value::String(format!(
+            "The {id:?} agent is working on this in the background (task {task_id}); its \
+             result will arrive in a later message."
+        ))
+    }
+
+    /// A fresh delegation: the start hook, the message filter, the sub-agent's thread, and
+    /// its run (not yet driven).
+    async fn start(
+        &self,
+        input: Value,
+        ctx: &ToolContext,
+    ) -> Result<(AgentRun, Option<MemoryScope>), ToolError> {
         let prompt = input
             .get("prompt")
             .and_then(Value::as_str)
@@ -235,7 +368,7 @@ impl Tool for DelegationTool {
                     thread_metadata = outcome.thread_metadata.unwrap_or_default();
                 }
                 Err(message) => {
-                    record_hook_error(&ctx, "onDelegationStart", id, &message);
+                    record_hook_error(ctx, "onDelegationStart", id, &message);
                     if strategy == HookErrorStrategy::Throw {
                         return Err(ToolError::new(failed()));
                     }
@@ -253,7 +386,7 @@ impl Tool for DelegationTool {
             match filter(filter_context).await {
                 Ok(filtered) => context = filtered,
                 Err(error) => {
-                    record_hook_error(&ctx, "messageFilter", id, &error);
+                    record_hook_error(ctx, "messageFilter", id, &error);
                     if strategy == HookErrorStrategy::Throw {
                         return Err(ToolError::new(failed()));
                     }
@@ -272,7 +405,7 @@ impl Tool for DelegationTool {
             run_options = run_options.max_steps(max_steps);
         }
         let stable = options.is_some_and(|o| o.stable_threads);
-        let scope = self.sub_agent_scope(&ctx, stable);
+        let scope = self.sub_agent_scope(ctx, stable);
         if let (Some(scope), Some(memory)) = (&scope, self.agent.memory()) {
             let mut metadata = thread_metadata;
             metadata.insert("delegatedBy".into(), json!(ctx.run_id()));
@@ -287,15 +420,93 @@ impl Tool for DelegationTool {
             }
             run_options = run_options.memory(&scope.thread_id, &scope.resource_id);
         }
-        let outcome = if ctx.writer().is_observed() {
-            let mut stream = self.agent.stream(input, run_options);
-            while let Some(event) = stream.next().await {
-                ctx.writer().write(&event).await?;
-            }
-            stream.result().await
-        } else {
-            self.agent.generate(input, run_options).await
+        if let Some(link) = &ctx.sub_run {
+            run_options = run_options.run_id(&link.sub_run.run_id);
+        }
+        let mut run = self.agent.start_run(input, run_options);
+        if let Some(link) = &ctx.sub_run {
+            run = run.delegated(link);
+        }
+        Ok((run, scope))
+    }
+
+    /// The stored run of a delegation, ready to continue; a run that already ended gives its
+    /// outcome.
+    fn continue_stored(&self, stored: StoredRun, ctx: &ToolContext) -> Stored {
+        let state = stored.state;
+        let run_id = state.run_id.clone();
+        let scope = match (&state.settings.thread_id, &state.settings.resource_id) {
+            (Some(thread_id), Some(resource_id)) => Some(MemoryScope {
+                thread_id: thread_id.clone(),
+                resource_id: resource_id.clone(),
+            }),
+            _ => None,
         };
+        if let RunStatus::Finished { reason, .. } = &state.status {
+            // It ended, but the parent had not recorded it (a restart in between).
+            return Stored::Ended(Box::new(match reason {
+                FinishReason::Abort => Err(AgentError::Aborted { run_id }),
+                FinishReason::Error => Err(AgentError::Internal {
+                    run_id,
+                    message: "the sub-agent's run had failed".into(),
+                }),
+                _ => Ok(GenerateResult::from_state(&state)),
+            }));
+        }
+        let options = RunOptions::new().abort_signal(ctx.abort_signal().child());
+        let run = match AgentRun::resume(self.agent.clone(), state, options) {
+            Ok(run) => run.with_snapshot_version(stored.version),
+            Err(error) => return Stored::Ended(Box::new(Err(error))),
+        };
+        let run = match &ctx.sub_run {
+            Some(link) => run.delegated(link),
+            None => run,
+        };
+        Stored::Continue(Box::new(run), scope)
+    }
+
+    /// What the parent gets from a delegation that ran: its result text (after the complete
+    /// hook and result references), a failure, or a stop when the sub-agent waits or paused.
+    async fn complete(
+        &self,
+        outcome: Result<GenerateResult, AgentError>,
+        scope: Option<MemoryScope>,
+        ctx: &ToolContext,
+    ) -> Result<Value, ToolError> {
+        let id = self.agent.id();
+        let failed = || format!("The {id:?} agent could not complete the task.");
+        let runtime = ctx.delegation.clone();
+        let options = runtime.as_ref().map(|r| &r.options);
+        let strategy = options.map(|o| o.hook_error_strategy).unwrap_or_default();
+        let references = runtime.as_ref().filter(|r| r.options.references);
+        match &outcome {
+            Err(AgentError::Paused { .. }) => {
+                return Err(ToolError::stop(
+                    "the sub-agent paused",
+                    Stop::SubAgentPaused,
+                ));
+            }
+            // Approvals and suspensions inside the sub-agent stop the parent too, until they
+            // are decided through it; client tools alone do not (the sub-agent cannot get
+            // their results), and are reported below.
+            Ok(result)
+                if ctx.sub_run.is_some()
+                    && result
+                        .waiting
+                        .iter()
+                        .any(|c| !matches!(c.waiting, Waiting::ClientResult)) =>
+            {
+                return Err(ToolError::stop(
+                    "the sub-agent waits for decisions",
+                    Stop::SubAgent(Waiting::SubAgent {
+                        agent_id: id.to_owned(),
+                        run_id: result.run_id.clone(),
+                        calls: result.waiting.clone(),
+                    }),
+                ));
+            }
+            _ => {}
+        }
 
         let include_tool_results = options.is_some_and(|o| o.include_tool_results);
         let mut seen: Result<String, String> = match &outcome {
@@ -378,7 +589,7 @@ impl Tool for DelegationTool {
                     }
                 }
                 Err(error) => {
-                    record_hook_error(&ctx, "onDelegationComplete", id, &error);
+                    record_hook_error(ctx, "onDelegationComplete", id, &error);
                     // On a failed delegation the original failure stands.
                     if strategy == HookErrorStrategy::Throw && seen.is_ok() {
                         seen = Err(failed());
@@ -386,7 +597,9 @@ impl Tool for DelegationTool {
                 }
             }
         }
+        // Background delegations get no references: their results arrive after the turn.
         if let (Some(runtime), Ok(text)) = (references, &mut seen)
+            && ctx.background.is_none()
             && outcome.is_ok()
             && !text.is_empty()
         {
@@ -766,6 +979,17 @@ pub struct MessageFilterContext {
     pub primitive_id: String,
     /// The delegation prompt.
     pub prompt: String,
+}
+
+/// What a delegation call knows of its sub-agent's run: its id (chosen by the parent's driver
+/// before it starts), the store it is saved in (the parent's), the parent's pause signal, and
+/// the parent's ids.
+#[derive(Debug, Clone)]
+pub(crate) struct SubRunContext {
+    pub sub_run: SubRun,
+    pub store: SharedRunStore,
+    pub pause: AbortSignal,
+    pub delegated_by: DelegatedBy,
 }
 
 /// What a run's delegations share with the driver: the options, and what hooks asked of the

@@ -9,8 +9,9 @@ use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::background::{BackgroundDone, BackgroundRuntime};
 use super::delegation::{
-    CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime,
+    CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime, SubRunContext,
 };
 use super::iteration::{IterationContext, TaskCompletion, TaskContext};
 use super::options::BusyThread;
@@ -18,8 +19,8 @@ use super::options::OnIterationComplete;
 use super::options::{ErrorStrategy, StructuredOutput};
 use super::registry::{Lease, Registered, ThreadKey};
 use super::state::{
-    CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
-    RunStatus, SavedApproval, ToolCallRecord, ToolResultRecord, Waiting,
+    CallDecision, CallProgress, DelegatedBy, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings,
+    RunState, RunStatus, SavedApproval, SubRun, ToolCallRecord, ToolResultRecord, Waiting,
 };
 use super::stream::AgentStream;
 use super::{
@@ -38,9 +39,9 @@ use crate::model::{
     Usage,
 };
 use crate::pubsub::thread_topic;
-use crate::run_store::RunPhase;
+use crate::run_store::{RunPhase, SharedRunStore};
 use crate::tool::set::schema_errors;
-use crate::tool::{ApprovalContext, ApprovalPolicy, ToolCallError, ToolContext, ToolWriter};
+use crate::tool::{ApprovalContext, ApprovalPolicy, Stop, ToolCallError, ToolContext, ToolWriter};
 
 /// How long tools that watch the abort signal may take to return after an abort.
 const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -75,6 +76,16 @@ pub struct AgentRun {
     task_completion: Option<TaskCompletion>,
     /// The next model call is the last: no tools, then the run ends.
     last_turn: bool,
+    /// Where the run's snapshots go: the agent's store, or the delegating parent's.
+    store: SharedRunStore,
+    /// Fired to pause the run at its next step boundary.
+    pause: AbortSignal,
+    /// Save a snapshot after every step (delegated runs, so a restart loses no finished step).
+    durable_steps: bool,
+    /// The run's background tasks, once it started one.
+    background: Option<Arc<BackgroundRuntime>>,
+    /// Wait for the background tasks before finishing.
+    until_idle: bool,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -162,9 +173,11 @@ impl AgentRun {
             .on_busy_thread
             .or(d.on_busy_thread)
             .unwrap_or_default();
+        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.busy = busy;
+        run.until_idle = until_idle;
         run.with_hooks(
             options.delegation,
             options.on_iteration_complete,
@@ -224,8 +237,10 @@ impl AgentRun {
             (None, SavedApproval::Never) => ApprovalPolicy::Never,
             (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
         };
+        let until_idle = options.until_idle.unwrap_or(false);
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
+        run.until_idle = until_idle;
         Ok(run.with_hooks(
             options.delegation,
             options.on_iteration_complete,
@@ -247,6 +262,11 @@ impl AgentRun {
     ) -> Self {
         Self {
             run_id: state.run_id.as_str().into(),
+            store: Arc::clone(&agent.inner.run_store),
+            pause: AbortSignal::new(),
+            durable_steps: false,
+            background: None,
+            until_idle: false,
             agent,
             state,
             abort,
@@ -268,6 +288,16 @@ impl AgentRun {
     /// The run's id.
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// Makes this run a delegation of `link`'s parent: its snapshots go to the parent's store
+    /// after every step, and it pauses with the parent.
+    pub(crate) fn delegated(mut self, link: &SubRunContext) -> Self {
+        self.store = Arc::clone(&link.store);
+        self.pause = link.pause.child();
+        self.durable_steps = true;
+        self.state.delegated_by = Some(link.delegated_by.clone());
+        self
     }
 
     /// The run's abort signal.
@@ -307,6 +337,9 @@ impl AgentRun {
         if self.state.is_finished() {
             return Ok(false);
         }
+        if self.pause.is_aborted() && !self.abort.is_aborted() {
+            return Err(self.pause_here().await);
+        }
         let span = tracing::debug_span!(
             "kestrel.step",
             run_id = %self.run_id,
@@ -328,13 +361,38 @@ impl AgentRun {
             return Ok(go_on);
         }
         if self.state.is_finished() {
+            if self.await_background().await? {
+                return Ok(true);
+            }
             if self.continue_for_delivered().await? {
                 return Ok(true);
             }
             self.finish().await?;
             return Ok(false);
         }
+        if self.durable_steps
+            && let Err(e) = self.save_snapshot(RunPhase::Running).await
+        {
+            return Err(self.fail(e).await);
+        }
         Ok(true)
+    }
+
+    /// Stops at a step boundary and saves the run as paused (or as waiting for its sub-agents,
+    /// when a delegation of the pending step has not finished).
+    async fn pause_here(&mut self) -> AgentError {
+        let phase = if self.state.active_sub_runs().is_empty() {
+            RunPhase::Paused
+        } else {
+            RunPhase::WaitingForSubtask
+        };
+        if let Err(e) = self.save_snapshot(phase).await {
+            return self.fail(e).await;
+        }
+        tracing::debug!(run_id = %self.run_id, ?phase, "run paused");
+        AgentError::Paused {
+            run_id: self.state.run_id.clone(),
+        }
     }
 
     /// Runs to the end and returns the result.
@@ -351,10 +409,12 @@ impl AgentRun {
     /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
     /// until the guard is dropped.
     fn register(&self) -> Registered {
-        self.agent
-            .inner
-            .runs
-            .register(&self.run_id, self.abort.clone(), self.thread_key())
+        self.agent.inner.runs.register(
+            &self.run_id,
+            self.abort.clone(),
+            self.pause.clone(),
+            self.thread_key(),
+        )
     }
 
     async fn run_registered(
@@ -391,11 +451,118 @@ impl AgentRun {
             self.lease = Some(lease);
         }
         let outcome = self.drive().await;
+        self.close_background().await;
         self.release_thread().await;
         outcome
     }
 
+    /// With `until_idle`, at a normal end: waits for the next background task to end, adds
+    /// its result to the conversation, and answers it in another step (while steps remain).
+    async fn await_background(&mut self) -> Result<bool, AgentError> {
+        let Some(runtime) = self.background.clone() else {
+            return Ok(false);
+        };
+        let normal_end = matches!(
+            self.state.status,
+            RunStatus::Finished {
+                reason: FinishReason::Stop,
+                ..
+            }
+        );
+        if !self.until_idle || !normal_end {
+            return Ok(false);
+        }
+        while runtime.outstanding() > 0 {
+            let abort = self.abort.clone();
+            let done = tokio::select! {
+                biased;
+                _ = abort.aborted() => {
+                    let e = self.aborted();
+                    return Err(self.fail(e).await);
+                }
+                done = runtime.next() => done,
+            };
+            let Some(done) = done else { break };
+            self.take_background_result(done).await?;
+            if self.state.steps.len() < self.state.max_steps as usize {
+                self.state.reopen();
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Background results that are in, before a model call.
+    async fn take_background_ready(&mut self) -> Result<(), AgentError> {
+        let Some(runtime) = self.background.clone() else {
+            return Ok(());
+        };
+        for done in runtime.ready().await {
+            self.take_background_result(done).await?;
+        }
+        Ok(())
+    }
+
+    /// Reports an ended background task on the stream and puts its result in the
+    /// conversation (stored with the thread).
+    async fn take_background_result(&mut self, done: BackgroundDone) -> Result<(), AgentError> {
+        emit!(self.sink, self.run_id, {
+            let payload = BackgroundTaskPayload {
+                task_id: done.task_id.clone(),
+                tool_name: done.tool_name.clone(),
+                tool_call_id: done.tool_call_id.clone(),
+                run_id: self.state.run_id.clone(),
+                agent_id: self.agent.id().to_owned(),
+                result: Value::String(done.text.clone()),
+                is_error: done.is_error,
+                completed_at: now_ms(),
+            };
+            if done.is_error {
+                EventKind::BackgroundTaskFailed(payload)
+            } else {
+                EventKind::BackgroundTaskCompleted(payload)
+            }
+        });
+        self.state.messages.push(Message::system(done.message()));
+        match self.persist().await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    /// The run stops reading its background tasks: results already in and later ones go to
+    /// its thread.
+    async fn close_background(&mut self) {
+        let Some(runtime) = self.background.take() else {
+            return;
+        };
+        for done in runtime.close().await {
+            super::background::deliver_late(&runtime, done).await;
+        }
+    }
+
+    /// The run's background runtime, created with its first background task.
+    fn background_runtime(&mut self) -> Arc<BackgroundRuntime> {
+        if let Some(runtime) = &self.background {
+            return Arc::clone(runtime);
+        }
+        let fallback = self.memory_scope().map(|scope| (self.agent.clone(), scope));
+        let runtime = Arc::new(BackgroundRuntime::new(
+            Arc::clone(&self.agent.inner.runs.background),
+            fallback,
+        ));
+        self.background = Some(Arc::clone(&runtime));
+        runtime
+    }
+
     async fn drive(&mut self) -> Result<GenerateResult, AgentError> {
+        if self.durable_steps && self.snapshot_version.is_none() {
+            // A delegated run exists in the store from its start, so the parent's snapshot
+            // can always be followed to it.
+            if let Err(e) = self.save_snapshot(RunPhase::Running).await {
+                return Err(self.fail(e).await);
+            }
+        }
         while self.step().await? {}
         Ok(GenerateResult::from_state(&self.state))
     }
@@ -685,6 +852,7 @@ impl AgentRun {
         if let Err(e) = self.take_delivered().await {
             return Err(self.fail(e).await);
         }
+        self.take_background_ready().await?;
         match self.call_model(model, system).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.fail(e).await),
@@ -1052,6 +1220,12 @@ impl AgentRun {
         }
     }
 
+    /// The sub-agent a call delegates to, if it is a delegation call.
+    fn delegation_target(&self, tool_name: &str) -> Option<&Agent> {
+        let id = tool_name.strip_prefix(DELEGATION_TOOL_PREFIX)?;
+        self.agent.inner.sub_agents.get(id)
+    }
+
     /// Whether a call needs approval: the tool's policy or the run's. An unknown tool needs
     /// none (its call fails at validation).
     fn needs_approval(&self, call: &ToolCallRecord) -> bool {
@@ -1138,6 +1312,11 @@ impl AgentRun {
                     progress.waiting = None;
                     to_run.push((index, Some(data)));
                 }
+                Some(CallDecision::SubAgent) => {
+                    // The decision is in the sub-agent's run: the delegation continues it.
+                    progress.waiting = None;
+                    to_run.push((index, None));
+                }
                 None if progress.waiting.is_some() => {}
                 None if progress.requires_approval && !progress.approved => {
                     progress.waiting = Some(Waiting::Approval);
@@ -1151,6 +1330,35 @@ impl AgentRun {
                 emit_result(&sink, &run_id, result).await;
             }
         }
+        // Each delegation gets its sub-agent's run id before it starts, and the run is saved as
+        // waiting for them: a restart finds the sub-agents' runs from here.
+        let mut delegates = false;
+        let mut background = Vec::new();
+        for (index, _) in &to_run {
+            let progress = &mut calls[*index];
+            if let Some(config) = self.agent.inner.background.get(&progress.call.tool_name) {
+                // A background delegation does not make the run wait.
+                background.push((*index, config));
+                continue;
+            }
+            if progress.sub_run.is_none()
+                && let Some(agent) = self.delegation_target(&progress.call.tool_name)
+            {
+                progress.sub_run = Some(SubRun {
+                    agent_id: agent.id().to_owned(),
+                    run_id: crate::id::new_id(),
+                });
+            }
+            delegates |= progress.sub_run.is_some();
+        }
+        if delegates {
+            if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
+                saved.clone_from(&calls);
+            }
+            if let Err(e) = self.save_snapshot(RunPhase::WaitingForSubtask).await {
+                return Err(self.fail(e).await);
+            }
+        }
         let tools = &self.agent.inner.tools;
         let conversation = calls
             .iter()
@@ -1161,6 +1369,7 @@ impl AgentRun {
                     .is_some_and(|t| t.needs_conversation())
             })
             .then(|| Arc::from(self.state.messages.as_slice()));
+        let runtime = (!background.is_empty()).then(|| self.background_runtime());
         let base = Arc::new(CallBase {
             conversation,
             delegation: self.delegation.clone(),
@@ -1171,21 +1380,36 @@ impl AgentRun {
             request_context: self.request_context.clone(),
             abort: self.abort.clone(),
             sink: self.sink.clone(),
+            store: Arc::clone(&self.store),
+            pause: self.pause.clone(),
+            agent_id: self.agent.id().to_owned(),
         });
+        let background_of = |index: usize| {
+            let config = background.iter().find(|(i, _)| *i == index)?.1;
+            Some((config, Arc::clone(runtime.as_ref()?)))
+        };
         let agent = self.agent.clone();
+        let mut paused = false;
         {
             // `buffered` runs up to the limit at once and yields outcomes in the model's order.
             let jobs: Vec<_> = to_run
                 .into_iter()
-                .map(|(index, resume)| (index, calls[index].call.clone(), resume))
+                .map(|(index, resume)| {
+                    let progress = &calls[index];
+                    let how = CallExtras {
+                        resume_data: resume,
+                        sub_run: progress.sub_run.clone(),
+                        background: background_of(index),
+                    };
+                    (index, progress.call.clone(), how)
+                })
                 .collect();
-            let mut outcomes =
-                futures::stream::iter(jobs.into_iter().map(|(index, call, resume)| {
-                    let agent = agent.clone();
-                    let base = base.clone();
-                    async move { (index, execute_call(agent, call, base, resume).await) }
-                }))
-                .buffered(self.state.settings.tool_concurrency);
+            let mut outcomes = futures::stream::iter(jobs.into_iter().map(|(index, call, how)| {
+                let agent = agent.clone();
+                let base = base.clone();
+                async move { (index, execute_call(agent, call, base, how).await) }
+            }))
+            .buffered(self.state.settings.tool_concurrency);
             loop {
                 let next = tokio::select! {
                     biased;
@@ -1208,11 +1432,22 @@ impl AgentRun {
                         emit_result(&sink, &run_id, &record).await;
                         calls[index].result = Some(record);
                     }
-                    CallOutcome::Suspended(payload) => {
+                    CallOutcome::Stopped(Stop::Suspend(payload)) => {
                         calls[index].waiting = Some(Waiting::Resume { payload });
                     }
+                    CallOutcome::Stopped(Stop::SubAgent(waiting)) => {
+                        calls[index].waiting = Some(waiting);
+                    }
+                    CallOutcome::Stopped(Stop::SubAgentPaused) => paused = true,
                 }
             }
+        }
+        if paused {
+            // A sub-agent paused: so does this run, still waiting for it.
+            if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
+                *saved = calls;
+            }
+            return Err(self.pause_here().await);
         }
         if calls.iter().any(|c| c.waiting.is_some()) {
             return self.suspend(calls).await;
@@ -1275,13 +1510,14 @@ impl AgentRun {
                         args: waiting.args,
                         resume_schema: APPROVAL_RESUME_SCHEMA.to_owned(),
                         fingerprint: waiting.fingerprint,
+                        via: waiting.via,
                     }),
                     Waiting::Resume { payload } => {
+                        // The schema is the tool's, in whichever (sub-)agent makes the call.
                         let resume_schema = self
                             .agent
-                            .inner
-                            .tools
-                            .get(&waiting.tool_name)
+                            .agent_at(&waiting.via)
+                            .and_then(|agent| agent.inner.tools.get(&waiting.tool_name).cloned())
                             .and_then(|tool| tool.resume_schema().map(Value::to_string))
                             .unwrap_or_default();
                         EventKind::ToolCallSuspended(ToolCallSuspendedPayload {
@@ -1291,10 +1527,12 @@ impl AgentRun {
                             suspend_payload: payload,
                             resume_schema,
                             fingerprint: waiting.fingerprint,
+                            via: waiting.via,
                         })
                     }
-                    // The `tool-call` event already told the caller what to run.
-                    Waiting::ClientResult => continue,
+                    // The `tool-call` event already told the caller what to run; a
+                    // sub-agent's waiting calls are listed in place of its delegation.
+                    Waiting::ClientResult | Waiting::SubAgent { .. } => continue,
                 };
                 self.sink
                     .emit(Event::agent(self.run_id.clone(), kind))
@@ -1309,9 +1547,7 @@ impl AgentRun {
     async fn save_snapshot(&mut self, phase: RunPhase) -> Result<(), AgentError> {
         self.state.request_context = self.request_context.to_map();
         let version = self
-            .agent
-            .inner
-            .run_store
+            .store
             .save(&self.state, phase, self.snapshot_version)
             .await
             .map_err(|source| AgentError::RunStore {
@@ -1493,31 +1729,43 @@ struct CallBase {
     request_context: RequestContext,
     abort: AbortSignal,
     sink: EventSink,
+    /// Where delegated sub-agents' runs are stored.
+    store: SharedRunStore,
+    pause: AbortSignal,
+    agent_id: String,
 }
 
-/// How a tool call ended: a result, or the tool suspended the run.
+/// What one call brings beyond the call itself.
+struct CallExtras {
+    /// Resume data, for a suspended call that is resumed.
+    resume_data: Option<Value>,
+    /// The sub-agent's run, for a delegation.
+    sub_run: Option<SubRun>,
+    /// Background settings, for a background delegation.
+    background: Option<(crate::agent::BackgroundTool, Arc<BackgroundRuntime>)>,
+}
+
+/// How a tool call ended: a result, or the call stops the run.
 enum CallOutcome {
     Done(ToolResultRecord),
-    Suspended(Value),
+    Stopped(Stop),
 }
 
 async fn execute_call(
     agent: Agent,
     call: ToolCallRecord,
     base: Arc<CallBase>,
-    resume_data: Option<Value>,
+    how: CallExtras,
 ) -> CallOutcome {
     let span = tracing::debug_span!(
         "kestrel.tool_call",
         tool = %call.tool_name,
         tool_call_id = %call.tool_call_id,
     );
-    let outcome = run_tool(&agent, &call, &base, resume_data)
-        .instrument(span)
-        .await;
+    let outcome = run_tool(&agent, &call, &base, how).instrument(span).await;
     let (result, is_error) = match outcome {
         Ok(RunTool::Value(value)) => (value, false),
-        Ok(RunTool::Suspended(payload)) => return CallOutcome::Suspended(payload),
+        Ok(RunTool::Stopped(stop)) => return CallOutcome::Stopped(stop),
         Err(error) => {
             tracing::debug!(run_id = %base.run_id, tool = %call.tool_name, %error, "tool call failed");
             (Value::String(error.to_string()), true)
@@ -1535,15 +1783,20 @@ async fn execute_call(
 /// What a tool's `execute` gave back.
 enum RunTool {
     Value(Value),
-    Suspended(Value),
+    Stopped(Stop),
 }
 
 async fn run_tool(
     agent: &Agent,
     call: &ToolCallRecord,
     base: &CallBase,
-    resume_data: Option<Value>,
+    how: CallExtras,
 ) -> Result<RunTool, ToolCallError> {
+    let CallExtras {
+        resume_data,
+        sub_run,
+        background,
+    } = how;
     let tool_name = call.tool_name.clone();
     if let Some(error) = &call.parse_error {
         return Err(ToolCallError::InvalidJson {
@@ -1571,6 +1824,17 @@ async fn run_tool(
         conversation: base.conversation.clone(),
         delegation: base.delegation.clone(),
         step: base.step,
+        sub_run: sub_run.map(|sub_run| SubRunContext {
+            sub_run,
+            store: Arc::clone(&base.store),
+            pause: base.pause.clone(),
+            delegated_by: DelegatedBy {
+                agent_id: base.agent_id.clone(),
+                run_id: base.run_id.to_string(),
+                tool_call_id: call.tool_call_id.clone(),
+            },
+        }),
+        background,
     };
     // A panicking tool fails its own call, not the run.
     match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))
@@ -1578,8 +1842,8 @@ async fn run_tool(
         .await
     {
         Ok(Ok(value)) => Ok(RunTool::Value(value)),
-        Ok(Err(error)) => match error.into_suspension() {
-            Ok(payload) => {
+        Ok(Err(error)) => match error.into_stop() {
+            Ok(Stop::Suspend(payload)) => {
                 if let Some(schema) = registered.tool.suspend_schema() {
                     let errors = schema_errors(schema, &payload);
                     if !errors.is_empty() {
@@ -1593,8 +1857,9 @@ async fn run_tool(
                         });
                     }
                 }
-                Ok(RunTool::Suspended(payload))
+                Ok(RunTool::Stopped(Stop::Suspend(payload)))
             }
+            Ok(stop) => Ok(RunTool::Stopped(stop)),
             Err(error) => Err(ToolCallError::Execution {
                 tool: tool_name,
                 message: error.message().to_string(),

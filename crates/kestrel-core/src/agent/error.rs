@@ -42,6 +42,21 @@ pub enum AgentBuildError {
         /// The agent id.
         agent: String,
     },
+    /// `background_tasks` names tools that are not delegations to this agent's sub-agents.
+    #[error(
+        "agent {agent:?}: background_tasks names {}, which {} not among its sub-agents ({})",
+        unknown.join(", "),
+        if unknown.len() == 1 { "is" } else { "are" },
+        if known.is_empty() { "it has none".to_owned() } else { known.join(", ") }
+    )]
+    UnknownBackgroundTool {
+        /// The agent id.
+        agent: String,
+        /// The names that match no sub-agent.
+        unknown: Vec<String>,
+        /// The sub-agents' ids.
+        known: Vec<String>,
+    },
 }
 
 /// A boxed error from user code (instructions or model functions).
@@ -105,6 +120,12 @@ pub enum AgentError {
         /// The run.
         run_id: String,
     },
+    /// The run was paused at a step boundary; [`crate::agent::Agent::resume_run`] continues it.
+    #[error("run {run_id} was paused; continue it with resume_run")]
+    Paused {
+        /// The run.
+        run_id: String,
+    },
     /// A run state could not be continued.
     #[error("cannot continue run {run_id}: {message}")]
     InvalidRunState {
@@ -155,6 +176,7 @@ impl AgentError {
             }
             AgentError::Memory { source, .. } => format!("memory failed: {source}"),
             AgentError::Aborted { .. } => "the run was aborted".into(),
+            AgentError::Paused { .. } => "the run was paused".into(),
             AgentError::InvalidRunState { message, .. } => message.clone(),
             AgentError::RunStore { source, .. } => format!("saving the run failed: {source}"),
             AgentError::ThreadBusy {
@@ -175,6 +197,7 @@ impl AgentError {
             | AgentError::StructuredOutput { run_id, .. }
             | AgentError::Memory { run_id, .. }
             | AgentError::Aborted { run_id }
+            | AgentError::Paused { run_id }
             | AgentError::InvalidRunState { run_id, .. }
             | AgentError::RunStore { run_id, .. }
             | AgentError::ThreadBusy { run_id, .. }
@@ -191,6 +214,7 @@ impl AgentError {
             AgentError::StructuredOutput { .. } => "structured-output",
             AgentError::Memory { .. } => "memory",
             AgentError::Aborted { .. } => "abort",
+            AgentError::Paused { .. } => "paused",
             AgentError::InvalidRunState { .. } => "invalid-run-state",
             AgentError::RunStore { .. } => "run-store",
             AgentError::ThreadBusy { .. } => "thread-busy",

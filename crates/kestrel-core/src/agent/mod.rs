@@ -6,12 +6,14 @@
 //! [`Agent::continue_run`] expose that machinery to drive a run step by step, stop it, store it
 //! and continue it in another process.
 
+pub mod background;
 mod builder;
 mod control;
 pub mod delegation;
 mod driver;
 mod error;
 pub mod iteration;
+mod lifecycle;
 mod options;
 pub(crate) mod registry;
 mod result;
@@ -19,6 +21,7 @@ mod state;
 mod stream;
 mod threads;
 
+pub use background::{BackgroundTasks, BackgroundTool};
 pub use builder::AgentBuilder;
 pub use control::{
     DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
@@ -29,13 +32,15 @@ pub use delegation::{
 };
 pub use driver::AgentRun;
 pub use error::{AgentBuildError, AgentError, BoxError};
+pub use lifecycle::RunRef;
 pub use options::{
     BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
 };
 pub use result::GenerateResult;
 pub use state::{
-    CallDecision, CallProgress, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState,
-    RunStatus, StepResult, ToolCallRecord, ToolResultRecord, Waiting, WaitingCall,
+    CallDecision, CallProgress, DelegatedBy, DelegationHop, MIN_RUN_STATE_VERSION,
+    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, StepResult, SubRun, ToolCallRecord,
+    ToolResultRecord, Waiting, WaitingCall,
 };
 pub use stream::{AgentStream, TextStream};
 pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
@@ -92,6 +97,10 @@ pub(crate) struct AgentInner {
     pub(crate) run_store_explicit: bool,
     /// Runs in progress, thread leases and the pub/sub (shared by a `Kestrel` instance).
     pub(crate) runs: Arc<registry::RunRegistry>,
+    /// The sub-agents of `agents(..)`, by id (their delegation tools are in `tools`).
+    pub(crate) sub_agents: std::collections::HashMap<String, Agent>,
+    /// Which delegation tools run in the background.
+    pub(crate) background: background::BackgroundTasks,
 }
 
 /// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
@@ -146,6 +155,20 @@ impl Agent {
         self.inner.max_steps
     }
 
+    /// The sub-agent with this id, among those given to [`AgentBuilder::agents`].
+    pub fn sub_agent(&self, id: &str) -> Option<&Agent> {
+        self.inner.sub_agents.get(id)
+    }
+
+    /// The (sub-)agent at the end of a delegation path from this agent.
+    pub(crate) fn agent_at(&self, via: &[DelegationHop]) -> Option<&Agent> {
+        let mut agent = self;
+        for hop in via {
+            agent = agent.inner.sub_agents.get(&hop.agent_id)?;
+        }
+        Some(agent)
+    }
+
     /// Where this agent's stopped runs are saved.
     pub fn run_store(&self) -> &SharedRunStore {
         &self.inner.run_store
@@ -178,6 +201,8 @@ impl Agent {
                 run_store,
                 run_store_explicit: i.run_store_explicit,
                 runs: Arc::clone(registry),
+                sub_agents: i.sub_agents.clone(),
+                background: i.background.clone(),
             }),
         }
     }

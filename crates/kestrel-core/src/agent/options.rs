@@ -109,6 +109,9 @@ pub struct RunOptions {
     pub on_iteration_complete: Option<OnIterationComplete>,
     /// Scorers that judge each final answer; until they pass, the loop goes on.
     pub is_task_complete: Option<TaskCompletion>,
+    /// Keep the run (and its stream) going until every background task it started has ended
+    /// and its result was answered (Mastra's `untilIdle`).
+    pub until_idle: Option<bool>,
 }
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
@@ -173,6 +176,13 @@ impl RunOptions {
     /// Hooks and settings of this run's delegations to sub-agents.
     pub fn delegation(mut self, delegation: DelegationOptions) -> Self {
         self.delegation = Some(delegation);
+        self
+    }
+
+    /// Waits for the run's background tasks before it finishes (see
+    /// [`crate::agent::background`]).
+    pub fn until_idle(mut self, until_idle: bool) -> Self {
+        self.until_idle = Some(until_idle);
         self
     }
 

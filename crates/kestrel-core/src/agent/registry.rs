@@ -24,6 +24,7 @@ pub(crate) type Inbox = Arc<Mutex<Option<Vec<Message>>>>;
 
 struct ActiveRun {
     abort: AbortSignal,
+    pause: AbortSignal,
     thread: Option<ThreadKey>,
 }
 
@@ -40,6 +41,8 @@ pub(crate) struct RunRegistry {
     runs: Mutex<HashMap<String, ActiveRun>>,
     threads: Mutex<Threads>,
     pub(crate) pubsub: SharedPubSub,
+    /// The limit on background tasks running at once.
+    pub(crate) background: Arc<tokio::sync::Semaphore>,
 }
 
 impl std::fmt::Debug for RunRegistry {
@@ -68,6 +71,9 @@ impl RunRegistry {
             runs: Mutex::new(HashMap::new()),
             threads: Mutex::new(Threads::default()),
             pubsub,
+            background: Arc::new(tokio::sync::Semaphore::new(
+                super::background::DEFAULT_BACKGROUND_CONCURRENCY,
+            )),
         }
     }
 
@@ -76,9 +82,17 @@ impl RunRegistry {
         self: &Arc<Self>,
         run_id: &str,
         abort: AbortSignal,
+        pause: AbortSignal,
         thread: Option<ThreadKey>,
     ) -> Registered {
-        lock(&self.runs).insert(run_id.to_owned(), ActiveRun { abort, thread });
+        lock(&self.runs).insert(
+            run_id.to_owned(),
+            ActiveRun {
+                abort,
+                pause,
+                thread,
+            },
+        );
         Registered {
             registry: Arc::clone(self),
             run_id: run_id.to_owned(),
@@ -94,6 +108,23 @@ impl RunRegistry {
             }
             None => false,
         }
+    }
+
+    /// Asks a run in progress to pause at its next step boundary (its active sub-agents too);
+    /// `false` when no such run is in progress.
+    pub(crate) fn pause_run(&self, run_id: &str) -> bool {
+        match lock(&self.runs).get(run_id) {
+            Some(run) => {
+                run.pause.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the run is in progress in this process.
+    pub(crate) fn is_active(&self, run_id: &str) -> bool {
+        lock(&self.runs).contains_key(run_id)
     }
 
     /// Fires the abort signals of every run in progress on the thread (running or waiting for

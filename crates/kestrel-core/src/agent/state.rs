@@ -16,8 +16,10 @@ use crate::message::{Message, Part, Role};
 use crate::model::{FinishReason, ModelSettings, ToolChoice, Usage};
 
 /// The version of the serialised [`RunState`] this build writes. Version 2 added the per-call
-/// progress of a step's tool calls and the `suspended` status; version 1 states still load.
-pub const RUN_STATE_VERSION: u32 = 2;
+/// progress of a step's tool calls and the `suspended` status; version 3 the delegation links
+/// (`delegatedBy`, a call's `subRun`, calls waiting on a sub-agent). Versions 1 and 2 still
+/// load.
+pub const RUN_STATE_VERSION: u32 = 3;
 
 /// The oldest serialised [`RunState`] version this build reads.
 pub const MIN_RUN_STATE_VERSION: u32 = 1;
@@ -86,6 +88,16 @@ pub enum Waiting {
     },
     /// The caller's result: a client tool has no `execute`.
     ClientResult,
+    /// A delegated sub-agent's run stopped on calls of its own (approvals, suspensions, at any
+    /// depth); deciding on one of them through this run continues the sub-agent, then this run.
+    SubAgent {
+        /// The sub-agent.
+        agent_id: String,
+        /// Its run.
+        run_id: String,
+        /// What that run waits for (its own calls and, further down, its sub-agents').
+        calls: Vec<WaitingCall>,
+    },
 }
 
 /// A decision about a waiting tool call, recorded in the state before the run continues.
@@ -111,6 +123,30 @@ pub enum CallDecision {
         /// Whether the client reports a failure.
         is_error: bool,
     },
+    /// A decision was recorded on the delegated sub-agent's run: continue it.
+    SubAgent,
+}
+
+/// The run a delegation call started: where its progress is stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubRun {
+    /// The sub-agent.
+    pub agent_id: String,
+    /// Its run (chosen before it starts, so the parent's snapshot can name it).
+    pub run_id: String,
+}
+
+/// The run that delegated this one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DelegatedBy {
+    /// The parent's agent.
+    pub agent_id: String,
+    /// The parent's run.
+    pub run_id: String,
+    /// The parent's delegation call.
+    pub tool_call_id: String,
 }
 
 /// One tool call of the step whose tools are pending, and how far it got.
@@ -134,6 +170,9 @@ pub struct CallProgress {
     /// Its result, once it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<ToolResultRecord>,
+    /// For a delegation: the sub-agent's run, once chosen (it may outlive this process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_run: Option<SubRun>,
     /// Identifies this call with these arguments in this step: what a decision names.
     pub fingerprint: String,
 }
@@ -149,6 +188,7 @@ impl CallProgress {
             waiting: None,
             decision: None,
             result: None,
+            sub_run: None,
             fingerprint,
         }
     }
@@ -168,10 +208,27 @@ pub struct WaitingCall {
     pub waiting: Waiting,
     /// What a decision about it may name to make sure it decides on this call.
     pub fingerprint: String,
+    /// For a call of a delegated sub-agent (at any depth): the delegations it sits under, from
+    /// the run asked down to the run that makes the call. Empty for the run's own calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<DelegationHop>,
+}
+
+/// One delegation on the way from a run to a call of one of its sub-agents.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DelegationHop {
+    /// The delegation's tool call id (in the run above).
+    pub tool_call_id: String,
+    /// The sub-agent.
+    pub agent_id: String,
+    /// The sub-agent's run.
+    pub run_id: String,
 }
 
 impl CallProgress {
-    /// The call as a [`WaitingCall`], if it waits.
+    /// The call as a [`WaitingCall`], if it waits on something of its own (a call waiting on
+    /// a sub-agent is listed as that sub-agent's calls: see [`RunState::waiting_calls`]).
     pub fn as_waiting(&self) -> Option<WaitingCall> {
         Some(WaitingCall {
             tool_call_id: self.call.tool_call_id.clone(),
@@ -179,7 +236,36 @@ impl CallProgress {
             args: self.call.args.clone(),
             waiting: self.waiting.clone()?,
             fingerprint: self.fingerprint.clone(),
+            via: Vec::new(),
         })
+    }
+
+    /// What the call waits for, as callers see it: itself, or the calls of the sub-agent it
+    /// delegated to, each with the delegation in its path.
+    pub fn waiting_calls(&self) -> Vec<WaitingCall> {
+        match &self.waiting {
+            None => Vec::new(),
+            Some(Waiting::SubAgent {
+                agent_id,
+                run_id,
+                calls,
+            }) => calls
+                .iter()
+                .map(|nested| {
+                    let mut nested = nested.clone();
+                    nested.via.insert(
+                        0,
+                        DelegationHop {
+                            tool_call_id: self.call.tool_call_id.clone(),
+                            agent_id: agent_id.clone(),
+                            run_id: run_id.clone(),
+                        },
+                    );
+                    nested
+                })
+                .collect(),
+            Some(_) => self.as_waiting().into_iter().collect(),
+        }
     }
 }
 
@@ -309,6 +395,10 @@ pub struct RunState {
     /// How many messages at the start of the input are context memory never stores.
     #[serde(default)]
     pub context_len: usize,
+    /// When this run is a delegation: the parent run it answers to. Decisions on it go through
+    /// the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegated_by: Option<DelegatedBy>,
 }
 
 impl RunState {
@@ -338,6 +428,7 @@ impl RunState {
             memory_loaded: false,
             persisted: 0,
             context_len: 0,
+            delegated_by: None,
         }
     }
 
@@ -492,12 +583,26 @@ impl RunState {
         matches!(self.status, RunStatus::Suspended { .. })
     }
 
-    /// The calls a stopped run waits for, in the model's order.
+    /// The calls a stopped run waits for, in the model's order; a call that waits on a
+    /// delegated sub-agent is replaced by what that sub-agent waits for (see
+    /// [`WaitingCall::via`]).
     pub fn waiting_calls(&self) -> Vec<WaitingCall> {
         match &self.status {
             RunStatus::Suspended { calls, .. } => {
-                calls.iter().filter_map(CallProgress::as_waiting).collect()
+                calls.iter().flat_map(CallProgress::waiting_calls).collect()
             }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The sub-agent runs of the pending step's delegation calls that have no result yet.
+    pub fn active_sub_runs(&self) -> Vec<SubRun> {
+        match &self.status {
+            RunStatus::ToolsPending { calls, .. } | RunStatus::Suspended { calls, .. } => calls
+                .iter()
+                .filter(|c| c.result.is_none())
+                .filter_map(|c| c.sub_run.clone())
+                .collect(),
             _ => Vec::new(),
         }
     }

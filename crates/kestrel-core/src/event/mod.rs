@@ -166,6 +166,46 @@ event_kinds! {
     Error(ErrorPayload) = "error",
     /// The run was aborted.
     Abort(AbortPayload) = "abort",
+    /// A tool call (a background delegation) went on in the background; the run did not wait.
+    BackgroundTaskStarted(BackgroundTaskStartedPayload) = "background-task-started",
+    /// A background task finished; its result reaches the model in the next step.
+    BackgroundTaskCompleted(BackgroundTaskPayload) = "background-task-completed",
+    /// A background task failed or timed out; the model is told in the next step.
+    BackgroundTaskFailed(BackgroundTaskPayload) = "background-task-failed",
+}
+
+/// Payload of `background-task-started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTaskStartedPayload {
+    /// The task (also the sub-agent's run id, for a delegation).
+    pub task_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The call it runs for.
+    pub tool_call_id: String,
+}
+
+/// Payload of `background-task-completed` and `background-task-failed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTaskPayload {
+    /// The task.
+    pub task_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The call it ran for.
+    pub tool_call_id: String,
+    /// The run that started it.
+    pub run_id: String,
+    /// The agent of that run.
+    pub agent_id: String,
+    /// What the model is shown: the result text, or (when failed) a generic message.
+    pub result: Value,
+    /// Whether it failed.
+    pub is_error: bool,
+    /// When it ended (milliseconds since the Unix epoch).
+    pub completed_at: u64,
 }
 
 /// Payload of `start`.
@@ -294,6 +334,10 @@ pub struct ToolCallApprovalPayload {
     /// Names this call with these arguments in this step; pass it with the decision to make
     /// sure the decision is about what the person saw.
     pub fingerprint: String,
+    /// For a call of a delegated sub-agent: the delegations it sits under, from this run down
+    /// (decide on it with this run's id and the call's id). Empty for the run's own calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::agent::DelegationHop>,
 }
 
 /// Payload of `tool-call-suspended`.
@@ -312,6 +356,10 @@ pub struct ToolCallSuspendedPayload {
     pub resume_schema: String,
     /// Names this suspension; pass it with the resume data to make sure it answers this one.
     pub fingerprint: String,
+    /// For a call of a delegated sub-agent: the delegations it sits under, from this run down
+    /// (decide on it with this run's id and the call's id). Empty for the run's own calls.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::agent::DelegationHop>,
 }
 
 /// Payload of `tool-output`.

@@ -26,6 +26,13 @@ pub struct ToolContext {
     pub(crate) delegation: Option<Arc<crate::agent::delegation::DelegationRuntime>>,
     /// The run's step (0 for the first model call).
     pub(crate) step: u32,
+    /// For a delegation call: the sub-agent's run and where it is stored.
+    pub(crate) sub_run: Option<crate::agent::delegation::SubRunContext>,
+    /// For a background delegation: its settings and where it reports.
+    pub(crate) background: Option<(
+        crate::agent::BackgroundTool,
+        Arc<crate::agent::background::BackgroundRuntime>,
+    )>,
 }
 
 impl ToolContext {
@@ -52,6 +59,8 @@ impl ToolContext {
             conversation: None,
             delegation: None,
             step: 0,
+            sub_run: None,
+            background: None,
         }
     }
 
@@ -199,5 +208,14 @@ impl ToolWriter {
             ))
             .await;
         Ok(())
+    }
+
+    /// Emits an event of the run itself (not nested under the call).
+    pub(crate) async fn emit(&self, kind: EventKind) {
+        if self.sink.is_observed() {
+            self.sink
+                .emit(Event::agent(self.run_id.clone(), kind))
+                .await;
+        }
     }
 }

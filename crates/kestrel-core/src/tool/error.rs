@@ -10,7 +10,18 @@ pub struct ToolError {
     message: String,
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
     /// Set when the tool suspended itself rather than failed.
-    suspension: Option<serde_json::Value>,
+    stop: Option<Stop>,
+}
+
+/// Why a tool call stops the run instead of giving a result.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The tool suspended itself with this payload.
+    Suspend(serde_json::Value),
+    /// A delegated sub-agent's run waits for decisions (a [`crate::agent::Waiting::SubAgent`]).
+    SubAgent(crate::agent::Waiting),
+    /// A delegated sub-agent's run was paused.
+    SubAgentPaused,
 }
 
 impl ToolError {
@@ -19,29 +30,34 @@ impl ToolError {
         Self {
             message: message.into(),
             source: None,
-            suspension: None,
+            stop: None,
         }
     }
 
     /// Not an error: the tool asks to stop the run until it is resumed (see
     /// [`crate::tool::ToolContext::suspend`]).
     pub(crate) fn suspension(payload: serde_json::Value) -> Self {
+        Self::stop("the tool suspended the run", Stop::Suspend(payload))
+    }
+
+    /// Not an error: the call stops the run (a suspension, or a sub-agent that waits).
+    pub(crate) fn stop(message: &str, stop: Stop) -> Self {
         Self {
-            message: "the tool suspended the run".into(),
+            message: message.into(),
             source: None,
-            suspension: Some(payload),
+            stop: Some(stop),
         }
     }
 
     /// Whether the tool suspended itself (see [`crate::tool::ToolContext::suspend`]).
     pub fn is_suspension(&self) -> bool {
-        self.suspension.is_some()
+        matches!(self.stop, Some(Stop::Suspend(_)))
     }
 
-    /// The suspension payload, when the tool suspended itself.
-    pub(crate) fn into_suspension(self) -> Result<serde_json::Value, Self> {
-        match self.suspension {
-            Some(payload) => Ok(payload),
+    /// Why the call stops the run, when it does.
+    pub(crate) fn into_stop(mut self) -> Result<Stop, Self> {
+        match self.stop.take() {
+            Some(stop) => Ok(stop),
             None => Err(self),
         }
     }
@@ -76,7 +92,7 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
         Self {
             message: error.to_string(),
             source: Some(Box::new(error)),
-            suspension: None,
+            stop: None,
         }
     }
 }

@@ -22,6 +22,7 @@ pub use approval::ApprovalPolicy;
 pub(crate) use builder::schema_of;
 pub use builder::{FnTool, ToolBuilder, create_tool};
 pub use context::{ToolContext, ToolWriter};
+pub(crate) use error::Stop;
 pub use error::{ToolCallError, ToolError};
 pub use set::{ToolDefinitionError, ToolSet, violations};
 

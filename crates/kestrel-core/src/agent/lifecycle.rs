@@ -1,0 +1,230 @@
+//! Pausing, resuming and aborting runs by id, also runs no process drives any more.
+//!
+//! A run that delegates is saved as waiting for its sub-agent's run
+//! ([`RunPhase::WaitingForSubtask`]), and a delegated run saves a snapshot after every step,
+//! in the same store. So when the process stops mid-delegation, nothing is lost: a new
+//! process on the same store calls [`Agent::resume_run`] with the parent's id, the parent's
+//! pending delegation finds its sub-agent's run in the store (lazily, only then), continues it
+//! from its last finished step, and the parent continues with its result.
+//!
+//! Operations on a parent reach its sub-agents: [`Agent::pause_run`] pauses the active
+//! sub-agent at its next step boundary (and the parent with it), [`Agent::resume_run`]
+//! continues the sub-agent and then the parent, and [`Agent::abort_stored_run`] ends every
+//! unfinished sub-agent run, then the parent. Steps a process was in the middle of when it
+//! stopped run again on resume (tool calls included): delivery is at least once per step.
+
+use futures::future::BoxFuture;
+
+use super::driver::AgentRun;
+use super::state::{RunState, RunStatus, Waiting};
+use super::{Agent, AgentStream, GenerateResult, RunControlError, RunOptions};
+use crate::model::FinishReason;
+use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
+
+/// Names a run for [`Agent::resume_run`] and [`Agent::abort_stored_run`].
+#[derive(Debug, Clone, Default)]
+pub struct RunRef {
+    /// The run.
+    pub run_id: String,
+    /// The resource the caller acts for: a run of another resource is refused as not found.
+    pub resource_id: Option<String>,
+    /// Options of the continued run (its abort signal, request context, hooks).
+    pub options: RunOptions,
+}
+
+impl RunRef {
+    /// The run `run_id`.
+    pub fn new(run_id: impl Into<String>) -> Self {
+        Self {
+            run_id: run_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Refuses the run if it belongs to another resource.
+    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
+        self.resource_id = Some(resource_id.into());
+        self
+    }
+
+    /// Continues the run with these options.
+    pub fn options(mut self, options: RunOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
+impl Agent {
+    /// Asks a run in progress in this process to pause at its next step boundary; an active
+    /// delegation pauses its sub-agent the same way, and the run with it. The paused run is
+    /// saved in the run store; [`Agent::resume_run`] continues it. Returns `false` when no
+    /// such run is in progress here.
+    pub fn pause_run(&self, run_id: &str) -> bool {
+        self.inner.runs.pause_run(run_id)
+    }
+
+    /// Continues a stored run that is paused, waits for a sub-agent, or was being driven by
+    /// a process that stopped: a pending delegation continues its sub-agent's run first
+    /// (found in the store when needed), then this run. Returns the run's stream (same run
+    /// id; no `start` event).
+    ///
+    /// Refused when the run is in progress in this process, waits for a decision (approve,
+    /// decline or resume its calls instead), is finished, or is a delegated sub-agent's run
+    /// (resume its parent). Claiming the run is a compare-and-set on its snapshot: of two
+    /// processes resuming it, one wins.
+    pub async fn resume_run(&self, run: RunRef) -> Result<AgentStream, RunControlError> {
+        Ok(self.claim(run).await?.into_stream())
+    }
+
+    /// [`Agent::resume_run`], run to the end.
+    pub async fn resume_run_generate(
+        &self,
+        run: RunRef,
+    ) -> Result<GenerateResult, RunControlError> {
+        let run = self.claim(run).await?;
+        run.run().await.map_err(RunControlError::Run)
+    }
+
+    async fn claim(&self, target: RunRef) -> Result<AgentRun, RunControlError> {
+        let run_id = target.run_id.clone();
+        let store = self.inner.run_store.clone();
+        let stored = self.load_top_level(&store, &target).await?;
+        if self.inner.runs.is_active(&run_id) {
+            return Err(RunControlError::NotResumable {
+                run_id,
+                action: "resumed",
+                reason: "it is in progress in this process",
+            });
+        }
+        let reason = match stored.phase {
+            RunPhase::Finished => Some("it is finished"),
+            RunPhase::Suspended => {
+                Some("it waits for decisions on its tool calls (approve, decline or resume them)")
+            }
+            RunPhase::Paused | RunPhase::WaitingForSubtask | RunPhase::Running => None,
+        };
+        if let Some(reason) = reason {
+            return Err(RunControlError::NotResumable {
+                run_id,
+                action: "resumed",
+                reason,
+            });
+        }
+        let mut run = AgentRun::resume(self.clone(), stored.state, target.options)
+            .map_err(RunControlError::InvalidState)?;
+        let version = match store
+            .save(run.state(), RunPhase::Running, Some(stored.version))
+            .await
+        {
+            Ok(version) => version,
+            Err(RunStoreError::Conflict { .. }) => {
+                return Err(RunControlError::Conflict { run_id });
+            }
+            Err(source) => return Err(RunControlError::Store { run_id, source }),
+        };
+        Ok(run.with_snapshot_version(version))
+    }
+
+    /// Aborts a run by id, also one no process drives: a run in progress here gets its
+    /// abort signal (its sub-agents stop at their next step, then it does); a stored run
+    /// that is not finished has every unfinished sub-agent run marked aborted, deepest
+    /// first, then itself. Returns how many stored runs were marked (0 for a run in progress
+    /// here, which records its own end).
+    pub async fn abort_stored_run(&self, target: RunRef) -> Result<usize, RunControlError> {
+        let run_id = target.run_id.clone();
+        if self.inner.runs.abort_run(&run_id) {
+            return Ok(0);
+        }
+        let store = self.inner.run_store.clone();
+        let stored = self.load_top_level(&store, &target).await?;
+        if stored.phase == RunPhase::Finished {
+            return Err(RunControlError::NotResumable {
+                run_id,
+                action: "aborted",
+                reason: "it is finished",
+            });
+        }
+        self.abort_tree(store, stored.state, stored.version).await
+    }
+
+    /// The stored run, if it is this agent's (and the caller's resource's) and not a
+    /// delegated sub-agent's (those are resumed and aborted through their parent).
+    async fn load_top_level(
+        &self,
+        store: &SharedRunStore,
+        target: &RunRef,
+    ) -> Result<StoredRun, RunControlError> {
+        let stored = self
+            .load_own(store, &target.run_id, target.resource_id.as_deref())
+            .await?;
+        if let Some(parent) = &stored.state.delegated_by {
+            return Err(RunControlError::Delegated {
+                run_id: target.run_id.clone(),
+                parent_run_id: parent.run_id.clone(),
+            });
+        }
+        Ok(stored)
+    }
+
+    /// Marks the sub-agents' unfinished runs of `state`, then `state`, aborted.
+    fn abort_tree(
+        &self,
+        store: SharedRunStore,
+        mut state: RunState,
+        version: i64,
+    ) -> BoxFuture<'_, Result<usize, RunControlError>> {
+        Box::pin(async move {
+            let mut marked = 0;
+            let mut children: Vec<(String, String)> = state
+                .active_sub_runs()
+                .into_iter()
+                .map(|s| (s.agent_id, s.run_id))
+                .collect();
+            if let RunStatus::Suspended { calls, .. } = &state.status {
+                for call in calls {
+                    if let Some(Waiting::SubAgent {
+                        agent_id, run_id, ..
+                    }) = &call.waiting
+                        && !children.iter().any(|(_, r)| r == run_id)
+                    {
+                        children.push((agent_id.clone(), run_id.clone()));
+                    }
+                }
+            }
+            for (agent_id, child_id) in children {
+                let Some(sub_agent) = self.inner.sub_agents.get(&agent_id) else {
+                    tracing::warn!(run_id = %state.run_id, sub_agent = %agent_id, "a sub-agent of an aborted run is no longer known; its run is left as it is");
+                    continue;
+                };
+                if sub_agent.inner.runs.abort_run(&child_id) {
+                    continue;
+                }
+                let loaded =
+                    store
+                        .load(&child_id)
+                        .await
+                        .map_err(|source| RunControlError::Store {
+                            run_id: child_id.clone(),
+                            source,
+                        })?;
+                if let Some(child) = loaded
+                    && child.phase != RunPhase::Finished
+                {
+                    marked += sub_agent
+                        .abort_tree(store.clone(), child.state, child.version)
+                        .await?;
+                }
+            }
+            let run_id = state.run_id.clone();
+            state.status = RunStatus::Finished {
+                reason: FinishReason::Abort,
+                object: None,
+            };
+            match store.save(&state, RunPhase::Finished, Some(version)).await {
+                Ok(_) => Ok(marked + 1),
+                Err(RunStoreError::Conflict { .. }) => Err(RunControlError::Conflict { run_id }),
+                Err(source) => Err(RunControlError::Store { run_id, source }),
+            }
+        })
+    }
+}
