@@ -6,6 +6,26 @@ use std::sync::{Arc, RwLock};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// The request context key of the resource a run acts for (set by a server that pins an
+/// authenticated caller to a resource).
+pub const RESOURCE_ID_KEY: &str = "kestrel.resourceId";
+
+/// The request context key of the thread a run belongs to.
+pub const THREAD_ID_KEY: &str = "kestrel.threadId";
+
+/// The request context key of the run's id.
+pub const RUN_ID_KEY: &str = "kestrel.runId";
+
+/// Keys that describe the run they were set for, not the request: a delegation's copy of the
+/// context leaves them out, so a sub-agent never runs under its parent's identity (it has its
+/// own thread, resource and run) nor inherits its parent's hook error log.
+pub const RUN_IDENTITY_KEYS: [&str; 4] = [
+    RESOURCE_ID_KEY,
+    THREAD_ID_KEY,
+    RUN_ID_KEY,
+    crate::agent::delegation::DELEGATION_HOOK_ERRORS_KEY,
+];
+
 /// A map of JSON values that travels with a run: to instruction and model functions, to every
 /// tool call, and (as a shallow copy) to delegated sub-agents.
 ///
@@ -52,6 +72,16 @@ impl RequestContext {
     /// An independent copy of the current entries.
     pub fn snapshot(&self) -> RequestContext {
         RequestContext::from(self.to_map())
+    }
+
+    /// An independent copy without the run identity keys ([`RUN_IDENTITY_KEYS`]): what a
+    /// delegated sub-agent gets.
+    pub fn delegation_copy(&self) -> RequestContext {
+        let mut map = self.to_map();
+        for key in RUN_IDENTITY_KEYS {
+            map.remove(key);
+        }
+        RequestContext::from(map)
     }
 
     /// The entries as a plain map.

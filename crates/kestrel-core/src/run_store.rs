@@ -126,6 +126,13 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         &self,
         query: &SuspendedRunsQuery,
     ) -> Result<SuspendedRunsPage, RunStoreError>;
+
+    /// Whether snapshots outlive this process. Runs save the snapshots that only serve a
+    /// restart (a delegating parent waiting for its sub-agent, a sub-agent after each step)
+    /// only to a durable store; stops for a person and pauses are saved to every store.
+    fn is_durable(&self) -> bool {
+        true
+    }
 }
 
 /// A shared run store.
@@ -225,6 +232,10 @@ impl RunStore for InMemoryRunStore {
             }
         }
         Ok(version)
+    }
+
+    fn is_durable(&self) -> bool {
+        false
     }
 
     async fn load(&self, run_id: &str) -> Result<Option<StoredRun>, RunStoreError> {

@@ -8,9 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kestrel_core::agent::AgentBuildError;
 use kestrel_core::agent::delegation::MAX_DELEGATION_DEPTH;
 use kestrel_core::agent::{Agent, AgentError, RunOptions};
-use kestrel_core::context::RequestContext;
+use kestrel_core::context::{
+    RESOURCE_ID_KEY, RUN_ID_KEY, RUN_IDENTITY_KEYS, RequestContext, THREAD_ID_KEY,
+};
 use kestrel_core::event::EventKind;
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{
@@ -223,8 +226,12 @@ async fn the_request_context_is_copied_into_the_sub_agent_and_does_not_leak_back
         .execute(move |_input: Value, ctx| {
             let seen = seen_in_tool.clone();
             async move {
-                *seen.lock().unwrap() = ctx.request_context().get("user");
-                ctx.request_context().set("child-only", "x");
+                let context = ctx.request_context();
+                *seen.lock().unwrap() = Some((
+                    context.get("user"),
+                    RUN_IDENTITY_KEYS.iter().any(|k| context.contains(k)),
+                ));
+                context.set("child-only", "x");
                 Ok::<_, ToolError>("noted")
             }
         });
@@ -251,12 +258,20 @@ async fn the_request_context_is_copied_into_the_sub_agent_and_does_not_leak_back
         .unwrap();
     let context = RequestContext::new();
     context.set("user", "ada");
+    // The parent's identity is its own: the sub-agent runs without it.
+    context.set(RESOURCE_ID_KEY, "ada");
+    context.set(THREAD_ID_KEY, "t-1");
+    context.set(RUN_ID_KEY, "r-1");
     let result = parent
         .generate("go", RunOptions::new().request_context(context.clone()))
         .await
         .unwrap();
     assert_eq!(result.text, "done");
-    assert_eq!(seen.lock().unwrap().clone(), Some(json!("ada")));
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        Some((Some(json!("ada")), false)),
+        "the entries are copied, the run identity keys are not"
+    );
     assert!(!context.contains("child-only"), "the child's change leaked");
 }
 
@@ -812,4 +827,35 @@ async fn a_sub_agent_stopping_on_a_client_tool_is_reported_with_its_pending_call
         "(The \"guide\" agent stopped before finishing: it waits on get_location.)"
     );
     assert_eq!(*pending.lock().unwrap(), ["get_location"]);
+}
+
+#[tokio::test]
+async fn a_sub_agent_that_does_not_exist_is_an_unknown_tool_and_duplicates_do_not_build() {
+    let (research, research_model) = sub_agent("research", "Finds facts", "facts");
+    let parent_model = Arc::new(ScriptedModel::from_fn(|req| match last_results(req) {
+        None => ScriptedResponse::tool_call("d1", "agent-ghost", json!({"prompt": "boo"})),
+        Some(results) => ScriptedResponse::text(results),
+    }));
+    let parent = Agent::builder("parent")
+        .model(parent_model)
+        .agents([research.clone()])
+        .build()
+        .unwrap();
+    let result = parent.generate("go", RunOptions::new()).await.unwrap();
+    assert!(
+        result
+            .text
+            .starts_with("error: Tool \"agent-ghost\" not found. Available tools: agent-research"),
+        "{}",
+        result.text
+    );
+    assert_eq!(research_model.calls(), 0);
+
+    let err = Agent::builder("parent")
+        .model(Arc::new(ScriptedModel::new()))
+        .agents([research.clone(), research])
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, AgentBuildError::Tool { .. }), "{err:?}");
+    assert!(err.to_string().contains("agent-research"), "{err}");
 }

@@ -35,6 +35,24 @@
 //! stored there. Nothing of the sub-agent's run is written to the parent's thread: only the
 //! parent's delegation call and its result are.
 //!
+//! **People in the loop, at any depth.** A sub-agent's tool that needs approval, or that
+//! suspends, stops the sub-agent and then the parent: the parent's stream carries the
+//! `tool-call-approval` / `tool-call-suspended` event (with `via`, the delegation path), its
+//! result lists the call in `waiting`, and the decision is taken with the parent's run id
+//! (`supervisor.approve_tool_call(ToolCallRef::new(parent_run_id, call_id))`): it is recorded
+//! in each run on the way down, the sub-agent's run continues, then the parent's. Client tools
+//! alone do not stop the parent: the sub-agent cannot get their results, so the delegation
+//! reports them as pending (with a warning).
+//!
+//! **Durable delegation** (see [`crate::agent::Agent::resume_run`]). Before a delegation
+//! starts, the parent's snapshot is saved as waiting for the sub-agent's run, whose id it
+//! names; the sub-agent's run saves a snapshot after every step, in the same store. A new
+//! process on that store resumes the parent, which continues the sub-agent from its last
+//! finished step, then itself. Pause and abort by id reach the sub-agents.
+//!
+//! **Background delegations** return at once and report later: see
+//! [`crate::agent::background`].
+//!
 //! A sub-agent is shared by every run that delegates to it and is never changed by them.
 
 use std::collections::HashMap;
@@ -318,7 +336,7 @@ impl DelegationTool {
         let runtime = ctx.delegation.clone();
         let options = runtime.as_ref().map(|r| &r.options);
         let strategy = options.map(|o| o.hook_error_strategy).unwrap_or_default();
-        let request_context = ctx.request_context().snapshot();
+        let request_context = ctx.request_context().delegation_copy();
         let depth = request_context
             .get(DELEGATION_DEPTH_KEY)
             .and_then(|v| v.as_u64())

@@ -295,7 +295,8 @@ impl AgentRun {
     pub(crate) fn delegated(mut self, link: &SubRunContext) -> Self {
         self.store = Arc::clone(&link.store);
         self.pause = link.pause.child();
-        self.durable_steps = true;
+        // Only a store that outlives the process makes step snapshots worth their cost.
+        self.durable_steps = link.store.is_durable();
         self.state.delegated_by = Some(link.delegated_by.clone());
         self
     }
@@ -1351,7 +1352,7 @@ impl AgentRun {
             }
             delegates |= progress.sub_run.is_some();
         }
-        if delegates {
+        if delegates && self.store.is_durable() {
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
                 saved.clone_from(&calls);
             }

@@ -2,7 +2,8 @@
 //!
 //! A run that delegates is saved as waiting for its sub-agent's run
 //! ([`RunPhase::WaitingForSubtask`]), and a delegated run saves a snapshot after every step,
-//! in the same store. So when the process stops mid-delegation, nothing is lost: a new
+//! in the same store (a durable one: with the in-memory default there is no restart to
+//! survive, and only pauses and stops for a person are saved). So when the process stops mid-delegation, nothing is lost: a new
 //! process on the same store calls [`Agent::resume_run`] with the parent's id, the parent's
 //! pending delegation finds its sub-agent's run in the store (lazily, only then), continues it
 //! from its last finished step, and the parent continues with its result.
@@ -87,8 +88,6 @@ impl Agent {
 
     async fn claim(&self, target: RunRef) -> Result<AgentRun, RunControlError> {
         let run_id = target.run_id.clone();
-        let store = self.inner.run_store.clone();
-        let stored = self.load_top_level(&store, &target).await?;
         if self.inner.runs.is_active(&run_id) {
             return Err(RunControlError::NotResumable {
                 run_id,
@@ -96,6 +95,8 @@ impl Agent {
                 reason: "it is in progress in this process",
             });
         }
+        let store = self.inner.run_store.clone();
+        let stored = self.load_top_level(&store, &target).await?;
         let reason = match stored.phase {
             RunPhase::Finished => Some("it is finished"),
             RunPhase::Suspended => {
