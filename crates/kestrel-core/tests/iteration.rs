@@ -10,7 +10,7 @@ use kestrel_core::agent::iteration::{
 use kestrel_core::agent::{Agent, RunOptions};
 use kestrel_core::message::Role;
 use kestrel_core::model::{
-    FinishReason, ModelRequest, ScriptedModel, ScriptedResponse, ToolChoice,
+    FinishReason, ModelRequest, ModelSpec, ScriptedModel, ScriptedResponse, ToolChoice,
 };
 use kestrel_core::tool::{ToolError, create_tool};
 use serde_json::{Value, json};
@@ -197,7 +197,14 @@ async fn the_rubric_scorer_asks_a_judge_model_over_the_criteria() {
         }
     }));
     let (agent, model) = writer();
-    let rubric = RubricScorer::new(judge.clone(), ["Gives a concrete recommendation"]);
+    let rubric = RubricScorer::with_model(
+        ModelSpec::Model(judge.clone()),
+        ["Gives a concrete recommendation"],
+    )
+    .unwrap();
+    // A model string resolves like an agent's; an unknown provider is refused up front.
+    let unknown = RubricScorer::with_model("nowhere/judge", ["Anything"]).unwrap_err();
+    assert!(unknown.to_string().contains("nowhere"), "{unknown}");
     let result = agent
         .generate(
             "Analyse kestrels",

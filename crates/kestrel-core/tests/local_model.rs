@@ -99,7 +99,7 @@ async fn tool_calls_stream_like_hosted_providers() {
     };
     let request = ModelRequest {
         messages: vec![Message::user("Please add 1000 and 2345.")],
-        tools: vec![add_definition()],
+        tools: vec![add_definition()].into(),
         tool_choice: ToolChoice::Required,
         ..ModelRequest::default()
     };
@@ -211,7 +211,7 @@ async fn errors_are_typed() {
     let result = model
         .stream(ModelRequest {
             messages: vec![Message::user("hi")],
-            tools: vec![tool],
+            tools: vec![tool].into(),
             ..ModelRequest::default()
         })
         .await;

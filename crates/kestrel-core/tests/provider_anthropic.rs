@@ -381,7 +381,8 @@ async fn sends_the_documented_request_shape() {
             name: "get_weather".into(),
             description: "Current weather in a city".into(),
             input_schema: json!({ "type": "object", "properties": { "city": { "type": "string" } } }),
-        }],
+        }]
+        .into(),
         tool_choice: ToolChoice::Required,
         settings: ModelSettings {
             temperature: Some(0.5),
@@ -449,7 +450,7 @@ async fn maps_tool_choices_limits_and_json_response_format() {
         ToolChoice::Tool("t".into()),
     ] {
         let request = ModelRequest {
-            tools: tools.clone(),
+            tools: tools.clone().into(),
             tool_choice: choice,
             ..request("Hi")
         };

@@ -737,7 +737,7 @@ async fn sends_the_documented_request_shape() {
     let server = FakeServer::start(vec![Reply::sse(text_transcript())]).await;
     let request = ModelRequest {
         messages: conversation(),
-        tools: vec![weather_tool()],
+        tools: vec![weather_tool()].into(),
         tool_choice: ToolChoice::Tool("get_weather".into()),
         response_format: Some(ResponseFormat::Json {
             schema: json!({ "type": "object" }),
@@ -797,7 +797,7 @@ async fn maps_tool_choices_and_omits_tools_when_there_are_none() {
     let model = model(&server.url);
     for choice in [ToolChoice::Auto, ToolChoice::None, ToolChoice::Required] {
         let request = ModelRequest {
-            tools: vec![weather_tool()],
+            tools: vec![weather_tool()].into(),
             tool_choice: choice,
             ..request("Hi")
         };

@@ -228,6 +228,12 @@ impl AgentBuilder {
                 source,
             })?;
         }
+        let sub_agents: std::collections::HashMap<String, Agent> = self
+            .sub_agents
+            .into_iter()
+            .map(|a| (a.id().to_owned(), a))
+            .collect();
+        let tool_definitions = super::delegation::ToolDefinitions::new(&tools, &sub_agents);
         let inner = AgentInner {
             name: self.name.unwrap_or_else(|| self.id.clone()),
             id: self.id,
@@ -244,12 +250,9 @@ impl AgentBuilder {
                 .run_store
                 .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
             runs: Default::default(),
-            sub_agents: self
-                .sub_agents
-                .into_iter()
-                .map(|a| (a.id().to_owned(), a))
-                .collect(),
+            sub_agents,
             background: self.background,
+            tool_definitions,
         };
         let unknown = inner.background.unknown(&inner);
         if !unknown.is_empty() {

@@ -72,7 +72,7 @@ use crate::context::RequestContext;
 use crate::event::{BackgroundTaskStartedPayload, EventKind};
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
-use crate::model::{FinishReason, Usage};
+use crate::model::{FinishReason, ToolDefinition, Usage};
 use crate::run_store::{SharedRunStore, StoredRun};
 use crate::tool::Stop;
 use crate::tool::{Tool, ToolContext, ToolError};
@@ -140,6 +140,39 @@ impl DelegationTool {
                 "additionalProperties": false
             }),
             agent,
+        }
+    }
+}
+
+/// An agent's tool definitions as models get them, built once: as they are, and with the
+/// delegation tools' `contextFromRefs` taken out (for runs without result references).
+#[derive(Debug, Clone)]
+pub(crate) struct ToolDefinitions {
+    pub with_refs: Arc<[ToolDefinition]>,
+    pub without_refs: Arc<[ToolDefinition]>,
+}
+
+impl ToolDefinitions {
+    pub(crate) fn new(tools: &crate::tool::ToolSet, sub_agents: &HashMap<String, Agent>) -> Self {
+        let with_refs = tools.definitions();
+        let mut without_refs = with_refs.clone();
+        for tool in &mut without_refs {
+            let delegates = tool
+                .name
+                .strip_prefix(DELEGATION_TOOL_PREFIX)
+                .is_some_and(|id| sub_agents.contains_key(id));
+            if delegates
+                && let Some(properties) = tool
+                    .input_schema
+                    .get_mut("properties")
+                    .and_then(Value::as_object_mut)
+            {
+                properties.remove(CONTEXT_FROM_REFS);
+            }
+        }
+        Self {
+            with_refs: with_refs.into(),
+            without_refs: without_refs.into(),
         }
     }
 }

@@ -11,7 +11,7 @@ use tracing::Instrument;
 
 use super::background::{BackgroundDone, BackgroundRuntime};
 use super::delegation::{
-    CONTEXT_FROM_REFS, DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime, SubRunContext,
+    DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime, SubRunContext,
 };
 use super::iteration::{IterationContext, TaskCompletion, TaskContext};
 use super::options::BusyThread;
@@ -1176,31 +1176,16 @@ impl AgentRun {
             messages.push(Message::system(extra.clone()));
         }
         messages.extend(self.state.messages.iter().cloned());
-        let mut tools = self.agent.inner.tools.definitions();
-        if !self
+        let references = self
             .delegation
             .as_ref()
-            .is_some_and(|d| d.options.references)
-        {
-            // Without result references, delegation tools do not offer `contextFromRefs`.
-            for tool in &mut tools {
-                let delegates = tool.name.starts_with(DELEGATION_TOOL_PREFIX)
-                    && self
-                        .agent
-                        .inner
-                        .tools
-                        .get(&tool.name)
-                        .is_some_and(|t| t.needs_conversation());
-                if delegates
-                    && let Some(properties) = tool
-                        .input_schema
-                        .get_mut("properties")
-                        .and_then(Value::as_object_mut)
-                {
-                    properties.remove(CONTEXT_FROM_REFS);
-                }
-            }
-        }
+            .is_some_and(|d| d.options.references);
+        // Without result references, delegation tools do not offer `contextFromRefs`.
+        let tools = if references {
+            Arc::clone(&self.agent.inner.tool_definitions.with_refs)
+        } else {
+            Arc::clone(&self.agent.inner.tool_definitions.without_refs)
+        };
         ModelRequest {
             messages,
             tools,

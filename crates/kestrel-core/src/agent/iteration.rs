@@ -171,6 +171,16 @@ pub struct RubricScorer {
     criteria: Vec<String>,
 }
 
+impl std::fmt::Debug for RubricScorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RubricScorer")
+            .field("name", &self.name)
+            .field("model", &self.model.model_id())
+            .field("criteria", &self.criteria)
+            .finish()
+    }
+}
+
 impl RubricScorer {
     /// A judge on `model` over `criteria`.
     pub fn new(model: SharedModel, criteria: impl IntoIterator<Item = impl Into<String>>) -> Self {
@@ -179,6 +189,19 @@ impl RubricScorer {
             model,
             criteria: criteria.into_iter().map(Into::into).collect(),
         }
+    }
+
+    /// A judge on a model named as agents name theirs (`"openai/gpt-5-mini"`, or a model
+    /// object), resolved through the providers the environment configures (Mastra's
+    /// `createRubricScorer({ model, criteria })`).
+    pub fn with_model(
+        model: impl Into<crate::model::ModelSpec>,
+        criteria: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Self, crate::model::UnknownModel> {
+        let model = model
+            .into()
+            .resolve(&crate::model::ModelRegistry::from_env())?;
+        Ok(Self::new(model, criteria))
     }
 
     /// Names the scorer.

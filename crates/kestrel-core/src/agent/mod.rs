@@ -101,6 +101,8 @@ pub(crate) struct AgentInner {
     pub(crate) sub_agents: std::collections::HashMap<String, Agent>,
     /// Which delegation tools run in the background.
     pub(crate) background: background::BackgroundTasks,
+    /// The tools' definitions as models get them.
+    pub(crate) tool_definitions: delegation::ToolDefinitions,
 }
 
 /// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
@@ -203,6 +205,7 @@ impl Agent {
                 runs: Arc::clone(registry),
                 sub_agents: i.sub_agents.clone(),
                 background: i.background.clone(),
+                tool_definitions: i.tool_definitions.clone(),
             }),
         }
     }

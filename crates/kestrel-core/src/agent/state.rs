@@ -283,7 +283,13 @@ pub fn fingerprint(call: &ToolCallRecord, step: usize) -> String {
     // give equal text.
     hash.update(call.args.to_string().as_bytes());
     let digest = hash.finalize();
-    digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(24);
+    for b in digest.iter().take(12) {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0x0f)]));
+    }
+    out
 }
 
 /// The options that shape later steps, kept with the state.

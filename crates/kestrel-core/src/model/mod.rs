@@ -96,8 +96,8 @@ pub struct ModelSettings {
 pub struct ModelRequest {
     /// The conversation, system messages first.
     pub messages: Vec<Message>,
-    /// Tools the model may call.
-    pub tools: Vec<ToolDefinition>,
+    /// Tools the model may call (shared: an agent's definitions are built once, not per call).
+    pub tools: std::sync::Arc<[ToolDefinition]>,
     /// Whether and which tool the model must call.
     pub tool_choice: ToolChoice,
     /// Shape of the answer, when structured output is asked for.

@@ -326,11 +326,11 @@ fn engine_request(request: ModelRequest, policy: AutoToolPolicy) -> GenerateRequ
         messages: engine_messages(&request.messages),
         tools: request
             .tools
-            .into_iter()
+            .iter()
             .map(|tool| ToolSpec {
-                name: tool.name,
-                description: tool.description,
-                parameters: tool.input_schema,
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                parameters: tool.input_schema.clone(),
             })
             .collect(),
         tool_choice: match request.tool_choice {
