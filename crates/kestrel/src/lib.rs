@@ -47,6 +47,13 @@ pub mod storage {
     pub use kestrel_memory::kestrel_storage::*;
 }
 
+/// The HTTP server: Mastra's agent routes under `/api` with SSE streams (feature `server`).
+/// See [`kestrel_server`].
+#[cfg(feature = "server")]
+pub mod server {
+    pub use kestrel_server::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;

@@ -142,6 +142,29 @@ impl Agent {
         &self.inner.description
     }
 
+    /// The agent's instructions, when they are fixed (not computed per request).
+    pub fn static_instructions(&self) -> Option<&str> {
+        match &self.inner.instructions {
+            Instructions::Static(s) => Some(s),
+            Instructions::Dynamic(_) => None,
+        }
+    }
+
+    /// The agent's model as `provider/model`, when it is fixed (not chosen per request).
+    pub fn model_name(&self) -> Option<String> {
+        match &self.inner.model {
+            ModelSource::Fixed(model) => Some(format!("{}/{}", model.provider(), model.model_id())),
+            ModelSource::Dynamic(_) => None,
+        }
+    }
+
+    /// The ids of the agent's sub-agents, sorted.
+    pub fn sub_agent_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.inner.sub_agents.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// The agent's tools.
     pub fn tools(&self) -> &ToolSet {
         &self.inner.tools

@@ -1,0 +1,131 @@
+//! Errors as clients see them: an HTTP status and `{"error": {"code", "message"}}`.
+//!
+//! Messages name what was wrong with the request. What went wrong inside (a provider's error
+//! text, a database error) is logged, not sent: it may hold keys, prompts or internals.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use kestrel_core::agent::{AgentError, RunControlError};
+use serde_json::json;
+
+/// An error response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{status} {code}: {message}")]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable, machine-readable code (`not_found`, `invalid_body`, ...).
+    pub code: &'static str,
+    /// What a person should read.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 422: the body is JSON, but not what the route takes (a missing or mistyped field, a
+    /// value out of range). Malformed JSON is a 400.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", message)
+    }
+
+    /// 400: a query parameter is wrong.
+    pub fn invalid_query(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_query", message)
+    }
+
+    /// 404: no such thing.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 500, with a generic message (the detail is logged).
+    pub fn internal(detail: &dyn std::fmt::Display) -> Self {
+        tracing::error!(%detail, "request failed");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed to handle the request",
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(error: AgentError) -> Self {
+        match &error {
+            AgentError::Model { .. } => {
+                tracing::warn!(%error, "a model call failed");
+                ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "model_error",
+                    format!("run {}: the model provider failed", error.run_id()),
+                )
+            }
+            AgentError::ModelResolution { .. } | AgentError::Dynamic { .. } => {
+                ApiError::internal(&error)
+            }
+            AgentError::StructuredOutput { .. } => ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "structured_output",
+                error.to_string(),
+            ),
+            AgentError::Aborted { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "aborted", error.to_string())
+            }
+            AgentError::Paused { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "paused", error.to_string())
+            }
+            AgentError::ThreadBusy { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "thread_busy", error.to_string())
+            }
+            AgentError::InvalidRunState { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "invalid_run_state", error.to_string())
+            }
+            _ => ApiError::internal(&error),
+        }
+    }
+}
+
+impl From<RunControlError> for ApiError {
+    fn from(error: RunControlError) -> Self {
+        let error = match error {
+            RunControlError::Run(inner) => return inner.into(),
+            other => other,
+        };
+        let code = match &error {
+            RunControlError::RunNotFound { .. } => return ApiError::not_found(error.to_string()),
+            RunControlError::InvalidResumeData { .. } => {
+                return ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_resume_data",
+                    error.to_string(),
+                );
+            }
+            RunControlError::NotSuspended { .. } => "not_suspended",
+            RunControlError::CallNotWaiting { .. } => "call_not_waiting",
+            RunControlError::WrongDecision { .. } => "wrong_decision",
+            RunControlError::FingerprintMismatch { .. } => "fingerprint_mismatch",
+            RunControlError::Conflict { .. } => "conflict",
+            RunControlError::NotResumable { .. } => "not_resumable",
+            RunControlError::Delegated { .. } => "delegated_run",
+            RunControlError::InvalidState(_) => "invalid_run_state",
+            _ => return ApiError::internal(&error),
+        };
+        ApiError::new(StatusCode::CONFLICT, code, error.to_string())
+    }
+}

@@ -1,0 +1,216 @@
+//! Kestrel's HTTP server: the agents of a [`Kestrel`] instance behind Mastra's routes.
+//!
+//! Every route lives under `/api` with Mastra's paths, methods and camelCase JSON bodies, so a
+//! front end written for Mastra's HTTP API keeps working. Streams are server-sent events: one
+//! `data: <event JSON>` per [`kestrel_core::event::Event`] (the same JSON the library, the CLI
+//! and the tests see), then `data: [DONE]`.
+//!
+//! ```no_run
+//! # async fn run(kestrel: kestrel_core::kestrel::Kestrel) -> Result<(), kestrel_server::ServeError> {
+//! // Loopback needs no token; any other address refuses to start without one.
+//! kestrel_server::Server::new(kestrel)
+//!     .serve("127.0.0.1:4111".parse().expect("an address"))
+//!     .await
+//! # }
+//! ```
+//!
+//! - **Runs outlive requests.** A client that disconnects from a stream does not stop its
+//!   run: the run goes on to its end (or its next stop for a person) and is stored.
+//! - **Security.** A bearer token ([`Server::token`], or `KESTREL_API_TOKEN` for
+//!   [`Server::from_env`]) is checked on every route when set, and required to bind anything
+//!   but loopback. Bodies are limited ([`Server::body_limit`], 1 MiB by default). CORS is off
+//!   unless origins are allowed ([`Server::cors_origins`]).
+//! - **Errors** are `{"error": {"code", "message"}}` with a 4xx naming what was wrong, or a
+//!   5xx with a generic message: provider and storage error text is logged, never sent.
+
+mod auth;
+mod error;
+mod routes;
+mod sse;
+mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Method, header};
+use kestrel_core::kestrel::Kestrel;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+pub use error::ApiError;
+
+/// The environment variable [`Server::from_env`] reads the bearer token from.
+pub const API_TOKEN_ENV: &str = "KESTREL_API_TOKEN";
+
+/// The default body limit: 1 MiB.
+pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// Binding a non-loopback address without a token would expose every agent.
+    #[error(
+        "refusing to listen on {addr} without a bearer token: set {API_TOKEN_ENV} (or \
+         Server::token) to serve beyond loopback"
+    )]
+    TokenRequired {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// The address could not be bound or served.
+    #[error("serving on {addr} failed: {source}")]
+    Io {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The server's configuration and its [`Kestrel`] instance. Build one, then [`Server::router`]
+/// (to mount it in your own axum app) or [`Server::serve`].
+#[derive(Debug, Clone)]
+pub struct Server {
+    kestrel: Kestrel,
+    token: Option<String>,
+    cors_origins: Vec<String>,
+    body_limit: usize,
+}
+
+/// What every handler reaches.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub kestrel: Kestrel,
+}
+
+impl Server {
+    /// A server for `kestrel`'s agents, with no token, no CORS and a 1 MiB body limit.
+    pub fn new(kestrel: Kestrel) -> Self {
+        Self {
+            kestrel,
+            token: None,
+            cors_origins: Vec::new(),
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+
+    /// [`Server::new`], with the token from `KESTREL_API_TOKEN` when it is set and not empty.
+    pub fn from_env(kestrel: Kestrel) -> Self {
+        let server = Self::new(kestrel);
+        match std::env::var(API_TOKEN_ENV) {
+            Ok(token) if !token.trim().is_empty() => server.token(token.trim()),
+            _ => server,
+        }
+    }
+
+    /// Requires `Authorization: Bearer <token>` on every route.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Allows browsers on these origins (`https://app.example.com`, or `*` for any) to call
+    /// the API.
+    pub fn cors_origins(mut self, origins: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.cors_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Refuses bodies larger than `bytes` with 413.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+
+    /// The routes, ready to serve or to nest in a larger axum app.
+    pub fn router(&self) -> Router {
+        let state = Arc::new(AppState {
+            kestrel: self.kestrel.clone(),
+        });
+        let api = routes::api()
+            .with_state(state)
+            .layer(DefaultBodyLimit::max(self.body_limit))
+            .layer(axum::middleware::from_fn_with_state(
+                auth::Token::new(self.token.clone()),
+                auth::require_token,
+            ));
+        let mut router = Router::new().nest("/api", api).fallback(routes::not_found);
+        if let Some(cors) = self.cors() {
+            router = router.layer(cors);
+        }
+        router
+    }
+
+    fn cors(&self) -> Option<CorsLayer> {
+        if self.cors_origins.is_empty() {
+            return None;
+        }
+        let origin = if self.cors_origins.iter().any(|o| o == "*") {
+            AllowOrigin::any()
+        } else {
+            let origins: Vec<HeaderValue> = self
+                .cors_origins
+                .iter()
+                .filter_map(|o| match HeaderValue::from_str(o) {
+                    Ok(value) => Some(value),
+                    Err(_) => {
+                        tracing::warn!(origin = %o, "ignoring a CORS origin that is not a valid header value");
+                        None
+                    }
+                })
+                .collect();
+            AllowOrigin::list(origins)
+        };
+        Some(
+            CorsLayer::new()
+                .allow_origin(origin)
+                .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::DELETE])
+                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+        )
+    }
+
+    /// Binds `addr` and serves until the process ends. Refuses a non-loopback address without
+    /// a token.
+    pub async fn serve(self, addr: SocketAddr) -> Result<(), ServeError> {
+        let (listener, addr) = self.bind(addr).await?;
+        self.serve_on(listener, addr).await
+    }
+
+    /// Binds `addr` (port 0 picks a free one) and returns the listener with the bound
+    /// address; [`Server::serve_on`] then serves on it.
+    pub async fn bind(
+        &self,
+        addr: SocketAddr,
+    ) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+        if !addr.ip().is_loopback() && self.token.is_none() {
+            return Err(ServeError::TokenRequired { addr });
+        }
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Io { addr, source })?;
+        let bound = listener
+            .local_addr()
+            .map_err(|source| ServeError::Io { addr, source })?;
+        Ok((listener, bound))
+    }
+
+    /// Serves on a listener from [`Server::bind`].
+    pub async fn serve_on(
+        self,
+        listener: tokio::net::TcpListener,
+        addr: SocketAddr,
+    ) -> Result<(), ServeError> {
+        tracing::info!(%addr, "kestrel server listening");
+        axum::serve(listener, self.router())
+            .await
+            .map_err(|source| ServeError::Io { addr, source })
+    }
+}
+
+/// Serves `kestrel`'s agents on `addr`, with the token from `KESTREL_API_TOKEN` if set.
+pub async fn serve(kestrel: Kestrel, addr: SocketAddr) -> Result<(), ServeError> {
+    Server::from_env(kestrel).serve(addr).await
+}

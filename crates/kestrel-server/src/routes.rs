@@ -1,0 +1,312 @@
+//! The `/api` routes: agents, their runs, and decisions on stopped runs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
+use kestrel_core::run_store::SuspendedRunsQuery;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::wire::{Body, DecisionBody, ResumeBody, RunBody, ThreadBody, result_json, waiting_json};
+use crate::{ApiError, AppState};
+
+type Shared = State<Arc<AppState>>;
+
+/// The router of everything under `/api`.
+pub(crate) fn api() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/agents", get(list_agents))
+        .route("/agents/{agent_id}", get(get_agent))
+        .route("/agents/{agent_id}/generate", post(generate))
+        .route("/agents/{agent_id}/stream", post(stream))
+        .route(
+            "/agents/{agent_id}/approve-tool-call",
+            post(
+                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
+                    decide_stream(s, id, b, Decide::Approve)
+                },
+            ),
+        )
+        .route(
+            "/agents/{agent_id}/decline-tool-call",
+            post(
+                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
+                    decide_stream(s, id, b, Decide::Decline)
+                },
+            ),
+        )
+        .route(
+            "/agents/{agent_id}/approve-tool-call-generate",
+            post(
+                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
+                    decide_generate(s, id, b, Decide::Approve)
+                },
+            ),
+        )
+        .route(
+            "/agents/{agent_id}/decline-tool-call-generate",
+            post(
+                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
+                    decide_generate(s, id, b, Decide::Decline)
+                },
+            ),
+        )
+        .route("/agents/{agent_id}/resume-stream", post(resume_stream))
+        .route("/agents/{agent_id}/suspended-runs", get(suspended_runs))
+        .route("/agents/{agent_id}/threads/abort", post(abort_thread))
+        .route("/agents/{agent_id}/runs/{run_id}/abort", post(abort_run))
+        .route("/agents/{agent_id}/runs/{run_id}/resume", post(resume_run))
+        .fallback(not_found)
+}
+
+/// 404 for any other path, as JSON.
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
+    state
+        .kestrel
+        .agent(id)
+        .map_err(|e| ApiError::not_found(e.to_string()))
+}
+
+/// An agent as the agents routes describe it.
+fn agent_json(agent: &Agent) -> Value {
+    let tools: serde_json::Map<String, Value> = agent
+        .tools()
+        .names()
+        .into_iter()
+        .filter_map(|name| {
+            let tool = agent.tools().get(&name)?;
+            Some((
+                name.clone(),
+                json!({
+                    "id": name,
+                    "description": tool.description(),
+                    "inputSchema": tool.input_schema(),
+                }),
+            ))
+        })
+        .collect();
+    json!({
+        "id": agent.id(),
+        "name": agent.name(),
+        "description": agent.description(),
+        "instructions": agent.static_instructions(),
+        "modelId": agent.model_name(),
+        "tools": tools,
+        "agents": agent.sub_agent_ids(),
+        "defaultOptions": {"maxSteps": agent.max_steps()},
+        "hasMemory": agent.memory().is_some(),
+    })
+}
+
+async fn list_agents(State(state): Shared) -> Json<Value> {
+    let agents: BTreeMap<String, Value> = state
+        .kestrel
+        .agents()
+        .map(|a| (a.id().to_owned(), agent_json(a)))
+        .collect();
+    Json(json!(agents))
+}
+
+async fn get_agent(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(agent_json(agent(&state, &agent_id)?)))
+}
+
+async fn generate(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<RunBody>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let (input, options) = body.into_run()?;
+    let result = agent.generate(input, options).await?;
+    Ok(Json(result_json(&result)))
+}
+
+async fn stream(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<RunBody>,
+) -> Result<Response, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let (input, options) = body.into_run()?;
+    Ok(crate::sse::run_events(agent.stream(input, options)).into_response())
+}
+
+fn call_ref(run_id: String, tool_call_id: String, fingerprint: Option<String>) -> ToolCallRef {
+    let call = ToolCallRef::new(run_id, tool_call_id);
+    match fingerprint {
+        Some(fingerprint) => call.fingerprint(fingerprint),
+        None => call,
+    }
+}
+
+/// Approve or decline.
+#[derive(Debug, Clone, Copy)]
+enum Decide {
+    Approve,
+    Decline,
+}
+
+/// A decision on a waiting call, continued as a stream.
+async fn decide_stream(
+    state: Arc<AppState>,
+    agent_id: String,
+    body: DecisionBody,
+    decide: Decide,
+) -> Result<Response, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let call = call_ref(body.run_id, body.tool_call_id, body.fingerprint);
+    let stream = match decide {
+        Decide::Approve => agent.approve_tool_call(call).await?,
+        Decide::Decline => agent.decline_tool_call(call, body.reason).await?,
+    };
+    Ok(crate::sse::run_events(stream).into_response())
+}
+
+/// A decision on a waiting call, run to its end.
+async fn decide_generate(
+    state: Arc<AppState>,
+    agent_id: String,
+    body: DecisionBody,
+    decide: Decide,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let call = call_ref(body.run_id, body.tool_call_id, body.fingerprint);
+    let result = match decide {
+        Decide::Approve => agent.approve_tool_call_generate(call).await?,
+        Decide::Decline => agent.decline_tool_call_generate(call, body.reason).await?,
+    };
+    Ok(Json(result_json(&result)))
+}
+
+async fn resume_stream(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<ResumeBody>,
+) -> Result<Response, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let tool_call_id = match body.tool_call_id {
+        Some(id) => id,
+        None => only_suspended_call(agent, &body.run_id).await?,
+    };
+    let call = call_ref(body.run_id, tool_call_id, body.fingerprint);
+    let stream = agent.resume_stream(body.resume_data, call).await?;
+    Ok(crate::sse::run_events(stream).into_response())
+}
+
+/// Without a `toolCallId`, the one suspended call of the run (Mastra's older clients send
+/// none); a run with several names them.
+async fn only_suspended_call(agent: &Agent, run_id: &str) -> Result<String, ApiError> {
+    let stored = agent
+        .run_store()
+        .load(run_id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .filter(|s| s.state.agent_id == agent.id())
+        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))?;
+    let suspended: Vec<String> = stored
+        .state
+        .waiting_calls()
+        .into_iter()
+        .filter(|c| matches!(c.waiting, kestrel_core::agent::Waiting::Resume { .. }))
+        .map(|c| c.tool_call_id)
+        .collect();
+    match suspended.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            "not_suspended",
+            format!("run {run_id:?} has no suspended tool call to resume"),
+        )),
+        many => Err(ApiError::invalid(format!(
+            "run {run_id:?} has several suspended tool calls ({}): name one in toolCallId",
+            many.join(", ")
+        ))),
+    }
+}
+
+/// Query of `suspended-runs`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SuspendedQuery {
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    resource_id: Option<String>,
+    #[serde(default)]
+    page: Option<u32>,
+    #[serde(default)]
+    per_page: Option<u32>,
+}
+
+async fn suspended_runs(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    let agent = agent(&state, &agent_id)?;
+    let page = agent
+        .list_suspended_runs(SuspendedRunsQuery {
+            thread_id: query.thread_id,
+            resource_id: query.resource_id,
+            page: query.page.unwrap_or(0),
+            per_page: query.per_page.unwrap_or(0),
+            ..SuspendedRunsQuery::default()
+        })
+        .await?;
+    let runs: Vec<Value> = page
+        .runs
+        .iter()
+        .map(|run| {
+            json!({
+                "runId": run.run_id,
+                "threadId": run.thread_id,
+                "resourceId": run.resource_id,
+                "toolCalls": run.tool_calls.iter().map(waiting_json).collect::<Vec<_>>(),
+                "suspendedAt": run.suspended_at_ms,
+            })
+        })
+        .collect();
+    Ok(Json(json!({"runs": runs, "total": page.total})))
+}
+
+async fn abort_thread(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<ThreadBody>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let aborted = agent.abort_thread(&body.resource_id, &body.thread_id);
+    Ok(Json(json!({"aborted": aborted})))
+}
+
+async fn abort_run(
+    State(state): Shared,
+    Path((agent_id, run_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let marked = agent.abort_stored_run(RunRef::new(&run_id)).await?;
+    Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
+}
+
+async fn resume_run(
+    State(state): Shared,
+    Path((agent_id, run_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let stream = agent.resume_run(RunRef::new(&run_id)).await?;
+    Ok(crate::sse::run_events(stream).into_response())
+}

@@ -1,0 +1,264 @@
+//! Request bodies and response shapes, in Mastra's camelCase JSON.
+//!
+//! Bodies accept the fields Mastra's clients send; fields this server does not use are
+//! ignored (a client written for Mastra may send more), but a known field of the wrong type
+//! is a 400 that names it.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use kestrel_core::agent::{GenerateResult, RunOptions, WaitingCall};
+use kestrel_core::context::RequestContext;
+use kestrel_core::message::{Message, Part, Role};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::ApiError;
+
+/// A JSON body whose rejections are [`ApiError`]s: 400 for malformed JSON, 422 for JSON of
+/// the wrong shape, 413 for too large, 415 without a JSON content type.
+pub(crate) struct Body<T>(pub T);
+
+impl<S, T> FromRequest<S> for Body<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(value)) => Ok(Body(value)),
+            Err(rejection) => Err(rejected(rejection)),
+        }
+    }
+}
+
+fn rejected(rejection: JsonRejection) -> ApiError {
+    let status = rejection.status();
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::BAD_REQUEST => "invalid_json",
+        _ => "invalid_body",
+    };
+    let status = if status.is_client_error() {
+        status
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    ApiError::new(status, code, rejection.body_text())
+}
+
+/// `memory` of a run body: the thread (an id, or `{id}`) and its resource.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MemoryBody {
+    pub thread: ThreadRef,
+    pub resource: String,
+}
+
+/// A thread named by its id or as `{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum ThreadRef {
+    Id(String),
+    Object { id: String },
+}
+
+impl ThreadRef {
+    fn id(&self) -> &str {
+        match self {
+            ThreadRef::Id(id) | ThreadRef::Object { id } => id,
+        }
+    }
+}
+
+/// The body of `generate` and `stream`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunBody {
+    pub messages: Value,
+    #[serde(default)]
+    pub memory: Option<MemoryBody>,
+    /// Mastra's older top-level form of `memory`.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    #[serde(default)]
+    pub resource_id: Option<String>,
+    #[serde(default)]
+    pub request_context: Option<Map<String, Value>>,
+    #[serde(default)]
+    pub run_id: Option<String>,
+    #[serde(default)]
+    pub max_steps: Option<u32>,
+    #[serde(default)]
+    pub until_idle: Option<bool>,
+}
+
+impl RunBody {
+    /// The input messages and the run's options.
+    pub(crate) fn into_run(self) -> Result<(Vec<Message>, RunOptions), ApiError> {
+        let messages = input_messages(&self.messages)?;
+        let mut options = RunOptions::new();
+        let memory = match (self.memory, self.thread_id, self.resource_id) {
+            (Some(memory), _, _) => Some((memory.thread.id().to_owned(), memory.resource)),
+            (None, Some(thread), Some(resource)) => Some((thread, resource)),
+            (None, Some(_), None) => {
+                return Err(ApiError::invalid(
+                    "threadId needs a resourceId: every thread belongs to one resource",
+                ));
+            }
+            (None, None, _) => None,
+        };
+        if let Some((thread, resource)) = memory {
+            if thread.trim().is_empty() || resource.trim().is_empty() {
+                return Err(ApiError::invalid(
+                    "memory.thread and memory.resource must not be empty",
+                ));
+            }
+            options = options.memory(&thread, &resource);
+        }
+        if let Some(context) = self.request_context {
+            options = options.request_context(RequestContext::from(
+                context
+                    .into_iter()
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            ));
+        }
+        if let Some(run_id) = self.run_id {
+            options = options.run_id(run_id);
+        }
+        if let Some(max_steps) = self.max_steps {
+            if max_steps == 0 {
+                return Err(ApiError::invalid("maxSteps must be at least 1"));
+            }
+            options = options.max_steps(max_steps);
+        }
+        if let Some(until_idle) = self.until_idle {
+            options = options.until_idle(until_idle);
+        }
+        Ok((messages, options))
+    }
+}
+
+/// `messages` as Mastra accepts them: a string, or an array of strings and
+/// `{role, content}` / `{role, parts}` messages.
+fn input_messages(value: &Value) -> Result<Vec<Message>, ApiError> {
+    let messages = match value {
+        Value::String(text) => vec![Message::user(text.clone())],
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| input_message(i, item))
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(ApiError::invalid(
+                "messages must be a string or an array of messages",
+            ));
+        }
+    };
+    if messages.is_empty() {
+        return Err(ApiError::invalid("messages must not be empty"));
+    }
+    Ok(messages)
+}
+
+fn input_message(index: usize, item: &Value) -> Result<Message, ApiError> {
+    let bad = |what: &str| ApiError::invalid(format!("messages[{index}]: {what}"));
+    let object = match item {
+        Value::String(text) => return Ok(Message::user(text.clone())),
+        Value::Object(object) => object,
+        _ => return Err(bad("must be a string or a {role, content} object")),
+    };
+    let role = match object.get("role").and_then(Value::as_str) {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        Some("system") => Role::System,
+        Some(other) => {
+            return Err(bad(&format!(
+                "role {other:?} is not one of user, assistant, system"
+            )));
+        }
+        None => return Err(bad("needs a role")),
+    };
+    let mut texts = Vec::new();
+    match object.get("content") {
+        Some(Value::String(text)) => texts.push(text.clone()),
+        Some(Value::Array(parts)) => collect_text_parts(parts, &mut texts),
+        Some(Value::Null) | None => {}
+        Some(_) => return Err(bad("content must be a string or an array of parts")),
+    }
+    if let Some(Value::Array(parts)) = object.get("parts") {
+        collect_text_parts(parts, &mut texts);
+    }
+    if texts.is_empty() {
+        return Err(bad("has no text (content, or parts of type \"text\")"));
+    }
+    let parts = texts.into_iter().map(|text| Part::Text { text }).collect();
+    Ok(Message::new(role, parts))
+}
+
+fn collect_text_parts(parts: &[Value], texts: &mut Vec<String>) {
+    for part in parts {
+        if part.get("type").and_then(Value::as_str) == Some("text")
+            && let Some(text) = part.get("text").and_then(Value::as_str)
+        {
+            texts.push(text.to_owned());
+        }
+    }
+}
+
+/// The body of approve / decline.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DecisionBody {
+    pub run_id: String,
+    pub tool_call_id: String,
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// The body of `resume-stream`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ResumeBody {
+    pub run_id: String,
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    pub resume_data: Value,
+}
+
+/// The body of `threads/abort`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThreadBody {
+    pub resource_id: String,
+    pub thread_id: String,
+}
+
+/// A waiting call as JSON.
+pub(crate) fn waiting_json(call: &WaitingCall) -> Value {
+    serde_json::to_value(call).unwrap_or(Value::Null)
+}
+
+/// A finished (or stopped) run as `generate` returns it.
+pub(crate) fn result_json(result: &GenerateResult) -> Value {
+    json!({
+        "runId": result.run_id,
+        "text": result.text,
+        "object": result.object,
+        "finishReason": result.finish_reason,
+        "usage": result.usage,
+        "steps": result.steps,
+        "toolCalls": result.tool_calls,
+        "toolResults": result.tool_results,
+        "suspended": result.waiting.iter().map(waiting_json).collect::<Vec<_>>(),
+        "responseMessages": result.response_messages,
+    })
+}
