@@ -129,3 +129,14 @@ impl From<RunControlError> for ApiError {
         ApiError::new(StatusCode::CONFLICT, code, error.to_string())
     }
 }
+
+impl From<kestrel_core::agent::ThreadError> for ApiError {
+    fn from(error: kestrel_core::agent::ThreadError) -> Self {
+        match &error {
+            kestrel_core::agent::ThreadError::NoMemory { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "no_memory", error.to_string())
+            }
+            _ => ApiError::internal(&error),
+        }
+    }
+}

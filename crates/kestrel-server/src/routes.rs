@@ -12,7 +12,9 @@ use kestrel_core::run_store::SuspendedRunsQuery;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::wire::{Body, DecisionBody, ResumeBody, RunBody, ThreadBody, result_json, waiting_json};
+use crate::wire::{
+    Body, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json, waiting_json,
+};
 use crate::{ApiError, AppState};
 
 type Shared = State<Arc<AppState>>;
@@ -61,6 +63,15 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route("/agents/{agent_id}/threads/abort", post(abort_thread))
         .route("/agents/{agent_id}/runs/{run_id}/abort", post(abort_run))
         .route("/agents/{agent_id}/runs/{run_id}/resume", post(resume_run))
+        .route("/agents/{agent_id}/send-message", post(send_message))
+        .route("/agents/{agent_id}/signals", post(signal))
+        .route("/agents/{agent_id}/threads/subscribe", post(subscribe))
+        .route("/agents/{agent_id}/tools", get(list_tools))
+        .route("/agents/{agent_id}/tools/{tool_id}", get(get_tool))
+        .route(
+            "/agents/{agent_id}/tools/{tool_id}/execute",
+            post(execute_tool),
+        )
         .fallback(not_found)
 }
 
@@ -76,24 +87,35 @@ fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
         .map_err(|e| ApiError::not_found(e.to_string()))
 }
 
-/// An agent as the agents routes describe it.
-fn agent_json(agent: &Agent) -> Value {
-    let tools: serde_json::Map<String, Value> = agent
+/// A tool as the routes describe it.
+fn tool_json(tool: &dyn kestrel_core::tool::Tool) -> Value {
+    json!({
+        "id": tool.id(),
+        "description": tool.description(),
+        "inputSchema": tool.input_schema(),
+        "outputSchema": tool.output_schema(),
+        "suspendSchema": tool.suspend_schema(),
+        "resumeSchema": tool.resume_schema(),
+        "clientTool": tool.is_client_tool(),
+    })
+}
+
+/// The agent's tools by name.
+fn tools_json(agent: &Agent) -> serde_json::Map<String, Value> {
+    agent
         .tools()
         .names()
         .into_iter()
         .filter_map(|name| {
             let tool = agent.tools().get(&name)?;
-            Some((
-                name.clone(),
-                json!({
-                    "id": name,
-                    "description": tool.description(),
-                    "inputSchema": tool.input_schema(),
-                }),
-            ))
+            Some((name, tool_json(tool.as_ref())))
         })
-        .collect();
+        .collect()
+}
+
+/// An agent as the agents routes describe it.
+fn agent_json(agent: &Agent) -> Value {
+    let tools = tools_json(agent);
     json!({
         "id": agent.id(),
         "name": agent.name(),
@@ -309,4 +331,146 @@ async fn resume_run(
     let agent = agent(&state, &agent_id)?;
     let stream = agent.resume_run(RunRef::new(&run_id)).await?;
     Ok(crate::sse::run_events(stream).into_response())
+}
+
+async fn send_message(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<SendBody>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let text = body.text("message")?;
+    let sent = agent.send_message(text, body.target()?).await?;
+    Ok(Json(sent_json(sent)))
+}
+
+async fn signal(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<SendBody>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let text = body.text("signal")?;
+    let sent = agent.send_signal(text, body.target()?).await?;
+    Ok(Json(sent_json(sent)))
+}
+
+/// What a sent message did. A run it woke goes on in the background.
+fn sent_json(sent: kestrel_core::agent::Sent) -> Value {
+    json!({"accepted": sent.accepted, "runId": sent.run_id})
+}
+
+/// How long a thread subscription waits between heartbeats.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(25);
+
+async fn subscribe(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    Body(body): Body<ThreadBody>,
+) -> Result<Response, ApiError> {
+    use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+    use futures::StreamExt;
+    let agent = agent(&state, &agent_id)?;
+    let subscription = agent
+        .subscribe_to_thread(&body.resource_id, &body.thread_id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    let connected = futures::stream::once(async {
+        Ok::<_, std::convert::Infallible>(SseEvent::default().comment("connected"))
+    });
+    let events = subscription.map(|event| Ok(SseEvent::default().data(event.to_json())));
+    let sse = Sse::new(connected.chain(events))
+        .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"));
+    Ok(sse.into_response())
+}
+
+async fn list_tools(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(Value::Object(tools_json(agent(&state, &agent_id)?))))
+}
+
+async fn get_tool(
+    State(state): Shared,
+    Path((agent_id, tool_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let agent = agent(&state, &agent_id)?;
+    let tool = agent.tools().get(&tool_id).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "agent {agent_id:?} has no tool {tool_id:?}; its tools: {}",
+            agent.tools().names().join(", ")
+        ))
+    })?;
+    Ok(Json(tool_json(tool.as_ref())))
+}
+
+/// Body of a direct tool execution (Mastra's `{data}`).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExecuteBody {
+    #[serde(default)]
+    data: Value,
+    #[serde(default)]
+    request_context: Option<serde_json::Map<String, Value>>,
+}
+
+async fn execute_tool(
+    State(state): Shared,
+    Path((agent_id, tool_id)): Path<(String, String)>,
+    Body(body): Body<ExecuteBody>,
+) -> Result<Json<Value>, ApiError> {
+    use kestrel_core::tool::{ApprovalContext, ToolCallError, ToolContext};
+    let agent = agent(&state, &agent_id)?;
+    let args = if body.data.is_null() {
+        json!({})
+    } else {
+        body.data
+    };
+    let tool = match agent.tools().checked(&tool_id, &args) {
+        Ok(tool) => tool.clone(),
+        Err(error @ ToolCallError::UnknownTool { .. }) => {
+            return Err(ApiError::not_found(error.to_string()));
+        }
+        Err(error) => return Err(ApiError::invalid(error.to_string())),
+    };
+    let context = kestrel_core::context::RequestContext::from(
+        body.request_context
+            .unwrap_or_default()
+            .into_iter()
+            .collect::<BTreeMap<_, _>>(),
+    );
+    let refuse = |why: &str| {
+        ApiError::new(
+            axum::http::StatusCode::FORBIDDEN,
+            "not_executable",
+            format!("tool {tool_id:?} {why}; it runs only inside an agent's run"),
+        )
+    };
+    let approval = ApprovalContext {
+        tool_name: &tool_id,
+        request_context: &context,
+        thread_id: None,
+        resource_id: None,
+    };
+    // Executing here would skip the person who must approve it.
+    if tool.requires_approval(&args, &approval) {
+        return Err(refuse("needs a person's approval"));
+    }
+    if tool.is_client_tool() {
+        return Err(refuse("is a client tool (the caller runs it)"));
+    }
+    if tool.needs_conversation() {
+        return Err(refuse("reads the run's conversation"));
+    }
+    let ctx = ToolContext::standalone(&tool_id).with_request_context(context);
+    match tool.execute(args, ctx).await {
+        Ok(result) => Ok(Json(json!({"result": result}))),
+        Err(error) if error.is_suspension() => Err(refuse("suspends for resume data")),
+        Err(error) => Err(ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "tool_error",
+            error.message().to_owned(),
+        )),
+    }
 }

@@ -262,3 +262,90 @@ pub(crate) fn result_json(result: &GenerateResult) -> Value {
         "responseMessages": result.response_messages,
     })
 }
+
+/// The body of `send-message` and `signals`: the text, and the thread (or a run on it).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SendBody {
+    #[serde(default)]
+    pub message: Option<Value>,
+    #[serde(default)]
+    pub signal: Option<Value>,
+    pub resource_id: String,
+    pub thread_id: String,
+    #[serde(default)]
+    pub if_active: Option<IfActiveBody>,
+    #[serde(default)]
+    pub if_idle: Option<IfIdleBody>,
+}
+
+/// `ifActive`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum IfActiveBody {
+    Deliver,
+    Persist,
+    Discard,
+}
+
+/// `ifIdle`.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum IfIdleBody {
+    Wake,
+    Persist,
+    Discard,
+}
+
+impl SendBody {
+    /// The text of `field` (`message` or `signal`): a string, or an object's `content` /
+    /// `text`.
+    pub(crate) fn text(&self, field: &str) -> Result<String, ApiError> {
+        let value = if field == "signal" {
+            &self.signal
+        } else {
+            &self.message
+        };
+        let text = match value {
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(Value::Object(object)) => object
+                .get("content")
+                .or_else(|| object.get("text"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => None,
+        };
+        match text {
+            Some(text) if !text.trim().is_empty() => Ok(text),
+            _ => Err(ApiError::invalid(format!(
+                "{field} must be a non-empty string (or an object with a content string)"
+            ))),
+        }
+    }
+
+    /// Where the message goes.
+    pub(crate) fn target(&self) -> Result<kestrel_core::agent::SendMessage, ApiError> {
+        use kestrel_core::agent::{IfActive, IfIdle, SendMessage};
+        if self.resource_id.trim().is_empty() || self.thread_id.trim().is_empty() {
+            return Err(ApiError::invalid(
+                "resourceId and threadId must not be empty",
+            ));
+        }
+        let mut to = SendMessage::to(&self.resource_id, &self.thread_id);
+        if let Some(if_active) = self.if_active {
+            to = to.if_active(match if_active {
+                IfActiveBody::Deliver => IfActive::Deliver,
+                IfActiveBody::Persist => IfActive::Persist,
+                IfActiveBody::Discard => IfActive::Discard,
+            });
+        }
+        if let Some(if_idle) = self.if_idle {
+            to = to.if_idle(match if_idle {
+                IfIdleBody::Wake => IfIdle::Wake,
+                IfIdleBody::Persist => IfIdle::Persist,
+                IfIdleBody::Discard => IfIdle::Discard,
+            });
+        }
+        Ok(to)
+    }
+}

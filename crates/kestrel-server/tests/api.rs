@@ -503,3 +503,130 @@ async fn threads_are_aborted_by_resource_and_id() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_subscription_sees_the_run_a_message_wakes() {
+    let f = start(|s| s).await;
+    let mut subscription = f
+        .post(
+            "/agents/echo/threads/subscribe",
+            json!({"resourceId": "ada", "threadId": "t1"}),
+        )
+        .await;
+    assert_eq!(subscription.status(), 200);
+    let first = subscription.chunk().await.unwrap().unwrap();
+    assert_eq!(String::from_utf8_lossy(&first), ": connected\n\n");
+
+    let sent: Value = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": "Cy", "resourceId": "ada", "threadId": "t1"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sent["accepted"], true);
+    let run_id = sent["runId"].as_str().unwrap().to_owned();
+
+    let mut seen = String::new();
+    while !seen.contains(r#""type":"finish""#) {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), subscription.chunk())
+            .await
+            .expect("the woken run's events reach the subscriber")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let events: Vec<Value> = seen
+        .split("\n\n")
+        .filter_map(|b| b.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(events.iter().all(|e| e["runId"] == run_id.as_str()));
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "text-delta")
+        .map(|e| e["payload"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "hello Cy");
+
+    // Storing a signal needs memory, which this agent has not.
+    let stored = f
+        .post(
+            "/agents/echo/signals",
+            json!({"signal": "reminder", "resourceId": "ada", "threadId": "t1", "ifIdle": "persist"}),
+        )
+        .await;
+    error_of(stored, 409, "no_memory").await;
+    let bad = f
+        .post(
+            "/agents/echo/signals",
+            json!({"signal": "x", "resourceId": "ada", "threadId": "t1", "ifIdle": "snooze"}),
+        )
+        .await;
+    error_of(bad, 422, "invalid_body").await;
+    let empty = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": " ", "resourceId": "ada", "threadId": "t1"}),
+        )
+        .await;
+    error_of(empty, 422, "invalid_body").await;
+}
+
+#[tokio::test]
+async fn tools_are_listed_and_run_directly_only_when_no_person_is_needed() {
+    let f = start(|s| s).await;
+    let tools: Value = f.get("/agents/mailer/tools").await.json().await.unwrap();
+    assert_eq!(tools["send_email"]["description"], "Sends an email");
+    let one: Value = f.get("/agents/slow/tools/tick").await.json().await.unwrap();
+    assert_eq!(one["id"], "tick");
+    let message = error_of(f.get("/agents/slow/tools/tock").await, 404, "not_found").await;
+    assert!(message.contains("tick"), "{message}");
+
+    let ran: Value = f
+        .post(
+            "/agents/slow/tools/tick/execute",
+            json!({"data": {"to": "x"}}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ran["result"], "tock");
+    let message = error_of(
+        f.post(
+            "/agents/slow/tools/tick/execute",
+            json!({"data": {"to": 5}}),
+        )
+        .await,
+        422,
+        "invalid_body",
+    )
+    .await;
+    assert!(message.contains("to"), "{message}");
+    let message = error_of(
+        f.post(
+            "/agents/mailer/tools/send_email/execute",
+            json!({"data": {"to": "bob@example.com"}}),
+        )
+        .await,
+        403,
+        "not_executable",
+    )
+    .await;
+    assert!(message.contains("approval"), "{message}");
+    assert_eq!(
+        f.sent.load(Ordering::SeqCst),
+        0,
+        "nothing was sent without approval"
+    );
+    error_of(
+        f.post("/agents/slow/tools/ghost/execute", json!({"data": {}}))
+            .await,
+        404,
+        "not_found",
+    )
+    .await;
+}

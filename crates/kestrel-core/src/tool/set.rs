@@ -124,6 +124,12 @@ impl ToolSet {
         self.registered(name).map(|t| &t.tool)
     }
 
+    /// The tool `name`, once `args` validate against its input schema: what a caller that
+    /// runs a tool outside a model's call (an HTTP route, a test) checks first.
+    pub fn checked(&self, name: &str, args: &Value) -> Result<&SharedTool, ToolCallError> {
+        self.validate(name, args).map(|registered| &registered.tool)
+    }
+
     /// The definitions the model is offered.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.tools.iter().map(|t| t.definition.clone()).collect()
