@@ -1,4 +1,9 @@
-//! The bearer token check in front of every route.
+//! The bearer token check in front of every route, and who the caller is.
+//!
+//! A server has no tokens (loopback only: every caller may do anything), or a list of them.
+//! A token is either unpinned (the caller may act for any resource) or pinned to one resource
+//! id: that caller's runs are that resource's, and nothing of another resource can be read,
+//! decided, resumed or aborted with it.
 
 use std::sync::Arc;
 
@@ -9,50 +14,84 @@ use axum::response::{IntoResponse, Response};
 
 use crate::ApiError;
 
-/// The token requests must carry, if any.
+/// One accepted token, and the resource it is pinned to, if any.
 #[derive(Debug, Clone)]
-pub(crate) struct Token(Option<Arc<str>>);
+pub(crate) struct Grant {
+    pub token: Arc<str>,
+    pub resource: Option<String>,
+}
 
-impl Token {
-    pub(crate) fn new(token: Option<String>) -> Self {
-        Self(token.map(Into::into))
+/// The tokens requests must carry (none: no check).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tokens(pub Arc<Vec<Grant>>);
+
+/// Who is calling: the resource the caller is pinned to, if any. Every handler sees one.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Caller {
+    pub resource: Option<String>,
+}
+
+impl Caller {
+    /// Refuses a request about another resource than the caller's.
+    pub(crate) fn check_resource(&self, resource_id: &str) -> Result<(), ApiError> {
+        match &self.resource {
+            Some(own) if own != resource_id => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("this token acts for resource {own:?} only, not {resource_id:?}"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
-/// Compares in time independent of where the inputs differ, so the token cannot be guessed
+/// Compares in time independent of where the inputs differ, so a token cannot be guessed
 /// byte by byte from response times.
 fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Lets the request through when no token is configured or it carries the right one.
+/// Lets the request through when no token is configured or it carries a valid one, and
+/// records the caller for the handlers.
 pub(crate) async fn require_token(
-    State(token): State<Token>,
-    request: Request,
+    State(tokens): State<Tokens>,
+    mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(expected) = &token.0 else {
+    if tokens.0.is_empty() {
+        request.extensions_mut().insert(Caller::default());
         return next.run(request).await;
-    };
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    match given {
-        Some(given) if same(given.trim().as_bytes(), expected.as_bytes()) => {
-            next.run(request).await
-        }
-        Some(_) => ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "the bearer token is not valid",
-        )
-        .into_response(),
-        None => ApiError::new(
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(given) = given else {
+        return ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "this server needs an `Authorization: Bearer <token>` header",
+        )
+        .into_response();
+    };
+    // Every grant is compared, so the time does not tell which one matched.
+    let mut found = None;
+    for grant in tokens.0.iter() {
+        if same(given.as_bytes(), grant.token.as_bytes()) {
+            found = Some(grant.resource.clone());
+        }
+    }
+    match found {
+        Some(resource) => {
+            request.extensions_mut().insert(Caller { resource });
+            next.run(request).await
+        }
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the bearer token is not valid",
         )
         .into_response(),
     }

@@ -18,7 +18,9 @@
 //!   run: the run goes on to its end (or its next stop for a person) and is stored.
 //! - **Security.** A bearer token ([`Server::token`], or `KESTREL_API_TOKEN` for
 //!   [`Server::from_env`]) is checked on every route when set, and required to bind anything
-//!   but loopback. Bodies are limited ([`Server::body_limit`], 1 MiB by default). CORS is off
+//!   but loopback. A token can be pinned to a resource ([`Server::resource_token`]): its
+//!   caller runs as that resource and cannot read, decide, resume or abort anything of
+//!   another. Bodies are limited ([`Server::body_limit`], 1 MiB by default). CORS is off
 //!   unless origins are allowed ([`Server::cors_origins`]).
 //! - **Errors** are `{"error": {"code", "message"}}` with a 4xx naming what was wrong, or a
 //!   5xx with a generic message: provider and storage error text is logged, never sent.
@@ -75,7 +77,7 @@ pub enum ServeError {
 #[derive(Debug, Clone)]
 pub struct Server {
     kestrel: Kestrel,
-    token: Option<String>,
+    tokens: Vec<auth::Grant>,
     cors_origins: Vec<String>,
     body_limit: usize,
 }
@@ -91,7 +93,7 @@ impl Server {
     pub fn new(kestrel: Kestrel) -> Self {
         Self {
             kestrel,
-            token: None,
+            tokens: Vec::new(),
             cors_origins: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
         }
@@ -106,9 +108,29 @@ impl Server {
         }
     }
 
-    /// Requires `Authorization: Bearer <token>` on every route.
+    /// Requires `Authorization: Bearer <token>` on every route; this token may act for any
+    /// resource. Several tokens may be added.
     pub fn token(mut self, token: impl Into<String>) -> Self {
-        self.token = Some(token.into());
+        self.tokens.push(auth::Grant {
+            token: token.into().into(),
+            resource: None,
+        });
+        self
+    }
+
+    /// Accepts a token pinned to one resource: its caller's runs belong to `resource_id`
+    /// (a run body naming another resource is refused), its request context carries the
+    /// resource under [`kestrel_core::context::RESOURCE_ID_KEY`], and runs, threads and
+    /// decisions of other resources are out of its reach (403, or 404 for a run id).
+    pub fn resource_token(
+        mut self,
+        token: impl Into<String>,
+        resource_id: impl Into<String>,
+    ) -> Self {
+        self.tokens.push(auth::Grant {
+            token: token.into().into(),
+            resource: Some(resource_id.into()),
+        });
         self
     }
 
@@ -134,7 +156,7 @@ impl Server {
             .with_state(state)
             .layer(DefaultBodyLimit::max(self.body_limit))
             .layer(axum::middleware::from_fn_with_state(
-                auth::Token::new(self.token.clone()),
+                auth::Tokens(Arc::new(self.tokens.clone())),
                 auth::require_token,
             ));
         let mut router = Router::new().nest("/api", api).fallback(routes::not_found);
@@ -185,7 +207,7 @@ impl Server {
         &self,
         addr: SocketAddr,
     ) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
-        if !addr.ip().is_loopback() && self.token.is_none() {
+        if !addr.ip().is_loopback() && self.tokens.is_empty() {
             return Err(ServeError::TokenRequired { addr });
         }
         let listener = tokio::net::TcpListener::bind(addr)

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -12,6 +13,7 @@ use kestrel_core::run_store::SuspendedRunsQuery;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::auth::Caller;
 use crate::wire::{
     Body, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json, waiting_json,
 };
@@ -29,32 +31,44 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route(
             "/agents/{agent_id}/approve-tool-call",
             post(
-                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
-                    decide_stream(s, id, b, Decide::Approve)
+                |State(s): Shared,
+                 Extension(c): Extension<Caller>,
+                 Path(id): Path<String>,
+                 Body(b): Body<DecisionBody>| {
+                    decide_stream(s, c, id, b, Decide::Approve)
                 },
             ),
         )
         .route(
             "/agents/{agent_id}/decline-tool-call",
             post(
-                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
-                    decide_stream(s, id, b, Decide::Decline)
+                |State(s): Shared,
+                 Extension(c): Extension<Caller>,
+                 Path(id): Path<String>,
+                 Body(b): Body<DecisionBody>| {
+                    decide_stream(s, c, id, b, Decide::Decline)
                 },
             ),
         )
         .route(
             "/agents/{agent_id}/approve-tool-call-generate",
             post(
-                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
-                    decide_generate(s, id, b, Decide::Approve)
+                |State(s): Shared,
+                 Extension(c): Extension<Caller>,
+                 Path(id): Path<String>,
+                 Body(b): Body<DecisionBody>| {
+                    decide_generate(s, c, id, b, Decide::Approve)
                 },
             ),
         )
         .route(
             "/agents/{agent_id}/decline-tool-call-generate",
             post(
-                |State(s): Shared, Path(id): Path<String>, Body(b): Body<DecisionBody>| {
-                    decide_generate(s, id, b, Decide::Decline)
+                |State(s): Shared,
+                 Extension(c): Extension<Caller>,
+                 Path(id): Path<String>,
+                 Body(b): Body<DecisionBody>| {
+                    decide_generate(s, c, id, b, Decide::Decline)
                 },
             ),
         )
@@ -147,30 +161,50 @@ async fn get_agent(
 
 async fn generate(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run()?;
+    let (input, options) = body.into_run(&caller)?;
     let result = agent.generate(input, options).await?;
     Ok(Json(result_json(&result)))
 }
 
 async fn stream(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run()?;
+    let (input, options) = body.into_run(&caller)?;
     Ok(crate::sse::run_events(agent.stream(input, options)).into_response())
 }
 
-fn call_ref(run_id: String, tool_call_id: String, fingerprint: Option<String>) -> ToolCallRef {
-    let call = ToolCallRef::new(run_id, tool_call_id);
-    match fingerprint {
-        Some(fingerprint) => call.fingerprint(fingerprint),
-        None => call,
+/// The call a decision names; a pinned caller reaches only its resource's runs.
+fn call_ref(
+    caller: &Caller,
+    run_id: String,
+    tool_call_id: String,
+    fingerprint: Option<String>,
+) -> ToolCallRef {
+    let mut call = ToolCallRef::new(run_id, tool_call_id);
+    if let Some(fingerprint) = fingerprint {
+        call = call.fingerprint(fingerprint);
+    }
+    if let Some(resource) = &caller.resource {
+        call = call.resource(resource);
+    }
+    call
+}
+
+/// A run named by id; a pinned caller reaches only its resource's runs.
+fn run_ref(caller: &Caller, run_id: &str) -> RunRef {
+    let run = RunRef::new(run_id);
+    match &caller.resource {
+        Some(resource) => run.resource(resource),
+        None => run,
     }
 }
 
@@ -184,12 +218,13 @@ enum Decide {
 /// A decision on a waiting call, continued as a stream.
 async fn decide_stream(
     state: Arc<AppState>,
+    caller: Caller,
     agent_id: String,
     body: DecisionBody,
     decide: Decide,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let call = call_ref(body.run_id, body.tool_call_id, body.fingerprint);
+    let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let stream = match decide {
         Decide::Approve => agent.approve_tool_call(call).await?,
         Decide::Decline => agent.decline_tool_call(call, body.reason).await?,
@@ -200,12 +235,13 @@ async fn decide_stream(
 /// A decision on a waiting call, run to its end.
 async fn decide_generate(
     state: Arc<AppState>,
+    caller: Caller,
     agent_id: String,
     body: DecisionBody,
     decide: Decide,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let call = call_ref(body.run_id, body.tool_call_id, body.fingerprint);
+    let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let result = match decide {
         Decide::Approve => agent.approve_tool_call_generate(call).await?,
         Decide::Decline => agent.decline_tool_call_generate(call, body.reason).await?,
@@ -215,28 +251,34 @@ async fn decide_generate(
 
 async fn resume_stream(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let tool_call_id = match body.tool_call_id {
         Some(id) => id,
-        None => only_suspended_call(agent, &body.run_id).await?,
+        None => only_suspended_call(agent, &caller, &body.run_id).await?,
     };
-    let call = call_ref(body.run_id, tool_call_id, body.fingerprint);
+    let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
     let stream = agent.resume_stream(body.resume_data, call).await?;
     Ok(crate::sse::run_events(stream).into_response())
 }
 
 /// Without a `toolCallId`, the one suspended call of the run (Mastra's older clients send
 /// none); a run with several names them.
-async fn only_suspended_call(agent: &Agent, run_id: &str) -> Result<String, ApiError> {
+async fn only_suspended_call(
+    agent: &Agent,
+    caller: &Caller,
+    run_id: &str,
+) -> Result<String, ApiError> {
     let stored = agent
         .run_store()
         .load(run_id)
         .await
         .map_err(|e| ApiError::internal(&e))?
         .filter(|s| s.state.agent_id == agent.id())
+        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
         .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))?;
     let suspended: Vec<String> = stored
         .state
@@ -275,11 +317,18 @@ struct SuspendedQuery {
 
 async fn suspended_runs(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let agent = agent(&state, &agent_id)?;
+    if let Some(own) = &caller.resource {
+        if let Some(asked) = &query.resource_id {
+            caller.check_resource(asked)?;
+        }
+        query.resource_id = Some(own.clone());
+    }
     let page = agent
         .list_suspended_runs(SuspendedRunsQuery {
             thread_id: query.thread_id,
@@ -307,38 +356,56 @@ async fn suspended_runs(
 
 async fn abort_thread(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
+    caller.check_resource(&body.resource_id)?;
     let aborted = agent.abort_thread(&body.resource_id, &body.thread_id);
     Ok(Json(json!({"aborted": aborted})))
 }
 
 async fn abort_run(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let marked = agent.abort_stored_run(RunRef::new(&run_id)).await?;
+    if caller.resource.is_some() {
+        // A run in progress is aborted by its signal, without a resource check: check first.
+        let stored = agent
+            .run_store()
+            .load(&run_id)
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
+        let own = stored.is_some_and(|s| s.state.settings.resource_id == caller.resource);
+        if !own {
+            return Err(ApiError::not_found(format!("run {run_id:?} not found")));
+        }
+    }
+    let marked = agent.abort_stored_run(run_ref(&caller, &run_id)).await?;
     Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
 }
 
 async fn resume_run(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let stream = agent.resume_run(RunRef::new(&run_id)).await?;
+    let stream = agent.resume_run(run_ref(&caller, &run_id)).await?;
     Ok(crate::sse::run_events(stream).into_response())
 }
 
 async fn send_message(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
+    caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let sent = agent.send_message(text, body.target()?).await?;
     Ok(Json(sent_json(sent)))
@@ -346,10 +413,12 @@ async fn send_message(
 
 async fn signal(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
+    caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
     let sent = agent.send_signal(text, body.target()?).await?;
     Ok(Json(sent_json(sent)))
@@ -365,9 +434,11 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(25);
 
 async fn subscribe(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Response, ApiError> {
+    caller.check_resource(&body.resource_id)?;
     use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
     use futures::StreamExt;
     let agent = agent(&state, &agent_id)?;
@@ -417,6 +488,7 @@ struct ExecuteBody {
 
 async fn execute_tool(
     State(state): Shared,
+    Extension(caller): Extension<Caller>,
     Path((agent_id, tool_id)): Path<(String, String)>,
     Body(body): Body<ExecuteBody>,
 ) -> Result<Json<Value>, ApiError> {
@@ -440,6 +512,9 @@ async fn execute_tool(
             .into_iter()
             .collect::<BTreeMap<_, _>>(),
     );
+    if let Some(resource) = &caller.resource {
+        context.set(kestrel_core::context::RESOURCE_ID_KEY, resource.as_str());
+    }
     let refuse = |why: &str| {
         ApiError::new(
             axum::http::StatusCode::FORBIDDEN,

@@ -98,8 +98,12 @@ pub(crate) struct RunBody {
 }
 
 impl RunBody {
-    /// The input messages and the run's options.
-    pub(crate) fn into_run(self) -> Result<(Vec<Message>, RunOptions), ApiError> {
+    /// The input messages and the run's options. A caller pinned to a resource runs as that
+    /// resource: a thread of another is refused, and the request context carries it.
+    pub(crate) fn into_run(
+        self,
+        caller: &crate::auth::Caller,
+    ) -> Result<(Vec<Message>, RunOptions), ApiError> {
         let messages = input_messages(&self.messages)?;
         let mut options = RunOptions::new();
         let memory = match (self.memory, self.thread_id, self.resource_id) {
@@ -112,21 +116,27 @@ impl RunBody {
             }
             (None, None, _) => None,
         };
-        if let Some((thread, resource)) = memory {
+        if let Some((thread, resource)) = &memory {
             if thread.trim().is_empty() || resource.trim().is_empty() {
                 return Err(ApiError::invalid(
                     "memory.thread and memory.resource must not be empty",
                 ));
             }
-            options = options.memory(&thread, &resource);
+            caller.check_resource(resource)?;
+            options = options.memory(thread, resource);
         }
-        if let Some(context) = self.request_context {
-            options = options.request_context(RequestContext::from(
-                context
-                    .into_iter()
-                    .collect::<std::collections::BTreeMap<_, _>>(),
-            ));
+        let context = RequestContext::from(
+            self.request_context
+                .unwrap_or_default()
+                .into_iter()
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        );
+        if let Some(own) = &caller.resource {
+            // Set by the server from the token: a body cannot claim another identity.
+            context.set(kestrel_core::context::RESOURCE_ID_KEY, own.as_str());
+            options = options.resource(own);
         }
+        options = options.request_context(context);
         if let Some(run_id) = self.run_id {
             options = options.run_id(run_id);
         }

@@ -630,3 +630,114 @@ async fn tools_are_listed_and_run_directly_only_when_no_person_is_needed() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_caller_pinned_to_a_resource_cannot_reach_another_resources_runs() {
+    let f = start(|s| {
+        s.token("admin")
+            .resource_token("ada-token", "ada")
+            .resource_token("bob-token", "bob")
+    })
+    .await;
+    let as_ = |token: &'static str, path: &str, body: Value| {
+        f.http
+            .post(format!("{}{path}", f.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+    };
+    let events = sse_events(
+        as_(
+            "ada-token",
+            "/agents/mailer/stream",
+            json!({"messages": "email bob"}),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    let approval = events
+        .iter()
+        .find(|e| e["type"] == "tool-call-approval")
+        .unwrap();
+    let run_id = approval["runId"].as_str().unwrap().to_owned();
+    let decision = json!({"runId": run_id, "toolCallId": "call-1"});
+
+    // Bob sees nothing of Ada's, and cannot act on it.
+    let refused = as_(
+        "bob-token",
+        "/agents/mailer/approve-tool-call",
+        decision.clone(),
+    )
+    .await
+    .unwrap();
+    error_of(refused, 404, "not_found").await;
+    let aborted = as_(
+        "bob-token",
+        &format!("/agents/mailer/runs/{run_id}/abort"),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    error_of(aborted, 404, "not_found").await;
+    let listed: Value = f
+        .http
+        .get(format!("{}/agents/mailer/suspended-runs", f.base))
+        .bearer_auth("bob-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["total"], 0);
+    let peek = f
+        .http
+        .get(format!(
+            "{}/agents/mailer/suspended-runs?resourceId=ada",
+            f.base
+        ))
+        .bearer_auth("bob-token")
+        .send()
+        .await
+        .unwrap();
+    error_of(peek, 403, "forbidden").await;
+    let borrowed = as_(
+        "bob-token",
+        "/agents/echo/stream",
+        json!({"messages": "hi", "memory": {"thread": "t1", "resource": "ada"}}),
+    )
+    .await
+    .unwrap();
+    error_of(borrowed, 403, "forbidden").await;
+    let thread = as_(
+        "bob-token",
+        "/agents/echo/threads/abort",
+        json!({"resourceId": "ada", "threadId": "t1"}),
+    )
+    .await
+    .unwrap();
+    error_of(thread, 403, "forbidden").await;
+    assert_eq!(f.sent.load(Ordering::SeqCst), 0);
+
+    // Ada (and the unpinned token) can.
+    let listed: Value = f
+        .http
+        .get(format!("{}/agents/mailer/suspended-runs", f.base))
+        .bearer_auth("admin")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["runs"][0]["resourceId"], "ada");
+    let events = sse_events(
+        as_("ada-token", "/agents/mailer/approve-tool-call", decision)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(events.last().unwrap()["type"], "finish");
+    assert_eq!(f.sent.load(Ordering::SeqCst), 1);
+}

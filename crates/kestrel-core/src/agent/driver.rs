@@ -137,7 +137,8 @@ impl AgentRun {
                 .memory
                 .as_ref()
                 .or(d.memory.as_ref())
-                .map(|m| m.resource.clone()),
+                .map(|m| m.resource.clone())
+                .or_else(|| options.resource.clone()),
             tool_approval: SavedApproval::Never,
         };
         let approval = options

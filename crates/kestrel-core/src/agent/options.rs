@@ -95,6 +95,9 @@ pub struct RunOptions {
     pub tool_concurrency: Option<usize>,
     /// The conversation this run belongs to.
     pub memory: Option<MemoryOptions>,
+    /// The resource a run without a thread acts for (with `memory`, the thread's resource
+    /// wins): stored with its snapshot, so decisions can be pinned to it.
+    pub resource: Option<String>,
     /// Which tool calls need a person's approval, on top of each tool's own policy (a call
     /// needs approval when either says so).
     pub require_tool_approval: Option<ApprovalPolicy>,
@@ -176,6 +179,12 @@ impl RunOptions {
     /// Hooks and settings of this run's delegations to sub-agents.
     pub fn delegation(mut self, delegation: DelegationOptions) -> Self {
         self.delegation = Some(delegation);
+        self
+    }
+
+    /// The resource the run acts for when it has no thread (see [`RunOptions::resource`]).
+    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
+        self.resource = Some(resource_id.into());
         self
     }
 
