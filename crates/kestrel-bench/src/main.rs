@@ -8,6 +8,7 @@
 //! cargo run --release -p kestrel-bench -- w5 10000    # N concurrent W3 runs, 50 ms model latency
 //! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
 //! cargo run --release -p kestrel-bench -- w6          # stop for approval + approve on SQLite (see w6.rs)
+//! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
 //! ```
 //!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
@@ -15,6 +16,7 @@
 
 mod w4;
 mod w6;
+mod w7;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -273,13 +275,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5(runs).await
         }
+        Some("w7") => {
+            let streams = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            w7::w7(streams).await
+        }
+        Some("w7-client") => {
+            let addr = args.get(1).ok_or("w7-client needs the server's address")?;
+            let streams = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            w7::w7_client(addr, streams).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS]"
             );
             std::process::exit(2);
         }

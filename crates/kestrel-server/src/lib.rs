@@ -35,6 +35,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, header};
 use kestrel_core::kestrel::Kestrel;
@@ -226,6 +227,13 @@ impl Server {
         addr: SocketAddr,
     ) -> Result<(), ServeError> {
         tracing::info!(%addr, "kestrel server listening");
+        // Events are small writes that must leave at once: Nagle's algorithm would hold them
+        // back for the peer's delayed ACK (up to 40 ms on Linux).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(error) = tcp.set_nodelay(true) {
+                tracing::debug!(%error, "could not set TCP_NODELAY");
+            }
+        });
         axum::serve(listener, self.router())
             .await
             .map_err(|source| ServeError::Io { addr, source })

@@ -1,0 +1,100 @@
+//! W7: concurrent SSE streams of W2 over loopback, from a separate client process.
+//!
+//! `kestrel-bench w7 [STREAMS]` serves the W2 agent on a free loopback port, starts itself
+//! again as the client (`w7-client ADDR STREAMS`), which opens every stream at once and reports
+//! the time to the first event of each (p50, p99), how many streams completed (ended with
+//! `data: [DONE]` after a `finish` event) and the wall time; then the server prints its own
+//! peak RSS (VmHWM), which the client's memory does not inflate.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kestrel::prelude::*;
+use kestrel::server::Server;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// The server side.
+pub async fn w7(streams: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let agent = super::w2_agent(None)?;
+    let kestrel = Kestrel::builder().agent(agent).build()?;
+    let server = Server::new(kestrel);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse()?).await?;
+    tokio::spawn(server.serve_on(listener, addr));
+    let output = tokio::process::Command::new(std::env::current_exe()?)
+        .args(["w7-client", &addr.to_string(), &streams.to_string()])
+        .output()
+        .await?;
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    if !output.status.success() {
+        return Err(format!(
+            "the client failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    println!(
+        "w7 server: peak RSS {:.1} MB",
+        super::peak_rss_mb().unwrap_or(f64::NAN)
+    );
+    Ok(())
+}
+
+/// One stream: the time to its first event, and whether it completed.
+async fn one(http: reqwest::Client, url: String) -> Result<(Duration, bool), Error> {
+    let started = Instant::now();
+    let response = http
+        .post(url)
+        .json(&serde_json::json!({"messages": "What is 2 + 3?"}))
+        .send()
+        .await?;
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    let mut first = None;
+    while let Some(chunk) = body.next().await {
+        text.push_str(&String::from_utf8_lossy(&chunk?));
+        if first.is_none() && text.contains("data: ") {
+            first = Some(started.elapsed());
+        }
+    }
+    let completed =
+        text.contains(r#""type":"finish""#) && text.trim_end().ends_with("data: [DONE]");
+    Ok((first.unwrap_or_else(|| started.elapsed()), completed))
+}
+
+/// The client side: `streams` streams at once against `addr`.
+pub async fn w7_client(addr: &str, streams: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(streams)
+        .build()?;
+    let url = format!("http://{addr}/api/agents/w2/stream");
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..streams)
+        .map(|_| tokio::spawn(one(http.clone(), url.clone())))
+        .collect();
+    let mut firsts = Vec::with_capacity(streams);
+    let mut completed = 0;
+    let mut failed = 0;
+    for task in tasks {
+        match task.await? {
+            Ok((first, done)) => {
+                firsts.push(first);
+                completed += usize::from(done);
+            }
+            Err(error) => {
+                failed += 1;
+                eprintln!("stream failed: {error}");
+            }
+        }
+    }
+    let wall = started.elapsed();
+    firsts.sort_unstable();
+    println!(
+        "w7: {streams} concurrent SSE streams of W2, {completed} completed, {failed} failed, \
+         first event p50 {:.1} ms, p99 {:.1} ms, wall {:.0} ms",
+        super::percentile(&firsts, 0.5) / 1e3,
+        super::percentile(&firsts, 0.99) / 1e3,
+        wall.as_secs_f64() * 1e3
+    );
+    Ok(())
+}
