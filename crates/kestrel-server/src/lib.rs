@@ -35,9 +35,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::serve::ListenerExt;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, header};
+use axum::serve::ListenerExt;
 use kestrel_core::kestrel::Kestrel;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
