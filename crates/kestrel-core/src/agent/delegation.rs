@@ -240,6 +240,7 @@ impl Tool for DelegationTool {
         // was paused, or this process restarted) continues that run: its prompt and start
         // hooks ran when it began.
         let stored = match &ctx.sub_run {
+            Some(link) if link.is_new => None,
             Some(link) => match link.store.load(&link.sub_run.run_id).await {
                 Ok(stored) => stored,
                 Err(error) => {
@@ -1038,6 +1039,8 @@ pub struct MessageFilterContext {
 #[derive(Debug, Clone)]
 pub(crate) struct SubRunContext {
     pub sub_run: SubRun,
+    /// The id was chosen for this call just now: there is no stored run to look for.
+    pub is_new: bool,
     pub store: SharedRunStore,
     pub pause: AbortSignal,
     pub delegated_by: DelegatedBy,

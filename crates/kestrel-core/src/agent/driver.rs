@@ -1321,6 +1321,8 @@ impl AgentRun {
         // waiting for them: a restart finds the sub-agents' runs from here.
         let mut delegates = false;
         let mut background = Vec::new();
+        // Sub-agent runs named just now: nothing can be stored under them yet.
+        let mut fresh = Vec::new();
         for (index, _) in &to_run {
             let progress = &mut calls[*index];
             if let Some(config) = self.agent.inner.background.get(&progress.call.tool_name) {
@@ -1335,6 +1337,7 @@ impl AgentRun {
                     agent_id: agent.id().to_owned(),
                     run_id: crate::id::new_id(),
                 });
+                fresh.push(*index);
             }
             delegates |= progress.sub_run.is_some();
         }
@@ -1386,6 +1389,7 @@ impl AgentRun {
                     let how = CallExtras {
                         resume_data: resume,
                         sub_run: progress.sub_run.clone(),
+                        sub_run_is_new: fresh.contains(&index),
                         background: background_of(index),
                     };
                     (index, progress.call.clone(), how)
@@ -1728,6 +1732,8 @@ struct CallExtras {
     resume_data: Option<Value>,
     /// The sub-agent's run, for a delegation.
     sub_run: Option<SubRun>,
+    /// Whether that run id was chosen in this tools phase (so it has no stored run to load).
+    sub_run_is_new: bool,
     /// Background settings, for a background delegation.
     background: Option<(crate::agent::BackgroundTool, Arc<BackgroundRuntime>)>,
 }
@@ -1782,6 +1788,7 @@ async fn run_tool(
     let CallExtras {
         resume_data,
         sub_run,
+        sub_run_is_new,
         background,
     } = how;
     let tool_name = call.tool_name.clone();
@@ -1813,6 +1820,7 @@ async fn run_tool(
         step: base.step,
         sub_run: sub_run.map(|sub_run| SubRunContext {
             sub_run,
+            is_new: sub_run_is_new,
             store: Arc::clone(&base.store),
             pause: base.pause.clone(),
             delegated_by: DelegatedBy {
