@@ -28,49 +28,22 @@ pub(crate) fn api() -> Router<Arc<AppState>> {
         .route("/agents/{agent_id}", get(get_agent))
         .route("/agents/{agent_id}/generate", post(generate))
         .route("/agents/{agent_id}/stream", post(stream))
+        // `APPROVE`: approve (true) or decline (false).
         .route(
             "/agents/{agent_id}/approve-tool-call",
-            post(
-                |State(s): Shared,
-                 Extension(c): Extension<Caller>,
-                 Path(id): Path<String>,
-                 Body(b): Body<DecisionBody>| {
-                    decide_stream(s, c, id, b, Decide::Approve)
-                },
-            ),
+            post(decide_stream::<true>),
         )
         .route(
             "/agents/{agent_id}/decline-tool-call",
-            post(
-                |State(s): Shared,
-                 Extension(c): Extension<Caller>,
-                 Path(id): Path<String>,
-                 Body(b): Body<DecisionBody>| {
-                    decide_stream(s, c, id, b, Decide::Decline)
-                },
-            ),
+            post(decide_stream::<false>),
         )
         .route(
             "/agents/{agent_id}/approve-tool-call-generate",
-            post(
-                |State(s): Shared,
-                 Extension(c): Extension<Caller>,
-                 Path(id): Path<String>,
-                 Body(b): Body<DecisionBody>| {
-                    decide_generate(s, c, id, b, Decide::Approve)
-                },
-            ),
+            post(decide_generate::<true>),
         )
         .route(
             "/agents/{agent_id}/decline-tool-call-generate",
-            post(
-                |State(s): Shared,
-                 Extension(c): Extension<Caller>,
-                 Path(id): Path<String>,
-                 Body(b): Body<DecisionBody>| {
-                    decide_generate(s, c, id, b, Decide::Decline)
-                },
-            ),
+            post(decide_generate::<false>),
         )
         .route("/agents/{agent_id}/resume-stream", post(resume_stream))
         .route("/agents/{agent_id}/suspended-runs", get(suspended_runs))
@@ -208,43 +181,36 @@ fn run_ref(caller: &Caller, run_id: &str) -> RunRef {
     }
 }
 
-/// Approve or decline.
-#[derive(Debug, Clone, Copy)]
-enum Decide {
-    Approve,
-    Decline,
-}
-
-/// A decision on a waiting call, continued as a stream.
-async fn decide_stream(
-    state: Arc<AppState>,
-    caller: Caller,
-    agent_id: String,
-    body: DecisionBody,
-    decide: Decide,
+/// Approves (`APPROVE`) or declines a waiting call, and continues the run as a stream.
+async fn decide_stream<const APPROVE: bool>(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(agent_id): Path<String>,
+    Body(body): Body<DecisionBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
-    let stream = match decide {
-        Decide::Approve => agent.approve_tool_call(call).await?,
-        Decide::Decline => agent.decline_tool_call(call, body.reason).await?,
+    let stream = if APPROVE {
+        agent.approve_tool_call(call).await?
+    } else {
+        agent.decline_tool_call(call, body.reason).await?
     };
     Ok(crate::sse::run_events(stream).into_response())
 }
 
-/// A decision on a waiting call, run to its end.
-async fn decide_generate(
-    state: Arc<AppState>,
-    caller: Caller,
-    agent_id: String,
-    body: DecisionBody,
-    decide: Decide,
+/// Approves (`APPROVE`) or declines a waiting call, and runs the run to its end.
+async fn decide_generate<const APPROVE: bool>(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(agent_id): Path<String>,
+    Body(body): Body<DecisionBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
-    let result = match decide {
-        Decide::Approve => agent.approve_tool_call_generate(call).await?,
-        Decide::Decline => agent.decline_tool_call_generate(call, body.reason).await?,
+    let result = if APPROVE {
+        agent.approve_tool_call_generate(call).await?
+    } else {
+        agent.decline_tool_call_generate(call, body.reason).await?
     };
     Ok(Json(result_json(&result)))
 }
