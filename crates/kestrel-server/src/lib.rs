@@ -26,9 +26,12 @@
 //!   5xx with a generic message: provider and storage error text is logged, never sent.
 
 mod auth;
+mod chat;
 mod error;
+mod memory;
 mod routes;
 mod sse;
+mod studio;
 mod wire;
 
 use std::net::SocketAddr;
@@ -39,6 +42,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Method, header};
 use axum::serve::ListenerExt;
 use kestrel_core::kestrel::Kestrel;
+use kestrel_memory::Memory;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use error::ApiError;
@@ -81,12 +85,21 @@ pub struct Server {
     tokens: Vec<auth::Grant>,
     cors_origins: Vec<String>,
     body_limit: usize,
+    memory: Option<Memory>,
+    abort_on_disconnect: bool,
+    studio: bool,
 }
 
 /// What every handler reaches.
 #[derive(Debug, Clone)]
 pub(crate) struct AppState {
     pub kestrel: Kestrel,
+    /// The memory the `/api/memory` routes (and chat history) read and write.
+    #[allow(dead_code)] // read by the memory and chat routes
+    pub memory: Option<Memory>,
+    /// Whether a client that goes away aborts the run it was streaming.
+    #[allow(dead_code)] // read by the stream routes
+    pub abort_on_disconnect: bool,
 }
 
 impl Server {
@@ -97,7 +110,32 @@ impl Server {
             tokens: Vec::new(),
             cors_origins: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
+            memory: None,
+            abort_on_disconnect: false,
+            studio: true,
         }
+    }
+
+    /// The memory behind the `/api/memory` routes (threads, messages, working memory,
+    /// observations) and the chat route's stored history: usually the one the agents use.
+    /// Without it those routes answer 404 `no_memory`.
+    pub fn memory(mut self, memory: Memory) -> Self {
+        self.memory = Some(memory);
+        self
+    }
+
+    /// Makes a client that disconnects from a stream abort its run (stored as aborted, with
+    /// the partial answer kept). By default the run goes on to its end or its next stop, is
+    /// stored, and the client can re-attach.
+    pub fn abort_on_disconnect(mut self, abort: bool) -> Self {
+        self.abort_on_disconnect = abort;
+        self
+    }
+
+    /// Serves the Studio web UI at `/` (on by default); `false` leaves only the API.
+    pub fn studio(mut self, enabled: bool) -> Self {
+        self.studio = enabled;
+        self
     }
 
     /// [`Server::new`], with the token from `KESTREL_API_TOKEN` when it is set and not empty.
@@ -152,15 +190,28 @@ impl Server {
     pub fn router(&self) -> Router {
         let state = Arc::new(AppState {
             kestrel: self.kestrel.clone(),
+            memory: self.memory.clone(),
+            abort_on_disconnect: self.abort_on_disconnect,
         });
-        let api = routes::api()
-            .with_state(state)
-            .layer(DefaultBodyLimit::max(self.body_limit))
-            .layer(axum::middleware::from_fn_with_state(
-                auth::Tokens(Arc::new(self.tokens.clone())),
-                auth::require_token,
-            ));
-        let mut router = Router::new().nest("/api", api).fallback(routes::not_found);
+        let guarded = |routes: Router<Arc<AppState>>| {
+            routes
+                .with_state(state.clone())
+                .layer(DefaultBodyLimit::max(self.body_limit))
+                .layer(axum::middleware::from_fn_with_state(
+                    auth::Tokens(Arc::new(self.tokens.clone())),
+                    auth::require_token,
+                ))
+        };
+        let api = guarded(routes::api().merge(memory::routes()));
+        let mut router = Router::new()
+            .nest("/api", api)
+            .merge(guarded(chat::routes()));
+        if self.studio {
+            // The Studio's files are public: they hold no data, and ask for a token when the
+            // API needs one.
+            router = router.merge(studio::routes());
+        }
+        let mut router = router.fallback(routes::not_found);
         if let Some(cors) = self.cors() {
             router = router.layer(cors);
         }
