@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::error::{Error, MemoryBuildError};
 use crate::history::{pair_tool_messages, window};
-use crate::observational::{ObservationalMemory, ObservationalProcessor};
+use crate::observational::{ObservationScope, ObservationalMemory, ObservationalProcessor};
 use crate::processor::{RecallContext, SharedProcessor, StoreContext};
 use crate::semantic::{SemanticRecall, SemanticRecallProcessor};
 use crate::title::{GenerateTitle, TitleGenerator};
@@ -56,6 +56,10 @@ struct Inner {
     read_only: bool,
     title: Option<TitleGenerator>,
     processors: Vec<SharedProcessor>,
+    /// The working memory options, for readers of the store (the server's routes).
+    working_memory: Option<WorkingMemory>,
+    /// Where observations are kept, when observational memory is on.
+    observation_scope: Option<ObservationScope>,
     /// Inputs `recall` stored, by thread, until the agent hands them to `persist`.
     stored_inputs: Mutex<HashMap<String, Vec<Vec<String>>>>,
 }
@@ -92,23 +96,27 @@ impl Memory {
     /// A memory over `storage` with the defaults: the last 10 messages, no title, no working
     /// memory.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
-        Self::from_parts(storage, DEFAULT_LAST_MESSAGES, false, None, Vec::new())
+        Self::from_parts(Parts {
+            storage,
+            last_messages: DEFAULT_LAST_MESSAGES,
+            read_only: false,
+            title: None,
+            processors: Vec::new(),
+            working_memory: None,
+            observation_scope: None,
+        })
     }
 
-    fn from_parts(
-        storage: Arc<dyn Storage>,
-        last_messages: u32,
-        read_only: bool,
-        title: Option<TitleGenerator>,
-        processors: Vec<SharedProcessor>,
-    ) -> Self {
+    fn from_parts(parts: Parts) -> Self {
         Self {
             inner: Arc::new(Inner {
-                storage,
-                last_messages,
-                read_only,
-                title,
-                processors,
+                storage: parts.storage,
+                last_messages: parts.last_messages,
+                read_only: parts.read_only,
+                title: parts.title,
+                processors: parts.processors,
+                working_memory: parts.working_memory,
+                observation_scope: parts.observation_scope,
                 stored_inputs: Mutex::new(HashMap::new()),
             }),
         }
@@ -127,6 +135,16 @@ impl Memory {
     /// Whether this memory only reads.
     pub fn is_read_only(&self) -> bool {
         self.inner.read_only
+    }
+
+    /// The working memory options, when working memory is on.
+    pub fn working_memory(&self) -> Option<&WorkingMemory> {
+        self.inner.working_memory.as_ref()
+    }
+
+    /// Where observations are kept, when observational memory is on.
+    pub fn observation_scope(&self) -> Option<ObservationScope> {
+        self.inner.observation_scope
     }
 
     /// This memory as the agent's memory hook.
@@ -579,10 +597,12 @@ impl MemoryBuilder {
             None => None,
         };
         let mut processors: Vec<SharedProcessor> = Vec::new();
+        let working_memory = self.working_memory.clone();
         if let Some(options) = self.working_memory {
             let storage = Arc::clone(&self.storage);
             processors.push(Arc::new(WorkingMemoryProcessor::new(storage, options)?));
         }
+        let observation_scope = self.observational_memory.as_ref().map(|o| o.scope);
         if let Some(options) = self.observational_memory {
             let storage = Arc::clone(&self.storage);
             let registry = self.registry.as_ref();
@@ -604,12 +624,25 @@ impl MemoryBuilder {
                 });
             }
         }
-        Ok(Memory::from_parts(
-            self.storage,
-            self.last_messages,
-            self.read_only,
+        Ok(Memory::from_parts(Parts {
+            storage: self.storage,
+            last_messages: self.last_messages,
+            read_only: self.read_only,
             title,
             processors,
-        ))
+            working_memory,
+            observation_scope,
+        }))
     }
+}
+
+/// What a [`Memory`] is made of.
+struct Parts {
+    storage: Arc<dyn Storage>,
+    last_messages: u32,
+    read_only: bool,
+    title: Option<TitleGenerator>,
+    processors: Vec<SharedProcessor>,
+    working_memory: Option<WorkingMemory>,
+    observation_scope: Option<ObservationScope>,
 }

@@ -79,6 +79,27 @@ impl WorkingMemory {
         self.scope = scope;
         self
     }
+
+    /// Where it is kept.
+    pub fn scope_kind(&self) -> WorkingMemoryScope {
+        self.scope
+    }
+
+    /// The Markdown template, for the template format.
+    pub fn template_text(&self) -> Option<&str> {
+        match &self.format {
+            Format::Template(template) => Some(template),
+            Format::Schema(_) => None,
+        }
+    }
+
+    /// The JSON schema, for the schema format (its content is then a JSON object).
+    pub fn schema_value(&self) -> Option<&Value> {
+        match &self.format {
+            Format::Template(_) => None,
+            Format::Schema(schema) => Some(schema),
+        }
+    }
 }
 
 /// The working memory stage of a [`Memory`](crate::Memory) and its tool.

@@ -29,6 +29,7 @@ mod auth;
 mod chat;
 mod error;
 mod memory;
+mod openapi;
 mod routes;
 mod sse;
 mod studio;
@@ -202,7 +203,28 @@ impl Server {
                     auth::require_token,
                 ))
         };
-        let api = guarded(routes::api().merge(memory::routes()));
+        let (api, mut operations) = routes::api().merge(memory::routes()).into_parts("/api");
+        operations.push(openapi::Operation::new(
+            "/api/openapi.json",
+            axum::routing::MethodFilter::GET,
+            openapi::Doc::json("meta", "This document"),
+        ));
+        // Rendered once: the routes do not change while the server runs.
+        let document: Arc<str> = openapi::document(&operations, !self.tokens.is_empty())
+            .to_string()
+            .into();
+        let api = guarded(api.route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let document = Arc::clone(&document);
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        document.to_string(),
+                    )
+                }
+            }),
+        ));
         let mut router = Router::new()
             .nest("/api", api)
             .merge(guarded(chat::routes()));

@@ -1,12 +1,704 @@
-//! The `/api/memory` routes: threads, their messages, working memory and observations.
+//! The `/api/memory` routes: threads, their messages, working memory and observations, read
+//! from the [`Memory`](kestrel_memory::Memory) given to [`Server::memory`](crate::Server::memory).
+//!
+//! Paths, query parameters and bodies are Mastra's. A caller pinned to a resource sees only
+//! that resource's threads: another resource's thread is "not found", so its existence is not
+//! revealed, and a list or create naming another resource is refused (403).
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
+use kestrel_storage::{
+    Direction, MetadataUpdate, NewThread, PageRequest, Scope, Selection, Storage, StorageError,
+    Thread, ThreadOrder, ThreadOrderField, ThreadPatch, ThreadQuery,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
-use crate::AppState;
+use crate::auth::Caller;
+use crate::openapi::{Doc, Routes};
+use crate::wire::Body;
+use crate::{ApiError, AppState};
 
-/// The memory routes, under `/api`.
-pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new()
+type Shared = State<Arc<AppState>>;
+
+/// The default and the largest page of threads or messages.
+const DEFAULT_PER_PAGE: u32 = 100;
+const MAX_PER_PAGE: u32 = 1000;
+
+/// The memory routes, under `/api`, documented for the OpenAPI document.
+pub(crate) fn routes() -> Routes<Arc<AppState>> {
+    const MEMORY: &str = "memory";
+    Routes::new()
+        .get(
+            "/memory/status",
+            status,
+            Doc::json(MEMORY, "Whether memory is configured, and how").query::<StatusQuery>(),
+        )
+        .get(
+            "/memory/threads",
+            list_threads,
+            Doc::json(MEMORY, "List threads, a page at a time").query::<ListQuery>(),
+        )
+        .post(
+            "/memory/threads",
+            create_thread,
+            Doc::json(MEMORY, "Create a thread")
+                .query::<ThreadQueryParams>()
+                .body::<CreateBody>()
+                .created(),
+        )
+        .get(
+            "/memory/threads/{thread_id}",
+            get_thread,
+            Doc::json(MEMORY, "Get a thread").query::<ThreadQueryParams>(),
+        )
+        .patch(
+            "/memory/threads/{thread_id}",
+            update_thread,
+            Doc::json(MEMORY, "Change a thread's title or metadata")
+                .query::<ThreadQueryParams>()
+                .body::<UpdateBody>(),
+        )
+        .delete(
+            "/memory/threads/{thread_id}",
+            delete_thread,
+            Doc::json(MEMORY, "Delete a thread and its messages").query::<ThreadQueryParams>(),
+        )
+        .get(
+            "/memory/threads/{thread_id}/messages",
+            list_messages,
+            Doc::json(
+                MEMORY,
+                "A thread's messages, oldest first, with their AI SDK UI form",
+            )
+            .query::<MessagesQuery>(),
+        )
+        .get(
+            "/memory/threads/{thread_id}/working-memory",
+            get_working_memory,
+            Doc::json(MEMORY, "The working memory a thread sees").query::<ThreadQueryParams>(),
+        )
+        .post(
+            "/memory/threads/{thread_id}/working-memory",
+            set_working_memory,
+            Doc::json(MEMORY, "Replace the working memory a thread sees")
+                .query::<ThreadQueryParams>()
+                .body::<WorkingMemoryBody>(),
+        )
+        .get(
+            "/memory/observational-memory",
+            observations,
+            Doc::json(MEMORY, "The observations a thread sees").query::<ObservationsQuery>(),
+        )
+}
+
+/// The server's memory, or 404 naming how to configure one.
+fn memory(state: &AppState) -> Result<&Memory, ApiError> {
+    state.memory.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_memory",
+            "this server has no memory: give it one with Server::memory",
+        )
+    })
+}
+
+/// Checks that `agentId`, when given, names an agent.
+fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError> {
+    if let Some(id) = agent_id {
+        state
+            .kestrel
+            .agent(id)
+            .map_err(|e| ApiError::not_found(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// A storage failure as the client sees it: what it did wrong, or a generic 500.
+fn storage_error(error: StorageError) -> ApiError {
+    match error {
+        StorageError::ThreadNotFound { thread_id } => {
+            ApiError::not_found(format!("thread {thread_id:?} not found"))
+        }
+        StorageError::ThreadExists { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "thread_exists", error.to_string())
+        }
+        StorageError::InvalidFilter { .. } | StorageError::InvalidArgument { .. } => {
+            ApiError::invalid(error.to_string())
+        }
+        other => ApiError::internal(&other),
+    }
+}
+
+/// A query string axum could not parse, as a 400 naming the parameter.
+fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::invalid_query(e.body_text()))
+}
+
+/// The thread, if it exists and the caller may see it (404 otherwise, for both).
+async fn visible_thread(
+    storage: &dyn Storage,
+    caller: &Caller,
+    thread_id: &str,
+    resource_id: Option<&str>,
+) -> Result<Thread, ApiError> {
+    let thread = storage
+        .get_thread(thread_id)
+        .await
+        .map_err(storage_error)?
+        .filter(|t| {
+            caller
+                .resource
+                .as_ref()
+                .is_none_or(|own| *own == t.resource_id)
+        })
+        .filter(|t| resource_id.is_none_or(|asked| asked == t.resource_id))
+        .ok_or_else(|| ApiError::not_found(format!("thread {thread_id:?} not found")))?;
+    Ok(thread)
+}
+
+/// The server's memory and the thread the caller names, if the agent named (when one is)
+/// exists and the caller may see the thread.
+async fn thread_of<'a>(
+    state: &'a AppState,
+    caller: &Caller,
+    thread_id: &str,
+    agent_id: Option<&str>,
+    resource_id: Option<&str>,
+) -> Result<(&'a Memory, Thread), ApiError> {
+    check_agent(state, agent_id)?;
+    let memory = memory(state)?;
+    let thread = visible_thread(memory.storage().as_ref(), caller, thread_id, resource_id).await?;
+    Ok((memory, thread))
+}
+
+/// Query of `status`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct StatusQuery {
+    #[serde(default)]
+    agent_id: Option<String>,
+}
+
+/// Whether memory is there: the agent's own when `agentId` is given, else the server's.
+async fn status(
+    State(state): Shared,
+    query: Result<Query<StatusQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let result = match &query.agent_id {
+        Some(id) => state
+            .kestrel
+            .agent(id)
+            .map_err(|e| ApiError::not_found(e.to_string()))?
+            .memory()
+            .is_some(),
+        None => state.memory.is_some(),
+    };
+    let config = state.memory.as_ref().map(|m| {
+        json!({
+            "lastMessages": m.last_messages(),
+            "readOnly": m.is_read_only(),
+            "workingMemory": m.working_memory().map(|w| json!({
+                "scope": scope_name(w.scope_kind()),
+                "template": w.template_text(),
+                "schema": w.schema_value(),
+            })),
+            "observationalMemory": m.observation_scope().map(|s| json!({
+                "scope": match s {
+                    ObservationScope::Thread => "thread",
+                    ObservationScope::Resource => "resource",
+                },
+            })),
+        })
+    });
+    Ok(Json(json!({"result": result, "config": config})))
+}
+
+fn scope_name(scope: WorkingMemoryScope) -> &'static str {
+    match scope {
+        WorkingMemoryScope::Thread => "thread",
+        WorkingMemoryScope::Resource => "resource",
+    }
+}
+
+/// Query of the thread list.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ListQuery {
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    resource_id: Option<String>,
+    /// A JSON object every listed thread's metadata must contain.
+    #[serde(default)]
+    metadata: Option<String>,
+    #[serde(default)]
+    page: Option<u32>,
+    #[serde(default)]
+    per_page: Option<u32>,
+    #[serde(default)]
+    order_by: Option<String>,
+    #[serde(default)]
+    sort_direction: Option<String>,
+}
+
+/// A page size from the query: 100 by default, 1 to 1,000.
+fn per_page(asked: Option<u32>) -> Result<u32, ApiError> {
+    match asked {
+        None => Ok(DEFAULT_PER_PAGE),
+        Some(n @ 1..=MAX_PER_PAGE) => Ok(n),
+        Some(n) => Err(ApiError::invalid_query(format!(
+            "perPage must be between 1 and {MAX_PER_PAGE}, not {n}"
+        ))),
+    }
+}
+
+async fn list_threads(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    check_agent(&state, query.agent_id.as_deref())?;
+    let memory = memory(&state)?;
+    let resource_id = match (&caller.resource, query.resource_id) {
+        (Some(own), Some(asked)) => {
+            caller.check_resource(&asked)?;
+            Some(own.clone())
+        }
+        (Some(own), None) => Some(own.clone()),
+        (None, asked) => asked,
+    };
+    let metadata = match &query.metadata {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(object @ Value::Object(_)) => Some(object),
+            Ok(other) => {
+                return Err(ApiError::invalid_query(format!(
+                    "metadata must be a JSON object, not {other}"
+                )));
+            }
+            Err(e) => {
+                return Err(ApiError::invalid_query(format!(
+                    "metadata must be a JSON object: {e}"
+                )));
+            }
+        },
+        None => None,
+    };
+    let field = match query.order_by.as_deref() {
+        None | Some("createdAt") => ThreadOrderField::CreatedAt,
+        Some("updatedAt") => ThreadOrderField::UpdatedAt,
+        Some(other) => {
+            return Err(ApiError::invalid_query(format!(
+                "orderBy must be createdAt or updatedAt, not {other:?}"
+            )));
+        }
+    };
+    let direction = match query.sort_direction.as_deref() {
+        None => Direction::Desc,
+        Some(d) if d.eq_ignore_ascii_case("desc") => Direction::Desc,
+        Some(d) if d.eq_ignore_ascii_case("asc") => Direction::Asc,
+        Some(other) => {
+            return Err(ApiError::invalid_query(format!(
+                "sortDirection must be ASC or DESC, not {other:?}"
+            )));
+        }
+    };
+    let page = memory
+        .storage()
+        .list_threads(ThreadQuery {
+            resource_id,
+            metadata,
+            page: PageRequest::new(query.page.unwrap_or(0), per_page(query.per_page)?),
+            order: ThreadOrder { field, direction },
+        })
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(json!({
+        "threads": page.items,
+        "page": page.page,
+        "perPage": page.per_page,
+        "total": page.total,
+        "hasMore": page.has_more,
+    })))
+}
+
+/// Query naming the agent (accepted on every thread route, as Mastra's client sends it).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ThreadQueryParams {
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    resource_id: Option<String>,
+}
+
+/// Body of a thread creation.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct CreateBody {
+    resource_id: String,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    thread_id: Option<String>,
+}
+
+async fn create_thread(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    Body(body): Body<CreateBody>,
+) -> Result<(StatusCode, Json<Thread>), ApiError> {
+    let query = parsed(query)?;
+    check_agent(&state, query.agent_id.as_deref())?;
+    let memory = memory(&state)?;
+    caller.check_resource(&body.resource_id)?;
+    if body.resource_id.trim().is_empty() {
+        return Err(ApiError::invalid("resourceId must not be empty"));
+    }
+    let mut thread = NewThread::new(body.resource_id);
+    if let Some(id) = body.thread_id {
+        if id.trim().is_empty() {
+            return Err(ApiError::invalid("threadId must not be empty"));
+        }
+        thread = thread.id(id);
+    }
+    if let Some(title) = body.title {
+        thread = thread.title(title);
+    }
+    if let Some(metadata) = body.metadata {
+        thread = thread.metadata(metadata);
+    }
+    let created = memory
+        .storage()
+        .create_thread(thread)
+        .await
+        .map_err(storage_error)?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+async fn get_thread(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+) -> Result<Json<Thread>, ApiError> {
+    let query = parsed(query)?;
+    let (_, thread) = thread_of(
+        &state,
+        &caller,
+        &thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    Ok(Json(thread))
+}
+
+/// Body of a thread update: a new title, and metadata merged in (or replacing the old with
+/// `replaceMetadata`).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct UpdateBody {
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    metadata: Option<Map<String, Value>>,
+    #[serde(default)]
+    replace_metadata: bool,
+    /// Accepted when it names the thread's own resource; threads do not move between
+    /// resources.
+    #[serde(default)]
+    resource_id: Option<String>,
+}
+
+async fn update_thread(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    Body(body): Body<UpdateBody>,
+) -> Result<Json<Thread>, ApiError> {
+    let query = parsed(query)?;
+    let (memory, thread) = thread_of(
+        &state,
+        &caller,
+        &thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    let storage = memory.storage();
+    if let Some(resource) = &body.resource_id
+        && *resource != thread.resource_id
+    {
+        return Err(ApiError::invalid(format!(
+            "thread {thread_id:?} belongs to resource {:?}; a thread cannot move to {resource:?}",
+            thread.resource_id
+        )));
+    }
+    let metadata = body.metadata.map(|m| {
+        if body.replace_metadata {
+            MetadataUpdate::Replace(m)
+        } else {
+            MetadataUpdate::Merge(m)
+        }
+    });
+    let updated = storage
+        .update_thread(
+            &thread_id,
+            ThreadPatch {
+                title: body.title,
+                metadata,
+            },
+        )
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(updated))
+}
+
+async fn delete_thread(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let (memory, _thread) = thread_of(
+        &state,
+        &caller,
+        &thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    let storage = memory.storage();
+    let deleted = storage
+        .delete_thread(&thread_id)
+        .await
+        .map_err(storage_error)?;
+    if !deleted {
+        return Err(ApiError::not_found(format!(
+            "thread {thread_id:?} not found"
+        )));
+    }
+    Ok(Json(json!({"result": "Thread deleted"})))
+}
+
+/// Query of a thread's messages: a page, oldest first (all of them by default, up to 1,000).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct MessagesQuery {
+    #[serde(default)]
+    agent_id: Option<String>,
+    #[serde(default)]
+    resource_id: Option<String>,
+    #[serde(default)]
+    page: Option<u32>,
+    #[serde(default)]
+    per_page: Option<u32>,
+}
+
+async fn list_messages(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<MessagesQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let (memory, thread) = thread_of(
+        &state,
+        &caller,
+        &thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    let storage = memory.storage();
+    let per_page = match query.per_page {
+        None => MAX_PER_PAGE,
+        asked => per_page(asked)?,
+    };
+    let page = query.page.unwrap_or(0);
+    let list = storage
+        .list_messages(
+            &thread_id,
+            Some(&thread.resource_id),
+            Selection::page(page, per_page),
+        )
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(json!({
+        "messages": list.messages,
+        "page": page,
+        "perPage": per_page,
+        "total": list.total,
+        "hasMore": list.has_more,
+    })))
+}
+
+/// The storage scope of the thread's working memory.
+fn working_scope(memory: &Memory, thread: &Thread) -> (Scope, WorkingMemoryScope) {
+    let kind = memory
+        .working_memory()
+        .map(|w| w.scope_kind())
+        .unwrap_or_default();
+    let scope = match kind {
+        WorkingMemoryScope::Thread => Scope::thread(&thread.id, &thread.resource_id),
+        WorkingMemoryScope::Resource => Scope::resource(&thread.resource_id),
+    };
+    (scope, kind)
+}
+
+async fn get_working_memory(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let (memory, thread) = thread_of(
+        &state,
+        &caller,
+        &thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    let storage = memory.storage();
+    let (scope, kind) = working_scope(memory, &thread);
+    let content = storage
+        .get_working_memory(&scope)
+        .await
+        .map_err(storage_error)?;
+    let options = memory.working_memory();
+    Ok(Json(json!({
+        "enabled": options.is_some(),
+        "workingMemory": content,
+        "source": scope_name(kind),
+        "workingMemoryTemplate": options.and_then(|w| w.template_text()),
+        "workingMemorySchema": options.and_then(|w| w.schema_value()),
+        "threadExists": true,
+    })))
+}
+
+/// Body of a working memory update: the whole new content.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct WorkingMemoryBody {
+    working_memory: String,
+    #[serde(default)]
+    resource_id: Option<String>,
+}
+
+async fn set_working_memory(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(thread_id): Path<String>,
+    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    Body(body): Body<WorkingMemoryBody>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    check_agent(&state, query.agent_id.as_deref())?;
+    let memory = memory(&state)?;
+    let Some(options) = memory.working_memory() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "working_memory_disabled",
+            "this memory keeps no working memory: enable it with MemoryBuilder::working_memory",
+        ));
+    };
+    if options.schema_value().is_some()
+        && !serde_json::from_str::<Value>(&body.working_memory).is_ok_and(|v| v.is_object())
+    {
+        return Err(ApiError::invalid(
+            "workingMemory must be a JSON object (as text): this working memory has a schema",
+        ));
+    }
+    let storage = memory.storage();
+    let resource = body.resource_id.or(query.resource_id);
+    let thread = visible_thread(storage.as_ref(), &caller, &thread_id, resource.as_deref()).await?;
+    if memory.is_read_only() {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "read_only",
+            "this memory is read-only",
+        ));
+    }
+    let (scope, _) = working_scope(memory, &thread);
+    storage
+        .set_working_memory(&scope, &body.working_memory)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(json!({"success": true})))
+}
+
+/// Query of the observations.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ObservationsQuery {
+    #[serde(default)]
+    agent_id: Option<String>,
+    thread_id: String,
+    #[serde(default)]
+    resource_id: Option<String>,
+}
+
+async fn observations(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    query: Result<Query<ObservationsQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let (memory, thread) = thread_of(
+        &state,
+        &caller,
+        &query.thread_id,
+        query.agent_id.as_deref(),
+        query.resource_id.as_deref(),
+    )
+    .await?;
+    let storage = memory.storage();
+    let Some(kind) = memory.observation_scope() else {
+        return Ok(Json(json!({"enabled": false, "observations": []})));
+    };
+    let scope = match kind {
+        ObservationScope::Thread => Scope::thread(&thread.id, &thread.resource_id),
+        ObservationScope::Resource => Scope::resource(&thread.resource_id),
+    };
+    let observations: Vec<Value> = storage
+        .list_observations(&scope)
+        .await
+        .map_err(storage_error)?
+        .into_iter()
+        .map(|o| {
+            json!({
+                "id": o.id,
+                "text": o.text,
+                "createdAt": o.created_at,
+                "observedUpToSeq": o.observed_up_to_seq,
+                "sourceThreadId": o.source_thread_id,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "enabled": true,
+        "scope": match kind {
+            ObservationScope::Thread => "thread",
+            ObservationScope::Resource => "resource",
+        },
+        "observations": observations,
+    })))
 }

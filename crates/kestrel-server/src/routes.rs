@@ -4,16 +4,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Extension;
+use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
 use kestrel_core::run_store::SuspendedRunsQuery;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::openapi::{Doc, Routes};
 use crate::wire::{
     Body, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json, waiting_json,
 };
@@ -21,45 +21,138 @@ use crate::{ApiError, AppState};
 
 type Shared = State<Arc<AppState>>;
 
-/// The router of everything under `/api`.
-pub(crate) fn api() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/agents", get(list_agents))
-        .route("/agents/{agent_id}", get(get_agent))
-        .route("/agents/{agent_id}/generate", post(generate))
-        .route("/agents/{agent_id}/stream", post(stream))
+/// Everything under `/api` but the memory routes, documented for the OpenAPI document.
+pub(crate) fn api() -> Routes<Arc<AppState>> {
+    use crate::openapi::Answer::{Events, Subscription};
+    const AGENTS: &str = "agents";
+    const RUNS: &str = "runs";
+    const TOOLS: &str = "tools";
+    Routes::new()
+        .get(
+            "/agents",
+            list_agents,
+            Doc::json(AGENTS, "List the agents, by id"),
+        )
+        .get(
+            "/agents/{agent_id}",
+            get_agent,
+            Doc::json(AGENTS, "Describe an agent"),
+        )
+        .post(
+            "/agents/{agent_id}/generate",
+            generate,
+            Doc::json(RUNS, "Run the agent to its end (or its next stop)").body::<RunBody>(),
+        )
+        .post(
+            "/agents/{agent_id}/stream",
+            stream,
+            Doc::json(RUNS, "Run the agent, streaming its events")
+                .body::<RunBody>()
+                .answering(Events),
+        )
         // `APPROVE`: approve (true) or decline (false).
-        .route(
+        .post(
             "/agents/{agent_id}/approve-tool-call",
-            post(decide_stream::<true>),
+            decide_stream::<true>,
+            Doc::json(
+                RUNS,
+                "Approve a waiting tool call and stream the continuation",
+            )
+            .body::<DecisionBody>()
+            .answering(Events),
         )
-        .route(
+        .post(
             "/agents/{agent_id}/decline-tool-call",
-            post(decide_stream::<false>),
+            decide_stream::<false>,
+            Doc::json(
+                RUNS,
+                "Decline a waiting tool call and stream the continuation",
+            )
+            .body::<DecisionBody>()
+            .answering(Events),
         )
-        .route(
+        .post(
             "/agents/{agent_id}/approve-tool-call-generate",
-            post(decide_generate::<true>),
+            decide_generate::<true>,
+            Doc::json(RUNS, "Approve a waiting tool call and run to the end")
+                .body::<DecisionBody>(),
         )
-        .route(
+        .post(
             "/agents/{agent_id}/decline-tool-call-generate",
-            post(decide_generate::<false>),
+            decide_generate::<false>,
+            Doc::json(RUNS, "Decline a waiting tool call and run to the end")
+                .body::<DecisionBody>(),
         )
-        .route("/agents/{agent_id}/resume-stream", post(resume_stream))
-        .route("/agents/{agent_id}/suspended-runs", get(suspended_runs))
-        .route("/agents/{agent_id}/threads/abort", post(abort_thread))
-        .route("/agents/{agent_id}/runs/{run_id}/abort", post(abort_run))
-        .route("/agents/{agent_id}/runs/{run_id}/resume", post(resume_run))
-        .route("/agents/{agent_id}/send-message", post(send_message))
-        .route("/agents/{agent_id}/signals", post(signal))
-        .route("/agents/{agent_id}/threads/subscribe", post(subscribe))
-        .route("/agents/{agent_id}/tools", get(list_tools))
-        .route("/agents/{agent_id}/tools/{tool_id}", get(get_tool))
-        .route(
+        .post(
+            "/agents/{agent_id}/resume-stream",
+            resume_stream,
+            Doc::json(
+                RUNS,
+                "Resume a suspended tool call with data, streaming the continuation",
+            )
+            .body::<ResumeBody>()
+            .answering(Events),
+        )
+        .get(
+            "/agents/{agent_id}/suspended-runs",
+            suspended_runs,
+            Doc::json(RUNS, "List runs waiting for a person").query::<SuspendedQuery>(),
+        )
+        .post(
+            "/agents/{agent_id}/threads/abort",
+            abort_thread,
+            Doc::json(RUNS, "Abort the thread's active run").body::<ThreadBody>(),
+        )
+        .post(
+            "/agents/{agent_id}/runs/{run_id}/abort",
+            abort_run,
+            Doc::json(RUNS, "Abort a run, live or stored"),
+        )
+        .post(
+            "/agents/{agent_id}/runs/{run_id}/resume",
+            resume_run,
+            Doc::json(RUNS, "Resume a paused or interrupted run, streaming it").answering(Events),
+        )
+        .post(
+            "/agents/{agent_id}/send-message",
+            send_message,
+            Doc::json(
+                RUNS,
+                "Send a message to a thread (to its active run, or to wake one)",
+            )
+            .body::<SendBody>(),
+        )
+        .post(
+            "/agents/{agent_id}/signals",
+            signal,
+            Doc::json(RUNS, "Send a signal to a thread's run").body::<SendBody>(),
+        )
+        .post(
+            "/agents/{agent_id}/threads/subscribe",
+            subscribe,
+            Doc::json(RUNS, "Follow every run of a thread")
+                .body::<ThreadBody>()
+                .answering(Subscription),
+        )
+        .get(
+            "/agents/{agent_id}/tools",
+            list_tools,
+            Doc::json(TOOLS, "List the agent's tools"),
+        )
+        .get(
+            "/agents/{agent_id}/tools/{tool_id}",
+            get_tool,
+            Doc::json(TOOLS, "Describe one of the agent's tools"),
+        )
+        .post(
             "/agents/{agent_id}/tools/{tool_id}/execute",
-            post(execute_tool),
+            execute_tool,
+            Doc::json(
+                TOOLS,
+                "Run a tool directly (not one that needs approval or a run)",
+            )
+            .body::<ExecuteBody>(),
         )
-        .fallback(not_found)
 }
 
 /// 404 for any other path, as JSON.
@@ -268,15 +361,19 @@ async fn only_suspended_call(
 }
 
 /// Query of `suspended-runs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct SuspendedQuery {
+    /// Only this thread's runs.
     #[serde(default)]
     thread_id: Option<String>,
+    /// Only this resource's runs.
     #[serde(default)]
     resource_id: Option<String>,
+    /// The page, from 0.
     #[serde(default)]
     page: Option<u32>,
+    /// Runs per page (0: all).
     #[serde(default)]
     per_page: Option<u32>,
 }
@@ -443,11 +540,13 @@ async fn get_tool(
 }
 
 /// Body of a direct tool execution (Mastra's `{data}`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ExecuteBody {
+    /// The tool's input.
     #[serde(default)]
     data: Value,
+    /// Values the tool reads from its request context.
     #[serde(default)]
     request_context: Option<serde_json::Map<String, Value>>,
 }

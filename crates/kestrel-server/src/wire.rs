@@ -10,6 +10,7 @@ use axum::http::StatusCode;
 use kestrel_core::agent::{GenerateResult, RunOptions, WaitingCall};
 use kestrel_core::context::RequestContext;
 use kestrel_core::message::{Message, Part, Role};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -52,7 +53,7 @@ fn rejected(rejection: JsonRejection) -> ApiError {
 }
 
 /// `memory` of a run body: the thread (an id, or `{id}`) and its resource.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct MemoryBody {
     pub thread: ThreadRef,
@@ -60,7 +61,7 @@ pub(crate) struct MemoryBody {
 }
 
 /// A thread named by its id or as `{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum ThreadRef {
     Id(String),
@@ -76,23 +77,31 @@ impl ThreadRef {
 }
 
 /// The body of `generate` and `stream`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct RunBody {
+    /// The input: a string, a message `{role, content}`, or an array of them.
     pub messages: Value,
+    /// The thread and resource the run remembers in.
     #[serde(default)]
     pub memory: Option<MemoryBody>,
     /// Mastra's older top-level form of `memory`.
     #[serde(default)]
     pub thread_id: Option<String>,
+    /// Mastra's older top-level form of `memory`; alone, the resource of a run without a
+    /// thread.
     #[serde(default)]
     pub resource_id: Option<String>,
+    /// Values the tools and hooks of the run read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
+    /// The run's id (a fresh one when absent).
     #[serde(default)]
     pub run_id: Option<String>,
+    /// The most model steps the run may take.
     #[serde(default)]
     pub max_steps: Option<u32>,
+    /// Keep the stream open until background tasks have finished.
     #[serde(default)]
     pub until_idle: Option<bool>,
 }
@@ -221,7 +230,7 @@ fn collect_text_parts(parts: &[Value], texts: &mut Vec<String>) {
 }
 
 /// The body of approve / decline.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecisionBody {
     pub run_id: String,
@@ -233,7 +242,7 @@ pub(crate) struct DecisionBody {
 }
 
 /// The body of `resume-stream`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ResumeBody {
     pub run_id: String,
@@ -245,7 +254,7 @@ pub(crate) struct ResumeBody {
 }
 
 /// The body of `threads/abort`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadBody {
     pub resource_id: String,
@@ -274,7 +283,7 @@ pub(crate) fn result_json(result: &GenerateResult) -> Value {
 }
 
 /// The body of `send-message` and `signals`: the text, and the thread (or a run on it).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SendBody {
     #[serde(default)]
@@ -290,7 +299,7 @@ pub(crate) struct SendBody {
 }
 
 /// `ifActive`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum IfActiveBody {
     Deliver,
@@ -299,7 +308,7 @@ pub(crate) enum IfActiveBody {
 }
 
 /// `ifIdle`.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum IfIdleBody {
     Wake,

@@ -1,0 +1,496 @@
+//! The `/api/memory` routes over a real socket: threads (create, get, list with pages, update,
+//! delete), their messages after a run, working memory, observations, bad queries and bodies,
+//! and a caller pinned to a resource.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use kestrel_core::agent::Agent;
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+use kestrel_memory::{Memory, WorkingMemory, WorkingMemoryScope};
+use kestrel_server::Server;
+use kestrel_storage::InMemoryStorage;
+use serde_json::{Value, json};
+
+struct Fixture {
+    base: String,
+    http: reqwest::Client,
+    token: Option<&'static str>,
+}
+
+/// A server whose `echo` agent remembers through `memory` (when given).
+async fn start(memory: Option<Memory>, configure: impl FnOnce(Server) -> Server) -> Fixture {
+    let mut echo = Agent::builder("echo").model(Arc::new(ScriptedModel::from_fn(|req| {
+        let last = req.messages.last().map(|m| m.text()).unwrap_or_default();
+        ScriptedResponse::text(format!("echo: {last}"))
+    })));
+    if let Some(memory) = &memory {
+        echo = echo.memory(memory.clone().shared());
+    }
+    let kestrel = Kestrel::builder()
+        .agent(echo.build().unwrap())
+        .build()
+        .unwrap();
+    let mut server = Server::new(kestrel);
+    if let Some(memory) = memory {
+        server = server.memory(memory);
+    }
+    let server = configure(server);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    Fixture {
+        base: format!("http://{addr}/api"),
+        http: reqwest::Client::new(),
+        token: None,
+    }
+}
+
+fn in_memory() -> Memory {
+    Memory::new(Arc::new(InMemoryStorage::new()))
+}
+
+impl Fixture {
+    fn with_token(mut self, token: &'static str) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.request(method, format!("{}{path}", self.base));
+        match self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request = self.request(method, path);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        (status, value)
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::GET, path, None).await
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    async fn patch(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::PATCH, path, Some(body)).await
+    }
+
+    async fn delete(&self, path: &str) -> (u16, Value) {
+        self.send(reqwest::Method::DELETE, path, None).await
+    }
+}
+
+fn error_code(body: &Value) -> &str {
+    body["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error body: {body}"))
+}
+
+#[tokio::test]
+async fn threads_are_created_read_listed_updated_and_deleted() {
+    let f = start(Some(in_memory()), |s| s).await;
+    let (status, created) = f
+        .post(
+            "/memory/threads?agentId=echo",
+            json!({"resourceId": "alice", "title": "Trip", "metadata": {"topic": "travel"}, "threadId": "t-1"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["id"], "t-1");
+    assert_eq!(created["resourceId"], "alice");
+    assert_eq!(created["title"], "Trip");
+    assert!(created["createdAt"].is_string());
+
+    let (status, again) = f
+        .post(
+            "/memory/threads",
+            json!({"resourceId": "alice", "threadId": "t-1"}),
+        )
+        .await;
+    assert_eq!((status, error_code(&again)), (409, "thread_exists"));
+
+    for n in 2..=3 {
+        let (status, _) = f
+            .post(
+                "/memory/threads",
+                json!({"resourceId": "alice", "threadId": format!("t-{n}")}),
+            )
+            .await;
+        assert_eq!(status, 201);
+    }
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "bob", "threadId": "b-1"}),
+    )
+    .await;
+
+    let (status, page) = f
+        .get(
+            "/memory/threads?resourceId=alice&perPage=2&page=0&orderBy=createdAt&sortDirection=ASC",
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["total"], 3);
+    assert_eq!(page["hasMore"], true);
+    assert_eq!(page["perPage"], 2);
+    let ids: Vec<&str> = page["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["t-1", "t-2"]);
+    let (_, last) = f
+        .get("/memory/threads?resourceId=alice&perPage=2&page=1&sortDirection=asc")
+        .await;
+    assert_eq!(last["threads"][0]["id"], "t-3");
+    assert_eq!(last["hasMore"], false);
+    let (_, travel) = f
+        .get("/memory/threads?metadata=%7B%22topic%22%3A%22travel%22%7D")
+        .await;
+    assert_eq!(travel["total"], 1, "{travel}");
+
+    let (status, updated) = f
+        .patch(
+            "/memory/threads/t-1",
+            json!({"title": "Trip to Lisbon", "metadata": {"days": 3}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{updated}");
+    assert_eq!(updated["title"], "Trip to Lisbon");
+    assert_eq!(updated["metadata"], json!({"topic": "travel", "days": 3}));
+    let (status, moved) = f
+        .patch("/memory/threads/t-1", json!({"resourceId": "bob"}))
+        .await;
+    assert_eq!((status, error_code(&moved)), (422, "invalid_body"));
+
+    let (status, fetched) = f.get("/memory/threads/t-1?resourceId=alice").await;
+    assert_eq!(status, 200);
+    assert_eq!(fetched["title"], "Trip to Lisbon");
+    let (status, wrong_owner) = f.get("/memory/threads/t-1?resourceId=bob").await;
+    assert_eq!((status, error_code(&wrong_owner)), (404, "not_found"));
+
+    let (status, deleted) = f.delete("/memory/threads/t-1").await;
+    assert_eq!(status, 200, "{deleted}");
+    let (status, _) = f.get("/memory/threads/t-1").await;
+    assert_eq!(status, 404);
+    let (status, _) = f.delete("/memory/threads/t-1").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_runs_messages_are_listed_oldest_first() {
+    let f = start(Some(in_memory()), |s| s).await;
+    let (status, result) = f
+        .post(
+            "/agents/echo/generate",
+            json!({"messages": "hello there", "memory": {"thread": "chat-1", "resource": "alice"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{result}");
+    let (status, listed) = f.get("/memory/threads/chat-1/messages?agentId=echo").await;
+    assert_eq!(status, 200, "{listed}");
+    let messages = listed["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 2, "{listed}");
+    assert_eq!(messages[0]["role"], "user");
+    assert_eq!(messages[1]["role"], "assistant");
+    assert_eq!(messages[0]["threadId"], "chat-1");
+    let texts: Vec<String> = messages
+        .iter()
+        .map(|m| {
+            m["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect()
+        })
+        .collect();
+    assert_eq!(texts, ["hello there", "echo: hello there"]);
+    assert_eq!(listed["total"], 2);
+
+    let (_, page) = f
+        .get("/memory/threads/chat-1/messages?perPage=1&page=1")
+        .await;
+    assert_eq!(page["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(page["messages"][0]["role"], "assistant");
+    assert_eq!(page["hasMore"], false);
+}
+
+#[tokio::test]
+async fn working_memory_is_read_and_replaced() {
+    let storage = Arc::new(InMemoryStorage::new());
+    let memory = Memory::builder(storage)
+        .working_memory(
+            WorkingMemory::template("# User\n- Name:").scope(WorkingMemoryScope::Resource),
+        )
+        .build()
+        .unwrap();
+    let f = start(Some(memory), |s| s).await;
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "alice", "threadId": "t-1"}),
+    )
+    .await;
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "alice", "threadId": "t-2"}),
+    )
+    .await;
+    let (status, empty) = f.get("/memory/threads/t-1/working-memory").await;
+    assert_eq!(status, 200, "{empty}");
+    assert_eq!(empty["enabled"], true);
+    assert_eq!(empty["workingMemory"], Value::Null);
+    assert_eq!(empty["source"], "resource");
+    assert_eq!(empty["workingMemoryTemplate"], "# User\n- Name:");
+
+    let (status, set) = f
+        .post(
+            "/memory/threads/t-1/working-memory",
+            json!({"workingMemory": "# User\n- Name: Alice", "resourceId": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{set}");
+    // Resource scope: the resource's other thread sees it too.
+    let (_, shared) = f.get("/memory/threads/t-2/working-memory").await;
+    assert_eq!(shared["workingMemory"], "# User\n- Name: Alice");
+
+    let (status, missing) = f
+        .post("/memory/threads/t-1/working-memory", json!({"memory": "x"}))
+        .await;
+    assert_eq!((status, error_code(&missing)), (422, "invalid_body"));
+    let (status, _) = f
+        .post(
+            "/memory/threads/nope/working-memory",
+            json!({"workingMemory": "x"}),
+        )
+        .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn working_memory_with_a_schema_takes_a_json_object_only() {
+    let memory = Memory::builder(Arc::new(InMemoryStorage::new()))
+        .working_memory(
+            WorkingMemory::schema(
+                json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+            )
+            .scope(WorkingMemoryScope::Thread),
+        )
+        .build()
+        .unwrap();
+    let f = start(Some(memory), |s| s).await;
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "alice", "threadId": "t-1"}),
+    )
+    .await;
+    let (status, refused) = f
+        .post(
+            "/memory/threads/t-1/working-memory",
+            json!({"workingMemory": "Alice"}),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&refused)),
+        (422, "invalid_body"),
+        "{refused}"
+    );
+    let (status, _) = f
+        .post(
+            "/memory/threads/t-1/working-memory",
+            json!({"workingMemory": "{\"name\":\"Alice\"}"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (_, read) = f.get("/memory/threads/t-1/working-memory").await;
+    assert_eq!(read["source"], "thread");
+    assert_eq!(read["workingMemory"], "{\"name\":\"Alice\"}");
+}
+
+#[tokio::test]
+async fn memory_without_working_memory_or_observations_says_so() {
+    let f = start(Some(in_memory()), |s| s).await;
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "alice", "threadId": "t-1"}),
+    )
+    .await;
+    let (status, body) = f
+        .post(
+            "/memory/threads/t-1/working-memory",
+            json!({"workingMemory": "x"}),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (409, "working_memory_disabled")
+    );
+    let (status, om) = f
+        .get("/memory/observational-memory?threadId=t-1&resourceId=alice")
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(om, json!({"enabled": false, "observations": []}));
+    let (status, missing) = f.get("/memory/observational-memory").await;
+    assert_eq!((status, error_code(&missing)), (400, "invalid_query"));
+
+    let (status, st) = f.get("/memory/status?agentId=echo").await;
+    assert_eq!(status, 200);
+    assert_eq!(st["result"], true);
+    assert_eq!(st["config"]["lastMessages"], 10);
+    let (status, unknown) = f.get("/memory/status?agentId=nobody").await;
+    assert_eq!((status, error_code(&unknown)), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn a_server_without_memory_answers_no_memory() {
+    let f = start(None, |s| s).await;
+    let (status, body) = f.get("/memory/threads").await;
+    assert_eq!((status, error_code(&body)), (404, "no_memory"));
+    let (status, body) = f.get("/memory/status").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"], false);
+}
+
+#[tokio::test]
+async fn bad_queries_and_bodies_are_named() {
+    let f = start(Some(in_memory()), |s| s).await;
+    let cases = [
+        ("/memory/threads?perPage=0", "perPage"),
+        ("/memory/threads?perPage=5000", "perPage"),
+        ("/memory/threads?page=-1", "page"),
+        ("/memory/threads?orderBy=title", "orderBy"),
+        ("/memory/threads?sortDirection=up", "sortDirection"),
+        ("/memory/threads?metadata=%5B1%5D", "metadata"),
+        ("/memory/threads?metadata=nope", "metadata"),
+    ];
+    for (path, named) in cases {
+        let (status, body) = f.get(path).await;
+        assert_eq!(status, 400, "{path}: {body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{path}: {message}");
+    }
+    let (status, body) = f
+        .post("/memory/threads", json!({"title": "no owner"}))
+        .await;
+    assert_eq!((status, error_code(&body)), (422, "invalid_body"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("resourceId")
+    );
+    let (status, body) = f.post("/memory/threads", json!({"resourceId": " "})).await;
+    assert_eq!((status, error_code(&body)), (422, "invalid_body"));
+    let response = f
+        .request(reqwest::Method::POST, "/memory/threads")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(error_code(&body), "invalid_json");
+    let (status, body) = f.get("/memory/threads?agentId=ghost").await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn a_pinned_caller_reaches_only_its_resources_threads() {
+    let memory = in_memory();
+    let f = start(Some(memory.clone()), |s| {
+        s.token("admin").resource_token("alice-token", "alice")
+    })
+    .await
+    .with_token("admin");
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "alice", "threadId": "a-1"}),
+    )
+    .await;
+    f.post(
+        "/memory/threads",
+        json!({"resourceId": "bob", "threadId": "b-1"}),
+    )
+    .await;
+    f.post(
+        "/agents/echo/generate",
+        json!({"messages": "secret", "memory": {"thread": "b-1", "resource": "bob"}}),
+    )
+    .await;
+
+    let (status, _) = f.get("/memory/threads").await;
+    assert_eq!(status, 200);
+    let anonymous = Fixture {
+        base: f.base.clone(),
+        http: f.http.clone(),
+        token: None,
+    };
+    let (status, body) = anonymous.get("/memory/threads").await;
+    assert_eq!((status, error_code(&body)), (401, "unauthorized"));
+
+    let alice = Fixture {
+        base: f.base.clone(),
+        http: f.http.clone(),
+        token: Some("alice-token"),
+    };
+    let (status, own) = alice.get("/memory/threads").await;
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = own["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a-1"]);
+    let (status, body) = alice.get("/memory/threads?resourceId=bob").await;
+    assert_eq!((status, error_code(&body)), (403, "forbidden"));
+    let (status, body) = alice
+        .post(
+            "/memory/threads",
+            json!({"resourceId": "bob", "threadId": "b-2"}),
+        )
+        .await;
+    assert_eq!((status, error_code(&body)), (403, "forbidden"));
+    // Bob's thread is "not found" for Alice, whatever she does with it.
+    for (method, path) in [
+        (reqwest::Method::GET, "/memory/threads/b-1"),
+        (reqwest::Method::GET, "/memory/threads/b-1/messages"),
+        (reqwest::Method::GET, "/memory/threads/b-1/working-memory"),
+        (reqwest::Method::DELETE, "/memory/threads/b-1"),
+        (
+            reqwest::Method::GET,
+            "/memory/observational-memory?threadId=b-1",
+        ),
+    ] {
+        let (status, body) = alice.send(method.clone(), path, None).await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (404, "not_found"),
+            "{method} {path}"
+        );
+    }
+    let (status, _) = alice
+        .patch("/memory/threads/b-1", json!({"title": "mine now"}))
+        .await;
+    assert_eq!(status, 404);
+    // Nothing of Bob's changed.
+    let thread = memory.storage().get_thread("b-1").await.unwrap().unwrap();
+    assert_eq!(thread.title, None);
+    let (status, _) = alice.get("/memory/threads/a-1/messages").await;
+    assert_eq!(status, 200);
+}

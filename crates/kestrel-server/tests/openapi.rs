@@ -1,0 +1,225 @@
+//! `/api/openapi.json`: generated from the routes, so every documented operation is routed,
+//! every route the Mastra client uses is documented, and body schemas are the handlers' types.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use kestrel_core::agent::Agent;
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+use kestrel_memory::Memory;
+use kestrel_server::Server;
+use kestrel_storage::InMemoryStorage;
+use serde_json::{Value, json};
+
+async fn start(configure: impl FnOnce(Server) -> Server) -> String {
+    let echo = Agent::builder("echo")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::text("hi")
+        })))
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder().agent(echo).build().unwrap();
+    let server =
+        configure(Server::new(kestrel).memory(Memory::new(Arc::new(InMemoryStorage::new()))));
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    format!("http://{addr}")
+}
+
+/// Follows a `#/components/schemas/...` reference.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(pointer) => doc
+            .pointer(pointer.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("dangling $ref {pointer}")),
+        None => schema,
+    }
+}
+
+/// Every `$ref` in `value` points into the document.
+fn check_refs(doc: &Value, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(pointer) = map.get("$ref").and_then(Value::as_str) {
+                assert!(
+                    doc.pointer(pointer.trim_start_matches('#')).is_some(),
+                    "dangling $ref {pointer}"
+                );
+            }
+            map.values().for_each(|v| check_refs(doc, v));
+        }
+        Value::Array(items) => items.iter().for_each(|v| check_refs(doc, v)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_document_lists_every_route_with_its_schemas() {
+    let base = start(|s| s).await;
+    let response = reqwest::get(format!("{base}/api/openapi.json"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let doc: Value = response.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    check_refs(&doc, &doc);
+    let paths = doc["paths"].as_object().unwrap();
+
+    // What Mastra's client calls, by method and path.
+    let expected = [
+        ("get", "/api/agents"),
+        ("get", "/api/agents/{agent_id}"),
+        ("post", "/api/agents/{agent_id}/generate"),
+        ("post", "/api/agents/{agent_id}/stream"),
+        ("post", "/api/agents/{agent_id}/approve-tool-call"),
+        ("post", "/api/agents/{agent_id}/decline-tool-call"),
+        ("post", "/api/agents/{agent_id}/approve-tool-call-generate"),
+        ("post", "/api/agents/{agent_id}/decline-tool-call-generate"),
+        ("post", "/api/agents/{agent_id}/resume-stream"),
+        ("get", "/api/agents/{agent_id}/suspended-runs"),
+        ("post", "/api/agents/{agent_id}/threads/abort"),
+        ("post", "/api/agents/{agent_id}/runs/{run_id}/abort"),
+        ("post", "/api/agents/{agent_id}/send-message"),
+        ("post", "/api/agents/{agent_id}/signals"),
+        ("post", "/api/agents/{agent_id}/threads/subscribe"),
+        ("get", "/api/agents/{agent_id}/tools"),
+        ("post", "/api/agents/{agent_id}/tools/{tool_id}/execute"),
+        ("get", "/api/memory/threads"),
+        ("post", "/api/memory/threads"),
+        ("get", "/api/memory/threads/{thread_id}"),
+        ("patch", "/api/memory/threads/{thread_id}"),
+        ("delete", "/api/memory/threads/{thread_id}"),
+        ("get", "/api/memory/threads/{thread_id}/messages"),
+        ("get", "/api/memory/threads/{thread_id}/working-memory"),
+        ("post", "/api/memory/threads/{thread_id}/working-memory"),
+        ("get", "/api/openapi.json"),
+    ];
+    for (method, path) in expected {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} is not documented"
+        );
+    }
+
+    // Bodies are the handlers' types: generate takes `messages` (required) and `memory`.
+    let generate = &paths["/api/agents/{agent_id}/generate"]["post"];
+    let body = resolve(
+        &doc,
+        &generate["requestBody"]["content"]["application/json"]["schema"],
+    );
+    assert!(body["properties"]["messages"].is_object(), "{body}");
+    assert!(body["properties"]["memory"].is_object(), "{body}");
+    assert!(
+        body["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("messages"))
+    );
+    assert_eq!(generate["parameters"][0]["name"], "agent_id");
+    assert_eq!(generate["parameters"][0]["in"], "path");
+    let stream = &paths["/api/agents/{agent_id}/stream"]["post"];
+    assert!(stream["responses"]["200"]["content"]["text/event-stream"].is_object());
+    let list = &paths["/api/memory/threads"]["get"];
+    let names: Vec<&str> = list["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    for name in ["resourceId", "page", "perPage", "orderBy"] {
+        assert!(names.contains(&name), "{names:?}");
+    }
+    assert!(paths["/api/memory/threads"]["post"]["responses"]["201"].is_object());
+
+    // Operation ids are unique.
+    let mut ids: Vec<&str> = paths
+        .values()
+        .flat_map(|p| p.as_object().unwrap().values())
+        .map(|op| op["operationId"].as_str().unwrap())
+        .collect();
+    let count = ids.len();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), count);
+    // No token configured: no security requirement.
+    assert!(doc.get("security").is_none());
+}
+
+#[tokio::test]
+async fn every_documented_operation_is_routed() {
+    let base = start(|s| s).await;
+    let doc: Value = reqwest::get(format!("{base}/api/openapi.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        for method in methods.as_object().unwrap().keys() {
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let mut request = http.request(method.clone(), format!("{base}{concrete}"));
+            if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
+                request = request.json(&json!({}));
+            }
+            let response = request
+                .timeout(std::time::Duration::from_secs(5))
+                .send()
+                .await
+                .unwrap();
+            let status = response.status().as_u16();
+            assert_ne!(status, 405, "{method} {path} is documented but not routed");
+            let body = response.text().await.unwrap_or_default();
+            assert!(
+                !body.contains("no such route"),
+                "{method} {path} is documented but not routed"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 30, "only {checked} operations");
+}
+
+#[tokio::test]
+async fn a_server_with_a_token_documents_bearer_auth() {
+    let base = start(|s| s.token("secret")).await;
+    let http = reqwest::Client::new();
+    let refused = http
+        .get(format!("{base}/api/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 401);
+    let doc: Value = http
+        .get(format!("{base}/api/openapi.json"))
+        .bearer_auth("secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["security"], json!([{"bearer": []}]));
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
+    assert!(
+        doc["paths"]["/api/agents"]["get"]["responses"]["401"].is_object(),
+        "{}",
+        doc["paths"]["/api/agents"]["get"]
+    );
+}
