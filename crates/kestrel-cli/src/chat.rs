@@ -17,7 +17,7 @@ use crate::cli::ChatArgs;
 use crate::exit::{FAILURE, INTERRUPTED, USAGE, fail};
 use crate::input::StdinLines;
 use crate::interrupt::Interrupts;
-use crate::model_choice::{choose_model, local_catalog_name, process_env};
+use crate::model_choice::model_for_command;
 use crate::render::{RenderOptions, Renderer};
 use crate::terminal::Terminal;
 
@@ -29,15 +29,10 @@ const AGENT_ID: &str = "chat";
 
 /// Runs `kestrel chat` and returns the exit code.
 pub async fn run(args: ChatArgs) -> ExitCode {
-    let spec = match choose_model(args.model.as_deref(), process_env) {
+    let spec = match model_for_command(args.model.as_deref()).await {
         Ok(spec) => spec,
-        Err(error) => return fail(USAGE, error),
+        Err(code) => return code,
     };
-    if let Some(name) = local_catalog_name(&spec, process_env)
-        && let Err(message) = crate::models::ensure_cached(name).await
-    {
-        return fail(FAILURE, message);
-    }
     let agent = match build_agent(&spec, args.instructions.as_deref()) {
         Ok(agent) => agent,
         Err(message) => return fail(USAGE, message),

@@ -74,6 +74,57 @@ pub enum Commands {
             mirrors)"
     )]
     Models(ModelsCommand),
+
+    /// Start the HTTP server and the Studio web UI with demo agents.
+    #[command(
+        long_about = "Start the HTTP server and the Studio web UI with demo agents.\n\n\
+            Serves Mastra's routes under /api and the Studio at /, on the embedded defaults: \
+            the model chosen as for `kestrel chat` (the local SmolLM2 when nothing is \
+            configured), and a SQLite database that keeps the threads, their memory and the \
+            runs waiting for a person, across restarts.\n\n\
+            Demo agents: `assistant` (a weather tool, an email tool that needs your approval, \
+            and a booking tool that asks you for a time), and `supervisor`, which delegates to \
+            the `research` and `writing` sub-agents.",
+        after_help = "Only this machine can connect unless --host says otherwise; any other \
+            address needs KESTREL_API_TOKEN, which the Studio then asks for.\n\n\
+            Exit codes: 0 stopped with Ctrl-C, 1 the server failed, 2 bad usage or \
+            configuration (no model, address in use, no token for a public address).\n\n\
+            Examples:\n  \
+            kestrel dev\n  \
+            kestrel dev --port 8080 --db /tmp/kestrel.db\n  \
+            KESTREL_API_TOKEN=$(openssl rand -hex 16) kestrel dev --host 0.0.0.0"
+    )]
+    Dev(DevArgs),
+}
+
+/// Arguments of `kestrel dev`.
+#[derive(Debug, Clone, Args)]
+pub struct DevArgs {
+    /// The port to listen on (0 picks a free one).
+    #[arg(long, short, value_name = "PORT", default_value_t = kestrel_cli::dev::DEFAULT_PORT)]
+    pub port: u16,
+
+    /// The address to listen on: loopback by default; anything else needs KESTREL_API_TOKEN.
+    #[arg(long, value_name = "ADDRESS", default_value = kestrel_cli::dev::DEFAULT_HOST, value_parser = parse_host)]
+    pub host: std::net::IpAddr,
+
+    /// The SQLite database of threads, memory and stopped runs (created when missing).
+    #[arg(long, value_name = "PATH", default_value = kestrel_cli::dev::DEFAULT_DB)]
+    pub db: std::path::PathBuf,
+
+    /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
+    #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
+}
+
+/// An IP address, or `localhost`.
+fn parse_host(host: &str) -> Result<std::net::IpAddr, String> {
+    if host.eq_ignore_ascii_case("localhost") {
+        return Ok(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    host.parse().map_err(|_| {
+        format!("{host:?} is not an IP address (say 127.0.0.1, ::1, 0.0.0.0 or localhost)")
+    })
 }
 
 /// The subcommands of `kestrel models`.
@@ -158,6 +209,24 @@ mod tests {
         assert_eq!(args.name, "smollm2");
         assert!(Cli::try_parse_from(["kestrel", "models", "list"]).is_ok());
         assert!(Cli::try_parse_from(["kestrel", "models", "list", "x"]).is_err());
+    }
+
+    #[test]
+    fn dev_has_loopback_defaults() {
+        let cli = Cli::try_parse_from(["kestrel", "dev"]).unwrap();
+        let Commands::Dev(args) = cli.command else {
+            panic!("not dev: {cli:?}");
+        };
+        assert_eq!(args.port, 4111);
+        assert!(args.host.is_loopback());
+        assert_eq!(args.db, std::path::PathBuf::from(".kestrel/dev.db"));
+        let cli =
+            Cli::try_parse_from(["kestrel", "dev", "--host", "localhost", "-p", "0"]).unwrap();
+        let Commands::Dev(args) = cli.command else {
+            panic!("not dev: {cli:?}");
+        };
+        assert!(args.host.is_loopback() && args.port == 0);
+        assert!(Cli::try_parse_from(["kestrel", "dev", "--host", "example.com"]).is_err());
     }
 
     #[test]

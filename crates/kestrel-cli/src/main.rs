@@ -1,11 +1,12 @@
 //! `kestrel`: the command-line tool of the Kestrel agent framework.
 //!
 //! `main` parses the arguments, sets up logging and hands over to one module per subcommand
-//! ([`chat`], [`models`]). Every module reports failures as a [`std::process::ExitCode`]; see
+//! ([`chat`], [`models`], [`dev_command`]). Every module reports failures as a [`std::process::ExitCode`]; see
 //! [`exit`] for the codes.
 
 mod chat;
 mod cli;
+mod dev_command;
 mod exit;
 mod input;
 mod interrupt;
@@ -27,6 +28,7 @@ async fn main() -> ExitCode {
     match cli.command {
         Commands::Chat(args) => chat::run(args).await,
         Commands::Models(command) => models::run(command).await,
+        Commands::Dev(args) => dev_command::run(args).await,
     }
 }
 

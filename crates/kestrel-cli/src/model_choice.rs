@@ -4,6 +4,9 @@
 //! (`KESTREL_MODEL`, a hosted model when an API key is set, else the embedded `local/smollm2`).
 
 use std::fmt;
+use std::process::ExitCode;
+
+use crate::exit::{FAILURE, USAGE, fail};
 
 pub use kestrel::model::process_env;
 
@@ -35,6 +38,19 @@ pub fn choose_model(
         return Ok(model.to_string());
     }
     kestrel::model::default_model(env).ok_or(NoModelConfigured)
+}
+
+/// The model a command runs: [`choose_model`] on the process environment, with a local
+/// catalog model pulled into the cache first (progress on stderr). A failure is reported on
+/// stderr and returned as the exit code.
+pub async fn model_for_command(flag: Option<&str>) -> Result<String, ExitCode> {
+    let spec = choose_model(flag, process_env).map_err(|error| fail(USAGE, error))?;
+    if let Some(name) = local_catalog_name(&spec, process_env) {
+        crate::models::ensure_cached(name)
+            .await
+            .map_err(|message| fail(FAILURE, message))?;
+    }
+    Ok(spec)
 }
 
 /// The catalog name in a `local/<name>` model string, if it names a catalog model rather than a

@@ -1,0 +1,342 @@
+//! `kestrel dev`: the HTTP server and the Studio, with demo agents, on SQLite.
+//!
+//! [`demo_kestrel`] builds the demo instance on one model and one store:
+//!
+//! - **`assistant`**, a tool-using agent: `get_weather` (a plain tool, made-up data),
+//!   `send_email` (needs a person's approval; sends nothing) and `book_table` (suspends to ask
+//!   which time to book, with a resume schema the Studio turns into a form);
+//! - **`supervisor`**, which delegates to two sub-agents, **`research`** (facts as bullet
+//!   points) and **`writing`** (a paragraph from notes); both are also registered on their
+//!   own, so they can be talked to directly.
+//!
+//! The assistant and the supervisor remember their threads in a [`Memory`] over the store (the
+//! same memory the server's `/api/memory` routes read), and every stopped run is saved in the
+//! store too ([`StorageRunStore`]), so a run waiting for an approval survives a restart.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kestrel::model::ModelSpec;
+//! use kestrel_cli::dev;
+//!
+//! let storage = dev::open_storage(".kestrel/dev.db".as_ref()).await?;
+//! let (kestrel, memory) =
+//!     dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::new(storage))?;
+//! dev::server(kestrel, memory)
+//!     .serve("127.0.0.1:4111".parse()?)
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kestrel::agent::{Agent, AgentBuildError};
+use kestrel::kestrel::{Kestrel, KestrelError};
+use kestrel::memory::{Memory, MemoryBuildError, WorkingMemory};
+use kestrel::model::ModelSpec;
+use kestrel::server::Server;
+use kestrel::storage::{SqliteStorage, Storage, StorageError, StorageRunStore};
+use kestrel::tool::{Tool, ToolError, create_tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// The port `kestrel dev` listens on by default (Mastra's).
+pub const DEFAULT_PORT: u16 = 4111;
+
+/// The address `kestrel dev` binds by default: this machine only.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// The SQLite file `kestrel dev` keeps its threads and runs in, relative to the current
+/// directory.
+pub const DEFAULT_DB: &str = ".kestrel/dev.db";
+
+/// The id of the tool-using demo agent.
+pub const ASSISTANT: &str = "assistant";
+/// The id of the demo supervisor.
+pub const SUPERVISOR: &str = "supervisor";
+/// The id of the supervisor's research sub-agent.
+pub const RESEARCH: &str = "research";
+/// The id of the supervisor's writing sub-agent.
+pub const WRITING: &str = "writing";
+
+/// The name of the assistant's plain tool.
+pub const WEATHER_TOOL: &str = "get_weather";
+/// The name of the assistant's tool that needs approval.
+pub const EMAIL_TOOL: &str = "send_email";
+/// The name of the assistant's tool that suspends for resume data.
+pub const BOOKING_TOOL: &str = "book_table";
+
+/// Why the demo could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevError {
+    /// The database's directory could not be created.
+    #[error("cannot create the directory {}: {source}", path.display())]
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database could not be opened.
+    #[error("cannot open the database {}: {source}", path.display())]
+    Storage {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: StorageError,
+    },
+    /// The memory could not be built.
+    #[error("cannot build the demo memory: {0}")]
+    Memory(#[from] MemoryBuildError),
+    /// An agent could not be built.
+    #[error("cannot build a demo agent: {0}")]
+    Agent(#[from] AgentBuildError),
+    /// The instance could not be built.
+    #[error("cannot build the demo instance: {0}")]
+    Instance(#[from] KestrelError),
+}
+
+/// Opens (creating it and its directory when needed) the SQLite database at `path`.
+pub async fn open_storage(path: &Path) -> Result<SqliteStorage, DevError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| DevError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    }
+    SqliteStorage::open(path)
+        .await
+        .map_err(|source| DevError::Storage {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// The demo instance on `model` (every agent uses it) and `storage`, and the memory its
+/// agents use (give it to [`Server::memory`], as [`server`] does).
+pub fn demo_kestrel(
+    model: ModelSpec,
+    storage: Arc<dyn Storage>,
+) -> Result<(Kestrel, Memory), DevError> {
+    let memory = Memory::builder(storage.clone())
+        .last_messages(20)
+        .working_memory(WorkingMemory::template(
+            "# About the user\n- Name:\n- Preferences:\n",
+        ))
+        .build()?;
+
+    let assistant = Agent::builder(ASSISTANT)
+        .name("Assistant")
+        .description("Checks the weather, books tables and sends emails (with your approval).")
+        .instructions(
+            "You are a helpful assistant. Use get_weather for weather questions, book_table to \
+             book a restaurant and send_email to send an email. Answer briefly.",
+        )
+        .model(model.clone())
+        .tool(weather_tool())
+        .tool(email_tool())
+        .tool(booking_tool())
+        .memory(memory.clone().shared())
+        .build()?;
+
+    let research = research_agent(model.clone())?;
+    let writing = writing_agent(model.clone())?;
+    let supervisor = Agent::builder(SUPERVISOR)
+        .name("Supervisor")
+        .description("Researches a topic with one sub-agent and writes it up with another.")
+        .instructions(
+            "You coordinate two helpers. First delegate research on the user's topic to \
+             agent-research, then give its notes to agent-writing for a paragraph, then answer \
+             the user with that paragraph.",
+        )
+        .model(model.clone())
+        .agents([research, writing])
+        .memory(memory.clone().shared())
+        .build()?;
+
+    let kestrel = Kestrel::builder()
+        .run_store(Arc::new(StorageRunStore::new(storage)))
+        .agent(assistant)
+        .agent(supervisor)
+        .agent(research_agent(model.clone())?)
+        .agent(writing_agent(model)?)
+        .build()?;
+    Ok((kestrel, memory))
+}
+
+/// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` behind the memory
+/// routes, and the token from `KESTREL_API_TOKEN` when it is set.
+pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
+    Server::from_env(kestrel).memory(memory).studio(true)
+}
+
+fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {
+    Agent::builder(RESEARCH)
+        .name("Research")
+        .description("Gathers facts on a topic and returns them as three short bullet points.")
+        .instructions("You research topics. Answer with three short bullet points of facts.")
+        .model(model)
+        .build()
+}
+
+fn writing_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {
+    Agent::builder(WRITING)
+        .name("Writing")
+        .description("Turns notes into one short, polished paragraph.")
+        .instructions("You write one short paragraph from the notes you are given.")
+        .model(model)
+        .build()
+}
+
+/// Input of `get_weather`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct WeatherInput {
+    /// The city, e.g. "Lisbon".
+    city: String,
+}
+
+/// `get_weather`: made-up but stable weather, so the demo needs no network.
+fn weather_tool() -> impl Tool {
+    create_tool(WEATHER_TOOL)
+        .description("Gets today's weather for a city (demo data).")
+        .execute(|input: WeatherInput, _ctx| async move {
+            Ok::<_, ToolError>(demo_weather(&input.city))
+        })
+}
+
+/// The demo's weather for `city`: the same for the same name.
+fn demo_weather(city: &str) -> Value {
+    const SKIES: [&str; 4] = ["sunny", "partly cloudy", "overcast", "light rain"];
+    let seed = city
+        .trim()
+        .to_lowercase()
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    json!({
+        "city": city.trim(),
+        "sky": SKIES[(seed % 4) as usize],
+        "temperatureC": 8 + (seed / 4 % 20),
+    })
+}
+
+/// Input of `send_email`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct EmailInput {
+    /// The recipient's address.
+    to: String,
+    /// The subject line.
+    subject: String,
+    /// The message.
+    #[serde(default)]
+    body: String,
+}
+
+/// `send_email`: waits for a person's approval, then pretends to send.
+fn email_tool() -> impl Tool {
+    create_tool(EMAIL_TOOL)
+        .description("Sends an email. A person approves every email before it goes out.")
+        .require_approval(true)
+        .execute(|email: EmailInput, _ctx| async move {
+            let words = email.body.split_whitespace().count();
+            Ok::<_, ToolError>(format!(
+                "Email \"{}\" to {} sent ({words} words; demo: nothing left this machine).",
+                email.subject, email.to
+            ))
+        })
+}
+
+/// Input of `book_table`.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct BookingInput {
+    /// The restaurant's name.
+    restaurant: String,
+    /// How many people.
+    guests: u32,
+}
+
+/// The times `book_table` offers.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+enum Slot {
+    #[serde(rename = "18:00")]
+    Early,
+    #[serde(rename = "19:30")]
+    Middle,
+    #[serde(rename = "21:00")]
+    Late,
+}
+
+impl Slot {
+    fn as_str(self) -> &'static str {
+        match self {
+            Slot::Early => "18:00",
+            Slot::Middle => "19:30",
+            Slot::Late => "21:00",
+        }
+    }
+}
+
+/// What a person answers to `book_table`'s question.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct BookingChoice {
+    /// The time to book.
+    time: Slot,
+    /// Book it (or cancel).
+    confirm: bool,
+    /// A note for the restaurant.
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// `book_table`: suspends to ask a person which time to book.
+fn booking_tool() -> impl Tool {
+    create_tool(BOOKING_TOOL)
+        .description("Books a restaurant table. Asks the user to pick a time.")
+        .resume_type::<BookingChoice>()
+        .execute(|input: BookingInput, ctx| async move {
+            let Some(choice) = ctx.resume_data_as::<BookingChoice>()? else {
+                return Err(ctx.suspend(json!({
+                    "question": format!(
+                        "Which time should I book at {} for {}?",
+                        input.restaurant, input.guests
+                    ),
+                    "times": ["18:00", "19:30", "21:00"],
+                })));
+            };
+            if !choice.confirm {
+                return Ok(format!(
+                    "The user decided not to book {}.",
+                    input.restaurant
+                ));
+            }
+            let note = choice
+                .note
+                .filter(|n| !n.trim().is_empty())
+                .map(|n| format!(" Note: {}", n.trim()))
+                .unwrap_or_default();
+            Ok(format!(
+                "Booked {} for {} at {} (demo: no restaurant was called).{note}",
+                input.restaurant,
+                input.guests,
+                choice.time.as_str()
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_weather_is_stable_per_city() {
+        let (a, b) = (demo_weather("Lisbon"), demo_weather(" lisbon "));
+        assert_eq!(a["sky"], b["sky"]);
+        assert_eq!(a["temperatureC"], b["temperatureC"]);
+        let t = demo_weather("Oslo")["temperatureC"].as_u64().unwrap_or(0);
+        assert!((8..28).contains(&t));
+    }
+}

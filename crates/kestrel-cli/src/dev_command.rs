@@ -1,0 +1,105 @@
+//! `kestrel dev`: the server and the Studio with the demo agents of [`kestrel_cli::dev`].
+//!
+//! The checks that can fail come first, each ending the program with one line and exit code 2:
+//! a public address without `KESTREL_API_TOKEN`, no model, an unknown model or a missing API
+//! key, a database that cannot be opened, an address in use. The embedded model is pulled into
+//! the cache first if it is not there (as `kestrel chat` does). Then the URLs are printed and
+//! the server runs until Ctrl-C, which closes the database cleanly.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use kestrel::model::{ModelRegistry, ModelSpec};
+use kestrel::server::{API_TOKEN_ENV, ServeError};
+use kestrel_cli::dev;
+
+use crate::cli::DevArgs;
+use crate::exit::{FAILURE, USAGE, fail};
+use crate::model_choice::{model_for_command, process_env};
+
+/// Runs `kestrel dev` and returns the exit code.
+pub async fn run(args: DevArgs) -> ExitCode {
+    let addr = SocketAddr::new(args.host, args.port);
+    if !addr.ip().is_loopback() && process_env(API_TOKEN_ENV).is_none_or(|t| t.trim().is_empty()) {
+        return fail(USAGE, public_without_token(addr));
+    }
+    let spec = match model_for_command(args.model.as_deref()).await {
+        Ok(spec) => spec,
+        Err(code) => return code,
+    };
+    // Resolved once, so every demo agent shares one model (one local model in memory).
+    let model = match ModelRegistry::from_env().resolve(&spec) {
+        Ok(model) => model,
+        Err(error) => return fail(USAGE, error),
+    };
+    let storage = match dev::open_storage(&args.db).await {
+        Ok(storage) => storage,
+        Err(error) => return fail(USAGE, error),
+    };
+    let (kestrel, memory) =
+        match dev::demo_kestrel(ModelSpec::Model(model), Arc::new(storage.clone())) {
+            Ok(demo) => demo,
+            Err(error) => return fail(USAGE, error),
+        };
+    let server = dev::server(kestrel, memory);
+    let (listener, bound) = match server.bind(addr).await {
+        Ok(bound) => bound,
+        Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),
+        Err(ServeError::Io { addr, source }) => {
+            return fail(
+                USAGE,
+                format!(
+                    "cannot listen on {addr}: {source} (is another `kestrel dev` running? \
+                     choose another port with --port)"
+                ),
+            );
+        }
+        Err(error) => return fail(USAGE, error),
+    };
+    print_banner(bound, &spec, &args.db);
+    let outcome = tokio::select! {
+        served = server.serve_on(listener, bound) => served,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    };
+    storage.close().await;
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => fail(FAILURE, error),
+    }
+}
+
+fn public_without_token(addr: SocketAddr) -> String {
+    format!(
+        "refusing to listen on {addr}: beyond this machine every agent would be open to \
+         anyone. Set {API_TOKEN_ENV} to a secret (the Studio asks for it), or leave --host at \
+         its default, 127.0.0.1"
+    )
+}
+
+/// Where to go, on stdout (the first line is the Studio's URL).
+fn print_banner(addr: SocketAddr, model: &str, db: &std::path::Path) {
+    let host = if addr.ip().is_unspecified() {
+        "localhost".to_owned()
+    } else if addr.is_ipv6() {
+        format!("[{}]", addr.ip())
+    } else {
+        addr.ip().to_string()
+    };
+    let base = format!("http://{host}:{}", addr.port());
+    println!("Kestrel Studio: {base}/");
+    println!("  API:      {base}/api (e.g. {base}/api/agents)");
+    println!("  model:    {model}");
+    println!("  database: {}", db.display());
+    println!(
+        "  agents:   {} (tools {}, {} needs approval, {} asks for a time), {} (delegates to {} and {})",
+        dev::ASSISTANT,
+        dev::WEATHER_TOOL,
+        dev::EMAIL_TOOL,
+        dev::BOOKING_TOOL,
+        dev::SUPERVISOR,
+        dev::RESEARCH,
+        dev::WRITING
+    );
+    println!("Press Ctrl-C to stop.");
+}

@@ -1,0 +1,111 @@
+//! `kestrel dev`: the demo instance keeps a waiting run across a restart, and the binary
+//! refuses to serve beyond loopback without a token, saying why.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+
+use kestrel::agent::ToolCallRef;
+use kestrel::model::ModelSpec;
+use kestrel::prelude::*;
+use kestrel::run_store::SuspendedRunsQuery;
+use kestrel_cli::dev;
+use serde_json::json;
+
+fn model() -> ModelSpec {
+    ModelSpec::Model(Arc::new(ScriptedModel::from_fn(|req| {
+        if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+            ScriptedResponse::text("Sent.")
+        } else {
+            ScriptedResponse::tool_call(
+                "call-1",
+                dev::EMAIL_TOOL,
+                json!({"to": "bob@example.com", "subject": "Hi"}),
+            )
+        }
+    })))
+}
+
+#[tokio::test]
+async fn a_run_waiting_for_approval_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dev.db");
+
+    let storage = dev::open_storage(&path).await.unwrap();
+    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let stopped = kestrel
+        .agent(dev::ASSISTANT)
+        .unwrap()
+        .generate("Email Bob", RunOptions::new().memory("thread-1", "studio"))
+        .await
+        .unwrap();
+    assert_eq!(stopped.waiting.len(), 1, "{stopped:?}");
+    drop(kestrel);
+    storage.close().await;
+
+    let storage = dev::open_storage(&path).await.unwrap();
+    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let agent = kestrel.agent(dev::ASSISTANT).unwrap();
+    let waiting = agent
+        .list_suspended_runs(SuspendedRunsQuery {
+            thread_id: Some("thread-1".into()),
+            ..SuspendedRunsQuery::default()
+        })
+        .await
+        .unwrap();
+    let run = waiting
+        .runs
+        .first()
+        .expect("the waiting run is listed after the restart");
+    assert_eq!(run.run_id, stopped.run_id);
+    let call = &run.tool_calls[0];
+    let done = agent
+        .approve_tool_call_generate(ToolCallRef::new(&run.run_id, &call.tool_call_id))
+        .await
+        .unwrap();
+    assert_eq!(done.text, "Sent.");
+    storage.close().await;
+}
+
+#[tokio::test]
+async fn the_demo_has_its_agents_and_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dev::open_storage(&dir.path().join("a/b/dev.db"))
+        .await
+        .unwrap();
+    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let ids: Vec<&str> = kestrel.agents().map(|a| a.id()).collect();
+    assert_eq!(
+        ids,
+        [dev::ASSISTANT, dev::RESEARCH, dev::SUPERVISOR, dev::WRITING]
+    );
+    let assistant = kestrel.agent(dev::ASSISTANT).unwrap();
+    for tool in [dev::WEATHER_TOOL, dev::EMAIL_TOOL, dev::BOOKING_TOOL] {
+        assert!(assistant.tools().get(tool).is_some(), "no {tool}");
+    }
+    let booking = assistant.tools().get(dev::BOOKING_TOOL).unwrap();
+    assert!(booking.resume_schema().is_some());
+    assert_eq!(
+        kestrel.agent(dev::SUPERVISOR).unwrap().sub_agent_ids(),
+        [dev::RESEARCH, dev::WRITING]
+    );
+    storage.close().await;
+}
+
+#[tokio::test]
+async fn a_public_host_needs_a_token() {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+        .args(["dev", "--host", "0.0.0.0", "--port", "0"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("KESTREL_API_TOKEN") && stderr.contains("0.0.0.0"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}

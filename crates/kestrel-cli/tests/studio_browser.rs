@@ -1,0 +1,243 @@
+//! The Studio in a real browser: `kestrel dev`'s demo agents on a scripted model, served on
+//! 127.0.0.1, driven by `studio-tests/studio.mjs` (Playwright's `playwright-core` with
+//! Debian's `chromium`).
+//!
+//! The script chats with the assistant (streamed text, a plain tool), approves the
+//! approval-gated tool in the page, answers the suspending tool's form, reloads and finds the
+//! same history, and watches the supervisor's delegation tree fill with both sub-agents'
+//! output. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
+//! with it set, a missing browser, `node` or `studio-tests/node_modules` is a failure.
+//!
+//! `KESTREL_STUDIO_SCREENSHOT=<path>` makes the script save a screenshot of the Studio
+//! mid-delegation there (docs/studio-delegation.png is made this way).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kestrel::model::{ModelEvent, ModelRequest, ModelSpec, ScriptStep};
+use kestrel::prelude::*;
+use kestrel_cli::dev;
+use serde_json::json;
+
+/// Bound on the whole browser script.
+const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the crate sits two levels under the repository root")
+        .to_path_buf()
+}
+
+/// Text streamed in `deltas`, `pause` apart, so the page sees it grow.
+fn slow_text(deltas: &[&str], pause: Duration) -> ScriptedResponse {
+    let mut steps = Vec::new();
+    for (i, delta) in deltas.iter().enumerate() {
+        if i > 0 {
+            steps.push(ScriptStep::Delay(pause));
+        }
+        steps.push(ScriptStep::Event(ModelEvent::TextDelta {
+            text: (*delta).to_owned(),
+        }));
+    }
+    ScriptedResponse::steps(steps)
+}
+
+/// The messages of the current turn: everything after the last user message.
+fn this_turn(req: &ModelRequest) -> &[Message] {
+    let start = req
+        .messages
+        .iter()
+        .rposition(|m| m.role == Role::User)
+        .unwrap_or(0);
+    &req.messages[start..]
+}
+
+/// The tool results of the turn, in order: each call's tool and its result as text.
+fn turn_results(req: &ModelRequest) -> Vec<(String, String)> {
+    let mut results = Vec::new();
+    for message in this_turn(req).iter().filter(|m| m.role == Role::Tool) {
+        for part in &message.parts {
+            if let Part::ToolResult {
+                tool_name, result, ..
+            } = part
+            {
+                let text = result
+                    .as_str()
+                    .map_or_else(|| result.to_string(), str::to_owned);
+                results.push((tool_name.clone(), text));
+            }
+        }
+    }
+    results
+}
+
+fn has_tool(req: &ModelRequest, name: &str) -> bool {
+    req.tools.iter().any(|t| t.name == name)
+}
+
+fn system_text(req: &ModelRequest) -> String {
+    req.messages
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .map(Message::text)
+        .collect()
+}
+
+/// One scripted model for every demo agent, answering by which agent asks (told apart by
+/// their tools and instructions) and by the turn so far.
+fn scripted_model() -> ScriptedModel {
+    let calls = Arc::new(AtomicUsize::new(0));
+    ScriptedModel::from_fn(move |req| {
+        let n = calls.fetch_add(1, Ordering::Relaxed);
+        let call_id = |what: &str| format!("call-{what}-{n}");
+        if has_tool(req, "agent-research") {
+            // The supervisor: research, then writing, then the paragraph.
+            let results: Vec<String> = turn_results(req).into_iter().map(|(_, r)| r).collect();
+            return match results.len() {
+                0 => ScriptedResponse::tool_call(
+                    call_id("research"),
+                    "agent-research",
+                    json!({"prompt": "Facts about the common kestrel"}),
+                ),
+                1 => ScriptedResponse::tool_call(
+                    call_id("writing"),
+                    "agent-writing",
+                    json!({"prompt": format!("Write a paragraph from these notes:\n{}", results[0])}),
+                ),
+                _ => ScriptedResponse::text(format!("Here is your paragraph: {}", results[1])),
+            };
+        }
+        if has_tool(req, dev::EMAIL_TOOL) {
+            if let Some((tool, result)) = turn_results(req).pop() {
+                return match tool.as_str() {
+                    dev::WEATHER_TOOL => ScriptedResponse::text(format!("The forecast: {result}")),
+                    dev::EMAIL_TOOL => ScriptedResponse::text(format!("Done. {result}")),
+                    _ => ScriptedResponse::text(format!("All set. {result}")),
+                };
+            }
+            let asked = this_turn(req)
+                .first()
+                .map(Message::text)
+                .unwrap_or_default()
+                .to_lowercase();
+            return if asked.contains("email") {
+                ScriptedResponse::tool_call(
+                    call_id("email"),
+                    dev::EMAIL_TOOL,
+                    json!({"to": "ada@example.com", "subject": "Lisbon weather", "body": "Sunny all day."}),
+                )
+            } else if asked.contains("book") {
+                ScriptedResponse::tool_call(
+                    call_id("book"),
+                    dev::BOOKING_TOOL,
+                    json!({"restaurant": "Nora", "guests": 2}),
+                )
+            } else if asked.contains("weather") {
+                ScriptedResponse::tool_call(
+                    call_id("weather"),
+                    dev::WEATHER_TOOL,
+                    json!({"city": "Lisbon"}),
+                )
+            } else {
+                slow_text(
+                    &[
+                        "Hello! ",
+                        "I can check the weather, ",
+                        "book tables ",
+                        "and send emails.",
+                    ],
+                    Duration::from_millis(250),
+                )
+            };
+        }
+        let system = system_text(req);
+        if system.contains("research topics") {
+            slow_text(
+                &[
+                    "- Kestrels hover in the wind\n",
+                    "- They hunt voles\n",
+                    "- They nest in cavities",
+                ],
+                Duration::from_millis(300),
+            )
+        } else {
+            slow_text(
+                &[
+                    "Kestrels hang in the wind ",
+                    "above the fields, ",
+                    "watching for voles, ",
+                    "and raise their young ",
+                    "in cavities.",
+                ],
+                Duration::from_millis(700),
+            )
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_studio_works_in_a_browser() {
+    let Some(chromium) = std::env::var_os("KESTREL_TEST_CHROMIUM").filter(|v| !v.is_empty()) else {
+        eprintln!(
+            "skipping the Studio browser test: set KESTREL_TEST_CHROMIUM to a chromium binary \
+             (and run `npm ci` in studio-tests) to run it"
+        );
+        return;
+    };
+    let chromium = PathBuf::from(chromium);
+    assert!(
+        chromium.is_file(),
+        "KESTREL_TEST_CHROMIUM={} is not a file: install Debian's chromium (apt-get install \
+         chromium) or fix the path",
+        chromium.display()
+    );
+    let tests = repo_root().join("studio-tests");
+    assert!(
+        tests.join("node_modules/playwright-core").is_dir(),
+        "{} has no node_modules/playwright-core: run `npm ci` there",
+        tests.display()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dev::open_storage(&dir.path().join("nested/dev.db"))
+        .await
+        .unwrap();
+    let (kestrel, memory) = dev::demo_kestrel(
+        ModelSpec::Model(Arc::new(scripted_model())),
+        Arc::new(storage.clone()),
+    )
+    .unwrap();
+    let server = dev::server(kestrel, memory);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let serving = tokio::spawn(server.serve_on(listener, addr));
+
+    let mut command = tokio::process::Command::new("node");
+    command
+        .arg(tests.join("studio.mjs"))
+        .current_dir(&tests)
+        .env("KESTREL_STUDIO_URL", format!("http://{addr}/"))
+        .env("KESTREL_TEST_CHROMIUM", &chromium)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(SCRIPT_TIMEOUT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("the browser script ran longer than {SCRIPT_TIMEOUT:?}"))
+        .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
+    serving.abort();
+    storage.close().await;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success(),
+        "the Studio browser script failed ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(stdout.contains("studio: all checks passed"), "{stdout}");
+}

@@ -1,0 +1,194 @@
+// The Kestrel Studio in headless Chromium, against a server started by the caller.
+//
+//   KESTREL_STUDIO_URL=http://127.0.0.1:4111/ KESTREL_TEST_CHROMIUM=/usr/bin/chromium node studio.mjs
+//
+// The server must serve `kestrel dev`'s demo agents on the scripted model of
+// crates/kestrel-cli/tests/studio_browser.rs, which runs this script. Optional:
+// KESTREL_STUDIO_SCREENSHOT=<png> saves the Studio mid-delegation; KESTREL_STUDIO_HEADFUL=1
+// shows the browser. Exits 1 with the failed check's name (and a screenshot next to this
+// file, studio-failure.png) when a check fails.
+
+import { chromium } from "playwright-core";
+
+const url = process.env.KESTREL_STUDIO_URL;
+const executablePath = process.env.KESTREL_TEST_CHROMIUM;
+const screenshot = process.env.KESTREL_STUDIO_SCREENSHOT;
+if (!url || !executablePath) {
+  console.error("studio.mjs needs KESTREL_STUDIO_URL and KESTREL_TEST_CHROMIUM");
+  process.exit(2);
+}
+
+const TIMEOUT = 20_000;
+let step = "starting the browser";
+const pageErrors = [];
+
+function check(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+const browser = await chromium.launch({
+  executablePath,
+  headless: !process.env.KESTREL_STUDIO_HEADFUL,
+  // Root in a container has no user namespaces for Chromium's sandbox.
+  args: ["--no-sandbox", "--disable-dev-shm-usage"],
+});
+const context = await browser.newContext({ viewport: { width: 1440, height: 900 }, colorScheme: "light" });
+const page = await context.newPage();
+page.setDefaultTimeout(TIMEOUT);
+page.on("pageerror", (error) => pageErrors.push(`${error.name}: ${error.message}`));
+page.on("console", (message) => {
+  if (message.type() === "error") pageErrors.push(`console: ${message.text()}`);
+});
+
+/** The last assistant bubble. */
+const lastAssistant = () => page.getByTestId("message-assistant").last();
+
+/** Sends `text` from the composer. */
+async function send(text) {
+  await page.getByTestId("prompt").fill(text);
+  await page.getByTestId("send").click();
+}
+
+/** Waits until the last assistant bubble's run is done and returns its text. */
+async function waitDone(what) {
+  const bubble = lastAssistant();
+  await page
+    .waitForFunction(() => {
+      const bubbles = document.querySelectorAll('[data-testid="message-assistant"]');
+      const last = bubbles[bubbles.length - 1];
+      return last && last.dataset.status === "done";
+    })
+    .catch(async () => {
+      throw new Error(`${what}: the run did not finish; the bubble shows: ${(await bubble.innerText()).slice(0, 500)}`);
+    });
+  return bubble.innerText();
+}
+
+async function run() {
+  step = "loading the Studio";
+  const response = await page.goto(url);
+  check(response && response.ok(), `GET ${url} answered ${response && response.status()}`);
+  await page.getByTestId("agent-assistant").waitFor();
+  check((await page.getByTestId("connection").innerText()).includes("Connected"), "the page does not say it is connected");
+
+  step = "chatting with the assistant (streamed text)";
+  await page.getByTestId("agent-assistant").click();
+  await send("Hello there");
+  // The text arrives in pieces: catch it while the run is still going.
+  await page.waitForFunction(() => {
+    const bubbles = document.querySelectorAll('[data-testid="message-assistant"]');
+    const last = bubbles[bubbles.length - 1];
+    const text = last && last.querySelector('[data-testid="assistant-text"]');
+    return last && last.dataset.status === "running" && text && text.textContent.length > 0 && !text.textContent.includes("send emails.");
+  });
+  const hello = await waitDone("the greeting");
+  check(hello.includes("Hello! I can check the weather, book tables and send emails."), `the greeting is not all there: ${hello}`);
+  check(/#\/assistant\/.+/.test(page.url()), `the thread is not in the URL: ${page.url()}`);
+
+  step = "a plain tool call";
+  await send("What's the weather in Lisbon?");
+  const weather = await waitDone("the weather answer");
+  const weatherCard = lastAssistant().locator('[data-testid="tool-call"][data-tool="get_weather"]');
+  await weatherCard.waitFor();
+  check((await weatherCard.getAttribute("data-status")) === "done", "get_weather is not shown as done");
+  check((await weatherCard.innerText()).includes("Lisbon"), "the get_weather card does not show its input");
+  check(weather.includes("The forecast:"), `no answer after the tool: ${weather}`);
+
+  step = "approving a tool call";
+  await send("Email the forecast to ada@example.com");
+  const approval = page.locator('[data-testid="approval"][data-tool="send_email"]');
+  await approval.waitFor();
+  check((await approval.innerText()).includes("ada@example.com"), "the approval card does not show the arguments");
+  await page.locator('[data-testid="message-assistant"][data-status="waiting"]').last().waitFor();
+  await approval.getByTestId("approve").click();
+  const emailed = await waitDone("the approved email");
+  check(emailed.includes("Done. Email"), `no answer after the approval: ${emailed}`);
+  const emailCard = lastAssistant().locator('[data-testid="tool-call"][data-tool="send_email"]');
+  check((await emailCard.getAttribute("data-status")) === "done", "send_email is not shown as done");
+  check((await emailCard.innerText()).includes("sent"), "the send_email card does not show its result");
+
+  step = "answering a suspended tool's form";
+  await send("Book a table at Nora for 2");
+  const form = page.locator('[data-testid="suspension"][data-tool="book_table"] [data-testid="resume-form"]');
+  await form.waitFor();
+  await form.getByLabel("Time").selectOption({ label: "19:30" });
+  await form.getByLabel("Confirm").check();
+  await form.getByLabel("Note").fill("window seat");
+  await form.getByTestId("resume").click();
+  const booked = await waitDone("the booking");
+  check(booked.includes("Booked Nora for 2 at 19:30") && booked.includes("window seat"), `the booking answer is wrong: ${booked}`);
+
+  step = "the run timeline";
+  await page.getByTestId("tab-run").click();
+  const rows = page.getByTestId("timeline-row");
+  check((await rows.count()) >= 4, "the timeline has too few rows");
+  const timelineText = await page.getByTestId("timeline").innerText();
+  check(timelineText.includes("Called book_table") && timelineText.includes("Finished"), `the timeline is not readable: ${timelineText.slice(0, 400)}`);
+
+  step = "reloading: the same history";
+  const threadUrl = page.url();
+  await page.reload();
+  await page.getByTestId("message-user").first().waitFor();
+  check(page.url() === threadUrl, "the reload lost the thread");
+  const users = await page.getByTestId("message-user").allInnerTexts();
+  check(
+    JSON.stringify(users) === JSON.stringify(["Hello there", "What's the weather in Lisbon?", "Email the forecast to ada@example.com", "Book a table at Nora for 2"]),
+    `the stored user messages differ: ${JSON.stringify(users)}`,
+  );
+  const history = await page.getByTestId("messages").innerText();
+  for (const expected of ["Hello! I can check the weather", "The forecast:", "Done. Email", "Booked Nora for 2 at 19:30"]) {
+    check(history.includes(expected), `the reloaded history lacks “${expected}”`);
+  }
+  const storedEmail = page.locator('[data-testid="tool-call"][data-tool="send_email"]');
+  await storedEmail.waitFor();
+  check((await storedEmail.getAttribute("data-status")) === "done", "the stored send_email call has no result");
+  check((await storedEmail.innerText()).includes("ada@example.com"), "the stored send_email call lost its input");
+  check((await page.locator('[data-testid="tool-call"][data-tool="get_weather"]').count()) === 1, "the stored get_weather call is missing");
+  const threads = page.getByTestId("thread-item");
+  check((await threads.count()) === 1, `expected one thread, saw ${await threads.count()}`);
+  check((await threads.first().innerText()).includes("Hello there"), "the thread is not titled by its first message");
+  check((await page.getByTestId("approval").count()) === 0, "a decided approval is still offered after the reload");
+
+  step = "the supervisor's delegation tree";
+  await page.getByTestId("agent-supervisor").click();
+  await page.getByTestId("welcome-placeholder").waitFor({ state: "detached" }).catch(() => {});
+  await send("Write me a paragraph about kestrels");
+  const tree = page.getByTestId("delegation-tree");
+  const research = tree.locator('[data-testid="delegation-node"][data-agent="research"]');
+  const writing = tree.locator('[data-testid="delegation-node"][data-agent="writing"]');
+  await research.waitFor();
+  await research.locator('[data-testid="delegation-output"]', { hasText: "They hunt voles" }).waitFor();
+  await page.locator('[data-testid="delegation"][data-agent="research"]', { hasText: "They nest in cavities" }).waitFor();
+  // Mid-delegation: research has answered, writing is writing.
+  await writing.locator('[data-testid="delegation-output"]', { hasText: "above the fields" }).waitFor();
+  check((await writing.getAttribute("data-status")) === "running", "the writing sub-agent is not shown as running");
+  check((await research.getAttribute("data-status")) === "done", "the research sub-agent is not shown as done");
+  if (screenshot) {
+    await page.screenshot({ path: screenshot });
+    console.log(`studio: screenshot saved to ${screenshot}`);
+  }
+  const paragraph = await waitDone("the supervisor");
+  check(paragraph.includes("Here is your paragraph: Kestrels hang in the wind above the fields"), `the supervisor's answer is wrong: ${paragraph}`);
+  check((await writing.getAttribute("data-status")) === "done", "the writing sub-agent is not shown as done at the end");
+  const nested = await page.getByTestId("timeline").innerText();
+  check(nested.includes("Delegated to research") && nested.includes("writing"), "the timeline does not show the delegations");
+
+  check(pageErrors.length === 0, `the page reported errors:\n${pageErrors.join("\n")}`);
+}
+
+try {
+  await run();
+  console.log("studio: all checks passed");
+  await browser.close();
+} catch (error) {
+  console.error(`studio: FAILED while ${step}: ${error.message}`);
+  if (pageErrors.length) console.error(`page errors:\n${pageErrors.join("\n")}`);
+  try {
+    await page.screenshot({ path: new URL("./studio-failure.png", import.meta.url).pathname, fullPage: true });
+    console.error("studio: the page at the failure is in studio-tests/studio-failure.png");
+  } catch {
+    // The browser is gone.
+  }
+  await browser.close().catch(() => {});
+  process.exit(1);
+}
