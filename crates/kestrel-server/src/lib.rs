@@ -101,6 +101,8 @@ pub(crate) struct AppState {
     /// Whether a client that goes away aborts the run it was streaming.
     #[allow(dead_code)] // read by the stream routes
     pub abort_on_disconnect: bool,
+    /// The chat turns running now, for re-attaching to them.
+    pub chat_turns: Arc<chat::Turns>,
 }
 
 impl Server {
@@ -193,6 +195,7 @@ impl Server {
             kestrel: self.kestrel.clone(),
             memory: self.memory.clone(),
             abort_on_disconnect: self.abort_on_disconnect,
+            chat_turns: Arc::default(),
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes

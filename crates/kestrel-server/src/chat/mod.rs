@@ -1,0 +1,765 @@
+//! The AI SDK chat route: `POST /chat/{agentId}` speaking the UI message stream protocol, so a
+//! React app using `useChat` (`@ai-sdk/react`, `DefaultChatTransport`) talks to an agent
+//! unchanged.
+//!
+//! - **`POST /chat/{agentId}`** takes `useChat`'s body (`id`, `messages`, `trigger`,
+//!   `messageId`) plus Mastra's extras: `memory: {thread, resource}` (else the chat `id` is the
+//!   thread, of the pinned resource, `resourceId`, or the chat id), `requestContext`, `maxSteps`,
+//!   `runId` (the new run's id), and `{runId, resumeData}` (optionally `toolCallId`,
+//!   `fingerprint`) to answer a stopped run: resume data for a suspended tool, or
+//!   `{approved, reason?}` for an approval (seed 001's `handleResume`). A v6 approval answered
+//!   in the last assistant message (a tool part in state `approval-responded` with
+//!   `approval: {id: "<runId>::<toolCallId>", approved, reason?}`) is decided the same way.
+//!   The answer is SSE: `data: <chunk JSON>` per chunk, then `data: [DONE]`, with the header
+//!   `x-vercel-ai-ui-message-stream: v1`.
+//! - **The protocol version** is the body's `version`: `"v5"` (the default, as Mastra's
+//!   `chatRoute`) or `"v6"`; with `useChat`, `new DefaultChatTransport({ api, body: { version:
+//!   'v6' } })`. A body field, not a query, because `useChat` derives the re-attach URL from
+//!   `api`. v6 adds `tool-approval-request` and `tool-output-denied` (see [`ui_stream`]).
+//! - **`GET /chat/{agentId}/{chatId}/stream`** re-attaches to the chat's running turn: its
+//!   chunks so far, then live; 204 when none runs.
+//! - **`GET /chat/{agentId}/{chatId}/messages?version=v6`** is the chat's stored history as
+//!   `{uiMessages}` (the thread named by the chat id), pending approvals and suspensions
+//!   included exactly as they streamed ([`history::thread_ui_messages`]).
+//!
+//! A turn runs in a task of its own, so a client that disconnects loses nothing: the run goes
+//! on to its end (or its next stop for a person), is stored, and the client can re-attach.
+//! With [`crate::Server::abort_on_disconnect`], the POST's client going away aborts the run
+//! instead (stored as aborted). A caller pinned to a resource reaches only that resource's
+//! threads, runs and turns.
+
+pub(crate) mod history;
+mod turns;
+pub(crate) mod ui_stream;
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use futures::{Stream, StreamExt};
+use kestrel_core::abort::AbortSignal;
+use kestrel_core::agent::{Agent, AgentStream, RunOptions, ToolCallRef};
+use kestrel_core::message::{Message, Part, Role};
+use kestrel_core::run_store::{RunPhase, StoredRun};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::auth::Caller;
+use crate::wire::{Body, MemoryBody, RunBody, ThreadRef};
+use crate::{ApiError, AppState};
+pub(crate) use turns::Turns;
+use turns::{AttachError, Turn, TurnKey};
+use ui_stream::{Chunk, Encoder, PendingCall, Resolution, Version, WaitsFor};
+
+type Shared = State<Arc<AppState>>;
+
+/// The chat routes (outside `/api`, as Mastra's `chatRoute`).
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/chat/{agent_id}", post(chat))
+        .route("/chat/{agent_id}/{chat_id}/stream", get(reattach))
+        .route("/chat/{agent_id}/{chat_id}/messages", get(messages))
+}
+
+fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
+    state
+        .kestrel
+        .agent(id)
+        .map_err(|e| ApiError::not_found(e.to_string()))
+}
+
+/// The body `useChat` posts, with Mastra's extras.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ChatBody {
+    /// The chat id (`useChat`'s `id`).
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    messages: Vec<Value>,
+    /// Checked, not otherwise used: a regeneration re-answers the last user message, and with
+    /// memory the stored thread stays the source of truth (as with Mastra's `chatRoute`).
+    #[serde(default)]
+    #[allow(dead_code)]
+    trigger: Option<Trigger>,
+    /// The message a regeneration replaces (the stored thread is kept as it is).
+    #[serde(default)]
+    #[allow(dead_code)] // accepted: memory is the source of truth (see `input_messages`)
+    message_id: Option<String>,
+    #[serde(default)]
+    memory: Option<MemoryBody>,
+    #[serde(default)]
+    resource_id: Option<String>,
+    #[serde(default)]
+    request_context: Option<Map<String, Value>>,
+    #[serde(default)]
+    run_id: Option<String>,
+    #[serde(default)]
+    resume_data: Option<Value>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+    #[serde(default)]
+    fingerprint: Option<String>,
+    #[serde(default)]
+    max_steps: Option<u32>,
+    #[serde(default)]
+    version: Option<Version>,
+}
+
+/// `useChat`'s `trigger`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Trigger {
+    SubmitMessage,
+    RegenerateMessage,
+}
+
+/// A decision on a waiting call.
+#[derive(Debug, Clone)]
+enum Decision {
+    Approve,
+    Decline(Option<String>),
+    Resume(Value),
+}
+
+impl Decision {
+    fn resolution(&self) -> Resolution {
+        match self {
+            Decision::Approve => Resolution::Approval(true),
+            Decision::Decline(_) => Resolution::Approval(false),
+            Decision::Resume(_) => Resolution::Resumed,
+        }
+    }
+}
+
+/// A decision, with the call it is about.
+#[derive(Debug, Clone)]
+struct Decided {
+    call: PendingCall,
+    decision: Decision,
+    fingerprint: Option<String>,
+}
+
+async fn chat(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(agent_id): Path<String>,
+    Body(body): Body<ChatBody>,
+) -> Result<Response, ApiError> {
+    let agent = agent(&state, &agent_id)?.clone();
+    let version = body.version.unwrap_or_default();
+    let chat_id = body.id.clone().filter(|id| !id.trim().is_empty());
+    let key = chat_id.clone().map(|chat_id| TurnKey {
+        agent_id: agent_id.clone(),
+        chat_id,
+    });
+    let abort = AbortSignal::new();
+
+    let decisions = decisions_of(&body)?;
+    // Either a decision continues a stopped run, or the messages start a new one.
+    let (stream, launch) = match decisions {
+        Some((run_id, asked)) => {
+            let stored = load_stopped_run(&agent, &caller, &run_id).await?;
+            let decided = match asked {
+                Asked::ResumeData {
+                    data,
+                    tool_call_id,
+                    fingerprint,
+                } => vec![resume_decision(
+                    &agent,
+                    &stored,
+                    data,
+                    tool_call_id,
+                    fingerprint,
+                )?],
+                Asked::Approvals(approvals) => approval_decisions(&agent, &stored, approvals)?,
+            };
+            let mut encoder =
+                Encoder::continuing(version, turn_message_id(&stored), known_calls(&stored));
+            let resolved: Vec<(PendingCall, Resolution)> = decided
+                .iter()
+                .map(|d| (d.call.clone(), d.decision.resolution()))
+                .collect();
+            let opening = encoder.open_continuation(&resolved);
+            let mut queue: VecDeque<Decided> = decided.into();
+            let Some(first) = queue.pop_front() else {
+                return Err(ApiError::invalid("nothing to decide"));
+            };
+            let stream = decide(&agent, &caller, &abort, first).await?;
+            let resource = stored.state.settings.resource_id.clone();
+            let launch = Launch {
+                resource,
+                encoder,
+                opening,
+                queue,
+            };
+            (stream, launch)
+        }
+        None => {
+            let (input, options) = new_turn(&agent, &caller, body, chat_id.as_deref())?;
+            let resource = options
+                .memory
+                .as_ref()
+                .map(|m| m.resource.clone())
+                .or_else(|| options.resource.clone());
+            let stream = agent.stream(input, options.abort_signal(abort.clone()));
+            let launch = Launch {
+                resource,
+                encoder: Encoder::new(version),
+                opening: Vec::new(),
+                queue: VecDeque::new(),
+            };
+            (stream, launch)
+        }
+    };
+    let resource = launch.resource.or_else(|| caller.resource.clone());
+    let turn = state.chat_turns.begin(key, resource);
+    // Attached before anything is pushed, so the POST's client misses nothing.
+    let listener = turn
+        .attach()
+        .map_err(|_| ApiError::internal(&"a new chat turn refused its first listener"))?;
+    for chunk in launch.opening {
+        turn.push(chunk);
+    }
+    let job = TurnJob {
+        state: state.clone(),
+        agent,
+        caller,
+        abort: abort.clone(),
+        turn,
+        encoder: launch.encoder,
+        queue: launch.queue,
+    };
+    tokio::spawn(job.run(stream));
+    let abort_on_disconnect = state.abort_on_disconnect;
+    let listener = crate::sse::on_disconnect(Box::pin(listener), move |_| {
+        if abort_on_disconnect {
+            tracing::debug!("a chat client went away: aborting its turn");
+            abort.abort();
+        }
+    });
+    Ok(ui_response(listener))
+}
+
+/// How a turn starts: who it acts for, its encoder, the chunks before the run's, and the
+/// decisions still to take.
+struct Launch {
+    resource: Option<String>,
+    encoder: Encoder,
+    opening: Vec<Chunk>,
+    queue: VecDeque<Decided>,
+}
+
+/// The UI message stream response of a stream of chunks.
+fn ui_response(chunks: impl Stream<Item = Chunk> + Send + 'static) -> Response {
+    let events = chunks.map(|chunk| Ok::<_, Infallible>(SseEvent::default().data(chunk.to_json())));
+    let done = futures::stream::once(async { Ok(SseEvent::default().data("[DONE]")) });
+    let sse = Sse::new(events.chain(done)).keep_alive(KeepAlive::new().text("keep-alive"));
+    (
+        [
+            (
+                HeaderName::from_static("x-vercel-ai-ui-message-stream"),
+                HeaderValue::from_static("v1"),
+            ),
+            (
+                HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            ),
+        ],
+        sse,
+    )
+        .into_response()
+}
+
+/// What a body asks to decide on a stopped run.
+enum Asked {
+    /// `{runId, resumeData}`.
+    ResumeData {
+        data: Value,
+        tool_call_id: Option<String>,
+        fingerprint: Option<String>,
+    },
+    /// v6 approval responses: `(toolCallId, approved, reason)`.
+    Approvals(Vec<(String, bool, Option<String>)>),
+}
+
+/// The run a body decides on and what it decides, if it decides anything: `{runId,
+/// resumeData}`, or approval responses in the last message (when it is the assistant's).
+fn decisions_of(body: &ChatBody) -> Result<Option<(String, Asked)>, ApiError> {
+    if let Some(data) = &body.resume_data {
+        let Some(run_id) = body.run_id.clone().filter(|id| !id.trim().is_empty()) else {
+            return Err(ApiError::invalid(
+                "resumeData needs the runId of the stopped run",
+            ));
+        };
+        return Ok(Some((
+            run_id,
+            Asked::ResumeData {
+                data: data.clone(),
+                tool_call_id: body.tool_call_id.clone(),
+                fingerprint: body.fingerprint.clone(),
+            },
+        )));
+    }
+    let Some(last) = body.messages.last() else {
+        return Ok(None);
+    };
+    if last.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Ok(None);
+    }
+    let parts = last.get("parts").and_then(Value::as_array);
+    let mut run: Option<String> = None;
+    let mut approvals = Vec::new();
+    for part in parts.into_iter().flatten() {
+        if part.get("state").and_then(Value::as_str) != Some("approval-responded") {
+            continue;
+        }
+        let tool_call_id = part.get("toolCallId").and_then(Value::as_str);
+        let approval = part.get("approval");
+        let id = approval.and_then(|a| a.get("id")).and_then(Value::as_str);
+        let approved = approval
+            .and_then(|a| a.get("approved"))
+            .and_then(Value::as_bool);
+        let (Some(tool_call_id), Some(id), Some(approved)) = (tool_call_id, id, approved) else {
+            return Err(ApiError::invalid(
+                "a tool part in state approval-responded needs toolCallId and approval: {id, \
+                 approved}",
+            ));
+        };
+        let reason = approval
+            .and_then(|a| a.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        // `<runId>::<toolCallId>`: the call id is known, so a run id holding `::` is fine.
+        let run_id = id
+            .strip_suffix(tool_call_id)
+            .and_then(|rest| rest.strip_suffix(ui_stream::APPROVAL_ID_SEPARATOR))
+            .filter(|run_id| !run_id.is_empty())
+            .ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "approval id {id:?} is not \"<runId>::{tool_call_id}\""
+                ))
+            })?;
+        match &run {
+            Some(seen) if seen != run_id => {
+                return Err(ApiError::invalid(
+                    "approval responses of one message must all be about one run",
+                ));
+            }
+            _ => run = Some(run_id.to_owned()),
+        }
+        approvals.push((tool_call_id.to_owned(), approved, reason));
+    }
+    Ok(run.map(|run_id| (run_id, Asked::Approvals(approvals))))
+}
+
+/// The stopped run `run_id` of `agent`, if the caller may decide on it.
+async fn load_stopped_run(
+    agent: &Agent,
+    caller: &Caller,
+    run_id: &str,
+) -> Result<StoredRun, ApiError> {
+    let stored = agent
+        .run_store()
+        .load(run_id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .filter(|s| s.state.agent_id == agent.id())
+        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
+        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))?;
+    if stored.phase != RunPhase::Suspended {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "not_suspended",
+            format!("run {run_id:?} is not waiting for a decision"),
+        ));
+    }
+    Ok(stored)
+}
+
+/// The id of the assistant message a run's turn streams into: its first step's.
+fn turn_message_id(stored: &StoredRun) -> String {
+    use kestrel_core::agent::RunStatus;
+    if let Some(step) = stored.state.steps.first() {
+        return step.message_id.clone();
+    }
+    match &stored.state.status {
+        RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. } => {
+            step.message_id.clone()
+        }
+        _ => stored.state.next_message_id.clone(),
+    }
+}
+
+/// The tool calls the run's message already has parts for.
+fn known_calls(stored: &StoredRun) -> Vec<String> {
+    stored
+        .state
+        .messages
+        .iter()
+        .flat_map(|m| &m.parts)
+        .filter_map(|part| match part {
+            Part::ToolCall { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The decision `{runId, resumeData}` makes: on the named call, or the run's only waiting one.
+fn resume_decision(
+    agent: &Agent,
+    stored: &StoredRun,
+    data: Value,
+    tool_call_id: Option<String>,
+    fingerprint: Option<String>,
+) -> Result<Decided, ApiError> {
+    let run_id = &stored.state.run_id;
+    let waiting = stored.state.waiting_calls();
+    let call = match &tool_call_id {
+        Some(id) => waiting
+            .into_iter()
+            .find(|c| c.tool_call_id == *id)
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::CONFLICT,
+                    "call_not_waiting",
+                    format!("run {run_id:?} does not wait on tool call {id:?}"),
+                )
+            })?,
+        None => {
+            let mut waiting = waiting;
+            match waiting.len() {
+                1 => waiting.remove(0),
+                0 => {
+                    return Err(ApiError::new(
+                        StatusCode::CONFLICT,
+                        "not_suspended",
+                        format!("run {run_id:?} waits on no tool call"),
+                    ));
+                }
+                _ => {
+                    let ids: Vec<&str> = waiting.iter().map(|c| c.tool_call_id.as_str()).collect();
+                    return Err(ApiError::invalid(format!(
+                        "run {run_id:?} waits on several tool calls ({}): name one in toolCallId",
+                        ids.join(", ")
+                    )));
+                }
+            }
+        }
+    };
+    let Some(pending) = history::pending_calls(agent, run_id, vec![call]).pop() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "wrong_decision",
+            format!(
+                "the waiting call of run {run_id:?} takes a client tool's result, not resumeData"
+            ),
+        ));
+    };
+    let decision = match pending.waits_for {
+        WaitsFor::Approval => approval_of(&data)?,
+        WaitsFor::Resume { .. } => Decision::Resume(data),
+    };
+    Ok(Decided {
+        call: pending,
+        decision,
+        fingerprint,
+    })
+}
+
+/// `{approved, reason?}` as the resume data of an approval.
+fn approval_of(data: &Value) -> Result<Decision, ApiError> {
+    let approved = data
+        .get("approved")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_resume_data",
+                "the call waits for an approval: resumeData must be {\"approved\": boolean, \
+             \"reason\"?: string}",
+            )
+        })?;
+    let reason = data
+        .get("reason")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok(if approved {
+        Decision::Approve
+    } else {
+        Decision::Decline(reason)
+    })
+}
+
+/// The decisions of v6 approval responses, in the run's order of its waiting calls.
+fn approval_decisions(
+    agent: &Agent,
+    stored: &StoredRun,
+    approvals: Vec<(String, bool, Option<String>)>,
+) -> Result<Vec<Decided>, ApiError> {
+    let run_id = &stored.state.run_id;
+    let pending = history::pending_calls(agent, run_id, stored.state.waiting_calls());
+    approvals
+        .into_iter()
+        .map(|(tool_call_id, approved, reason)| {
+            let call = pending
+                .iter()
+                .find(|c| c.tool_call_id == tool_call_id && c.waits_for == WaitsFor::Approval)
+                .cloned()
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::CONFLICT,
+                        "call_not_waiting",
+                        format!("run {run_id:?} does not wait for an approval of {tool_call_id:?}"),
+                    )
+                })?;
+            Ok(Decided {
+                call,
+                decision: if approved {
+                    Decision::Approve
+                } else {
+                    Decision::Decline(reason)
+                },
+                fingerprint: None,
+            })
+        })
+        .collect()
+}
+
+/// Records a decision and returns the continued run's stream.
+async fn decide(
+    agent: &Agent,
+    caller: &Caller,
+    abort: &AbortSignal,
+    decided: Decided,
+) -> Result<AgentStream, ApiError> {
+    let mut call = ToolCallRef::new(decided.call.run_id, decided.call.tool_call_id)
+        .options(RunOptions::new().abort_signal(abort.clone()));
+    if let Some(fingerprint) = decided.fingerprint {
+        call = call.fingerprint(fingerprint);
+    }
+    if let Some(resource) = &caller.resource {
+        call = call.resource(resource);
+    }
+    let stream = match decided.decision {
+        Decision::Approve => agent.approve_tool_call(call).await?,
+        Decision::Decline(reason) => agent.decline_tool_call(call, reason).await?,
+        Decision::Resume(data) => agent.resume_stream(data, call).await?,
+    };
+    Ok(stream)
+}
+
+/// The input and options of a new turn: the run body of `/api/agents/{id}/stream` (same
+/// checks: the pinned resource, the request context, `maxSteps`), made of the chat's messages
+/// and memory coordinates.
+fn new_turn(
+    agent: &Agent,
+    caller: &Caller,
+    body: ChatBody,
+    chat_id: Option<&str>,
+) -> Result<(Vec<Message>, RunOptions), ApiError> {
+    let (thread, resource) = match body.memory {
+        Some(MemoryBody { thread, resource }) => {
+            let thread = match thread {
+                ThreadRef::Id(id) | ThreadRef::Object { id } => id,
+            };
+            (Some(thread), Some(resource))
+        }
+        None => (
+            chat_id.map(str::to_owned),
+            body.resource_id
+                .or_else(|| caller.resource.clone())
+                .or_else(|| chat_id.map(str::to_owned)),
+        ),
+    };
+    if let Some(resource) = &resource {
+        caller.check_resource(resource)?;
+    }
+    // Only an agent with memory keeps a thread; the others run on the messages alone.
+    let memory = match (thread, resource) {
+        (Some(thread), Some(resource)) if agent.memory().is_some() => Some(MemoryBody {
+            thread: ThreadRef::Id(thread),
+            resource,
+        }),
+        _ => None,
+    };
+    let selected = new_messages(&body.messages, memory.is_some())?;
+    let run = RunBody {
+        messages: Value::Array(selected.iter().map(|m| (*m).clone()).collect()),
+        memory,
+        thread_id: None,
+        resource_id: None,
+        request_context: body.request_context,
+        run_id: body.run_id.filter(|id| !id.trim().is_empty()),
+        max_steps: body.max_steps,
+        until_idle: None,
+    };
+    let (mut input, options) = run.into_run(caller)?;
+    // One message per UIMessage: they keep the client's ids, so the stored ones are the same
+    // (and a regenerated message replaces itself in the thread).
+    for (message, ui) in input.iter_mut().zip(&selected) {
+        if let Some(id) = ui
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty())
+        {
+            message.id = id.to_owned();
+        }
+    }
+    if !input.iter().any(|m| m.role == Role::User) {
+        return Err(ApiError::invalid(
+            "messages must end with a user message (or answer a stopped run with runId and \
+             resumeData, or with approval responses)",
+        ));
+    }
+    Ok((input, options))
+}
+
+/// The `UIMessage`s a new run reads. With memory the thread already holds the conversation,
+/// so only those after the last assistant message are new (a client may send them all or, as
+/// Mastra recommends, only the last); without, all of them. Assistant messages without text
+/// (tool calls only) carry nothing a new run could use.
+fn new_messages(messages: &[Value], with_memory: bool) -> Result<Vec<&Value>, ApiError> {
+    let is_assistant = |m: &Value| m.get("role").and_then(Value::as_str) == Some("assistant");
+    let start = if with_memory {
+        messages.iter().rposition(is_assistant).map_or(0, |i| i + 1)
+    } else {
+        0
+    };
+    let mut selected = Vec::new();
+    for (index, message) in messages.iter().enumerate().skip(start) {
+        let Some(parts) = message.get("parts").and_then(Value::as_array) else {
+            return Err(ApiError::invalid(format!(
+                "messages[{index}] must be a UIMessage {{id, role, parts}}"
+            )));
+        };
+        let has_text = parts
+            .iter()
+            .any(|p| p.get("type").and_then(Value::as_str) == Some("text"));
+        if is_assistant(message) && !has_text {
+            continue;
+        }
+        selected.push(message);
+    }
+    Ok(selected)
+}
+
+/// The task that reads a turn's runs and pushes their chunks to the turn.
+struct TurnJob {
+    state: Arc<AppState>,
+    agent: Agent,
+    caller: Caller,
+    abort: AbortSignal,
+    turn: Arc<Turn>,
+    encoder: Encoder,
+    /// Decisions taken once the run stopped again (several approvals answered at once).
+    queue: VecDeque<Decided>,
+}
+
+impl TurnJob {
+    async fn run(mut self, mut stream: AgentStream) {
+        loop {
+            while let Some(event) = stream.next().await {
+                for chunk in self.encoder.event(&event) {
+                    self.turn.push(chunk);
+                }
+            }
+            drop(stream);
+            if self.encoder.is_ended() {
+                break;
+            }
+            let Some(next) = self.queue.pop_front() else {
+                break;
+            };
+            match decide(&self.agent, &self.caller, &self.abort, next).await {
+                Ok(continued) => stream = continued,
+                Err(error) => {
+                    self.turn.push(Chunk::Error {
+                        error_text: error.message,
+                    });
+                    break;
+                }
+            }
+        }
+        for chunk in self.encoder.end() {
+            self.turn.push(chunk);
+        }
+        self.state.chat_turns.end(&self.turn);
+    }
+}
+
+async fn reattach(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path((agent_id, chat_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    agent(&state, &agent_id)?;
+    let key = TurnKey { agent_id, chat_id };
+    let Some(turn) = state.chat_turns.get(&key) else {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    };
+    if caller.resource.is_some() && turn.resource != caller.resource {
+        return Err(ApiError::not_found(format!(
+            "no turn of chat {:?} to re-attach to",
+            key.chat_id
+        )));
+    }
+    match turn.attach() {
+        Ok(listener) => Ok(ui_response(listener)),
+        Err(AttachError::Ended) => Ok(StatusCode::NO_CONTENT.into_response()),
+        Err(AttachError::TooLong) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "replay_unavailable",
+            "this turn is too long to replay; its messages are stored when it ends",
+        )),
+    }
+}
+
+/// Query of the chat history route.
+#[derive(Debug, Deserialize)]
+struct HistoryQuery {
+    #[serde(default)]
+    version: Option<String>,
+}
+
+async fn messages(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path((agent_id, chat_id)): Path<(String, String)>,
+    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    let version = match query.version.as_deref() {
+        None => Version::default(),
+        Some(text) => Version::parse(text)
+            .ok_or_else(|| ApiError::invalid_query(format!("version {text:?} is not v5 or v6")))?,
+    };
+    let agent = agent(&state, &agent_id)?;
+    let Some(memory) = &state.memory else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "no_memory",
+            "this server has no memory: give it one with Server::memory",
+        ));
+    };
+    let thread = memory
+        .storage()
+        .get_thread(&chat_id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    let Some(thread) = thread else {
+        return Ok(Json(json!({"uiMessages": []})));
+    };
+    if caller.resource.is_some() && caller.resource.as_ref() != Some(&thread.resource_id) {
+        return Err(ApiError::not_found(format!("thread {chat_id:?} not found")));
+    }
+    let ui =
+        history::thread_ui_messages(&state, agent, &chat_id, &thread.resource_id, version).await?;
+    Ok(Json(json!({"uiMessages": ui})))
+}

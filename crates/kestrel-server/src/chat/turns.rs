@@ -1,0 +1,157 @@
+//! The chat turns running on this server, so a client can re-attach to one
+//! (`GET /chat/{agentId}/{chatId}/stream`).
+//!
+//! A turn's chunks are produced by one task that reads the run's events (not by the HTTP
+//! response), so the run goes on at its own pace whoever listens. Each listener (the POST that
+//! started the turn, any re-attached GET) gets the chunks through its own channel; the turn also
+//! keeps a replay of the chunks so far, in which consecutive deltas of one part are merged (a
+//! replay needs the text, not how it was cut), bounded by [`MAX_REPLAY_BYTES`]. A turn is
+//! forgotten when it ends: re-attaching then answers 204 and the client reads the stored history.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
+
+use super::ui_stream::Chunk;
+
+/// The most a turn's replay may hold (about the size of its text and tool inputs). A longer
+/// turn cannot be re-attached to; its own listeners are not affected.
+pub(crate) const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
+
+/// The running turns of a server, by agent and chat id.
+#[derive(Debug, Default)]
+pub(crate) struct Turns {
+    running: Mutex<HashMap<TurnKey, Arc<Turn>>>,
+}
+
+/// Which chat a turn belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct TurnKey {
+    /// The agent.
+    pub agent_id: String,
+    /// The chat (`useChat`'s `id`).
+    pub chat_id: String,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Only plain data lives behind these locks; a panic elsewhere leaves it consistent.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Turns {
+    /// Starts a turn; with a key it can be re-attached to (a newer turn of the same chat
+    /// replaces an older one in the registry, which still runs for its own listeners).
+    pub(crate) fn begin(&self, key: Option<TurnKey>, resource: Option<String>) -> Arc<Turn> {
+        let turn = Arc::new(Turn {
+            key: key.clone(),
+            resource,
+            state: Mutex::new(TurnState::default()),
+        });
+        if let Some(key) = key {
+            lock(&self.running).insert(key, turn.clone());
+        }
+        turn
+    }
+
+    /// The running turn of a chat.
+    pub(crate) fn get(&self, key: &TurnKey) -> Option<Arc<Turn>> {
+        lock(&self.running).get(key).cloned()
+    }
+
+    /// Forgets an ended turn (unless a newer turn of its chat took its place).
+    pub(crate) fn end(&self, turn: &Arc<Turn>) {
+        turn.finish();
+        if let Some(key) = &turn.key {
+            let mut running = lock(&self.running);
+            if running.get(key).is_some_and(|t| Arc::ptr_eq(t, turn)) {
+                running.remove(key);
+            }
+        }
+    }
+}
+
+/// One turn: its listeners and its replay.
+#[derive(Debug)]
+pub(crate) struct Turn {
+    key: Option<TurnKey>,
+    /// The resource the turn acts for: a caller pinned to another cannot re-attach.
+    pub resource: Option<String>,
+    state: Mutex<TurnState>,
+}
+
+#[derive(Debug, Default)]
+struct TurnState {
+    replay: Vec<Chunk>,
+    replay_bytes: usize,
+    /// The replay outgrew its bound and was dropped.
+    overflowed: bool,
+    done: bool,
+    listeners: Vec<mpsc::UnboundedSender<Chunk>>,
+}
+
+/// Why a turn cannot be re-attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttachError {
+    /// It ended.
+    Ended,
+    /// Its replay outgrew [`MAX_REPLAY_BYTES`].
+    TooLong,
+}
+
+impl Turn {
+    /// Sends a chunk to every listener and adds it to the replay.
+    pub(crate) fn push(&self, chunk: Chunk) {
+        let mut state = lock(&self.state);
+        // A listener whose receiver is gone (its client left) is dropped.
+        state
+            .listeners
+            .retain(|listener| listener.unbounded_send(chunk.clone()).is_ok());
+        if state.overflowed {
+            return;
+        }
+        let weight = chunk.weight();
+        state.replay_bytes += weight;
+        if state.replay_bytes > MAX_REPLAY_BYTES {
+            tracing::warn!(
+                limit = MAX_REPLAY_BYTES,
+                "a chat turn outgrew its replay buffer; it can no longer be re-attached to"
+            );
+            state.overflowed = true;
+            state.replay = Vec::new();
+            return;
+        }
+        let leftover = match state.replay.last_mut() {
+            Some(last) => last.merge(chunk),
+            None => Some(chunk),
+        };
+        if let Some(chunk) = leftover {
+            state.replay.push(chunk);
+        }
+    }
+
+    /// Ends the turn: listeners read what is left, then their streams end.
+    fn finish(&self) {
+        let mut state = lock(&self.state);
+        state.done = true;
+        state.listeners.clear();
+    }
+
+    /// Listens from the start: the replay so far, then every chunk as it comes, until the
+    /// turn ends.
+    pub(crate) fn attach(&self) -> Result<impl Stream<Item = Chunk> + Send + use<>, AttachError> {
+        let mut state = lock(&self.state);
+        if state.done {
+            return Err(AttachError::Ended);
+        }
+        if state.overflowed {
+            return Err(AttachError::TooLong);
+        }
+        let (sender, receiver) = mpsc::unbounded();
+        state.listeners.push(sender);
+        // Taken under the lock that `push` holds: no chunk is missed or seen twice.
+        let replay = state.replay.clone();
+        Ok(futures::stream::iter(replay).chain(receiver))
+    }
+}
