@@ -11,6 +11,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
+use kestrel_core::agent::Agent;
 use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
 use kestrel_storage::{
     Direction, MetadataUpdate, NewThread, PageRequest, Scope, Selection, Storage, StorageError,
@@ -21,6 +22,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
+use crate::chat::history;
+use crate::chat::ui_stream::Version;
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
@@ -109,13 +112,18 @@ fn memory(state: &AppState) -> Result<&Memory, ApiError> {
     })
 }
 
+/// The agent `id`, or 404.
+fn agent_named<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
+    state
+        .kestrel
+        .agent(id)
+        .map_err(|e| ApiError::not_found(e.to_string()))
+}
+
 /// Checks that `agentId`, when given, names an agent.
 fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError> {
     if let Some(id) = agent_id {
-        state
-            .kestrel
-            .agent(id)
-            .map_err(|e| ApiError::not_found(e.to_string()))?;
+        agent_named(state, id)?;
     }
     Ok(())
 }
@@ -234,20 +242,26 @@ fn scope_name(scope: WorkingMemoryScope) -> &'static str {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ListQuery {
+    /// An agent that must exist (Mastra's client names the agent whose memory it reads).
     #[serde(default)]
     agent_id: Option<String>,
+    /// Only this resource's threads.
     #[serde(default)]
     resource_id: Option<String>,
     /// A JSON object every listed thread's metadata must contain.
     #[serde(default)]
     metadata: Option<String>,
+    /// The page, from 0.
     #[serde(default)]
     page: Option<u32>,
+    /// Threads per page: 1 to 1,000, 100 by default.
     #[serde(default)]
     per_page: Option<u32>,
-    #[serde(default)]
+    /// `createdAt` (the default) or `updatedAt`.
+    #[serde(default, rename = "orderBy[field]", alias = "orderBy")]
     order_by: Option<String>,
-    #[serde(default)]
+    /// `DESC` (the default) or `ASC`.
+    #[serde(default, rename = "orderBy[direction]", alias = "sortDirection")]
     sort_direction: Option<String>,
 }
 
@@ -299,7 +313,7 @@ async fn list_threads(
         Some("updatedAt") => ThreadOrderField::UpdatedAt,
         Some(other) => {
             return Err(ApiError::invalid_query(format!(
-                "orderBy must be createdAt or updatedAt, not {other:?}"
+                "orderBy[field] must be createdAt or updatedAt, not {other:?}"
             )));
         }
     };
@@ -309,7 +323,7 @@ async fn list_threads(
         Some(d) if d.eq_ignore_ascii_case("asc") => Direction::Asc,
         Some(other) => {
             return Err(ApiError::invalid_query(format!(
-                "sortDirection must be ASC or DESC, not {other:?}"
+                "orderBy[direction] must be ASC or DESC, not {other:?}"
             )));
         }
     };
@@ -505,10 +519,15 @@ struct MessagesQuery {
     agent_id: Option<String>,
     #[serde(default)]
     resource_id: Option<String>,
+    /// The page, from 0.
     #[serde(default)]
     page: Option<u32>,
+    /// Messages per page: 1 to 1,000, all (up to 1,000) by default.
     #[serde(default)]
     per_page: Option<u32>,
+    /// The AI SDK version of `uiMessages`: `v5` (the default) or `v6`.
+    #[serde(default)]
+    version: Option<String>,
 }
 
 async fn list_messages(
@@ -540,8 +559,27 @@ async fn list_messages(
         )
         .await
         .map_err(storage_error)?;
+    let version = match query.version.as_deref() {
+        None => Version::default(),
+        Some(text) => Version::parse(text).ok_or_else(|| {
+            ApiError::invalid_query(format!("version must be v5 or v6, not {text:?}"))
+        })?,
+    };
+    // A pending approval or suspension shows as the chat stream showed it: from the named
+    // agent's runs, or from any agent's.
+    let mut pending = Vec::new();
+    let agents: Vec<&Agent> = match query.agent_id.as_deref() {
+        Some(id) => vec![agent_named(&state, id)?],
+        None => state.kestrel.agents().collect(),
+    };
+    for agent in agents {
+        pending
+            .extend(history::thread_pending_calls(agent, &thread.id, &thread.resource_id).await?);
+    }
+    let ui_messages = history::ui_messages(&list.messages, &pending, version);
     Ok(Json(json!({
         "messages": list.messages,
+        "uiMessages": ui_messages,
         "page": page,
         "perPage": per_page,
         "total": list.total,

@@ -221,6 +221,22 @@ async fn a_runs_messages_are_listed_oldest_first() {
         .collect();
     assert_eq!(texts, ["hello there", "echo: hello there"]);
     assert_eq!(listed["total"], 2);
+    // The same messages as AI SDK UIMessages, ids kept.
+    let ui = listed["uiMessages"].as_array().unwrap();
+    assert_eq!(ui.len(), 2, "{listed}");
+    assert_eq!(ui[0]["id"], messages[0]["id"]);
+    assert_eq!(ui[0]["role"], "user");
+    assert_eq!(ui[1]["role"], "assistant");
+    let assistant_text: Vec<&str> = ui[1]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .map(|p| p["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(assistant_text, ["echo: hello there"]);
+    let (status, body) = f.get("/memory/threads/chat-1/messages?version=v7").await;
+    assert_eq!((status, error_code(&body)), (400, "invalid_query"));
 
     let (_, page) = f
         .get("/memory/threads/chat-1/messages?perPage=1&page=1")
@@ -373,7 +389,8 @@ async fn bad_queries_and_bodies_are_named() {
         ("/memory/threads?perPage=5000", "perPage"),
         ("/memory/threads?page=-1", "page"),
         ("/memory/threads?orderBy=title", "orderBy"),
-        ("/memory/threads?sortDirection=up", "sortDirection"),
+        ("/memory/threads?sortDirection=up", "orderBy[direction]"),
+        ("/memory/threads?orderBy%5Bfield%5D=size", "orderBy[field]"),
         ("/memory/threads?metadata=%5B1%5D", "metadata"),
         ("/memory/threads?metadata=nope", "metadata"),
     ];

@@ -133,7 +133,13 @@ async fn the_document_lists_every_route_with_its_schemas() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    for name in ["resourceId", "page", "perPage", "orderBy"] {
+    for name in [
+        "resourceId",
+        "page",
+        "perPage",
+        "orderBy[field]",
+        "orderBy[direction]",
+    ] {
         assert!(names.contains(&name), "{names:?}");
     }
     assert!(paths["/api/memory/threads"]["post"]["responses"]["201"].is_object());

@@ -58,7 +58,7 @@ pub(crate) async fn thread_ui_messages(
 }
 
 /// The calls of `agent`'s runs on the thread that wait for a person, oldest run first.
-async fn thread_pending_calls(
+pub(crate) async fn thread_pending_calls(
     agent: &Agent,
     thread_id: &str,
     resource_id: &str,

@@ -1,0 +1,128 @@
+//! The server driven by the JavaScript clients front ends really use: `@mastra/client-js`
+//! (a front end written for Mastra's HTTP API) and the AI SDK's chat (the core of `useChat`).
+//! The scripts live in `compat-tests/`; `npm ci --prefix compat-tests` installs their pinned
+//! packages. Without them (and without `KESTREL_TEST_JS`) the tests skip and say so; with
+//! `KESTREL_TEST_JS=1` (as `.ci/run` sets) a missing `node` or package fails them.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kestrel_core::agent::Agent;
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::message::Role;
+use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_memory::Memory;
+use kestrel_server::Server;
+use kestrel_storage::InMemoryStorage;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+#[derive(Deserialize, JsonSchema)]
+struct Email {
+    to: String,
+}
+
+fn compat_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../compat-tests")
+}
+
+/// Whether the scripts can run here; panics when `KESTREL_TEST_JS` asks for them and they
+/// cannot.
+fn available() -> bool {
+    let required = std::env::var("KESTREL_TEST_JS").is_ok_and(|v| !v.is_empty() && v != "0");
+    let modules = compat_dir().join("node_modules");
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match (node, modules.is_dir(), required) {
+        (true, true, _) => true,
+        (false, _, true) => panic!("KESTREL_TEST_JS is set but `node` cannot be run"),
+        (_, false, true) => panic!(
+            "KESTREL_TEST_JS is set but {} is missing: run `npm ci --prefix compat-tests`",
+            modules.display()
+        ),
+        _ => {
+            eprintln!(
+                "skipped: the JavaScript client tests need node and `npm ci --prefix compat-tests` \
+                 (set KESTREL_TEST_JS=1 to require them)"
+            );
+            false
+        }
+    }
+}
+
+fn kestrel(memory: &Memory) -> Kestrel {
+    let echo = Agent::builder("echo")
+        .description("Echoes")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            let last = req.messages.last().map(|m| m.text()).unwrap_or_default();
+            ScriptedResponse::text_deltas(["echo: ", last.as_str()])
+        })))
+        .memory(memory.clone().shared())
+        .build()
+        .unwrap();
+    let send_email = create_tool("send_email")
+        .description("Sends an email")
+        .require_approval(true)
+        .execute(|email: Email, _ctx| async move {
+            Ok::<_, ToolError>(format!("sent to {}", email.to))
+        });
+    let mailer = Agent::builder("mailer")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+                ScriptedResponse::text("Done.")
+            } else {
+                ScriptedResponse::tool_call(
+                    "call-1",
+                    "send_email",
+                    json!({"to": "bob@example.com"}),
+                )
+            }
+        })))
+        .tool(send_email)
+        .memory(memory.clone().shared())
+        .build()
+        .unwrap();
+    Kestrel::builder()
+        .agent(echo)
+        .agent(mailer)
+        .build()
+        .unwrap()
+}
+
+/// Serves the agents and runs `node compat-tests/<script> <base URL>`.
+async fn run_script(script: &str) {
+    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
+    let server = Server::new(kestrel(&memory)).memory(memory);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let output = tokio::process::Command::new("node")
+        .arg(script)
+        .arg(format!("http://{addr}"))
+        .current_dir(compat_dir())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("{stdout}");
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("ok - "),
+        "{script} ran no checks:\n{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mastra_client_works_against_kestrel() {
+    if available() {
+        run_script("mastra-client.mjs").await;
+    }
+}
