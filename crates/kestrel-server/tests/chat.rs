@@ -122,6 +122,54 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .memory(shared.clone())
         .build()
         .unwrap();
+    // Two calls that need approval in one step.
+    let pair = Agent::builder("pair")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if answered(req) {
+                ScriptedResponse::text("Both handled.")
+            } else {
+                ScriptedResponse::default()
+                    .and_tool_call(
+                        "c-a",
+                        "send_email",
+                        json!({"to": "a@example.com"}).to_string(),
+                    )
+                    .and_tool_call(
+                        "c-b",
+                        "send_email",
+                        json!({"to": "b@example.com"}).to_string(),
+                    )
+            }
+        })))
+        .tool(send_email.clone())
+        .memory(shared.clone())
+        .build()
+        .unwrap();
+    // A supervisor whose sub-agent's tool needs approval.
+    let helper = Agent::builder("helper")
+        .description("Sends mail")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if answered(req) {
+                ScriptedResponse::text("Mailed.")
+            } else {
+                ScriptedResponse::tool_call("h1", "send_email", json!({"to": "bob@example.com"}))
+            }
+        })))
+        .tool(send_email.clone())
+        .build()
+        .unwrap();
+    let supervisor = Agent::builder("supervisor")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if answered(req) {
+                ScriptedResponse::text("All done.")
+            } else {
+                ScriptedResponse::tool_call("d1", "agent-helper", json!({"prompt": "mail bob"}))
+            }
+        })))
+        .agents([helper])
+        .memory(shared.clone())
+        .build()
+        .unwrap();
     // Reasoning, then a call that needs approval, whose input does not stream (fixture B).
     let thinker = Agent::builder("thinker")
         .model(Arc::new(ScriptedModel::from_fn(|req| {
@@ -198,6 +246,8 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .agent(echo)
         .agent(weather)
         .agent(mailer)
+        .agent(pair)
+        .agent(supervisor)
         .agent(thinker)
         .agent(asker)
         .agent(slow)
@@ -858,6 +908,35 @@ async fn a_text_turn_streams_in_both_versions() {
     }
 }
 
+#[tokio::test]
+async fn a_regeneration_replaces_the_stored_answer() {
+    let f = start(|s| s).await;
+    let first = read_stream(
+        f.post("/chat/echo", submit("regen", "Ada", "v6")).await,
+        V::V6,
+        &[],
+    )
+    .await;
+    // useChat's regenerate(): the messages up to the user's, and the answer it replaces.
+    let body = json!({
+        "id": "regen",
+        "messages": [user("regen-u1", "Ada")],
+        "trigger": "regenerate-message",
+        "messageId": first.message_id(),
+        "version": "v6",
+    });
+    let again = read_stream(f.post("/chat/echo", body).await, V::V6, &[]).await;
+    assert_ne!(again.message_id(), first.message_id());
+    let history = f.history("echo", "regen", "v6").await;
+    assert_eq!(history.len(), 2, "{history:#?}");
+    assert_eq!(history[0], user("regen-u1", "Ada"));
+    assert_eq!(history[1]["id"], again.message_id());
+    assert_eq!(
+        history[1]["parts"],
+        json!(reduce(Vec::new(), &again.chunks))
+    );
+}
+
 /// Replaces the ids Kestrel chose with the fixture's, in the raw body: the bytes are otherwise
 /// compared as they are.
 fn with_ids(raw: &str, ids: &[(&str, &str)]) -> String {
@@ -1169,6 +1248,102 @@ async fn a_v6_decline_ends_in_tool_output_denied_and_v5_in_an_error() {
     let body = json!({"id": "v5-decline", "messages": [], "runId": run_id, "resumeData": {"approved": false, "reason": "not now"}});
     let next = read_stream(f.post("/chat/mailer", body).await, V::V5, &["call-1"]).await;
     assert_eq!(next.of_type("tool-output-error")[0]["errorText"], "not now");
+}
+
+#[tokio::test]
+async fn several_v6_approvals_answered_at_once_are_all_decided() {
+    let f = start(|s| s).await;
+    let first = read_stream(
+        f.post("/chat/pair", submit("pair", "mail both", "v6"))
+            .await,
+        V::V6,
+        &[],
+    )
+    .await;
+    assert_eq!(first.of_type("tool-approval-request").len(), 2);
+    assert_eq!(first.of_type("data-tool-call-approval").len(), 2);
+    // The stored history shows both, as the stream did.
+    let history = f.history("pair", "pair", "v6").await;
+    let parts = reduce(Vec::new(), &first.chunks);
+    assert_eq!(history[1]["parts"], json!(parts));
+
+    // One approved, one declined, in one message.
+    let mut answered = parts.clone();
+    for part in answered
+        .iter_mut()
+        .filter(|p| p["state"] == "approval-requested")
+    {
+        let approve = part["toolCallId"] == "c-a";
+        part["state"] = json!("approval-responded");
+        part["approval"]["approved"] = json!(approve);
+    }
+    let body = json!({
+        "id": "pair",
+        "messages": [{"id": first.message_id(), "role": "assistant", "parts": answered}],
+        "version": "v6",
+    });
+    let next = read_stream(f.post("/chat/pair", body).await, V::V6, &["c-a", "c-b"]).await;
+    let parts = reduce(parts, &next.chunks);
+    let state = |call: &str| {
+        parts
+            .iter()
+            .find(|p| p["toolCallId"] == call && p["type"] == "tool-send_email")
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state("c-a"), "output-available");
+    assert_eq!(state("c-b"), "output-denied");
+    let text: String = next
+        .of_type("text-delta")
+        .iter()
+        .map(|c| c["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "Both handled.");
+    assert_eq!(next.chunks.last().unwrap()["finishReason"], "stop");
+}
+
+#[tokio::test]
+async fn a_sub_agents_approval_is_decided_through_the_supervisor() {
+    let f = start(|s| s).await;
+    for v in [V::V5, V::V6] {
+        let chat = format!("delegation-{}", v.name());
+        let first = read_stream(
+            f.post("/chat/supervisor", submit(&chat, "mail bob", v.name()))
+                .await,
+            v,
+            &[],
+        )
+        .await;
+        // The sub-agent's call has no part of its own in the supervisor's message: no
+        // approval request, only the data part, naming the delegation it sits under.
+        assert!(first.of_type("tool-approval-request").is_empty());
+        let (data, run_id) = stopped_call(&first, "data-tool-call-approval");
+        assert_eq!(data["id"], "h1");
+        assert_eq!(data["data"]["via"][0]["toolCallId"], "d1");
+        assert_eq!(data["data"]["via"][0]["agentId"], "helper");
+        // The sub-agent's live events pass by for onData, not stored in the message.
+        assert!(
+            first
+                .of_type("data-tool-output")
+                .iter()
+                .all(|c| c["transient"] == true)
+        );
+        let history = f.history("supervisor", &chat, v.name()).await;
+        assert_eq!(
+            history[1]["parts"],
+            json!(reduce(Vec::new(), &first.chunks))
+        );
+
+        let body = json!({"id": chat, "messages": [], "runId": run_id, "resumeData": {"approved": true}, "version": v.name()});
+        let next = read_stream(f.post("/chat/supervisor", body).await, v, &["d1"]).await;
+        assert_eq!(next.of_type("tool-output-available")[0]["toolCallId"], "d1");
+        let text: String = next
+            .of_type("text-delta")
+            .iter()
+            .map(|c| c["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(text, "All done.");
+    }
 }
 
 #[tokio::test]

@@ -12,6 +12,9 @@
 //!   `approval: {id: "<runId>::<toolCallId>", approved, reason?}`) is decided the same way.
 //!   The answer is SSE: `data: <chunk JSON>` per chunk, then `data: [DONE]`, with the header
 //!   `x-vercel-ai-ui-message-stream: v1`.
+//! - **Regenerating or editing** (`messageId`) drops that message and all later ones from the
+//!   stored thread before the new turn, as `useChat` dropped them: the stored history stays
+//!   what the client shows.
 //! - **The protocol version** is the body's `version`: `"v5"` (the default, as Mastra's
 //!   `chatRoute`) or `"v6"`; with `useChat`, `new DefaultChatTransport({ api, body: { version:
 //!   'v6' } })`. A body field, not a query, because `useChat` derives the re-attach URL from
@@ -53,9 +56,11 @@ use serde_json::{Map, Value, json};
 use crate::auth::Caller;
 use crate::wire::{Body, MemoryBody, RunBody, ThreadRef};
 use crate::{ApiError, AppState};
+pub(crate) use history::thread_ui_messages;
 pub(crate) use turns::Turns;
 use turns::{AttachError, Turn, TurnKey};
-use ui_stream::{Chunk, Encoder, PendingCall, Resolution, Version, WaitsFor};
+pub(crate) use ui_stream::Version;
+use ui_stream::{Chunk, Encoder, PendingCall, Resolution, WaitsFor};
 
 type Shared = State<Arc<AppState>>;
 
@@ -83,14 +88,13 @@ struct ChatBody {
     id: Option<String>,
     #[serde(default)]
     messages: Vec<Value>,
-    /// Checked, not otherwise used: a regeneration re-answers the last user message, and with
-    /// memory the stored thread stays the source of truth (as with Mastra's `chatRoute`).
+    /// Checked; what it changes comes with `messageId`.
     #[serde(default)]
     #[allow(dead_code)]
     trigger: Option<Trigger>,
-    /// The message a regeneration replaces (the stored thread is kept as it is).
+    /// The message a regeneration replaces, or the user message an edit replaces: the client
+    /// dropped it and everything after it, and so does the stored thread.
     #[serde(default)]
-    #[allow(dead_code)] // accepted: memory is the source of truth (see `input_messages`)
     message_id: Option<String>,
     #[serde(default)]
     memory: Option<MemoryBody>,
@@ -202,7 +206,11 @@ async fn chat(
             (stream, launch)
         }
         None => {
+            let replaced = body.message_id.clone();
             let (input, options) = new_turn(&agent, &caller, body, chat_id.as_deref())?;
+            if let (Some(memory), Some(message_id)) = (&options.memory, replaced) {
+                rewind(&state, &memory.thread, &memory.resource, &message_id).await?;
+            }
             let resource = options
                 .memory
                 .as_ref()
@@ -555,6 +563,39 @@ async fn decide(
     Ok(stream)
 }
 
+/// Drops message `message_id` and every later one from the stored thread, as `useChat` did
+/// on a regeneration or an edit, so the thread stays what the client shows. An id the thread
+/// does not hold changes nothing.
+async fn rewind(
+    state: &AppState,
+    thread_id: &str,
+    resource_id: &str,
+    message_id: &str,
+) -> Result<(), ApiError> {
+    use kestrel_memory::kestrel_storage::{Selection, StorageError};
+    let Some(memory) = &state.memory else {
+        return Ok(());
+    };
+    let storage = memory.storage();
+    let stored = match storage
+        .list_messages(thread_id, Some(resource_id), Selection::all())
+        .await
+    {
+        Ok(list) => list.messages,
+        Err(StorageError::ThreadNotFound { .. }) => return Ok(()),
+        Err(error) => return Err(ApiError::internal(&error)),
+    };
+    let Some(at) = stored.iter().position(|m| m.id == message_id) else {
+        return Ok(());
+    };
+    let dropped: Vec<String> = stored[at..].iter().map(|m| m.id.clone()).collect();
+    storage
+        .delete_messages(thread_id, resource_id, &dropped)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    Ok(())
+}
+
 /// The input and options of a new turn: the run body of `/api/agents/{id}/stream` (same
 /// checks: the pinned resource, the request context, `maxSteps`), made of the chat's messages
 /// and memory coordinates.
@@ -759,7 +800,6 @@ async fn messages(
     if caller.resource.is_some() && caller.resource.as_ref() != Some(&thread.resource_id) {
         return Err(ApiError::not_found(format!("thread {chat_id:?} not found")));
     }
-    let ui =
-        history::thread_ui_messages(&state, agent, &chat_id, &thread.resource_id, version).await?;
+    let ui = thread_ui_messages(&state, agent, &chat_id, &thread.resource_id, version).await?;
     Ok(Json(json!({"uiMessages": ui})))
 }
