@@ -23,7 +23,7 @@ async function chunksOf(response) {
 const checks = {
   async 'listAgents and details'() {
     const agents = await client.listAgents();
-    assert.deepEqual(Object.keys(agents).sort(), ['echo', 'mailer']);
+    assert.deepEqual(Object.keys(agents).sort(), ['asker', 'echo', 'mailer']);
     const mailer = await client.getAgent('mailer').details();
     assert.equal(mailer.id, 'mailer');
     assert.ok(mailer.tools.send_email, 'the mailer lists its tool');

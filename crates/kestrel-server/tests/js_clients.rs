@@ -25,6 +25,16 @@ struct Email {
     to: String,
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct Question {
+    topic: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct Answer {
+    answer: String,
+}
+
 fn compat_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../compat-tests")
 }
@@ -87,9 +97,36 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .memory(memory.clone().shared())
         .build()
         .unwrap();
+    let asker = Agent::builder("asker")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
+                ScriptedResponse::text("Thanks.")
+            } else {
+                ScriptedResponse::tool_call("ask-1", "ask", json!({"topic": "colour"}))
+            }
+        })))
+        .tool(
+            create_tool("ask")
+                .description("Asks the person")
+                .resume_type::<Answer>()
+                .execute(|q: Question, ctx| async move {
+                    match ctx.resume_data_as::<Answer>()? {
+                        Some(a) => {
+                            Ok::<_, ToolError>(json!({"topic": q.topic, "answer": a.answer}))
+                        }
+                        None => {
+                            Err(ctx.suspend(json!({"question": format!("Which {}?", q.topic)})))
+                        }
+                    }
+                }),
+        )
+        .memory(memory.clone().shared())
+        .build()
+        .unwrap();
     Kestrel::builder()
         .agent(echo)
         .agent(mailer)
+        .agent(asker)
         .build()
         .unwrap()
 }
@@ -124,5 +161,12 @@ async fn run_script(script: &str) {
 async fn the_mastra_client_works_against_kestrel() {
     if available() {
         run_script("mastra-client.mjs").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ai_sdk_chat_works_against_kestrel() {
+    if available() {
+        run_script("ai-sdk-chat.mjs").await;
     }
 }
