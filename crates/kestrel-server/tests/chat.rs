@@ -1425,6 +1425,30 @@ async fn history_shows_a_pending_approval_with_the_live_parts() {
             let tool = &history[1]["parts"][2];
             assert_eq!(tool["state"], "approval-requested");
         }
+
+        // Decided, then asked again in a new turn (the model reuses the call id): the pending
+        // parts go with the new turn's message, the old one shows its result.
+        let (_, run_id) = stopped_call(&live, "data-tool-call-approval");
+        let decide = json!({"id": chat, "messages": [], "runId": run_id, "resumeData": {"approved": true}, "version": v.name()});
+        read_stream(f.post("/chat/mailer", decide).await, v, &["call-1"]).await;
+        let mut again = submit(&chat, "mail bob again", v.name());
+        again["messages"][0]["id"] = json!(format!("{chat}-u2"));
+        let second = read_stream(f.post("/chat/mailer", again).await, v, &[]).await;
+        let history = f.history("mailer", &chat, v.name()).await;
+        assert_eq!(history.len(), 4, "{history:#?}");
+        assert_eq!(history[1]["parts"][2]["state"], "output-available");
+        assert!(
+            history[1]["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["type"] != "data-tool-call-approval")
+        );
+        assert_eq!(history[3]["id"], second.message_id());
+        assert_eq!(
+            history[3]["parts"],
+            json!(reduce(Vec::new(), &second.chunks))
+        );
     }
 }
 

@@ -9,7 +9,7 @@
 //! `data-tool-call-suspended` part follows, built by the same function as the streamed chunk.
 
 use axum::http::StatusCode;
-use kestrel_core::agent::{Agent, Waiting, WaitingCall};
+use kestrel_core::agent::{Agent, RunStatus, Waiting, WaitingCall};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::run_store::SuspendedRunsQuery;
 use kestrel_memory::kestrel_storage::{Selection, StorageError, StoredMessage};
@@ -57,7 +57,8 @@ pub(crate) async fn thread_ui_messages(
     Ok(ui_messages(&stored, &pending, version))
 }
 
-/// The calls of `agent`'s runs on the thread that wait for a person, oldest run first.
+/// The calls of `agent`'s runs on the thread that wait for a person, oldest run first, each
+/// knowing the step it stopped in (so it finds its message even where models reuse call ids).
 pub(crate) async fn thread_pending_calls(
     agent: &Agent,
     thread_id: &str,
@@ -67,14 +68,16 @@ pub(crate) async fn thread_pending_calls(
     let mut runs = Vec::new();
     for page in 0.. {
         let listed = agent
-            .list_suspended_runs(SuspendedRunsQuery {
+            .run_store()
+            .list_suspended(&SuspendedRunsQuery {
+                agent_id: Some(agent.id().to_owned()),
                 thread_id: Some(thread_id.to_owned()),
                 resource_id: Some(resource_id.to_owned()),
                 page,
                 per_page: PER_PAGE,
-                ..SuspendedRunsQuery::default()
             })
-            .await?;
+            .await
+            .map_err(|e| ApiError::internal(&e))?;
         let count = listed.runs.len();
         runs.extend(listed.runs);
         if count < PER_PAGE as usize || runs.len() as u64 >= listed.total {
@@ -85,7 +88,17 @@ pub(crate) async fn thread_pending_calls(
     runs.reverse();
     Ok(runs
         .into_iter()
-        .flat_map(|run| pending_calls(agent, &run.run_id, run.tool_calls))
+        .flat_map(|run| {
+            let step = match &run.state.status {
+                RunStatus::Suspended { step, .. } => Some(step.message_id.clone()),
+                _ => None,
+            };
+            let mut calls = pending_calls(agent, &run.state.run_id, run.state.waiting_calls());
+            for call in &mut calls {
+                call.step_message_id = step.clone();
+            }
+            calls
+        })
         .collect())
 }
 
@@ -108,6 +121,7 @@ pub(crate) fn pending_calls(
                 _ => return None,
             };
             Some(PendingCall {
+                step_message_id: None,
                 run_id: run_id.to_owned(),
                 tool_call_id: call.tool_call_id,
                 tool_name: call.tool_name,
@@ -138,6 +152,8 @@ struct UiMessage {
     id: String,
     role: &'static str,
     parts: Vec<Value>,
+    /// The stored assistant messages (steps) it was made of.
+    steps: Vec<String>,
 }
 
 impl UiMessage {
@@ -206,6 +222,7 @@ pub(crate) fn ui_messages(
                         "system"
                     },
                     parts,
+                    steps: Vec::new(),
                 });
             }
             Role::Assistant => {
@@ -215,11 +232,13 @@ pub(crate) fn ui_messages(
                         id: message.id.clone(),
                         role: "assistant",
                         parts: Vec::new(),
+                        steps: Vec::new(),
                     });
                 }
                 let Some(turn) = messages.last_mut() else {
                     continue;
                 };
+                turn.steps.push(message.id.clone());
                 turn.parts.push(json!({"type": "step-start"}));
                 for part in &message.parts {
                     turn.parts.push(match part {
@@ -277,10 +296,15 @@ pub(crate) fn ui_messages(
             .via
             .first()
             .map_or(call.tool_call_id.as_str(), |hop| hop.tool_call_id.as_str());
+        let in_step = |m: &UiMessage| {
+            call.step_message_id
+                .as_ref()
+                .is_none_or(|step| m.steps.contains(step))
+        };
         let Some(turn) = messages
             .iter_mut()
             .rev()
-            .find(|m| m.role == "assistant" && m.has_tool_part(anchor))
+            .find(|m| m.role == "assistant" && in_step(m) && m.has_tool_part(anchor))
         else {
             continue;
         };

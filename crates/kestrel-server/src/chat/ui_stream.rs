@@ -225,6 +225,8 @@ impl DataChunk {
 /// or from a stored run.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PendingCall {
+    /// The stored assistant message of the step it stopped in, when known (history only).
+    pub step_message_id: Option<String>,
     /// The run that waits (decisions name it).
     pub run_id: String,
     /// The call.
@@ -586,6 +588,7 @@ impl Encoder {
             }
             EventKind::ToolCallApproval(approval) => {
                 let call = PendingCall {
+                    step_message_id: None,
                     run_id: event.run_id.to_string(),
                     tool_call_id: approval.tool_call_id.clone(),
                     tool_name: approval.tool_name.clone(),
@@ -598,6 +601,7 @@ impl Encoder {
             }
             EventKind::ToolCallSuspended(suspended) => {
                 let call = PendingCall {
+                    step_message_id: None,
                     run_id: event.run_id.to_string(),
                     tool_call_id: suspended.tool_call_id.clone(),
                     tool_name: suspended.tool_name.clone(),
