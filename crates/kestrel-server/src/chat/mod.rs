@@ -721,9 +721,9 @@ impl TurnJob {
             match decide(&self.agent, &self.caller, &self.abort, next).await {
                 Ok(continued) => stream = continued,
                 Err(error) => {
-                    self.turn.push(Chunk::Error {
-                        error_text: error.message,
-                    });
+                    for chunk in self.encoder.fail(error.message) {
+                        self.turn.push(chunk);
+                    }
                     break;
                 }
             }

@@ -736,6 +736,19 @@ impl Encoder {
         chunks
     }
 
+    /// The chunks that end the message with an error the server met (not the run's own: a
+    /// decision it could not take), its text for the client to read.
+    pub(crate) fn fail(&mut self, error_text: String) -> Vec<Chunk> {
+        if self.ended {
+            return Vec::new();
+        }
+        let mut out = self.ensure_started();
+        self.close_step(&mut out);
+        self.ended = true;
+        out.push(Chunk::Error { error_text });
+        out
+    }
+
     /// The chunks that end the message when the events stop without a terminal one (a run
     /// that stopped for a person ends its stream after announcing the calls).
     pub(crate) fn end(&mut self) -> Vec<Chunk> {
