@@ -155,3 +155,64 @@ impl Turn {
         Ok(futures::stream::iter(replay).chain(receiver))
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    fn delta(text: &str) -> Chunk {
+        Chunk::TextDelta {
+            id: "t".into(),
+            delta: text.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_replay_merges_deltas_and_listeners_get_every_chunk() {
+        let turns = Turns::default();
+        let key = TurnKey {
+            agent_id: "a".into(),
+            chat_id: "c".into(),
+        };
+        let turn = turns.begin(Some(key.clone()), None);
+        let Ok(live) = turn.attach() else {
+            panic!("a new turn takes listeners");
+        };
+        turn.push(Chunk::TextStart { id: "t".into() });
+        for piece in ["a", "b", "c"] {
+            turn.push(delta(piece));
+        }
+        let Some(Ok(late)) = turns.get(&key).map(|t| t.attach()) else {
+            panic!("the turn is running");
+        };
+        turn.push(delta("d"));
+        turns.end(&turn);
+        assert!(turns.get(&key).is_none());
+        assert_eq!(live.collect::<Vec<_>>().await.len(), 5);
+        let replayed: Vec<Chunk> = late.collect().await;
+        // The replay merged what streamed before the late listener came; then it was live.
+        assert_eq!(
+            replayed,
+            vec![
+                Chunk::TextStart { id: "t".into() },
+                delta("abc"),
+                delta("d")
+            ]
+        );
+        assert!(matches!(turn.attach(), Err(AttachError::Ended)));
+    }
+
+    #[test]
+    fn a_replay_that_outgrows_its_bound_cannot_be_attached_to() {
+        let turns = Turns::default();
+        let turn = turns.begin(None, None);
+        let big = "x".repeat(1024 * 1024);
+        for _ in 0..9 {
+            turn.push(delta(&big));
+        }
+        assert!(matches!(turn.attach(), Err(AttachError::TooLong)));
+    }
+}

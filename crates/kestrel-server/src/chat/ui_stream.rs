@@ -764,3 +764,82 @@ impl Encoder {
         out
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::panic)]
+mod tests {
+    use std::sync::Arc;
+
+    use kestrel_core::event::{PartIdPayload, TextDeltaPayload, ToolResultPayload};
+
+    use super::*;
+
+    fn event(kind: EventKind) -> Event {
+        Event::agent(Arc::from("run-1"), kind)
+    }
+
+    #[test]
+    fn a_continuation_opens_its_message_and_keeps_the_parts_paired() {
+        let mut encoder = Encoder::continuing(Version::V6, "m1".into(), ["c1".to_owned()]);
+        let mut chunks = encoder.open_continuation(&[]);
+        // A result of a call the message has, a delta without its start, and no terminal
+        // event: the encoder supplies what the protocol needs.
+        chunks.extend(
+            encoder.event(&event(EventKind::ToolResult(ToolResultPayload {
+                tool_call_id: "c1".into(),
+                tool_name: "t".into(),
+                args: json!({}),
+                result: json!(1),
+                is_error: false,
+            }))),
+        );
+        chunks.extend(encoder.event(&event(EventKind::TextDelta(TextDeltaPayload {
+            id: "p".into(),
+            text: "hi".into(),
+        }))));
+        chunks.extend(encoder.event(&event(EventKind::TextEnd(PartIdPayload { id: "p".into() }))));
+        chunks.extend(encoder.end());
+        assert_eq!(
+            chunks,
+            vec![
+                Chunk::Start {
+                    message_id: "m1".into()
+                },
+                Chunk::ToolOutputAvailable {
+                    tool_call_id: "c1".into(),
+                    output: json!(1)
+                },
+                Chunk::TextStart { id: "p".into() },
+                Chunk::TextDelta {
+                    id: "p".into(),
+                    delta: "hi".into()
+                },
+                Chunk::TextEnd { id: "p".into() },
+                Chunk::Finish {
+                    finish_reason: Some("tool-calls")
+                },
+            ]
+        );
+        assert!(encoder.end().is_empty(), "one terminal chunk");
+    }
+
+    #[test]
+    fn an_output_for_an_unknown_call_announces_the_call_first() {
+        let mut encoder = Encoder::continuing(Version::V5, "m1".into(), Vec::new());
+        let chunks = encoder.event(&event(EventKind::ToolResult(ToolResultPayload {
+            tool_call_id: "c9".into(),
+            tool_name: "t".into(),
+            args: json!({"a": 1}),
+            result: json!("ok"),
+            is_error: false,
+        })));
+        assert_eq!(
+            chunks[1],
+            Chunk::ToolInputAvailable {
+                tool_call_id: "c9".into(),
+                tool_name: "t".into(),
+                input: json!({"a": 1})
+            }
+        );
+    }
+}
