@@ -150,6 +150,8 @@ struct Decided {
     fingerprint: Option<String>,
 }
 
+/// `POST /chat/{agentId}`: a new turn, or the continuation of a stopped run (see the module
+/// docs). Errors before the stream starts are JSON; after, an `error` chunk.
 async fn chat(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
@@ -735,6 +737,8 @@ impl TurnJob {
     }
 }
 
+/// `GET /chat/{agentId}/{chatId}/stream`: the chat's running turn from its start, then live;
+/// 204 when none runs. Leaving it never aborts the turn.
 async fn reattach(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
@@ -769,6 +773,8 @@ struct HistoryQuery {
     version: Option<String>,
 }
 
+/// `GET /chat/{agentId}/{chatId}/messages?version=v5|v6`: the chat's thread as `{uiMessages}`
+/// for `useChat`'s initial messages.
 async fn messages(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
