@@ -107,23 +107,31 @@ async function run() {
   check((await emailCard.getAttribute("data-status")) === "done", "send_email is not shown as done");
   check((await emailCard.innerText()).includes("sent"), "the send_email card does not show its result");
 
-  step = "answering a suspended tool's form";
-  await send("Book a table at Nora for 2");
-  const form = page.locator('[data-testid="suspension"][data-tool="book_table"] [data-testid="resume-form"]');
-  await form.waitFor();
-  await form.getByLabel("Time").selectOption({ label: "19:30" });
-  await form.getByLabel("Confirm").check();
-  await form.getByLabel("Note").fill("window seat");
-  await form.getByTestId("resume").click();
-  const booked = await waitDone("the booking");
-  check(booked.includes("Booked Nora for 2 at 19:30") && booked.includes("window seat"), `the booking answer is wrong: ${booked}`);
-
   step = "the run timeline";
   await page.getByTestId("tab-run").click();
   const rows = page.getByTestId("timeline-row");
   check((await rows.count()) >= 4, "the timeline has too few rows");
   const timelineText = await page.getByTestId("timeline").innerText();
-  check(timelineText.includes("Called book_table") && timelineText.includes("Finished"), `the timeline is not readable: ${timelineText.slice(0, 400)}`);
+  check(["Called send_email", "waits for your approval", "Stopped: waiting for a person", "You approved send_email", "send_email returned", "Finished"].every((t) => timelineText.includes(t)), `the timeline is not readable: ${timelineText.replace(/\s*details\s*/g, " | ")}`);
+
+  step = "answering a suspended tool's form, after a reload";
+  await send("Book a table at Nora for 2");
+  await page.locator('[data-testid="suspension"][data-tool="book_table"] [data-testid="resume-form"]').waitFor();
+  // The run is stored as waiting: after a reload its form stands in the history, in the
+  // call's place.
+  await page.reload();
+  const form = page.locator('[data-testid="suspension"][data-tool="book_table"] [data-testid="resume-form"]');
+  await form.waitFor();
+  check((await page.getByTestId("waiting-block").count()) === 0, "the stored suspension is not shown in its call's place");
+  check((await page.locator('[data-testid="suspension"]').innerText()).includes("Which time should I book at Nora for 2?"), "the suspension does not show the tool's question");
+  await form.getByLabel("Time").selectOption({ label: "19:30" });
+  await form.getByLabel("Confirm").check();
+  await form.getByLabel("Note").fill("window seat");
+  await form.getByTestId("resume").click();
+  await page.getByTestId("assistant-text").filter({ hasText: "All set. Booked Nora for 2 at 19:30" }).waitFor();
+  const booked = await page.getByTestId("messages").innerText();
+  check(booked.includes("window seat") && booked.includes("All set."), `the booking answer is wrong: ${booked.slice(-400)}`);
+  await page.locator('[data-testid="resume-form"]').waitFor({ state: "detached" });
 
   step = "reloading: the same history";
   const threadUrl = page.url();

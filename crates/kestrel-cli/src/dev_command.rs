@@ -92,11 +92,14 @@ fn print_banner(addr: SocketAddr, model: &str, db: &std::path::Path) {
     println!("  model:    {model}");
     println!("  database: {}", db.display());
     println!(
-        "  agents:   {} (tools {}, {} needs approval, {} asks for a time), {} (delegates to {} and {})",
+        "  agents:   {} ({}; {} needs your approval; {} asks you for a time)",
         dev::ASSISTANT,
         dev::WEATHER_TOOL,
         dev::EMAIL_TOOL,
-        dev::BOOKING_TOOL,
+        dev::BOOKING_TOOL
+    );
+    println!(
+        "            {} (delegates to {} and {})",
         dev::SUPERVISOR,
         dev::RESEARCH,
         dev::WRITING

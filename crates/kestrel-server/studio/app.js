@@ -214,6 +214,7 @@ async function openConversation(agentId, threadId, { push = true } = {}) {
   drawAgentInfo();
   drawChat();
   drawComposer();
+  drawInspector();
   await Promise.all([loadThreads(), threadId ? loadHistory() : null, loadWaiting(), loadMemory()]);
 }
 
@@ -326,8 +327,17 @@ function drawChat() {
       ),
     );
   }
-  for (const entry of state.entries) children.push(entryElement(entry));
-  const waiting = state.waiting.filter((w) => !state.runs.has(w.runId) || !state.entries.some((e) => e.kind === "run" && e.run.runId === w.runId));
+  // A stored call that waits for a person shows its form in its place; the rest (a
+  // sub-agent's calls, say) go in a block at the end.
+  const placed = new Set();
+  const swap = (call) => {
+    const d = state.waiting.find((w) => w.toolCallId === call.id);
+    if (!d) return null;
+    placed.add(d);
+    return decisionCard(d);
+  };
+  for (const entry of state.entries) children.push(entryElement(entry, swap));
+  const waiting = state.waiting.filter((w) => !placed.has(w) && !state.entries.some((e) => e.kind === "run" && e.run.runId === w.runId));
   if (waiting.length) {
     children.push(
       h("div", { class: "waiting-block", "data-testid": "waiting-block" }, h("h3", {}, "Waiting for you"), waiting.map((w) => decisionCard(w))),
@@ -337,7 +347,7 @@ function drawChat() {
   if (nearBottom) box.scrollTop = box.scrollHeight;
 }
 
-function entryElement(entry) {
+function entryElement(entry, swap) {
   if (entry.kind === "user") {
     return h("div", { class: "message user", "data-testid": "message-user" }, h("div", { class: "bubble" }, entry.text));
   }
@@ -348,7 +358,7 @@ function entryElement(entry) {
       "div",
       { class: "message assistant", "data-testid": "message-assistant", "data-stored": "true" },
       h("div", { class: "avatar", "aria-hidden": "true" }, initial()),
-      h("div", { class: "bubble" }, storedBody(turn), turn.status && turn.status !== "complete" ? h("div", { class: "run-footer" }, pill(turn.status === "aborted" ? "aborted" : "waiting", turn.status)) : null),
+      h("div", { class: "bubble" }, storedBody(turn, swap), turn.status && turn.status !== "complete" ? h("div", { class: "run-footer" }, pill(turn.status === "aborted" ? "aborted" : "waiting", turn.status)) : null),
     );
   }
   return runElement(entry.run);
@@ -366,14 +376,24 @@ function runElement(run) {
   el.dataset.status = run.status;
   if (state.drawn.get(el) !== run.version) {
     state.drawn.set(el, run.version);
-    const decisions = run.openDecisions.concat([...run.decisions.values()].filter((d) => d.state === "done" && state.cards.has(cardKey(d))));
+    // A decision's form stands where its call would (inside a delegation for a sub-agent's
+    // call); any other open decision goes below.
+    const placed = new Set();
+    const swap = (call) => {
+      const d = run.decisions.get(call.id);
+      if (!d || d.state === "done") return null;
+      placed.add(call.id);
+      return decisionCard(d);
+    };
+    const body = run.items.length ? runBody(run, swap) : null;
+    const rest = run.openDecisions.filter((d) => !placed.has(d.toolCallId));
     el.replaceChildren(
       h("div", { class: "avatar", "aria-hidden": "true" }, initial()),
       h(
         "div",
         { class: "bubble" },
-        run.items.length ? runBody(run) : run.status === "running" ? h("div", { class: "typing", "aria-label": "The agent is working" }, h("span"), h("span"), h("span")) : null,
-        decisions.map((d) => decisionCard(d)),
+        body || (run.status === "running" ? h("div", { class: "typing", "aria-label": "The agent is working" }, h("span"), h("span"), h("span")) : null),
+        rest.map((d) => decisionCard(d)),
         runFooter(run),
         h("button", { type: "button", class: "link", onclick: () => inspect(run.runId) }, "Inspect run"),
       ),
@@ -544,7 +564,7 @@ function decisionCard(d) {
       approve.disabled = decline.disabled = reason.disabled = true;
       status.textContent = approved ? "Approved: the run goes on…" : "Declined: the run goes on without it…";
       card.dataset.state = approved ? "approved" : "declined";
-      const ok = await continueRun(d, approved ? "approve-tool-call" : "decline-tool-call", {
+      const ok = await continueRun(d, approved ? "approved" : "declined", approved ? "approve-tool-call" : "decline-tool-call", {
         runId: d.runId,
         toolCallId: d.toolCallId,
         fingerprint: d.fingerprint,
@@ -565,7 +585,7 @@ function decisionCard(d) {
     card = h(
       "div",
       { class: "card decision", "data-testid": "approval", "data-tool": d.toolName, "data-state": "open" },
-      h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "✋"), h("strong", {}, d.toolName), h("span", {}, " wants to run")),
+      h("div", { class: "card-head" }, h("span", { class: "icon-badge", "aria-hidden": "true" }, "!"), h("strong", {}, d.toolName), h("span", {}, " wants to run")),
       where,
       h("div", { class: "card-row" }, h("span", { class: "label" }, "Input"), value(d.args)),
       h("div", { class: "field" }, h("label", { for: reasonId }, "Reason for declining"), reason),
@@ -578,7 +598,7 @@ function decisionCard(d) {
     card = h(
       "div",
       { class: "card decision", "data-testid": "suspension", "data-tool": d.toolName, "data-state": "open" },
-      h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "❓"), h("strong", {}, d.toolName), h("span", {}, " needs your input")),
+      h("div", { class: "card-head" }, h("span", { class: "icon-badge", "aria-hidden": "true" }, "?"), h("strong", {}, d.toolName), h("span", {}, " needs your input")),
       where,
       question !== undefined ? h("p", { class: "question" }, asText(question)) : null,
       d.suspendPayload && typeof d.suspendPayload === "object" && Object.keys(d.suspendPayload).length > 1 ? json(d.suspendPayload, "Everything the tool sent") : null,
@@ -590,7 +610,7 @@ function decisionCard(d) {
       formBox.replaceChildren(
         schemaForm(schema, async (data) => {
           status.textContent = "Sent: the run goes on…";
-          const ok = await continueRun(d, "resume-stream", { runId: d.runId, toolCallId: d.toolCallId, fingerprint: d.fingerprint, resumeData: data });
+          const ok = await continueRun(d, "resumed", "resume-stream", { runId: d.runId, toolCallId: d.toolCallId, fingerprint: d.fingerprint, resumeData: data });
           if (!ok) throw new Error(status.dataset.error || "The server refused the data.");
           formBox.replaceChildren();
           status.textContent = `Answered: ${Object.entries(data).map(([k, v]) => `${k} ${v}`).join(", ")}.`;
@@ -615,8 +635,11 @@ async function resumeSchemaOf(d) {
   }
 }
 
-/** Continues a stopped run with a decision; false (with a message shown) when refused. */
-async function continueRun(d, route, body) {
+/**
+ * Continues a stopped run with a decision (`how`: approved, declined, resumed); false (with a
+ * message shown) when the server refuses it.
+ */
+async function continueRun(d, how, route, body) {
   const agentId = d.agentId || state.agentId;
   const existing = state.runs.get(d.runId);
   const onThisPage = existing && state.entries.some((e) => e.kind === "run" && e.run === existing);
@@ -625,6 +648,7 @@ async function continueRun(d, route, body) {
     run = new Run(d.runId, agentId);
     run.status = "running";
   }
+  run.markDecided(d.toolCallId, how);
   const card = state.cards.get(cardKey(d));
   state.busy = true;
   drawComposer();
@@ -639,11 +663,17 @@ async function continueRun(d, route, body) {
   drawComposer();
   state.waiting = state.waiting.filter((w) => !(w.runId === d.runId && w.toolCallId === d.toolCallId));
   if (refused) {
+    run.markDecided(d.toolCallId, undefined);
     if (card) card.querySelector(".decision-status").dataset.error = refused.message;
     toast(`The server refused: ${refused.message}`);
     return false;
   }
   d.state = "done";
+  if (!onThisPage && state.threadId) {
+    // A run stored before this page: show the thread as stored now, in one piece.
+    state.entries = [];
+    await loadHistory();
+  }
   refreshAfterRun();
   return true;
 }

@@ -74,15 +74,22 @@ function callPill(status) {
   return h("span", { class: `pill pill-${kind}` }, text);
 }
 
-/** A tool call card (a delegation gets a delegation card). */
-export function toolCard(call) {
+const DECIDED = { approved: "Approved by you", declined: "Declined by you", resumed: "Answered by you" };
+
+/**
+ * A tool call card (a delegation gets a delegation card). `swap(call)` may return what to draw
+ * in a call's place instead (the form of a decision it waits for), at any depth.
+ */
+export function toolCard(call, swap) {
+  const instead = swap && swap(call);
+  if (instead) return instead;
   const sub = delegatedAgent(call.name);
-  if (sub) return delegationCard(call, sub);
+  if (sub) return delegationCard(call, sub, swap);
   const args = call.args !== undefined ? call.args : call.argsText || undefined;
   return h(
     "div",
     { class: `card tool tool-${call.status}`, "data-testid": "tool-call", "data-tool": call.name, "data-status": call.status },
-    h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "⚙"), h("strong", {}, call.name), callPill(call.status)),
+    h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "⚙"), h("strong", {}, call.name), call.decided ? h("span", { class: "chip" }, DECIDED[call.decided]) : null, callPill(call.status)),
     args !== undefined && args !== "" ? h("div", { class: "card-row" }, h("span", { class: "label" }, "Input"), value(args)) : null,
     call.outputs.length ? h("div", { class: "card-row" }, h("span", { class: "label" }, "Output"), value(call.outputs.length === 1 ? call.outputs[0] : call.outputs)) : null,
     call.result !== undefined ? h("div", { class: "card-row", "data-testid": "tool-result" }, h("span", { class: "label" }, "Result"), value(call.result)) : null,
@@ -92,10 +99,10 @@ export function toolCard(call) {
 }
 
 /** A delegation: the prompt, then the sub-agent's live output (or its final answer). */
-export function delegationCard(call, sub) {
+export function delegationCard(call, sub, swap) {
   const child = call.delegation;
   const status = child ? child.status : call.status === "done" ? "done" : call.status === "error" ? "error" : "running";
-  const body = child ? runBody(child) : call.result !== undefined ? h("div", { class: "assistant-text" }, asText(call.result)) : null;
+  const body = child ? runBody(child, swap) : call.result !== undefined ? h("div", { class: "assistant-text" }, asText(call.result)) : null;
   return h(
     "div",
     { class: "card delegation", "data-testid": "delegation", "data-agent": sub, "data-status": status },
@@ -106,12 +113,12 @@ export function delegationCard(call, sub) {
   );
 }
 
-/** A run's text, reasoning and tool calls, in order. */
-export function runBody(run) {
+/** A run's text, reasoning and tool calls, in order (`swap`: see `toolCard`). */
+export function runBody(run, swap) {
   return run.items.map((item) => {
     if (item.kind === "text") return item.text ? h("div", { class: "assistant-text", "data-testid": "assistant-text" }, item.text) : null;
     if (item.kind === "reasoning") return item.text ? h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, item.text)) : null;
-    return toolCard(item.call);
+    return toolCard(item.call, swap);
   });
 }
 
@@ -144,7 +151,7 @@ export function timeline(run) {
         { class: `row row-${row.kind}`, style: { "--depth": row.depth }, "data-testid": "timeline-row", "data-kind": row.kind },
         h("span", { class: "at" }, `${(row.at / 1000).toFixed(2)}s`),
         h("span", { class: "dot", "aria-hidden": "true" }),
-        h("div", { class: "what" }, row.depth ? h("span", { class: "agent-tag" }, row.agent) : null, h("span", {}, row.text), json(row.event, "details")),
+        h("div", { class: "what" }, row.depth ? h("span", { class: "agent-tag" }, row.agent) : null, h("span", {}, row.text), row.event ? json(row.event, "details") : null),
       ),
     ),
   );
@@ -227,13 +234,9 @@ function textOf(message) {
     .join("");
 }
 
-/** A stored assistant turn's body. */
-export function storedBody(turn) {
-  return turn.items.map((item) => {
-    if (item.kind === "text") return h("div", { class: "assistant-text", "data-testid": "assistant-text" }, item.text);
-    if (item.kind === "reasoning") return h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, item.text));
-    return toolCard(item.call);
-  });
+/** A stored assistant turn's body (`swap`: see `toolCard`). */
+export function storedBody(turn, swap) {
+  return runBody(turn, swap);
 }
 
 /** "3 minutes ago", "yesterday", or a date. */

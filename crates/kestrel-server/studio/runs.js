@@ -47,6 +47,8 @@ export class Run {
     this.startedAt = Date.now();
     this.endedAt = null;
     this.textRows = new Map();
+    /** Only on the top run: how a person decided on a call (`approved`, `declined`, `resumed`). */
+    this.decided = new Map();
     /** Bumped on every change, so the page redraws only what changed. */
     this.version = 0;
   }
@@ -69,6 +71,33 @@ export class Run {
     return this.items
       .filter((item) => item.kind === "tool" && item.call.delegation)
       .map((item) => item.call);
+  }
+
+  /** Records a person's decision on a call, shown on its card. */
+  markDecided(toolCallId, how) {
+    const root = this.root;
+    const call = root.findCall(toolCallId);
+    if (how) {
+      root.decided.set(toolCallId, how);
+      const name = (call && call.name) || (root.decisions.get(toolCallId) || {}).toolName || "the tool";
+      root.row("decision", `You ${how === "resumed" ? "answered" : how} ${name}: the run continues`, null);
+      root.status = "running";
+      root.endedAt = null;
+    } else {
+      root.decided.delete(toolCallId);
+    }
+    if (call) call.decided = how;
+    this.touch();
+  }
+
+  /** The tool call with this id, in this run or any of its sub-agents' runs. */
+  findCall(id) {
+    if (this.calls.has(id)) return this.calls.get(id);
+    for (const call of this.calls.values()) {
+      const found = call.delegation && call.delegation.findCall(id);
+      if (found) return found;
+    }
+    return null;
   }
 
   touch() {
@@ -104,6 +133,7 @@ export class Run {
         outputs: [],
         delegation: null,
         suspendPayload: undefined,
+        decided: this.root.decided.get(id),
       };
       this.calls.set(id, call);
       this.items.push({ kind: "tool", call });
@@ -319,8 +349,11 @@ export class Run {
   /** The stream ended without `finish`, `error` or `abort` (a dropped connection). */
   ended() {
     if (this.status === "running") {
-      this.status = this.openDecisions.length ? "waiting" : "error";
-      if (this.status === "error") this.error = "the connection closed before the run ended";
+      // A run that stops for a person ends its stream after the approval or suspension.
+      const waiting = this.openDecisions.length > 0;
+      this.status = waiting ? "waiting" : "error";
+      if (waiting) this.row("wait", "Stopped: waiting for a person", null);
+      else this.error = "the connection closed before the run ended";
       this.endedAt = Date.now();
       this.touch();
     }
