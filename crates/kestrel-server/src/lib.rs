@@ -51,6 +51,9 @@ pub use error::ApiError;
 /// The environment variable [`Server::from_env`] reads the bearer token from.
 pub const API_TOKEN_ENV: &str = "KESTREL_API_TOKEN";
 
+/// How many connections may wait to be accepted.
+const LISTEN_BACKLOG: u32 = 4096;
+
 /// The default body limit: 1 MiB.
 pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 
@@ -96,10 +99,8 @@ pub struct Server {
 pub(crate) struct AppState {
     pub kestrel: Kestrel,
     /// The memory the `/api/memory` routes (and chat history) read and write.
-    #[allow(dead_code)] // read by the memory and chat routes
     pub memory: Option<Memory>,
     /// Whether a client that goes away aborts the run it was streaming.
-    #[allow(dead_code)] // read by the stream routes
     pub abort_on_disconnect: bool,
     /// The chat turns running now, for re-attaching to them.
     pub chat_turns: Arc<chat::Turns>,
@@ -287,9 +288,21 @@ impl Server {
         if !addr.ip().is_loopback() && self.tokens.is_empty() {
             return Err(ServeError::TokenRequired { addr });
         }
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|source| ServeError::Io { addr, source })?;
+        let io = |source| ServeError::Io { addr, source };
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .map_err(io)?;
+        // As `TcpListener::bind` does, so a restarted server can take its port back at once.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true).map_err(io)?;
+        socket.bind(addr).map_err(io)?;
+        // A burst of clients (a page of tabs reconnecting, a load test) must queue, not have
+        // its connections dropped and retried a second later: the kernel caps this at
+        // `net.core.somaxconn`.
+        let listener = socket.listen(LISTEN_BACKLOG).map_err(io)?;
         let bound = listener
             .local_addr()
             .map_err(|source| ServeError::Io { addr, source })?;

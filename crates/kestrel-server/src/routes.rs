@@ -245,7 +245,10 @@ async fn stream(
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let (input, options) = body.into_run(&caller)?;
-    Ok(crate::sse::run_events(agent.stream(input, options)).into_response())
+    Ok(
+        crate::sse::run_events(agent.stream(input, options), state.abort_on_disconnect)
+            .into_response(),
+    )
 }
 
 /// The call a decision names; a pinned caller reaches only its resource's runs.
@@ -288,7 +291,7 @@ async fn decide_stream<const APPROVE: bool>(
     } else {
         agent.decline_tool_call(call, body.reason).await?
     };
-    Ok(crate::sse::run_events(stream).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
 }
 
 /// Approves (`APPROVE`) or declines a waiting call, and runs the run to its end.
@@ -321,7 +324,7 @@ async fn resume_stream(
     };
     let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
     let stream = agent.resume_stream(body.resume_data, call).await?;
-    Ok(crate::sse::run_events(stream).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
 }
 
 /// Without a `toolCallId`, the one suspended call of the run (Mastra's older clients send
@@ -458,7 +461,7 @@ async fn resume_run(
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let stream = agent.resume_run(run_ref(&caller, &run_id)).await?;
-    Ok(crate::sse::run_events(stream).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
 }
 
 async fn send_message(

@@ -9,22 +9,11 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use kestrel_core::agent::AgentStream;
 
-/// The SSE response of a run. Dropping it (a client that goes away) leaves the run to finish
-/// in the background.
+/// The SSE response of a run. A client that disconnects before the stream ended leaves the
+/// run to finish in the background (and be stored), or, with `abort_on_disconnect`, aborts it
+/// (the run records its abort: an `abort` event, the snapshot and the partial answer stored
+/// as aborted).
 pub(crate) fn run_events(
-    stream: AgentStream,
-) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let events = stream.map(|event| Ok(SseEvent::default().data(event.to_json())));
-    let done = futures::stream::once(async { Ok(SseEvent::default().data("[DONE]")) });
-    Sse::new(events.chain(done)).keep_alive(KeepAlive::default())
-}
-
-/// [`run_events`], where a client that disconnects before the run's stream ended aborts the
-/// run when `abort_on_disconnect` is set (the run records its abort: an `abort` event, the
-/// snapshot and the partial answer stored as aborted). Unset, the run goes on in the
-/// background as with [`run_events`].
-#[allow(dead_code)] // for the /api stream routes
-pub(crate) fn run_events_until_disconnect(
     stream: AgentStream,
     abort_on_disconnect: bool,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
@@ -35,8 +24,10 @@ pub(crate) fn run_events_until_disconnect(
         }
     });
     let events = stream.map(|event| Ok(SseEvent::default().data(event.to_json())));
-    let done = futures::stream::once(async { Ok(SseEvent::default().data("[DONE]")) });
-    Sse::new(events.chain(done)).keep_alive(KeepAlive::default())
+    let done = futures::stream::once(futures::future::ready(Ok(
+        SseEvent::default().data("[DONE]")
+    )));
+    Sse::new(FlushFirst::new(events.chain(done))).keep_alive(KeepAlive::default())
 }
 
 /// Wraps `stream` so that `disconnected` runs, with the stream, if the wrapper is dropped
@@ -88,5 +79,53 @@ where
         if let Some(disconnected) = self.disconnected.take() {
             disconnected(&mut self.stream);
         }
+    }
+}
+
+/// Passes a stream through, pausing once after its first item so the server writes the
+/// response head and that item to the socket before producing the rest: the server sends what
+/// it has when the body is not ready, and a run whose model never waits would otherwise be
+/// ready until its end. Under a burst of requests, every client then gets its first event
+/// before any run takes the rest of its turn.
+pub(crate) struct FlushFirst<S> {
+    stream: S,
+    state: Flush,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Nothing sent yet.
+    Waiting,
+    /// The first item went out: pause on the next poll.
+    Pause,
+    /// Paused once; pass everything through.
+    Done,
+}
+
+impl<S> FlushFirst<S> {
+    /// Wraps `stream`.
+    pub(crate) fn new(stream: S) -> Self {
+        Self {
+            stream,
+            state: Flush::Waiting,
+        }
+    }
+}
+
+impl<S: Stream + Unpin> Stream for FlushFirst<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        if self.state == Flush::Pause {
+            self.state = Flush::Done;
+            // Ready again at once: this only lets the server flush, and other tasks run.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let item = Pin::new(&mut self.stream).poll_next(cx);
+        if self.state == Flush::Waiting && matches!(item, Poll::Ready(Some(_))) {
+            self.state = Flush::Pause;
+        }
+        item
     }
 }

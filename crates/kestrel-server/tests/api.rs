@@ -483,6 +483,23 @@ async fn a_client_that_disconnects_does_not_stop_its_run() {
 }
 
 #[tokio::test]
+async fn with_abort_on_disconnect_a_client_that_leaves_aborts_its_run() {
+    let f = start(|s| s.abort_on_disconnect(true)).await;
+    let mut response = f
+        .post(
+            "/agents/slow/stream",
+            json!({"messages": "tick", "runId": "run-aborted"}),
+        )
+        .await;
+    let first = response.chunk().await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("data: "));
+    drop(response);
+    // The first model call takes 150 ms; unaborted, the second follows 50 ms after it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(f.slow.calls(), 1, "the run stopped in its first step");
+}
+
+#[tokio::test]
 async fn threads_are_aborted_by_resource_and_id() {
     let f = start(|s| s).await;
     let response: Value = f

@@ -879,6 +879,9 @@ impl AgentRun {
                     message_id: message_id.clone(),
                 })
             );
+            // Hands `start` to the reader before the first step's work: a server then sends
+            // its first bytes at once, even when the model answers without ever waiting.
+            tokio::task::yield_now().await;
         }
         emit!(
             sink,
