@@ -181,6 +181,15 @@ async function run() {
   const nested = await page.getByTestId("timeline").innerText();
   check(nested.includes("Delegated to research") && nested.includes("writing"), "the timeline does not show the delegations");
 
+  step = "stopping a run";
+  await page.getByTestId("agent-assistant").click();
+  await page.getByTestId("new-thread").click();
+  await send("Hello again");
+  await lastAssistant().getByTestId("assistant-text").waitFor();
+  await page.getByTestId("stop").click();
+  await page.locator('[data-testid="message-assistant"][data-status="aborted"]').waitFor();
+  check(!(await lastAssistant().innerText()).includes("send emails."), "the stopped run went on to its end");
+
   check(pageErrors.length === 0, `the page reported errors:\n${pageErrors.join("\n")}`);
 }
 
