@@ -208,6 +208,8 @@ impl Server {
                 ))
         };
         let (api, mut operations) = routes::api().merge(memory::routes()).into_parts("/api");
+        let (chat, chat_operations) = chat::routes().into_parts("");
+        operations.extend(chat_operations);
         operations.push(openapi::Operation::new(
             "/api/openapi.json",
             axum::routing::MethodFilter::GET,
@@ -229,9 +231,7 @@ impl Server {
                 }
             }),
         ));
-        let mut router = Router::new()
-            .nest("/api", api)
-            .merge(guarded(chat::routes()));
+        let mut router = Router::new().nest("/api", api).merge(guarded(chat));
         if self.studio {
             // The Studio's files are public: they hold no data, and ask for a token when the
             // API needs one.

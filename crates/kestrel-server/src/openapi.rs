@@ -21,6 +21,8 @@ pub(crate) enum Answer {
     Json,
     /// A stream of Kestrel events: `data: <event JSON>` per event, then `data: [DONE]`.
     Events,
+    /// The AI SDK UI message stream (`x-vercel-ai-ui-message-stream: v1`).
+    UiStream,
     /// SSE comments and events of a thread subscription.
     Subscription,
 }
@@ -244,6 +246,10 @@ fn success_response(answer: Answer) -> Value {
         }),
         Answer::Events => json!({
             "description": "Server-sent events: `data: <event JSON>` per Kestrel event, then `data: [DONE]`",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }),
+        Answer::UiStream => json!({
+            "description": "The AI SDK UI message stream (header `x-vercel-ai-ui-message-stream: v1`): `data: <chunk JSON>` per chunk, then `data: [DONE]`",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         }),
         Answer::Subscription => json!({

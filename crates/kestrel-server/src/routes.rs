@@ -327,6 +327,23 @@ async fn resume_stream(
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
 }
 
+/// The stored run `run_id` of `agent`, if the caller may reach it (404 otherwise, for both:
+/// another resource's run is not revealed).
+pub(crate) async fn stored_run(
+    agent: &Agent,
+    caller: &Caller,
+    run_id: &str,
+) -> Result<kestrel_core::run_store::StoredRun, ApiError> {
+    agent
+        .run_store()
+        .load(run_id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?
+        .filter(|s| s.state.agent_id == agent.id())
+        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
+        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))
+}
+
 /// Without a `toolCallId`, the one suspended call of the run (Mastra's older clients send
 /// none); a run with several names them.
 async fn only_suspended_call(
@@ -334,14 +351,7 @@ async fn only_suspended_call(
     caller: &Caller,
     run_id: &str,
 ) -> Result<String, ApiError> {
-    let stored = agent
-        .run_store()
-        .load(run_id)
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .filter(|s| s.state.agent_id == agent.id())
-        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
-        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))?;
+    let stored = stored_run(agent, caller, run_id).await?;
     let suspended: Vec<String> = stored
         .state
         .waiting_calls()

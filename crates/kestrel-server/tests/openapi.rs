@@ -100,6 +100,9 @@ async fn the_document_lists_every_route_with_its_schemas() {
         ("get", "/api/memory/threads/{thread_id}/working-memory"),
         ("post", "/api/memory/threads/{thread_id}/working-memory"),
         ("get", "/api/openapi.json"),
+        ("post", "/chat/{agent_id}"),
+        ("get", "/chat/{agent_id}/{chat_id}/stream"),
+        ("get", "/chat/{agent_id}/{chat_id}/messages"),
     ];
     for (method, path) in expected {
         assert!(
@@ -143,6 +146,30 @@ async fn the_document_lists_every_route_with_its_schemas() {
         assert!(names.contains(&name), "{names:?}");
     }
     assert!(paths["/api/memory/threads"]["post"]["responses"]["201"].is_object());
+    let chat = &paths["/chat/{agent_id}"]["post"];
+    let chat_body = resolve(
+        &doc,
+        &chat["requestBody"]["content"]["application/json"]["schema"],
+    );
+    for field in [
+        "id",
+        "messages",
+        "trigger",
+        "runId",
+        "resumeData",
+        "version",
+    ] {
+        assert!(
+            chat_body["properties"][field].is_object(),
+            "{field}: {chat_body}"
+        );
+    }
+    assert!(
+        chat["responses"]["200"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("x-vercel-ai-ui-message-stream")
+    );
 
     // Operation ids are unique.
     let mut ids: Vec<&str> = paths

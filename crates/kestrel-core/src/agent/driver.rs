@@ -1897,7 +1897,7 @@ async fn emit_result(sink: &EventSink, run_id: &Arc<str>, record: &ToolResultRec
 
 /// The JSON schema of an approval decision, as the `resumeSchema` string of
 /// `tool-call-approval` (Mastra's wire form).
-pub(crate) const APPROVAL_RESUME_SCHEMA: &str = r#"{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}"#;
+pub const APPROVAL_RESUME_SCHEMA: &str = r#"{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}"#;
 
 /// Parses the final text as JSON (tolerating a Markdown code fence) and validates it.
 fn parse_structured(spec: &StructuredOutput, text: &str) -> Result<Value, String> {

@@ -30,7 +30,7 @@ pub use delegation::{
     DelegationComplete, DelegationCompleteOutcome, DelegationOptions, DelegationStart,
     DelegationStartOutcome, HookErrorStrategy, MessageFilterContext, SubAgentResult,
 };
-pub use driver::AgentRun;
+pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
 pub use error::{AgentBuildError, AgentError, BoxError};
 pub use lifecycle::RunRef;
 pub use options::{

@@ -43,8 +43,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
+use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::agent::{Agent, AgentStream, RunOptions, ToolCallRef};
@@ -54,6 +53,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
+use crate::openapi::{Answer, Doc, Routes};
 use crate::wire::{Body, MemoryBody, RunBody, ThreadRef};
 use crate::{ApiError, AppState};
 pub(crate) use history::thread_ui_messages;
@@ -64,12 +64,36 @@ use ui_stream::{Chunk, Encoder, PendingCall, Resolution, WaitsFor};
 
 type Shared = State<Arc<AppState>>;
 
-/// The chat routes (outside `/api`, as Mastra's `chatRoute`).
-pub(crate) fn routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/chat/{agent_id}", post(chat))
-        .route("/chat/{agent_id}/{chat_id}/stream", get(reattach))
-        .route("/chat/{agent_id}/{chat_id}/messages", get(messages))
+/// The chat routes (outside `/api`, as Mastra's `chatRoute`), documented for the OpenAPI
+/// document.
+pub(crate) fn routes() -> Routes<Arc<AppState>> {
+    const CHAT: &str = "chat";
+    Routes::new()
+        .post(
+            "/chat/{agent_id}",
+            chat,
+            Doc::json(
+                CHAT,
+                "Chat with the agent as useChat does (AI SDK UI message stream)",
+            )
+            .body::<ChatBody>()
+            .answering(Answer::UiStream),
+        )
+        .get(
+            "/chat/{agent_id}/{chat_id}/stream",
+            reattach,
+            Doc::json(
+                CHAT,
+                "Re-attach to the chat's running turn (204 when none runs)",
+            )
+            .answering(Answer::UiStream),
+        )
+        .get(
+            "/chat/{agent_id}/{chat_id}/messages",
+            messages,
+            Doc::json(CHAT, "The chat's stored history as AI SDK UIMessages")
+                .query::<HistoryQuery>(),
+        )
 }
 
 fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
@@ -80,7 +104,7 @@ fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
 }
 
 /// The body `useChat` posts, with Mastra's extras.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ChatBody {
     /// The chat id (`useChat`'s `id`).
@@ -117,7 +141,7 @@ struct ChatBody {
 }
 
 /// `useChat`'s `trigger`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 enum Trigger {
     SubmitMessage,
@@ -375,14 +399,7 @@ async fn load_stopped_run(
     caller: &Caller,
     run_id: &str,
 ) -> Result<StoredRun, ApiError> {
-    let stored = agent
-        .run_store()
-        .load(run_id)
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .filter(|s| s.state.agent_id == agent.id())
-        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
-        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))?;
+    let stored = crate::routes::stored_run(agent, caller, run_id).await?;
     if stored.phase != RunPhase::Suspended {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -767,8 +784,9 @@ async fn reattach(
 }
 
 /// Query of the chat history route.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 struct HistoryQuery {
+    /// The AI SDK version of the messages: `v5` (the default) or `v6`.
     #[serde(default)]
     version: Option<String>,
 }

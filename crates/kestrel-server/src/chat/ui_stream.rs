@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 /// The AI SDK UI message stream version a client speaks. They share the framing and most
 /// chunks; v6 adds `tool-approval-request`, `tool-output-denied` and `finish.finishReason`,
 /// which a v5 client would reject or ignore.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
 pub(crate) enum Version {
     /// AI SDK 5 (`ai@5`, `@ai-sdk/react@2`): Mastra's default.
     #[default]
@@ -57,10 +57,9 @@ pub(crate) fn approval_id(run_id: &str, tool_call_id: &str) -> String {
     format!("{run_id}{APPROVAL_ID_SEPARATOR}{tool_call_id}")
 }
 
-/// The resume schema of an approval, as the `tool-call-approval` event carries it. History
-/// needs it without an event; it must equal kestrel-core's (the history tests compare live
-/// and stored parts, so a drift fails them).
-pub(crate) const APPROVAL_RESUME_SCHEMA: &str = r#"{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}"#;
+// The resume schema of an approval, as the `tool-call-approval` event carries it (history
+// needs it without an event).
+use kestrel_core::agent::APPROVAL_RESUME_SCHEMA;
 
 /// One chunk of the UI message stream, with the protocol's field names and order.
 #[derive(Debug, Clone, PartialEq, Serialize)]
