@@ -256,3 +256,44 @@ async fn a_server_with_a_token_documents_bearer_auth() {
         doc["paths"]["/api/agents"]["get"]
     );
 }
+
+#[tokio::test]
+async fn every_operation_refuses_a_caller_without_the_token() {
+    let base = start(|s| s.token("secret")).await;
+    let http = reqwest::Client::new();
+    let doc: Value = http
+        .get(format!("{base}/api/openapi.json"))
+        .bearer_auth("secret")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .split('/')
+            .map(|s| if s.starts_with('{') { "x" } else { s })
+            .collect::<Vec<_>>()
+            .join("/");
+        for method in methods.as_object().unwrap().keys() {
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            for token in [None, Some("wrong")] {
+                let mut request = http.request(method.clone(), format!("{base}{concrete}"));
+                if let Some(token) = token {
+                    request = request.bearer_auth(token);
+                }
+                if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
+                    request = request.json(&json!({"messages": "hi", "resourceId": "r"}));
+                }
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 401, "{method} {path} with {token:?}");
+                let body: Value = response.json().await.unwrap();
+                assert_eq!(body["error"]["code"], "unauthorized", "{method} {path}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 60, "only {checked} requests");
+}
