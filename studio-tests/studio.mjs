@@ -13,6 +13,9 @@ import { chromium } from "playwright-core";
 const url = process.env.KESTREL_STUDIO_URL;
 const executablePath = process.env.KESTREL_TEST_CHROMIUM;
 const screenshot = process.env.KESTREL_STUDIO_SCREENSHOT;
+// Optional: a server of the same agents that needs this bearer token.
+const tokenUrl = process.env.KESTREL_STUDIO_TOKEN_URL;
+const tokenValue = process.env.KESTREL_STUDIO_TOKEN;
 if (!url || !executablePath) {
   console.error("studio.mjs needs KESTREL_STUDIO_URL and KESTREL_TEST_CHROMIUM");
   process.exit(2);
@@ -189,6 +192,33 @@ async function run() {
   await page.getByTestId("stop").click();
   await page.locator('[data-testid="message-assistant"][data-status="aborted"]').waitFor();
   check(!(await lastAssistant().innerText()).includes("send emails."), "the stopped run went on to its end");
+
+  if (tokenUrl && tokenValue) {
+    step = "asking for the token";
+    const guarded = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
+    guarded.setDefaultTimeout(TIMEOUT);
+    guarded.on("pageerror", (error) => pageErrors.push(`${error.name}: ${error.message}`));
+    await guarded.goto(tokenUrl);
+    const dialog = guarded.locator("#token-dialog");
+    await dialog.waitFor({ state: "visible" });
+    await guarded.getByTestId("token-input").fill("not-the-token");
+    await guarded.getByTestId("token-save").click();
+    await guarded.getByTestId("retry").waitFor();
+    check((await guarded.getByTestId("messages").innerText()).includes("not valid"), "a wrong token is not reported");
+    await guarded.getByTestId("retry").click();
+    await dialog.waitFor({ state: "visible" });
+    await guarded.getByTestId("token-input").fill(tokenValue);
+    await guarded.getByTestId("token-save").click();
+    await guarded.getByTestId("agent-supervisor").waitFor();
+    await guarded.getByTestId("thread-list").waitFor();
+    check((await guarded.getByTestId("connection").innerText()).includes("Connected"), "the right token did not connect");
+    await guarded.reload();
+    await guarded.getByTestId("agent-supervisor").waitFor();
+    check(!(await dialog.isVisible()), "the token was not kept");
+    // Same agents and store: the assistant's thread is there.
+    await guarded.getByTestId("agent-assistant").click();
+    await guarded.getByTestId("thread-item").first().waitFor();
+  }
 
   check(pageErrors.length === 0, `the page reported errors:\n${pageErrors.join("\n")}`);
 }

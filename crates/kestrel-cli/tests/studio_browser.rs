@@ -5,7 +5,8 @@
 //! The script chats with the assistant (streamed text, a plain tool), approves the
 //! approval-gated tool in the page, answers the suspending tool's form, reloads and finds the
 //! same history, and watches the supervisor's delegation tree fill with both sub-agents'
-//! output. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
+//! output; then, on a second server that needs a bearer token, it refuses a wrong token and
+//! keeps the right one. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
 //! with it set, a missing browser, `node` or `studio-tests/node_modules` is a failure.
 //!
 //! `KESTREL_STUDIO_SCREENSHOT=<path>` makes the script save a screenshot of the Studio
@@ -22,6 +23,9 @@ use kestrel::model::{ModelEvent, ModelRequest, ModelSpec, ScriptStep};
 use kestrel::prelude::*;
 use kestrel_cli::dev;
 use serde_json::json;
+
+/// The token of the second server, which the Studio must ask for.
+const TOKEN: &str = "studio-test-token";
 
 /// Bound on the whole browser script.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -213,15 +217,24 @@ async fn the_studio_works_in_a_browser() {
         Arc::new(storage.clone()),
     )
     .unwrap();
+    // The same agents behind a token, for the Studio's token prompt.
+    let guarded = dev::server(kestrel.clone(), memory.clone()).token(TOKEN);
     let server = dev::server(kestrel, memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
+    let (listener, guarded_addr) = guarded.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let serving_guarded = tokio::spawn(guarded.serve_on(listener, guarded_addr));
 
     let mut command = tokio::process::Command::new("node");
     command
         .arg(tests.join("studio.mjs"))
         .current_dir(&tests)
         .env("KESTREL_STUDIO_URL", format!("http://{addr}/"))
+        .env(
+            "KESTREL_STUDIO_TOKEN_URL",
+            format!("http://{guarded_addr}/"),
+        )
+        .env("KESTREL_STUDIO_TOKEN", TOKEN)
         .env("KESTREL_TEST_CHROMIUM", &chromium)
         .kill_on_drop(true);
     let output = tokio::time::timeout(SCRIPT_TIMEOUT, command.output())
@@ -229,6 +242,7 @@ async fn the_studio_works_in_a_browser() {
         .unwrap_or_else(|_| panic!("the browser script ran longer than {SCRIPT_TIMEOUT:?}"))
         .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
     serving.abort();
+    serving_guarded.abort();
     storage.close().await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);

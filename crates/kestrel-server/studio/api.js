@@ -64,14 +64,30 @@ async function errorOf(response) {
   return new ApiError(response.status, code, message);
 }
 
+/** The prompt in progress: requests refused at the same time share one. */
+let asking = null;
+
+/** Asks for a token once for all the requests refused at the same time. */
+function tokenFor(reason) {
+  if (!asking) {
+    asking = Promise.resolve(askForToken(reason)).finally(() => {
+      asking = null;
+    });
+  }
+  return asking;
+}
+
 /** Fetches `path`, asking for a token on 401 (once) and retrying. */
 async function send(path, options, retried = false) {
+  const sent = token();
   const response = await fetch(path, {
     ...options,
     headers: headers(options.body !== undefined),
   });
   if (response.status === 401 && !retried) {
-    const given = await askForToken((await errorOf(response.clone())).message);
+    // Another request may have been given a token meanwhile.
+    if (token() && token() !== sent) return send(path, options, true);
+    const given = await tokenFor((await errorOf(response.clone())).message);
     if (given) {
       setToken(given);
       return send(path, options, true);

@@ -105,7 +105,7 @@ async function loadAgents() {
     state.agents = (await api("/api/agents")) || {};
   } catch (error) {
     setConnection("error", `Cannot reach the server: ${error.message}`);
-    $("messages").replaceChildren(notice("error", "The Studio cannot load the agents", error.message, h("button", { type: "button", onclick: loadAgents }, "Try again")));
+    $("messages").replaceChildren(notice("error", "The Studio cannot load the agents", error.message, h("button", { type: "button", "data-testid": "retry", onclick: loadAgents }, "Try again")));
     return;
   }
   const ids = Object.keys(state.agents);
@@ -641,6 +641,10 @@ async function resumeSchemaOf(d) {
  */
 async function continueRun(d, how, route, body) {
   const agentId = d.agentId || state.agentId;
+  if (d.threadId && (d.threadId !== state.threadId || agentId !== state.agentId)) {
+    // Decided from the Waiting tab: the run goes on in its own thread.
+    await openConversation(agentId, d.threadId);
+  }
   const existing = state.runs.get(d.runId);
   const onThisPage = existing && state.entries.some((e) => e.kind === "run" && e.run === existing);
   let run = onThisPage ? existing : null;
@@ -840,7 +844,7 @@ async function loadWaiting() {
     for (const call of run.toolCalls || []) {
       const kind = call.waiting && call.waiting.kind === "resume" ? "resume" : call.waiting && call.waiting.kind === "approval" ? "approval" : null;
       if (!kind) continue;
-      decisions.push({ run, d: { kind, runId: run.runId, agentId: a.id, toolCallId: call.toolCallId, toolName: call.toolName, args: call.args, fingerprint: call.fingerprint, via: call.via || [], suspendPayload: call.waiting.payload, state: "open" } });
+      decisions.push({ run, d: { kind, runId: run.runId, agentId: a.id, threadId: run.threadId, toolCallId: call.toolCallId, toolName: call.toolName, args: call.args, fingerprint: call.fingerprint, via: call.via || [], suspendPayload: call.waiting.payload, state: "open" } });
     }
   }
   // Decisions on this thread's stored runs also show at the end of the chat.
