@@ -93,6 +93,66 @@ async fn the_demo_has_its_agents_and_tools() {
 }
 
 #[tokio::test]
+async fn the_server_serves_the_studio_and_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dev::open_storage(&dir.path().join("dev.db")).await.unwrap();
+    let (kestrel, memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let server = dev::server(kestrel, memory);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let serving = tokio::spawn(server.serve_on(listener, addr));
+    let http = reqwest::Client::new();
+
+    let page = http.get(format!("http://{addr}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("<title>Kestrel Studio</title>")
+    );
+    let style = http
+        .get(format!("http://{addr}/studio/studio.css"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(style.headers()["content-type"], "text/css; charset=utf-8");
+    let missing = http
+        .get(format!("http://{addr}/studio/nothing.js"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let agents: serde_json::Value = http
+        .get(format!("http://{addr}/api/agents"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        agents["supervisor"]["agents"],
+        json!([dev::RESEARCH, dev::WRITING])
+    );
+    assert_eq!(agents["assistant"]["hasMemory"], true);
+    let threads = http
+        .get(format!(
+            "http://{addr}/api/memory/threads?resourceId=studio"
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        threads.status(),
+        200,
+        "the memory routes have the demo's memory"
+    );
+    serving.abort();
+    storage.close().await;
+}
+
+#[tokio::test]
 async fn a_public_host_needs_a_token() {
     let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
         .args(["dev", "--host", "0.0.0.0", "--port", "0"])

@@ -167,6 +167,32 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn files_are_served_with_their_type_and_tag() {
+        let page = index(HeaderMap::new()).await;
+        assert_eq!(page.status(), StatusCode::OK);
+        assert_eq!(
+            page.headers()[header::CONTENT_TYPE],
+            "text/html; charset=utf-8"
+        );
+        assert_eq!(page.headers()[header::CACHE_CONTROL], "no-cache");
+        assert!(page.headers().contains_key(header::CONTENT_SECURITY_POLICY));
+
+        let script = asset(Path("app.js".to_owned()), HeaderMap::new()).await;
+        assert_eq!(script.status(), StatusCode::OK);
+        assert_eq!(script.headers()[header::CONTENT_TYPE], JS);
+        let tag = script.headers()[header::ETAG].clone();
+
+        let mut revalidate = HeaderMap::new();
+        revalidate.insert(header::IF_NONE_MATCH, tag.clone());
+        let again = asset(Path("app.js".to_owned()), revalidate).await;
+        assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(again.headers()[header::ETAG], tag);
+
+        let missing = asset(Path("../Cargo.toml".to_owned()), HeaderMap::new()).await;
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
+
     #[test]
     fn tags_differ_by_content() {
         assert_ne!(etag(b"a"), etag(b"b"));
