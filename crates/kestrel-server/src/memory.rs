@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRequestParts, Path, Query, State};
 use axum::http::StatusCode;
+use axum::http::request::Parts;
 use axum::{Extension, Json};
 use kestrel_core::agent::Agent;
 use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
@@ -188,6 +189,45 @@ async fn thread_of<'a>(
     Ok((memory, thread))
 }
 
+/// A route's thread (the `{thread_id}` of its path, with the `agentId` and `resourceId` of its
+/// query), checked: the agent exists, the server has memory, and the caller may see the thread.
+struct ThreadAccess {
+    memory: Memory,
+    thread: Thread,
+}
+
+impl FromRequestParts<Arc<AppState>> for ThreadAccess {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &Arc<AppState>,
+    ) -> Result<Self, Self::Rejection> {
+        let Path(thread_id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::not_found(e.body_text()))?;
+        let query = parsed(Query::<ThreadQueryParams>::from_request_parts(parts, state).await)?;
+        // Fails closed: every route is behind the token check, which names the caller.
+        let caller = parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal(&"no caller: the token check did not run"))?;
+        let (memory, thread) = thread_of(
+            state,
+            &caller,
+            &thread_id,
+            query.agent_id.as_deref(),
+            query.resource_id.as_deref(),
+        )
+        .await?;
+        Ok(Self {
+            memory: memory.clone(),
+            thread,
+        })
+    }
+}
+
 /// Query of `status`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -350,8 +390,10 @@ async fn list_threads(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ThreadQueryParams {
+    /// An agent that must exist (Mastra's client names the agent whose memory it reads).
     #[serde(default)]
     agent_id: Option<String>,
+    /// The thread's resource, checked: another resource's thread is not found.
     #[serde(default)]
     resource_id: Option<String>,
 }
@@ -403,22 +445,8 @@ async fn create_thread(
     Ok((StatusCode::CREATED, Json(created)))
 }
 
-async fn get_thread(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(thread_id): Path<String>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
-) -> Result<Json<Thread>, ApiError> {
-    let query = parsed(query)?;
-    let (_, thread) = thread_of(
-        &state,
-        &caller,
-        &thread_id,
-        query.agent_id.as_deref(),
-        query.resource_id.as_deref(),
-    )
-    .await?;
-    Ok(Json(thread))
+async fn get_thread(access: ThreadAccess) -> Json<Thread> {
+    Json(access.thread)
 }
 
 /// Body of a thread update: a new title, and metadata merged in (or replacing the old with
@@ -439,21 +467,10 @@ struct UpdateBody {
 }
 
 async fn update_thread(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(thread_id): Path<String>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    ThreadAccess { memory, thread }: ThreadAccess,
     Body(body): Body<UpdateBody>,
 ) -> Result<Json<Thread>, ApiError> {
-    let query = parsed(query)?;
-    let (memory, thread) = thread_of(
-        &state,
-        &caller,
-        &thread_id,
-        query.agent_id.as_deref(),
-        query.resource_id.as_deref(),
-    )
-    .await?;
+    let thread_id = &thread.id;
     let storage = memory.storage();
     if let Some(resource) = &body.resource_id
         && *resource != thread.resource_id
@@ -472,7 +489,7 @@ async fn update_thread(
     });
     let updated = storage
         .update_thread(
-            &thread_id,
+            thread_id,
             ThreadPatch {
                 title: body.title,
                 metadata,
@@ -484,23 +501,12 @@ async fn update_thread(
 }
 
 async fn delete_thread(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(thread_id): Path<String>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    ThreadAccess { memory, thread }: ThreadAccess,
 ) -> Result<Json<Value>, ApiError> {
-    let query = parsed(query)?;
-    let (memory, _thread) = thread_of(
-        &state,
-        &caller,
-        &thread_id,
-        query.agent_id.as_deref(),
-        query.resource_id.as_deref(),
-    )
-    .await?;
-    let storage = memory.storage();
-    let deleted = storage
-        .delete_thread(&thread_id)
+    let thread_id = &thread.id;
+    let deleted = memory
+        .storage()
+        .delete_thread(thread_id)
         .await
         .map_err(storage_error)?;
     if !deleted {
@@ -515,9 +521,12 @@ async fn delete_thread(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct MessagesQuery {
+    /// Pending approvals and suspensions of this agent's runs only (any agent's by default).
     #[serde(default)]
     agent_id: Option<String>,
+    /// The thread's resource, checked.
     #[serde(default)]
+    #[allow(dead_code)] // read by `ThreadAccess`; declared here for the OpenAPI document
     resource_id: Option<String>,
     /// The page, from 0.
     #[serde(default)]
@@ -532,19 +541,10 @@ struct MessagesQuery {
 
 async fn list_messages(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(thread_id): Path<String>,
+    ThreadAccess { memory, thread }: ThreadAccess,
     query: Result<Query<MessagesQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let query = parsed(query)?;
-    let (memory, thread) = thread_of(
-        &state,
-        &caller,
-        &thread_id,
-        query.agent_id.as_deref(),
-        query.resource_id.as_deref(),
-    )
-    .await?;
     let storage = memory.storage();
     let per_page = match query.per_page {
         None => MAX_PER_PAGE,
@@ -553,7 +553,7 @@ async fn list_messages(
     let page = query.page.unwrap_or(0);
     let list = storage
         .list_messages(
-            &thread_id,
+            &thread.id,
             Some(&thread.resource_id),
             Selection::page(page, per_page),
         )
@@ -601,22 +601,10 @@ fn working_scope(memory: &Memory, thread: &Thread) -> (Scope, WorkingMemoryScope
 }
 
 async fn get_working_memory(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(thread_id): Path<String>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
+    ThreadAccess { memory, thread }: ThreadAccess,
 ) -> Result<Json<Value>, ApiError> {
-    let query = parsed(query)?;
-    let (memory, thread) = thread_of(
-        &state,
-        &caller,
-        &thread_id,
-        query.agent_id.as_deref(),
-        query.resource_id.as_deref(),
-    )
-    .await?;
     let storage = memory.storage();
-    let (scope, kind) = working_scope(memory, &thread);
+    let (scope, kind) = working_scope(&memory, &thread);
     let content = storage
         .get_working_memory(&scope)
         .await
