@@ -1,8 +1,10 @@
-//! Agents behind HTTP: Mastra's routes under `/api`, streams as server-sent events.
+//! Agents behind HTTP: Mastra's routes under `/api`, streams as server-sent events, the AI SDK
+//! chat route, and memory.
 //!
 //! `cargo run -p kestrel --features server --example server` starts the server on a free
-//! loopback port, calls it once with `generate` and once with `stream` (the SSE lines are
-//! printed as they arrive), and exits. Add `-- --serve` to keep serving on 127.0.0.1:4111, then
+//! loopback port, calls it with `generate`, with `stream` (the SSE lines are printed as they
+//! arrive), and with `POST /chat/greeter` as `useChat` would (the UI message stream), reads the
+//! thread back from `/api/memory`, and exits. Add `-- --serve` to keep serving on 127.0.0.1:4111, then
 //! try `curl -N -X POST localhost:4111/api/agents/greeter/stream -H 'content-type:
 //! application/json' -d '{"messages":"Ada"}'`.
 //!
@@ -10,9 +12,11 @@
 
 use std::sync::Arc;
 
+use kestrel::memory::Memory;
 use kestrel::model::ModelSpec;
 use kestrel::prelude::*;
 use kestrel::server::Server;
+use kestrel::storage::InMemoryStorage;
 use serde_json::{Value, json};
 
 type Error = Box<dyn std::error::Error>;
@@ -29,14 +33,18 @@ fn model() -> ModelSpec {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
+    // One memory for the agent and for the server's /api/memory routes (use SQLite or
+    // PostgreSQL storage to keep threads across restarts).
+    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
     let greeter = Agent::builder("greeter")
         .description("Greets people by name")
         .instructions("Greet the user by name, briefly.")
         .model(model())
+        .memory(memory.clone().shared())
         .build()?;
     let kestrel = Kestrel::builder().agent(greeter).build()?;
     // Beyond loopback the server refuses to start without KESTREL_API_TOKEN.
-    let server = Server::from_env(kestrel);
+    let server = Server::from_env(kestrel).memory(memory);
 
     if std::env::args().any(|a| a == "--serve") {
         println!("serving on http://127.0.0.1:4111/api");
@@ -76,6 +84,44 @@ async fn main() -> Result<(), Error> {
     }
     if !body.trim_end().ends_with("data: [DONE]") {
         return Err("the stream did not end with [DONE]".into());
+    }
+
+    // What `useChat` posts: the chat id (here also the thread) and its messages.
+    let chat = http
+        .post(format!("http://{addr}/chat/greeter"))
+        .json(&json!({
+            "id": "chat-1",
+            "resourceId": "ada",
+            "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "Cy"}]}],
+        }))
+        .send()
+        .await?;
+    println!(
+        "chat (x-vercel-ai-ui-message-stream: {}):",
+        chat.headers()["x-vercel-ai-ui-message-stream"].to_str()?
+    );
+    let chat_body = chat.text().await?;
+    for line in chat_body.lines().filter(|l| l.starts_with("data: ")) {
+        println!("  {line}");
+    }
+    if !chat_body.contains(r#""type":"text-delta""#) {
+        return Err("the chat stream had no text".into());
+    }
+
+    // The chat's thread, as stored: messages and their AI SDK form for `useChat`.
+    let thread: Value = http
+        .get(format!("http://{addr}/api/memory/threads/chat-1/messages"))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let roles: Vec<&str> = thread["uiMessages"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["role"].as_str()).collect())
+        .unwrap_or_default();
+    println!("thread chat-1: {roles:?}");
+    if roles != ["user", "assistant"] {
+        return Err(format!("unexpected thread: {thread}").into());
     }
     Ok(())
 }
