@@ -358,7 +358,7 @@ function entryElement(entry, swap) {
       "div",
       { class: "message assistant", "data-testid": "message-assistant", "data-stored": "true" },
       h("div", { class: "avatar", "aria-hidden": "true" }, initial()),
-      h("div", { class: "bubble" }, storedBody(turn, swap), turn.status && turn.status !== "complete" ? h("div", { class: "run-footer" }, pill(turn.status === "aborted" ? "aborted" : "waiting", turn.status)) : null),
+      h("div", { class: "bubble" }, turn.items.length ? storedBody(turn, swap) : h("p", { class: "muted" }, "No answer was stored for this turn."), turn.status && turn.status !== "complete" ? h("div", { class: "run-footer" }, pill(turn.status === "aborted" ? "aborted" : "waiting", turn.status)) : null),
     );
   }
   return runElement(entry.run);

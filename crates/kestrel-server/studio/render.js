@@ -67,6 +67,7 @@ const CALL_STATUS = {
   background: ["running", "In the background"],
   declined: ["error", "Declined"],
   missing: ["muted", "No result"],
+  cut: ["aborted", "Not completed"],
 };
 
 function callPill(status) {
@@ -101,12 +102,15 @@ export function toolCard(call, swap) {
 /** A delegation: the prompt, then the sub-agent's live output (or its final answer). */
 export function delegationCard(call, sub, swap) {
   const child = call.delegation;
-  const status = child ? child.status : call.status === "done" ? "done" : call.status === "error" ? "error" : "running";
-  const body = child ? runBody(child, swap) : call.result !== undefined ? h("div", { class: "assistant-text" }, asText(call.result)) : null;
+  const status = child ? child.status : { done: "done", error: "error", cut: "aborted", missing: "aborted" }[call.status] || "running";
+  let body = null;
+  if (child) body = runBody(child, swap);
+  else if (call.result !== undefined) body = h("div", { class: "assistant-text" }, asText(call.result));
+  else if (call.args === undefined && call.argsText) body = h("p", { class: "muted" }, `Writing the prompt: ${clip(call.argsText, 200)}`);
   return h(
     "div",
     { class: "card delegation", "data-testid": "delegation", "data-agent": sub, "data-status": status },
-    h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "↳"), h("span", {}, "Delegated to "), h("strong", {}, sub), pill(status)),
+    h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "↳"), h("span", {}, "Delegated to "), h("strong", {}, sub), child ? pill(status) : callPill(call.status)),
     call.args !== undefined ? h("p", { class: "prompt" }, clip(promptOf(call.args), 400)) : null,
     h("div", { class: "delegation-body" }, body),
     call.error ? h("p", { class: "error-text" }, call.error) : null,

@@ -199,12 +199,19 @@ export class Run {
       case "text-end":
       case "reasoning-end":
         break;
-      case "tool-call-input-streaming-start":
-        this.call(p.toolCallId, p.toolName);
+      case "tool-call-input-streaming-start": {
+        const call = this.call(p.toolCallId, p.toolName);
+        this.textRows.set(`call:${call.id}`, this.row("tool", `Preparing ${call.name}…`, event));
         break;
+      }
       case "tool-call-delta": {
         const call = this.call(p.toolCallId, p.toolName);
         call.argsText += p.argsTextDelta || "";
+        const row = this.textRows.get(`call:${call.id}`);
+        if (row) {
+          row.text = `Preparing ${call.name}: ${call.argsText.length} characters of input`;
+          row.event = { ...event, payload: { ...p, argsTextDelta: call.argsText } };
+        }
         break;
       }
       case "tool-call-input-streaming-end":
@@ -294,6 +301,7 @@ export class Run {
         if (p.output && p.output.usage) this.row("step-end", `Step ${this.steps} done (${reasonText(p.stepResult && p.stepResult.reason)})`, event);
         break;
       case "finish": {
+        this.settleCalls();
         this.finishReason = p.stepResult ? p.stepResult.reason : null;
         this.usage = p.output ? p.output.usage : null;
         this.endedAt = Date.now();
@@ -308,12 +316,14 @@ export class Run {
         break;
       }
       case "error":
+        this.settleCalls();
         this.status = "error";
         this.error = p.error || "the run failed";
         this.endedAt = Date.now();
         this.row("error", `Failed: ${p.error || "unknown error"}`, event);
         break;
       case "abort":
+        this.settleCalls();
         this.status = "aborted";
         this.endedAt = Date.now();
         this.row("abort", `Stopped${p.reason ? `: ${p.reason}` : ""}`, event);
@@ -338,6 +348,13 @@ export class Run {
         this.row("other", event.type, event);
     }
     this.touch();
+  }
+
+  /** At the run's end, calls still being prepared or run never completed. */
+  settleCalls() {
+    for (const call of this.calls.values()) {
+      if (call.status === "preparing" || call.status === "running") call.status = "cut";
+    }
   }
 
   /** A decision was taken (or the call ended another way). */
