@@ -4,7 +4,7 @@
 //! a public address without `KESTREL_API_TOKEN`, no model, an unknown model or a missing API
 //! key, a database that cannot be opened, an address in use. The embedded model is pulled into
 //! the cache first if it is not there (as `kestrel chat` does). Then the URLs are printed and
-//! the server runs until Ctrl-C, which closes the database cleanly.
+//! the server runs until Ctrl-C (or SIGTERM), which closes the database cleanly.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -60,12 +60,32 @@ pub async fn run(args: DevArgs) -> ExitCode {
     print_banner(bound, &spec, &args.db);
     let outcome = tokio::select! {
         served = server.serve_on(listener, bound) => served,
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        () = shutdown() => Ok(()),
     };
     storage.close().await;
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(FAILURE, error),
+    }
+}
+
+/// Resolves on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the server stops and the database is
+/// closed cleanly.
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    // Without a handler, the server runs until the process is killed.
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
