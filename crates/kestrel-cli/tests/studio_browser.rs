@@ -9,6 +9,9 @@
 //! keeps the right one. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
 //! with it set, a missing browser, `node` or `studio-tests/node_modules` is a failure.
 //!
+//! `studio-tests/runs.test.mjs` (node's test runner, no browser) checks how the Studio folds
+//! events into runs, including what the demo cannot show: approvals inside a sub-agent.
+//!
 //! `KESTREL_STUDIO_SCREENSHOT=<path>` makes the script save a screenshot of the Studio
 //! mid-delegation there (docs/studio-delegation.png is made this way).
 
@@ -185,16 +188,42 @@ fn scripted_model() -> ScriptedModel {
     })
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_studio_works_in_a_browser() {
+/// Whether the Studio's tests are on (`KESTREL_TEST_CHROMIUM` set); says why not otherwise.
+fn chromium() -> Option<PathBuf> {
     let Some(chromium) = std::env::var_os("KESTREL_TEST_CHROMIUM").filter(|v| !v.is_empty()) else {
         eprintln!(
-            "skipping the Studio browser test: set KESTREL_TEST_CHROMIUM to a chromium binary \
-             (and run `npm ci` in studio-tests) to run it"
+            "skipping the Studio's tests: set KESTREL_TEST_CHROMIUM to a chromium binary \
+             (and run `npm ci` in studio-tests) to run them"
         );
+        return None;
+    };
+    Some(PathBuf::from(chromium))
+}
+
+#[tokio::test]
+async fn the_studio_folds_events_into_runs() {
+    if chromium().is_none() {
+        return;
+    }
+    let output = tokio::process::Command::new("node")
+        .args(["--test", "runs.test.mjs"])
+        .current_dir(repo_root().join("studio-tests"))
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
+    assert!(
+        output.status.success(),
+        "studio-tests/runs.test.mjs failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_studio_works_in_a_browser() {
+    let Some(chromium) = chromium() else {
         return;
     };
-    let chromium = PathBuf::from(chromium);
     assert!(
         chromium.is_file(),
         "KESTREL_TEST_CHROMIUM={} is not a file: install Debian's chromium (apt-get install \
