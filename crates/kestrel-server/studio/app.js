@@ -239,10 +239,13 @@ async function loadThreads() {
   try {
     const page = await api(`/api/memory/threads${query({ resourceId: resource(), agentId: a.id, perPage: 50 })}`);
     const threads = (page && page.threads) || [];
-    state.threads = threads.filter((t) => {
-      const meta = t.metadata || {};
-      return meta.agentId ? meta.agentId === a.id : !meta.delegatedBy;
-    });
+    const when = (t) => Date.parse(t.updatedAt || t.createdAt) || 0;
+    state.threads = threads
+      .filter((t) => {
+        const meta = t.metadata || {};
+        return meta.agentId ? meta.agentId === a.id : !meta.delegatedBy;
+      })
+      .sort((x, y) => when(y) - when(x));
   } catch (error) {
     state.threads = [];
     list.replaceChildren(h("li", { class: "empty error-text" }, `Threads unavailable: ${error.message}`));
