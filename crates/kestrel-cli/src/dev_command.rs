@@ -124,5 +124,8 @@ fn print_banner(addr: SocketAddr, model: &str, db: &std::path::Path) {
         dev::RESEARCH,
         dev::WRITING
     );
+    if process_env(API_TOKEN_ENV).is_some_and(|t| !t.trim().is_empty()) {
+        println!("  token:    every API call needs {API_TOKEN_ENV} (the Studio asks for it once)");
+    }
     println!("Press Ctrl-C to stop.");
 }

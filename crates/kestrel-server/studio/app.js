@@ -455,7 +455,7 @@ async function sendPrompt() {
   const body = { messages: [...history, { role: "user", content: text }] };
   if (memory) body.memory = memory;
   await runStream(`/api/agents/${encodeURIComponent(a.id)}/stream`, body, null);
-  state.busy = false;
+  state.busy = state.current !== null;
   drawComposer();
   refreshAfterRun();
 }
@@ -517,7 +517,8 @@ async function runStream(path, body, run) {
       r.touch();
     }
   } finally {
-    state.current = null;
+    // Another conversation may have started a run meanwhile: it is the current one then.
+    if (state.current && state.current.controller === controller) state.current = null;
   }
   schedule();
 }
@@ -666,7 +667,7 @@ async function continueRun(d, how, route, body) {
   } catch (error) {
     refused = error;
   }
-  state.busy = false;
+  state.busy = state.current !== null;
   drawComposer();
   state.waiting = state.waiting.filter((w) => !(w.runId === d.runId && w.toolCallId === d.toolCallId));
   if (refused) {
@@ -688,6 +689,8 @@ async function continueRun(d, how, route, body) {
 async function runStreamChecked(path, body, run) {
   let started = false;
   const entry = state.entries.find((e) => e.kind === "run" && e.run === run);
+  const controller = new AbortController();
+  state.current = { controller, entry: { run }, agentId: run.agentId };
   const failed = await new Promise((resolve) => {
     stream(path, body, (event) => {
       if (!started) {
@@ -702,10 +705,11 @@ async function runStreamChecked(path, body, run) {
       if (event.runId !== run.runId) return;
       run.apply(event);
       schedule();
-    })
+    }, { signal: controller.signal })
       .then(() => resolve(null))
       .catch((error) => resolve(error));
   });
+  if (state.current && state.current.controller === controller) state.current = null;
   if (failed && !started) throw failed;
   if (failed) {
     run.status = "error";
