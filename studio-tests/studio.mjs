@@ -160,6 +160,12 @@ async function run() {
   check((await threads.first().innerText()).includes("Hello there"), "the thread is not titled by its first message");
   check((await page.getByTestId("approval").count()) === 0, "a decided approval is still offered after the reload");
 
+  step = "renaming the thread";
+  page.once("dialog", (dialog) => dialog.accept("Lisbon plans"));
+  await threads.first().hover();
+  await threads.first().getByRole("button", { name: /^Rename thread/ }).click();
+  await page.getByTestId("thread-item").filter({ hasText: "Lisbon plans" }).waitFor();
+
   step = "the supervisor's delegation tree";
   await page.getByTestId("agent-supervisor").click();
   await page.getByTestId("welcome-placeholder").waitFor({ state: "detached" }).catch(() => {});

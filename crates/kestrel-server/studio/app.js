@@ -272,10 +272,23 @@ function drawThreads() {
           h("span", { class: "thread-title" }, t.title || "Untitled thread"),
           h("span", { class: "thread-when muted" }, ago(t.updatedAt || t.createdAt)),
         ),
+        h("button", { type: "button", class: "icon-button", "aria-label": `Rename thread ${t.title || t.id}`, title: "Rename thread", onclick: () => renameThread(t) }, "✎"),
         h("button", { type: "button", class: "icon-button", "aria-label": `Delete thread ${t.title || t.id}`, title: "Delete thread", onclick: () => deleteThread(t) }, "×"),
       ),
     ),
   );
+}
+
+async function renameThread(thread) {
+  const title = prompt("New title of the thread", thread.title || "");
+  if (title === null || !title.trim() || title.trim() === thread.title) return;
+  try {
+    await api(`/api/memory/threads/${encodeURIComponent(thread.id)}${query({ resourceId: resource() })}`, { method: "PATCH", body: { title: title.trim(), resourceId: resource() } });
+  } catch (error) {
+    toast(`Could not rename the thread: ${error.message}`);
+    return;
+  }
+  await loadThreads();
 }
 
 async function deleteThread(thread) {
@@ -802,18 +815,27 @@ async function loadMemory() {
     wm.replaceChildren(
       w.workingMemory
         ? h("div", {}, h("pre", { class: "working-memory" }, w.workingMemory), h("p", { class: "hint" }, `Kept per ${w.source === "resource" ? "resource (every thread of it)" : "thread"}.`))
-        : h("p", { class: "empty" }, w.threadExists === false ? "The thread is not stored yet." : "Nothing remembered yet."),
+        : h(
+            "div",
+            {},
+            h("p", { class: "empty" }, w.threadExists === false ? "The thread is not stored yet." : "Nothing remembered yet."),
+            w.workingMemoryTemplate ? h("p", { class: "hint" }, "The agent keeps it in this shape:") : null,
+            w.workingMemoryTemplate ? h("pre", { class: "working-memory muted" }, w.workingMemoryTemplate) : null,
+          ),
     );
   } else {
     wm.replaceChildren(h("p", { class: "empty" }, `Not available: ${working.reason.message}`));
   }
   if (observations.status === "fulfilled") {
-    const list = (observations.value && (observations.value.observations || (observations.value.record && observations.value.record.observations))) || [];
+    const body = observations.value || {};
+    const list = body.observations || (body.record && body.record.observations) || [];
     const items = Array.isArray(list) ? list : [list];
+    let empty = "No observations yet: they appear once a long thread is condensed.";
+    if (body.enabled === false) empty = "Observational memory is off for this agent.";
     obs.replaceChildren(
       items.length
         ? h("ul", { class: "observations" }, items.map((o) => h("li", {}, observationText(o))))
-        : h("p", { class: "empty" }, "No observations: they appear once a long thread is condensed."),
+        : h("p", { class: "empty" }, empty),
     );
   } else {
     obs.replaceChildren(h("p", { class: "empty" }, `Not available: ${observations.reason.message}`));
