@@ -159,7 +159,7 @@ fn scripted_model() -> ScriptedModel {
                         "book tables ",
                         "and send emails.",
                     ],
-                    Duration::from_millis(250),
+                    Duration::from_millis(500),
                 )
             };
         }
@@ -182,7 +182,7 @@ fn scripted_model() -> ScriptedModel {
                     "and raise their young ",
                     "in cavities.",
                 ],
-                Duration::from_millis(700),
+                Duration::from_millis(1000),
             )
         }
     })
