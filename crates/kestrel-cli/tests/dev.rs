@@ -101,48 +101,23 @@ async fn the_server_serves_the_studio_and_the_api() {
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
     let http = reqwest::Client::new();
+    let get = |path: &str| http.get(format!("http://{addr}{path}")).send();
 
-    let page = http.get(format!("http://{addr}/")).send().await.unwrap();
+    let page = get("/").await.unwrap();
     assert_eq!(page.status(), 200);
-    assert!(
-        page.text()
-            .await
-            .unwrap()
-            .contains("<title>Kestrel Studio</title>")
-    );
-    let style = http
-        .get(format!("http://{addr}/studio/studio.css"))
-        .send()
-        .await
-        .unwrap();
+    let html = page.text().await.unwrap();
+    assert!(html.contains("<title>Kestrel Studio</title>"), "{html}");
+    let style = get("/studio/studio.css").await.unwrap();
     assert_eq!(style.headers()["content-type"], "text/css; charset=utf-8");
-    let missing = http
-        .get(format!("http://{addr}/studio/nothing.js"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), 404);
+    assert_eq!(get("/studio/nothing.js").await.unwrap().status(), 404);
 
-    let agents: serde_json::Value = http
-        .get(format!("http://{addr}/api/agents"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agents: serde_json::Value = get("/api/agents").await.unwrap().json().await.unwrap();
     assert_eq!(
         agents["supervisor"]["agents"],
         json!([dev::RESEARCH, dev::WRITING])
     );
     assert_eq!(agents["assistant"]["hasMemory"], true);
-    let threads = http
-        .get(format!(
-            "http://{addr}/api/memory/threads?resourceId=studio"
-        ))
-        .send()
-        .await
-        .unwrap();
+    let threads = get("/api/memory/threads?resourceId=studio").await.unwrap();
     assert_eq!(
         threads.status(),
         200,
