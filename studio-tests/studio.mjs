@@ -199,6 +199,16 @@ async function run() {
   await page.locator('[data-testid="message-assistant"][data-status="aborted"]').waitFor();
   check(!(await lastAssistant().innerText()).includes("send emails."), "the stopped run went on to its end");
 
+  step = "declining a tool call";
+  await send("Email the forecast to ada@example.com");
+  const declining = page.locator('[data-testid="approval"][data-tool="send_email"]');
+  await declining.waitFor();
+  await declining.getByTestId("decline-reason").fill("not today");
+  await declining.getByTestId("decline").click();
+  const declined = await waitDone("the declined email");
+  check(declined.includes("Declined by you"), `the card does not say the call was declined: ${declined}`);
+  check(declined.includes("not today"), `the model did not get the reason: ${declined}`);
+
   if (tokenUrl && tokenValue) {
     step = "asking for the token";
     const guarded = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
