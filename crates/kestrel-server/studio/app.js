@@ -72,8 +72,17 @@ async function boot() {
   $("memory-refresh").addEventListener("click", loadMemory);
   $("waiting-refresh").addEventListener("click", loadWaiting);
   $("token-button").addEventListener("click", () => askToken("Change or forget the token this page sends."));
-  for (const tab of document.querySelectorAll('[role="tab"]')) {
+  const tabs = [...document.querySelectorAll('[role="tab"]')];
+  for (const tab of tabs) {
     tab.addEventListener("click", () => selectTab(tab.id.replace("tab-", "")));
+    // Arrow keys move between the tabs, as in any tab list.
+    tab.addEventListener("keydown", (e) => {
+      const step = { ArrowRight: 1, ArrowLeft: -1 }[e.key];
+      if (!step) return;
+      const next = tabs[(tabs.indexOf(tab) + step + tabs.length) % tabs.length];
+      next.focus();
+      selectTab(next.id.replace("tab-", ""));
+    });
   }
   window.addEventListener("hashchange", () => {
     const { agentId, threadId } = fromHash();
@@ -739,6 +748,7 @@ function selectTab(name) {
   for (const tab of document.querySelectorAll('[role="tab"]')) {
     const on = tab.id === `tab-${name}`;
     tab.setAttribute("aria-selected", on ? "true" : "false");
+    tab.tabIndex = on ? 0 : -1;
     $(tab.getAttribute("aria-controls")).hidden = !on;
   }
   if (name === "memory") loadMemory();
