@@ -297,3 +297,68 @@ async fn every_operation_refuses_a_caller_without_the_token() {
     }
     assert!(checked >= 60, "only {checked} requests");
 }
+
+#[tokio::test]
+async fn every_operation_with_a_body_names_a_malformed_or_mistyped_one() {
+    let base = start(|s| s).await;
+    let http = reqwest::Client::new();
+    let doc: Value = http
+        .get(format!("{base}/api/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let created = http
+        .post(format!("{base}/api/memory/threads"))
+        .json(&json!({"resourceId": "r", "threadId": "t"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut checked = 0;
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        // Real ids where the route looks them up before reading the body.
+        let concrete = path
+            .replace("{agent_id}", "echo")
+            .replace("{run_id}", "r")
+            .replace("{thread_id}", "t");
+        for (method, operation) in methods.as_object().unwrap() {
+            if operation.get("requestBody").is_none() {
+                continue;
+            }
+            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+            let send = |body: &'static str| {
+                http.request(method.clone(), format!("{base}{concrete}"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+            };
+            let malformed = send("{not json").await.unwrap();
+            assert_eq!(malformed.status(), 400, "{method} {path}: malformed JSON");
+            let body: Value = malformed.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "invalid_json", "{method} {path}");
+
+            let mistyped = send("[1, 2]").await.unwrap();
+            assert_eq!(mistyped.status(), 422, "{method} {path}: an array");
+            let body: Value = mistyped.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "invalid_body", "{method} {path}");
+            assert!(
+                !body["error"]["message"].as_str().unwrap().is_empty(),
+                "{method} {path}"
+            );
+
+            let unsupported = http
+                .request(method.clone(), format!("{base}{concrete}"))
+                .header("content-type", "text/plain")
+                .body("{}")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(unsupported.status(), 415, "{method} {path}: text/plain");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} operations take a body");
+}
