@@ -220,7 +220,7 @@ impl Server {
             .to_string()
             .into();
         let api = guarded(api.route(
-            "/openapi.json",
+            "/api/openapi.json",
             axum::routing::get(move || {
                 let document = Arc::clone(&document);
                 async move {
@@ -231,7 +231,7 @@ impl Server {
                 }
             }),
         ));
-        let mut router = Router::new().nest("/api", api).merge(guarded(chat));
+        let mut router = Router::new().merge(api).merge(guarded(chat));
         if self.studio {
             // The Studio's files are public: they hold no data, and ask for a token when the
             // API needs one.

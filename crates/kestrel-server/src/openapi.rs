@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use axum::Router;
 use axum::handler::Handler;
-use axum::routing::{MethodFilter, on};
+use axum::routing::{MethodFilter, MethodRouter, on};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
@@ -79,7 +79,8 @@ impl Doc {
 
 /// A router that documents what it routes.
 pub(crate) struct Routes<S> {
-    router: Router<S>,
+    /// Each route's path (without the prefix `into_parts` adds) and handler.
+    routes: Vec<(String, MethodRouter<S>)>,
     operations: Vec<(String, MethodFilter, Doc)>,
 }
 
@@ -87,7 +88,7 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
     /// No routes yet.
     pub(crate) fn new() -> Self {
         Self {
-            router: Router::new(),
+            routes: Vec::new(),
             operations: Vec::new(),
         }
     }
@@ -105,7 +106,7 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         H: Handler<T, S>,
         T: 'static,
     {
-        self.router = self.router.route(path, on(method, handler));
+        self.routes.push((path.to_owned(), on(method, handler)));
         self.operations.push((path.to_owned(), method, doc));
         self
     }
@@ -132,12 +133,13 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
 
     /// Adds the routes of `other`.
     pub(crate) fn merge(mut self, other: Routes<S>) -> Self {
-        self.router = self.router.merge(other.router);
+        self.routes.extend(other.routes);
         self.operations.extend(other.operations);
         self
     }
 
-    /// The router and the operations, paths prefixed with `prefix` (`/api`).
+    /// The router and the operations, paths prefixed with `prefix` (`/api`). The routes are
+    /// registered with their full paths, the very paths the document names.
     pub(crate) fn into_parts(self, prefix: &str) -> (Router<S>, Vec<Operation>) {
         let operations = self
             .operations
@@ -148,7 +150,13 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
                 doc,
             })
             .collect();
-        (self.router, operations)
+        let router = self
+            .routes
+            .into_iter()
+            .fold(Router::new(), |router, (path, handler)| {
+                router.route(&format!("{prefix}{path}"), handler)
+            });
+        (router, operations)
     }
 }
 
