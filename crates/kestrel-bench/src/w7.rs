@@ -2,7 +2,8 @@
 //!
 //! `kestrel-bench w7 [STREAMS]` serves the W2 agent on a free loopback port, starts itself
 //! again as the client (`w7-client ADDR STREAMS`), which opens every stream at once and reports
-//! the time to the first event of each (p50, p99), how many streams completed (ended with
+//! the time to the first event of each (p50, p99; from its request written, and from its task's
+//! start with the connection's set-up), how many streams completed (ended with
 //! `data: [DONE]` after a `finish` event) and the wall time; then the server prints its own
 //! peak RSS (VmHWM), which the client's memory does not inflate.
 
@@ -39,18 +40,25 @@ pub async fn w7(streams: usize) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// What one stream measured.
+struct Timing {
+    /// From the request written to the first event (the server's answer time, as load tools'
+    /// "time to first byte").
+    first_event: Duration,
+    /// From the task's start (connecting included) to the first event.
+    with_connect: Duration,
+    completed: bool,
+}
+
 /// One stream over a plain TCP connection (a hand-written HTTP/1.1 request, the response read
-/// as bytes), so the client spends as little of the shared CPU as a client can: the time to
-/// its first event, and whether it completed.
-async fn one(
-    addr: std::net::SocketAddr,
-    request: std::sync::Arc<[u8]>,
-) -> Result<(Duration, bool), Error> {
+/// as bytes), so the client spends as little of the shared CPU as a client can.
+async fn one(addr: std::net::SocketAddr, request: std::sync::Arc<[u8]>) -> Result<Timing, Error> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let started = Instant::now();
     let mut tcp = tokio::net::TcpStream::connect(addr).await?;
     tcp.set_nodelay(true)?;
     tcp.write_all(&request).await?;
+    let sent = Instant::now();
     let mut seen: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut buf = [0u8; 8192];
     let mut first = None;
@@ -61,7 +69,7 @@ async fn one(
         }
         seen.extend_from_slice(&buf[..n]);
         if first.is_none() && contains(&seen, b"data: ") {
-            first = Some(started.elapsed());
+            first = Some(Instant::now());
         }
         // The server keeps the connection open: the last event ends the stream.
         if contains(&seen[seen.len().saturating_sub(n + 32)..], b"data: [DONE]") {
@@ -69,7 +77,12 @@ async fn one(
         }
     }
     let completed = contains(&seen, br#""type":"finish""#) && contains(&seen, b"data: [DONE]");
-    Ok((first.unwrap_or_else(|| started.elapsed()), completed))
+    let first = first.unwrap_or_else(Instant::now);
+    Ok(Timing {
+        first_event: first - sent,
+        with_connect: first - started,
+        completed,
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -92,13 +105,15 @@ pub async fn w7_client(addr: &str, streams: usize) -> Result<(), Box<dyn std::er
         .map(|_| tokio::spawn(one(addr, request.clone())))
         .collect();
     let mut firsts = Vec::with_capacity(streams);
+    let mut with_connect = Vec::with_capacity(streams);
     let mut completed = 0;
     let mut failed = 0;
     for task in tasks {
         match task.await? {
-            Ok((first, done)) => {
-                firsts.push(first);
-                completed += usize::from(done);
+            Ok(timing) => {
+                firsts.push(timing.first_event);
+                with_connect.push(timing.with_connect);
+                completed += usize::from(timing.completed);
             }
             Err(error) => {
                 failed += 1;
@@ -108,11 +123,15 @@ pub async fn w7_client(addr: &str, streams: usize) -> Result<(), Box<dyn std::er
     }
     let wall = started.elapsed();
     firsts.sort_unstable();
+    with_connect.sort_unstable();
     println!(
         "w7: {streams} concurrent SSE streams of W2, {completed} completed, {failed} failed, \
-         first event p50 {:.1} ms, p99 {:.1} ms, wall {:.0} ms",
+         first event p50 {:.1} ms, p99 {:.1} ms (with connecting: p50 {:.1} ms, p99 {:.1} ms), \
+         wall {:.0} ms",
         super::percentile(&firsts, 0.5) / 1e3,
         super::percentile(&firsts, 0.99) / 1e3,
+        super::percentile(&with_connect, 0.5) / 1e3,
+        super::percentile(&with_connect, 0.99) / 1e3,
         wall.as_secs_f64() * 1e3
     );
     Ok(())

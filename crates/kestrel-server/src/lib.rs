@@ -190,7 +190,9 @@ impl Server {
         self
     }
 
-    /// The routes, ready to serve or to nest in a larger axum app.
+    /// The routes, ready to serve or to nest in a larger axum app. To serve them yourself, hand
+    /// axum `router.with_state(()).into_make_service()`: given the `Router` itself, axum
+    /// rebuilds its route table for every connection.
     pub fn router(&self) -> Router {
         let state = Arc::new(AppState {
             kestrel: self.kestrel.clone(),
@@ -323,7 +325,11 @@ impl Server {
                 tracing::debug!(%error, "could not set TCP_NODELAY");
             }
         });
-        axum::serve(listener, self.router())
+        // Handing axum the `Router` itself would rebuild its whole route table for every
+        // connection (`Router::with_state` on a clone); resolved once here, each connection
+        // only clones an `Arc`.
+        let app = self.router().with_state(()).into_make_service();
+        axum::serve(listener, app)
             .await
             .map_err(|source| ServeError::Io { addr, source })
     }
