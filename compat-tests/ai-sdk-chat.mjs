@@ -145,8 +145,20 @@ const checks = {
       await new Promise((r) => setTimeout(r, 20));
     }
     noErrors(c);
-    const denied = assistant(c.chat).parts.find((p) => p.type === 'tool-send_email');
-    assert.equal(denied.state, 'output-denied', JSON.stringify(assistant(c.chat).parts));
+    const live = structuredClone(assistant(c.chat));
+    const denied = live.parts.find((p) => p.type === 'tool-send_email');
+    assert.equal(denied.state, 'output-denied', JSON.stringify(live.parts));
+    // The stored history shows the same denial and the same text. What it cannot show
+    // without the run's id (not stored with messages): the approval id, and the decided
+    // call's data part, which the live stream re-sent with `resumed: true`.
+    const stored = structuredClone((await history('mailer', c.chat.id, 'v6')).at(-1));
+    await ai6.validateUIMessages({ messages: [stored] });
+    const storedTool = stored.parts.find((p) => p.type === 'tool-send_email');
+    assert.equal(storedTool.approval.id, 'call-1');
+    delete storedTool.approval.id;
+    delete denied.approval.id;
+    const withoutData = (m) => ({ ...m, parts: m.parts.filter((p) => !p.type.startsWith('data-')) });
+    assertSameParts(withoutData(stored), withoutData(live));
   },
 
   async 'v5: approval as a data part, answered with {runId, resumeData}'() {

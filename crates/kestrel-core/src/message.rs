@@ -59,6 +59,10 @@ pub enum Part {
         /// Whether the call failed.
         #[serde(rename = "isError", default)]
         is_error: bool,
+        /// Whether a person declined the call, so it never ran (`is_error` is set too, and
+        /// `result` is the reason the model reads). Front ends show it as denied, not failed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        denied: bool,
     },
 }
 

@@ -326,6 +326,7 @@ fn tool_result(id: &str, result: Value, is_error: bool) -> Part {
         tool_name: "get_weather".into(),
         result,
         is_error,
+        denied: false,
     }
 }
 

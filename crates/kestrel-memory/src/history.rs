@@ -165,6 +165,7 @@ mod tests {
                 tool_name: "echo".into(),
                 result: json!(1),
                 is_error: false,
+                denied: false,
             })
             .collect();
         message(seq, Role::Tool, parts)

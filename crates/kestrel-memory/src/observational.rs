@@ -1109,6 +1109,7 @@ mod tests {
             tool_name: "t".into(),
             result: json!(1),
             is_error: false,
+            denied: false,
         }];
         let counts = [5, 5, 5, 5, 50];
         let seqs = |b: Vec<&[StoredMessage]>| -> Vec<Vec<i64>> {

@@ -119,6 +119,7 @@ mod tests {
                     tool_name: "echo".into(),
                     result: json!("hello world"),
                     is_error: false,
+                    denied: false,
                 },
             ],
         };

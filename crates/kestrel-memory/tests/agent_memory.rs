@@ -138,6 +138,7 @@ fn result_message(id: &str, call_id: &str) -> Message {
             tool_name: "echo".into(),
             result: json!({}),
             is_error: false,
+            denied: false,
         }],
     }
 }

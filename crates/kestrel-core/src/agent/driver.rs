@@ -1281,6 +1281,7 @@ impl AgentRun {
                         args: progress.call.args.clone(),
                         result: Value::String(reason),
                         is_error: true,
+                        denied: true,
                     });
                 }
                 Some(CallDecision::ClientResult { result, is_error }) => {
@@ -1291,6 +1292,7 @@ impl AgentRun {
                         args: progress.call.args.clone(),
                         result,
                         is_error,
+                        denied: false,
                     });
                 }
                 Some(CallDecision::Approved) => {
@@ -1773,6 +1775,7 @@ async fn execute_call(
         args: call.args,
         result,
         is_error,
+        denied: false,
     })
 }
 

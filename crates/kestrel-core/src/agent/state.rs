@@ -53,6 +53,9 @@ pub struct ToolResultRecord {
     pub result: Value,
     /// Whether the call failed.
     pub is_error: bool,
+    /// Whether a person declined the call (it never ran; `is_error` is set too).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
 }
 
 /// One finished step: a model call and the tool calls it made.
@@ -556,6 +559,7 @@ impl RunState {
                 tool_name: r.tool_name.clone(),
                 result: r.result.clone(),
                 is_error: r.is_error,
+                denied: r.denied,
             })
             .collect();
         self.messages.push(Message::new(Role::Tool, parts));

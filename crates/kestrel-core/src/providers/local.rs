@@ -687,6 +687,7 @@ mod tests {
                     tool_name: "add".into(),
                     result: json!("boom"),
                     is_error: true,
+                    denied: false,
                 }],
             ),
         ];

@@ -9,7 +9,7 @@
 //! `data-tool-call-suspended` part follows, built by the same function as the streamed chunk.
 
 use axum::http::StatusCode;
-use kestrel_core::agent::{Agent, RunStatus, Waiting, WaitingCall};
+use kestrel_core::agent::{Agent, DEFAULT_DECLINE_REASON, RunStatus, Waiting, WaitingCall};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::run_store::SuspendedRunsQuery;
 use kestrel_memory::kestrel_storage::{Selection, StorageError, StoredMessage};
@@ -271,6 +271,7 @@ pub(crate) fn ui_messages(
                         tool_call_id,
                         result,
                         is_error,
+                        denied,
                         ..
                     } = part
                     else {
@@ -279,7 +280,17 @@ pub(crate) fn ui_messages(
                     let Some(tool) = turn.tool_part(tool_call_id) else {
                         continue;
                     };
-                    if *is_error {
+                    if *denied && version == Version::V6 {
+                        // As the live part ends after `tool-output-denied`. The run id of the
+                        // live approval id is not stored with messages: the call id stands in.
+                        tool["state"] = json!("output-denied");
+                        let mut approval = json!({"id": tool_call_id, "approved": false});
+                        let reason = error_text(result);
+                        if reason != DEFAULT_DECLINE_REASON {
+                            approval["reason"] = json!(reason);
+                        }
+                        tool["approval"] = approval;
+                    } else if *is_error {
                         tool["state"] = json!("output-error");
                         tool["errorText"] = json!(error_text(result));
                     } else {

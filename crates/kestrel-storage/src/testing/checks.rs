@@ -548,6 +548,7 @@ pub async fn messages_append_and_list(store: Arc<dyn Storage>) {
             tool_name: "weather".into(),
             result: json!({"celsius": 21.5, "sky": "clear"}),
             is_error: false,
+            denied: false,
         }],
     };
     let batch = vec![
