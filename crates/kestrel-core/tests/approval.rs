@@ -174,7 +174,46 @@ async fn declining_never_runs_the_tool_and_the_model_reads_the_reason() {
         let expected = reason.as_deref().unwrap_or(DEFAULT_DECLINE_REASON);
         assert_eq!(done.text, format!("done: error: {expected}"));
         assert!(done.tool_results[0].is_error);
+        assert!(
+            done.tool_results[0].denied,
+            "a declined call is marked denied"
+        );
+        // So is the tool message memory stores.
+        let denied: Vec<bool> = done
+            .response_messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .filter_map(|p| match p {
+                Part::ToolResult { denied, .. } => Some(*denied),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(denied, [true]);
     }
+}
+
+#[tokio::test]
+async fn an_approved_call_that_fails_is_not_denied() {
+    let agent = Agent::builder("breaker")
+        .model(model("explode", json!({"to": "bob"})))
+        .tool(
+            create_tool("explode")
+                .description("Fails")
+                .require_approval(true)
+                .execute(|_: Email, _ctx| async { Err::<String, _>(ToolError::new("boom")) }),
+        )
+        .build()
+        .unwrap();
+    let stopped = agent.generate("go", RunOptions::new()).await.unwrap();
+    let done = agent
+        .approve_tool_call_generate(ToolCallRef::new(&stopped.run_id, "call-1"))
+        .await
+        .unwrap();
+    assert!(done.tool_results[0].is_error);
+    assert!(!done.tool_results[0].denied);
+    // Not serialized when unset: stored messages of older builds and newer ones read alike.
+    let json = serde_json::to_value(&done.tool_results[0]).unwrap();
+    assert!(json.get("denied").is_none(), "{json}");
 }
 
 #[tokio::test]
