@@ -7,6 +7,7 @@
 // approval-gated `send_email`, then says "Done.") and `asker` (its `ask` tool suspends for
 // `{answer}`, then it says "Thanks.").
 import assert from 'node:assert/strict';
+import { runChecks } from './checks.mjs';
 import * as ai6 from 'ai';
 import * as ai5 from 'ai-v5';
 
@@ -225,17 +226,4 @@ const checks = {
   },
 };
 
-let failed = 0;
-for (const [name, check] of Object.entries(checks)) {
-  try {
-    await check();
-    console.log(`ok - ${name}`);
-  } catch (error) {
-    failed += 1;
-    console.log(`not ok - ${name}\n${error.stack ?? error}`);
-  }
-}
-if (failed > 0) {
-  console.error(`${failed} check(s) failed`);
-  process.exit(1);
-}
+await runChecks(checks);

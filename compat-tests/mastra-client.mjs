@@ -5,6 +5,7 @@
 // message>", with memory) and `mailer` (calls the approval-gated `send_email`, then says
 // "Done.").
 import assert from 'node:assert/strict';
+import { runChecks } from './checks.mjs';
 import { MastraClient } from '@mastra/client-js';
 
 const baseUrl = process.argv[2];
@@ -131,17 +132,4 @@ const checks = {
   },
 };
 
-let failed = 0;
-for (const [name, check] of Object.entries(checks)) {
-  try {
-    await check();
-    console.log(`ok - ${name}`);
-  } catch (error) {
-    failed += 1;
-    console.log(`not ok - ${name}\n${error.stack ?? error}`);
-  }
-}
-if (failed > 0) {
-  console.error(`${failed} check(s) failed`);
-  process.exit(1);
-}
+await runChecks(checks);

@@ -54,6 +54,40 @@ fn check_refs(doc: &Value, value: &Value) {
     }
 }
 
+/// One documented operation: its method, its documented path, its JSON, and the path with its
+/// parameters filled by `fill` (`{agent_id}` → `fill("agent_id")`).
+struct DocumentedOperation {
+    method: reqwest::Method,
+    path: String,
+    operation: Value,
+    concrete: String,
+}
+
+fn operations_of(doc: &Value, fill: impl Fn(&str) -> String) -> Vec<DocumentedOperation> {
+    let mut all = Vec::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        let concrete = path
+            .split('/')
+            .map(
+                |s| match s.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    Some(name) => fill(name),
+                    None => s.to_owned(),
+                },
+            )
+            .collect::<Vec<_>>()
+            .join("/");
+        for (method, operation) in methods.as_object().unwrap() {
+            all.push(DocumentedOperation {
+                method: reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap(),
+                path: path.clone(),
+                operation: operation.clone(),
+                concrete: concrete.clone(),
+            });
+        }
+    }
+    all
+}
+
 #[tokio::test]
 async fn the_document_lists_every_route_with_its_schemas() {
     let base = start(|s| s).await;
@@ -196,32 +230,25 @@ async fn every_documented_operation_is_routed() {
         .unwrap();
     let http = reqwest::Client::new();
     let mut checked = 0;
-    for (path, methods) in doc["paths"].as_object().unwrap() {
-        let concrete = path
-            .split('/')
-            .map(|s| if s.starts_with('{') { "x" } else { s })
-            .collect::<Vec<_>>()
-            .join("/");
-        for method in methods.as_object().unwrap().keys() {
-            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
-            let mut request = http.request(method.clone(), format!("{base}{concrete}"));
-            if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
-                request = request.json(&json!({}));
-            }
-            let response = request
-                .timeout(std::time::Duration::from_secs(5))
-                .send()
-                .await
-                .unwrap();
-            let status = response.status().as_u16();
-            assert_ne!(status, 405, "{method} {path} is documented but not routed");
-            let body = response.text().await.unwrap_or_default();
-            assert!(
-                !body.contains("no such route"),
-                "{method} {path} is documented but not routed"
-            );
-            checked += 1;
+    for op in operations_of(&doc, |_| "x".to_owned()) {
+        let (method, path, concrete) = (&op.method, &op.path, &op.concrete);
+        let mut request = http.request(method.clone(), format!("{base}{concrete}"));
+        if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
+            request = request.json(&json!({}));
         }
+        let response = request
+            .timeout(std::time::Duration::from_secs(5))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        assert_ne!(status, 405, "{method} {path} is documented but not routed");
+        let body = response.text().await.unwrap_or_default();
+        assert!(
+            !body.contains("no such route"),
+            "{method} {path} is documented but not routed"
+        );
+        checked += 1;
     }
     assert!(checked >= 30, "only {checked} operations");
 }
@@ -271,28 +298,21 @@ async fn every_operation_refuses_a_caller_without_the_token() {
         .await
         .unwrap();
     let mut checked = 0;
-    for (path, methods) in doc["paths"].as_object().unwrap() {
-        let concrete = path
-            .split('/')
-            .map(|s| if s.starts_with('{') { "x" } else { s })
-            .collect::<Vec<_>>()
-            .join("/");
-        for method in methods.as_object().unwrap().keys() {
-            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
-            for token in [None, Some("wrong")] {
-                let mut request = http.request(method.clone(), format!("{base}{concrete}"));
-                if let Some(token) = token {
-                    request = request.bearer_auth(token);
-                }
-                if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
-                    request = request.json(&json!({"messages": "hi", "resourceId": "r"}));
-                }
-                let response = request.send().await.unwrap();
-                assert_eq!(response.status(), 401, "{method} {path} with {token:?}");
-                let body: Value = response.json().await.unwrap();
-                assert_eq!(body["error"]["code"], "unauthorized", "{method} {path}");
-                checked += 1;
+    for op in operations_of(&doc, |_| "x".to_owned()) {
+        let (method, path, concrete) = (&op.method, &op.path, &op.concrete);
+        for token in [None, Some("wrong")] {
+            let mut request = http.request(method.clone(), format!("{base}{concrete}"));
+            if let Some(token) = token {
+                request = request.bearer_auth(token);
             }
+            if method != reqwest::Method::GET && method != reqwest::Method::DELETE {
+                request = request.json(&json!({"messages": "hi", "resourceId": "r"}));
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(response.status(), 401, "{method} {path} with {token:?}");
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "unauthorized", "{method} {path}");
+            checked += 1;
         }
     }
     assert!(checked >= 60, "only {checked} requests");
@@ -318,47 +338,46 @@ async fn every_operation_with_a_body_names_a_malformed_or_mistyped_one() {
         .unwrap();
     assert_eq!(created.status(), 201);
     let mut checked = 0;
-    for (path, methods) in doc["paths"].as_object().unwrap() {
-        // Real ids where the route looks them up before reading the body.
-        let concrete = path
-            .replace("{agent_id}", "echo")
-            .replace("{run_id}", "r")
-            .replace("{thread_id}", "t");
-        for (method, operation) in methods.as_object().unwrap() {
-            if operation.get("requestBody").is_none() {
-                continue;
-            }
-            let method = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
-            let send = |body: &'static str| {
-                http.request(method.clone(), format!("{base}{concrete}"))
-                    .header("content-type", "application/json")
-                    .body(body)
-                    .send()
-            };
-            let malformed = send("{not json").await.unwrap();
-            assert_eq!(malformed.status(), 400, "{method} {path}: malformed JSON");
-            let body: Value = malformed.json().await.unwrap();
-            assert_eq!(body["error"]["code"], "invalid_json", "{method} {path}");
-
-            let mistyped = send("[1, 2]").await.unwrap();
-            assert_eq!(mistyped.status(), 422, "{method} {path}: an array");
-            let body: Value = mistyped.json().await.unwrap();
-            assert_eq!(body["error"]["code"], "invalid_body", "{method} {path}");
-            assert!(
-                !body["error"]["message"].as_str().unwrap().is_empty(),
-                "{method} {path}"
-            );
-
-            let unsupported = http
-                .request(method.clone(), format!("{base}{concrete}"))
-                .header("content-type", "text/plain")
-                .body("{}")
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(unsupported.status(), 415, "{method} {path}: text/plain");
-            checked += 1;
+    // Real ids where the route looks them up before reading the body.
+    let fill = |name: &str| match name {
+        "agent_id" => "echo".to_owned(),
+        "thread_id" => "t".to_owned(),
+        _ => "r".to_owned(),
+    };
+    for op in operations_of(&doc, fill) {
+        let (method, path, concrete) = (&op.method, &op.path, &op.concrete);
+        if op.operation.get("requestBody").is_none() {
+            continue;
         }
+        let send = |body: &'static str| {
+            http.request(method.clone(), format!("{base}{concrete}"))
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+        };
+        let malformed = send("{not json").await.unwrap();
+        assert_eq!(malformed.status(), 400, "{method} {path}: malformed JSON");
+        let body: Value = malformed.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_json", "{method} {path}");
+
+        let mistyped = send("[1, 2]").await.unwrap();
+        assert_eq!(mistyped.status(), 422, "{method} {path}: an array");
+        let body: Value = mistyped.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "invalid_body", "{method} {path}");
+        assert!(
+            !body["error"]["message"].as_str().unwrap().is_empty(),
+            "{method} {path}"
+        );
+
+        let unsupported = http
+            .request(method.clone(), format!("{base}{concrete}"))
+            .header("content-type", "text/plain")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unsupported.status(), 415, "{method} {path}: text/plain");
+        checked += 1;
     }
     assert!(checked >= 15, "only {checked} operations take a body");
 }
