@@ -531,7 +531,9 @@ struct MessagesQuery {
     /// The page, from 0.
     #[serde(default)]
     page: Option<u32>,
-    /// Messages per page: 1 to 1,000, all (up to 1,000) by default.
+    /// Messages per page: 1 to 1,000, all (up to 1,000) by default. `uiMessages` is built
+    /// from the page's messages: a turn that a page boundary splits is split there too, so a
+    /// front end that renders history asks for whole threads (the default).
     #[serde(default)]
     per_page: Option<u32>,
     /// The AI SDK version of `uiMessages`: `v5` (the default) or `v6`.
