@@ -1235,6 +1235,29 @@ async fn a_v6_decline_ends_in_tool_output_denied_and_v5_in_an_error() {
             .unwrap()["state"],
         "output-denied"
     );
+    // The stored history shows the denial too, with the reason (v5 has no denied state: an
+    // error with the reason).
+    let stored = f.history("mailer", "v6-decline", "v6").await;
+    let tool = stored.last().unwrap()["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-send_email")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["state"], "output-denied", "{tool}");
+    assert_eq!(tool["approval"]["approved"], false);
+    assert_eq!(tool["approval"]["reason"], "not now");
+    let stored_v5 = f.history("mailer", "v6-decline", "v5").await;
+    let tool_v5 = stored_v5.last().unwrap()["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-send_email")
+        .unwrap()
+        .clone();
+    assert_eq!(tool_v5["state"], "output-error", "{tool_v5}");
+    assert_eq!(tool_v5["errorText"], "not now");
 
     // v5: declined with resumeData; the model reads the reason.
     let first = read_stream(
