@@ -27,6 +27,17 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> String {
     format!("http://{addr}")
 }
 
+/// The server's OpenAPI document, fetched with `token` when one is given.
+async fn document(base: &str, token: Option<&str>) -> Value {
+    let mut request = reqwest::Client::new().get(format!("{base}/api/openapi.json"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
 /// Follows a `#/components/schemas/...` reference.
 fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str) {
@@ -222,12 +233,7 @@ async fn the_document_lists_every_route_with_its_schemas() {
 #[tokio::test]
 async fn every_documented_operation_is_routed() {
     let base = start(|s| s).await;
-    let doc: Value = reqwest::get(format!("{base}/api/openapi.json"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = document(&base, None).await;
     let http = reqwest::Client::new();
     let mut checked = 0;
     for op in operations_of(&doc, |_| "x".to_owned()) {
@@ -263,15 +269,7 @@ async fn a_server_with_a_token_documents_bearer_auth() {
         .await
         .unwrap();
     assert_eq!(refused.status(), 401);
-    let doc: Value = http
-        .get(format!("{base}/api/openapi.json"))
-        .bearer_auth("secret")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = document(&base, Some("secret")).await;
     assert_eq!(doc["security"], json!([{"bearer": []}]));
     assert_eq!(
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
@@ -288,15 +286,7 @@ async fn a_server_with_a_token_documents_bearer_auth() {
 async fn every_operation_refuses_a_caller_without_the_token() {
     let base = start(|s| s.token("secret")).await;
     let http = reqwest::Client::new();
-    let doc: Value = http
-        .get(format!("{base}/api/openapi.json"))
-        .bearer_auth("secret")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = document(&base, Some("secret")).await;
     let mut checked = 0;
     for op in operations_of(&doc, |_| "x".to_owned()) {
         let (method, path, concrete) = (&op.method, &op.path, &op.concrete);
@@ -322,14 +312,7 @@ async fn every_operation_refuses_a_caller_without_the_token() {
 async fn every_operation_with_a_body_names_a_malformed_or_mistyped_one() {
     let base = start(|s| s).await;
     let http = reqwest::Client::new();
-    let doc: Value = http
-        .get(format!("{base}/api/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = document(&base, None).await;
     let created = http
         .post(format!("{base}/api/memory/threads"))
         .json(&json!({"resourceId": "r", "threadId": "t"}))
