@@ -3,7 +3,7 @@
 // through the SDK's schema and its message assembly. Both protocol versions: `ai` (6) and
 // `ai-v5` (5). Usage: node ai-sdk-chat.mjs http://127.0.0.1:PORT
 //
-// The server (crates/kestrel-server/tests/js_clients.rs) has `echo`, `mailer` (calls the
+// The server (crates/kestrel-server/tests/it/js_clients.rs) has `echo`, `mailer` (calls the
 // approval-gated `send_email`, then says "Done.") and `asker` (its `ask` tool suspends for
 // `{answer}`, then it says "Thanks.").
 import assert from 'node:assert/strict';

@@ -1,7 +1,7 @@
 // A front end written for Mastra's HTTP API, unchanged, against a Kestrel server: every call
 // goes through @mastra/client-js. Usage: node mastra-client.mjs http://127.0.0.1:PORT
 //
-// The server (crates/kestrel-server/tests/js_clients.rs) has `echo` (replies "echo: <last
+// The server (crates/kestrel-server/tests/it/js_clients.rs) has `echo` (replies "echo: <last
 // message>", with memory) and `mailer` (calls the approval-gated `send_email`, then says
 // "Done.").
 import assert from 'node:assert/strict';

@@ -3,7 +3,7 @@
 //   KESTREL_STUDIO_URL=http://127.0.0.1:4111/ KESTREL_TEST_CHROMIUM=/usr/bin/chromium node studio.mjs
 //
 // The server must serve `kestrel dev`'s demo agents on the scripted model of
-// crates/kestrel-cli/tests/studio_browser.rs, which runs this script. Optional:
+// crates/kestrel-cli/tests/it/studio_browser.rs, which runs this script. Optional:
 // KESTREL_STUDIO_SCREENSHOT=<png> saves the Studio mid-delegation; KESTREL_STUDIO_HEADFUL=1
 // shows the browser. Exits 1 with the failed check's name (and a screenshot next to this
 // file, studio-failure.png) when a check fails.

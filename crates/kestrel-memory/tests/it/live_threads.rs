@@ -6,9 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,7 +23,7 @@ use kestrel_memory::Memory;
 use kestrel_storage::{MessageStatus, Selection, StoredMessage};
 use serde_json::{Value, json};
 
-use common::{Store, run};
+use crate::common::{Store, run};
 
 on_every_backend!(
     an_abort_keeps_complete_messages_and_the_partial_text_once,

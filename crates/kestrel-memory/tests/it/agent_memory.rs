@@ -4,9 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[macro_use]
-mod common;
-
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -26,7 +23,7 @@ use kestrel_memory::{
 use kestrel_storage::{MessageStatus, NewMessage, NewThread, Scope, Selection, StoredMessage};
 use serde_json::{Value, json};
 
-use common::{Store, run};
+use crate::common::{Store, run};
 
 on_every_backend!(
     input_is_stored_before_the_first_step_and_survives_a_model_error,

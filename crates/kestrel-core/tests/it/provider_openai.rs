@@ -2,12 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/fake_server.rs"]
-mod fake_server;
-
 use std::time::{Duration, Instant};
 
-use fake_server::{FakeServer, Reply, cut_connection_server, refused_url};
+use crate::fake_server::{FakeServer, Reply, cut_connection_server, refused_url};
 use futures::StreamExt;
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::message::{Message, Part, Role};

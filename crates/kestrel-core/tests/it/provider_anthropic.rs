@@ -2,12 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/fake_server.rs"]
-mod fake_server;
-
 use std::time::Duration;
 
-use fake_server::{FakeServer, Reply};
+use crate::fake_server::{FakeServer, Reply};
 use futures::StreamExt;
 use kestrel_core::message::{Message, Part, Role};
 use kestrel_core::model::{

@@ -8,9 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 
 use kestrel_core::agent::{Agent, AgentError, RunOptions};
@@ -24,7 +21,7 @@ use kestrel_memory::{
 use kestrel_storage::{Selection, StoredMessage, VectorFilter, VectorQuery};
 use serde_json::{Value, json};
 
-use common::{Store, run};
+use crate::common::{Store, run};
 
 on_every_backend!(
     a_later_question_recalls_the_matching_old_turn_with_its_neighbour,

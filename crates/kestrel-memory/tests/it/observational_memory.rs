@@ -7,9 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +22,7 @@ use kestrel_memory::{
 use kestrel_storage::{NewMessage, NewThread, Scope, Selection, StoredMessage};
 use serde_json::{Value, json};
 
-use common::{Store, run};
+use crate::common::{Store, run};
 
 on_every_backend!(
     observations_replace_observed_messages_and_the_window_stays_full,

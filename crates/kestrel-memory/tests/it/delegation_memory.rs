@@ -6,9 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[macro_use]
-mod common;
-
 use std::sync::Arc;
 
 use kestrel_core::agent::{Agent, DelegationOptions, DelegationStartOutcome, RunOptions};
@@ -18,7 +15,7 @@ use kestrel_memory::Memory;
 use kestrel_storage::{Selection, ThreadQuery};
 use serde_json::json;
 
-use common::{Store, run};
+use crate::common::{Store, run};
 
 on_every_backend!(
     a_delegation_stores_only_the_prompt_and_answer_in_a_thread_of_its_own,

@@ -4,12 +4,9 @@
 #![cfg(feature = "openai")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/fake_server.rs"]
-mod fake_server;
-
 use std::time::Duration;
 
-use fake_server::{FakeServer, Reply, Step, refused_url};
+use crate::fake_server::{FakeServer, Reply, Step, refused_url};
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::embedding::{EmbedError, Embedder, EmbedderRegistry};
 use kestrel_core::model::{ModelError, Usage};

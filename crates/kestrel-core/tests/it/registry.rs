@@ -3,12 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "common/fake_server.rs"]
-mod fake_server;
-
 use std::collections::HashMap;
 
-use fake_server::{FakeServer, Reply};
+use crate::fake_server::{FakeServer, Reply};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelRequest, UnknownModel, generate};
 use serde_json::json;

@@ -1,0 +1,10 @@
+//! The integration tests of the `kestrel` binary: its commands, `kestrel dev` and the Studio
+//! in a real browser.
+//!
+//! One test binary per crate (each file a module): the workspace links far fewer binaries.
+
+mod cli;
+mod dev;
+mod local_default;
+mod models;
+mod studio_browser;

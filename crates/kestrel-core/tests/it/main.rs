@@ -1,0 +1,24 @@
+//! The integration tests of kestrel-core: agents, tools, runs, approvals, delegation and the
+//! providers, driven through the public API with the scripted model and local fake servers.
+//!
+//! One test binary per crate (each file a module): the workspace links far fewer binaries.
+
+mod agent_events;
+mod agent_memory;
+mod agent_runs;
+mod agent_tools;
+mod approval;
+mod background;
+mod delegation;
+mod delegation_control;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
+mod fake_server;
+mod iteration;
+mod local_model;
+#[cfg(feature = "anthropic")]
+mod provider_anthropic;
+#[cfg(feature = "openai")]
+mod provider_openai;
+mod provider_openai_embeddings;
+#[cfg(all(feature = "openai", feature = "anthropic"))]
+mod registry;

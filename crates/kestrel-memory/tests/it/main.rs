@@ -1,0 +1,15 @@
+//! The integration tests of kestrel-memory: every scenario runs on each store (in memory,
+//! SQLite, PostgreSQL).
+//!
+//! One test binary per crate (each file a module): the workspace links far fewer binaries.
+
+// First: the modules below use its `on_every_backend!` macro.
+#[macro_use]
+mod common;
+
+mod agent_memory;
+mod delegation_memory;
+mod durable_runs;
+mod live_threads;
+mod observational_memory;
+mod semantic_recall;

@@ -1,0 +1,6 @@
+//! The integration tests of kestrel-model-store: downloads from local fake servers.
+//!
+//! One test binary per crate (each file a module): the workspace links far fewer binaries.
+
+mod multi_file;
+mod store;

@@ -1,0 +1,10 @@
+//! The integration tests of kestrel-server: routes over real sockets, the AI SDK chat route,
+//! the OpenAPI document and the real JavaScript clients.
+//!
+//! One test binary per crate (each file a module): the workspace links far fewer binaries.
+
+mod api;
+mod chat;
+mod js_clients;
+mod memory;
+mod openapi;
