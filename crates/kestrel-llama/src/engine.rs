@@ -196,7 +196,7 @@ impl Model {
         let messages =
             prompt::template_messages(&request.messages, plan, self.template.handles_tool_role());
         let (segments, how) = self.template.render(&messages);
-        tracing::trace!(?how, "rendered prompt");
+        tracing::trace!(?how, prompt = %segments.iter().map(|s| s.text.as_str()).collect::<String>(), "rendered prompt");
         self.tokenize_segments(&segments)
     }
 
@@ -343,12 +343,7 @@ impl Engine {
     /// is rendered and tokenized on the worker thread.
     pub fn generate(&self, request: GenerateRequest) -> Result<Generation, GenerateError> {
         validate(&request)?;
-        let plan = grammar::plan(
-            &request.tools,
-            &effective_choice(&request),
-            request.response_schema.as_ref(),
-            request.parallel_tool_calls,
-        )?;
+        let plan = request_plan(&request)?;
         // Compiled here so that a grammar llama.cpp refuses (too many repetitions from huge
         // `minItems`/`maxItems`...) fails the call right away.
         let grammar = match &plan.gbnf {
@@ -391,24 +386,14 @@ impl Engine {
 
     /// The number of prompt tokens `request` would take. CPU work (rendering and tokenizing).
     pub fn count_prompt_tokens(&self, request: &GenerateRequest) -> Result<usize, GenerateError> {
-        let plan = grammar::plan(
-            &request.tools,
-            &effective_choice(request),
-            request.response_schema.as_ref(),
-            request.parallel_tool_calls,
-        )?;
+        let plan = request_plan(request)?;
         Ok(self.shared.model.prompt_tokens(request, &plan).len())
     }
 
     /// The prompt text `request` renders to (template-written special tokens included), for
     /// debugging.
     pub fn render_prompt(&self, request: &GenerateRequest) -> Result<String, GenerateError> {
-        let plan = grammar::plan(
-            &request.tools,
-            &effective_choice(request),
-            request.response_schema.as_ref(),
-            request.parallel_tool_calls,
-        )?;
+        let plan = request_plan(request)?;
         let template = &self.shared.model.template;
         let messages =
             prompt::template_messages(&request.messages, &plan, template.handles_tool_role());
@@ -418,14 +403,25 @@ impl Engine {
 
     /// The grammar (GBNF) `request` would be decoded under, if any.
     pub fn grammar(&self, request: &GenerateRequest) -> Result<Option<String>, GenerateError> {
-        Ok(grammar::plan(
-            &request.tools,
-            &effective_choice(request),
-            request.response_schema.as_ref(),
-            request.parallel_tool_calls,
-        )?
-        .gbnf)
+        Ok(request_plan(request)?.gbnf)
     }
+}
+
+/// The constraints `request` is decoded under.
+fn request_plan(request: &GenerateRequest) -> Result<Plan, GenerateError> {
+    // Earlier calls in the conversation are replayed as `<tool_call>` blocks, which a small
+    // model answering without tools tends to imitate.
+    let after_calls = request
+        .messages
+        .iter()
+        .any(|m| !m.tool_calls.is_empty() || m.role == crate::request::Role::Tool);
+    grammar::plan(
+        &request.tools,
+        &effective_choice(request),
+        request.response_schema.as_ref(),
+        request.parallel_tool_calls,
+        after_calls,
+    )
 }
 
 fn effective_choice(request: &GenerateRequest) -> crate::request::ToolChoice {

@@ -41,6 +41,9 @@ pub(crate) const CALLS_CLOSE: &str = "</tool_call>";
 /// Most calls in one block when parallel calls are allowed.
 pub(crate) const MAX_PARALLEL_CALLS: usize = 4;
 
+/// Free text: anything that does not start with `<` (which only a tool-call block does).
+const TEXT_RULE: &str = r#"kestrel-text ::= [^<] [^\x00]*"#;
+
 const CALLS_KEY: &str = "kestrel-calls";
 const ANSWER_KEY: &str = "kestrel-answer";
 
@@ -74,11 +77,14 @@ impl Plan {
 }
 
 /// Builds the constraints for `tools` under `choice`, with an optional response format.
+/// `after_calls` says whether the conversation already holds tool calls: a plain-text answer
+/// then may not start with `<` either, so the model cannot write another call block as text.
 pub(crate) fn plan(
     tools: &[ToolSpec],
     choice: &ToolChoice,
     response_schema: Option<&Value>,
     parallel_calls: bool,
+    after_calls: bool,
 ) -> Result<Plan, GenerateError> {
     let mut seen = std::collections::HashSet::new();
     for tool in tools {
@@ -115,10 +121,13 @@ pub(crate) fn plan(
         }
     };
     if tools.is_empty() && answer == Answer::Text {
+        // Only the first character is constrained (the engine drops the grammar once free
+        // text has started), so this costs one grammar check.
+        let gbnf = after_calls.then(|| format!("root ::= kestrel-text\n{TEXT_RULE}\n"));
         return Ok(Plan {
             tools,
             answer,
-            gbnf: None,
+            gbnf,
         });
     }
 
@@ -185,7 +194,7 @@ pub(crate) fn plan(
         rules.push(r#"kestrel-ws ::= [ \n]{0,2}"#.to_string());
     }
     if answer == Answer::Text {
-        rules.push(r#"kestrel-text ::= [^<] [^\x00]*"#.to_string());
+        rules.push(TEXT_RULE.to_string());
     }
     let root = match (&calls_rule, &answer_rule) {
         (Some(_), Some(answer)) => format!("root ::= kestrel-tool-calls | {answer}"),
@@ -550,7 +559,7 @@ mod tests {
                 json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
             ),
         ];
-        let plan = plan(&tools, &ToolChoice::Auto, None, false).unwrap_or_else(|e| {
+        let plan = plan(&tools, &ToolChoice::Auto, None, false, false).unwrap_or_else(|e| {
             unreachable!("{e}");
         });
         let gbnf = plan.gbnf.unwrap_or_default();
@@ -564,18 +573,36 @@ mod tests {
 
     #[test]
     fn plain_text_needs_no_grammar() {
-        let p = plan(&[], &ToolChoice::Auto, None, false).unwrap_or_else(|e| unreachable!("{e}"));
+        let p = plan(&[], &ToolChoice::Auto, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_none());
         let tools = [tool("t", json!({"type":"object"}))];
-        let p =
-            plan(&tools, &ToolChoice::None, None, false).unwrap_or_else(|e| unreachable!("{e}"));
+        let p = plan(&tools, &ToolChoice::None, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_none() && !p.calls());
+    }
+
+    #[test]
+    fn a_plain_answer_after_calls_may_not_open_a_call_block() {
+        let tools = [tool("t", json!({"type":"object"}))];
+        for (tools, choice) in [(&tools[..], ToolChoice::None), (&[][..], ToolChoice::Auto)] {
+            let p = plan(tools, &choice, None, false, true).unwrap_or_else(|e| unreachable!("{e}"));
+            assert!(!p.calls());
+            assert_eq!(
+                p.gbnf.as_deref(),
+                Some("root ::= kestrel-text\nkestrel-text ::= [^<] [^\\x00]*\n")
+            );
+        }
+        // With calls allowed the text branch is the same rule.
+        let p = plan(&tools, &ToolChoice::Auto, None, false, true)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(p.gbnf.unwrap_or_default().contains(TEXT_RULE));
     }
 
     #[test]
     fn json_answer_of_a_primitive_type() {
         let schema = json!({"type": "string"});
-        let p = plan(&[], &ToolChoice::Auto, Some(&schema), false)
+        let p = plan(&[], &ToolChoice::Auto, Some(&schema), false, false)
             .unwrap_or_else(|e| unreachable!("{e}"));
         let gbnf = p.gbnf.unwrap_or_default();
         assert!(gbnf.starts_with("root ::= string\n"), "{gbnf}");
@@ -584,28 +611,29 @@ mod tests {
     #[test]
     fn forced_and_invalid_choices() {
         let tools = [tool("a", json!({})), tool("b", json!({}))];
-        let p = plan(&tools, &ToolChoice::Tool("b".into()), None, false)
+        let p = plan(&tools, &ToolChoice::Tool("b".into()), None, false, false)
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(p.tools.len(), 1);
         assert_eq!(p.answer, Answer::None);
         assert!(matches!(
-            plan(&tools, &ToolChoice::Tool("c".into()), None, false),
+            plan(&tools, &ToolChoice::Tool("c".into()), None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
         assert!(matches!(
-            plan(&[], &ToolChoice::Required, None, false),
+            plan(&[], &ToolChoice::Required, None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
         let dup = [tool("a", json!({})), tool("a", json!({}))];
         assert!(matches!(
-            plan(&dup, &ToolChoice::Auto, None, false),
+            plan(&dup, &ToolChoice::Auto, None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
     }
 
     #[test]
     fn unsupported_features_are_named() {
-        let with = |schema: Value| plan(&[tool("t", schema)], &ToolChoice::Auto, None, false);
+        let with =
+            |schema: Value| plan(&[tool("t", schema)], &ToolChoice::Auto, None, false, false);
         assert_eq!(
             feature(with(
                 json!({"type":"object","properties":{"x":{"not":{"type":"string"}}}})
@@ -654,8 +682,14 @@ mod tests {
     #[test]
     fn refs_are_rebased() {
         let schema = json!({"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"$defs":{"P":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}});
-        let p = plan(&[tool("t", schema)], &ToolChoice::Required, None, false)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        let p = plan(
+            &[tool("t", schema)],
+            &ToolChoice::Required,
+            None,
+            false,
+            false,
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_some());
     }
 }

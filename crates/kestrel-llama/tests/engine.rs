@@ -787,3 +787,84 @@ fn forced_tool_and_streamed_arguments() {
     .unwrap();
     assert_eq!(finished.unwrap().reason, StopReason::ToolCalls);
 }
+
+/// After a tool result SmolLM2 tends to imitate the call it sees in its history: with no
+/// tools shown and nothing constraining it, it wrote another `<tool_call>[...]</tool_call>`
+/// block as its answer (seen in `kestrel dev`). The answer step must give text.
+#[test]
+fn an_answer_after_tool_calls_is_not_another_call_written_as_text() {
+    let Some(engine) = engine("an_answer_after_tool_calls_is_not_another_call_written_as_text")
+    else {
+        return;
+    };
+    let system = ChatMessage::system(
+        "You are a helpful assistant. Use get_weather for weather questions, book_table to book a \
+         restaurant and send_email to send an email. Answer briefly.",
+    );
+    let cases = [
+        (
+            "get_weather",
+            r#"{"city": "Paris"}"#,
+            r#"{"city":"Paris","forecast":"sunny","celsius":21}"#,
+        ),
+        ("add", r#"{"a": 17, "b": 25}"#, "42"),
+        (
+            "convert_currency",
+            r#"{"amount": 10, "from": "EUR", "to": "USD"}"#,
+            r#"{"result": 10.8}"#,
+        ),
+        (
+            "update_working_memory",
+            r#"{"memory":"Paris"}"#,
+            r#"{"success":true}"#,
+        ),
+        (
+            "update_working_memory",
+            r#"{"memory":"Paris"}"#,
+            "Error: update_working_memory needs a run with memory (a thread and a resource)",
+        ),
+        (
+            "get_weather",
+            r#"{"city": "Paris"}"#,
+            "Error: the weather service is down",
+        ),
+    ];
+    let questions = [
+        "What is the weather in Paris?",
+        "What is 17 plus 25?",
+        "How much is 10 EUR in USD?",
+        "What is the weather in Paris?",
+        "What is the weather in Paris?",
+        "What is the weather in Paris?",
+    ];
+    for ((name, arguments, result), question) in cases.iter().zip(questions) {
+        let messages = vec![
+            system.clone(),
+            ChatMessage::user(question),
+            ChatMessage::assistant_tool_calls(
+                "",
+                vec![kestrel_llama::ToolCall {
+                    name: (*name).into(),
+                    arguments: (*arguments).into(),
+                }],
+            ),
+            ChatMessage::tool_result(*name, *result),
+        ];
+        let out = run(
+            engine,
+            GenerateRequest {
+                tools: tools(),
+                auto_tool_policy: AutoToolPolicy::CallThenAnswer,
+                max_tokens: Some(60),
+                ..GenerateRequest::new(messages)
+            },
+        );
+        println!("{question} -> {:?}", out.text);
+        assert!(out.tool_calls.is_empty());
+        assert!(
+            !out.text.trim_start().starts_with('<') && !out.text.contains("<tool_call>"),
+            "{question}: {:?}",
+            out.text
+        );
+    }
+}
