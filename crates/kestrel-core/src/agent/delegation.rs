@@ -150,10 +150,33 @@ impl DelegationTool {
 pub(crate) struct ToolDefinitions {
     pub with_refs: Arc<[ToolDefinition]>,
     pub without_refs: Arc<[ToolDefinition]>,
+    /// The tools the agent's memory contributes: they work only in a run with a thread and a
+    /// resource, so other runs do not offer them.
+    pub memory_tools: Arc<[String]>,
 }
 
 impl ToolDefinitions {
-    pub(crate) fn new(tools: &crate::tool::ToolSet, sub_agents: &HashMap<String, Agent>) -> Self {
+    /// The definitions a step offers the model.
+    pub(crate) fn offered(&self, references: bool, memory: bool) -> Arc<[ToolDefinition]> {
+        let all = if references {
+            &self.with_refs
+        } else {
+            &self.without_refs
+        };
+        if memory || self.memory_tools.is_empty() {
+            return Arc::clone(all);
+        }
+        all.iter()
+            .filter(|tool| !self.memory_tools.contains(&tool.name))
+            .cloned()
+            .collect()
+    }
+
+    pub(crate) fn new(
+        tools: &crate::tool::ToolSet,
+        sub_agents: &HashMap<String, Agent>,
+        memory_tools: Vec<String>,
+    ) -> Self {
         let with_refs = tools.definitions();
         let mut without_refs = with_refs.clone();
         for tool in &mut without_refs {
@@ -173,6 +196,7 @@ impl ToolDefinitions {
         Self {
             with_refs: with_refs.into(),
             without_refs: without_refs.into(),
+            memory_tools: memory_tools.into(),
         }
     }
 }

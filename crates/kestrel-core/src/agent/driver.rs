@@ -1184,12 +1184,12 @@ impl AgentRun {
             .delegation
             .as_ref()
             .is_some_and(|d| d.options.references);
-        // Without result references, delegation tools do not offer `contextFromRefs`.
-        let tools = if references {
-            Arc::clone(&self.agent.inner.tool_definitions.with_refs)
-        } else {
-            Arc::clone(&self.agent.inner.tool_definitions.without_refs)
-        };
+        // Without result references, delegation tools do not offer `contextFromRefs`; without
+        // a thread and a resource, memory's tools are not offered.
+        let tools = self.agent.inner.tool_definitions.offered(
+            references,
+            settings.thread_id.is_some() && settings.resource_id.is_some(),
+        );
         ModelRequest {
             messages,
             tools,

@@ -35,6 +35,7 @@ on_every_backend!(
     a_failing_title_model_is_not_fatal,
     working_memory_template_is_shared_by_the_resource_threads,
     working_memory_schema_is_per_thread_and_rejects_invalid_updates,
+    memory_tools_are_offered_only_to_runs_with_a_thread,
     a_thread_of_another_resource_is_refused,
     two_runs_on_one_thread_at_once_go_in_turn_and_lose_nothing,
 );
@@ -576,6 +577,33 @@ async fn working_memory_template_is_shared_by_the_resource_threads(store: Store)
     agent.generate("Who am I?", on("t3", "bob")).await.unwrap();
     let system = system_text(&model.requests()[3]);
     assert!(!system.contains("Ada"), "{system}");
+}
+
+/// `update_working_memory` needs a thread and a resource: a run without them is not offered
+/// it (a small local model picked it for a weather question and could only fail), while the
+/// agent's own tools stay.
+async fn memory_tools_are_offered_only_to_runs_with_a_thread(store: Store) {
+    let memory = Memory::builder(store.clone())
+        .working_memory(WorkingMemory::template("# User\n- Name:"))
+        .build()
+        .unwrap();
+    let model = Arc::new(
+        ScriptedModel::new()
+            .respond(ScriptedResponse::text("Hello."))
+            .respond(ScriptedResponse::text("Hello again.")),
+    );
+    let agent = agent(&memory, model.clone());
+    agent.generate("Hi", RunOptions::new()).await.unwrap();
+    agent.generate("Hi", on("t1", "alice")).await.unwrap();
+    let offered = |i: usize| -> Vec<String> {
+        model.requests()[i]
+            .tools
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(offered(0), ["echo"]);
+    assert_eq!(offered(1), ["echo", UPDATE_WORKING_MEMORY]);
 }
 
 /// Schema working memory in thread scope: an update that does not match the schema is refused
