@@ -112,7 +112,8 @@ pub trait AgentMemory: Send + Sync {
     /// Called once the run finished successfully, in a background task.
     async fn run_finished(&self, _scope: &MemoryScope, _result: &GenerateResult) {}
 
-    /// Tools this memory gives the agent (e.g. updating working memory, recall).
+    /// Tools this memory gives the agent (e.g. updating working memory, recall). They are
+    /// offered to the model only in runs with a thread and a resource.
     fn tools(&self) -> Vec<SharedTool> {
         Vec::new()
     }

@@ -83,7 +83,9 @@
 //!   applies (measured: left to decide it answered in text for every tool and non-tool
 //!   prompt tried, and its probability of opening a call did not separate the two), so for
 //!   it this is what makes tools usable; a prompt that needs no tool then gets a forced call.
-//! - [`ToolChoice::None`]: tools are not shown; no calls.
+//! - [`ToolChoice::None`]: tools are not shown; no calls. Once the conversation holds tool
+//!   calls, the answer may not start with `<` (small models otherwise imitate the replayed
+//!   calls and write one as text).
 //! - a response schema alone: the whole answer is JSON matching it.
 //!
 //! The grammar is applied llama.cpp-`common_sampler`-style: a token is sampled unconstrained

@@ -539,7 +539,7 @@ impl MemoryBuilder {
     }
 
     /// Keeps a working memory and gives the agent the `update_working_memory` tool (see
-    /// [`WorkingMemory`]).
+    /// [`WorkingMemory`]), offered in runs with a thread and a resource.
     pub fn working_memory(mut self, options: WorkingMemory) -> Self {
         self.working_memory = Some(options);
         self
