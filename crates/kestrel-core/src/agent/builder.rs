@@ -222,7 +222,8 @@ impl AgentBuilder {
         };
         let mut tools = ToolSet::new();
         let memory_tools: Vec<_> = self.memory.iter().flat_map(|m| m.tools()).collect();
-        let memory_tool_names = memory_tools.iter().map(|t| t.id().to_owned()).collect();
+        let memory_tool_names: Vec<String> =
+            memory_tools.iter().map(|t| t.id().to_owned()).collect();
         for tool in self.tools.into_iter().chain(memory_tools) {
             tools.insert(tool).map_err(|source| AgentBuildError::Tool {
                 agent: agent.clone(),
@@ -235,7 +236,7 @@ impl AgentBuilder {
             .map(|a| (a.id().to_owned(), a))
             .collect();
         let tool_definitions =
-            super::delegation::ToolDefinitions::new(&tools, &sub_agents, memory_tool_names);
+            super::delegation::ToolDefinitions::new(&tools, &sub_agents, &memory_tool_names);
         let inner = AgentInner {
             name: self.name.unwrap_or_else(|| self.id.clone()),
             id: self.id,

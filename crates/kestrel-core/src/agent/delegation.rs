@@ -144,38 +144,26 @@ impl DelegationTool {
     }
 }
 
-/// An agent's tool definitions as models get them, built once: as they are, and with the
-/// delegation tools' `contextFromRefs` taken out (for runs without result references).
+/// An agent's tool definitions as models get them, built once in each of the four forms a
+/// step may need: with or without the delegation tools' `contextFromRefs` (for runs without
+/// result references), and with or without memory's tools (which work only in a run with a
+/// thread and a resource, so other runs are not offered them).
 #[derive(Debug, Clone)]
 pub(crate) struct ToolDefinitions {
-    pub with_refs: Arc<[ToolDefinition]>,
-    pub without_refs: Arc<[ToolDefinition]>,
-    /// The tools the agent's memory contributes: they work only in a run with a thread and a
-    /// resource, so other runs do not offer them.
-    pub memory_tools: Arc<[String]>,
+    /// Indexed by `[references as usize][memory as usize]`.
+    forms: [[Arc<[ToolDefinition]>; 2]; 2],
 }
 
 impl ToolDefinitions {
     /// The definitions a step offers the model.
     pub(crate) fn offered(&self, references: bool, memory: bool) -> Arc<[ToolDefinition]> {
-        let all = if references {
-            &self.with_refs
-        } else {
-            &self.without_refs
-        };
-        if memory || self.memory_tools.is_empty() {
-            return Arc::clone(all);
-        }
-        all.iter()
-            .filter(|tool| !self.memory_tools.contains(&tool.name))
-            .cloned()
-            .collect()
+        Arc::clone(&self.forms[usize::from(references)][usize::from(memory)])
     }
 
     pub(crate) fn new(
         tools: &crate::tool::ToolSet,
         sub_agents: &HashMap<String, Agent>,
-        memory_tools: Vec<String>,
+        memory_tools: &[String],
     ) -> Self {
         let with_refs = tools.definitions();
         let mut without_refs = with_refs.clone();
@@ -193,10 +181,17 @@ impl ToolDefinitions {
                 properties.remove(CONTEXT_FROM_REFS);
             }
         }
+        let without_memory = |all: &[ToolDefinition]| -> Arc<[ToolDefinition]> {
+            all.iter()
+                .filter(|tool| !memory_tools.contains(&tool.name))
+                .cloned()
+                .collect()
+        };
         Self {
-            with_refs: with_refs.into(),
-            without_refs: without_refs.into(),
-            memory_tools: memory_tools.into(),
+            forms: [
+                [without_memory(&without_refs), without_refs.into()],
+                [without_memory(&with_refs), with_refs.into()],
+            ],
         }
     }
 }
