@@ -112,6 +112,12 @@ pub struct DevArgs {
     #[arg(long, value_name = "PATH", default_value = kestrel_cli::dev::DEFAULT_DB)]
     pub db: std::path::PathBuf,
 
+    /// A host name the server answers to besides localhost and IP addresses (its name behind
+    /// a proxy or in DNS); repeat for several, `*.example.com` for subdomains. Requests for
+    /// other names are refused, so a web page cannot reach the server by rebinding its own.
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+
     /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
     #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
     pub model: Option<String>,

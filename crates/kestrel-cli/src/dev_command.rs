@@ -42,7 +42,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
             Ok(demo) => demo,
             Err(error) => return fail(USAGE, error),
         };
-    let server = dev::server(kestrel, memory);
+    let server = dev::server(kestrel, memory).allowed_hosts(args.allowed_hosts.clone());
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
         Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),

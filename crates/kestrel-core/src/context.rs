@@ -26,6 +26,16 @@ pub const RUN_IDENTITY_KEYS: [&str; 4] = [
     crate::agent::delegation::DELEGATION_HOOK_ERRORS_KEY,
 ];
 
+/// The prefix of the request context keys the framework sets itself (the run's thread,
+/// resource and id, the delegation depth, hook errors). A server drops such keys from
+/// request bodies: a caller cannot claim another identity or depth through them.
+pub const RESERVED_KEY_PREFIX: &str = "kestrel.";
+
+/// Whether `key` is one the framework reserves ([`RESERVED_KEY_PREFIX`]).
+pub fn is_reserved_key(key: &str) -> bool {
+    key.starts_with(RESERVED_KEY_PREFIX)
+}
+
 /// A map of JSON values that travels with a run: to instruction and model functions, to every
 /// tool call, and (as a shallow copy) to delegated sub-agents.
 ///

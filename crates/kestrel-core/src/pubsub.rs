@@ -82,11 +82,33 @@ impl Stream for Subscription {
     }
 }
 
-/// Pub/sub within this process (the default). Each subscriber has its own unbounded queue, so
-/// a slow subscriber delays nobody and loses nothing; it holds what it has not read yet.
-#[derive(Debug, Default)]
+/// How many events a subscriber of [`InProcessPubSub`] may leave unread before it is dropped.
+pub const DEFAULT_SUBSCRIBER_BACKLOG: usize = 10_000;
+
+/// One subscriber's queue, and its id among the topic's subscribers.
+type Subscribers = HashMap<String, Vec<(u64, mpsc::Sender<Event>)>>;
+
+/// Pub/sub within this process (the default). Each subscriber has its own queue, so a slow
+/// subscriber delays nobody; one that leaves more than its backlog
+/// ([`InProcessPubSub::with_backlog`], [`DEFAULT_SUBSCRIBER_BACKLOG`] by default) unread is
+/// dropped (its stream ends) rather than buffered without end. A subscription removes itself
+/// when it is dropped, so topics nobody watches any more hold nothing.
+#[derive(Debug)]
 pub struct InProcessPubSub {
-    topics: Mutex<HashMap<String, Vec<mpsc::UnboundedSender<Event>>>>,
+    topics: Arc<Mutex<Subscribers>>,
+    next_id: std::sync::atomic::AtomicU64,
+    backlog: usize,
+}
+
+impl Default for InProcessPubSub {
+    fn default() -> Self {
+        Self::with_backlog(DEFAULT_SUBSCRIBER_BACKLOG)
+    }
+}
+
+/// Only senders live behind the lock; a panic elsewhere leaves the map consistent.
+fn lock(topics: &Mutex<Subscribers>) -> std::sync::MutexGuard<'_, Subscribers> {
+    topics.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl InProcessPubSub {
@@ -95,20 +117,63 @@ impl InProcessPubSub {
         Self::default()
     }
 
-    fn topics(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, Vec<mpsc::UnboundedSender<Event>>>> {
-        // Only senders live behind the lock; a panic elsewhere leaves the map consistent.
-        self.topics.lock().unwrap_or_else(|e| e.into_inner())
+    /// A pub/sub whose subscribers may each leave `backlog` events unread (at least 1)
+    /// before they are dropped.
+    pub fn with_backlog(backlog: usize) -> Self {
+        Self {
+            topics: Arc::default(),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+            backlog: backlog.max(1),
+        }
+    }
+
+    /// How many topics have subscribers now.
+    pub fn topic_count(&self) -> usize {
+        lock(&self.topics).len()
+    }
+}
+
+/// Removes its subscriber from the topic when the subscription is dropped.
+struct Unsubscribe {
+    topics: std::sync::Weak<Mutex<Subscribers>>,
+    topic: String,
+    id: u64,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        let Some(topics) = self.topics.upgrade() else {
+            return;
+        };
+        let mut topics = lock(&topics);
+        if let Some(subscribers) = topics.get_mut(&self.topic) {
+            subscribers.retain(|(id, _)| *id != self.id);
+            if subscribers.is_empty() {
+                topics.remove(&self.topic);
+            }
+        }
     }
 }
 
 #[async_trait::async_trait]
 impl PubSub for InProcessPubSub {
     async fn publish(&self, topic: &str, event: Event) -> Result<(), PubSubError> {
-        let mut topics = self.topics();
+        let mut topics = lock(&self.topics);
         if let Some(subscribers) = topics.get_mut(topic) {
-            subscribers.retain(|s| s.send(event.clone()).is_ok());
+            subscribers.retain(
+                |(id, subscriber)| match subscriber.try_send(event.clone()) {
+                    Ok(()) => true,
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        tracing::warn!(
+                            topic,
+                            subscriber = id,
+                            "a thread subscriber left too many events unread: dropping it"
+                        );
+                        false
+                    }
+                    Err(mpsc::error::TrySendError::Closed(_)) => false,
+                },
+            );
             if subscribers.is_empty() {
                 topics.remove(topic);
             }
@@ -117,18 +182,83 @@ impl PubSub for InProcessPubSub {
     }
 
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError> {
-        let (sender, mut receiver) = mpsc::unbounded_channel();
-        self.topics()
+        let (sender, mut receiver) = mpsc::channel(self.backlog);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.topics)
             .entry(topic.to_owned())
             .or_default()
-            .push(sender);
-        let events = futures::stream::poll_fn(move |cx| receiver.poll_recv(cx));
+            .push((id, sender));
+        let guard = Unsubscribe {
+            topics: Arc::downgrade(&self.topics),
+            topic: topic.to_owned(),
+            id,
+        };
+        let events = futures::stream::poll_fn(move |cx| {
+            // Owned by the stream: dropping the subscription drops it.
+            let _ = &guard;
+            receiver.poll_recv(cx)
+        });
         Ok(Subscription::new(Box::pin(events)))
     }
 
     fn has_subscribers(&self, topic: &str) -> bool {
-        self.topics()
+        lock(&self.topics)
             .get(topic)
-            .is_some_and(|subscribers| subscribers.iter().any(|s| !s.is_closed()))
+            .is_some_and(|subscribers| subscribers.iter().any(|(_, s)| !s.is_closed()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use futures::StreamExt;
+
+    fn event(n: usize) -> Event {
+        Event::agent(
+            format!("run-{n}").into(),
+            crate::event::EventKind::Abort(crate::event::AbortPayload::default()),
+        )
+    }
+
+    #[tokio::test]
+    async fn dropped_subscriptions_leave_no_topic_behind() {
+        let pubsub = InProcessPubSub::new();
+        for n in 0..1_000 {
+            let subscription = pubsub.subscribe(&format!("topic-{n}")).await;
+            assert!(subscription.is_ok());
+            drop(subscription);
+        }
+        assert_eq!(pubsub.topic_count(), 0);
+        // One of two subscribers of a topic goes away: the other still gets events.
+        let keep = pubsub.subscribe("shared").await;
+        let gone = pubsub.subscribe("shared").await;
+        drop(gone);
+        assert_eq!(pubsub.topic_count(), 1);
+        let Ok(mut keep) = keep else {
+            panic!("subscribing failed")
+        };
+        assert!(pubsub.publish("shared", event(1)).await.is_ok());
+        assert_eq!(keep.next().await.map(|e| e.run_id), Some("run-1".into()));
+        drop(keep);
+        assert_eq!(pubsub.topic_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_never_reads_is_dropped_past_its_backlog() {
+        let pubsub = InProcessPubSub::with_backlog(3);
+        let Ok(mut idle) = pubsub.subscribe("t").await else {
+            panic!("subscribing failed")
+        };
+        for n in 0..5 {
+            assert!(pubsub.publish("t", event(n)).await.is_ok());
+        }
+        assert_eq!(pubsub.topic_count(), 0, "the idle subscriber was dropped");
+        // What it had queued is still readable, then its stream ends.
+        let read: Vec<Event> = (&mut idle).collect().await;
+        assert_eq!(read.len(), 3);
     }
 }

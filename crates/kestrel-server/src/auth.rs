@@ -67,7 +67,9 @@ pub(crate) async fn require_token(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .map(str::trim)
+        // `Bearer` and spaces carry no token (and no configured token is empty).
+        .filter(|token| !token.is_empty());
     let Some(given) = given else {
         return ApiError::new(
             StatusCode::UNAUTHORIZED,

@@ -58,6 +58,24 @@ impl ApiError {
     }
 }
 
+impl ApiError {
+    /// A run's failure as `caller` may read it: a run id taken by another resource's run is
+    /// refused without saying that such a run exists.
+    pub(crate) fn of_run(error: AgentError, caller: &crate::auth::Caller) -> Self {
+        if let AgentError::RunIdTaken { run_id, owner, .. } = &error
+            && caller.resource.is_some()
+            && owner != &caller.resource
+        {
+            return ApiError::new(
+                StatusCode::CONFLICT,
+                "run_id_taken",
+                format!("run id {run_id:?} cannot be used: leave runId out for a fresh one"),
+            );
+        }
+        error.into()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"code": self.code, "message": self.message}});
@@ -95,6 +113,9 @@ impl From<AgentError> for ApiError {
             }
             AgentError::InvalidRunState { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "invalid_run_state", error.to_string())
+            }
+            AgentError::RunIdTaken { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "run_id_taken", error.to_string())
             }
             _ => ApiError::internal(&error),
         }

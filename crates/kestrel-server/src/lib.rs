@@ -16,6 +16,10 @@
 //!
 //! - **Runs outlive requests.** A client that disconnects from a stream does not stop its
 //!   run: the run goes on to its end (or its next stop for a person) and is stored.
+//! - **Browsers.** Requests for a host that is not a loopback name, an IP address or one of
+//!   [`Server::allowed_hosts`] are refused (421: DNS rebinding), and so are requests that
+//!   change state from an origin that is neither the server's own nor allowed by
+//!   [`Server::cors_origins`] (403).
 //! - **Security.** A bearer token ([`Server::token`], or `KESTREL_API_TOKEN` for
 //!   [`Server::from_env`]) is checked on every route when set, and required to bind anything
 //!   but loopback. A token can be pinned to a resource ([`Server::resource_token`]): its
@@ -28,8 +32,10 @@
 mod auth;
 mod chat;
 mod error;
+mod guard;
 mod memory;
 mod openapi;
+mod redact;
 mod routes;
 mod sse;
 mod studio;
@@ -70,6 +76,12 @@ pub enum ServeError {
         /// The address asked for.
         addr: SocketAddr,
     },
+    /// A configured token is empty or only whitespace: it would protect nothing.
+    #[error(
+        "a bearer token is empty or only whitespace: set {API_TOKEN_ENV} (or Server::token) to \
+         a secret, or leave it unset on loopback"
+    )]
+    EmptyToken,
     /// The address could not be bound or served.
     #[error("serving on {addr} failed: {source}")]
     Io {
@@ -92,6 +104,8 @@ pub struct Server {
     memory: Option<Memory>,
     abort_on_disconnect: bool,
     studio: bool,
+    system_messages: bool,
+    allowed_hosts: Vec<String>,
 }
 
 /// What every handler reaches.
@@ -104,6 +118,8 @@ pub(crate) struct AppState {
     pub abort_on_disconnect: bool,
     /// The chat turns running now, for re-attaching to them.
     pub chat_turns: Arc<chat::Turns>,
+    /// Whether run bodies may carry messages with role `system`.
+    pub system_messages: bool,
 }
 
 impl Server {
@@ -117,6 +133,8 @@ impl Server {
             memory: None,
             abort_on_disconnect: false,
             studio: true,
+            system_messages: false,
+            allowed_hosts: Vec::new(),
         }
     }
 
@@ -136,23 +154,34 @@ impl Server {
         self
     }
 
+    /// Takes messages with role `system` in run bodies (off by default: a client could
+    /// otherwise rewrite the agent's instructions; such a message is refused with 422).
+    pub fn allow_system_messages(mut self, allow: bool) -> Self {
+        self.system_messages = allow;
+        self
+    }
+
     /// Serves the Studio web UI at `/` (on by default); `false` leaves only the API.
     pub fn studio(mut self, enabled: bool) -> Self {
         self.studio = enabled;
         self
     }
 
-    /// [`Server::new`], with the token from `KESTREL_API_TOKEN` when it is set and not empty.
+    /// [`Server::new`], with the token from `KESTREL_API_TOKEN` when it is set (set but
+    /// blank, [`Server::bind`] refuses to start).
     pub fn from_env(kestrel: Kestrel) -> Self {
         let server = Self::new(kestrel);
+        // A variable set to blanks is kept, so that serving refuses it instead of running
+        // without the protection its owner asked for.
         match std::env::var(API_TOKEN_ENV) {
-            Ok(token) if !token.trim().is_empty() => server.token(token.trim()),
-            _ => server,
+            Ok(token) => server.token(token.trim()),
+            Err(_) => server,
         }
     }
 
     /// Requires `Authorization: Bearer <token>` on every route; this token may act for any
-    /// resource. Several tokens may be added.
+    /// resource. Several tokens may be added. An empty or whitespace-only token is refused by
+    /// [`Server::bind`] ([`ServeError::EmptyToken`]) and never matches a request.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.tokens.push(auth::Grant {
             token: token.into().into(),
@@ -184,6 +213,20 @@ impl Server {
         self
     }
 
+    /// Host names the server answers to besides loopback names (`localhost`, `*.localhost`)
+    /// and IP addresses: the names it is reached by through a proxy or DNS
+    /// (`kestrel.example.com`, or `*.example.com` for its subdomains). Requests for any other
+    /// host are refused with 421, so a page that rebinds its own name to this machine cannot
+    /// talk to the server.
+    pub fn allowed_hosts(mut self, hosts: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.allowed_hosts = hosts
+            .into_iter()
+            .map(|h| h.into().trim().trim_end_matches('.').to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        self
+    }
+
     /// Refuses bodies larger than `bytes` with 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
@@ -199,6 +242,7 @@ impl Server {
             memory: self.memory.clone(),
             abort_on_disconnect: self.abort_on_disconnect,
             chat_turns: Arc::default(),
+            system_messages: self.system_messages,
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes
@@ -243,7 +287,16 @@ impl Server {
         if let Some(cors) = self.cors() {
             router = router.layer(cors);
         }
+        // Outermost: a request for a foreign host or a cross-origin write reaches nothing.
         router
+            .layer(axum::middleware::from_fn(wire::bounded_path))
+            .layer(axum::middleware::from_fn_with_state(
+                guard::Guard {
+                    allowed_hosts: Arc::new(self.allowed_hosts.clone()),
+                    cors_origins: Arc::new(self.cors_origins.clone()),
+                },
+                guard::check,
+            ))
     }
 
     fn cors(&self) -> Option<CorsLayer> {
@@ -287,6 +340,13 @@ impl Server {
         &self,
         addr: SocketAddr,
     ) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+        if self
+            .tokens
+            .iter()
+            .any(|grant| grant.token.trim().is_empty())
+        {
+            return Err(ServeError::EmptyToken);
+        }
         if !addr.ip().is_loopback() && self.tokens.is_empty() {
             return Err(ServeError::TokenRequired { addr });
         }

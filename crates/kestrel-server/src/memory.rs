@@ -286,7 +286,8 @@ struct ListQuery {
     #[serde(default)]
     agent_id: Option<String>,
     /// Only this resource's threads.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// A JSON object every listed thread's metadata must contain.
     #[serde(default)]
@@ -394,7 +395,8 @@ struct ThreadQueryParams {
     #[serde(default)]
     agent_id: Option<String>,
     /// The thread's resource, checked: another resource's thread is not found.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -402,12 +404,15 @@ struct ThreadQueryParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct CreateBody {
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     thread_id: Option<String>,
 }
 
@@ -462,7 +467,8 @@ struct UpdateBody {
     replace_metadata: bool,
     /// Accepted when it names the thread's own resource; threads do not move between
     /// resources.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -525,8 +531,9 @@ struct MessagesQuery {
     #[serde(default)]
     agent_id: Option<String>,
     /// The thread's resource, checked.
-    #[serde(default)]
     #[allow(dead_code)] // read by `ThreadAccess`; declared here for the OpenAPI document
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// The page, from 0.
     #[serde(default)]
@@ -679,8 +686,11 @@ async fn set_working_memory(
 struct ObservationsQuery {
     #[serde(default)]
     agent_id: Option<String>,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 

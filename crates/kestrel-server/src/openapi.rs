@@ -203,7 +203,7 @@ fn path_parameters(path: &str) -> Vec<Value> {
                 "name": name,
                 "in": "path",
                 "required": true,
-                "schema": {"type": "string"},
+                "schema": {"type": "string", "maxLength": crate::wire::MAX_ID_LEN},
             })
         })
         .collect()

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::openapi::{Doc, Routes};
 use crate::wire::{
-    Body, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json, waiting_json,
+    Body, BodyRules, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json,
+    waiting_json,
 };
 use crate::{ApiError, AppState};
 
@@ -232,8 +233,11 @@ async fn generate(
     Body(body): Body<RunBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run(&caller)?;
-    let result = agent.generate(input, options).await?;
+    let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
+    let result = agent
+        .generate(input, options)
+        .await
+        .map_err(|e| ApiError::of_run(e, &caller))?;
     Ok(Json(result_json(&result)))
 }
 
@@ -244,11 +248,12 @@ async fn stream(
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run(&caller)?;
-    Ok(
-        crate::sse::run_events(agent.stream(input, options), state.abort_on_disconnect)
-            .into_response(),
-    )
+    let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
+    let stream = agent
+        .try_stream(input, options)
+        .await
+        .map_err(|e| ApiError::of_run(e, &caller))?;
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
 }
 
 /// The call a decision names; a pinned caller reaches only its resource's runs.
@@ -448,18 +453,7 @@ async fn abort_run(
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
-    if caller.resource.is_some() {
-        // A run in progress is aborted by its signal, without a resource check: check first.
-        let stored = agent
-            .run_store()
-            .load(&run_id)
-            .await
-            .map_err(|e| ApiError::internal(&e))?;
-        let own = stored.is_some_and(|s| s.state.settings.resource_id == caller.resource);
-        if !own {
-            return Err(ApiError::not_found(format!("run {run_id:?} not found")));
-        }
-    }
+    // A pinned caller reaches its own runs, live or stored; another resource's are not found.
     let marked = agent.abort_stored_run(run_ref(&caller, &run_id)).await?;
     Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
 }
@@ -483,7 +477,9 @@ async fn send_message(
     let agent = agent(&state, &agent_id)?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
-    let sent = agent.send_message(text, body.target()?).await?;
+    let sent = agent
+        .send_message(text, pinned_target(&caller, body.target()?))
+        .await?;
     Ok(Json(sent_json(sent)))
 }
 
@@ -496,8 +492,28 @@ async fn signal(
     let agent = agent(&state, &agent_id)?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
-    let sent = agent.send_signal(text, body.target()?).await?;
+    let sent = agent
+        .send_signal(text, pinned_target(&caller, body.target()?))
+        .await?;
     Ok(Json(sent_json(sent)))
+}
+
+/// A run a message wakes acts for the pinned caller's resource, as a run the caller started
+/// would: in its options and in its request context.
+fn pinned_target(
+    caller: &Caller,
+    to: kestrel_core::agent::SendMessage,
+) -> kestrel_core::agent::SendMessage {
+    let Some(own) = &caller.resource else {
+        return to;
+    };
+    let context = kestrel_core::context::RequestContext::new();
+    context.set(kestrel_core::context::RESOURCE_ID_KEY, own.as_str());
+    to.options(
+        kestrel_core::agent::RunOptions::new()
+            .resource(own)
+            .request_context(context),
+    )
 }
 
 /// What a sent message did. A run it woke goes on in the background.
@@ -525,7 +541,8 @@ async fn subscribe(
     let connected = futures::stream::once(async {
         Ok::<_, std::convert::Infallible>(SseEvent::default().comment("connected"))
     });
-    let events = subscription.map(|event| Ok(SseEvent::default().data(event.to_json())));
+    let events =
+        subscription.map(|event| Ok(SseEvent::default().data(crate::sse::public_json(&event))));
     let sse = Sse::new(connected.chain(events))
         .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"));
     Ok(sse.into_response())
@@ -584,12 +601,7 @@ async fn execute_tool(
         }
         Err(error) => return Err(ApiError::invalid(error.to_string())),
     };
-    let context = kestrel_core::context::RequestContext::from(
-        body.request_context
-            .unwrap_or_default()
-            .into_iter()
-            .collect::<BTreeMap<_, _>>(),
-    );
+    let context = crate::wire::client_context(body.request_context);
     if let Some(resource) = &caller.resource {
         context.set(kestrel_core::context::RESOURCE_ID_KEY, resource.as_str());
     }
@@ -604,10 +616,11 @@ async fn execute_tool(
         tool_name: &tool_id,
         request_context: &context,
         thread_id: None,
-        resource_id: None,
+        resource_id: caller.resource.as_deref(),
     };
-    // Executing here would skip the person who must approve it.
-    if tool.requires_approval(&args, &approval) {
+    // Executing here would skip the person who must approve it: the tool's policy or the
+    // agent's default one may ask for them.
+    if agent.requires_approval(&args, &approval) {
         return Err(refuse("needs a person's approval"));
     }
     if tool.is_client_tool() {

@@ -23,11 +23,16 @@ pub(crate) fn run_events(
             stream.abort();
         }
     });
-    let events = stream.map(|event| Ok(SseEvent::default().data(event.to_json())));
+    let events = stream.map(|event| Ok(SseEvent::default().data(public_json(&event))));
     let done = futures::stream::once(futures::future::ready(Ok(
         SseEvent::default().data("[DONE]")
     )));
     Sse::new(FlushFirst::new(events.chain(done))).keep_alive(KeepAlive::default())
+}
+
+/// An event's JSON as a client may read it (see [`crate::redact`]).
+pub(crate) fn public_json(event: &kestrel_core::event::Event) -> String {
+    crate::redact::public_event(event).to_json()
 }
 
 /// Wraps `stream` so that `disconnected` runs, with the stream, if the wrapper is dropped

@@ -52,11 +52,81 @@ fn rejected(rejection: JsonRejection) -> ApiError {
     ApiError::new(status, code, rejection.body_text())
 }
 
+/// The longest id (thread, resource, run, tool call, chat) a request may name, in characters.
+/// Ids end up as map keys, topics and database keys: an unbounded one is a way to make the
+/// server hold (or store) whatever a caller sends.
+pub(crate) const MAX_ID_LEN: usize = 256;
+
+/// The ids' pattern in the OpenAPI document: no control characters.
+pub(crate) const ID_PATTERN: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
+
+/// Why `id` cannot be an id: longer than [`MAX_ID_LEN`], or holding a control character
+/// (NUL among them, which PostgreSQL cannot store).
+pub(crate) fn id_problem(id: &str) -> Option<String> {
+    let length = id.chars().count();
+    if length > MAX_ID_LEN {
+        return Some(format!(
+            "an id may be at most {MAX_ID_LEN} characters long (this one has {length})"
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Some("an id must not contain control characters".to_owned());
+    }
+    None
+}
+
+/// Deserializes an id string, refusing one [`id_problem`] names (a 422 that says why).
+pub(crate) fn id<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let id = String::deserialize(deserializer)?;
+    match id_problem(&id) {
+        Some(problem) => Err(serde::de::Error::custom(problem)),
+        None => Ok(id),
+    }
+}
+
+/// [`id`], for an optional field.
+pub(crate) fn opt_id<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    let id = Option::<String>::deserialize(deserializer)?;
+    match id.as_deref().and_then(id_problem) {
+        Some(problem) => Err(serde::de::Error::custom(problem)),
+        None => Ok(id),
+    }
+}
+
+/// Refuses a request whose path has a segment longer than [`MAX_ID_LEN`] (once decoded, a
+/// path segment is an id) with 400 `invalid_path`, before any route reads it.
+pub(crate) async fn bounded_path(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    // A character is at most 4 bytes, each percent-encoded in 3: this bounds the encoded
+    // form of an id of MAX_ID_LEN characters.
+    let too_long = request
+        .uri()
+        .path()
+        .split('/')
+        .any(|segment| segment.len() > 12 * MAX_ID_LEN);
+    if too_long {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+            format!("a path segment (an id) may be at most {MAX_ID_LEN} characters long"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
 /// `memory` of a run body: the thread (an id, or `{id}`) and its resource.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct MemoryBody {
     pub thread: ThreadRef,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource: String,
 }
 
@@ -64,8 +134,16 @@ pub(crate) struct MemoryBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum ThreadRef {
-    Id(String),
-    Object { id: String },
+    Id(
+        #[serde(deserialize_with = "crate::wire::id")]
+        #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+        String,
+    ),
+    Object {
+        #[serde(deserialize_with = "crate::wire::id")]
+        #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+        id: String,
+    },
 }
 
 impl ThreadRef {
@@ -86,17 +164,20 @@ pub(crate) struct RunBody {
     #[serde(default)]
     pub memory: Option<MemoryBody>,
     /// Mastra's older top-level form of `memory`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: Option<String>,
     /// Mastra's older top-level form of `memory`; alone, the resource of a run without a
     /// thread.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: Option<String>,
     /// Values the tools and hooks of the run read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
     /// The run's id (a fresh one when absent).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: Option<String>,
     /// The most model steps the run may take.
     #[serde(default)]
@@ -106,14 +187,51 @@ pub(crate) struct RunBody {
     pub until_idle: Option<bool>,
 }
 
+/// What a request body may ask of a run, whatever token the caller holds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BodyRules {
+    /// The agent's own step limit: `maxSteps` may lower it, not raise it.
+    pub max_steps: u32,
+    /// Whether messages with role `system` are taken (off unless the server opts in).
+    pub system_messages: bool,
+}
+
+impl BodyRules {
+    /// The rules for runs of `agent` on this server.
+    pub(crate) fn of(agent: &kestrel_core::agent::Agent, state: &crate::AppState) -> Self {
+        Self {
+            max_steps: agent.max_steps(),
+            system_messages: state.system_messages,
+        }
+    }
+}
+
+/// A body's `requestContext` without the keys the framework reserves (`kestrel.*`: the
+/// run's thread, resource and id, the delegation depth), which only the server sets.
+pub(crate) fn client_context(entries: Option<Map<String, Value>>) -> RequestContext {
+    let entries: std::collections::BTreeMap<String, Value> = entries
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, _)| {
+            let reserved = kestrel_core::context::is_reserved_key(key);
+            if reserved {
+                tracing::debug!(%key, "dropping a reserved request context key from a body");
+            }
+            !reserved
+        })
+        .collect();
+    RequestContext::from(entries)
+}
+
 impl RunBody {
     /// The input messages and the run's options. A caller pinned to a resource runs as that
     /// resource: a thread of another is refused, and the request context carries it.
     pub(crate) fn into_run(
         self,
         caller: &crate::auth::Caller,
+        rules: BodyRules,
     ) -> Result<(Vec<Message>, RunOptions), ApiError> {
-        let messages = input_messages(&self.messages)?;
+        let messages = input_messages(&self.messages, rules.system_messages)?;
         let mut options = RunOptions::new();
         let memory = match (self.memory, self.thread_id, self.resource_id) {
             (Some(memory), _, _) => Some((memory.thread.id().to_owned(), memory.resource)),
@@ -134,12 +252,7 @@ impl RunBody {
             caller.check_resource(resource)?;
             options = options.memory(thread, resource);
         }
-        let context = RequestContext::from(
-            self.request_context
-                .unwrap_or_default()
-                .into_iter()
-                .collect::<std::collections::BTreeMap<_, _>>(),
-        );
+        let context = client_context(self.request_context);
         if let Some(own) = &caller.resource {
             // Set by the server from the token: a body cannot claim another identity.
             context.set(kestrel_core::context::RESOURCE_ID_KEY, own.as_str());
@@ -153,7 +266,8 @@ impl RunBody {
             if max_steps == 0 {
                 return Err(ApiError::invalid("maxSteps must be at least 1"));
             }
-            options = options.max_steps(max_steps);
+            // The agent's limit is the operator's: a body may ask for fewer steps only.
+            options = options.max_steps(max_steps.min(rules.max_steps));
         }
         if let Some(until_idle) = self.until_idle {
             options = options.until_idle(until_idle);
@@ -164,13 +278,13 @@ impl RunBody {
 
 /// `messages` as Mastra accepts them: a string, or an array of strings and
 /// `{role, content}` / `{role, parts}` messages.
-fn input_messages(value: &Value) -> Result<Vec<Message>, ApiError> {
+fn input_messages(value: &Value, system_messages: bool) -> Result<Vec<Message>, ApiError> {
     let messages = match value {
         Value::String(text) => vec![Message::user(text.clone())],
         Value::Array(items) => items
             .iter()
             .enumerate()
-            .map(|(i, item)| input_message(i, item))
+            .map(|(i, item)| input_message(i, item, system_messages))
             .collect::<Result<_, _>>()?,
         _ => {
             return Err(ApiError::invalid(
@@ -184,7 +298,7 @@ fn input_messages(value: &Value) -> Result<Vec<Message>, ApiError> {
     Ok(messages)
 }
 
-fn input_message(index: usize, item: &Value) -> Result<Message, ApiError> {
+fn input_message(index: usize, item: &Value, system_messages: bool) -> Result<Message, ApiError> {
     let bad = |what: &str| ApiError::invalid(format!("messages[{index}]: {what}"));
     let object = match item {
         Value::String(text) => return Ok(Message::user(text.clone())),
@@ -194,7 +308,13 @@ fn input_message(index: usize, item: &Value) -> Result<Message, ApiError> {
     let role = match object.get("role").and_then(Value::as_str) {
         Some("user") => Role::User,
         Some("assistant") => Role::Assistant,
-        Some("system") => Role::System,
+        Some("system") if system_messages => Role::System,
+        Some("system") => {
+            return Err(bad(
+                "role \"system\" is refused: the agent's instructions come from the server \
+                 (a server may take them with Server::allow_system_messages)",
+            ));
+        }
         Some(other) => {
             return Err(bad(&format!(
                 "role {other:?} is not one of user, assistant, system"
@@ -233,7 +353,11 @@ fn collect_text_parts(parts: &[Value], texts: &mut Vec<String>) {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecisionBody {
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: String,
     #[serde(default)]
     pub fingerprint: Option<String>,
@@ -245,8 +369,11 @@ pub(crate) struct DecisionBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ResumeBody {
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: Option<String>,
     #[serde(default)]
     pub fingerprint: Option<String>,
@@ -257,7 +384,11 @@ pub(crate) struct ResumeBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadBody {
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
 }
 
@@ -290,7 +421,11 @@ pub(crate) struct SendBody {
     pub message: Option<Value>,
     #[serde(default)]
     pub signal: Option<Value>,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
     #[serde(default)]
     pub if_active: Option<IfActiveBody>,

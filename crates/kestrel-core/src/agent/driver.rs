@@ -86,6 +86,8 @@ pub struct AgentRun {
     background: Option<Arc<BackgroundRuntime>>,
     /// Wait for the background tasks before finishing.
     until_idle: bool,
+    /// The caller chose the run id of this new run: it must not be a stored run's.
+    chosen_id: bool,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -145,6 +147,7 @@ impl AgentRun {
             .require_tool_approval
             .or_else(|| d.require_tool_approval.clone())
             .unwrap_or_default();
+        let chosen_id = options.run_id.is_some() || d.run_id.is_some();
         let run_id = options
             .run_id
             .or_else(|| d.run_id.clone())
@@ -179,6 +182,7 @@ impl AgentRun {
         run.approval = approval;
         run.busy = busy;
         run.until_idle = until_idle;
+        run.chosen_id = chosen_id;
         run.with_hooks(
             options.delegation,
             options.on_iteration_complete,
@@ -268,6 +272,7 @@ impl AgentRun {
             durable_steps: false,
             background: None,
             until_idle: false,
+            chosen_id: false,
             agent,
             state,
             abort,
@@ -296,6 +301,8 @@ impl AgentRun {
     pub(crate) fn delegated(mut self, link: &SubRunContext) -> Self {
         self.store = Arc::clone(&link.store);
         self.pause = link.pause.child();
+        // A delegation names its sub-agent's run itself (and continues it after a restart).
+        self.chosen_id = false;
         // Only a store that outlives the process makes step snapshots worth their cost.
         self.durable_steps = link.store.is_durable();
         self.state.delegated_by = Some(link.delegated_by.clone());
@@ -403,26 +410,79 @@ impl AgentRun {
     /// in the order they asked (or fail at once, with [`BusyThread::Fail`]). While it holds the
     /// lease, the run takes the messages delivered to the thread and publishes its events to
     /// the thread's subscribers.
-    pub async fn run(self) -> Result<GenerateResult, AgentError> {
-        let registered = self.register();
-        self.run_registered(registered).await
+    pub async fn run(mut self) -> Result<GenerateResult, AgentError> {
+        match self.register() {
+            Ok(registered) => self.run_registered(registered).await,
+            Err(e) => Err(self.refuse(e).await),
+        }
     }
 
     /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
-    /// until the guard is dropped.
-    fn register(&self) -> Registered {
-        self.agent.inner.runs.register(
-            &self.run_id,
-            self.abort.clone(),
-            self.pause.clone(),
-            self.thread_key(),
-        )
+    /// until the guard is dropped; refused when a run of the same id is in progress.
+    fn register(&self) -> Result<Registered, AgentError> {
+        self.agent
+            .inner
+            .runs
+            .register(
+                &self.run_id,
+                self.abort.clone(),
+                self.pause.clone(),
+                self.thread_key(),
+                self.state.settings.resource_id.clone(),
+            )
+            .map_err(|owner| AgentError::RunIdTaken {
+                run_id: self.state.run_id.clone(),
+                live: true,
+                owner,
+            })
+    }
+
+    /// A new run whose caller chose its id must not take a stored run's: it would overwrite
+    /// that run's snapshot.
+    async fn check_chosen_id(&mut self) -> Result<(), AgentError> {
+        if !self.chosen_id {
+            return Ok(());
+        }
+        let stored =
+            self.store
+                .load(&self.run_id)
+                .await
+                .map_err(|source| AgentError::RunStore {
+                    run_id: self.state.run_id.clone(),
+                    source,
+                })?;
+        if let Some(stored) = stored {
+            return Err(AgentError::RunIdTaken {
+                run_id: self.state.run_id.clone(),
+                live: false,
+                owner: stored.state.settings.resource_id,
+            });
+        }
+        self.chosen_id = false;
+        Ok(())
+    }
+
+    /// Ends a run that never started (its id is taken): an `error` event, and nothing
+    /// stored, so the run that holds the id keeps its snapshot and its messages.
+    async fn refuse(&mut self, error: AgentError) -> AgentError {
+        emit!(
+            self.sink,
+            self.run_id,
+            EventKind::Error(ErrorPayload {
+                error: error.detail(),
+                kind: error.kind().into(),
+            })
+        );
+        error
     }
 
     async fn run_registered(
         mut self,
         _registered: Registered,
     ) -> Result<GenerateResult, AgentError> {
+        if let Err(e) = self.check_chosen_id().await {
+            return Err(self.refuse(e).await);
+        }
         let runs = Arc::clone(&self.agent.inner.runs);
         let thread = self.thread_key();
         if let Some(thread) = thread {
@@ -754,13 +814,25 @@ impl AgentRun {
         let run_id = self.run_id.clone();
         let abort = self.abort.clone();
         // Registered now, not at the first poll, so an abort reaches it at once.
-        let registered = self.register();
-        AgentStream::new(
-            run_id,
-            queue,
-            abort,
-            self.run_registered(registered).boxed(),
-        )
+        let driver = match self.register() {
+            Ok(registered) => self.run_registered(registered).boxed(),
+            Err(e) => async move { Err(self.refuse(e).await) }.boxed(),
+        };
+        AgentStream::new(run_id, queue, abort, driver)
+    }
+
+    /// [`AgentRun::into_stream`], but a run that cannot start because its id is taken (by
+    /// a run in progress, or a stored one) is refused with [`AgentError::RunIdTaken`] before
+    /// any event, so a server can answer with an error status instead of a stream.
+    pub async fn try_into_stream(mut self) -> Result<AgentStream, AgentError> {
+        let registered = self.register()?;
+        self.check_chosen_id().await?;
+        let queue = Arc::new(EventQueue::default());
+        self.sink = EventSink::queue(queue.clone());
+        let run_id = self.run_id.clone();
+        let abort = self.abort.clone();
+        let driver = self.run_registered(registered).boxed();
+        Ok(AgentStream::new(run_id, queue, abort, driver))
     }
 
     async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {

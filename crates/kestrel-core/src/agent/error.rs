@@ -59,6 +59,11 @@ pub enum AgentBuildError {
     },
 }
 
+/// What holds a taken run id.
+fn holder(live: &bool) -> &'static str {
+    if *live { "in progress" } else { "stored" }
+}
+
 /// A boxed error from user code (instructions or model functions).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -153,6 +158,18 @@ pub enum AgentError {
         #[source]
         source: crate::run_store::RunStoreError,
     },
+    /// A new run was given the id of a run that is in progress or stored: one id names one
+    /// run. Leave [`crate::agent::RunOptions::run_id`] unset for a fresh id.
+    #[error("run id {run_id:?} is taken by a run that is {}", holder(.live))]
+    RunIdTaken {
+        /// The id asked for.
+        run_id: String,
+        /// Whether the run holding it is in progress (else it is stored).
+        live: bool,
+        /// The resource the run holding the id acts for, so a server can refuse a caller of
+        /// another resource without telling it more.
+        owner: Option<String>,
+    },
     /// The run's task failed unexpectedly.
     #[error("run {run_id}: internal error: {message}")]
     Internal {
@@ -184,6 +201,9 @@ impl AgentError {
                 active_run_id,
                 ..
             } => format!("thread {thread_id:?} is busy with run {active_run_id}"),
+            AgentError::RunIdTaken { live, .. } => {
+                format!("the run id is taken by a run that is {}", holder(live))
+            }
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -201,6 +221,7 @@ impl AgentError {
             | AgentError::InvalidRunState { run_id, .. }
             | AgentError::RunStore { run_id, .. }
             | AgentError::ThreadBusy { run_id, .. }
+            | AgentError::RunIdTaken { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -218,6 +239,7 @@ impl AgentError {
             AgentError::InvalidRunState { .. } => "invalid-run-state",
             AgentError::RunStore { .. } => "run-store",
             AgentError::ThreadBusy { .. } => "thread-busy",
+            AgentError::RunIdTaken { .. } => "run-id-taken",
             AgentError::Internal { .. } => "internal",
         }
     }

@@ -17,6 +17,7 @@
 use futures::future::BoxFuture;
 
 use super::driver::AgentRun;
+use super::registry::LiveAbort;
 use super::state::{RunState, RunStatus, Waiting};
 use super::{Agent, AgentStream, GenerateResult, RunControlError, RunOptions};
 use crate::model::FinishReason;
@@ -130,11 +131,19 @@ impl Agent {
     /// abort signal (its sub-agents stop at their next step, then it does); a stored run
     /// that is not finished has every unfinished sub-agent run marked aborted, deepest
     /// first, then itself. Returns how many stored runs were marked (0 for a run in progress
-    /// here, which records its own end).
+    /// here, which records its own end). With [`RunRef::resource`], a run of another
+    /// resource, in progress or stored, is not found.
     pub async fn abort_stored_run(&self, target: RunRef) -> Result<usize, RunControlError> {
         let run_id = target.run_id.clone();
-        if self.inner.runs.abort_run(&run_id) {
-            return Ok(0);
+        match self
+            .inner
+            .runs
+            .abort_run_of(&run_id, target.resource_id.as_deref())
+        {
+            LiveAbort::Aborted => return Ok(0),
+            // Another resource's run is not revealed.
+            LiveAbort::OtherResource => return Err(RunControlError::RunNotFound { run_id }),
+            LiveAbort::NotLive => {}
         }
         let store = self.inner.run_store.clone();
         let stored = self.load_top_level(&store, &target).await?;

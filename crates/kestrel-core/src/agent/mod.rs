@@ -54,7 +54,7 @@ use crate::memory::AgentMemory;
 use crate::message::Input;
 use crate::model::{ModelRegistry, ModelSpec, SharedModel};
 use crate::run_store::SharedRunStore;
-use crate::tool::ToolSet;
+use crate::tool::{ApprovalContext, ToolSet};
 
 /// The default bound on steps per run.
 pub const DEFAULT_MAX_STEPS: u32 = 5;
@@ -175,9 +175,31 @@ impl Agent {
         self.inner.memory.as_ref()
     }
 
-    /// The default bound on steps.
+    /// The default bound on steps: the default options' `max_steps`, else the builder's.
     pub fn max_steps(&self) -> u32 {
-        self.inner.max_steps
+        self.inner
+            .defaults
+            .max_steps
+            .unwrap_or(self.inner.max_steps)
+    }
+
+    /// Whether a call of `tool_name` with `args` needs a person's approval under the agent's
+    /// own policies: the tool's, or the agent's default run policy
+    /// ([`RunOptions::require_tool_approval`] of its default options). A call's options may
+    /// add a policy; this is what holds without one.
+    pub fn requires_approval(&self, args: &serde_json::Value, ctx: &ApprovalContext<'_>) -> bool {
+        let by_tool = self
+            .inner
+            .tools
+            .get(ctx.tool_name)
+            .is_some_and(|tool| tool.requires_approval(args, ctx));
+        let by_agent = self
+            .inner
+            .defaults
+            .require_tool_approval
+            .as_ref()
+            .is_some_and(|policy| policy.requires(args, ctx));
+        by_tool || by_agent
     }
 
     /// The sub-agent with this id, among those given to [`AgentBuilder::agents`].
@@ -247,6 +269,17 @@ impl Agent {
     /// The run goes on even if the stream is dropped. Must be called inside a tokio runtime.
     pub fn stream(&self, input: impl Into<Input>, options: RunOptions) -> AgentStream {
         self.start_run(input, options).into_stream()
+    }
+
+    /// [`Agent::stream`], refusing at once a run whose id
+    /// ([`RunOptions::run_id`]) is taken by a run in progress or stored, with
+    /// [`AgentError::RunIdTaken`] (instead of a stream that only says so).
+    pub async fn try_stream(
+        &self,
+        input: impl Into<Input>,
+        options: RunOptions,
+    ) -> Result<AgentStream, AgentError> {
+        self.start_run(input, options).try_into_stream().await
     }
 
     /// Prepares a run without starting it, for driving it step by step.

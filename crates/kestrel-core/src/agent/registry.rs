@@ -26,6 +26,19 @@ struct ActiveRun {
     abort: AbortSignal,
     pause: AbortSignal,
     thread: Option<ThreadKey>,
+    /// The resource the run acts for, so a caller pinned to another cannot reach it.
+    resource: Option<String>,
+}
+
+/// What [`RunRegistry::abort_run_of`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LiveAbort {
+    /// The run was in progress and got its abort signal.
+    Aborted,
+    /// A run of that id is in progress, for another resource: left alone.
+    OtherResource,
+    /// No run of that id is in progress here.
+    NotLive,
 }
 
 #[derive(Default)]
@@ -77,25 +90,45 @@ impl RunRegistry {
         }
     }
 
-    /// Records a run in progress until the returned guard is dropped.
+    /// Records a run in progress until the returned guard is dropped. One id names one run:
+    /// when a run of that id is already in progress, nothing changes and the error carries
+    /// the resource that run acts for.
     pub(crate) fn register(
         self: &Arc<Self>,
         run_id: &str,
         abort: AbortSignal,
         pause: AbortSignal,
         thread: Option<ThreadKey>,
-    ) -> Registered {
-        lock(&self.runs).insert(
-            run_id.to_owned(),
-            ActiveRun {
-                abort,
-                pause,
-                thread,
-            },
-        );
-        Registered {
+        resource: Option<String>,
+    ) -> Result<Registered, Option<String>> {
+        use std::collections::hash_map::Entry;
+        match lock(&self.runs).entry(run_id.to_owned()) {
+            Entry::Occupied(live) => return Err(live.get().resource.clone()),
+            Entry::Vacant(slot) => {
+                slot.insert(ActiveRun {
+                    abort,
+                    pause,
+                    thread,
+                    resource,
+                });
+            }
+        }
+        Ok(Registered {
             registry: Arc::clone(self),
             run_id: run_id.to_owned(),
+        })
+    }
+
+    /// Fires the abort signal of a run in progress if it acts for `resource` (any run when
+    /// `None`).
+    pub(crate) fn abort_run_of(&self, run_id: &str, resource: Option<&str>) -> LiveAbort {
+        match lock(&self.runs).get(run_id) {
+            Some(run) if resource.is_none_or(|r| run.resource.as_deref() == Some(r)) => {
+                run.abort.abort();
+                LiveAbort::Aborted
+            }
+            Some(_) => LiveAbort::OtherResource,
+            None => LiveAbort::NotLive,
         }
     }
 

@@ -108,7 +108,8 @@ fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
 #[serde(rename_all = "camelCase")]
 struct ChatBody {
     /// The chat id (`useChat`'s `id`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     id: Option<String>,
     #[serde(default)]
     messages: Vec<Value>,
@@ -122,15 +123,18 @@ struct ChatBody {
     message_id: Option<String>,
     #[serde(default)]
     memory: Option<MemoryBody>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     run_id: Option<String>,
     #[serde(default)]
     resume_data: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
     tool_call_id: Option<String>,
     #[serde(default)]
     fingerprint: Option<String>,
@@ -233,7 +237,8 @@ async fn chat(
         }
         None => {
             let replaced = body.message_id.clone();
-            let (input, options) = new_turn(&agent, &caller, body, chat_id.as_deref())?;
+            let rules = crate::wire::BodyRules::of(&agent, &state);
+            let (input, options) = new_turn(&agent, &caller, rules, body, chat_id.as_deref())?;
             if let (Some(memory), Some(message_id)) = (&options.memory, replaced) {
                 rewind(&state, &memory.thread, &memory.resource, &message_id).await?;
             }
@@ -242,7 +247,10 @@ async fn chat(
                 .as_ref()
                 .map(|m| m.resource.clone())
                 .or_else(|| options.resource.clone());
-            let stream = agent.stream(input, options.abort_signal(abort.clone()));
+            let stream = agent
+                .try_stream(input, options.abort_signal(abort.clone()))
+                .await
+                .map_err(|e| ApiError::of_run(e, &caller))?;
             let launch = Launch {
                 resource,
                 encoder: Encoder::new(version),
@@ -621,6 +629,7 @@ async fn rewind(
 fn new_turn(
     agent: &Agent,
     caller: &Caller,
+    rules: crate::wire::BodyRules,
     body: ChatBody,
     chat_id: Option<&str>,
 ) -> Result<(Vec<Message>, RunOptions), ApiError> {
@@ -660,7 +669,7 @@ fn new_turn(
         max_steps: body.max_steps,
         until_idle: None,
     };
-    let (mut input, options) = run.into_run(caller)?;
+    let (mut input, options) = run.into_run(caller, rules)?;
     // One message per UIMessage: they keep the client's ids, so the stored ones are the same
     // (and a regenerated message replaces itself in the thread).
     for (message, ui) in input.iter_mut().zip(&selected) {

@@ -492,6 +492,9 @@ impl Encoder {
         if self.ended {
             return Vec::new();
         }
+        // A sub-agent's failure inside a `tool-output` keeps its text in the log too.
+        let public = crate::redact::public_event(event);
+        let event = public.as_ref();
         let mut out = Vec::new();
         if let EventKind::Start(start) = &event.kind {
             if self.message_id.is_none() {

@@ -5,6 +5,7 @@
 
 mod api;
 mod chat;
+mod hardening;
 mod js_clients;
 mod memory;
 mod openapi;
