@@ -76,6 +76,12 @@ impl Kestrel {
         self.inner.registry.abort_run(run_id)
     }
 
+    /// How many runs of the instance's agents are in progress in this process (sub-agents'
+    /// and background tasks' runs included).
+    pub fn runs_in_progress(&self) -> usize {
+        self.inner.registry.len()
+    }
+
     /// Aborts every run in progress on a thread (running, or waiting for the thread), whatever
     /// agent runs it; returns how many.
     pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {

@@ -59,17 +59,23 @@ pub struct SuspendedRunsQuery {
     pub resource_id: Option<String>,
     /// Zero-based page.
     pub page: u32,
-    /// Runs per page (0 means the default, 50).
+    /// Runs per page: 0 means the default, [`DEFAULT_SUSPENDED_PAGE`]; more than
+    /// [`MAX_SUSPENDED_PAGE`] means that many.
     pub per_page: u32,
 }
 
+/// The page size of [`SuspendedRunsQuery`] when none is asked for.
+pub const DEFAULT_SUSPENDED_PAGE: u32 = 50;
+
+/// The largest page of [`SuspendedRunsQuery`].
+pub const MAX_SUSPENDED_PAGE: u32 = 1_000;
+
 impl SuspendedRunsQuery {
-    /// The page size asked for, or the default.
+    /// The page size asked for (at most [`MAX_SUSPENDED_PAGE`]), or the default.
     pub fn page_size(&self) -> u32 {
-        if self.per_page == 0 {
-            50
-        } else {
-            self.per_page
+        match self.per_page {
+            0 => DEFAULT_SUSPENDED_PAGE,
+            n => n.min(MAX_SUSPENDED_PAGE),
         }
     }
 }
@@ -140,13 +146,18 @@ pub type SharedRunStore = Arc<dyn RunStore>;
 
 /// Run snapshots in this process's memory (the default store).
 ///
-/// Runs that can still continue are kept until they finish; of the finished ones only the
+/// Bounded, so a long-lived process does not grow without end: of the finished runs only the
 /// most recent [`InMemoryRunStore::DEFAULT_FINISHED_CAPACITY`] are kept (so a late decision
-/// on one is told it is finished), so a long-lived process does not grow without bound.
+/// on one is told it is finished), and a run that waits (for a decision, a resume, its
+/// sub-agent) is forgotten once it has not changed for
+/// [`InMemoryRunStore::DEFAULT_UNFINISHED_TTL`] (24 hours; [`InMemoryRunStore::with_unfinished_ttl`]).
+/// Nothing here survives the process anyway: a run that must wait longer, or outlive a
+/// restart, belongs in a durable store (SQLite, PostgreSQL), which keeps every run.
 #[derive(Debug)]
 pub struct InMemoryRunStore {
     runs: Mutex<Runs>,
     finished_capacity: usize,
+    unfinished_ttl: std::time::Duration,
 }
 
 #[derive(Debug, Default)]
@@ -154,6 +165,8 @@ struct Runs {
     by_id: HashMap<String, StoredRun>,
     /// Finished runs, oldest first.
     finished: VecDeque<String>,
+    /// When waiting runs were last checked for expiry.
+    last_expiry_ms: i64,
 }
 
 impl Default for InMemoryRunStore {
@@ -166,6 +179,10 @@ impl InMemoryRunStore {
     /// How many finished runs the default store keeps.
     pub const DEFAULT_FINISHED_CAPACITY: usize = 1_000;
 
+    /// How long the default store keeps a run that waits and does not change.
+    pub const DEFAULT_UNFINISHED_TTL: std::time::Duration =
+        std::time::Duration::from_secs(24 * 60 * 60);
+
     /// An empty store.
     pub fn new() -> Self {
         Self::default()
@@ -176,6 +193,37 @@ impl InMemoryRunStore {
         Self {
             runs: Mutex::new(Runs::default()),
             finished_capacity: capacity,
+            unfinished_ttl: Self::DEFAULT_UNFINISHED_TTL,
+        }
+    }
+
+    /// Forgets a run that is not finished once it has not changed for `ttl` (a suspended run
+    /// nobody decided, a paused one nobody resumed): deciding it afterwards finds no run.
+    pub fn with_unfinished_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.unfinished_ttl = ttl;
+        self
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        i64::try_from(self.unfinished_ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// Whether `run` waited longer than the TTL.
+    fn expired(&self, run: &StoredRun, now: i64) -> bool {
+        run.phase != RunPhase::Finished && now.saturating_sub(run.updated_at_ms) > self.ttl_ms()
+    }
+
+    /// Drops the expired waiting runs, at most once a second (a scan of every run).
+    fn expire(&self, runs: &mut Runs, now: i64) {
+        if now.saturating_sub(runs.last_expiry_ms) < 1_000 {
+            return;
+        }
+        runs.last_expiry_ms = now;
+        let before = runs.by_id.len();
+        runs.by_id.retain(|_, run| !self.expired(run, now));
+        let dropped = before - runs.by_id.len();
+        if dropped > 0 {
+            tracing::info!(dropped, ttl = ?self.unfinished_ttl, "forgot waiting runs past their time to live");
         }
     }
 }
@@ -198,7 +246,13 @@ impl RunStore for InMemoryRunStore {
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
-        let actual = runs.by_id.get(&state.run_id).map(|r| r.version);
+        let now = now_ms();
+        // An expired run is gone, though not yet dropped from memory.
+        let actual = runs
+            .by_id
+            .get(&state.run_id)
+            .filter(|r| !self.expired(r, now))
+            .map(|r| r.version);
         if actual != expected_version {
             return Err(RunStoreError::Conflict {
                 run_id: state.run_id.clone(),
@@ -207,13 +261,14 @@ impl RunStore for InMemoryRunStore {
             });
         }
         let version = actual.unwrap_or(0) + 1;
+        self.expire(&mut runs, now);
         runs.by_id.insert(
             state.run_id.clone(),
             StoredRun {
                 state: state.clone(),
                 phase,
                 version,
-                updated_at_ms: now_ms(),
+                updated_at_ms: now,
             },
         );
         if phase == RunPhase::Finished {
@@ -243,7 +298,12 @@ impl RunStore for InMemoryRunStore {
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
-        Ok(runs.by_id.get(run_id).cloned())
+        let now = now_ms();
+        Ok(runs
+            .by_id
+            .get(run_id)
+            .filter(|run| !self.expired(run, now))
+            .cloned())
     }
 
     async fn list_suspended(
@@ -254,13 +314,14 @@ impl RunStore for InMemoryRunStore {
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
+        let now = now_ms();
         let matches = |expected: &Option<String>, actual: &Option<String>| {
             expected.is_none() || expected == actual
         };
         let mut found: Vec<StoredRun> = runs
             .by_id
             .values()
-            .filter(|r| r.phase == RunPhase::Suspended)
+            .filter(|r| r.phase == RunPhase::Suspended && !self.expired(r, now))
             .filter(|r| {
                 query
                     .agent_id
@@ -280,9 +341,65 @@ impl RunStore for InMemoryRunStore {
         let size = query.page_size() as usize;
         let runs = found
             .into_iter()
-            .skip(query.page as usize * size)
+            .skip((query.page as usize).saturating_mul(size))
             .take(size)
             .collect();
         Ok(SuspendedRunsPage { runs, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use crate::agent::RunSettings;
+
+    fn state(run_id: &str) -> RunState {
+        RunState::new(
+            run_id.to_owned(),
+            "agent".to_owned(),
+            Vec::new(),
+            5,
+            RunSettings::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn waiting_runs_expire_and_finished_ones_stay_bounded() {
+        let store =
+            InMemoryRunStore::new().with_unfinished_ttl(std::time::Duration::from_millis(1));
+        store
+            .save(&state("waits"), RunPhase::Suspended, None)
+            .await
+            .unwrap();
+        store
+            .save(&state("done"), RunPhase::Finished, None)
+            .await
+            .unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(store.load("waits").await.unwrap().is_none(), "expired");
+        assert!(
+            store.load("done").await.unwrap().is_some(),
+            "finished runs do not expire"
+        );
+        let listed = store
+            .list_suspended(&SuspendedRunsQuery::default())
+            .await
+            .unwrap();
+        assert_eq!(listed.total, 0);
+        // Its id can be used again.
+        store
+            .save(&state("waits"), RunPhase::Paused, None)
+            .await
+            .unwrap();
+        assert_eq!(store.load("waits").await.unwrap().unwrap().version, 1);
+        // The default keeps a waiting run for a day.
+        let default = InMemoryRunStore::new();
+        default
+            .save(&state("waits"), RunPhase::Suspended, None)
+            .await
+            .unwrap();
+        assert!(default.load("waits").await.unwrap().is_some());
     }
 }

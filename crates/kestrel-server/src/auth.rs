@@ -29,6 +29,9 @@ pub(crate) struct Tokens(pub Arc<Vec<Grant>>);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
     pub resource: Option<String>,
+    /// The token the caller presented (empty on a server without tokens): what per-token
+    /// limits count against.
+    pub token: Arc<str>,
 }
 
 impl Caller {
@@ -82,12 +85,12 @@ pub(crate) async fn require_token(
     let mut found = None;
     for grant in tokens.0.iter() {
         if same(given.as_bytes(), grant.token.as_bytes()) {
-            found = Some(grant.resource.clone());
+            found = Some((grant.resource.clone(), Arc::clone(&grant.token)));
         }
     }
     match found {
-        Some(resource) => {
-            request.extensions_mut().insert(Caller { resource });
+        Some((resource, token)) => {
+            request.extensions_mut().insert(Caller { resource, token });
             next.run(request).await
         }
         None => ApiError::new(

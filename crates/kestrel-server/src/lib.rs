@@ -26,6 +26,10 @@
 //!   caller runs as that resource and cannot read, decide, resume or abort anything of
 //!   another. Bodies are limited ([`Server::body_limit`], 1 MiB by default). CORS is off
 //!   unless origins are allowed ([`Server::cors_origins`]).
+//! - **Floods.** Runs in progress ([`Server::max_runs`]) and open streams per token
+//!   ([`Server::max_streams_per_token`]) are bounded (429 with `Retry-After` past them),
+//!   non-streaming requests time out ([`Server::request_timeout`]), ids are at most 256
+//!   characters, and a client that stops reading a stream is let go, not buffered for.
 //! - **Errors** are `{"error": {"code", "message"}}` with a 4xx naming what was wrong, or a
 //!   5xx with a generic message: provider and storage error text is logged, never sent.
 
@@ -33,6 +37,7 @@ mod auth;
 mod chat;
 mod error;
 mod guard;
+mod limits;
 mod memory;
 mod openapi;
 mod redact;
@@ -53,6 +58,7 @@ use kestrel_memory::Memory;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use error::ApiError;
+pub use limits::{DEFAULT_MAX_RUNS, DEFAULT_MAX_STREAMS_PER_TOKEN, DEFAULT_REQUEST_TIMEOUT};
 
 /// The environment variable [`Server::from_env`] reads the bearer token from.
 pub const API_TOKEN_ENV: &str = "KESTREL_API_TOKEN";
@@ -106,6 +112,9 @@ pub struct Server {
     studio: bool,
     system_messages: bool,
     allowed_hosts: Vec<String>,
+    max_runs: usize,
+    max_streams_per_token: usize,
+    request_timeout: std::time::Duration,
 }
 
 /// What every handler reaches.
@@ -120,6 +129,8 @@ pub(crate) struct AppState {
     pub chat_turns: Arc<chat::Turns>,
     /// Whether run bodies may carry messages with role `system`.
     pub system_messages: bool,
+    /// How much the server takes on at once.
+    pub limits: Arc<limits::Limits>,
 }
 
 impl Server {
@@ -135,6 +146,9 @@ impl Server {
             studio: true,
             system_messages: false,
             allowed_hosts: Vec::new(),
+            max_runs: DEFAULT_MAX_RUNS,
+            max_streams_per_token: DEFAULT_MAX_STREAMS_PER_TOKEN,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
     }
 
@@ -227,6 +241,31 @@ impl Server {
         self
     }
 
+    /// The most runs in progress at once (those of every agent of the instance, sub-agents'
+    /// included) before a request that would start or continue another is refused with 429
+    /// and `Retry-After` ([`DEFAULT_MAX_RUNS`] by default).
+    pub fn max_runs(mut self, runs: usize) -> Self {
+        self.max_runs = runs.max(1);
+        self
+    }
+
+    /// The most streams (run streams, chat turns, thread subscriptions) one token keeps open
+    /// at once, past which another is refused with 429 and `Retry-After`
+    /// ([`DEFAULT_MAX_STREAMS_PER_TOKEN`] by default; on a server without tokens every caller
+    /// shares one count).
+    pub fn max_streams_per_token(mut self, streams: usize) -> Self {
+        self.max_streams_per_token = streams.max(1);
+        self
+    }
+
+    /// How long a non-streaming request may take before it is answered with 503 `timeout`
+    /// ([`DEFAULT_REQUEST_TIMEOUT`] by default). A run that such a request started (generate,
+    /// a decision) goes on in the background and is stored as usual; streams are not cut.
+    pub fn request_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
     /// Refuses bodies larger than `bytes` with 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
@@ -237,17 +276,27 @@ impl Server {
     /// axum `router.with_state(()).into_make_service()`: given the `Router` itself, axum
     /// rebuilds its route table for every connection.
     pub fn router(&self) -> Router {
+        let limits = Arc::new(limits::Limits::new(
+            self.max_runs,
+            self.max_streams_per_token,
+            self.request_timeout,
+        ));
         let state = Arc::new(AppState {
             kestrel: self.kestrel.clone(),
             memory: self.memory.clone(),
             abort_on_disconnect: self.abort_on_disconnect,
             chat_turns: Arc::default(),
             system_messages: self.system_messages,
+            limits: Arc::clone(&limits),
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes
                 .with_state(state.clone())
                 .layer(DefaultBodyLimit::max(self.body_limit))
+                .layer(axum::middleware::from_fn_with_state(
+                    Arc::clone(&limits),
+                    limits::timeout,
+                ))
                 .layer(axum::middleware::from_fn_with_state(
                     auth::Tokens(Arc::new(self.tokens.clone())),
                     auth::require_token,

@@ -297,6 +297,7 @@ struct ListQuery {
     page: Option<u32>,
     /// Threads per page: 1 to 1,000, 100 by default.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
     per_page: Option<u32>,
     /// `createdAt` (the default) or `updatedAt`.
     #[serde(default, rename = "orderBy[field]", alias = "orderBy")]
@@ -542,6 +543,7 @@ struct MessagesQuery {
     /// from the page's messages: a turn that a page boundary splits is split there too, so a
     /// front end that renders history asks for whole threads (the default).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
     per_page: Option<u32>,
     /// The AI SDK version of `uiMessages`: `v5` (the default) or `v6`.
     #[serde(default)]

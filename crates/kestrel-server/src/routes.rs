@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::limits::{RunSlot, StreamSlot};
 use crate::openapi::{Doc, Routes};
 use crate::wire::{
     Body, BodyRules, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json,
@@ -228,21 +229,24 @@ async fn get_agent(
 
 async fn generate(
     State(state): Shared,
+    _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
-    let result = agent
-        .generate(input, options)
-        .await
+    let agent = agent.clone();
+    let result = in_task(async move { agent.generate(input, options).await })
+        .await?
         .map_err(|e| ApiError::of_run(e, &caller))?;
     Ok(Json(result_json(&result)))
 }
 
 async fn stream(
     State(state): Shared,
+    _run: RunSlot,
+    slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
@@ -253,7 +257,17 @@ async fn stream(
         .try_stream(input, options)
         .await
         .map_err(|e| ApiError::of_run(e, &caller))?;
-    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
+}
+
+/// Runs `run` in a task of its own, so that a request that times out (or whose client goes
+/// away) leaves the run to finish and be stored instead of cutting it off mid-step.
+async fn in_task<T: Send + 'static>(
+    run: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(run)
+        .await
+        .map_err(|e| ApiError::internal(&format!("a run's task failed: {e}")))
 }
 
 /// The call a decision names; a pinned caller reaches only its resource's runs.
@@ -285,6 +299,8 @@ fn run_ref(caller: &Caller, run_id: &str) -> RunRef {
 /// Approves (`APPROVE`) or declines a waiting call, and continues the run as a stream.
 async fn decide_stream<const APPROVE: bool>(
     State(state): Shared,
+    _run: RunSlot,
+    slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
@@ -296,28 +312,35 @@ async fn decide_stream<const APPROVE: bool>(
     } else {
         agent.decline_tool_call(call, body.reason).await?
     };
-    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
 /// Approves (`APPROVE`) or declines a waiting call, and runs the run to its end.
 async fn decide_generate<const APPROVE: bool>(
     State(state): Shared,
+    _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
-    let result = if APPROVE {
-        agent.approve_tool_call_generate(call).await?
-    } else {
-        agent.decline_tool_call_generate(call, body.reason).await?
-    };
+    let agent = agent.clone();
+    let result = in_task(async move {
+        if APPROVE {
+            agent.approve_tool_call_generate(call).await
+        } else {
+            agent.decline_tool_call_generate(call, body.reason).await
+        }
+    })
+    .await??;
     Ok(Json(result_json(&result)))
 }
 
 async fn resume_stream(
     State(state): Shared,
+    _run: RunSlot,
+    slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ResumeBody>,
@@ -329,7 +352,7 @@ async fn resume_stream(
     };
     let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
     let stream = agent.resume_stream(body.resume_data, call).await?;
-    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
 /// The stored run `run_id` of `agent`, if the caller may reach it (404 otherwise, for both:
@@ -391,8 +414,9 @@ struct SuspendedQuery {
     /// The page, from 0.
     #[serde(default)]
     page: Option<u32>,
-    /// Runs per page (0: all).
+    /// Runs per page: 1 to 1,000; 0 or absent: 50.
     #[serde(default)]
+    #[schemars(range(max = 1000))]
     per_page: Option<u32>,
 }
 
@@ -404,6 +428,12 @@ async fn suspended_runs(
 ) -> Result<Json<Value>, ApiError> {
     let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let agent = agent(&state, &agent_id)?;
+    let max = kestrel_core::run_store::MAX_SUSPENDED_PAGE;
+    if let Some(asked) = query.per_page.filter(|n| *n > max) {
+        return Err(ApiError::invalid_query(format!(
+            "perPage must be at most {max}, not {asked}"
+        )));
+    }
     if let Some(own) = &caller.resource {
         if let Some(asked) = &query.resource_id {
             caller.check_resource(asked)?;
@@ -460,16 +490,19 @@ async fn abort_run(
 
 async fn resume_run(
     State(state): Shared,
+    _run: RunSlot,
+    slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id)?;
     let stream = agent.resume_run(run_ref(&caller, &run_id)).await?;
-    Ok(crate::sse::run_events(stream, state.abort_on_disconnect).into_response())
+    Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
 async fn send_message(
     State(state): Shared,
+    _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
@@ -485,6 +518,7 @@ async fn send_message(
 
 async fn signal(
     State(state): Shared,
+    _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
@@ -526,6 +560,7 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(25);
 
 async fn subscribe(
     State(state): Shared,
+    slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
@@ -541,8 +576,10 @@ async fn subscribe(
     let connected = futures::stream::once(async {
         Ok::<_, std::convert::Infallible>(SseEvent::default().comment("connected"))
     });
-    let events =
-        subscription.map(|event| Ok(SseEvent::default().data(crate::sse::public_json(&event))));
+    let events = subscription.map(move |event| {
+        let _held = &slot;
+        Ok(SseEvent::default().data(crate::sse::public_json(&event)))
+    });
     let sse = Sse::new(connected.chain(events))
         .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"));
     Ok(sse.into_response())

@@ -16,6 +16,7 @@ use kestrel_core::agent::AgentStream;
 pub(crate) fn run_events(
     stream: AgentStream,
     abort_on_disconnect: bool,
+    slot: crate::limits::StreamSlot,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let stream = on_disconnect(stream, move |stream: &mut AgentStream| {
         if abort_on_disconnect {
@@ -27,7 +28,12 @@ pub(crate) fn run_events(
     let done = futures::stream::once(futures::future::ready(Ok(
         SseEvent::default().data("[DONE]")
     )));
-    Sse::new(FlushFirst::new(events.chain(done))).keep_alive(KeepAlive::default())
+    // The slot is the caller's place among its open streams, held until the response ends.
+    let body = events.chain(done).map(move |event| {
+        let _held = &slot;
+        event
+    });
+    Sse::new(FlushFirst::new(body)).keep_alive(KeepAlive::default())
 }
 
 /// An event's JSON as a client may read it (see [`crate::redact`]).

@@ -220,10 +220,17 @@ pub fn role_str(role: kestrel_core::message::Role) -> &'static str {
 // ---------------------------------------------------------------------------------------------
 // Argument checks
 
-/// Refuses a page of size 0.
+/// Refuses a page of size 0, and a page whose offset does not fit the databases' signed
+/// 64-bit `OFFSET` (checked here, before any cast).
 pub fn check_page(page: PageRequest) -> Result<()> {
     if page.per_page == 0 {
         return Err(StorageError::invalid("per_page", "must be at least 1"));
+    }
+    if i64::try_from(page.offset()).is_err() {
+        return Err(StorageError::invalid(
+            "page",
+            "is too far: page × per_page must fit a signed 64-bit offset",
+        ));
     }
     Ok(())
 }

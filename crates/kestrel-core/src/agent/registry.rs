@@ -155,6 +155,11 @@ impl RunRegistry {
         }
     }
 
+    /// How many runs are in progress.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
     /// Whether the run is in progress in this process.
     pub(crate) fn is_active(&self, run_id: &str) -> bool {
         lock(&self.runs).contains_key(run_id)

@@ -182,6 +182,8 @@ struct Decided {
 /// docs). Errors before the stream starts are JSON; after, an `error` chunk.
 async fn chat(
     State(state): Shared,
+    _run: crate::limits::RunSlot,
+    slot: crate::limits::StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ChatBody>,
@@ -286,7 +288,7 @@ async fn chat(
             abort.abort();
         }
     });
-    Ok(ui_response(listener))
+    Ok(ui_response(listener, slot))
 }
 
 /// How a turn starts: who it acts for, its encoder, the chunks before the run's, and the
@@ -299,8 +301,15 @@ struct Launch {
 }
 
 /// The UI message stream response of a stream of chunks.
-fn ui_response(chunks: impl Stream<Item = Chunk> + Send + 'static) -> Response {
-    let events = chunks.map(|chunk| Ok::<_, Infallible>(SseEvent::default().data(chunk.to_json())));
+fn ui_response(
+    chunks: impl Stream<Item = Chunk> + Send + 'static,
+    slot: crate::limits::StreamSlot,
+) -> Response {
+    // The slot is the caller's place among its open streams, held until the response ends.
+    let events = chunks.map(move |chunk| {
+        let _held = &slot;
+        Ok::<_, Infallible>(SseEvent::default().data(chunk.to_json()))
+    });
     let done = futures::stream::once(async { Ok(SseEvent::default().data("[DONE]")) });
     let sse = Sse::new(events.chain(done)).keep_alive(KeepAlive::new().text("keep-alive"));
     (
@@ -767,6 +776,7 @@ impl TurnJob {
 /// 204 when none runs. Leaving it never aborts the turn.
 async fn reattach(
     State(state): Shared,
+    slot: crate::limits::StreamSlot,
     Extension(caller): Extension<Caller>,
     Path((agent_id, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
@@ -782,12 +792,20 @@ async fn reattach(
         )));
     }
     match turn.attach() {
-        Ok(listener) => Ok(ui_response(listener)),
+        Ok(listener) => Ok(ui_response(listener, slot)),
         Err(AttachError::Ended) => Ok(StatusCode::NO_CONTENT.into_response()),
         Err(AttachError::TooLong) => Err(ApiError::new(
             StatusCode::CONFLICT,
             "replay_unavailable",
             "this turn is too long to replay; its messages are stored when it ends",
+        )),
+        Err(AttachError::Crowded) => Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_listeners",
+            format!(
+                "this turn has {} listeners already; its messages are stored when it ends",
+                turns::MAX_LISTENERS
+            ),
         )),
     }
 }

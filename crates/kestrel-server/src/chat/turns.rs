@@ -20,6 +20,14 @@ use super::ui_stream::Chunk;
 /// turn cannot be re-attached to; its own listeners are not affected.
 pub(crate) const MAX_REPLAY_BYTES: usize = 8 * 1024 * 1024;
 
+/// The most listeners (the POST that started it, re-attached GETs) one turn has at once:
+/// each holds a copy of the replay.
+pub(crate) const MAX_LISTENERS: usize = 8;
+
+/// How many chunks a listener may leave unread before it is dropped: a client that stops
+/// reading is let go, its chunks not buffered without end.
+pub(crate) const LISTENER_BACKLOG: usize = 4_096;
+
 /// The running turns of a server, by agent and chat id.
 #[derive(Debug, Default)]
 pub(crate) struct Turns {
@@ -88,7 +96,7 @@ struct TurnState {
     /// The replay outgrew its bound and was dropped.
     overflowed: bool,
     done: bool,
-    listeners: Vec<mpsc::UnboundedSender<Chunk>>,
+    listeners: Vec<mpsc::Sender<Chunk>>,
 }
 
 /// Why a turn cannot be re-attached to.
@@ -98,16 +106,27 @@ pub(crate) enum AttachError {
     Ended,
     /// Its replay outgrew [`MAX_REPLAY_BYTES`].
     TooLong,
+    /// It has [`MAX_LISTENERS`] listeners.
+    Crowded,
 }
 
 impl Turn {
     /// Sends a chunk to every listener and adds it to the replay.
     pub(crate) fn push(&self, chunk: Chunk) {
         let mut state = lock(&self.state);
-        // A listener whose receiver is gone (its client left) is dropped.
+        // A listener whose receiver is gone (its client left), or who left a whole backlog
+        // unread, is dropped: its stream ends.
         state
             .listeners
-            .retain(|listener| listener.unbounded_send(chunk.clone()).is_ok());
+            .retain_mut(|listener| match listener.try_send(chunk.clone()) {
+                Ok(()) => true,
+                Err(error) => {
+                    if error.is_full() {
+                        tracing::warn!("a chat listener stopped reading: dropping it");
+                    }
+                    false
+                }
+            });
         if state.overflowed {
             return;
         }
@@ -148,7 +167,11 @@ impl Turn {
         if state.overflowed {
             return Err(AttachError::TooLong);
         }
-        let (sender, receiver) = mpsc::unbounded();
+        state.listeners.retain(|listener| !listener.is_closed());
+        if state.listeners.len() >= MAX_LISTENERS {
+            return Err(AttachError::Crowded);
+        }
+        let (sender, receiver) = mpsc::channel(LISTENER_BACKLOG);
         state.listeners.push(sender);
         // Taken under the lock that `push` holds: no chunk is missed or seen twice.
         let replay = state.replay.clone();
@@ -203,6 +226,37 @@ mod tests {
             ]
         );
         assert!(matches!(turn.attach(), Err(AttachError::Ended)));
+    }
+
+    #[tokio::test]
+    async fn a_listener_that_never_reads_is_dropped_and_listeners_are_bounded() {
+        let turns = Turns::default();
+        let turn = turns.begin(None, None);
+        let Ok(idle) = turn.attach() else {
+            panic!("a new turn takes listeners");
+        };
+        let Ok(reader) = turn.attach() else {
+            panic!("a second listener is taken");
+        };
+        let mut reader = Box::pin(reader);
+        for n in 0..LISTENER_BACKLOG + 10 {
+            turn.push(delta(&n.to_string()));
+            // The reader keeps up; the idle listener reads nothing.
+            assert!(reader.next().await.is_some());
+        }
+        assert_eq!(
+            lock(&turn.state).listeners.len(),
+            1,
+            "the idle listener was dropped"
+        );
+        // What it had queued is still readable, then its stream ends: it was let go.
+        let queued = idle.collect::<Vec<_>>().await.len();
+        assert!(queued <= LISTENER_BACKLOG + 2, "{queued}");
+        let held: Vec<_> = (1..MAX_LISTENERS).map(|_| turn.attach()).collect();
+        assert!(held.iter().all(Result::is_ok));
+        assert!(matches!(turn.attach(), Err(AttachError::Crowded)));
+        drop(held);
+        assert!(turn.attach().is_ok(), "closed listeners make room");
     }
 
     #[test]

@@ -19,6 +19,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+/// How often `tortoise`'s tool ran.
+static COUNTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// The secret a provider's error body carries: no client may ever read it.
 const SECRET: &str = "sk-SECRET-123";
 
@@ -126,7 +129,28 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         .default_options(RunOptions::new().require_tool_approval(ApprovalPolicy::Always))
         .build()
         .unwrap();
+    // Slow to think, then counts once: a run that outlives the request that started it.
+    let tortoise = Agent::builder("tortoise")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if req.messages.iter().any(|m| m.role == Role::Tool) {
+                ScriptedResponse::text("counted")
+            } else {
+                ScriptedResponse::tool_call("c1", "count", json!({}))
+                    .with_delay(Duration::from_millis(400))
+            }
+        })))
+        .tool(
+            create_tool("count")
+                .description("Counts")
+                .execute(|_: Nothing, _ctx| async {
+                    COUNTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok::<_, ToolError>("one more")
+                }),
+        )
+        .build()
+        .unwrap();
     Kestrel::builder()
+        .agent(tortoise)
         .agent(leaky)
         .agent(supervisor)
         .agent(looper)
@@ -540,4 +564,93 @@ async fn blank_tokens_are_refused() {
     )
     .await;
     assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn runs_and_streams_are_bounded() {
+    let f = start(|s| s.max_runs(1).max_streams_per_token(2)).await;
+    let slow = f
+        .post("/api/agents/slow/stream", json!({"messages": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(slow.status(), 200);
+    let refused = f
+        .post("/api/agents/looper/generate", json!({"messages": "talk"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    assert_eq!(code_of(&refused.text().await.unwrap()), "too_many_runs");
+    // A second stream of the same caller is still allowed (2), a third is not.
+    let watch = json!({"resourceId": "r", "threadId": "t"});
+    let second = f
+        .post("/api/agents/looper/threads/subscribe", watch.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    let third = f
+        .post("/api/agents/looper/threads/subscribe", watch.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(third.status(), 429);
+    assert_eq!(code_of(&third.text().await.unwrap()), "too_many_streams");
+    // Closing one gives its place back.
+    drop(second);
+    let mut again = None;
+    for _ in 0..100 {
+        let response = f
+            .post("/api/agents/looper/threads/subscribe", watch.clone())
+            .send()
+            .await
+            .unwrap();
+        if response.status() == 200 {
+            again = Some(response);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "a closed stream's place is given back");
+    drop(slow);
+}
+
+#[tokio::test]
+async fn a_timed_out_request_leaves_its_run_to_finish() {
+    let f = start(|s| s.request_timeout(Duration::from_millis(100))).await;
+    let (status, body) = Fixture::status_and_body(
+        f.post("/api/agents/tortoise/generate", json!({"messages": "go"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(code_of(&body), "timeout");
+    let mut counted = 0;
+    for _ in 0..200 {
+        counted = COUNTED.load(std::sync::atomic::Ordering::SeqCst);
+        if counted > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(counted, 1, "the run went on after its request timed out");
+}
+
+#[tokio::test]
+async fn pages_are_bounded() {
+    let f = start(|s| s).await;
+    let get = |query: &str| {
+        f.http.get(format!(
+            "{}/api/agents/careful/suspended-runs?{query}",
+            f.base
+        ))
+    };
+    let (status, body) = Fixture::status_and_body(get("perPage=5000")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("at most 1000"), "{body}");
+    for ok in ["perPage=0", "perPage=1000", "page=4294967295&perPage=1000"] {
+        let (status, body) = Fixture::status_and_body(get(ok)).await;
+        assert_eq!(status, StatusCode::OK, "{ok}: {body}");
+    }
 }
