@@ -124,6 +124,16 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
         expected_version: Option<i64>,
     ) -> Result<i64, RunStoreError>;
 
+    /// Saves several distinct runs together, each as [`RunStore::save`] would: all of them,
+    /// or (on the first conflict or failure, which is returned) none. A decision on a
+    /// sub-agent's call is recorded in the parent and its sub-agents' runs this way, so a
+    /// conflict never leaves a parent decided and its sub-agent not. Returns the new
+    /// versions, in order.
+    async fn save_all(
+        &self,
+        saves: &[(&RunState, RunPhase, Option<i64>)],
+    ) -> Result<Vec<i64>, RunStoreError>;
+
     /// The run's snapshot, if stored.
     async fn load(&self, run_id: &str) -> Result<Option<StoredRun>, RunStoreError>;
 
@@ -213,6 +223,35 @@ impl InMemoryRunStore {
         run.phase != RunPhase::Finished && now.saturating_sub(run.updated_at_ms) > self.ttl_ms()
     }
 
+    /// Stores one snapshot (its compare-and-set already checked), keeping the finished runs
+    /// within their capacity.
+    fn insert(&self, runs: &mut Runs, state: &RunState, phase: RunPhase, version: i64, now: i64) {
+        runs.by_id.insert(
+            state.run_id.clone(),
+            StoredRun {
+                state: state.clone(),
+                phase,
+                version,
+                updated_at_ms: now,
+            },
+        );
+        if phase == RunPhase::Finished {
+            runs.finished.push_back(state.run_id.clone());
+            while runs.finished.len() > self.finished_capacity {
+                let Some(oldest) = runs.finished.pop_front() else {
+                    break;
+                };
+                if runs
+                    .by_id
+                    .get(&oldest)
+                    .is_some_and(|r| r.phase == RunPhase::Finished)
+                {
+                    runs.by_id.remove(&oldest);
+                }
+            }
+        }
+    }
+
     /// Drops the expired waiting runs, at most once a second (a scan of every run).
     fn expire(&self, runs: &mut Runs, now: i64) {
         if now.saturating_sub(runs.last_expiry_ms) < 1_000 {
@@ -242,51 +281,44 @@ impl RunStore for InMemoryRunStore {
         phase: RunPhase,
         expected_version: Option<i64>,
     ) -> Result<i64, RunStoreError> {
+        let mut versions = self.save_all(&[(state, phase, expected_version)]).await?;
+        versions
+            .pop()
+            .ok_or_else(|| RunStoreError::Backend("no run was saved".into()))
+    }
+
+    async fn save_all(
+        &self,
+        saves: &[(&RunState, RunPhase, Option<i64>)],
+    ) -> Result<Vec<i64>, RunStoreError> {
         let mut runs = self
             .runs
             .lock()
             .map_err(|_| RunStoreError::Backend("the run store's lock is poisoned".into()))?;
         let now = now_ms();
-        // An expired run is gone, though not yet dropped from memory.
-        let actual = runs
-            .by_id
-            .get(&state.run_id)
-            .filter(|r| !self.expired(r, now))
-            .map(|r| r.version);
-        if actual != expected_version {
-            return Err(RunStoreError::Conflict {
-                run_id: state.run_id.clone(),
-                expected: expected_version,
-                actual,
-            });
-        }
-        let version = actual.unwrap_or(0) + 1;
-        self.expire(&mut runs, now);
-        runs.by_id.insert(
-            state.run_id.clone(),
-            StoredRun {
-                state: state.clone(),
-                phase,
-                version,
-                updated_at_ms: now,
-            },
-        );
-        if phase == RunPhase::Finished {
-            runs.finished.push_back(state.run_id.clone());
-            while runs.finished.len() > self.finished_capacity {
-                let Some(oldest) = runs.finished.pop_front() else {
-                    break;
-                };
-                if runs
-                    .by_id
-                    .get(&oldest)
-                    .is_some_and(|r| r.phase == RunPhase::Finished)
-                {
-                    runs.by_id.remove(&oldest);
-                }
+        // Every compare-and-set is checked before anything is written: all or nothing.
+        let mut versions = Vec::with_capacity(saves.len());
+        for (state, _, expected_version) in saves {
+            // An expired run is gone, though not yet dropped from memory.
+            let actual = runs
+                .by_id
+                .get(&state.run_id)
+                .filter(|r| !self.expired(r, now))
+                .map(|r| r.version);
+            if actual != *expected_version {
+                return Err(RunStoreError::Conflict {
+                    run_id: state.run_id.clone(),
+                    expected: *expected_version,
+                    actual,
+                });
             }
+            versions.push(actual.unwrap_or(0) + 1);
         }
-        Ok(version)
+        self.expire(&mut runs, now);
+        for ((state, phase, _), version) in saves.iter().zip(&versions) {
+            self.insert(&mut runs, state, *phase, *version, now);
+        }
+        Ok(versions)
     }
 
     fn is_durable(&self) -> bool {

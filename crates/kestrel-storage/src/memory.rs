@@ -600,40 +600,34 @@ impl Storage for InMemoryStorage {
     ) -> Result<RunRecord> {
         codec::check_id("run_id", &record.run_id)?;
         let mut state = self.state();
-        let stored = state.runs.get(&record.run_id);
-        let now = codec::now();
-        let saved = match (expected_version, stored) {
-            (None, None) => RunRecord {
-                version: 1,
-                created_at: now,
-                updated_at: now,
-                ..record
-            },
-            (Some(v), Some(current)) if current.version == v => RunRecord {
-                version: v + 1,
-                created_at: current.created_at,
-                updated_at: now,
-                ..record
-            },
-            (Some(_), None) => {
-                return Err(StorageError::RunNotFound {
-                    run_id: record.run_id,
-                });
-            }
-            (expected, Some(current)) => {
-                return Err(StorageError::Conflict {
-                    run_id: record.run_id,
-                    expected,
-                    actual: Some(current.version),
-                });
-            }
-        };
-        let saved = RunRecord {
-            snapshot: codec::normalize(saved.snapshot),
-            ..saved
-        };
+        let saved = next_run(
+            state.runs.get(&record.run_id),
+            record,
+            expected_version,
+            codec::now(),
+        )?;
         state.runs.insert(saved.run_id.clone(), saved.clone());
         Ok(saved)
+    }
+
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
+        let mut state = self.state();
+        let now = codec::now();
+        // Every compare-and-set is checked before anything is written: all or nothing.
+        let mut next = Vec::with_capacity(saves.len());
+        for (record, expected_version) in saves {
+            codec::check_id("run_id", &record.run_id)?;
+            next.push(next_run(
+                state.runs.get(&record.run_id),
+                record,
+                expected_version,
+                now,
+            )?);
+        }
+        for saved in &next {
+            state.runs.insert(saved.run_id.clone(), saved.clone());
+        }
+        Ok(next)
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
@@ -792,4 +786,43 @@ impl Storage for InMemoryStorage {
         }
         Ok(deleted)
     }
+}
+
+/// `record` as saved over `stored` with the compare-and-set on `expected_version`.
+fn next_run(
+    stored: Option<&RunRecord>,
+    record: RunRecord,
+    expected_version: Option<i64>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<RunRecord> {
+    let saved = match (expected_version, stored) {
+        (None, None) => RunRecord {
+            version: 1,
+            created_at: now,
+            updated_at: now,
+            ..record
+        },
+        (Some(v), Some(current)) if current.version == v => RunRecord {
+            version: v + 1,
+            created_at: current.created_at,
+            updated_at: now,
+            ..record
+        },
+        (Some(_), None) => {
+            return Err(StorageError::RunNotFound {
+                run_id: record.run_id,
+            });
+        }
+        (expected, Some(current)) => {
+            return Err(StorageError::Conflict {
+                run_id: record.run_id,
+                expected,
+                actual: Some(current.version),
+            });
+        }
+    };
+    Ok(RunRecord {
+        snapshot: codec::normalize(saved.snapshot),
+        ..saved
+    })
 }

@@ -65,6 +65,37 @@ fn backend(error: StorageError) -> RunStoreError {
     RunStoreError::Backend(Box::new(error))
 }
 
+/// The runs table's row of a snapshot.
+fn record_of(state: &RunState, phase: RunPhase) -> Result<RunRecord, RunStoreError> {
+    let snapshot = serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
+    let mut record = RunRecord::new(&state.run_id, &state.agent_id, status_of(phase), snapshot);
+    record.thread_id = state.settings.thread_id.clone();
+    record.resource_id = state.settings.resource_id.clone();
+    Ok(record)
+}
+
+/// A storage error as the run store reports it: a compare-and-set that found another version
+/// (or no run, when `expected` named one) is a conflict.
+fn run_store_error(error: StorageError, expected: Option<i64>) -> RunStoreError {
+    match error {
+        StorageError::Conflict {
+            run_id,
+            expected,
+            actual,
+        } => RunStoreError::Conflict {
+            run_id,
+            expected,
+            actual,
+        },
+        StorageError::RunNotFound { run_id } => RunStoreError::Conflict {
+            run_id,
+            expected,
+            actual: None,
+        },
+        e => backend(e),
+    }
+}
+
 fn stored(record: RunRecord) -> Result<StoredRun, RunStoreError> {
     let state: RunState = serde_json::from_value(record.snapshot).map_err(|e| {
         RunStoreError::Backend(
@@ -87,28 +118,24 @@ impl RunStore for StorageRunStore {
         phase: RunPhase,
         expected_version: Option<i64>,
     ) -> Result<i64, RunStoreError> {
-        let snapshot =
-            serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
-        let mut record = RunRecord::new(&state.run_id, &state.agent_id, status_of(phase), snapshot);
-        record.thread_id = state.settings.thread_id.clone();
-        record.resource_id = state.settings.resource_id.clone();
+        let record = record_of(state, phase)?;
         match self.storage.save_run(record, expected_version).await {
             Ok(saved) => Ok(saved.version),
-            Err(StorageError::Conflict {
-                run_id,
-                expected,
-                actual,
-            }) => Err(RunStoreError::Conflict {
-                run_id,
-                expected,
-                actual,
-            }),
-            Err(StorageError::RunNotFound { run_id }) => Err(RunStoreError::Conflict {
-                run_id,
-                expected: expected_version,
-                actual: None,
-            }),
-            Err(e) => Err(backend(e)),
+            Err(error) => Err(run_store_error(error, expected_version)),
+        }
+    }
+
+    async fn save_all(
+        &self,
+        saves: &[(&RunState, RunPhase, Option<i64>)],
+    ) -> Result<Vec<i64>, RunStoreError> {
+        let mut records = Vec::with_capacity(saves.len());
+        for (state, phase, expected_version) in saves {
+            records.push((record_of(state, *phase)?, *expected_version));
+        }
+        match self.storage.save_runs(records).await {
+            Ok(saved) => Ok(saved.into_iter().map(|r| r.version).collect()),
+            Err(error) => Err(run_store_error(error, None)),
         }
     }
 

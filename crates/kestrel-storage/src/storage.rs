@@ -152,6 +152,13 @@ pub trait Storage: Send + Sync {
     async fn save_run(&self, record: RunRecord, expected_version: Option<i64>)
     -> Result<RunRecord>;
 
+    /// Saves several distinct runs together, each with its compare-and-set as in
+    /// [`Storage::save_run`]: all of them, or (on the first conflict or failure) none. A
+    /// decision on a sub-agent's call records it in the parent and the sub-agents' runs this
+    /// way, so a conflict leaves nothing half-decided. The saved records are returned in
+    /// order.
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>>;
+
     /// The run with this id, if any.
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>>;
 

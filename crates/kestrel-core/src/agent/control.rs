@@ -389,31 +389,21 @@ impl Agent {
         let run_id = target.run_id.clone();
         let mut run = AgentRun::resume(self.clone(), top.state, target.options)
             .map_err(RunControlError::InvalidState)?;
-        let version = match top
-            .store
-            .save(run.state(), RunPhase::Running, Some(top.version))
-            .await
-        {
-            Ok(version) => version,
-            Err(RunStoreError::Conflict { .. }) => {
+        // The run and the sub-agents' runs the decision reaches are saved together (one
+        // store holds them all): a conflict on any leaves every one as it was, still waiting.
+        let mut saves = vec![(run.state(), RunPhase::Running, Some(top.version))];
+        saves.extend(
+            chain
+                .iter()
+                .map(|nested| (&nested.state, RunPhase::Running, Some(nested.version))),
+        );
+        let version = match top.store.save_all(&saves).await {
+            Ok(versions) => versions.first().copied().unwrap_or(top.version + 1),
+            Err(RunStoreError::Conflict { run_id, .. }) => {
                 return Err(RunControlError::Conflict { run_id });
             }
             Err(source) => return Err(RunControlError::Store { run_id, source }),
         };
-        for nested in chain {
-            let run_id = nested.state.run_id.clone();
-            match nested
-                .store
-                .save(&nested.state, RunPhase::Running, Some(nested.version))
-                .await
-            {
-                Ok(_) => {}
-                Err(RunStoreError::Conflict { .. }) => {
-                    return Err(RunControlError::Conflict { run_id });
-                }
-                Err(source) => return Err(RunControlError::Store { run_id, source }),
-            }
-        }
         Ok(run.with_snapshot_version(version))
     }
 

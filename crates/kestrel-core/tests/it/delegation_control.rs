@@ -521,3 +521,115 @@ async fn a_run_in_progress_cannot_be_resumed_beside_itself() {
     let (_, result) = running.await.unwrap();
     assert_eq!(result.unwrap().text, "parent: worked 3 steps");
 }
+
+/// A store in which, when armed, another writer changes the given run just before a
+/// decision's saves land (an abort of the sub-agent, a second server deciding).
+#[derive(Debug)]
+struct Interfering {
+    inner: InMemoryRunStore,
+    armed: std::sync::Mutex<Option<String>>,
+}
+
+#[async_trait::async_trait]
+impl kestrel_core::run_store::RunStore for Interfering {
+    async fn save(
+        &self,
+        state: &kestrel_core::agent::RunState,
+        phase: RunPhase,
+        expected_version: Option<i64>,
+    ) -> Result<i64, kestrel_core::run_store::RunStoreError> {
+        self.inner.save(state, phase, expected_version).await
+    }
+
+    async fn save_all(
+        &self,
+        saves: &[(&kestrel_core::agent::RunState, RunPhase, Option<i64>)],
+    ) -> Result<Vec<i64>, kestrel_core::run_store::RunStoreError> {
+        let target = self.armed.lock().unwrap().take();
+        if let Some(run_id) = target {
+            let other = self.inner.load(&run_id).await?.unwrap();
+            self.inner
+                .save(&other.state, other.phase, Some(other.version))
+                .await?;
+        }
+        self.inner.save_all(saves).await
+    }
+
+    async fn load(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<kestrel_core::run_store::StoredRun>, kestrel_core::run_store::RunStoreError>
+    {
+        self.inner.load(run_id).await
+    }
+
+    async fn list_suspended(
+        &self,
+        query: &kestrel_core::run_store::SuspendedRunsQuery,
+    ) -> Result<kestrel_core::run_store::SuspendedRunsPage, kestrel_core::run_store::RunStoreError>
+    {
+        self.inner.list_suspended(query).await
+    }
+}
+
+#[tokio::test]
+async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided() {
+    let deletions = Arc::new(AtomicUsize::new(0));
+    let interfering = Arc::new(Interfering {
+        inner: InMemoryRunStore::new(),
+        armed: std::sync::Mutex::new(None),
+    });
+    let store: SharedRunStore = interfering.clone();
+    let cleaner = Agent::builder("cleaner")
+        .description("Cleans up data")
+        .model(calls_then_answers(
+            "c1",
+            "delete_records",
+            json!({"table": "test"}),
+            "cleaned",
+        ))
+        .tool(delete_records(deletions.clone()))
+        .run_store(store.clone())
+        .build()
+        .unwrap();
+    let (supervisor, _) = parent_of(cleaner, &store);
+    let result = supervisor
+        .generate("Tidy up", RunOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(result.finish_reason, FinishReason::Suspended);
+    let child_run = result.waiting[0].via[0].run_id.clone();
+    let parent_before = store.load(&result.run_id).await.unwrap().unwrap();
+
+    // The sub-agent's run changes under the decision: the decision is refused, and the
+    // parent is exactly as it was (still waiting, still listed), not left running undriven.
+    *interfering.armed.lock().unwrap() = Some(child_run.clone());
+    let refused = supervisor
+        .approve_tool_call_generate(ToolCallRef::new(&result.run_id, "c1"))
+        .await;
+    assert!(
+        matches!(&refused, Err(RunControlError::Conflict { run_id }) if *run_id == child_run),
+        "{refused:?}"
+    );
+    let parent_after = store.load(&result.run_id).await.unwrap().unwrap();
+    assert_eq!(parent_after.phase, RunPhase::Suspended);
+    assert_eq!(parent_after.version, parent_before.version);
+    let listed = supervisor
+        .list_suspended_runs(Default::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.runs.len(),
+        1,
+        "the parent is still listed as waiting"
+    );
+    assert_eq!(deletions.load(Ordering::SeqCst), 0);
+
+    // Decided again, it goes through: the sub-agent runs its tool once, then the parent ends.
+    let done = supervisor
+        .approve_tool_call_generate(ToolCallRef::new(&result.run_id, "c1"))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop);
+    assert_eq!(deletions.load(Ordering::SeqCst), 1);
+}

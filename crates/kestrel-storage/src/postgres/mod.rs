@@ -174,6 +174,59 @@ impl PostgresStorage {
     }
 }
 
+/// Writes one run if its version is the expected one: its new version and creation time, or
+/// the version it has (`None`: no such run).
+async fn write_run(
+    conn: &mut PgConnection,
+    record: &RunRecord,
+    snapshot: &str,
+    expected_version: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<std::result::Result<(i64, DateTime<Utc>), Option<i64>>> {
+    const OP: &str = "save_run";
+    let saved: Option<(i64, DateTime<Utc>)> = match expected_version {
+        None => {
+            let inserted = sqlx::query(sql::INSERT_RUN)
+                .bind(&record.run_id)
+                .bind(&record.agent_id)
+                .bind(&record.thread_id)
+                .bind(&record.resource_id)
+                .bind(record.status.as_str())
+                .bind(snapshot)
+                .bind(&record.parent_run_id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            (inserted.rows_affected() == 1).then_some((1, now))
+        }
+        Some(expected) => sqlx::query_as(sql::UPDATE_RUN)
+            .bind(&record.run_id)
+            .bind(&record.agent_id)
+            .bind(&record.thread_id)
+            .bind(&record.resource_id)
+            .bind(record.status.as_str())
+            .bind(snapshot)
+            .bind(&record.parent_run_id)
+            .bind(now)
+            .bind(expected)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(err(OP))?,
+    };
+    match saved {
+        Some(saved) => Ok(Ok(saved)),
+        None => {
+            let actual: Option<i64> = sqlx::query_scalar(sql::RUN_VERSION)
+                .bind(&record.run_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            Ok(Err(actual))
+        }
+    }
+}
+
 async fn create_schema(pool: &PgPool, schema: &str) -> std::result::Result<(), sqlx::Error> {
     let statement = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
     match pool.execute(statement.as_str()).await {
@@ -877,65 +930,55 @@ impl Storage for PostgresStorage {
         record: RunRecord,
         expected_version: Option<i64>,
     ) -> Result<RunRecord> {
-        const OP: &str = "save_run";
-        codec::check_id("run_id", &record.run_id)?;
-        let snapshot = serde_json::to_string(&record.snapshot)
-            .map_err(|e| StorageError::corrupt("run snapshot", e))?;
+        let mut saved = self.save_runs(vec![(record, expected_version)]).await?;
+        saved
+            .pop()
+            .ok_or_else(|| StorageError::corrupt("save_run", "no run was saved"))
+    }
+
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
+        const OP: &str = "save_runs";
+        let mut snapshots = Vec::with_capacity(saves.len());
+        for (record, _) in &saves {
+            codec::check_id("run_id", &record.run_id)?;
+            snapshots.push(
+                serde_json::to_string(&record.snapshot)
+                    .map_err(|e| StorageError::corrupt("run snapshot", e))?,
+            );
+        }
         let now = codec::now();
-        let mut conn = self.conn(OP).await?;
-        let saved: Option<(i64, DateTime<Utc>)> = match expected_version {
-            None => {
-                let inserted = sqlx::query(sql::INSERT_RUN)
-                    .bind(&record.run_id)
-                    .bind(&record.agent_id)
-                    .bind(&record.thread_id)
-                    .bind(&record.resource_id)
-                    .bind(record.status.as_str())
-                    .bind(&snapshot)
-                    .bind(&record.parent_run_id)
-                    .bind(now)
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(err(OP))?;
-                (inserted.rows_affected() == 1).then_some((1, now))
+        // One transaction: a conflict on any run rolls back the ones before it (dropping the
+        // transaction without commit rolls it back).
+        let mut tx = self.begin(OP).await?;
+        let mut written = Vec::with_capacity(saves.len());
+        for ((record, expected_version), snapshot) in saves.iter().zip(&snapshots) {
+            match write_run(&mut *tx, record, snapshot, *expected_version, now).await? {
+                Ok(saved) => written.push(saved),
+                Err(actual) => {
+                    return Err(match (expected_version, actual) {
+                        (Some(_), None) => StorageError::RunNotFound {
+                            run_id: record.run_id.clone(),
+                        },
+                        (expected, actual) => StorageError::Conflict {
+                            run_id: record.run_id.clone(),
+                            expected: *expected,
+                            actual,
+                        },
+                    });
+                }
             }
-            Some(expected) => sqlx::query_as(sql::UPDATE_RUN)
-                .bind(&record.run_id)
-                .bind(&record.agent_id)
-                .bind(&record.thread_id)
-                .bind(&record.resource_id)
-                .bind(record.status.as_str())
-                .bind(&snapshot)
-                .bind(&record.parent_run_id)
-                .bind(now)
-                .bind(expected)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(err(OP))?,
-        };
-        let Some((version, created_at)) = saved else {
-            let actual: Option<i64> = sqlx::query_scalar(sql::RUN_VERSION)
-                .bind(&record.run_id)
-                .fetch_optional(&mut *conn)
-                .await
-                .map_err(err(OP))?;
-            return Err(match (expected_version, actual) {
-                (Some(_), None) => StorageError::RunNotFound {
-                    run_id: record.run_id,
-                },
-                (expected, actual) => StorageError::Conflict {
-                    run_id: record.run_id,
-                    expected,
-                    actual,
-                },
-            });
-        };
-        Ok(RunRecord {
-            version,
-            created_at,
-            updated_at: now,
-            ..record
-        })
+        }
+        tx.commit().await.map_err(err(OP))?;
+        Ok(saves
+            .into_iter()
+            .zip(written)
+            .map(|((record, _), (version, created_at))| RunRecord {
+                version,
+                created_at,
+                updated_at: now,
+                ..record
+            })
+            .collect())
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {

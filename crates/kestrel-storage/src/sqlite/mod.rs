@@ -672,6 +672,84 @@ fn index_dimension(conn: &Connection, index: &str, operation: &'static str) -> R
     usize::try_from(dimension).map_err(|e| StorageError::corrupt("index dimension", e))
 }
 
+/// One run to write with its compare-and-set.
+struct RunWrite {
+    run_id: String,
+    agent_id: String,
+    thread_id: Option<String>,
+    resource_id: Option<String>,
+    status: &'static str,
+    snapshot: String,
+    parent: Option<String>,
+    expected: Option<i64>,
+}
+
+/// Writes one run if its version is the expected one: its new version and creation time, or
+/// the version it has (`None`: no such run).
+fn write_run(
+    conn: &Connection,
+    row: &RunWrite,
+    at: i64,
+) -> Result<std::result::Result<(i64, i64), Option<i64>>> {
+    const OP: &str = "save_run";
+    let saved: Option<(i64, i64)> = match row.expected {
+        None => {
+            let inserted = conn
+                .prepare_cached(sql::INSERT_RUN)
+                .and_then(|mut s| {
+                    s.execute(params![
+                        row.run_id,
+                        row.agent_id,
+                        row.thread_id,
+                        row.resource_id,
+                        row.status,
+                        row.snapshot,
+                        row.parent,
+                        at
+                    ])
+                })
+                .map_err(err(OP))?;
+            (inserted == 1).then_some((1, at))
+        }
+        Some(expected) => conn
+            .prepare_cached(sql::UPDATE_RUN)
+            .and_then(|mut s| {
+                s.query_row(
+                    params![
+                        row.run_id,
+                        row.agent_id,
+                        row.thread_id,
+                        row.resource_id,
+                        row.status,
+                        row.snapshot,
+                        row.parent,
+                        at,
+                        expected
+                    ],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+            })
+            .map_err(err(OP))?,
+    };
+    match saved {
+        Some(saved) => Ok(Ok(saved)),
+        None => Ok(Err(run_version(conn, &row.run_id)?)),
+    }
+}
+
+/// The error of a compare-and-set that found `actual` where `expected` was asked for.
+fn conflict(run_id: String, expected: Option<i64>, actual: Option<i64>) -> StorageError {
+    match (expected, actual) {
+        (Some(_), None) => StorageError::RunNotFound { run_id },
+        (expected, actual) => StorageError::Conflict {
+            run_id,
+            expected,
+            actual,
+        },
+    }
+}
+
 fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
     optional_row(conn, sql::RUN_VERSION, [run_id], |r| r.get(0), "save_run")
 }
@@ -1304,90 +1382,68 @@ impl Storage for SqliteStorage {
         record: RunRecord,
         expected_version: Option<i64>,
     ) -> Result<RunRecord> {
-        const OP: &str = "save_run";
-        codec::check_id("run_id", &record.run_id)?;
-        let snapshot = serde_json::to_string(&record.snapshot)
-            .map_err(|e| StorageError::corrupt("run snapshot", e))?;
+        let mut saved = self.save_runs(vec![(record, expected_version)]).await?;
+        saved
+            .pop()
+            .ok_or_else(|| StorageError::corrupt("save_run", "no run was saved"))
+    }
+
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
+        const OP: &str = "save_runs";
         let now = codec::now();
         let at = codec::to_micros(now);
-        let row = (
-            record.run_id.clone(),
-            record.agent_id.clone(),
-            record.thread_id.clone(),
-            record.resource_id.clone(),
-            record.status.as_str(),
-            snapshot,
-            record.parent_run_id.clone(),
-        );
-        let (saved, actual) = self
+        let mut rows = Vec::with_capacity(saves.len());
+        for (record, expected_version) in &saves {
+            codec::check_id("run_id", &record.run_id)?;
+            let snapshot = serde_json::to_string(&record.snapshot)
+                .map_err(|e| StorageError::corrupt("run snapshot", e))?;
+            rows.push(RunWrite {
+                run_id: record.run_id.clone(),
+                agent_id: record.agent_id.clone(),
+                thread_id: record.thread_id.clone(),
+                resource_id: record.resource_id.clone(),
+                status: record.status.as_str(),
+                snapshot,
+                parent: record.parent_run_id.clone(),
+                expected: *expected_version,
+            });
+        }
+        // One transaction: a conflict on any run rolls back the ones before it.
+        let outcome = self
             .conns
             .write(OP, Cost::Short, move |conn| {
-                let (run_id, agent_id, thread_id, resource_id, status, snapshot, parent) = &row;
-                let saved: Option<(i64, i64)> = match expected_version {
-                    None => {
-                        let inserted = conn
-                            .prepare_cached(sql::INSERT_RUN)
-                            .and_then(|mut s| {
-                                s.execute(params![
-                                    run_id,
-                                    agent_id,
-                                    thread_id,
-                                    resource_id,
-                                    status,
-                                    snapshot,
-                                    parent,
-                                    at
-                                ])
-                            })
-                            .map_err(err(OP))?;
-                        (inserted == 1).then_some((1, at))
+                let tx = begin(conn, OP)?;
+                let mut written = Vec::with_capacity(rows.len());
+                for (index, row) in rows.iter().enumerate() {
+                    match write_run(&tx, row, at)? {
+                        Ok(saved) => written.push(saved),
+                        Err(actual) => return Ok(Err((index, actual))),
                     }
-                    Some(expected) => conn
-                        .prepare_cached(sql::UPDATE_RUN)
-                        .and_then(|mut s| {
-                            s.query_row(
-                                params![
-                                    run_id,
-                                    agent_id,
-                                    thread_id,
-                                    resource_id,
-                                    status,
-                                    snapshot,
-                                    parent,
-                                    at,
-                                    expected
-                                ],
-                                |r| Ok((r.get(0)?, r.get(1)?)),
-                            )
-                            .optional()
-                        })
-                        .map_err(err(OP))?,
-                };
-                let actual = match saved {
-                    Some(_) => None,
-                    None => run_version(conn, run_id)?,
-                };
-                Ok((saved, actual))
+                }
+                tx.commit().map_err(err(OP))?;
+                Ok(Ok(written))
             })
             .await?;
-        let Some((version, created)) = saved else {
-            return Err(match (expected_version, actual) {
-                (Some(_), None) => StorageError::RunNotFound {
-                    run_id: record.run_id,
-                },
-                (expected, actual) => StorageError::Conflict {
-                    run_id: record.run_id,
-                    expected,
-                    actual,
-                },
-            });
-        };
-        Ok(RunRecord {
-            version,
-            created_at: codec::from_micros(created)?,
-            updated_at: now,
-            ..record
-        })
+        match outcome {
+            Ok(written) => saves
+                .into_iter()
+                .zip(written)
+                .map(|((record, _), (version, created))| {
+                    Ok(RunRecord {
+                        version,
+                        created_at: codec::from_micros(created)?,
+                        updated_at: now,
+                        ..record
+                    })
+                })
+                .collect(),
+            Err((index, actual)) => {
+                let Some((record, expected)) = saves.into_iter().nth(index) else {
+                    return Err(StorageError::corrupt("save_runs", "a conflict on no run"));
+                };
+                Err(conflict(record.run_id, expected, actual))
+            }
+        }
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {

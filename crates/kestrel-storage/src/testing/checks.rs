@@ -1282,6 +1282,61 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     assert_eq!(store.get_run("r1").await.unwrap(), None);
 }
 
+/// `save_runs` writes every run or none: a conflict on the last leaves the first unchanged.
+pub async fn runs_save_together(store: Arc<dyn Storage>) {
+    let parent = RunRecord::new("parent", "boss", RunStatus::Suspended, json!({"at": 0}));
+    let child = RunRecord::new("child", "helper", RunStatus::Suspended, json!({"at": 0}));
+    let parent = store.save_run(parent, None).await.unwrap();
+    let child = store.save_run(child, None).await.unwrap();
+    let decided = |record: &RunRecord| RunRecord {
+        status: RunStatus::Running,
+        snapshot: json!({"at": 1}),
+        ..record.clone()
+    };
+    // The child changed meanwhile (an abort marked it): the decision must not land anywhere.
+    let conflict = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (decided(&child), Some(child.version + 1)),
+        ])
+        .await;
+    assert!(
+        matches!(conflict, Err(StorageError::Conflict { ref run_id, .. }) if run_id == "child"),
+        "{conflict:?}"
+    );
+    assert_eq!(store.get_run("parent").await.unwrap(), Some(parent.clone()));
+    assert_eq!(store.get_run("child").await.unwrap(), Some(child.clone()));
+    let missing = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (
+                RunRecord::new("ghost", "x", RunStatus::Running, json!({})),
+                Some(1),
+            ),
+        ])
+        .await;
+    assert!(
+        matches!(missing, Err(StorageError::RunNotFound { .. })),
+        "{missing:?}"
+    );
+    assert_eq!(store.get_run("parent").await.unwrap(), Some(parent.clone()));
+    // Without a conflict both are written, in order.
+    let saved = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (decided(&child), Some(child.version)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(saved.len(), 2);
+    assert_eq!((saved[0].run_id.as_str(), saved[0].version), ("parent", 2));
+    assert_eq!((saved[1].run_id.as_str(), saved[1].version), ("child", 2));
+    assert_eq!(
+        store.get_run("child").await.unwrap().unwrap().snapshot,
+        json!({"at": 1})
+    );
+}
+
 /// Ten instances racing to advance one run from version 1: exactly one wins.
 pub async fn runs_concurrent_compare_and_set(store: Arc<dyn Storage>) {
     let record = RunRecord::new("r1", "agent", RunStatus::Suspended, json!({"step": 0}));
