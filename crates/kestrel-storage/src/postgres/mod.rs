@@ -952,7 +952,7 @@ impl Storage for PostgresStorage {
         let mut tx = self.begin(OP).await?;
         let mut written = Vec::with_capacity(saves.len());
         for ((record, expected_version), snapshot) in saves.iter().zip(&snapshots) {
-            match write_run(&mut *tx, record, snapshot, *expected_version, now).await? {
+            match write_run(&mut tx, record, snapshot, *expected_version, now).await? {
                 Ok(saved) => written.push(saved),
                 Err(actual) => {
                     return Err(match (expected_version, actual) {
