@@ -26,6 +26,11 @@ pub const RUN_IDENTITY_KEYS: [&str; 4] = [
     crate::agent::delegation::DELEGATION_HOOK_ERRORS_KEY,
 ];
 
+/// The request context key of message ids memory leaves out of a run's history (a JSON array
+/// of strings): a chat regenerate hides the answer it replaces this way, and deletes it only
+/// once the new answer is stored, so a failed regenerate loses nothing.
+pub const HIDDEN_MESSAGES_KEY: &str = "kestrel.hiddenMessageIds";
+
 /// The prefix of the request context keys the framework sets itself (the run's thread,
 /// resource and id, the delegation depth, hook errors). A server drops such keys from
 /// request bodies: a caller cannot claim another identity or depth through them.

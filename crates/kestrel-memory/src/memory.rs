@@ -385,10 +385,19 @@ impl Memory {
             system,
             ..
         } = cx;
-        // A retried input already stored must not also appear as history.
+        // A retried input already stored must not also appear as history, nor the messages
+        // the caller hides (the answer a regenerate replaces, still stored until the new one
+        // is).
         if !history.is_empty() {
+            let hidden = request_context.get(kestrel_core::context::HIDDEN_MESSAGES_KEY);
+            let hidden: HashSet<&str> = hidden
+                .as_ref()
+                .and_then(Value::as_array)
+                .map(|ids| ids.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
             let input_ids: HashSet<&str> = input.iter().map(|m| m.id.as_str()).collect();
-            history.retain(|m| !input_ids.contains(m.id.as_str()));
+            history
+                .retain(|m| !input_ids.contains(m.id.as_str()) && !hidden.contains(m.id.as_str()));
         }
         pair_tool_messages(&mut history);
         let history = history

@@ -130,9 +130,11 @@ fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError>
 }
 
 /// A storage failure as the client sees it: what it did wrong, or a generic 500.
-fn storage_error(error: StorageError) -> ApiError {
+pub(crate) fn storage_error(error: StorageError) -> ApiError {
     match error {
-        StorageError::ThreadNotFound { thread_id } => {
+        // Another resource's thread is not revealed.
+        StorageError::ThreadNotFound { thread_id }
+        | StorageError::ThreadOwnedByOtherResource { thread_id, .. } => {
             ApiError::not_found(format!("thread {thread_id:?} not found"))
         }
         StorageError::ThreadExists { .. } => {

@@ -29,11 +29,54 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let bytes =
+            match axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state)
+                .await
+            {
+                Ok(bytes) => bytes,
+                Err(rejection) => {
+                    let status = rejection.status();
+                    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                        "body_too_large"
+                    } else {
+                        "invalid_body"
+                    };
+                    return Err(ApiError::new(status, code, rejection.body_text()));
+                }
+            };
+        if holds_nul(&bytes) {
+            return Err(ApiError::invalid(
+                "a string in the body holds a NUL character (U+0000), which is not stored",
+            ));
+        }
+        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
         match axum::Json::<T>::from_request(req, state).await {
             Ok(axum::Json(value)) => Ok(Body(value)),
             Err(rejection) => Err(rejected(rejection)),
         }
     }
+}
+
+/// Whether a JSON body has a string holding U+0000 (PostgreSQL stores no such text, SQLite
+/// would: both refuse it alike). JSON writes it only as the escape `\u0000`; the rare body
+/// with that sequence is parsed to tell an escaped NUL from an escaped backslash before `u0000`.
+fn holds_nul(body: &[u8]) -> bool {
+    const ESCAPE: &[u8] = b"\\u0000";
+    if !body.windows(ESCAPE.len()).any(|w| w == ESCAPE) {
+        return false;
+    }
+    fn walk(value: &Value) -> bool {
+        match value {
+            Value::String(text) => text.contains('\0'),
+            Value::Array(items) => items.iter().any(walk),
+            Value::Object(object) => object
+                .iter()
+                .any(|(key, value)| key.contains('\0') || walk(value)),
+            _ => false,
+        }
+    }
+    serde_json::from_slice::<Value>(body).is_ok_and(|value| walk(&value))
 }
 
 fn rejected(rejection: JsonRejection) -> ApiError {
@@ -104,11 +147,24 @@ pub(crate) async fn bounded_path(
     use axum::response::IntoResponse;
     // A character is at most 4 bytes, each percent-encoded in 3: this bounds the encoded
     // form of an id of MAX_ID_LEN characters.
-    let too_long = request
-        .uri()
-        .path()
+    let path = request.uri().path();
+    let too_long = path
         .split('/')
         .any(|segment| segment.len() > 12 * MAX_ID_LEN);
+    // A control character can only come percent-encoded (%00-%1F, %7F); no id holds one.
+    let control = path.as_bytes().windows(3).any(|w| {
+        w[0] == b'%'
+            && ((matches!(w[1], b'0' | b'1') && w[2].is_ascii_hexdigit())
+                || (w[1] == b'7' && matches!(w[2], b'f' | b'F')))
+    });
+    if control {
+        return ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_path",
+            "a path segment (an id) must not contain control characters",
+        )
+        .into_response();
+    }
     if too_long {
         return ApiError::new(
             StatusCode::BAD_REQUEST,

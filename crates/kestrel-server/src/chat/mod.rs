@@ -198,6 +198,7 @@ async fn chat(
     let abort = AbortSignal::new();
 
     let decisions = decisions_of(&body)?;
+    let mut replaced_messages = None;
     // Either a decision continues a stopped run, or the messages start a new one.
     let (stream, launch) = match decisions {
         Some((run_id, asked)) => {
@@ -240,9 +241,26 @@ async fn chat(
         None => {
             let replaced = body.message_id.clone();
             let rules = crate::wire::BodyRules::of(&agent, &state);
-            let (input, options) = new_turn(&agent, &caller, rules, body, chat_id.as_deref())?;
+            let (input, mut options) = new_turn(&agent, &caller, rules, body, chat_id.as_deref())?;
+            // What a regenerate or an edit replaces stays stored until the new answer is:
+            // hidden from the new run's history now, deleted once the run succeeded.
             if let (Some(memory), Some(message_id)) = (&options.memory, replaced) {
-                rewind(&state, &memory.thread, &memory.resource, &message_id).await?;
+                replaced_messages = replaced_after(
+                    &state,
+                    &memory.thread,
+                    &memory.resource,
+                    &message_id,
+                    &input,
+                )
+                .await?;
+            }
+            if let Some(replaced) = &replaced_messages {
+                let context = options.request_context.clone().unwrap_or_default();
+                context.set(
+                    kestrel_core::context::HIDDEN_MESSAGES_KEY,
+                    serde_json::json!(replaced.ids),
+                );
+                options = options.request_context(context);
             }
             let resource = options
                 .memory
@@ -272,6 +290,7 @@ async fn chat(
         turn.push(chunk);
     }
     let job = TurnJob {
+        replaced: replaced_messages,
         state: state.clone(),
         agent,
         caller,
@@ -599,37 +618,67 @@ async fn decide(
     Ok(stream)
 }
 
-/// Drops message `message_id` and every later one from the stored thread, as `useChat` did
-/// on a regeneration or an edit, so the thread stays what the client shows. An id the thread
-/// does not hold changes nothing.
-async fn rewind(
+/// The stored messages a regenerate (or an edit) of `message_id` replaces: that message and
+/// every later one, but the input itself (re-stored in place by id). `None` when there are
+/// none (no memory, a new thread, an id the thread does not hold). Another resource's thread
+/// is not found.
+async fn replaced_after(
     state: &AppState,
     thread_id: &str,
     resource_id: &str,
     message_id: &str,
-) -> Result<(), ApiError> {
+    input: &[Message],
+) -> Result<Option<Replaced>, ApiError> {
     use kestrel_memory::kestrel_storage::{Selection, StorageError};
     let Some(memory) = &state.memory else {
-        return Ok(());
+        return Ok(None);
     };
-    let storage = memory.storage();
-    let stored = match storage
+    let stored = match memory
+        .storage()
         .list_messages(thread_id, Some(resource_id), Selection::all())
         .await
     {
         Ok(list) => list.messages,
-        Err(StorageError::ThreadNotFound { .. }) => return Ok(()),
-        Err(error) => return Err(ApiError::internal(&error)),
+        Err(StorageError::ThreadNotFound { .. }) => return Ok(None),
+        Err(error) => return Err(crate::memory::storage_error(error)),
     };
     let Some(at) = stored.iter().position(|m| m.id == message_id) else {
-        return Ok(());
+        return Ok(None);
     };
-    let dropped: Vec<String> = stored[at..].iter().map(|m| m.id.clone()).collect();
-    storage
-        .delete_messages(thread_id, resource_id, &dropped)
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
-    Ok(())
+    let ids: Vec<String> = stored[at..]
+        .iter()
+        .map(|m| m.id.clone())
+        .filter(|id| !input.iter().any(|m| m.id == *id))
+        .collect();
+    Ok((!ids.is_empty()).then(|| Replaced {
+        thread_id: thread_id.to_owned(),
+        resource_id: resource_id.to_owned(),
+        ids,
+    }))
+}
+
+/// Messages a regenerating turn replaces, deleted once it succeeded.
+#[derive(Debug, Clone)]
+struct Replaced {
+    thread_id: String,
+    resource_id: String,
+    ids: Vec<String>,
+}
+
+impl Replaced {
+    /// Deletes the replaced messages: the new answer is stored.
+    async fn delete(&self, state: &AppState) {
+        let Some(memory) = &state.memory else {
+            return;
+        };
+        if let Err(error) = memory
+            .storage()
+            .delete_messages(&self.thread_id, &self.resource_id, &self.ids)
+            .await
+        {
+            tracing::warn!(thread_id = %self.thread_id, %error, "deleting the messages a regenerated answer replaces failed; they stay in the thread");
+        }
+    }
 }
 
 /// The input and options of a new turn: the run body of `/api/agents/{id}/stream` (same
@@ -738,6 +787,8 @@ struct TurnJob {
     encoder: Encoder,
     /// Decisions taken once the run stopped again (several approvals answered at once).
     queue: VecDeque<Decided>,
+    /// What a regenerate replaces: deleted once the new run succeeded.
+    replaced: Option<Replaced>,
 }
 
 impl TurnJob {
@@ -748,7 +799,20 @@ impl TurnJob {
                     self.turn.push(chunk);
                 }
             }
-            drop(stream);
+            let outcome = stream.result().await;
+            if let Some(replaced) = self.replaced.take() {
+                // A failed or aborted regenerate leaves the history as it was.
+                let succeeded = outcome.as_ref().is_ok_and(|result| {
+                    !matches!(
+                        result.finish_reason,
+                        kestrel_core::model::FinishReason::Error
+                            | kestrel_core::model::FinishReason::Abort
+                    )
+                });
+                if succeeded {
+                    replaced.delete(&self.state).await;
+                }
+            }
             if self.encoder.is_ended() {
                 break;
             }

@@ -241,8 +241,31 @@ fn kestrel(memory: &Memory) -> Kestrel {
         })))
         .build()
         .unwrap();
+    // Counts the answers in its context; its second call fails, the others answer.
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let flaky = Agent::builder("flaky")
+        .model(Arc::new(ScriptedModel::from_fn(move |req| {
+            let call = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if call == 1 {
+                return ScriptedResponse::error(ModelError::BadRequest {
+                    provider: "acme".into(),
+                    status: 400,
+                    message: "down".into(),
+                });
+            }
+            let seen = req
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count();
+            ScriptedResponse::text(format!("answer {call}, {seen} answers seen"))
+        })))
+        .memory(shared.clone())
+        .build()
+        .unwrap();
     Kestrel::builder()
         .run_store(Arc::new(StorageRunStore::new(memory.storage().clone())))
+        .agent(flaky)
         .agent(echo)
         .agent(weather)
         .agent(mailer)
@@ -935,6 +958,80 @@ async fn a_regeneration_replaces_the_stored_answer() {
         history[1]["parts"],
         json!(reduce(Vec::new(), &again.chunks))
     );
+}
+
+#[tokio::test]
+async fn a_failed_regeneration_keeps_the_history_and_a_good_one_replaces_the_answer() {
+    let f = start(|s| {
+        s.resource_token("tok-a", "alice")
+            .resource_token("tok-b", "bob")
+    })
+    .await;
+    let first = read_stream(
+        f.post_as(Some("tok-a"), "/chat/flaky", submit("flaky", "Hi", "v6"))
+            .await,
+        V::V6,
+        &[],
+    )
+    .await;
+    let history_of = || async {
+        let response = f
+            .get_as(Some("tok-a"), "/chat/flaky/flaky/messages?version=v6")
+            .await;
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.unwrap();
+        body["uiMessages"].as_array().unwrap().clone()
+    };
+    let before = history_of().await;
+    assert_eq!(before.len(), 2);
+    let regenerate = json!({
+        "id": "flaky",
+        "messages": [user("flaky-u1", "Hi")],
+        "trigger": "regenerate-message",
+        "messageId": first.message_id(),
+        "version": "v6",
+    });
+    // The model fails this time: the answer it would have replaced is still there.
+    let failed = read_stream(
+        f.post_as(Some("tok-a"), "/chat/flaky", regenerate.clone())
+            .await,
+        V::V6,
+        &[],
+    )
+    .await;
+    assert!(failed.types().contains(&"error"), "{}", failed.raw);
+    assert_eq!(
+        history_of().await,
+        before,
+        "a failed regenerate changed the history"
+    );
+    // Another resource's caller cannot regenerate (nor learn of) this thread.
+    let foreign = f.post_as(Some("tok-b"), "/chat/flaky", {
+        let mut body = regenerate.clone();
+        body["memory"] = json!({"thread": "flaky", "resource": "bob"});
+        body
+    });
+    let message = error_of(foreign.await, 404, "not_found").await;
+    assert!(message.contains("not found"), "{message}");
+    assert_eq!(history_of().await, before);
+    // It works the next time: the new answer replaces the old one, which the model did not
+    // see (no answer in its context).
+    let again = read_stream(
+        f.post_as(Some("tok-a"), "/chat/flaky", regenerate).await,
+        V::V6,
+        &[],
+    )
+    .await;
+    let text: String = again
+        .of_type("text-delta")
+        .iter()
+        .map(|c| c["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "answer 2, 0 answers seen");
+    let after = history_of().await;
+    assert_eq!(after.len(), 2, "{after:#?}");
+    assert_eq!(after[0], before[0]);
+    assert_eq!(after[1]["id"], again.message_id());
 }
 
 /// Replaces the ids Kestrel chose with the fixture's, in the raw body: the bytes are otherwise

@@ -654,3 +654,90 @@ async fn pages_are_bounded() {
         assert_eq!(status, StatusCode::OK, "{ok}: {body}");
     }
 }
+
+#[tokio::test]
+async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
+    use kestrel_memory::Memory;
+    use kestrel_storage::testing as fixtures;
+    let mut backends = vec![("sqlite", fixtures::sqlite().await)];
+    match fixtures::postgres().await {
+        Some(pg) => backends.push(("postgres", Some(pg))),
+        None => eprintln!(
+            "skipped on PostgreSQL: set {} to run it there too",
+            fixtures::POSTGRES_URL_VAR
+        ),
+    }
+    for (backend, fixture) in backends {
+        let fixture = fixture.unwrap();
+        let memory = Memory::new(fixture.store());
+        let echo = Agent::builder("echo")
+            .model(Arc::new(ScriptedModel::from_fn(|req| {
+                ScriptedResponse::text(format!("got {}", req.messages.len()))
+            })))
+            .memory(memory.clone().shared())
+            .build()
+            .unwrap();
+        let kestrel = Kestrel::builder().agent(echo).build().unwrap();
+        let server = Server::new(kestrel).memory(memory);
+        let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        tokio::spawn(server.serve_on(listener, addr));
+        let base = format!("http://{addr}");
+        let http = reqwest::Client::new();
+        let memory_of = json!({"thread": "t1", "resource": "r1"});
+        let cases = [
+            (
+                "/api/agents/echo/generate",
+                json!({"messages": "a\u{0}b", "memory": memory_of}),
+            ),
+            (
+                "/api/agents/echo/stream",
+                json!({"messages": [{"role": "user", "content": "x\u{0}"}], "memory": memory_of}),
+            ),
+            (
+                "/chat/echo",
+                json!({"id": "t1", "messages": [{"id": "m1", "role": "user", "parts": [{"type": "text", "text": "\u{0}"}]}]}),
+            ),
+            (
+                "/api/memory/threads",
+                json!({"resourceId": "r1", "title": "bad\u{0}title"}),
+            ),
+            (
+                "/api/memory/threads",
+                json!({"resourceId": "r1", "metadata": {"k\u{0}": 1}}),
+            ),
+        ];
+        for (path, body) in cases {
+            let response = http
+                .post(format!("{base}{path}"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = response.status();
+            let text = response.text().await.unwrap();
+            assert_eq!(status, 422, "{backend} {path}: {text}");
+            assert!(text.contains("NUL"), "{backend} {path}: {text}");
+        }
+        // An escaped backslash before `u0000` is plain text, stored as such.
+        let plain = http
+            .post(format!("{base}/api/agents/echo/generate"))
+            .json(&json!({"messages": "C:\\u0000", "memory": memory_of}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            plain.status(),
+            200,
+            "{backend}: {}",
+            plain.text().await.unwrap()
+        );
+        for path in [
+            "/api/memory/threads/%00",
+            "/api/memory/threads/a%1fb/messages",
+        ] {
+            let response = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(response.status(), 400, "{backend} {path}");
+        }
+        fixture.teardown().await;
+    }
+}
