@@ -11,6 +11,9 @@
 //! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
 //! ```
 //!
+//! W4 and W6 open SQLite with the defaults (`synchronous = FULL`); `KESTREL_BENCH_SQLITE_SYNC=normal`
+//! measures them with `NORMAL`.
+//!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
 
@@ -27,6 +30,16 @@ use kestrel::prelude::*;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+
+/// The SQLite options of W4 and W6: the defaults, or `synchronous = NORMAL` with
+/// `KESTREL_BENCH_SQLITE_SYNC=normal` (to measure what the default's durability costs).
+fn sqlite_options() -> kestrel_storage::SqliteOptions {
+    let mut options = kestrel_storage::SqliteOptions::default();
+    if std::env::var("KESTREL_BENCH_SQLITE_SYNC").is_ok_and(|v| v.eq_ignore_ascii_case("normal")) {
+        options.synchronous = kestrel_storage::Synchronous::Normal;
+    }
+    options
+}
 
 /// The `p` quantile (0 to 1) of `sorted` durations, in µs.
 fn percentile(sorted: &[Duration], p: f64) -> f64 {

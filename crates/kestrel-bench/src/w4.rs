@@ -86,7 +86,7 @@ struct Round {
 async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("w4.db");
-    let store = SqliteStorage::open(&path).await?;
+    let store = SqliteStorage::open_with(&path, crate::sqlite_options()).await?;
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
     let memory = Memory::builder(shared.clone()).last_messages(10).build()?;
     let agent = agent(memory)?;

@@ -77,7 +77,8 @@ async fn snapshot_size(store: &Arc<dyn Storage>, run_id: &str) -> Result<usize, 
 
 async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
     let dir = tempfile::tempdir()?;
-    let sqlite = SqliteStorage::open(dir.path().join("w6.db")).await?;
+    let sqlite =
+        SqliteStorage::open_with(dir.path().join("w6.db"), crate::sqlite_options()).await?;
     let store: Arc<dyn Storage> = Arc::new(sqlite.clone());
     let kestrel = instance(Arc::clone(&store))?;
     let agent = kestrel.agent("w6")?;

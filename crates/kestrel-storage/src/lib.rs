@@ -55,6 +55,6 @@ pub use run_store::StorageRunStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql_common::redact_url;
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteOptions, SqliteStorage};
+pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
 pub use storage::Storage;
 pub use types::*;

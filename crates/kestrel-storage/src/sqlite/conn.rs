@@ -50,10 +50,11 @@ pub(super) struct Settings {
     pub busy_timeout: Duration,
     pub cache_size_kib: u32,
     pub mmap_size: u64,
+    pub synchronous: super::Synchronous,
 }
 
 impl Settings {
-    /// Opens a connection: WAL, `synchronous = NORMAL`, foreign keys, the page cache and map
+    /// Opens a connection: WAL, `synchronous` as configured (`FULL` by default), foreign keys, the page cache and map
     /// sizes, no busy wait (see the module docs), and room for every statement of the store in
     /// the prepared-statement cache.
     pub fn open(&self, create: bool) -> rusqlite::Result<Connection> {
@@ -69,7 +70,7 @@ impl Settings {
         conn.busy_timeout(self.busy_timeout)?;
         conn.pragma_update(None, "journal_mode", "wal")?;
         conn.busy_timeout(Duration::ZERO)?;
-        conn.pragma_update(None, "synchronous", "normal")?;
+        conn.pragma_update(None, "synchronous", self.synchronous.pragma())?;
         conn.pragma_update(None, "foreign_keys", true)?;
         conn.pragma_update(None, "cache_size", -i64::from(self.cache_size_kib))?;
         conn.pragma_update(None, "mmap_size", self.mmap_size)?;
@@ -255,5 +256,38 @@ impl Connections {
                 let _ = conn.close();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod durability_tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    fn settings(path: PathBuf, synchronous: super::super::Synchronous) -> Settings {
+        Settings {
+            path,
+            busy_timeout: Duration::from_secs(1),
+            cache_size_kib: 1024,
+            mmap_size: 0,
+            synchronous,
+        }
+    }
+
+    #[test]
+    fn commits_are_synced_unless_asked_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let level = |synchronous| {
+            let conn = settings(dir.path().join("d.db"), synchronous)
+                .open(true)
+                .unwrap();
+            conn.query_row("PRAGMA synchronous", [], |r| r.get::<_, i64>(0))
+                .unwrap()
+        };
+        // SQLite's numbers: 1 NORMAL, 2 FULL.
+        assert_eq!(level(super::super::Synchronous::default()), 2);
+        assert_eq!(level(super::super::Synchronous::Full), 2);
+        assert_eq!(level(super::super::Synchronous::Normal), 1);
     }
 }

@@ -3,7 +3,8 @@
 //! The file is created when missing and migrated on open (versioned migrations in
 //! `migrations/sqlite`, the applied version kept in SQLite's `user_version`; a newer build
 //! migrates an older file forward, an older build refuses a file migrated by a newer one).
-//! Connections use WAL, `synchronous = NORMAL` and foreign keys. The driver is `rusqlite` with
+//! Connections use WAL, `synchronous = FULL` (every commit on the disk: see [`Synchronous`]) and
+//! foreign keys. The driver is `rusqlite` with
 //! the bundled SQLite.
 //!
 //! **Concurrency.** All writes go through one connection and every multi-statement write runs in
@@ -91,6 +92,8 @@ pub struct SqliteOptions {
     /// (which, with one writer and separate readers, is nearly every read of a busy store), so a
     /// map only pays off for stores that are mostly read.
     pub mmap_size: u64,
+    /// When a commit reaches the disk ([`Synchronous::Full`] by default: every commit).
+    pub synchronous: Synchronous,
 }
 
 impl Default for SqliteOptions {
@@ -100,6 +103,37 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             cache_size_kib: 16 * 1024,
             mmap_size: 0,
+            synchronous: Synchronous::Full,
+        }
+    }
+}
+
+/// When a commit reaches the disk: SQLite's `synchronous` setting, in WAL mode.
+///
+/// Either way a crash of the process loses nothing that was committed, and the file is never
+/// corrupted. They differ on a power cut or an operating system crash:
+///
+/// - [`Synchronous::Full`] (the default) syncs the WAL at every commit: what a call reported
+///   stored is on the disk. A decision on a tool call (`approve_tool_call`) is recorded before
+///   the tool runs, so it can never come back after a power cut and run the tool twice.
+/// - [`Synchronous::Normal`] syncs only at checkpoints: the last commits before a power cut
+///   may be rolled back, a recorded approval with them (its tool may then run again once it is
+///   approved again). Cheaper per commit; see BENCHMARKS.md for the measured difference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// Sync the WAL at every commit.
+    #[default]
+    Full,
+    /// Sync at checkpoints only.
+    Normal,
+}
+
+impl Synchronous {
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "full",
+            Synchronous::Normal => "normal",
         }
     }
 }
@@ -184,6 +218,7 @@ impl SqliteStorage {
             busy_timeout: options.busy_timeout,
             cache_size_kib: options.cache_size_kib,
             mmap_size: options.mmap_size,
+            synchronous: options.synchronous,
         };
         let writer = {
             let settings = settings.clone();
