@@ -389,11 +389,11 @@ fn bound_integers(value: &mut Value) {
                 Some("uint8") => Some((0, u8::MAX.into())),
                 Some("uint16") => Some((0, u16::MAX.into())),
                 Some("uint32") => Some((0, u32::MAX.into())),
-                Some("uint64") => Some((0, u64::MAX)),
+                Some("uint64" | "uint") => Some((0, u64::MAX)),
                 Some("int8") => Some((i8::MIN.into(), i8::MAX as u64)),
                 Some("int16") => Some((i16::MIN.into(), i16::MAX as u64)),
                 Some("int32") => Some((i32::MIN.into(), i32::MAX as u64)),
-                Some("int64") => Some((i64::MIN, i64::MAX as u64)),
+                Some("int64" | "int") => Some((i64::MIN, i64::MAX as u64)),
                 _ => None,
             };
             if let Some((minimum, maximum)) = bounds {
@@ -512,33 +512,20 @@ fn links() -> Vec<Link> {
     // A run that stopped: from `generate` (and the decisions, which continue it and may stop
     // again) its first waiting call; from `suspended-runs` the first waiting run's.
     let stopped = [
-        (
-            GENERATE,
-            "200",
-            "$response.body#/runId",
-            "$response.body#/suspended/0/toolCallId",
-        ),
-        (
-            APPROVE_GENERATE,
-            "200",
-            "$response.body#/runId",
-            "$response.body#/suspended/0/toolCallId",
-        ),
-        (
-            DECLINE_GENERATE,
-            "200",
-            "$response.body#/runId",
-            "$response.body#/suspended/0/toolCallId",
-        ),
-        (
-            SUSPENDED_RUNS,
-            "200",
-            "$response.body#/runs/0/runId",
-            "$response.body#/runs/0/toolCalls/0/toolCallId",
-        ),
+        (GENERATE, "/runId", "/suspended/0"),
+        (APPROVE_GENERATE, "/runId", "/suspended/0"),
+        (DECLINE_GENERATE, "/runId", "/suspended/0"),
+        (SUSPENDED_RUNS, "/runs/0/runId", "/runs/0/toolCalls/0"),
     ];
-    for (from, status, run, call) in stopped {
-        let decision = json!({"runId": run, "toolCallId": call});
+    for (from, run, call) in stopped {
+        let status = "200";
+        let run = format!("$response.body#{run}");
+        // The call's fingerprint too: a decision naming another is refused.
+        let decision = json!({
+            "runId": run,
+            "toolCallId": format!("$response.body#{call}/toolCallId"),
+            "fingerprint": format!("$response.body#{call}/fingerprint"),
+        });
         for (name, to) in [
             ("approve", APPROVE),
             ("decline", DECLINE),
@@ -561,7 +548,7 @@ fn links() -> Vec<Link> {
                 status,
                 name,
                 to,
-                parameters: json!({"path.agent_id": "$request.path.agent_id", "path.run_id": run}),
+                parameters: json!({"path.agent_id": "$request.path.agent_id", "path.run_id": &run}),
                 body: None,
             });
         }
@@ -574,9 +561,11 @@ fn links() -> Vec<Link> {
             name: "decideAgain",
             to: DECLINE_GENERATE,
             parameters: same_agent(),
-            body: Some(
-                json!({"runId": "$request.body#/runId", "toolCallId": "$request.body#/toolCallId"}),
-            ),
+            body: Some(json!({
+                "runId": "$request.body#/runId",
+                "toolCallId": "$request.body#/toolCallId",
+                "fingerprint": "$request.body#/fingerprint",
+            })),
         });
     }
     // A thread: created, or the first of a list.
@@ -659,7 +648,7 @@ fn links() -> Vec<Link> {
                 status,
                 name,
                 to,
-                parameters: json!({"path.chat_id": id, "query.resourceId": resource}),
+                parameters: json!({"path.chat_id": id}),
                 body: None,
             });
         }

@@ -364,3 +364,64 @@ async fn every_operation_with_a_body_names_a_malformed_or_mistyped_one() {
     }
     assert!(checked >= 15, "only {checked} operations take a body");
 }
+
+#[tokio::test]
+async fn links_name_operations_parameters_and_body_fields_of_the_document() {
+    let base = start(|s| s).await;
+    let doc = document(&base, None).await;
+    let operations: Vec<DocumentedOperation> = operations_of(&doc, |_| "x".to_owned());
+    let by_id = |id: &str| {
+        operations
+            .iter()
+            .find(|op| op.operation["operationId"] == id)
+            .unwrap_or_else(|| panic!("a link names {id}, which is not in the document"))
+    };
+    let mut checked = 0;
+    for op in &operations {
+        for (status, response) in op.operation["responses"].as_object().unwrap() {
+            let Some(links) = response.get("links").and_then(Value::as_object) else {
+                continue;
+            };
+            assert!(
+                status.starts_with('2'),
+                "{} {}: links on {status}",
+                op.method,
+                op.path
+            );
+            for (name, link) in links {
+                let target = by_id(link["operationId"].as_str().unwrap());
+                for key in link["parameters"].as_object().unwrap().keys() {
+                    let (location, parameter) = key.split_once('.').unwrap();
+                    assert!(
+                        target.operation["parameters"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|p| p["in"] == location && p["name"] == parameter),
+                        "link {name} of {} {}: {} {} has no {key}",
+                        op.method,
+                        op.path,
+                        target.method,
+                        target.path
+                    );
+                }
+                if let Some(body) = link.get("requestBody") {
+                    let schema = resolve(
+                        &doc,
+                        &target.operation["requestBody"]["content"]["application/json"]["schema"],
+                    );
+                    for field in body.as_object().unwrap().keys() {
+                        assert!(
+                            schema["properties"][field].is_object(),
+                            "link {name}: {} {} takes no body field {field}",
+                            target.method,
+                            target.path
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 40, "only {checked} links");
+}
