@@ -11,8 +11,8 @@
 //! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
 //! ```
 //!
-//! W4 and W6 open SQLite with the defaults (`synchronous = FULL`); `KESTREL_BENCH_SQLITE_SYNC=normal`
-//! measures them with `NORMAL`.
+//! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
+//! or `normal` measures them with every commit synced, or none.
 //!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
@@ -31,12 +31,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-/// The SQLite options of W4 and W6: the defaults, or `synchronous = NORMAL` with
-/// `KESTREL_BENCH_SQLITE_SYNC=normal` (to measure what the default's durability costs).
+/// The SQLite options of W4 and W6: the defaults (the commits that save runs synced), or
+/// `KESTREL_BENCH_SQLITE_SYNC=full` (every commit) / `normal` (none), to measure what each
+/// durability costs.
 fn sqlite_options() -> kestrel_storage::SqliteOptions {
+    use kestrel_storage::Synchronous;
     let mut options = kestrel_storage::SqliteOptions::default();
-    if std::env::var("KESTREL_BENCH_SQLITE_SYNC").is_ok_and(|v| v.eq_ignore_ascii_case("normal")) {
-        options.synchronous = kestrel_storage::Synchronous::Normal;
+    match std::env::var("KESTREL_BENCH_SQLITE_SYNC").as_deref() {
+        Ok("full") => options.synchronous = Synchronous::Full,
+        Ok("normal") => options.synchronous = Synchronous::Normal,
+        _ => {}
     }
     options
 }

@@ -3,8 +3,8 @@
 //! The file is created when missing and migrated on open (versioned migrations in
 //! `migrations/sqlite`, the applied version kept in SQLite's `user_version`; a newer build
 //! migrates an older file forward, an older build refuses a file migrated by a newer one).
-//! Connections use WAL, `synchronous = FULL` (every commit on the disk: see [`Synchronous`]) and
-//! foreign keys. The driver is `rusqlite` with
+//! Connections use WAL, `synchronous = NORMAL` with the commits that save a run synced (see
+//! [`Synchronous`]) and foreign keys. The driver is `rusqlite` with
 //! the bundled SQLite.
 //!
 //! **Concurrency.** All writes go through one connection and every multi-statement write runs in
@@ -92,7 +92,8 @@ pub struct SqliteOptions {
     /// (which, with one writer and separate readers, is nearly every read of a busy store), so a
     /// map only pays off for stores that are mostly read.
     pub mmap_size: u64,
-    /// When a commit reaches the disk ([`Synchronous::Full`] by default: every commit).
+    /// When a commit reaches the disk ([`Synchronous::Runs`] by default: the commits that save
+    /// a run).
     pub synchronous: Synchronous,
 }
 
@@ -103,37 +104,45 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             cache_size_kib: 16 * 1024,
             mmap_size: 0,
-            synchronous: Synchronous::Full,
+            synchronous: Synchronous::Runs,
         }
     }
 }
 
 /// When a commit reaches the disk: SQLite's `synchronous` setting, in WAL mode.
 ///
-/// Either way a crash of the process loses nothing that was committed, and the file is never
-/// corrupted. They differ on a power cut or an operating system crash:
+/// Whichever is chosen, a crash of the process loses nothing that was committed, and the file
+/// is never corrupted. They differ on a power cut or an operating system crash, after which the
+/// commits not yet synced are rolled back:
 ///
-/// - [`Synchronous::Full`] (the default) syncs the WAL at every commit: what a call reported
-///   stored is on the disk. A decision on a tool call (`approve_tool_call`) is recorded before
-///   the tool runs, so it can never come back after a power cut and run the tool twice.
-/// - [`Synchronous::Normal`] syncs only at checkpoints: the last commits before a power cut
-///   may be rolled back, a recorded approval with them (its tool may then run again once it is
-///   approved again). Cheaper per commit; see BENCHMARKS.md for the measured difference.
+/// - [`Synchronous::Runs`] (the default) syncs the commits that save a run (a stop for a
+///   person, a decision, a run's end) and, with them, everything committed before; messages in
+///   between are synced at checkpoints. A decision on a tool call is recorded before the tool
+///   runs and reported only once on the disk, so it can never come back after a power cut and
+///   run the tool twice; the last messages of a conversation may be lost to one.
+/// - [`Synchronous::Full`] syncs every commit: nothing reported stored is ever lost.
+/// - [`Synchronous::Normal`] syncs at checkpoints only: a recorded approval may be rolled back by
+///   a power cut (and its tool run again once approved again).
+///
+/// BENCHMARKS.md has what each costs per commit on this project's machine.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Synchronous {
-    /// Sync the WAL at every commit.
+    /// Sync the commits that save runs (decisions, stops, ends).
     #[default]
+    Runs,
+    /// Sync the WAL at every commit.
     Full,
     /// Sync at checkpoints only.
     Normal,
 }
 
 impl Synchronous {
+    /// The setting connections are opened with.
     fn pragma(self) -> &'static str {
         match self {
             Synchronous::Full => "full",
-            Synchronous::Normal => "normal",
+            Synchronous::Runs | Synchronous::Normal => "normal",
         }
     }
 }
@@ -157,6 +166,7 @@ pub struct SqliteStorage {
     conns: Arc<Connections>,
     path: PathBuf,
     background: Arc<Background>,
+    synchronous: Synchronous,
 }
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
@@ -235,6 +245,7 @@ impl SqliteStorage {
             conns: Arc::new(Connections::new(settings, writer, options.max_readers)),
             path,
             background: Arc::new(Background::default()),
+            synchronous: options.synchronous,
         };
         store
             .catch_up_search_index()
@@ -705,6 +716,28 @@ fn index_dimension(conn: &Connection, index: &str, operation: &'static str) -> R
         index: index.to_owned(),
     })?;
     usize::try_from(dimension).map_err(|e| StorageError::corrupt("index dimension", e))
+}
+
+/// Saves `rows` with their compare-and-sets in one transaction: the new versions and creation
+/// times, or (nothing written) the index of the first run whose version differed and the
+/// version it has.
+#[allow(clippy::type_complexity)]
+fn save_runs_in(
+    conn: &mut Connection,
+    rows: &[RunWrite],
+    at: i64,
+) -> Result<std::result::Result<Vec<(i64, i64)>, (usize, Option<i64>)>> {
+    const OP: &str = "save_runs";
+    let tx = begin(conn, OP)?;
+    let mut written = Vec::with_capacity(rows.len());
+    for (index, row) in rows.iter().enumerate() {
+        match write_run(&tx, row, at)? {
+            Ok(saved) => written.push(saved),
+            Err(actual) => return Ok(Err((index, actual))),
+        }
+    }
+    tx.commit().map_err(err(OP))?;
+    Ok(Ok(written))
 }
 
 /// One run to write with its compare-and-set.
@@ -1444,19 +1477,22 @@ impl Storage for SqliteStorage {
             });
         }
         // One transaction: a conflict on any run rolls back the ones before it.
+        let sync = self.synchronous == Synchronous::Runs;
         let outcome = self
             .conns
             .write(OP, Cost::Short, move |conn| {
-                let tx = begin(conn, OP)?;
-                let mut written = Vec::with_capacity(rows.len());
-                for (index, row) in rows.iter().enumerate() {
-                    match write_run(&tx, row, at)? {
-                        Ok(saved) => written.push(saved),
-                        Err(actual) => return Ok(Err((index, actual))),
-                    }
+                // The commit of a run (a decision above all) is on the disk before it is
+                // reported saved; the setting cannot change inside a transaction.
+                if sync {
+                    conn.pragma_update(None, "synchronous", "full")
+                        .map_err(err(OP))?;
                 }
-                tx.commit().map_err(err(OP))?;
-                Ok(Ok(written))
+                let saved = save_runs_in(conn, &rows, at);
+                if sync {
+                    conn.pragma_update(None, "synchronous", "normal")
+                        .map_err(err(OP))?;
+                }
+                saved
             })
             .await?;
         match outcome {
