@@ -203,7 +203,12 @@ fn path_parameters(path: &str) -> Vec<Value> {
                 "name": name,
                 "in": "path",
                 "required": true,
-                "schema": {"type": "string", "maxLength": crate::wire::MAX_ID_LEN},
+                // No control characters: the path check refuses them, as bodies do in ids.
+                "schema": {
+                    "type": "string",
+                    "maxLength": crate::wire::MAX_ID_LEN,
+                    "pattern": crate::wire::ID_PATTERN,
+                },
             })
         })
         .collect()
