@@ -235,6 +235,19 @@ pub fn check_page(page: PageRequest) -> Result<()> {
     Ok(())
 }
 
+/// The error of a run's compare-and-set that found version `actual` (`None`: no such run)
+/// where `expected` was asked for.
+pub fn run_conflict(run_id: String, expected: Option<i64>, actual: Option<i64>) -> StorageError {
+    match (expected, actual) {
+        (Some(_), None) => StorageError::RunNotFound { run_id },
+        (expected, actual) => StorageError::Conflict {
+            run_id,
+            expected,
+            actual,
+        },
+    }
+}
+
 /// Refuses an empty id.
 pub fn check_id(argument: &'static str, id: &str) -> Result<()> {
     if id.is_empty() {

@@ -465,6 +465,12 @@ impl AgentRun {
     /// Ends a run that never started (its id is taken): an `error` event, and nothing
     /// stored, so the run that holds the id keeps its snapshot and its messages.
     async fn refuse(&mut self, error: AgentError) -> AgentError {
+        self.emit_error(&error).await;
+        error
+    }
+
+    /// The `error` event of `error`.
+    async fn emit_error(&self, error: &AgentError) {
         emit!(
             self.sink,
             self.run_id,
@@ -473,7 +479,6 @@ impl AgentRun {
                 kind: error.kind().into(),
             })
         );
-        error
     }
 
     async fn run_registered(
@@ -888,14 +893,7 @@ impl AgentRun {
                 object: None,
             };
         } else {
-            emit!(
-                self.sink,
-                self.run_id,
-                EventKind::Error(ErrorPayload {
-                    error: error.detail(),
-                    kind: error.kind().into(),
-                })
-            );
+            self.emit_error(&error).await;
             self.state.status = RunStatus::Finished {
                 reason: FinishReason::Error,
                 object: None,

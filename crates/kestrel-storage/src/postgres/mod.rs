@@ -955,16 +955,11 @@ impl Storage for PostgresStorage {
             match write_run(&mut tx, record, snapshot, *expected_version, now).await? {
                 Ok(saved) => written.push(saved),
                 Err(actual) => {
-                    return Err(match (expected_version, actual) {
-                        (Some(_), None) => StorageError::RunNotFound {
-                            run_id: record.run_id.clone(),
-                        },
-                        (expected, actual) => StorageError::Conflict {
-                            run_id: record.run_id.clone(),
-                            expected: *expected,
-                            actual,
-                        },
-                    });
+                    return Err(codec::run_conflict(
+                        record.run_id.clone(),
+                        *expected_version,
+                        actual,
+                    ));
                 }
             }
         }

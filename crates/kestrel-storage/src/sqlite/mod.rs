@@ -806,18 +806,6 @@ fn write_run(
     }
 }
 
-/// The error of a compare-and-set that found `actual` where `expected` was asked for.
-fn conflict(run_id: String, expected: Option<i64>, actual: Option<i64>) -> StorageError {
-    match (expected, actual) {
-        (Some(_), None) => StorageError::RunNotFound { run_id },
-        (expected, actual) => StorageError::Conflict {
-            run_id,
-            expected,
-            actual,
-        },
-    }
-}
-
 fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
     optional_row(conn, sql::RUN_VERSION, [run_id], |r| r.get(0), "save_run")
 }
@@ -1512,7 +1500,7 @@ impl Storage for SqliteStorage {
                 let Some((record, expected)) = saves.into_iter().nth(index) else {
                     return Err(StorageError::corrupt("save_runs", "a conflict on no run"));
                 };
-                Err(conflict(record.run_id, expected, actual))
+                Err(codec::run_conflict(record.run_id, expected, actual))
             }
         }
     }
