@@ -83,9 +83,51 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The storage error behind `error`, if one is in its chain of sources.
+fn storage_cause<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a kestrel_memory::kestrel_storage::StorageError> {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        if let Some(storage) = error.downcast_ref() {
+            return Some(storage);
+        }
+        current = error.source();
+    }
+    None
+}
+
+/// A memory failure the caller caused: a thread that does not exist (any more), or one of
+/// another resource (not revealed either): 404. Anything else is the server's.
+fn memory_error(error: &(dyn std::error::Error + 'static)) -> ApiError {
+    use kestrel_memory::kestrel_storage::StorageError;
+    let mut current = Some(error);
+    while let Some(cause) = current {
+        match cause.downcast_ref::<kestrel_memory::Error>() {
+            Some(
+                kestrel_memory::Error::ForeignThread { thread_id, .. }
+                | kestrel_memory::Error::ThreadGone { thread_id },
+            ) => return ApiError::not_found(format!("thread {thread_id:?} not found")),
+            Some(_) => break,
+            None => current = cause.source(),
+        }
+    }
+    match storage_cause(error) {
+        Some(
+            StorageError::ThreadNotFound { thread_id }
+            | StorageError::ThreadOwnedByOtherResource { thread_id, .. },
+        ) => ApiError::not_found(format!("thread {thread_id:?} not found")),
+        Some(StorageError::InvalidArgument { .. }) => {
+            ApiError::invalid(storage_cause(error).map_or_else(String::new, ToString::to_string))
+        }
+        _ => ApiError::internal(&error),
+    }
+}
+
 impl From<AgentError> for ApiError {
     fn from(error: AgentError) -> Self {
         match &error {
+            AgentError::Memory { source, .. } => memory_error(source),
             AgentError::Model { .. } => {
                 tracing::warn!(%error, "a model call failed");
                 ApiError::new(
@@ -157,6 +199,7 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
             kestrel_core::agent::ThreadError::NoMemory { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "no_memory", error.to_string())
             }
+            kestrel_core::agent::ThreadError::Memory(source) => memory_error(source),
             _ => ApiError::internal(&error),
         }
     }

@@ -289,7 +289,7 @@ struct ListQuery {
     agent_id: Option<String>,
     /// Only this resource's threads.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// A JSON object every listed thread's metadata must contain.
     #[serde(default)]
@@ -303,9 +303,11 @@ struct ListQuery {
     per_page: Option<u32>,
     /// `createdAt` (the default) or `updatedAt`.
     #[serde(default, rename = "orderBy[field]", alias = "orderBy")]
+    #[schemars(extend("enum" = ["createdAt", "updatedAt"]))]
     order_by: Option<String>,
     /// `DESC` (the default) or `ASC`.
     #[serde(default, rename = "orderBy[direction]", alias = "sortDirection")]
+    #[schemars(extend("enum" = ["DESC", "ASC", "desc", "asc"]))]
     sort_direction: Option<String>,
 }
 
@@ -399,7 +401,7 @@ struct ThreadQueryParams {
     agent_id: Option<String>,
     /// The thread's resource, checked: another resource's thread is not found.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -408,14 +410,14 @@ struct ThreadQueryParams {
 #[serde(rename_all = "camelCase")]
 struct CreateBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     thread_id: Option<String>,
 }
 
@@ -471,7 +473,7 @@ struct UpdateBody {
     /// Accepted when it names the thread's own resource; threads do not move between
     /// resources.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -484,10 +486,15 @@ async fn update_thread(
     if let Some(resource) = &body.resource_id
         && *resource != thread.resource_id
     {
-        return Err(ApiError::invalid(format!(
-            "thread {thread_id:?} belongs to resource {:?}; a thread cannot move to {resource:?}",
-            thread.resource_id
-        )));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "thread_resource",
+            format!(
+                "thread {thread_id:?} belongs to resource {:?}; a thread cannot move to \
+                 {resource:?}",
+                thread.resource_id
+            ),
+        ));
     }
     let metadata = body.metadata.map(|m| {
         if body.replace_metadata {
@@ -536,7 +543,7 @@ struct MessagesQuery {
     /// The thread's resource, checked.
     #[allow(dead_code)] // read by `ThreadAccess`; declared here for the OpenAPI document
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// The page, from 0.
     #[serde(default)]
@@ -691,10 +698,10 @@ struct ObservationsQuery {
     #[serde(default)]
     agent_id: Option<String>,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 

@@ -368,7 +368,7 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
         "info": {
             "title": "Kestrel",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Kestrel's agents over HTTP: Mastra's routes under /api, and the AI SDK chat route.",
+            "description": "Kestrel's agents over HTTP: Mastra's routes under /api, and the AI SDK chat route. No string of a body may hold U+0000 (422 on every route with a body).",
         },
         "paths": paths,
         "components": {"schemas": schemas},

@@ -122,12 +122,12 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Send a message to a thread (to its active run, or to wake one)",
             )
-            .body::<SendBody>(),
+            .body::<crate::wire::SendMessageDoc>(),
         )
         .post(
             "/agents/{agent_id}/signals",
             signal,
-            Doc::json(RUNS, "Send a signal to a thread's run").body::<SendBody>(),
+            Doc::json(RUNS, "Send a signal to a thread's run").body::<crate::wire::SignalDoc>(),
         )
         .post(
             "/agents/{agent_id}/threads/subscribe",

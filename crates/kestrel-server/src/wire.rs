@@ -100,12 +100,16 @@ fn rejected(rejection: JsonRejection) -> ApiError {
 /// server hold (or store) whatever a caller sends.
 pub(crate) const MAX_ID_LEN: usize = 256;
 
-/// The ids' pattern in the OpenAPI document: no control characters.
-pub(crate) const ID_PATTERN: &str = r"^[^\u0000-\u001F\u007F-\u009F]*$";
+/// The ids' pattern in the OpenAPI document: not only whitespace, no control characters.
+pub(crate) const ID_PATTERN: &str = r"^(?!\s*$)[^\u0000-\u001F\u007F-\u009F]*$";
 
-/// Why `id` cannot be an id: longer than [`MAX_ID_LEN`], or holding a control character
+/// Why `id` cannot be an id: empty or only whitespace, longer than [`MAX_ID_LEN`], or holding a
+/// control character
 /// (NUL among them, which PostgreSQL cannot store).
 pub(crate) fn id_problem(id: &str) -> Option<String> {
+    if id.trim().is_empty() {
+        return Some("an id must not be empty (nor only whitespace)".to_owned());
+    }
     let length = id.chars().count();
     if length > MAX_ID_LEN {
         return Some(format!(
@@ -182,7 +186,7 @@ pub(crate) async fn bounded_path(
 pub(crate) struct MemoryBody {
     pub thread: ThreadRef,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource: String,
 }
 
@@ -192,12 +196,12 @@ pub(crate) struct MemoryBody {
 pub(crate) enum ThreadRef {
     Id(
         #[serde(deserialize_with = "crate::wire::id")]
-        #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+        #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
         String,
     ),
     Object {
         #[serde(deserialize_with = "crate::wire::id")]
-        #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+        #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
         id: String,
     },
 }
@@ -213,30 +217,33 @@ impl ThreadRef {
 /// The body of `generate` and `stream`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("dependentRequired" = {"threadId": ["resourceId"]}))]
 pub(crate) struct RunBody {
     /// The input: a string, a message `{role, content}`, or an array of them.
+    #[schemars(schema_with = "messages_schema")]
     pub messages: Value,
     /// The thread and resource the run remembers in.
     #[serde(default)]
     pub memory: Option<MemoryBody>,
     /// Mastra's older top-level form of `memory`.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: Option<String>,
     /// Mastra's older top-level form of `memory`; alone, the resource of a run without a
     /// thread.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: Option<String>,
     /// Values the tools and hooks of the run read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
     /// The run's id (a fresh one when absent).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: Option<String>,
-    /// The most model steps the run may take.
-    #[serde(default)]
+    /// The most model steps the run may take (at most the agent's own limit).
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
+    #[schemars(range(min = 1))]
     pub max_steps: Option<u32>,
     /// Keep the stream open until background tasks have finished.
     #[serde(default)]
@@ -332,6 +339,52 @@ impl RunBody {
     }
 }
 
+/// A count (`maxSteps`): a JSON integer, also written with a zero fraction (`3.0`), as JSON
+/// Schema's `integer` allows.
+pub(crate) fn opt_count<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<u32>, D::Error> {
+    let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else {
+        return Ok(None);
+    };
+    let whole = number.as_u64().or_else(|| {
+        number
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= f64::from(u32::MAX))
+            .map(|f| f as u64)
+    });
+    match whole.and_then(|n| u32::try_from(n).ok()) {
+        Some(n) => Ok(Some(n)),
+        None => Err(serde::de::Error::custom(format!(
+            "expected a whole number from 0 to {}, not {number}",
+            u32::MAX
+        ))),
+    }
+}
+
+/// The schema of `messages`: what [`input_messages`] takes.
+fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let text = serde_json::json!({"type": "string", "pattern": "\\S"});
+    let part = serde_json::json!({
+        "type": "object",
+        "properties": {"type": {"const": "text"}, "text": text},
+        "required": ["type", "text"],
+    });
+    let message = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "role": {"enum": ["user", "assistant"]},
+            "content": {"anyOf": [text, {"type": "array", "items": part, "minItems": 1}]},
+        },
+        "required": ["role", "content"],
+    });
+    schemars::json_schema!({
+        "description": "A string, or an array of strings and {role, content} messages (also \
+            role `system` where the server takes it)",
+        "anyOf": [text, {"type": "array", "items": {"anyOf": [text, message]}, "minItems": 1}],
+    })
+}
+
 /// `messages` as Mastra accepts them: a string, or an array of strings and
 /// `{role, content}` / `{role, parts}` messages.
 fn input_messages(value: &Value, system_messages: bool) -> Result<Vec<Message>, ApiError> {
@@ -410,10 +463,10 @@ fn collect_text_parts(parts: &[Value], texts: &mut Vec<String>) {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecisionBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: String,
     #[serde(default)]
     pub fingerprint: Option<String>,
@@ -426,10 +479,10 @@ pub(crate) struct DecisionBody {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ResumeBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: Option<String>,
     #[serde(default)]
     pub fingerprint: Option<String>,
@@ -441,10 +494,10 @@ pub(crate) struct ResumeBody {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
 }
 
@@ -478,15 +531,60 @@ pub(crate) struct SendBody {
     #[serde(default)]
     pub signal: Option<Value>,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
     #[serde(default)]
     pub if_active: Option<IfActiveBody>,
     #[serde(default)]
     pub if_idle: Option<IfIdleBody>,
+}
+
+/// The text of a sent message or signal, as documented: a string, or an object with a
+/// `content` (or `text`) string; not blank.
+fn sent_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let text = serde_json::json!({"type": "string", "pattern": "\\S"});
+    schemars::json_schema!({
+        "anyOf": [
+            text,
+            {"type": "object", "properties": {"content": text}, "required": ["content"]},
+            {"type": "object", "properties": {"text": text}, "required": ["text"]},
+        ],
+    })
+}
+
+/// The body of `send-message` as the document shows it (read as a [`SendBody`]).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // a schema only
+pub(crate) struct SendMessageDoc {
+    /// The user's message.
+    #[schemars(schema_with = "sent_text_schema")]
+    message: Value,
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    resource_id: String,
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    thread_id: String,
+    if_active: Option<IfActiveBody>,
+    if_idle: Option<IfIdleBody>,
+}
+
+/// The body of `signals` as the document shows it (read as a [`SendBody`]).
+#[derive(JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // a schema only
+pub(crate) struct SignalDoc {
+    /// The signal (a system message).
+    #[schemars(schema_with = "sent_text_schema")]
+    signal: Value,
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    resource_id: String,
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    thread_id: String,
+    if_active: Option<IfActiveBody>,
+    if_idle: Option<IfIdleBody>,
 }
 
 /// `ifActive`.

@@ -109,7 +109,7 @@ fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
 struct ChatBody {
     /// The chat id (`useChat`'s `id`).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     id: Option<String>,
     #[serde(default)]
     messages: Vec<Value>,
@@ -124,21 +124,22 @@ struct ChatBody {
     #[serde(default)]
     memory: Option<MemoryBody>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     run_id: Option<String>,
     #[serde(default)]
     resume_data: Option<Value>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     tool_call_id: Option<String>,
     #[serde(default)]
     fingerprint: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
+    #[schemars(range(min = 1))]
     max_steps: Option<u32>,
     #[serde(default)]
     version: Option<Version>,
@@ -879,6 +880,7 @@ async fn reattach(
 struct HistoryQuery {
     /// The AI SDK version of the messages: `v5` (the default) or `v6`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["v5", "v6"]))]
     version: Option<String>,
 }
 

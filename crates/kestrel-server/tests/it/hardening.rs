@@ -741,3 +741,90 @@ async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
         fixture.teardown().await;
     }
 }
+
+#[tokio::test]
+async fn what_the_fuzzer_found_answers_4xx() {
+    use kestrel_memory::Memory;
+    let storage = Arc::new(kestrel_storage::InMemoryStorage::new());
+    let memory = Memory::new(storage.clone());
+    let mailer = Agent::builder("mailer")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            if req.messages.iter().any(|m| m.role == Role::Tool) {
+                ScriptedResponse::text("sent")
+            } else {
+                ScriptedResponse::tool_call("c1", "send", json!({}))
+            }
+        })))
+        .tool(
+            create_tool("send")
+                .description("Sends")
+                .require_approval(true)
+                .execute(|_: Nothing, _ctx| async { Ok::<_, ToolError>("ok") }),
+        )
+        .memory(memory.clone().shared())
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .run_store(Arc::new(kestrel_storage::StorageRunStore::new(storage)))
+        .agent(mailer)
+        .build()
+        .unwrap();
+    let server = Server::new(kestrel).memory(memory);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let f = Fixture {
+        base: format!("http://{addr}"),
+        http: reqwest::Client::new(),
+        pubsub: Arc::new(InProcessPubSub::new()),
+    };
+    let created = f
+        .post(
+            "/api/memory/threads",
+            json!({"resourceId": "alice", "threadId": "t-alice"}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    // A run (or a persisted signal) on another resource's thread: not found, not a 500.
+    let foreign = json!({"messages": "hi", "memory": {"thread": "t-alice", "resource": "bob"}});
+    let (status, body) =
+        Fixture::status_and_body(f.post("/api/agents/mailer/generate", foreign)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let signal =
+        json!({"signal": "hi", "resourceId": "bob", "threadId": "t-alice", "ifIdle": "persist"});
+    let (status, body) =
+        Fixture::status_and_body(f.post("/api/agents/mailer/signals", signal)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    // A decision on a run whose thread was deleted meanwhile.
+    let (status, body) = Fixture::status_and_body(f.post(
+        "/api/agents/mailer/generate",
+        json!({"messages": "send it", "memory": {"thread": "t1", "resource": "alice"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let run_id = serde_json::from_str::<Value>(&body).unwrap()["runId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deleted = f
+        .http
+        .delete(format!("{}/api/memory/threads/t1?resourceId=alice", f.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let (status, body) = Fixture::status_and_body(f.post(
+        "/api/agents/mailer/approve-tool-call-generate",
+        json!({"runId": run_id, "toolCallId": "c1"}),
+    ))
+    .await;
+    assert!(status.is_client_error(), "{status}: {body}");
+    // An empty run id is no id.
+    let (status, body) = Fixture::status_and_body(f.post(
+        "/api/agents/mailer/generate",
+        json!({"messages": "send it", "runId": ""}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+}

@@ -175,7 +175,7 @@ async fn threads_are_created_read_listed_updated_and_deleted() {
     let (status, moved) = f
         .patch("/memory/threads/t-1", json!({"resourceId": "bob"}))
         .await;
-    assert_eq!((status, error_code(&moved)), (422, "invalid_body"));
+    assert_eq!((status, error_code(&moved)), (409, "thread_resource"));
 
     let (status, fetched) = f.get("/memory/threads/t-1?resourceId=alice").await;
     assert_eq!(status, 200);
