@@ -338,7 +338,12 @@ async fn list_threads(
         (Some(own), None) => Some(own.clone()),
         (None, asked) => asked,
     };
-    let metadata = match &query.metadata {
+    // An empty `metadata` is no filter.
+    let metadata = match query
+        .metadata
+        .as_ref()
+        .filter(|text| !text.trim().is_empty())
+    {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(object @ Value::Object(_)) => Some(object),
             Ok(other) => {
@@ -556,6 +561,7 @@ struct MessagesQuery {
     per_page: Option<u32>,
     /// The AI SDK version of `uiMessages`: `v5` (the default) or `v6`.
     #[serde(default)]
+    #[schemars(extend("enum" = ["v5", "v6"]))]
     version: Option<String>,
 }
 

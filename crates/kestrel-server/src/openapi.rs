@@ -302,8 +302,33 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
         responses.insert(if op.doc.created { "201" } else { "200" }.into(), ok);
         responses.insert(
             "400".into(),
-            error_response("The query or the JSON is malformed"),
+            error_response("The path, the query or the JSON is malformed"),
         );
+        // Every route: the Host check (DNS rebinding), the per-token and per-server limits,
+        // and the request timeout (non-streaming routes); writes: the Origin check.
+        responses.insert(
+            "421".into(),
+            error_response("The request names a host this server does not answer to"),
+        );
+        responses.insert(
+            "429".into(),
+            error_response(
+                "Too many runs in progress, or streams open for this token (see Retry-After)",
+            ),
+        );
+        responses.insert(
+            "503".into(),
+            error_response("The request took longer than the server's request timeout"),
+        );
+        if op.method != MethodFilter::GET {
+            responses.insert(
+                "403".into(),
+                error_response(
+                    "A request from another origin that changes state (or, with a token, one \
+                     that may not act for this resource)",
+                ),
+            );
+        }
         if op.doc.body.is_some() {
             responses.insert(
                 "413".into(),
@@ -446,6 +471,11 @@ fn add_statuses(doc: &mut Value) {
             "The tool runs only inside a run (it needs approval, is a client tool, reads the \
              conversation or suspends)",
         ),
+    ));
+    statuses.push((
+        ("patch", "/api/memory/threads/{thread_id}"),
+        "409",
+        error_response("The body names another resource: threads do not move"),
     ));
     statuses.push((
         CHAT_STREAM,
