@@ -141,6 +141,7 @@ fn main() {
                 },
                 "required": ["amount", "from", "to"]
             }),
+            auxiliary: false,
         }],
         tool_choice: ToolChoice::Required,
         max_tokens: Some(tokens),

@@ -19,16 +19,19 @@ fn demo_tools() -> Vec<ToolSpec> {
             name: "get_weather".into(),
             description: "Get the current weather in a city.".into(),
             parameters: json!({"type":"object","properties":{"city":{"type":"string","description":"City name"}},"required":["city"],"additionalProperties":false}),
+            auxiliary: false,
         },
         ToolSpec {
             name: "add".into(),
             description: "Add two numbers.".into(),
             parameters: json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"],"additionalProperties":false}),
+            auxiliary: false,
         },
         ToolSpec {
             name: "convert_currency".into(),
             description: "Convert an amount of money from one currency to another.".into(),
             parameters: json!({"type":"object","properties":{"amount":{"type":"number"},"from":{"type":"string","description":"ISO 4217 code, e.g. USD"},"to":{"type":"string","description":"ISO 4217 code, e.g. EUR"}},"required":["amount","from","to"],"additionalProperties":false}),
+            auxiliary: false,
         },
     ]
 }

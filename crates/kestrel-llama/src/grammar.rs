@@ -32,7 +32,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::GenerateError;
-use crate::request::{ToolChoice, ToolSpec};
+use crate::request::{Choice, ToolSpec};
 
 /// The literal that opens a tool-call block.
 pub(crate) const CALLS_OPEN: &str = "<tool_call>";
@@ -67,6 +67,8 @@ pub(crate) struct Plan {
     pub answer: Answer,
     /// The grammar, when output is constrained.
     pub gbnf: Option<String>,
+    /// For a call that may instead be a direct reply ([`Choice::CallOrReply`]): that option.
+    pub reply: Option<Box<Reply>>,
 }
 
 impl Plan {
@@ -81,7 +83,7 @@ impl Plan {
 /// then may not start with `<` either, so the model cannot write another call block as text.
 pub(crate) fn plan(
     tools: &[ToolSpec],
-    choice: &ToolChoice,
+    choice: &Choice,
     response_schema: Option<&Value>,
     parallel_calls: bool,
     after_calls: bool,
@@ -100,24 +102,46 @@ pub(crate) fn plan(
             )));
         }
     }
+    // The tools a call may be forced onto: the auxiliary ones only when there are no others.
+    let own: Vec<ToolSpec> = tools.iter().filter(|t| !t.auxiliary).cloned().collect();
+    let mut reply = None;
     let (tools, answer): (Vec<ToolSpec>, Answer) = match choice {
-        ToolChoice::None => (Vec::new(), answer_kind(response_schema)),
-        ToolChoice::Auto => (tools.to_vec(), answer_kind(response_schema)),
-        ToolChoice::Required => {
+        Choice::None => (Vec::new(), answer_kind(response_schema)),
+        Choice::Auto => (tools.to_vec(), answer_kind(response_schema)),
+        Choice::Required => {
             if tools.is_empty() {
                 return Err(GenerateError::InvalidRequest(
                     "a tool call is required but no tools were given".into(),
                 ));
             }
-            (tools.to_vec(), Answer::None)
+            let forced = if own.is_empty() { tools.to_vec() } else { own };
+            (forced, Answer::None)
         }
-        ToolChoice::Tool(name) => {
+        Choice::Tool(name) => {
             let Some(tool) = tools.iter().find(|t| &t.name == name) else {
                 return Err(GenerateError::InvalidRequest(format!(
                     "tool choice names {name:?}, which is not among the tools"
                 )));
             };
             (vec![tool.clone()], Answer::None)
+        }
+        Choice::CallOrReply => {
+            if own.is_empty() {
+                // Nothing to call but the agent's own tools: a plain answer.
+                (Vec::new(), answer_kind(response_schema))
+            } else {
+                // With every candidate name taken by a tool, the call is simply required.
+                if let Some(name) = REPLY_NAMES
+                    .into_iter()
+                    .find(|name| tools.iter().all(|t| t.name != *name))
+                {
+                    reply = Some(Box::new(Reply {
+                        name,
+                        plan: plan(&[], &Choice::None, response_schema, false, true)?,
+                    }));
+                }
+                (own, Answer::None)
+            }
         }
     };
     if tools.is_empty() && answer == Answer::Text {
@@ -128,6 +152,7 @@ pub(crate) fn plan(
             tools,
             answer,
             gbnf,
+            reply: None,
         });
     }
 
@@ -213,7 +238,40 @@ pub(crate) fn plan(
         tools,
         answer,
         gbnf: Some(gbnf),
+        reply,
     })
+}
+
+/// The direct reply of call-then-answer's first step, offered to the model as one more tool
+/// (shown first in the list, with no arguments). Its name competes with the tools' names in
+/// [`crate::engine`]'s forced choice; it is never written out: when it wins, the model
+/// answers in text from the end of the prompt.
+///
+/// Measured on SmolLM2-135M-Instruct (BENCHMARKS.md, "The forced first call"): shown first
+/// beat shown last or not shown, and the choice needs the contextual calibration of
+/// [`CALIBRATION_TEXT`]; without it the reply wins for tool prompts too.
+pub(crate) const REPLY_NAMES: [&str; 3] = ["answer", "reply", "answer_directly"];
+
+/// The reply option's description in the tool list.
+pub(crate) const REPLY_DESCRIPTION: &str = "Reply to the user directly, without a tool: for small talk and questions no other tool answers.";
+
+/// The sentence that ends the tool instructions when the reply option is offered (`{name}` is
+/// its name).
+pub(crate) const REPLY_RULE: &str = "If no other tool fits, call {name}.";
+
+/// The content-free user message a forced choice with a reply option is calibrated against:
+/// each name's likelihood for it is subtracted from its likelihood for the real prompt, so
+/// that a name the model favours whatever the prompt (a small model's bias) does not win by
+/// default. "N/A" did better than an empty message.
+pub(crate) const CALIBRATION_TEXT: &str = "N/A";
+
+/// The reply option of a plan: its name (one no tool has) and the plan of the reply itself.
+#[derive(Debug, Clone)]
+pub(crate) struct Reply {
+    /// The name the option is shown and scored under.
+    pub name: &'static str,
+    /// A plain answer that may not open a call block (or the response format's JSON).
+    pub plan: Plan,
 }
 
 fn answer_kind(response_schema: Option<&Value>) -> Answer {
@@ -533,11 +591,7 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str, parameters: Value) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: String::new(),
-            parameters,
-        }
+        ToolSpec::new(name, "", parameters)
     }
 
     fn feature(result: Result<Plan, GenerateError>) -> String {
@@ -559,7 +613,7 @@ mod tests {
                 json!({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}),
             ),
         ];
-        let plan = plan(&tools, &ToolChoice::Auto, None, false, false).unwrap_or_else(|e| {
+        let plan = plan(&tools, &Choice::Auto, None, false, false).unwrap_or_else(|e| {
             unreachable!("{e}");
         });
         let gbnf = plan.gbnf.unwrap_or_default();
@@ -573,19 +627,19 @@ mod tests {
 
     #[test]
     fn plain_text_needs_no_grammar() {
-        let p = plan(&[], &ToolChoice::Auto, None, false, false)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        let p =
+            plan(&[], &Choice::Auto, None, false, false).unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_none());
         let tools = [tool("t", json!({"type":"object"}))];
-        let p = plan(&tools, &ToolChoice::None, None, false, false)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        let p =
+            plan(&tools, &Choice::None, None, false, false).unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_none() && !p.calls());
     }
 
     #[test]
     fn a_plain_answer_after_calls_may_not_open_a_call_block() {
         let tools = [tool("t", json!({"type":"object"}))];
-        for (tools, choice) in [(&tools[..], ToolChoice::None), (&[][..], ToolChoice::Auto)] {
+        for (tools, choice) in [(&tools[..], Choice::None), (&[][..], Choice::Auto)] {
             let p = plan(tools, &choice, None, false, true).unwrap_or_else(|e| unreachable!("{e}"));
             assert!(!p.calls());
             assert_eq!(
@@ -594,15 +648,15 @@ mod tests {
             );
         }
         // With calls allowed the text branch is the same rule.
-        let p = plan(&tools, &ToolChoice::Auto, None, false, true)
-            .unwrap_or_else(|e| unreachable!("{e}"));
+        let p =
+            plan(&tools, &Choice::Auto, None, false, true).unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.unwrap_or_default().contains(TEXT_RULE));
     }
 
     #[test]
     fn json_answer_of_a_primitive_type() {
         let schema = json!({"type": "string"});
-        let p = plan(&[], &ToolChoice::Auto, Some(&schema), false, false)
+        let p = plan(&[], &Choice::Auto, Some(&schema), false, false)
             .unwrap_or_else(|e| unreachable!("{e}"));
         let gbnf = p.gbnf.unwrap_or_default();
         assert!(gbnf.starts_with("root ::= string\n"), "{gbnf}");
@@ -611,29 +665,28 @@ mod tests {
     #[test]
     fn forced_and_invalid_choices() {
         let tools = [tool("a", json!({})), tool("b", json!({}))];
-        let p = plan(&tools, &ToolChoice::Tool("b".into()), None, false, false)
+        let p = plan(&tools, &Choice::Tool("b".into()), None, false, false)
             .unwrap_or_else(|e| unreachable!("{e}"));
         assert_eq!(p.tools.len(), 1);
         assert_eq!(p.answer, Answer::None);
         assert!(matches!(
-            plan(&tools, &ToolChoice::Tool("c".into()), None, false, false),
+            plan(&tools, &Choice::Tool("c".into()), None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
         assert!(matches!(
-            plan(&[], &ToolChoice::Required, None, false, false),
+            plan(&[], &Choice::Required, None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
         let dup = [tool("a", json!({})), tool("a", json!({}))];
         assert!(matches!(
-            plan(&dup, &ToolChoice::Auto, None, false, false),
+            plan(&dup, &Choice::Auto, None, false, false),
             Err(GenerateError::InvalidRequest(_))
         ));
     }
 
     #[test]
     fn unsupported_features_are_named() {
-        let with =
-            |schema: Value| plan(&[tool("t", schema)], &ToolChoice::Auto, None, false, false);
+        let with = |schema: Value| plan(&[tool("t", schema)], &Choice::Auto, None, false, false);
         assert_eq!(
             feature(with(
                 json!({"type":"object","properties":{"x":{"not":{"type":"string"}}}})
@@ -680,16 +733,77 @@ mod tests {
     }
 
     #[test]
-    fn refs_are_rebased() {
-        let schema = json!({"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"$defs":{"P":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}});
+    fn auxiliary_tools_are_never_forced() {
+        let tools = [
+            tool("get_weather", json!({"type":"object"})),
+            tool("update_working_memory", json!({"type":"object"})).auxiliary(),
+        ];
+        let names = |p: &Plan| p.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        // Required: among the other tools.
+        let p = plan(&tools, &Choice::Required, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(names(&p), ["get_weather"]);
+        assert!(p.reply.is_none());
+        // ... unless there are no others.
+        let p = plan(&tools[1..], &Choice::Required, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(names(&p), ["update_working_memory"]);
+        // Call-then-answer's first step: the other tools, or a direct reply that may not
+        // open a call block.
+        let p = plan(&tools, &Choice::CallOrReply, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(names(&p), ["get_weather"]);
+        assert_eq!(p.answer, Answer::None);
+        let reply = p.reply.unwrap_or_else(|| unreachable!("no reply option"));
+        assert_eq!(reply.name, "answer");
+        let reply = reply.plan;
+        assert_eq!(reply.answer, Answer::Text);
+        assert!(!reply.calls());
+        assert_eq!(
+            reply.gbnf.as_deref(),
+            Some("root ::= kestrel-text\nkestrel-text ::= [^<] [^\\x00]*\n")
+        );
+        // With only auxiliary tools there is nothing to call: a plain answer.
+        let p = plan(&tools[1..], &Choice::CallOrReply, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(!p.calls() && p.reply.is_none() && p.answer == Answer::Text);
+        // A direct reply with a response format is JSON.
+        let schema = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let p = plan(&tools, &Choice::CallOrReply, Some(&schema), false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(p.reply.map(|r| r.plan.answer), Some(Answer::Json));
+        // The option's name is one no tool has.
+        let taken = [
+            tool("answer", json!({"type":"object"})),
+            tool("reply", json!({"type":"object"})),
+        ];
+        let p = plan(&taken, &Choice::CallOrReply, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(p.reply.map(|r| r.name), Some("answer_directly"));
+        let all = REPLY_NAMES.map(|name| tool(name, json!({"type":"object"})));
+        let p = plan(&all, &Choice::CallOrReply, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        assert!(p.reply.is_none() && p.tools.len() == 3 && p.answer == Answer::None);
+        // The model deciding, or a tool named, may use them.
+        let p =
+            plan(&tools, &Choice::Auto, None, false, false).unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(names(&p), ["get_weather", "update_working_memory"]);
         let p = plan(
-            &[tool("t", schema)],
-            &ToolChoice::Required,
+            &tools,
+            &Choice::Tool("update_working_memory".into()),
             None,
             false,
             false,
         )
         .unwrap_or_else(|e| unreachable!("{e}"));
+        assert_eq!(names(&p), ["update_working_memory"]);
+    }
+
+    #[test]
+    fn refs_are_rebased() {
+        let schema = json!({"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"required":["p"],"$defs":{"P":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}});
+        let p = plan(&[tool("t", schema)], &Choice::Required, None, false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
         assert!(p.gbnf.is_some());
     }
 }

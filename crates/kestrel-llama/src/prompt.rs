@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN, Plan};
+use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN, Plan, REPLY_DESCRIPTION, REPLY_RULE};
 use crate::request::{ChatMessage, Role, ToolCall, ToolSpec};
 use crate::template::TemplateMessage;
 
@@ -89,6 +89,15 @@ fn tool_instructions(plan: &Plan) -> Option<String> {
         return None;
     }
     let mut text = String::from("You have access to the following tools:\n<tools>\n");
+    // The reply option comes first (measured: see `grammar::REPLY_NAMES`).
+    if let Some(reply) = &plan.reply {
+        text.push_str(&tool_line(&ToolSpec::new(
+            reply.name,
+            REPLY_DESCRIPTION,
+            serde_json::json!({"type": "object", "properties": {}}),
+        )));
+        text.push('\n');
+    }
     for tool in &plan.tools {
         text.push_str(&tool_line(tool));
         text.push('\n');
@@ -98,7 +107,10 @@ fn tool_instructions(plan: &Plan) -> Option<String> {
         "To call tools, reply with only:\n{CALLS_OPEN}[{{\"name\": \"<tool name>\", \"arguments\": {{<arguments>}}}}]{CALLS_CLOSE}\n"
     ));
     match plan.answer {
-        Answer::None => text.push_str("You must call a tool."),
+        Answer::None => match &plan.reply {
+            Some(reply) => text.push_str(&REPLY_RULE.replace("{name}", reply.name)),
+            None => text.push_str("You must call a tool."),
+        },
         Answer::Text => text.push_str(
             "If no tool is needed, or a tool has already given you what you need, answer the user directly.",
         ),
@@ -161,16 +173,13 @@ mod tests {
             tools,
             answer,
             gbnf: None,
+            reply: None,
         }
     }
 
     #[test]
     fn tools_go_into_a_new_or_existing_system_message() {
-        let tools = vec![ToolSpec {
-            name: "add".into(),
-            description: "Adds".into(),
-            parameters: json!({"type":"object"}),
-        }];
+        let tools = vec![ToolSpec::new("add", "Adds", json!({"type":"object"}))];
         let plan = plan_with(tools, Answer::Text);
         let out = template_messages(&[ChatMessage::user("hi")], &plan, false);
         assert_eq!(out.len(), 2);

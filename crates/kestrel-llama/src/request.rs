@@ -103,6 +103,31 @@ pub struct ToolSpec {
     pub description: String,
     /// JSON schema of its input (normally an object schema).
     pub parameters: Value,
+    /// Whether the tool serves the agent itself rather than the user's request (memory's
+    /// tools: working memory, recall). A call is never forced onto it: the first step of
+    /// [`AutoToolPolicy::CallThenAnswer`] neither shows nor offers it, and
+    /// [`ToolChoice::Required`] chooses among the other tools when there are any. With
+    /// [`AutoToolPolicy::ModelDecides`], or named by [`ToolChoice::Tool`], it is a tool like
+    /// any other.
+    pub auxiliary: bool,
+}
+
+impl ToolSpec {
+    /// A tool (not auxiliary).
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            auxiliary: false,
+        }
+    }
+
+    /// Marks the tool auxiliary (see [`ToolSpec::auxiliary`]).
+    pub fn auxiliary(mut self) -> Self {
+        self.auxiliary = true;
+        self
+    }
 }
 
 /// Whether and which tool the model must call.
@@ -126,16 +151,17 @@ pub enum AutoToolPolicy {
     /// model's first character picks. Right for models that can judge when a tool applies.
     #[default]
     ModelDecides,
-    /// Call, then answer: while no tool result has arrived since the last user message, a tool
-    /// call is required; once results are in, the model answers without calling again. For
-    /// small models such as SmolLM2-135M, which cannot judge whether a tool applies and, left
-    /// to decide, almost never call one.
+    /// Call, then answer: while no tool result has arrived since the last user message, the
+    /// model either calls one of the tools that are not auxiliary or replies directly, chosen
+    /// by the likelihood of each name (see the crate docs); once results are in, it answers
+    /// without calling again. For small models such as SmolLM2-135M, which cannot judge
+    /// whether a tool applies and, left to decide, almost never call one.
     CallThenAnswer,
 }
 
 impl AutoToolPolicy {
-    /// The tool choice that `choice` means for a conversation ending with `messages`.
-    pub fn resolve(self, choice: &ToolChoice, messages: &[ChatMessage]) -> ToolChoice {
+    /// What `choice` comes to for a conversation ending with `messages`.
+    pub(crate) fn resolve(self, choice: &ToolChoice, messages: &[ChatMessage]) -> Choice {
         match (self, choice) {
             (AutoToolPolicy::CallThenAnswer, ToolChoice::Auto) => {
                 let results_since_user = messages
@@ -144,12 +170,41 @@ impl AutoToolPolicy {
                     .take_while(|m| m.role != Role::User)
                     .any(|m| m.role == Role::Tool);
                 if results_since_user {
-                    ToolChoice::None
+                    Choice::None
                 } else {
-                    ToolChoice::Required
+                    Choice::CallOrReply
                 }
             }
-            (_, choice) => choice.clone(),
+            (_, choice) => Choice::from(choice),
+        }
+    }
+}
+
+/// A request's tool choice once the [`AutoToolPolicy`] is applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Choice {
+    /// The model decides, with every tool.
+    Auto,
+    /// No tools.
+    None,
+    /// A call to one of the tools that are not auxiliary (to an auxiliary one when there are
+    /// no others).
+    Required,
+    /// A call to this tool.
+    Tool(String),
+    /// The first step of call-then-answer: a call to one of the tools that are not auxiliary,
+    /// or a direct reply, chosen by the model's likelihood of each tool's name and of the
+    /// reply option's.
+    CallOrReply,
+}
+
+impl From<&ToolChoice> for Choice {
+    fn from(choice: &ToolChoice) -> Self {
+        match choice {
+            ToolChoice::Auto => Choice::Auto,
+            ToolChoice::None => Choice::None,
+            ToolChoice::Required => Choice::Required,
+            ToolChoice::Tool(name) => Choice::Tool(name.clone()),
         }
     }
 }
@@ -200,6 +255,9 @@ pub struct GenerateRequest {
     pub seed: Option<u64>,
     /// Most tokens to generate; `None` means until the context window is full.
     pub max_tokens: Option<u32>,
+    /// Penalises repeating recent tokens in free text (never inside tool calls or JSON
+    /// answers, whose syntax repeats by nature). `None`: no penalty.
+    pub repeat_penalty: Option<RepeatPenalty>,
     /// Strings that end free-text generation (not applied inside tool calls or JSON answers,
     /// which would be cut into invalid output).
     pub stop: Vec<String>,
@@ -214,6 +272,25 @@ impl GenerateRequest {
             messages,
             ..Self::default()
         }
+    }
+}
+
+/// llama.cpp's repeat penalty: the logits of tokens among the last `last_n` free-text tokens
+/// are divided by `penalty` (multiplied, when negative). Greedy decoding on small models
+/// otherwise tends to loop ("I'm glad to hear that. I'm glad to hear that. ...") until the
+/// context is full.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RepeatPenalty {
+    /// Above 1 penalises; 1 is no penalty.
+    pub penalty: f32,
+    /// How many recent tokens count (at least 1).
+    pub last_n: u32,
+}
+
+impl RepeatPenalty {
+    /// A penalty of `penalty` over the last `last_n` tokens.
+    pub fn new(penalty: f32, last_n: u32) -> Self {
+        Self { penalty, last_n }
     }
 }
 

@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 
 use kestrel_llama::{
     AutoToolPolicy, CancelToken, ChatMessage, Engine, EngineOptions, GenerateError,
-    GenerateRequest, GenerationEvent, LoadError, Output, StopReason, ToolChoice, ToolSpec,
+    GenerateRequest, GenerationEvent, LoadError, Output, RepeatPenalty, StopReason, ToolChoice,
+    ToolSpec,
 };
 use serde_json::{Value, json};
 
@@ -63,6 +64,7 @@ fn weather_tool() -> ToolSpec {
             "required": ["city"],
             "additionalProperties": false
         }),
+        auxiliary: false,
     }
 }
 
@@ -76,6 +78,7 @@ fn add_tool() -> ToolSpec {
             "required": ["a", "b"],
             "additionalProperties": false
         }),
+        auxiliary: false,
     }
 }
 
@@ -93,6 +96,7 @@ fn currency_tool() -> ToolSpec {
             "required": ["amount", "from", "to"],
             "additionalProperties": false
         }),
+        auxiliary: false,
     }
 }
 
@@ -257,6 +261,7 @@ fn unsupported_and_invalid_schemas_are_errors_not_crashes() {
             name: "t".into(),
             description: String::new(),
             parameters,
+            auxiliary: false,
         }],
         ..user("hi")
     };
@@ -609,7 +614,7 @@ fn tool_calls_always_validate() {
             engine,
             GenerateRequest {
                 tools: tools.clone(),
-                auto_tool_policy: AutoToolPolicy::CallThenAnswer,
+                tool_choice: ToolChoice::Required,
                 max_tokens: Some(120),
                 ..user(prompt)
             },
@@ -679,40 +684,129 @@ const NO_TOOL_PROMPTS: &[&str] = &[
     "Translate 'good morning' into Spanish.",
 ];
 
+/// Call-then-answer's first step calls a tool or replies directly: tool prompts still call
+/// (and validate), and prompts no tool fits are answered in text more often than not.
 #[test]
-fn prompts_without_a_fitting_tool_still_give_valid_output() {
-    let Some(engine) = engine("prompts_without_a_fitting_tool_still_give_valid_output") else {
+fn call_then_answer_calls_or_replies_directly() {
+    let Some(engine) = engine("call_then_answer_calls_or_replies_directly") else {
         return;
     };
     let tools = tools();
-    let mut summary = Vec::new();
-    for prompt in NO_TOOL_PROMPTS {
+    let decide = |prompt: &str| {
         let out = run(
             engine,
             GenerateRequest {
                 tools: tools.clone(),
                 auto_tool_policy: AutoToolPolicy::CallThenAnswer,
-                max_tokens: Some(120),
+                max_tokens: Some(60),
                 ..user(prompt)
             },
         );
         check_calls(&tools, &out);
-        let what = match out.tool_calls.first() {
-            Some(call) => format!("forced call {} {}", call.name, call.arguments),
-            None => format!("text {:?}", out.text),
-        };
-        println!("{prompt} -> {what}");
-        summary.push(if out.tool_calls.is_empty() {
-            "text"
+        if out.tool_calls.is_empty() {
+            assert!(!out.text.trim().is_empty(), "{prompt}: empty answer");
+            assert!(!out.text.starts_with('<'), "{prompt}: {:?}", out.text);
+            // A text answer, cut or not: never a call's reason.
+            assert!(
+                matches!(
+                    out.completion.reason,
+                    StopReason::EndOfTurn | StopReason::MaxTokens
+                ),
+                "{prompt}: {:?}",
+                out.completion
+            );
         } else {
-            "call"
-        });
+            assert_eq!(out.completion.reason, StopReason::ToolCalls, "{prompt}");
+        }
+        out
+    };
+    let mut called = 0;
+    for prompt in &TOOL_PROMPTS[..8] {
+        let out = decide(prompt);
+        match out.tool_calls.first() {
+            Some(call) => {
+                called += 1;
+                println!("{prompt} -> call {} {}", call.name, call.arguments);
+            }
+            None => println!("{prompt} -> text {:?}", out.text),
+        }
+    }
+    let mut replied = 0;
+    for prompt in NO_TOOL_PROMPTS {
+        let out = decide(prompt);
+        match out.tool_calls.first() {
+            Some(call) => println!("{prompt} -> call {} {}", call.name, call.arguments),
+            None => {
+                replied += 1;
+                println!("{prompt} -> text {:?}", out.text);
+            }
+        }
     }
     println!(
-        "no-tool prompts: {} forced calls, {} text answers",
-        summary.iter().filter(|s| **s == "call").count(),
-        summary.iter().filter(|s| **s == "text").count()
+        "call-then-answer: {called}/8 tool prompts called, {replied}/{} other prompts answered in text",
+        NO_TOOL_PROMPTS.len()
     );
+    // Measured: 4 of 8 and 5 of 6. With no instructions naming the tools (as here) the 135M
+    // model answers half the weather questions itself; the demo assistant's instructions
+    // name them, and there it calls the right tool for 22 of 23 tool prompts (BENCHMARKS.md).
+    assert!(called >= 3, "{called}/8 tool prompts called a tool");
+    assert!(
+        replied * 2 > NO_TOOL_PROMPTS.len(),
+        "{replied} text answers"
+    );
+}
+
+/// Auxiliary tools (memory's) are never the forced call: not under call-then-answer's first
+/// step (where they are not even shown), not under `Required`.
+#[test]
+fn auxiliary_tools_are_never_forced() {
+    let Some(engine) = engine("auxiliary_tools_are_never_forced") else {
+        return;
+    };
+    let memory = ToolSpec::new(
+        "update_working_memory",
+        "Replaces your working memory (notes about the user and the conversation) with the \
+         complete new Markdown text.",
+        json!({
+            "type": "object",
+            "properties": {"memory": {"type": "string"}},
+            "required": ["memory"],
+            "additionalProperties": false
+        }),
+    )
+    .auxiliary();
+    let tools = vec![weather_tool(), memory];
+    for prompt in [
+        "My name is Ada and I love sailing.",
+        "Remember that I prefer window seats.",
+        "What's the weather in Lisbon?",
+    ] {
+        for (policy, choice) in [
+            (AutoToolPolicy::CallThenAnswer, ToolChoice::Auto),
+            (AutoToolPolicy::ModelDecides, ToolChoice::Required),
+        ] {
+            let request = GenerateRequest {
+                tools: tools.clone(),
+                tool_choice: choice.clone(),
+                auto_tool_policy: policy,
+                max_tokens: Some(40),
+                ..user(prompt)
+            };
+            let rendered = engine.render_prompt(&request).unwrap();
+            let out = run(engine, request);
+            println!(
+                "{prompt} ({policy:?}, {choice:?}) -> {:?} {:?}",
+                out.tool_calls, out.text
+            );
+            assert!(
+                out.tool_calls.iter().all(|c| c.name == "get_weather"),
+                "{prompt}: {out:?}"
+            );
+            if policy == AutoToolPolicy::CallThenAnswer {
+                assert!(!rendered.contains("update_working_memory"), "{rendered}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -867,4 +961,128 @@ fn an_answer_after_tool_calls_is_not_another_call_written_as_text() {
             out.text
         );
     }
+}
+
+/// How often the most repeated sentence of `text` occurs.
+fn most_repeated_sentence(text: &str) -> usize {
+    let mut counts = std::collections::HashMap::new();
+    for sentence in text.split(['.', '!', '?', '\n']) {
+        let sentence = sentence.trim();
+        if sentence.len() > 8 {
+            *counts.entry(sentence).or_insert(0) += 1;
+        }
+    }
+    counts.into_values().max().unwrap_or(0)
+}
+
+/// Greedy decoding on the 135M model loops ("I'm glad to hear that. I'm glad to hear that. ...");
+/// the repeat penalty stops it, and leaves tool calls and JSON answers (whose syntax repeats)
+/// valid.
+#[test]
+fn the_repeat_penalty_stops_loops_in_text_only() {
+    let Some(engine) = engine("the_repeat_penalty_stops_loops_in_text_only") else {
+        return;
+    };
+    let penalty = Some(RepeatPenalty::new(1.3, 128));
+    // Answered in text by call-then-answer's first step, it loops without a penalty.
+    let prompt = || GenerateRequest {
+        tools: tools(),
+        auto_tool_policy: AutoToolPolicy::CallThenAnswer,
+        ..user("Hello! How are you?")
+    };
+    let plain = run(
+        engine,
+        GenerateRequest {
+            max_tokens: Some(300),
+            ..prompt()
+        },
+    );
+    let penalised = run(
+        engine,
+        GenerateRequest {
+            max_tokens: Some(300),
+            repeat_penalty: penalty,
+            ..prompt()
+        },
+    );
+    println!("without: {:?}\nwith: {:?}", plain.text, penalised.text);
+    assert!(
+        most_repeated_sentence(&plain.text) >= 4,
+        "the prompt no longer loops without a penalty: {:?}",
+        plain.text
+    );
+    assert!(
+        most_repeated_sentence(&penalised.text) <= 2,
+        "{:?}",
+        penalised.text
+    );
+    assert_eq!(penalised.completion.reason, StopReason::EndOfTurn);
+
+    // Calls and JSON are generated without it: they still parse and validate.
+    let tools = tools();
+    let out = run(
+        engine,
+        GenerateRequest {
+            tools: tools.clone(),
+            tool_choice: ToolChoice::Required,
+            repeat_penalty: penalty,
+            max_tokens: Some(120),
+            ..user("Convert 20 USD to EUR and 30 EUR to USD.")
+        },
+    );
+    check_calls(&tools, &out);
+    assert_eq!(out.tool_calls.len(), 1, "{out:?}");
+    let schema = json!({
+        "type": "object",
+        "properties": {"cities": {"type": "array", "items": {"type": "string"}, "minItems": 3, "maxItems": 3}},
+        "required": ["cities"],
+        "additionalProperties": false
+    });
+    let out = run(
+        engine,
+        GenerateRequest {
+            response_schema: Some(schema.clone()),
+            repeat_penalty: penalty,
+            max_tokens: Some(120),
+            ..user("Name three cities in Spain.")
+        },
+    );
+    let value: Value = serde_json::from_str(&out.text).unwrap();
+    assert!(jsonschema::is_valid(&schema, &value), "{value}");
+}
+
+/// A generation keeps its engine alive; dropping the last of them stops and joins the
+/// worker thread (a process ending right after dropping its engine once crashed in
+/// llama.cpp's teardown, with the worker still freeing its context).
+#[test]
+fn dropping_the_engine_joins_its_worker() {
+    let Some(path) = model_path() else {
+        println!("skipping dropping_the_engine_joins_its_worker: set KESTREL_TEST_GGUF");
+        return;
+    };
+    let engine = Engine::load(&path, EngineOptions::default()).unwrap();
+    let mut generation = engine
+        .generate(GenerateRequest {
+            max_tokens: Some(400),
+            ..user("Write a long story about a lighthouse.")
+        })
+        .unwrap();
+    drop(engine);
+    // Still served: the generation holds the engine.
+    assert!(matches!(
+        generation.blocking_next(),
+        Some(Ok(GenerationEvent::Text(_)))
+    ));
+    // Cancels the request, then waits for the worker to end.
+    drop(generation);
+    let engine = Engine::load(&path, EngineOptions::default()).unwrap();
+    let out = run(
+        &engine,
+        GenerateRequest {
+            max_tokens: Some(8),
+            ..user("Hi")
+        },
+    );
+    assert_eq!(out.completion.reason, StopReason::MaxTokens);
+    drop(engine);
 }

@@ -147,7 +147,8 @@ impl DelegationTool {
 /// An agent's tool definitions as models get them, built once in each of the four forms a
 /// step may need: with or without the delegation tools' `contextFromRefs` (for runs without
 /// result references), and with or without memory's tools (which work only in a run with a
-/// thread and a resource, so other runs are not offered them).
+/// thread and a resource, so other runs are not offered them). Memory's tools are marked
+/// [`ToolDefinition::auxiliary`], so that no call is ever forced onto them.
 #[derive(Debug, Clone)]
 pub(crate) struct ToolDefinitions {
     /// Indexed by `[references as usize][memory as usize]`.
@@ -165,7 +166,10 @@ impl ToolDefinitions {
         sub_agents: &HashMap<String, Agent>,
         memory_tools: &[String],
     ) -> Self {
-        let with_refs = tools.definitions();
+        let mut with_refs = tools.definitions();
+        for tool in &mut with_refs {
+            tool.auxiliary = memory_tools.contains(&tool.name);
+        }
         let mut without_refs = with_refs.clone();
         for tool in &mut without_refs {
             let delegates = tool

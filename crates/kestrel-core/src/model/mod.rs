@@ -38,6 +38,13 @@ pub struct ToolDefinition {
     pub description: String,
     /// JSON schema (an object schema) of its input.
     pub input_schema: Value,
+    /// Whether the tool serves the agent itself rather than the user's request: an agent
+    /// marks its memory's tools (working memory, recall) so. A model that is made to call a
+    /// tool is never made to call an auxiliary one: the local engine's call-then-answer first
+    /// step neither shows nor offers them, and its [`ToolChoice::Required`] picks among the
+    /// other tools. Hosted providers offer them like any other tool.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auxiliary: bool,
 }
 
 /// Whether and which tool the model must call.

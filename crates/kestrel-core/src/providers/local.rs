@@ -33,7 +33,11 @@
 //! [`ToolChoice::Auto`] means *call, then answer*: a tool call
 //! is required until a tool result has come back since the last user message, after which the
 //! model answers without tools. Larger models decide themselves. See
-//! [`LocalModel::with_auto_tool_policy`].
+//! [`LocalModel::with_auto_tool_policy`]. Memory's tools are never that required call, and
+//! the call may instead be a direct reply: the model's likelihood of each tool's name is
+//! weighed against that of "answer", so small talk gets a text answer. Small models' free
+//! text also gets a repeat penalty ([`LocalModel::with_repeat_penalty`]): greedy decoding
+//! loops without one.
 //!
 //! The context window defaults to 2048 tokens (about 170 MB resident for SmolLM2-135M);
 //! [`LocalModel::with_engine_options`] or [`LocalProvider::with_engine_options`] change it.
@@ -43,9 +47,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+/// The engine's settings a [`LocalModel`] takes, named here so that users need not depend on
+/// `kestrel-llama` themselves.
+pub use kestrel_llama::{AutoToolPolicy, Engine, EngineOptions, RepeatPenalty};
 use kestrel_llama::{
-    AutoToolPolicy, CancelToken, ChatMessage, Engine, EngineOptions, GenerateError,
-    GenerateRequest, Generation, GenerationEvent, LoadError, StopReason, ToolCall, ToolSpec,
+    CancelToken, ChatMessage, GenerateError, GenerateRequest, Generation, GenerationEvent,
+    LoadError, StopReason, ToolCall, ToolSpec,
 };
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -63,8 +70,19 @@ pub const PROVIDER: &str = "local";
 /// The environment variable naming a GGUF file that serves every `local/<name>`.
 pub const MODEL_PATH_VARIABLE: &str = "KESTREL_LOCAL_MODEL_PATH";
 
-/// Models with fewer parameters than this get [`AutoToolPolicy::CallThenAnswer`] by default.
+/// Models with fewer parameters than this get [`AutoToolPolicy::CallThenAnswer`] and
+/// [`SMALL_MODEL_REPEAT_PENALTY`] by default.
 const SMALL_MODEL_PARAMETERS: u64 = 1_000_000_000;
+
+/// The repeat penalty small models get by default: without one SmolLM2-135M's greedy answers
+/// looped until the context was full (median 3,500 characters over the demo prompts, the next
+/// turn of the thread then overflowing the context); 1.1 over 64 tokens still let one in
+/// fourteen run past 2,000 characters, 1.3 over 128 none (BENCHMARKS.md, "The forced first
+/// call").
+pub const SMALL_MODEL_REPEAT_PENALTY: RepeatPenalty = RepeatPenalty {
+    penalty: 1.3,
+    last_n: 128,
+};
 
 /// Maps a model name (`smollm2` in `local/smollm2`) to a GGUF file.
 ///
@@ -172,6 +190,8 @@ pub struct LocalModel {
     source: Source,
     options: EngineOptions,
     auto_tool_policy: Option<AutoToolPolicy>,
+    /// `None`: the default for the model's size.
+    repeat_penalty: Option<Option<RepeatPenalty>>,
     engine: Arc<OnceCell<Engine>>,
 }
 
@@ -219,6 +239,7 @@ impl LocalModel {
             source,
             options: EngineOptions::default(),
             auto_tool_policy: None,
+            repeat_penalty: None,
             engine: Arc::new(OnceCell::new()),
         }
     }
@@ -233,6 +254,14 @@ impl LocalModel {
     /// [`AutoToolPolicy::CallThenAnswer`] and larger ones [`AutoToolPolicy::ModelDecides`].
     pub fn with_auto_tool_policy(mut self, policy: AutoToolPolicy) -> Self {
         self.auto_tool_policy = Some(policy);
+        self
+    }
+
+    /// The repeat penalty of free-text answers (never applied inside tool calls or JSON);
+    /// `None` turns it off. By default models under a billion parameters get
+    /// [`SMALL_MODEL_REPEAT_PENALTY`] and larger ones none.
+    pub fn with_repeat_penalty(mut self, penalty: Option<RepeatPenalty>) -> Self {
+        self.repeat_penalty = Some(penalty);
         self
     }
 
@@ -301,16 +330,18 @@ impl LanguageModel for LocalModel {
             engine = self.engine() => engine?,
             _ = request.abort.aborted() => return Err(ModelError::Cancelled),
         };
-        let policy = self.auto_tool_policy.unwrap_or_else(|| {
-            if engine.info().parameters < SMALL_MODEL_PARAMETERS {
-                AutoToolPolicy::CallThenAnswer
-            } else {
-                AutoToolPolicy::ModelDecides
-            }
+        let small = engine.info().parameters < SMALL_MODEL_PARAMETERS;
+        let policy = self.auto_tool_policy.unwrap_or(if small {
+            AutoToolPolicy::CallThenAnswer
+        } else {
+            AutoToolPolicy::ModelDecides
         });
+        let repeat_penalty = self
+            .repeat_penalty
+            .unwrap_or(small.then_some(SMALL_MODEL_REPEAT_PENALTY));
         let abort = request.abort.clone();
         let generation = engine
-            .generate(engine_request(request, policy))
+            .generate(engine_request(request, policy, repeat_penalty))
             .map_err(generate_error)?;
         Ok(event_stream(generation, abort))
     }
@@ -320,7 +351,11 @@ impl LanguageModel for LocalModel {
 // Request conversion
 
 /// Converts a model request into an engine request.
-fn engine_request(request: ModelRequest, policy: AutoToolPolicy) -> GenerateRequest {
+fn engine_request(
+    request: ModelRequest,
+    policy: AutoToolPolicy,
+    repeat_penalty: Option<RepeatPenalty>,
+) -> GenerateRequest {
     let settings = request.settings;
     GenerateRequest {
         messages: engine_messages(&request.messages),
@@ -331,6 +366,7 @@ fn engine_request(request: ModelRequest, policy: AutoToolPolicy) -> GenerateRequ
                 name: tool.name.clone(),
                 description: tool.description.clone(),
                 parameters: tool.input_schema.clone(),
+                auxiliary: tool.auxiliary,
             })
             .collect(),
         tool_choice: match request.tool_choice {
@@ -349,6 +385,7 @@ fn engine_request(request: ModelRequest, policy: AutoToolPolicy) -> GenerateRequ
         top_p: settings.top_p,
         seed: settings.seed,
         max_tokens: settings.max_output_tokens,
+        repeat_penalty,
         stop: settings.stop_sequences,
         cancel: CancelToken::new(),
     }

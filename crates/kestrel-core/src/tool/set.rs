@@ -91,6 +91,7 @@ impl ToolSet {
             name: name.clone(),
             description: tool.description().to_string(),
             input_schema: schema,
+            auxiliary: false,
         };
         self.index.insert(name, self.tools.len());
         self.tools.push(RegisteredTool {

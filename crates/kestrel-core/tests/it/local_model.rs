@@ -49,6 +49,7 @@ fn add_definition() -> ToolDefinition {
             "required": ["a", "b"],
             "additionalProperties": false
         }),
+        auxiliary: false,
     }
 }
 

@@ -379,6 +379,7 @@ async fn sends_the_documented_request_shape() {
             name: "get_weather".into(),
             description: "Current weather in a city".into(),
             input_schema: json!({ "type": "object", "properties": { "city": { "type": "string" } } }),
+            auxiliary: false,
         }]
         .into(),
         tool_choice: ToolChoice::Required,
@@ -441,6 +442,7 @@ async fn maps_tool_choices_limits_and_json_response_format() {
         name: "t".into(),
         description: "d".into(),
         input_schema: json!({ "type": "object" }),
+        auxiliary: false,
     }];
     for choice in [
         ToolChoice::Auto,

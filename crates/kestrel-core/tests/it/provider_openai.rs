@@ -672,6 +672,7 @@ fn weather_tool() -> ToolDefinition {
         name: "get_weather".into(),
         description: "Current weather in a city".into(),
         input_schema: json!({ "type": "object", "properties": { "city": { "type": "string" } }, "required": ["city"] }),
+        auxiliary: false,
     }
 }
 

@@ -581,7 +581,7 @@ async fn working_memory_template_is_shared_by_the_resource_threads(store: Store)
 
 /// `update_working_memory` needs a thread and a resource: a run without them is not offered
 /// it (a small local model picked it for a weather question and could only fail), while the
-/// agent's own tools stay.
+/// agent's own tools stay. Where it is offered it is marked auxiliary.
 async fn memory_tools_are_offered_only_to_runs_with_a_thread(store: Store) {
     let memory = Memory::builder(store.clone())
         .working_memory(WorkingMemory::template("# User\n- Name:"))
@@ -604,6 +604,13 @@ async fn memory_tools_are_offered_only_to_runs_with_a_thread(store: Store) {
     };
     assert_eq!(offered(0), ["echo"]);
     assert_eq!(offered(1), ["echo", UPDATE_WORKING_MEMORY]);
+    // Memory's tools are marked auxiliary, so no model is ever made to call them.
+    let auxiliary: Vec<bool> = model.requests()[1]
+        .tools
+        .iter()
+        .map(|t| t.auxiliary)
+        .collect();
+    assert_eq!(auxiliary, [false, true]);
 }
 
 /// Schema working memory in thread scope: an update that does not match the schema is refused
