@@ -6,7 +6,8 @@
 
 use std::sync::Arc;
 
-use kestrel_core::agent::RunState;
+use kestrel_core::agent::{RunState, RunStatus as Progress};
+use kestrel_core::model::FinishReason;
 use kestrel_core::run_store::{
     RunPhase, RunStore, RunStoreError, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
 };
@@ -41,13 +42,25 @@ impl StorageRunStore {
     }
 }
 
-fn status_of(phase: RunPhase) -> RunStatus {
+/// The row's status: the phase, and for a finished run how it ended (failed and aborted runs
+/// are stored as such, so the status filters find them).
+fn status_of(state: &RunState, phase: RunPhase) -> RunStatus {
     match phase {
         RunPhase::Running => RunStatus::Running,
         RunPhase::Suspended => RunStatus::Suspended,
         RunPhase::WaitingForSubtask => RunStatus::WaitingForSubtask,
         RunPhase::Paused => RunStatus::Paused,
-        RunPhase::Finished => RunStatus::Completed,
+        RunPhase::Finished => match state.status {
+            Progress::Finished {
+                reason: FinishReason::Error,
+                ..
+            } => RunStatus::Failed,
+            Progress::Finished {
+                reason: FinishReason::Abort,
+                ..
+            } => RunStatus::Aborted,
+            _ => RunStatus::Completed,
+        },
     }
 }
 
@@ -68,9 +81,11 @@ fn backend(error: StorageError) -> RunStoreError {
 /// The runs table's row of a snapshot.
 fn record_of(state: &RunState, phase: RunPhase) -> Result<RunRecord, RunStoreError> {
     let snapshot = serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
-    let mut record = RunRecord::new(&state.run_id, &state.agent_id, status_of(phase), snapshot);
+    let status = status_of(state, phase);
+    let mut record = RunRecord::new(&state.run_id, &state.agent_id, status, snapshot);
     record.thread_id = state.settings.thread_id.clone();
     record.resource_id = state.settings.resource_id.clone();
+    record.parent_run_id = state.delegated_by.as_ref().map(|d| d.run_id.clone());
     Ok(record)
 }
 

@@ -76,6 +76,9 @@ pub struct AgentRun {
     task_completion: Option<TaskCompletion>,
     /// The next model call is the last: no tools, then the run ends.
     last_turn: bool,
+    /// Whether the current step's error has been through `fail` (or is a pause, already
+    /// saved), so [`AgentRun::step`] does not end the run a second time.
+    error_handled: bool,
     /// Where the run's snapshots go: the agent's store, or the delegating parent's.
     store: SharedRunStore,
     /// Fired to pause the run at its next step boundary.
@@ -143,10 +146,11 @@ impl AgentRun {
                 .or_else(|| options.resource.clone()),
             tool_approval: SavedApproval::Never,
         };
-        let approval = options
-            .require_tool_approval
-            .or_else(|| d.require_tool_approval.clone())
-            .unwrap_or_default();
+        let approval = approval_policy(
+            options.require_tool_approval,
+            d.require_tool_approval.as_ref(),
+            None,
+        );
         let chosen_id = options.run_id.is_some() || d.run_id.is_some();
         let run_id = options
             .run_id
@@ -236,13 +240,13 @@ impl AgentRun {
             .request_context
             .unwrap_or_else(|| RequestContext::from(state.request_context.clone()));
         let abort = options.abort_signal.unwrap_or_default();
-        // A saved function cannot come back: without it, every call needs approval.
-        let approval = match (options.require_tool_approval, state.settings.tool_approval) {
-            (Some(policy), _) => policy,
-            (None, SavedApproval::Never) => ApprovalPolicy::Never,
-            (None, SavedApproval::Always | SavedApproval::Function) => ApprovalPolicy::Always,
-        };
-        let until_idle = options.until_idle.unwrap_or(false);
+        let d = &agent.inner.defaults;
+        let approval = approval_policy(
+            options.require_tool_approval,
+            d.require_tool_approval.as_ref(),
+            Some(state.settings.tool_approval),
+        );
+        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
         run.until_idle = until_idle;
@@ -288,6 +292,7 @@ impl AgentRun {
             iteration_hook: None,
             task_completion: None,
             last_turn: false,
+            error_handled: false,
         }
     }
 
@@ -342,7 +347,18 @@ impl AgentRun {
 
     /// Runs one step: a model call and, if it called tools, their execution. Returns whether
     /// another step follows.
+    ///
+    /// Every error of a step ends the run here, if nothing on its way did: the `error` event,
+    /// the failed status and the snapshot closed (or, for a pause, the paused snapshot).
     pub async fn step(&mut self) -> Result<bool, AgentError> {
+        self.error_handled = false;
+        match self.step_inner().await {
+            Err(error) if !self.error_handled => Err(self.fail(error).await),
+            other => other,
+        }
+    }
+
+    async fn step_inner(&mut self) -> Result<bool, AgentError> {
         if self.state.is_finished() {
             return Ok(false);
         }
@@ -399,6 +415,7 @@ impl AgentRun {
             return self.fail(e).await;
         }
         tracing::debug!(run_id = %self.run_id, ?phase, "run paused");
+        self.error_handled = true;
         AgentError::Paused {
             run_id: self.state.run_id.clone(),
         }
@@ -882,6 +899,7 @@ impl AgentRun {
     }
 
     async fn fail(&mut self, error: AgentError) -> AgentError {
+        self.error_handled = true;
         if let AgentError::Aborted { .. } = error {
             emit!(
                 self.sink,
@@ -2001,4 +2019,28 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The approval policy of a run: the call's, else the agent's default. A continued run
+/// (`saved`: what its state recorded at the start) without a policy of the call keeps the one
+/// it started with: a function is not saved, so one recorded as a function is the agent's
+/// default function when it has one (the function the run most likely started with), and
+/// otherwise every call needs approval: nothing is let through by default.
+fn approval_policy(
+    call: Option<ApprovalPolicy>,
+    default: Option<&ApprovalPolicy>,
+    saved: Option<SavedApproval>,
+) -> ApprovalPolicy {
+    if let Some(policy) = call {
+        return policy;
+    }
+    match saved {
+        None => default.cloned().unwrap_or_default(),
+        Some(SavedApproval::Never) => ApprovalPolicy::Never,
+        Some(SavedApproval::Always) => ApprovalPolicy::Always,
+        Some(SavedApproval::Function) => match default {
+            Some(policy @ ApprovalPolicy::When(_)) => policy.clone(),
+            _ => ApprovalPolicy::Always,
+        },
+    }
 }

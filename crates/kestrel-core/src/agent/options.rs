@@ -144,9 +144,11 @@ impl RunOptions {
     }
 
     /// Requires approval for every tool call (`true`), or for the calls a policy selects
-    /// ([`ApprovalPolicy::when`]). A run continued after a restart keeps `true`; a function
-    /// cannot be saved, so unless the continuing call passes it again, every later call of that
-    /// run needs approval (it never silently needs none).
+    /// ([`ApprovalPolicy::when`]). A continued run (an approval, a resume, after a restart
+    /// too) keeps `true`; a function cannot be saved, so unless the continuing call passes one
+    /// again it is the agent's default function (its
+    /// [`default_options`](crate::agent::AgentBuilder::default_options)), and without one every
+    /// later call of that run needs approval (it never silently needs none).
     pub fn require_tool_approval(mut self, policy: impl Into<ApprovalPolicy>) -> Self {
         self.require_tool_approval = Some(policy.into());
         self

@@ -325,7 +325,8 @@ pub enum SavedApproval {
     Never,
     /// Every call needs approval.
     Always,
-    /// A function decided; a continued run that does not pass it again asks for every call.
+    /// A function decided; a continued run that does not pass one again uses the agent's
+    /// default function, or, when it has none, asks for every call.
     Function,
 }
 

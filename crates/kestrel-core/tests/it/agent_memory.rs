@@ -19,6 +19,8 @@ struct FakeMemory {
     threads: Mutex<HashMap<String, Vec<Message>>>,
     batches: Mutex<Vec<Vec<(Role, String)>>>,
     fail_persist: bool,
+    /// Fails every `persist` after this many have succeeded.
+    fail_after: Option<usize>,
 }
 
 #[async_trait::async_trait]
@@ -43,7 +45,8 @@ impl AgentMemory for FakeMemory {
     }
 
     async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
-        if self.fail_persist {
+        let done = self.batches.lock().unwrap().len();
+        if self.fail_persist || self.fail_after.is_some_and(|n| done >= n) {
             return Err(MemoryError::new("database is locked"));
         }
         let mut threads = self.threads.lock().unwrap();
@@ -180,6 +183,24 @@ async fn a_continued_run_stores_only_what_is_new() {
     );
 }
 
+/// The run failed with the memory's error, and its last event says so.
+fn assert_failed_by_memory(
+    events: &[kestrel_core::event::Event],
+    result: Result<kestrel_core::agent::GenerateResult, AgentError>,
+) {
+    match result {
+        Err(AgentError::Memory { source, .. }) => {
+            assert_eq!(source.message(), "database is locked")
+        }
+        other => panic!("{other:?}"),
+    }
+    let last = events.last().unwrap().to_json();
+    assert!(
+        last.contains("\"kind\":\"memory\"") && last.contains("database is locked"),
+        "{last}"
+    );
+}
+
 #[tokio::test]
 async fn a_memory_failure_fails_the_run_with_a_typed_error() {
     let memory = Arc::new(FakeMemory {
@@ -195,17 +216,47 @@ async fn a_memory_failure_fails_the_run_with_a_typed_error() {
         .stream("hello", RunOptions::new().memory("t3", "u"))
         .collect()
         .await;
-    match result {
-        Err(AgentError::Memory { source, .. }) => {
-            assert_eq!(source.message(), "database is locked")
-        }
-        other => panic!("{other:?}"),
-    }
-    let last = events.last().unwrap().to_json();
-    assert!(
-        last.contains("\"kind\":\"memory\"") && last.contains("database is locked"),
-        "{last}"
+    assert_failed_by_memory(&events, result);
+}
+
+/// Issue 15, bug 2: a memory failure between steps (here storing an iteration hook's feedback)
+/// ends the run like any other failure: the `error` event, the typed error, and a run that is
+/// not left running.
+#[tokio::test]
+async fn a_memory_failure_between_steps_fails_the_run_through_the_error_path() {
+    use kestrel_core::agent::iteration::IterationDecision;
+    let memory = Arc::new(FakeMemory {
+        // The input, then the first step's answer; storing the feedback fails.
+        fail_after: Some(2),
+        ..Default::default()
+    });
+    let agent = Agent::builder("a")
+        .model(Arc::new(
+            ScriptedModel::new()
+                .respond(ScriptedResponse::text("first answer"))
+                .respond(ScriptedResponse::text("second answer")),
+        ))
+        .memory(memory.clone())
+        .max_steps(3)
+        .build()
+        .unwrap();
+    let options = RunOptions::new()
+        .memory("t4", "u")
+        .on_iteration_complete(|_| async {
+            Ok(IterationDecision::proceed().feedback("Say more."))
+        });
+    let stream = agent.stream("hello", options);
+    let run_id = stream.run_id().to_string();
+    let (events, result) = stream.collect().await;
+    assert_eq!(
+        memory.batches.lock().unwrap().len(),
+        2,
+        "the first step was stored"
     );
+    assert_failed_by_memory(&events, result);
+    if let Some(stored) = agent.run_store().load(&run_id).await.unwrap() {
+        assert!(stored.state.is_finished(), "{:?}", stored.phase);
+    }
 }
 
 #[tokio::test]

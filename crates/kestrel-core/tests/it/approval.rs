@@ -258,9 +258,9 @@ async fn the_run_policy_is_ored_with_the_tools() {
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
-#[tokio::test]
-async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_later_call() {
-    // The model looks up two words, one step each, then answers.
+/// A dictionary agent whose model looks up two words ("kestrel", then "osprey"), one step
+/// each, then answers with what `lookup` returned.
+fn dictionary() -> kestrel_core::agent::AgentBuilder {
     let model = Arc::new(ScriptedModel::from_fn(|req| {
         let tool_messages = req.messages.iter().filter(|m| m.role == Role::Tool).count();
         match tool_messages {
@@ -269,22 +269,21 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
             _ => ScriptedResponse::text(format!("done: {}", tool_results(req).unwrap())),
         }
     }));
-    let lookup = || {
-        create_tool("lookup")
-            .description("Looks a word up")
-            .input_schema(json!({"type": "object", "properties": {"word": {"type": "string"}}}))
-            .execute(|input: Value, _ctx| async move {
-                Ok::<_, ToolError>(format!(
-                    "{} is a bird",
-                    input["word"].as_str().unwrap_or("?")
-                ))
-            })
-    };
-    let agent = Agent::builder("dictionary")
-        .model(model.clone())
-        .tool(lookup())
-        .build()
-        .unwrap();
+    let lookup = create_tool("lookup")
+        .description("Looks a word up")
+        .input_schema(json!({"type": "object", "properties": {"word": {"type": "string"}}}))
+        .execute(|input: Value, _ctx| async move {
+            Ok::<_, ToolError>(format!(
+                "{} is a bird",
+                input["word"].as_str().unwrap_or("?")
+            ))
+        });
+    Agent::builder("dictionary").model(model).tool(lookup)
+}
+
+#[tokio::test]
+async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_later_call() {
+    let agent = dictionary().build().unwrap();
     let only_kestrel = || ApprovalPolicy::when(|args, _| args["word"] == "kestrel");
     let first = agent
         .generate(
@@ -320,6 +319,44 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(done.text, "done: osprey is a bird");
+}
+
+/// Issue 15, bug 1: the agent's default options hold on every continuation, not only at the
+/// start. A default approval function stops `kestrel` and, after the approval, lets `osprey`
+/// through; a default `until_idle` holds on resume too.
+#[tokio::test]
+async fn default_options_hold_when_a_run_is_continued() {
+    let agent = dictionary()
+        .default_options(
+            RunOptions::new()
+                .require_tool_approval(ApprovalPolicy::when(|args, _| args["word"] == "kestrel")),
+        )
+        .build()
+        .unwrap();
+    let first = agent
+        .generate("two words", RunOptions::new())
+        .await
+        .unwrap();
+    assert_eq!(first.waiting.len(), 1);
+    assert_eq!(first.waiting[0].tool_call_id, "call-1");
+    let done = agent
+        .approve_tool_call_generate(ToolCallRef::new(&first.run_id, "call-1"))
+        .await
+        .unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
+    assert_eq!(done.text, "done: osprey is a bird");
+
+    // The stream form of the continuation, too.
+    let first = agent
+        .generate("two words", RunOptions::new())
+        .await
+        .unwrap();
+    let stream = agent
+        .approve_tool_call(ToolCallRef::new(&first.run_id, "call-1"))
+        .await
+        .unwrap();
+    let done = stream.result().await.unwrap();
+    assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
 }
 
 #[tokio::test]

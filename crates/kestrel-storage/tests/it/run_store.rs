@@ -14,15 +14,21 @@ use kestrel_core::run_store::{
 use kestrel_storage::StorageRunStore;
 use kestrel_storage::testing::{self, Fixture};
 
-/// Every run store: the storage backends through [`StorageRunStore`], and core's own
-/// in-memory store (the default of agents without storage).
-async fn stores() -> Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> {
+/// A fresh store of each storage backend (PostgreSQL when configured).
+async fn fixtures() -> Vec<Fixture> {
     let mut fixtures = vec![
         testing::memory().await.unwrap(),
         testing::sqlite().await.unwrap(),
     ];
     fixtures.extend(testing::postgres().await);
-    let mut all: Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> = fixtures
+    fixtures
+}
+
+/// Every run store: the storage backends through [`StorageRunStore`], and core's own
+/// in-memory store (the default of agents without storage).
+async fn stores() -> Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> {
+    let mut all: Vec<(String, Arc<dyn RunStore>, Option<Fixture>)> = fixtures()
+        .await
         .into_iter()
         .map(|f| {
             let store: Arc<dyn RunStore> = Arc::new(StorageRunStore::new(f.store()));
@@ -203,5 +209,84 @@ async fn suspended_runs_are_listed_by_agent_thread_and_resource() {
             .unwrap();
         assert_eq!((paged.runs.len(), paged.total), (1, 4), "{backend}");
         teardown(fixture).await;
+    }
+}
+
+/// Issue 15, bug 3: a finished run is stored as completed, failed or aborted, as it ended, and
+/// a delegated run names its parent, so the runs table's filters find them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_parent() {
+    use kestrel_core::agent::{DelegatedBy, RunStatus as Progress};
+    use kestrel_core::model::FinishReason;
+    use kestrel_storage::{RunFilter, RunStatus};
+
+    for fixture in fixtures().await {
+        let storage = fixture.store();
+        let backend = storage.backend().to_owned();
+        let runs = StorageRunStore::new(storage.clone());
+        for (run_id, reason) in [
+            ("run-stop", FinishReason::Stop),
+            ("run-error", FinishReason::Error),
+            ("run-abort", FinishReason::Abort),
+        ] {
+            let mut run = state(run_id, "mailer", None);
+            run.status = Progress::Finished {
+                reason,
+                object: None,
+            };
+            runs.save(&run, RunPhase::Finished, None).await.unwrap();
+        }
+        let mut child = state("run-child", "writer", None);
+        child.delegated_by = Some(DelegatedBy {
+            agent_id: "mailer".into(),
+            run_id: "run-stop".into(),
+            tool_call_id: "call-1".into(),
+        });
+        runs.save(&child, RunPhase::Running, None).await.unwrap();
+
+        let ids = |statuses: Vec<RunStatus>, parent: Option<&str>| {
+            let storage = storage.clone();
+            let filter = RunFilter {
+                statuses,
+                parent_run_id: parent.map(str::to_owned),
+                ..RunFilter::default()
+            };
+            async move {
+                let mut ids: Vec<String> = storage
+                    .list_runs(filter)
+                    .await
+                    .unwrap()
+                    .items
+                    .into_iter()
+                    .map(|r| r.run_id)
+                    .collect();
+                ids.sort();
+                ids
+            }
+        };
+        assert_eq!(
+            ids(vec![RunStatus::Completed], None).await,
+            ["run-stop"],
+            "{backend}"
+        );
+        assert_eq!(
+            ids(vec![RunStatus::Failed], None).await,
+            ["run-error"],
+            "{backend}"
+        );
+        assert_eq!(
+            ids(vec![RunStatus::Aborted], None).await,
+            ["run-abort"],
+            "{backend}"
+        );
+        assert_eq!(
+            ids(vec![], Some("run-stop")).await,
+            ["run-child"],
+            "{backend}"
+        );
+        // Read back, each is a finished run again.
+        let failed = runs.load("run-error").await.unwrap().unwrap();
+        assert_eq!(failed.phase, RunPhase::Finished, "{backend}");
+        fixture.teardown().await;
     }
 }
