@@ -37,6 +37,11 @@ pub struct RecalledContext {
     pub system: Vec<String>,
     /// Earlier messages of the thread, oldest first; they precede the input.
     pub history: Vec<Message>,
+    /// Whether `recall` stored the run's input itself (a memory that writes it with the same
+    /// round trip that reads the history). The agent then never hands the input to
+    /// [`AgentMemory::persist`]; when `false` the input is persisted with the run's first
+    /// messages, like any other.
+    pub input_stored: bool,
 }
 
 /// A memory failure.
@@ -76,7 +81,8 @@ impl MemoryError {
 #[async_trait::async_trait]
 pub trait AgentMemory: Send + Sync {
     /// Loads the context of `scope` for a run whose input is `input` (already the newest
-    /// messages; do not return them in `history`).
+    /// messages; do not return them in `history`). It may also store the input, and then says
+    /// so with [`RecalledContext::input_stored`].
     async fn recall(
         &self,
         scope: &MemoryScope,

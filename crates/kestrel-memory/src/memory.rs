@@ -1,8 +1,8 @@
 //! [`Memory`]: an agent's memory over a [`Storage`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use kestrel_core::agent::GenerateResult;
@@ -60,8 +60,6 @@ struct Inner {
     working_memory: Option<WorkingMemory>,
     /// Where observations are kept, when observational memory is on.
     observation_scope: Option<ObservationScope>,
-    /// Inputs `recall` stored, by thread, until the agent hands them to `persist`.
-    stored_inputs: Mutex<HashMap<String, Vec<Vec<String>>>>,
 }
 
 impl fmt::Debug for Memory {
@@ -117,7 +115,6 @@ impl Memory {
                 processors: parts.processors,
                 working_memory: parts.working_memory,
                 observation_scope: parts.observation_scope,
-                stored_inputs: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -242,8 +239,8 @@ impl Memory {
     }
 
     /// Stores the run's input and loads the window before it, in one call (one round trip on
-    /// SQLite); creates the thread when missing. The agent then hands the input to `persist`,
-    /// which skips it (see [`Memory::take_stored_input`]).
+    /// SQLite); creates the thread when missing. `recall` then reports the input stored, so
+    /// the agent does not persist it again.
     async fn store_input(
         &self,
         scope: &MemoryScope,
@@ -268,17 +265,9 @@ impl Memory {
         let (stored, history) =
             appended.map_err(|e| Error::storage("store the input", thread_id, resource_id, e))?;
         self.stored(scope, &stored).await?;
-        self.inner
-            .stored_inputs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(scope.thread_id.clone())
-            .or_default()
-            .push(input.iter().map(|m| m.id.clone()).collect());
         Ok((history.messages, history.has_more))
     }
 
-    /// Whether `messages` are an input `recall` already stored for this thread (and forgets it).
     /// Appends a batch to the scope's thread, then lets the processors see it.
     async fn append(
         &self,
@@ -294,34 +283,6 @@ impl Memory {
             .await
             .map_err(|e| Error::storage(what, thread_id, resource_id, e))?;
         self.stored(scope, &stored).await
-    }
-
-    fn take_stored_input(&self, scope: &MemoryScope, messages: &[Message]) -> bool {
-        let mut inputs = self
-            .inner
-            .stored_inputs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let Some(pending) = inputs.get_mut(&scope.thread_id) else {
-            return false;
-        };
-        let ids = messages.iter().map(|m| m.id.as_str());
-        let Some(index) = pending
-            .iter()
-            .position(|p| p.iter().map(String::as_str).eq(ids.clone()))
-        else {
-            return false;
-        };
-        pending.swap_remove(index);
-        if pending.is_empty() {
-            inputs.remove(&scope.thread_id);
-        }
-        true
-    }
-
-    /// Forgets an input `recall` stored when the run fails before `persist` sees it.
-    fn forget_stored_input(&self, scope: &MemoryScope, input: &[Message]) {
-        self.take_stored_input(scope, input);
     }
 
     /// Runs the processors' after-store hooks.
@@ -408,7 +369,11 @@ impl Memory {
                 parts: m.parts,
             })
             .collect();
-        Ok(RecalledContext { system, history })
+        Ok(RecalledContext {
+            system,
+            history,
+            input_stored: false,
+        })
     }
 }
 
@@ -422,23 +387,23 @@ impl AgentMemory for Memory {
     ) -> Result<RecalledContext, MemoryError> {
         // The input is stored here, with the window read in the same call: one round trip
         // instead of two on SQLite. A read-only memory only reads.
-        let (fetched, older, thread_exists) = if self.inner.read_only || input.is_empty() {
-            self.load_window(scope).await?
-        } else {
+        let stores_input = !self.inner.read_only && !input.is_empty();
+        let (fetched, older, thread_exists) = if stores_input {
             let (fetched, older) = self.store_input(scope, input).await?;
             (fetched, older, true)
+        } else {
+            self.load_window(scope).await?
         };
-        let recalled = self
+        let mut recalled = self
             .recall_from(scope, input, request_context, fetched, older, thread_exists)
-            .await;
-        if recalled.is_err() && !self.inner.read_only {
-            self.forget_stored_input(scope, input);
-        }
-        recalled
+            .await?;
+        // A read-only memory stores nothing; the agent's persist of the input is a no-op then.
+        recalled.input_stored = stores_input;
+        Ok(recalled)
     }
 
     async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
-        if self.inner.read_only || messages.is_empty() || self.take_stored_input(scope, messages) {
+        if self.inner.read_only || messages.is_empty() {
             return Ok(());
         }
         let batch = messages.iter().cloned().map(NewMessage::from).collect();

@@ -1217,7 +1217,7 @@ impl AgentRun {
             .recall(&scope, self.state.input_to_store(), &self.request_context)
             .await
             .map_err(|source| self.memory_error(source))?;
-        self.state.apply_recalled(recalled.system, recalled.history);
+        self.state.apply_recalled(recalled);
         self.persist().await
     }
 

@@ -443,14 +443,24 @@ impl RunState {
     }
 
     /// Puts recalled history before the input and records the memory's system text.
-    pub(crate) fn apply_recalled(&mut self, system: Vec<String>, history: Vec<Message>) {
+    pub(crate) fn apply_recalled(&mut self, recalled: crate::memory::RecalledContext) {
+        let crate::memory::RecalledContext {
+            system,
+            history,
+            input_stored,
+        } = recalled;
         let history_len = history.len();
         let mut messages = history;
         messages.append(&mut self.messages);
         self.messages = messages;
         self.input_len += history_len;
-        // The context after the history is the caller's, never stored.
-        self.persisted = history_len + self.context_len;
+        // The context after the history is the caller's, never stored; the input after it is
+        // stored already when recall says so.
+        self.persisted = if input_stored {
+            self.messages.len()
+        } else {
+            history_len + self.context_len
+        };
         self.memory_system = system;
         self.memory_loaded = true;
     }

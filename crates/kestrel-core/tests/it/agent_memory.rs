@@ -21,6 +21,8 @@ struct FakeMemory {
     fail_persist: bool,
     /// Fails every `persist` after this many have succeeded.
     fail_after: Option<usize>,
+    /// `recall` stores the input itself and says so.
+    stores_input: bool,
 }
 
 #[async_trait::async_trait]
@@ -28,7 +30,7 @@ impl AgentMemory for FakeMemory {
     async fn recall(
         &self,
         scope: &MemoryScope,
-        _input: &[Message],
+        input: &[Message],
         _ctx: &RequestContext,
     ) -> Result<RecalledContext, MemoryError> {
         let history = self
@@ -38,9 +40,13 @@ impl AgentMemory for FakeMemory {
             .get(&scope.thread_id)
             .cloned()
             .unwrap_or_default();
+        if self.stores_input {
+            self.store(scope, input);
+        }
         Ok(RecalledContext {
             system: vec![format!("Working memory of {}", scope.resource_id)],
             history,
+            input_stored: self.stores_input,
         })
     }
 
@@ -49,6 +55,41 @@ impl AgentMemory for FakeMemory {
         if self.fail_persist || self.fail_after.is_some_and(|n| done >= n) {
             return Err(MemoryError::new("database is locked"));
         }
+        self.store(scope, messages);
+        Ok(())
+    }
+}
+
+/// An agent on [`script`] with `echo` and `memory`.
+fn scripted_agent(memory: Arc<FakeMemory>) -> Agent {
+    Agent::builder("a")
+        .model(Arc::new(script()))
+        .tool(echo_tool())
+        .memory(memory)
+        .build()
+        .unwrap()
+}
+
+/// The batches a run of [`script`] stores: its input, the step that called `echo`, the answer.
+const SCRIPT_BATCHES: [&[Role]; 3] = [
+    &[Role::User],
+    &[Role::Assistant, Role::Tool],
+    &[Role::Assistant],
+];
+
+impl FakeMemory {
+    /// The roles of each stored batch.
+    fn batch_roles(&self) -> Vec<Vec<Role>> {
+        self.batches
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|b| b.iter().map(|m| m.0).collect())
+            .collect()
+    }
+
+    /// Appends `messages` to the thread as one batch; a message stored twice panics.
+    fn store(&self, scope: &MemoryScope, messages: &[Message]) {
         let mut threads = self.threads.lock().unwrap();
         let thread = threads.entry(scope.thread_id.clone()).or_default();
         for m in messages {
@@ -63,7 +104,6 @@ impl AgentMemory for FakeMemory {
             .lock()
             .unwrap()
             .push(messages.iter().map(|m| (m.role, m.id.clone())).collect());
-        Ok(())
     }
 }
 
@@ -99,17 +139,9 @@ async fn messages_are_stored_as_steps_complete_with_the_streamed_ids() {
     let result = result.unwrap();
 
     let batches = memory.batches.lock().unwrap().clone();
-    let roles: Vec<Vec<Role>> = batches
-        .iter()
-        .map(|b| b.iter().map(|m| m.0).collect())
-        .collect();
     assert_eq!(
-        roles,
-        [
-            vec![Role::User],
-            vec![Role::Assistant, Role::Tool],
-            vec![Role::Assistant]
-        ],
+        memory.batch_roles(),
+        SCRIPT_BATCHES,
         "the input first, then each step's complete messages"
     );
     // Assistant ids equal the streamed message ids.
@@ -149,6 +181,26 @@ async fn messages_are_stored_as_steps_complete_with_the_streamed_ids() {
     // Only the new messages were stored; the response excludes the history.
     assert_eq!(memory.threads.lock().unwrap()["t1"].len(), 6);
     assert_eq!(result2.response_messages.len(), 1);
+}
+
+/// Issue 15, bug 5: the handshake between the agent and a memory that stores the input in
+/// `recall` is explicit: `input_stored` says so and the agent never persists the input again.
+#[tokio::test]
+async fn an_input_recall_stored_is_not_persisted_again() {
+    let memory = Arc::new(FakeMemory {
+        stores_input: true,
+        ..Default::default()
+    });
+    let agent = scripted_agent(memory.clone());
+    agent
+        .generate("hello", RunOptions::new().memory("t5", "user-1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        memory.batch_roles(),
+        SCRIPT_BATCHES,
+        "the input once (by recall), then each step's messages"
+    );
 }
 
 #[tokio::test]
@@ -203,15 +255,10 @@ fn assert_failed_by_memory(
 
 #[tokio::test]
 async fn a_memory_failure_fails_the_run_with_a_typed_error() {
-    let memory = Arc::new(FakeMemory {
+    let agent = scripted_agent(Arc::new(FakeMemory {
         fail_persist: true,
         ..Default::default()
-    });
-    let agent = Agent::builder("a")
-        .model(Arc::new(script()))
-        .memory(memory)
-        .build()
-        .unwrap();
+    }));
     let (events, result) = agent
         .stream("hello", RunOptions::new().memory("t3", "u"))
         .collect()
