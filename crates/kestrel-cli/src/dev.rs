@@ -155,7 +155,7 @@ pub fn demo_kestrel(
              the user with that paragraph.",
         )
         .model(model.clone())
-        .agents([research, writing])
+        .agents([research.clone(), writing.clone()])
         .memory(memory.clone().shared())
         .build()?;
 
@@ -163,8 +163,9 @@ pub fn demo_kestrel(
         .run_store(Arc::new(StorageRunStore::new(storage)))
         .agent(assistant)
         .agent(supervisor)
-        .agent(research_agent(model.clone())?)
-        .agent(writing_agent(model)?)
+        // The supervisor's sub-agents, once: in the instance they are the same agents.
+        .agent(research)
+        .agent(writing)
         .build()?;
     Ok((kestrel, memory))
 }

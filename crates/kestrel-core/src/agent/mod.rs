@@ -233,6 +233,21 @@ impl Agent {
             Some(store) if !i.run_store_explicit => Arc::clone(store),
             _ => Arc::clone(&i.run_store),
         };
+        // Sub-agents run in the instance too: its registry (so `abort_run` and
+        // `runs_in_progress` reach delegated runs), its pub/sub and its limits. Their delegation
+        // tools are pointed at the joined agents.
+        let sub_agents: std::collections::HashMap<String, Agent> = i
+            .sub_agents
+            .iter()
+            .map(|(id, agent)| (id.clone(), agent.join_instance(store, registry)))
+            .collect();
+        let mut tools = i.tools.clone();
+        for (id, agent) in &sub_agents {
+            tools.replace_implementation(
+                &format!("{}{id}", delegation::DELEGATION_TOOL_PREFIX),
+                Arc::new(delegation::DelegationTool::new(agent.clone())),
+            );
+        }
         Agent {
             inner: Arc::new(AgentInner {
                 id: i.id.clone(),
@@ -240,7 +255,7 @@ impl Agent {
                 description: i.description.clone(),
                 instructions: i.instructions.clone(),
                 model: i.model.clone(),
-                tools: i.tools.clone(),
+                tools,
                 max_steps: i.max_steps,
                 defaults: i.defaults.clone(),
                 registry: i.registry.clone(),
@@ -248,7 +263,7 @@ impl Agent {
                 run_store,
                 run_store_explicit: i.run_store_explicit,
                 runs: Arc::clone(registry),
-                sub_agents: i.sub_agents.clone(),
+                sub_agents,
                 background: i.background.clone(),
                 tool_definitions: i.tool_definitions.clone(),
             }),

@@ -497,3 +497,77 @@ async fn a_dropped_stream_does_not_stop_the_run() {
     }
     assert_eq!(model.calls(), 2, "the run went on to its final step");
 }
+
+/// A model that calls `tool` with `args` until a tool result is back, then answers `text`.
+fn call_then_answer(tool: &'static str, args: Value, text: &'static str) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn(move |req| {
+        let results = req
+            .messages
+            .iter()
+            .any(|m| m.role == kestrel_core::message::Role::Tool);
+        if results {
+            ScriptedResponse::text(text)
+        } else {
+            ScriptedResponse::tool_call("c1", tool, args.clone())
+        }
+    }))
+}
+
+/// Issue 15, bug 4: a sub-agent of a registered agent runs in the instance: its delegated run
+/// is counted by `runs_in_progress` and reached by `Kestrel::abort_run`.
+#[tokio::test]
+async fn a_delegated_run_is_a_run_of_the_instance() {
+    let started = Arc::new(tokio::sync::Notify::new());
+    let child_run = Arc::new(std::sync::Mutex::new(String::new()));
+    let (s, c) = (started.clone(), child_run.clone());
+    let wait = create_tool("wait")
+        .description("Waits until aborted")
+        .input_schema(json!({"type": "object"}))
+        .execute(move |_: Value, ctx: ToolContext| {
+            let (started, child_run) = (s.clone(), c.clone());
+            async move {
+                *child_run.lock().unwrap() = ctx.run_id().to_string();
+                started.notify_one();
+                ctx.abort_signal().aborted().await;
+                Ok::<_, ToolError>(json!("stopped"))
+            }
+        });
+    let helper = Agent::builder("helper")
+        .description("Helps")
+        .model(call_then_answer("wait", json!({}), "helped"))
+        .tool(wait)
+        .build()
+        .unwrap();
+    let boss = Agent::builder("boss")
+        .model(call_then_answer(
+            "agent-helper",
+            json!({"prompt": "help"}),
+            "done",
+        ))
+        .agents([helper])
+        .build()
+        .unwrap();
+    let k = Kestrel::builder()
+        .agent(boss)
+        .models(ModelRegistry::empty())
+        .build()
+        .unwrap();
+    let stream = k.agent("boss").unwrap().stream("go", RunOptions::new());
+    let parent = stream.run_id().to_string();
+    let run = tokio::spawn(stream.result());
+    started.notified().await;
+    assert_eq!(k.runs_in_progress(), 2, "the parent and its delegated run");
+    let child = child_run.lock().unwrap().clone();
+    assert_ne!(child, parent);
+    assert!(
+        k.abort_run(&child),
+        "the instance reaches the delegated run"
+    );
+    let result = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .unwrap()
+        .unwrap();
+    // The parent goes on (its delegation came back aborted) or ends; either way nothing hangs.
+    drop(result);
+    assert!(k.abort_run(&parent) || k.runs_in_progress() == 0);
+}
