@@ -16,6 +16,10 @@ pub const THREAD_ID_KEY: &str = "kestrel.threadId";
 /// The request context key of the run's id.
 pub const RUN_ID_KEY: &str = "kestrel.runId";
 
+/// The request context key under which every delegation hook failure of a run is recorded, as a
+/// list of `{hook, primitiveId, toolCallId, runId, name, message}`.
+pub const DELEGATION_HOOK_ERRORS_KEY: &str = "kestrel.delegationHookErrors";
+
 /// Keys that describe the run they were set for, not the request: a delegation's copy of the
 /// context leaves them out, so a sub-agent never runs under its parent's identity (it has its
 /// own thread, resource and run) nor inherits its parent's hook error log.
@@ -23,7 +27,7 @@ pub const RUN_IDENTITY_KEYS: [&str; 4] = [
     RESOURCE_ID_KEY,
     THREAD_ID_KEY,
     RUN_ID_KEY,
-    crate::agent::delegation::DELEGATION_HOOK_ERRORS_KEY,
+    DELEGATION_HOOK_ERRORS_KEY,
 ];
 
 /// The request context key of message ids memory leaves out of a run's history (a JSON array

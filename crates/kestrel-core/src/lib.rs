@@ -18,6 +18,7 @@ pub mod abort;
 pub mod agent;
 pub mod context;
 pub mod embedding;
+pub mod error;
 pub mod event;
 pub mod id;
 pub mod kestrel;
@@ -27,5 +28,7 @@ pub mod model;
 #[cfg(feature = "http")]
 pub mod providers;
 pub mod pubsub;
+pub mod run;
 pub mod run_store;
+pub mod schema;
 pub mod tool;

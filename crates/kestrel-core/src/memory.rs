@@ -15,9 +15,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{BoxError, GenerateResult};
 use crate::context::RequestContext;
+use crate::error::BoxError;
 use crate::message::Message;
+use crate::run::GenerateResult;
 use crate::tool::SharedTool;
 
 /// The conversation a run belongs to.

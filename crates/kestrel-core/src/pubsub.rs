@@ -16,7 +16,7 @@ use futures::Stream;
 use futures::stream::BoxStream;
 use tokio::sync::mpsc;
 
-use crate::agent::BoxError;
+use crate::error::BoxError;
 use crate::event::Event;
 
 /// Why a pub/sub operation failed.

@@ -13,27 +13,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
-
-use crate::agent::BoxError;
-use crate::agent::RunState;
-
-/// Where a stored run stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RunPhase {
-    /// Being driven by some process.
-    Running,
-    /// Stopped, waiting for a decision, resume data or a client tool's result.
-    Suspended,
-    /// Waiting for a delegated sub-agent's run (the parent holds no task while it waits
-    /// in another process; it is continued once the sub-agent's run ends).
-    WaitingForSubtask,
-    /// Paused at a step boundary ([`crate::agent::Agent::pause_run`]), until resumed.
-    Paused,
-    /// Finished (normally, with an error, or aborted).
-    Finished,
-}
+use crate::error::BoxError;
+pub use crate::run::RunPhase;
+use crate::run::RunState;
 
 /// A snapshot as stored: the run's state, its phase, and the version the store gave it.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,7 +202,7 @@ impl InMemoryRunStore {
 
     /// Whether `run` waited longer than the TTL.
     fn expired(&self, run: &StoredRun, now: i64) -> bool {
-        run.phase != RunPhase::Finished && now.saturating_sub(run.updated_at_ms) > self.ttl_ms()
+        !run.phase.is_ended() && now.saturating_sub(run.updated_at_ms) > self.ttl_ms()
     }
 
     /// Stores one snapshot (its compare-and-set already checked), keeping the finished runs
@@ -235,17 +217,13 @@ impl InMemoryRunStore {
                 updated_at_ms: now,
             },
         );
-        if phase == RunPhase::Finished {
+        if phase.is_ended() {
             runs.finished.push_back(state.run_id.clone());
             while runs.finished.len() > self.finished_capacity {
                 let Some(oldest) = runs.finished.pop_front() else {
                     break;
                 };
-                if runs
-                    .by_id
-                    .get(&oldest)
-                    .is_some_and(|r| r.phase == RunPhase::Finished)
-                {
+                if runs.by_id.get(&oldest).is_some_and(|r| r.phase.is_ended()) {
                     runs.by_id.remove(&oldest);
                 }
             }
@@ -385,7 +363,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
-    use crate::agent::RunSettings;
+    use crate::run::RunSettings;
 
     fn state(run_id: &str) -> RunState {
         RunState::new(
@@ -406,7 +384,7 @@ mod tests {
             .await
             .unwrap();
         store
-            .save(&state("done"), RunPhase::Finished, None)
+            .save(&state("done"), RunPhase::Completed, None)
             .await
             .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -6,15 +6,14 @@
 
 use std::sync::Arc;
 
-use kestrel_core::agent::{RunState, RunStatus as Progress};
-use kestrel_core::model::FinishReason;
+use kestrel_core::agent::RunState;
 use kestrel_core::run_store::{
     RunPhase, RunStore, RunStoreError, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
 };
 
 use crate::error::StorageError;
 use crate::storage::Storage;
-use crate::types::{PageRequest, RunFilter, RunRecord, RunStatus};
+use crate::types::{PageRequest, RunFilter, RunRecord};
 
 /// A [`RunStore`] on a [`Storage`]. Cheap to clone.
 #[derive(Clone)]
@@ -42,38 +41,6 @@ impl StorageRunStore {
     }
 }
 
-/// The row's status: the phase, and for a finished run how it ended (failed and aborted runs
-/// are stored as such, so the status filters find them).
-fn status_of(state: &RunState, phase: RunPhase) -> RunStatus {
-    match phase {
-        RunPhase::Running => RunStatus::Running,
-        RunPhase::Suspended => RunStatus::Suspended,
-        RunPhase::WaitingForSubtask => RunStatus::WaitingForSubtask,
-        RunPhase::Paused => RunStatus::Paused,
-        RunPhase::Finished => match state.status {
-            Progress::Finished {
-                reason: FinishReason::Error,
-                ..
-            } => RunStatus::Failed,
-            Progress::Finished {
-                reason: FinishReason::Abort,
-                ..
-            } => RunStatus::Aborted,
-            _ => RunStatus::Completed,
-        },
-    }
-}
-
-fn phase_of(status: RunStatus) -> RunPhase {
-    match status {
-        RunStatus::Running => RunPhase::Running,
-        RunStatus::WaitingForSubtask => RunPhase::WaitingForSubtask,
-        RunStatus::Paused => RunPhase::Paused,
-        RunStatus::Suspended => RunPhase::Suspended,
-        RunStatus::Completed | RunStatus::Failed | RunStatus::Aborted => RunPhase::Finished,
-    }
-}
-
 fn backend(error: StorageError) -> RunStoreError {
     RunStoreError::Backend(Box::new(error))
 }
@@ -81,8 +48,7 @@ fn backend(error: StorageError) -> RunStoreError {
 /// The runs table's row of a snapshot.
 fn record_of(state: &RunState, phase: RunPhase) -> Result<RunRecord, RunStoreError> {
     let snapshot = serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
-    let status = status_of(state, phase);
-    let mut record = RunRecord::new(&state.run_id, &state.agent_id, status, snapshot);
+    let mut record = RunRecord::new(&state.run_id, &state.agent_id, phase, snapshot);
     record.thread_id = state.settings.thread_id.clone();
     record.resource_id = state.settings.resource_id.clone();
     record.parent_run_id = state.delegated_by.as_ref().map(|d| d.run_id.clone());
@@ -119,7 +85,7 @@ fn stored(record: RunRecord) -> Result<StoredRun, RunStoreError> {
     })?;
     Ok(StoredRun {
         state,
-        phase: phase_of(record.status),
+        phase: record.status,
         version: record.version,
         updated_at_ms: record.updated_at.timestamp_millis(),
     })
@@ -169,7 +135,7 @@ impl RunStore for StorageRunStore {
             agent_id: query.agent_id.clone(),
             thread_id: query.thread_id.clone(),
             resource_id: query.resource_id.clone(),
-            statuses: vec![RunStatus::Suspended],
+            statuses: vec![RunPhase::Suspended],
             page: PageRequest::new(query.page, query.page_size()),
             ..RunFilter::default()
         };

@@ -3,7 +3,6 @@
 //! Timestamps are UTC with microsecond precision on every backend (the store truncates what it is
 //! given), so a record reads back equal to what was written, whichever backend holds it.
 
-use std::fmt;
 use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
@@ -482,67 +481,16 @@ pub struct MessageSearch {
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-/// Where a run stands, as stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RunStatus {
-    /// Being driven by some instance.
-    Running,
-    /// Waiting for a human (an approval) or a resume.
-    Suspended,
-    /// Waiting for a sub-agent's run.
-    WaitingForSubtask,
-    /// Paused: stopped at a step boundary until someone resumes it.
-    Paused,
-    /// Finished normally.
-    Completed,
-    /// Ended with an error.
-    Failed,
-    /// Aborted.
-    Aborted,
-}
+/// Where a run stands, as stored: the runtime's own vocabulary ([`RunPhase`]), so a run is
+/// written as it ended (completed, failed or aborted) and read back the same.
+pub use kestrel_core::run::RunPhase;
 
-impl RunStatus {
-    /// Every status.
-    pub const ALL: [RunStatus; 7] = [
-        Self::Running,
-        Self::Suspended,
-        Self::WaitingForSubtask,
-        Self::Paused,
-        Self::Completed,
-        Self::Failed,
-        Self::Aborted,
-    ];
+/// The former name of [`RunPhase`] in this crate.
+pub type RunStatus = RunPhase;
 
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Running => "running",
-            Self::Suspended => "suspended",
-            Self::WaitingForSubtask => "waiting_for_subtask",
-            Self::Paused => "paused",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Aborted => "aborted",
-        }
-    }
-}
-
-impl fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for RunStatus {
-    type Err = StorageError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|status| status.as_str() == s)
-            .ok_or_else(|| StorageError::corrupt("run status", s))
-    }
+/// The phase stored under `name`; a name no phase has is corrupt data.
+pub(crate) fn parse_phase(name: &str) -> Result<RunPhase, StorageError> {
+    RunPhase::parse(name).ok_or_else(|| StorageError::corrupt("run status", name))
 }
 
 /// A stored run: its status and its snapshot (a serialised `RunState`).

@@ -115,6 +115,14 @@ impl BackgroundTool {
     }
 }
 
+/// What a background delegation call gets through its tool context: its settings and the
+/// run's side of its background tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct BackgroundCall {
+    pub config: BackgroundTool,
+    pub runtime: Arc<BackgroundRuntime>,
+}
+
 /// A background task that ended, on its way to the run that started it.
 #[derive(Debug, Clone)]
 pub(crate) struct BackgroundDone {

@@ -22,10 +22,10 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::driver::AgentRun;
-use super::state::{CallDecision, CallProgress, RunState, RunStatus, Waiting, WaitingCall};
 use super::{Agent, AgentError, AgentStream, GenerateResult, RunOptions};
+use crate::run::{CallDecision, CallProgress, RunState, RunStatus, Waiting, WaitingCall};
 use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, SuspendedRunsQuery};
-use crate::tool::set::schema_errors;
+use crate::schema::schema_errors;
 
 /// The text the model reads when a call is declined without a reason.
 pub const DEFAULT_DECLINE_REASON: &str = "Tool call was not approved by the user";
@@ -429,7 +429,7 @@ impl Agent {
             }
             let phase = match stored.phase {
                 RunPhase::Suspended if stored.state.is_suspended() => None,
-                RunPhase::Finished => Some("finished"),
+                RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted => Some("finished"),
                 RunPhase::Paused => Some("paused"),
                 RunPhase::WaitingForSubtask => Some("waiting for a sub-agent"),
                 RunPhase::Running | RunPhase::Suspended => Some("running"),

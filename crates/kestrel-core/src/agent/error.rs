@@ -64,8 +64,7 @@ fn holder(live: &bool) -> &'static str {
     if *live { "in progress" } else { "stored" }
 }
 
-/// A boxed error from user code (instructions or model functions).
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use crate::error::BoxError;
 
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]

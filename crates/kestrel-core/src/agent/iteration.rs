@@ -17,69 +17,11 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
 
 use super::BoxError;
 use crate::message::Message;
-use crate::model::{
-    FinishReason, ModelEvent, ModelRequest, ModelSettings, ResponseFormat, SharedModel,
-};
-
-/// What `on_iteration_complete` sees.
-#[derive(Debug, Clone)]
-pub struct IterationContext {
-    /// The iteration that just ended (0 for the first).
-    pub iteration: u32,
-    /// The run's step limit.
-    pub max_iterations: u32,
-    /// Why the model stopped in this iteration (`tool-calls` when it called tools).
-    pub finish_reason: FinishReason,
-    /// The iteration's text.
-    pub text: String,
-    /// Whether the model gave a final answer (no tool calls).
-    pub is_final: bool,
-}
-
-/// What `on_iteration_complete` decides.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IterationDecision {
-    /// Go on (`true`, default) or stop. After a final answer, `true` with feedback asks the
-    /// model again; after tool calls, `false` with feedback gives the model one last turn to
-    /// answer with the feedback in mind.
-    pub continue_: bool,
-    /// Guidance the model reads next.
-    pub feedback: Option<String>,
-}
-
-impl IterationDecision {
-    /// Go on as the model decides.
-    pub fn proceed() -> Self {
-        Self {
-            continue_: true,
-            feedback: None,
-        }
-    }
-
-    /// Stop the loop.
-    pub fn stop() -> Self {
-        Self {
-            continue_: false,
-            feedback: None,
-        }
-    }
-
-    /// With this feedback for the model.
-    pub fn feedback(mut self, feedback: impl Into<String>) -> Self {
-        self.feedback = Some(feedback.into());
-        self
-    }
-}
-
-impl Default for IterationDecision {
-    fn default() -> Self {
-        Self::proceed()
-    }
-}
+use crate::model::{ModelEvent, ModelRequest, ModelSettings, ResponseFormat, SharedModel};
+pub use crate::run::{IterationContext, IterationDecision, Score, TaskContext};
 
 pub(crate) type IterationHook = dyn Fn(IterationContext) -> BoxFuture<'static, Result<IterationDecision, BoxError>>
     + Send
@@ -92,33 +34,6 @@ where
     Fut: Future<Output = Result<IterationDecision, BoxError>> + Send + 'static,
 {
     Arc::new(move |ctx| hook(ctx).boxed())
-}
-
-/// What a scorer judges: the task (the run's input) and the answer.
-#[derive(Debug, Clone)]
-pub struct TaskContext {
-    /// The user's request (the run's last user message before the answer).
-    pub task: String,
-    /// The answer being judged.
-    pub answer: String,
-    /// The iteration that produced it.
-    pub iteration: u32,
-}
-
-/// A scorer's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Score {
-    /// The scorer's name.
-    #[serde(default)]
-    pub scorer: String,
-    /// Whether the answer passes.
-    pub passed: bool,
-    /// A score from 0 to 1.
-    #[serde(default)]
-    pub score: f64,
-    /// Why; on failure, this is the feedback the model reads.
-    #[serde(default)]
-    pub reason: Option<String>,
 }
 
 /// Judges whether the task is complete.

@@ -18,9 +18,9 @@ use futures::future::BoxFuture;
 
 use super::driver::AgentRun;
 use super::registry::LiveAbort;
-use super::state::{RunState, RunStatus, Waiting};
 use super::{Agent, AgentStream, GenerateResult, RunControlError, RunOptions};
 use crate::model::FinishReason;
+use crate::run::{RunState, RunStatus, Waiting};
 use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
 
 /// Names a run for [`Agent::resume_run`] and [`Agent::abort_stored_run`].
@@ -99,7 +99,7 @@ impl Agent {
         let store = self.inner.run_store.clone();
         let stored = self.load_top_level(&store, &target).await?;
         let reason = match stored.phase {
-            RunPhase::Finished => Some("it is finished"),
+            RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted => Some("it is finished"),
             RunPhase::Suspended => {
                 Some("it waits for decisions on its tool calls (approve, decline or resume them)")
             }
@@ -147,7 +147,7 @@ impl Agent {
         }
         let store = self.inner.run_store.clone();
         let stored = self.load_top_level(&store, &target).await?;
-        if stored.phase == RunPhase::Finished {
+        if stored.phase.is_ended() {
             return Err(RunControlError::NotResumable {
                 run_id,
                 action: "aborted",
@@ -218,7 +218,7 @@ impl Agent {
                             source,
                         })?;
                 if let Some(child) = loaded
-                    && child.phase != RunPhase::Finished
+                    && !child.phase.is_ended()
                 {
                     marked += sub_agent
                         .abort_tree(store.clone(), child.state, child.version)
@@ -226,11 +226,8 @@ impl Agent {
                 }
             }
             let run_id = state.run_id.clone();
-            state.status = RunStatus::Finished {
-                reason: FinishReason::Abort,
-                object: None,
-            };
-            match store.save(&state, RunPhase::Finished, Some(version)).await {
+            state.end(FinishReason::Abort);
+            match store.save(&state, RunPhase::Aborted, Some(version)).await {
                 Ok(_) => Ok(marked + 1),
                 Err(RunStoreError::Conflict { .. }) => Err(RunControlError::Conflict { run_id }),
                 Err(source) => Err(RunControlError::Store { run_id, source }),

@@ -16,11 +16,15 @@ pub mod iteration;
 mod lifecycle;
 mod options;
 pub(crate) mod registry;
-mod result;
-mod state;
 mod stream;
 mod threads;
 
+pub use crate::run::GenerateResult;
+pub use crate::run::{
+    CallDecision, CallProgress, DelegatedBy, DelegationHop, MIN_RUN_STATE_VERSION,
+    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, StepResult, SubRun, ToolCallRecord,
+    ToolResultRecord, Waiting, WaitingCall,
+};
 pub use background::{BackgroundTasks, BackgroundTool};
 pub use builder::AgentBuilder;
 pub use control::{
@@ -35,12 +39,6 @@ pub use error::{AgentBuildError, AgentError, BoxError};
 pub use lifecycle::RunRef;
 pub use options::{
     BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
-};
-pub use result::GenerateResult;
-pub use state::{
-    CallDecision, CallProgress, DelegatedBy, DelegationHop, MIN_RUN_STATE_VERSION,
-    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, StepResult, SubRun, ToolCallRecord,
-    ToolResultRecord, Waiting, WaitingCall,
 };
 pub use stream::{AgentStream, TextStream};
 pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};

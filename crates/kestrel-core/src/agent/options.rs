@@ -1,7 +1,6 @@
 //! Per-call options of `generate` and `stream`.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use std::sync::Arc;
 
@@ -14,56 +13,10 @@ use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::message::Message;
 use crate::model::{ModelSettings, ToolChoice};
+use crate::run::SavedApproval;
 use crate::tool::ApprovalPolicy;
 
-/// What to do when the final answer does not match the structured output schema.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case", tag = "strategy", content = "value")]
-pub enum ErrorStrategy {
-    /// Fail the run with [`crate::agent::AgentError::StructuredOutput`] (the default).
-    #[default]
-    Strict,
-    /// Log a warning and finish with no object.
-    Warn,
-    /// Finish with this value as the object.
-    Fallback(Value),
-}
-
-/// Asks the model for a JSON answer matching a schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StructuredOutput {
-    /// The JSON schema the answer must satisfy.
-    pub schema: Value,
-    /// A name for the schema (some providers require one).
-    pub name: Option<String>,
-    /// What to do when the answer does not parse or validate.
-    pub error_strategy: ErrorStrategy,
-}
-
-impl StructuredOutput {
-    /// Structured output with this JSON schema and the strict strategy.
-    pub fn new(schema: Value) -> Self {
-        Self {
-            schema,
-            name: None,
-            error_strategy: ErrorStrategy::Strict,
-        }
-    }
-
-    /// Structured output whose schema comes from a type.
-    pub fn of<T: schemars::JsonSchema>() -> Self {
-        let mut out = Self::new(crate::tool::schema_of::<T>());
-        out.name = Some(T::schema_name().into_owned());
-        out
-    }
-
-    /// Sets the error strategy.
-    pub fn error_strategy(mut self, strategy: ErrorStrategy) -> Self {
-        self.error_strategy = strategy;
-        self
-    }
-}
+pub use crate::run::{ErrorStrategy, StructuredOutput};
 
 /// Memory coordinates of a run: the conversation (`thread`) and its owner (`resource`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -258,5 +211,85 @@ impl RunOptions {
             resource: resource.into(),
         });
         self
+    }
+}
+
+/// The approval policy of a run: the call's, else the agent's default. A continued run
+/// (`saved`: what its state recorded at the start) without a policy of the call keeps the one
+/// it started with: a function is not saved, so one recorded as a function is the agent's
+/// default function when it has one (the function the run most likely started with), and
+/// otherwise every call needs approval: nothing is let through by default.
+pub(crate) fn approval_policy(
+    call: Option<ApprovalPolicy>,
+    default: Option<&ApprovalPolicy>,
+    saved: Option<SavedApproval>,
+) -> ApprovalPolicy {
+    if let Some(policy) = call {
+        return policy;
+    }
+    match saved {
+        None => default.cloned().unwrap_or_default(),
+        Some(SavedApproval::Never) => ApprovalPolicy::Never,
+        Some(SavedApproval::Always) => ApprovalPolicy::Always,
+        Some(SavedApproval::Function) => match default {
+            Some(policy @ ApprovalPolicy::When(_)) => policy.clone(),
+            _ => ApprovalPolicy::Always,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use crate::tool::ApprovalContext;
+    use serde_json::json;
+
+    fn asks(policy: &ApprovalPolicy, a: i64) -> bool {
+        let request_context = RequestContext::new();
+        let ctx = ApprovalContext {
+            tool_name: "add",
+            request_context: &request_context,
+            thread_id: None,
+            resource_id: None,
+        };
+        policy.requires(&json!({ "a": a }), &ctx)
+    }
+
+    fn over_100() -> ApprovalPolicy {
+        ApprovalPolicy::when(|args, _| args["a"].as_i64().is_some_and(|a| a > 100))
+    }
+
+    #[test]
+    fn a_new_run_takes_the_call_policy_else_the_default() {
+        let default = over_100();
+        let policy = approval_policy(None, Some(&default), None);
+        assert!(asks(&policy, 200) && !asks(&policy, 1));
+        let policy = approval_policy(Some(ApprovalPolicy::Never), Some(&default), None);
+        assert!(!asks(&policy, 200));
+        assert!(!asks(&approval_policy(None, None, None), 200));
+    }
+
+    #[test]
+    fn a_continued_run_keeps_what_it_started_with() {
+        let default = over_100();
+        // A function is not saved: the agent's default function stands in for it...
+        let policy = approval_policy(None, Some(&default), Some(SavedApproval::Function));
+        assert!(asks(&policy, 200) && !asks(&policy, 1));
+        // ...and without one, every call asks: nothing is let through by default.
+        let policy = approval_policy(None, None, Some(SavedApproval::Function));
+        assert!(asks(&policy, 1));
+        let policy = approval_policy(None, Some(&default), Some(SavedApproval::Never));
+        assert!(!asks(&policy, 200));
+        let policy = approval_policy(None, None, Some(SavedApproval::Always));
+        assert!(asks(&policy, 1));
+        // The continuing call's own policy wins.
+        let policy = approval_policy(
+            Some(ApprovalPolicy::Never),
+            Some(&default),
+            Some(SavedApproval::Always),
+        );
+        assert!(!asks(&policy, 200));
     }
 }

@@ -337,7 +337,7 @@ pub struct ToolCallApprovalPayload {
     /// For a call of a delegated sub-agent: the delegations it sits under, from this run down
     /// (decide on it with this run's id and the call's id). Empty for the run's own calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub via: Vec<crate::agent::DelegationHop>,
+    pub via: Vec<crate::run::DelegationHop>,
 }
 
 /// Payload of `tool-call-suspended`.
@@ -359,7 +359,7 @@ pub struct ToolCallSuspendedPayload {
     /// For a call of a delegated sub-agent: the delegations it sits under, from this run down
     /// (decide on it with this run's id and the call's id). Empty for the run's own calls.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub via: Vec<crate::agent::DelegationHop>,
+    pub via: Vec<crate::run::DelegationHop>,
 }
 
 /// Payload of `tool-output`.

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use schemars::JsonSchema;
+
+use crate::schema::schema_of;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -247,14 +249,4 @@ impl Tool for FnTool {
     fn resume_schema(&self) -> Option<&Value> {
         self.resume_schema.as_ref()
     }
-}
-
-/// The JSON schema of `T`, without the `$schema` and `title` keys that providers do not need.
-pub(crate) fn schema_of<T: JsonSchema>() -> Value {
-    let mut value = schemars::schema_for!(T).to_value();
-    if let Value::Object(map) = &mut value {
-        map.remove("$schema");
-        map.remove("title");
-    }
-    value
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::ToolError;
+use super::extensions::Extensions;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::{Event, EventKind, EventSink, ToolOutputPayload};
@@ -22,17 +23,11 @@ pub struct ToolContext {
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
     pub(crate) conversation: Option<Arc<[crate::message::Message]>>,
-    /// The run's delegation hooks and what they asked of the loop.
-    pub(crate) delegation: Option<Arc<crate::agent::delegation::DelegationRuntime>>,
     /// The run's step (0 for the first model call).
     pub(crate) step: u32,
-    /// For a delegation call: the sub-agent's run and where it is stored.
-    pub(crate) sub_run: Option<crate::agent::delegation::SubRunContext>,
-    /// For a background delegation: its settings and where it reports.
-    pub(crate) background: Option<(
-        crate::agent::BackgroundTool,
-        Arc<crate::agent::background::BackgroundRuntime>,
-    )>,
+    /// What the layers above hand to this call (the delegation hooks, a delegation's
+    /// sub-agent run, a background task's settings...).
+    pub(crate) extensions: Extensions,
 }
 
 impl ToolContext {
@@ -57,10 +52,8 @@ impl ToolContext {
             abort: AbortSignal::new(),
             resume_data: None,
             conversation: None,
-            delegation: None,
             step: 0,
-            sub_run: None,
-            background: None,
+            extensions: Extensions::new(),
         }
     }
 
@@ -87,6 +80,17 @@ impl ToolContext {
     pub fn with_abort_signal(mut self, abort: AbortSignal) -> Self {
         self.abort = abort;
         self
+    }
+
+    /// Adds a value to [`ToolContext::extension`] (one per type).
+    pub fn with_extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(value);
+        self
+    }
+
+    /// The value of type `T` the layer running the tool handed to it, if any.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.extensions.get::<T>()
     }
 
     /// The run this call belongs to.

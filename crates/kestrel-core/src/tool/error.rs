@@ -18,8 +18,8 @@ pub struct ToolError {
 pub(crate) enum Stop {
     /// The tool suspended itself with this payload.
     Suspend(serde_json::Value),
-    /// A delegated sub-agent's run waits for decisions (a [`crate::agent::Waiting::SubAgent`]).
-    SubAgent(crate::agent::Waiting),
+    /// A delegated sub-agent's run waits for decisions (a [`crate::run::Waiting::SubAgent`]).
+    SubAgent(crate::run::Waiting),
     /// A delegated sub-agent's run was paused.
     SubAgentPaused,
 }

@@ -16,15 +16,17 @@ mod approval;
 mod builder;
 mod context;
 mod error;
+mod extensions;
 pub(crate) mod set;
 
+pub use crate::schema::violations;
 pub use approval::ApprovalPolicy;
-pub(crate) use builder::schema_of;
 pub use builder::{FnTool, ToolBuilder, create_tool};
 pub use context::{ToolContext, ToolWriter};
 pub(crate) use error::Stop;
 pub use error::{ToolCallError, ToolError};
-pub use set::{ToolDefinitionError, ToolSet, violations};
+pub use extensions::Extensions;
+pub use set::{ToolDefinitionError, ToolSet};
 
 use std::sync::Arc;
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{SharedTool, ToolCallError};
 use crate::model::ToolDefinition;
+use crate::schema::violations;
 
 /// Why a tool cannot be added to an agent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -174,31 +175,6 @@ impl ToolSet {
             })
         }
     }
-}
-
-/// What is wrong with `value` under `schema`, one message per violation naming its path (or
-/// the schema's own error, when it is not a valid schema); empty when it matches.
-pub(crate) fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
-    match jsonschema::validator_for(schema) {
-        Ok(validator) => violations(&validator, value),
-        Err(e) => vec![format!("the schema is invalid: {e}")],
-    }
-}
-
-/// What is wrong with `value` under `validator`: one message per violation, prefixed with the
-/// JSON pointer of the offending value (none for the root); empty when it matches.
-pub fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
-    validator
-        .iter_errors(value)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect()
 }
 
 fn valid_name(name: &str) -> bool {

@@ -219,11 +219,11 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     // Both snapshots are closed.
     assert_eq!(
         store.load(&result.run_id).await.unwrap().unwrap().phase,
-        RunPhase::Finished
+        RunPhase::Completed
     );
     assert_eq!(
         store.load(&child_run).await.unwrap().unwrap().phase,
-        RunPhase::Finished
+        RunPhase::Completed
     );
     // A second decision finds nothing to decide.
     let again = supervisor
@@ -351,7 +351,7 @@ async fn a_suspension_two_delegations_deep_is_resumed_through_the_top_run() {
     assert_eq!(done.text, "parent: managed: plan: budget 900");
     for hop in &waiting.via {
         let run = store.load(&hop.run_id).await.unwrap().unwrap();
-        assert_eq!(run.phase, RunPhase::Finished, "{}", hop.agent_id);
+        assert_eq!(run.phase, RunPhase::Completed, "{}", hop.agent_id);
     }
 }
 
@@ -456,7 +456,7 @@ async fn pausing_the_parent_pauses_the_sub_agent_and_resume_continues_both() {
     assert_eq!(parent_model.calls(), 2);
     assert_eq!(
         store.load(&child_id).await.unwrap().unwrap().phase,
-        RunPhase::Finished
+        RunPhase::Completed
     );
     let again = supervisor.resume_run(RunRef::new(run_id)).await;
     assert!(
@@ -488,7 +488,7 @@ async fn aborting_a_stored_parent_aborts_its_sub_agent_first() {
     assert_eq!(marked, 2, "the sub-agent's run, then the parent's");
     for id in [run_id, child_id.as_str()] {
         let run = store.load(id).await.unwrap().unwrap();
-        assert_eq!(run.phase, RunPhase::Finished);
+        assert_eq!(run.phase, RunPhase::Aborted);
         assert!(matches!(
             run.state.status,
             kestrel_core::agent::RunStatus::Finished {

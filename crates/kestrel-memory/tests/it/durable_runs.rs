@@ -483,7 +483,7 @@ async fn a_delegation_survives_a_restart(backend: Backend) {
     for id in [run_id, sub_runs[0].run_id.as_str()] {
         assert_eq!(
             runs.load(id).await.unwrap().unwrap().phase,
-            RunPhase::Finished
+            RunPhase::Completed
         );
     }
     // The parent's thread: the request, the delegation call, its result, the answer; once.

@@ -7,9 +7,7 @@ use serde_json::Value;
 
 use crate::codec;
 use crate::error::{Result, StorageError};
-use crate::types::{
-    MessageStatus, Observation, RunRecord, RunStatus, Scope, StoredMessage, Thread,
-};
+use crate::types::{MessageStatus, Observation, RunRecord, Scope, StoredMessage, Thread};
 
 /// A `threads` row.
 #[derive(sqlx::FromRow)]
@@ -84,7 +82,7 @@ pub(super) struct RunRow {
 impl RunRow {
     pub(super) fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
-            status: RunStatus::from_str(&self.status)?,
+            status: crate::types::parse_phase(&self.status)?,
             snapshot: self.snapshot,
             created_at: self.created_at,
             updated_at: self.updated_at,

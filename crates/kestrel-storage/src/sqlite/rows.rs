@@ -1,14 +1,10 @@
 //! Rows as SQLite returns them, and their decoding.
 
-use std::str::FromStr;
-
 use crate::codec;
 use crate::error::Result;
 use kestrel_core::message::{Part, Role};
 
-use crate::types::{
-    MessageStatus, Metadata, Observation, RunRecord, RunStatus, Scope, StoredMessage, Thread,
-};
+use crate::types::{MessageStatus, Metadata, Observation, RunRecord, Scope, StoredMessage, Thread};
 
 /// A `threads` row.
 pub(super) struct ThreadRow {
@@ -115,7 +111,7 @@ impl RunRow {
 
     pub(super) fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
-            status: RunStatus::from_str(&self.status)?,
+            status: crate::types::parse_phase(&self.status)?,
             snapshot: serde_json::from_str(&self.snapshot)
                 .map_err(|e| crate::StorageError::corrupt("run snapshot", e))?,
             created_at: codec::from_micros(self.created_at)?,

@@ -162,7 +162,7 @@ async fn suspended_runs_are_listed_by_agent_thread_and_resource() {
             ("b", "mailer", Some(("t2", "alice")), RunPhase::Suspended),
             ("c", "mailer", Some(("t3", "bob")), RunPhase::Suspended),
             ("d", "writer", Some(("t1", "alice")), RunPhase::Suspended),
-            ("e", "mailer", Some(("t1", "alice")), RunPhase::Finished),
+            ("e", "mailer", Some(("t1", "alice")), RunPhase::Completed),
             ("f", "mailer", None, RunPhase::Running),
         ];
         for (id, agent, thread, phase) in cases {
@@ -234,7 +234,8 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
                 reason,
                 object: None,
             };
-            runs.save(&run, RunPhase::Finished, None).await.unwrap();
+            let ended = RunPhase::ended(&run).unwrap();
+            runs.save(&run, ended, None).await.unwrap();
         }
         let mut child = state("run-child", "writer", None);
         child.delegated_by = Some(DelegatedBy {
@@ -284,9 +285,11 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
             ["run-child"],
             "{backend}"
         );
-        // Read back, each is a finished run again.
+        // Read back, each is the run as it ended.
         let failed = runs.load("run-error").await.unwrap().unwrap();
-        assert_eq!(failed.phase, RunPhase::Finished, "{backend}");
+        assert_eq!(failed.phase, RunPhase::Failed, "{backend}");
+        let aborted = runs.load("run-abort").await.unwrap().unwrap();
+        assert_eq!(aborted.phase, RunPhase::Aborted, "{backend}");
         fixture.teardown().await;
     }
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::options::StructuredOutput;
+use super::structured::StructuredOutput;
 use crate::message::{Message, Part, Role};
 use crate::model::{FinishReason, ModelSettings, ToolChoice, Usage};
 
@@ -442,13 +442,14 @@ impl RunState {
         }
     }
 
-    /// Puts recalled history before the input and records the memory's system text.
-    pub(crate) fn apply_recalled(&mut self, recalled: crate::memory::RecalledContext) {
-        let crate::memory::RecalledContext {
-            system,
-            history,
-            input_stored,
-        } = recalled;
+    /// Puts recalled history before the input and records the memory's system text;
+    /// `input_stored` says whether memory stored the input while it recalled.
+    pub fn apply_recalled(
+        &mut self,
+        system: Vec<String>,
+        history: Vec<Message>,
+        input_stored: bool,
+    ) {
         let history_len = history.len();
         let mut messages = history;
         messages.append(&mut self.messages);
@@ -476,7 +477,7 @@ impl RunState {
     }
 
     /// Takes the run back from a normal end to answer messages delivered meanwhile.
-    pub(crate) fn reopen(&mut self) {
+    pub fn reopen(&mut self) {
         self.next_message_id = crate::id::new_id();
         self.status = RunStatus::Ready;
     }
@@ -492,7 +493,7 @@ impl RunState {
     }
 
     /// Records a model call's answer. Returns `true` when tool calls are pending.
-    pub(crate) fn record_model_answer(
+    pub fn record_model_answer(
         &mut self,
         text: String,
         reasoning: String,
@@ -555,7 +556,7 @@ impl RunState {
 
     /// Records the pending tool calls' results and ends the step. Returns whether another
     /// step follows.
-    pub(crate) fn record_tool_results(&mut self, results: Vec<ToolResultRecord>) -> bool {
+    pub fn record_tool_results(&mut self, results: Vec<ToolResultRecord>) -> bool {
         let mut step = match std::mem::replace(&mut self.status, RunStatus::Ready) {
             RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. } => step,
             other => {

@@ -1,0 +1,166 @@
+//! What a run reads from and writes to its agent's memory: the recall before the first step,
+//! every complete message after, the partial text of an aborted step, late messages.
+
+use super::*;
+
+impl AgentRun {
+    /// Stores what an aborted step had produced (its text and reasoning so far, no unfinished
+    /// tool calls), marked aborted: what the user saw is not lost.
+    pub(super) async fn keep_partial(&mut self, message_id: &str, text: &str, reasoning: &str) {
+        if text.is_empty() && reasoning.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return;
+        };
+        if !self.state.memory_loaded {
+            return;
+        }
+        let mut parts = Vec::with_capacity(2);
+        if !reasoning.is_empty() {
+            parts.push(Part::Reasoning {
+                text: reasoning.to_owned(),
+            });
+        }
+        if !text.is_empty() {
+            parts.push(Part::Text {
+                text: text.to_owned(),
+            });
+        }
+        let partial = Message {
+            id: message_id.to_owned(),
+            role: Role::Assistant,
+            parts,
+        };
+        if let Err(error) = memory.persist_aborted(&scope, &partial).await {
+            tracing::warn!(run_id = %self.run_id, %error, "storing the aborted step's partial text failed");
+        }
+    }
+
+    /// On an abort during the tools: the step's text (its tool calls never got results, so
+    /// they are left out), stored marked aborted.
+    pub(super) async fn keep_partial_step(&mut self) {
+        let (RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. }) =
+            &self.state.status
+        else {
+            return;
+        };
+        let (id, text, reasoning) = (
+            step.message_id.clone(),
+            step.text.clone(),
+            step.reasoning.clone(),
+        );
+        self.keep_partial(&id, &text, &reasoning).await;
+    }
+
+    pub(super) fn memory_scope(&self) -> Option<MemoryScope> {
+        let settings = &self.state.settings;
+        Some(MemoryScope {
+            thread_id: settings.thread_id.clone()?,
+            resource_id: settings.resource_id.clone()?,
+        })
+    }
+
+    /// Before the first step: loads the thread's context and stores the input.
+    pub(super) async fn load_memory(&mut self) -> Result<(), AgentError> {
+        if self.state.memory_loaded {
+            return Ok(());
+        }
+        let Some(scope) = self.memory_scope() else {
+            return Ok(());
+        };
+        let Some(memory) = self.agent.inner.memory.clone() else {
+            tracing::warn!(
+                run_id = %self.run_id,
+                agent = %self.agent.id(),
+                "the run names a thread but the agent has no memory; nothing is stored"
+            );
+            self.state.memory_loaded = true;
+            return Ok(());
+        };
+        let recalled = memory
+            .recall(&scope, self.state.input_to_store(), &self.request_context)
+            .await
+            .map_err(|source| self.memory_error(source))?;
+        self.state
+            .apply_recalled(recalled.system, recalled.history, recalled.input_stored);
+        self.persist().await
+    }
+
+    /// Stores the complete messages memory has not stored yet.
+    pub(super) async fn persist(&mut self) -> Result<(), AgentError> {
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return Ok(());
+        };
+        if !self.state.memory_loaded || self.state.unpersisted().is_empty() {
+            return Ok(());
+        }
+        memory
+            .persist(&scope, self.state.unpersisted())
+            .await
+            .map_err(|source| self.memory_error(source))?;
+        self.state.persisted = self.state.messages.len();
+        Ok(())
+    }
+
+    pub(super) fn memory_error(&self, source: crate::memory::MemoryError) -> AgentError {
+        AgentError::Memory {
+            run_id: self.state.run_id.clone(),
+            source,
+        }
+    }
+
+    pub(super) fn notify_memory_finished(&self) {
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            return;
+        };
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let result = GenerateResult::from_state(&self.state);
+        // Background work (titles...) must not delay the response.
+        handle.spawn(async move { memory.run_finished(&scope, &result).await });
+    }
+
+    /// Feedback from delegation hooks goes to the thread, for the next turn.
+    pub(super) async fn save_delegation_feedback(&mut self) {
+        let Some(feedback) = self.delegation.as_ref().map(|d| d.take_feedback()) else {
+            return;
+        };
+        if feedback.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            tracing::warn!(run_id = %self.run_id, "delegation feedback needs a run with memory; it was not saved");
+            return;
+        };
+        let messages: Vec<Message> = feedback.into_iter().map(Message::system).collect();
+        if let Err(error) = memory.persist(&scope, &messages).await {
+            tracing::warn!(run_id = %self.run_id, %error, "saving delegation feedback failed");
+        }
+    }
+
+    /// Lets the next run on the thread go. Messages delivered too late for this run are stored
+    /// in the thread, never dropped.
+    pub(super) async fn release_thread(&mut self) {
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let late = lease.close_inbox();
+        if late.is_empty() {
+            return;
+        }
+        let (Some(memory), Some(scope)) = (self.agent.inner.memory.clone(), self.memory_scope())
+        else {
+            tracing::warn!(run_id = %self.run_id, count = late.len(), "messages delivered to a run without memory could not be stored");
+            return;
+        };
+        if let Err(error) = memory.persist(&scope, &late).await {
+            tracing::warn!(run_id = %self.run_id, %error, "storing messages delivered after the run ended failed");
+        }
+    }
+}

@@ -1,0 +1,637 @@
+//! The async driver: performs what the run machine ([`crate::run`]) asks for (model calls,
+//! tools, memory, snapshots) and emits the run's events.
+//!
+//! [`AgentRun::step`] asks the state for its [`Action`] and performs it: the model call
+//! ([`model_step`]), the tools ([`tools_step`]), the hooks and the wrap-up ([`between_steps`]);
+//! memory I/O is in [`memory_io`]. Every error of a step goes through one place, `fail`.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::background::{BackgroundCall, BackgroundDone, BackgroundRuntime};
+use super::delegation::{
+    DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime, SubRunContext,
+};
+use super::iteration::{IterationContext, TaskCompletion, TaskContext};
+use super::options::OnIterationComplete;
+use super::options::{BusyThread, approval_policy};
+use super::registry::{Lease, Registered, ThreadKey};
+use super::stream::AgentStream;
+use super::{
+    Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, Instructions, ModelSource,
+    RunOptions,
+};
+use crate::abort::AbortSignal;
+use crate::context::RequestContext;
+use crate::event::Tap;
+use crate::event::*;
+use crate::event::{EventQueue, EventSink};
+use crate::memory::MemoryScope;
+use crate::message::{Message, Part, Role};
+use crate::model::{
+    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
+    Usage,
+};
+use crate::pubsub::thread_topic;
+use crate::run::{
+    Action, CallPlan, CallProgress, DelegatedBy, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION,
+    RunSettings, RunState, RunStatus, SavedApproval, Steer, StructuredOutcome, SubRun,
+    ToolCallRecord, ToolResultRecord, Waiting, calls_outcome, parse_call, plan_calls,
+    prepare_calls, structured_outcome,
+};
+use crate::run_store::{RunPhase, SharedRunStore};
+use crate::schema::schema_errors;
+use crate::tool::{
+    ApprovalContext, ApprovalPolicy, Extensions, Stop, ToolCallError, ToolContext, ToolWriter,
+};
+
+/// Emits an event only when someone observes the sink, so `generate` builds no events.
+macro_rules! emit {
+    ($sink:expr, $run_id:expr, $kind:expr) => {
+        if $sink.is_observed() {
+            $sink.emit(Event::agent($run_id.clone(), $kind)).await;
+        }
+    };
+}
+
+mod between_steps;
+mod memory_io;
+mod model_step;
+mod tools_step;
+
+/// How long tools that watch the abort signal may take to return after an abort.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// A run being driven: its [`RunState`] plus what is not serialised (the resolved model and
+/// instructions, the abort signal, the live request context, where events go).
+///
+/// [`AgentRun::step`] advances one step; [`AgentRun::run`] runs to the end; [`AgentRun::state`]
+/// gives the state to store; [`AgentRun::into_stream`] continues in the background.
+pub struct AgentRun {
+    agent: Agent,
+    state: RunState,
+    run_id: Arc<str>,
+    abort: AbortSignal,
+    request_context: RequestContext,
+    sink: EventSink,
+    model: Option<SharedModel>,
+    system: Option<Option<String>>,
+    /// The run-level approval policy (the tools' own are asked too).
+    approval: ApprovalPolicy,
+    /// The version of the run's saved snapshot, once it has one.
+    snapshot_version: Option<i64>,
+    /// What to do when the thread is busy with another run.
+    busy: BusyThread,
+    /// The run's hold on its thread, while `run` drives it.
+    lease: Option<Lease>,
+    /// Delegation hooks, and what they asked of the loop.
+    delegation: Option<Arc<DelegationRuntime>>,
+    /// `on_iteration_complete`.
+    iteration_hook: Option<OnIterationComplete>,
+    /// `is_task_complete`.
+    task_completion: Option<TaskCompletion>,
+    /// The next model call is the last: no tools, then the run ends.
+    last_turn: bool,
+    /// Whether the current step's error has been through `fail` (or is a pause, already
+    /// saved), so [`AgentRun::step`] does not end the run a second time.
+    error_handled: bool,
+    /// Where the run's snapshots go: the agent's store, or the delegating parent's.
+    store: SharedRunStore,
+    /// Fired to pause the run at its next step boundary.
+    pause: AbortSignal,
+    /// Save a snapshot after every step (delegated runs, so a restart loses no finished step).
+    durable_steps: bool,
+    /// The run's background tasks, once it started one.
+    background: Option<Arc<BackgroundRuntime>>,
+    /// Wait for the background tasks before finishing.
+    until_idle: bool,
+    /// The caller chose the run id of this new run: it must not be a stored run's.
+    chosen_id: bool,
+}
+
+impl std::fmt::Debug for AgentRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRun")
+            .field("run_id", &self.run_id)
+            .field("agent", &self.agent.id())
+            .field("status", &self.state.status)
+            .finish()
+    }
+}
+
+impl AgentRun {
+    pub(crate) fn start(agent: Agent, input: Vec<Message>, options: RunOptions) -> Self {
+        let inner = &agent.inner;
+        let d = &inner.defaults;
+        let settings = RunSettings {
+            tool_choice: options
+                .tool_choice
+                .or_else(|| d.tool_choice.clone())
+                .unwrap_or_default(),
+            model_settings: options
+                .model_settings
+                .or_else(|| d.model_settings.clone())
+                .unwrap_or_default(),
+            structured_output: options
+                .structured_output
+                .or_else(|| d.structured_output.clone()),
+            tool_concurrency: options
+                .tool_concurrency
+                .or(d.tool_concurrency)
+                .unwrap_or(DEFAULT_TOOL_CONCURRENCY)
+                .max(1),
+            thread_id: options
+                .memory
+                .as_ref()
+                .or(d.memory.as_ref())
+                .map(|m| m.thread.clone()),
+            resource_id: options
+                .memory
+                .as_ref()
+                .or(d.memory.as_ref())
+                .map(|m| m.resource.clone())
+                .or_else(|| options.resource.clone()),
+            tool_approval: SavedApproval::Never,
+        };
+        let approval = approval_policy(
+            options.require_tool_approval,
+            d.require_tool_approval.as_ref(),
+            None,
+        );
+        let chosen_id = options.run_id.is_some() || d.run_id.is_some();
+        let run_id = options
+            .run_id
+            .or_else(|| d.run_id.clone())
+            .unwrap_or_else(crate::id::new_id);
+        let max_steps = options
+            .max_steps
+            .or(d.max_steps)
+            .unwrap_or(inner.max_steps)
+            .max(1);
+        let context = options.context.unwrap_or_default();
+        let context_len = context.len();
+        let mut messages = context;
+        messages.extend(input);
+        let mut state = RunState::new(run_id, inner.id.clone(), messages, max_steps, settings);
+        state.context_len = context_len;
+        state.settings.tool_approval = match &approval {
+            ApprovalPolicy::Never => SavedApproval::Never,
+            ApprovalPolicy::Always => SavedApproval::Always,
+            ApprovalPolicy::When(_) => SavedApproval::Function,
+        };
+        let request_context = options
+            .request_context
+            .or_else(|| d.request_context.clone())
+            .unwrap_or_default();
+        let abort = options.abort_signal.unwrap_or_default();
+        let busy = options
+            .on_busy_thread
+            .or(d.on_busy_thread)
+            .unwrap_or_default();
+        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
+        let mut run = Self::with_state(agent, state, abort, request_context);
+        run.approval = approval;
+        run.busy = busy;
+        run.until_idle = until_idle;
+        run.chosen_id = chosen_id;
+        run.with_hooks(
+            options.delegation,
+            options.on_iteration_complete,
+            options.is_task_complete,
+        )
+    }
+
+    /// The run's hooks: the call's, else the agent's defaults.
+    fn with_hooks(
+        mut self,
+        delegation: Option<DelegationOptions>,
+        iteration_hook: Option<OnIterationComplete>,
+        task_completion: Option<TaskCompletion>,
+    ) -> Self {
+        let d = &self.agent.inner.defaults;
+        self.delegation = delegation
+            .or_else(|| d.delegation.clone())
+            .map(|o| Arc::new(DelegationRuntime::new(o)));
+        self.iteration_hook = iteration_hook.or_else(|| d.on_iteration_complete.clone());
+        self.task_completion = task_completion.or_else(|| d.is_task_complete.clone());
+        self
+    }
+
+    pub(crate) fn resume(
+        agent: Agent,
+        state: RunState,
+        options: RunOptions,
+    ) -> Result<Self, AgentError> {
+        let invalid = |message: String| AgentError::InvalidRunState {
+            run_id: state.run_id.clone(),
+            message,
+        };
+        if !(MIN_RUN_STATE_VERSION..=RUN_STATE_VERSION).contains(&state.version) {
+            return Err(invalid(format!(
+                "state version {} is not supported (this build reads versions \
+                 {MIN_RUN_STATE_VERSION} to {RUN_STATE_VERSION})",
+                state.version
+            )));
+        }
+        if state.agent_id != agent.id() {
+            return Err(invalid(format!(
+                "the state belongs to agent {:?}, not {:?}",
+                state.agent_id,
+                agent.id()
+            )));
+        }
+        if state.is_finished() {
+            return Err(invalid("the run is already finished".into()));
+        }
+        let request_context = options
+            .request_context
+            .unwrap_or_else(|| RequestContext::from(state.request_context.clone()));
+        let abort = options.abort_signal.unwrap_or_default();
+        let d = &agent.inner.defaults;
+        let approval = approval_policy(
+            options.require_tool_approval,
+            d.require_tool_approval.as_ref(),
+            Some(state.settings.tool_approval),
+        );
+        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
+        let mut run = Self::with_state(agent, state, abort, request_context);
+        run.approval = approval;
+        run.until_idle = until_idle;
+        Ok(run.with_hooks(
+            options.delegation,
+            options.on_iteration_complete,
+            options.is_task_complete,
+        ))
+    }
+
+    /// Marks the run as continued from a snapshot saved at `version`.
+    pub(crate) fn with_snapshot_version(mut self, version: i64) -> Self {
+        self.snapshot_version = Some(version);
+        self
+    }
+
+    fn with_state(
+        agent: Agent,
+        state: RunState,
+        abort: AbortSignal,
+        request_context: RequestContext,
+    ) -> Self {
+        Self {
+            run_id: state.run_id.as_str().into(),
+            store: Arc::clone(&agent.inner.run_store),
+            pause: AbortSignal::new(),
+            durable_steps: false,
+            background: None,
+            until_idle: false,
+            chosen_id: false,
+            agent,
+            state,
+            abort,
+            request_context,
+            sink: EventSink::discard(),
+            model: None,
+            system: None,
+            approval: ApprovalPolicy::Never,
+            snapshot_version: None,
+            busy: BusyThread::Wait,
+            lease: None,
+            delegation: None,
+            iteration_hook: None,
+            task_completion: None,
+            last_turn: false,
+            error_handled: false,
+        }
+    }
+
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Makes this run a delegation of `link`'s parent: its snapshots go to the parent's store
+    /// after every step, and it pauses with the parent.
+    pub(crate) fn delegated(mut self, link: &SubRunContext) -> Self {
+        self.store = Arc::clone(&link.store);
+        self.pause = link.pause.child();
+        // A delegation names its sub-agent's run itself (and continues it after a restart).
+        self.chosen_id = false;
+        // Only a store that outlives the process makes step snapshots worth their cost.
+        self.durable_steps = link.store.is_durable();
+        self.state.delegated_by = Some(link.delegated_by.clone());
+        self
+    }
+
+    /// The run's abort signal.
+    pub fn abort_signal(&self) -> &AbortSignal {
+        &self.abort
+    }
+
+    /// The current state, with the request context's current entries.
+    pub fn state(&mut self) -> &RunState {
+        self.state.request_context = self.request_context.to_map();
+        &self.state
+    }
+
+    /// The current state, consuming the driver.
+    pub fn into_state(mut self) -> RunState {
+        self.state.request_context = self.request_context.to_map();
+        self.state
+    }
+
+    /// Buffers events so [`AgentRun::take_events`] can return them.
+    pub fn collect_events(mut self) -> Self {
+        self.sink = EventSink::queue(Default::default());
+        self
+    }
+
+    /// The events buffered since the last call (see [`AgentRun::collect_events`]).
+    pub fn take_events(&mut self) -> Vec<Event> {
+        match self.sink.queued() {
+            Some(queue) => queue.drain(),
+            None => Vec::new(),
+        }
+    }
+
+    /// Runs one step: a model call and, if it called tools, their execution. Returns whether
+    /// another step follows.
+    ///
+    /// Every error of a step ends the run here, if nothing on its way did: the `error` event,
+    /// the failed status and the snapshot closed (or, for a pause, the paused snapshot).
+    pub async fn step(&mut self) -> Result<bool, AgentError> {
+        self.error_handled = false;
+        match self.step_inner().await {
+            Err(error) if !self.error_handled => Err(self.fail(error).await),
+            other => other,
+        }
+    }
+
+    async fn step_inner(&mut self) -> Result<bool, AgentError> {
+        if self.state.is_finished() {
+            return Ok(false);
+        }
+        if self.pause.is_aborted() && !self.abort.is_aborted() {
+            return Err(self.pause_here().await);
+        }
+        let span = tracing::debug_span!(
+            "kestrel.step",
+            run_id = %self.run_id,
+            agent = %self.agent.id(),
+            step = self.state.steps.len(),
+        );
+        // One step: a model call and, when it called tools, the tools.
+        if self.state.next_action() == Action::CallModel {
+            let model_span = tracing::debug_span!(parent: &span, "kestrel.model_call");
+            self.model_phase().instrument(model_span).await?;
+        }
+        if self.state.next_action() == Action::RunTools {
+            let tools_span = tracing::debug_span!(parent: &span, "kestrel.tool_calls");
+            self.tools_phase().instrument(tools_span).await?;
+        }
+        if self.state.next_action() == Action::AwaitDecisions {
+            return Ok(false);
+        }
+        if let Some(go_on) = self.steer().await? {
+            return Ok(go_on);
+        }
+        if self.state.next_action() == Action::Finish {
+            if self.await_background().await? {
+                return Ok(true);
+            }
+            if self.continue_for_delivered().await? {
+                return Ok(true);
+            }
+            self.finish().await?;
+            return Ok(false);
+        }
+        if self.durable_steps
+            && let Err(e) = self.save_snapshot(RunPhase::Running).await
+        {
+            return Err(self.fail(e).await);
+        }
+        Ok(true)
+    }
+
+    /// Stops at a step boundary and saves the run as paused (or as waiting for its sub-agents,
+    /// when a delegation of the pending step has not finished).
+    async fn pause_here(&mut self) -> AgentError {
+        let phase = self.state.pause_phase();
+        if let Err(e) = self.save_snapshot(phase).await {
+            return self.fail(e).await;
+        }
+        tracing::debug!(run_id = %self.run_id, ?phase, "run paused");
+        self.error_handled = true;
+        AgentError::Paused {
+            run_id: self.state.run_id.clone(),
+        }
+    }
+
+    /// Runs to the end and returns the result.
+    ///
+    /// A run on a thread first takes the thread's lease: runs on one thread go one at a time,
+    /// in the order they asked (or fail at once, with [`BusyThread::Fail`]). While it holds the
+    /// lease, the run takes the messages delivered to the thread and publishes its events to
+    /// the thread's subscribers.
+    pub async fn run(mut self) -> Result<GenerateResult, AgentError> {
+        match self.register() {
+            Ok(registered) => self.run_registered(registered).await,
+            Err(e) => Err(self.refuse(e).await),
+        }
+    }
+
+    /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
+    /// until the guard is dropped; refused when a run of the same id is in progress.
+    fn register(&self) -> Result<Registered, AgentError> {
+        self.agent
+            .inner
+            .runs
+            .register(
+                &self.run_id,
+                self.abort.clone(),
+                self.pause.clone(),
+                self.thread_key(),
+                self.state.settings.resource_id.clone(),
+            )
+            .map_err(|owner| AgentError::RunIdTaken {
+                run_id: self.state.run_id.clone(),
+                live: true,
+                owner,
+            })
+    }
+
+    /// A new run whose caller chose its id must not take a stored run's: it would overwrite
+    /// that run's snapshot.
+    async fn check_chosen_id(&mut self) -> Result<(), AgentError> {
+        if !self.chosen_id {
+            return Ok(());
+        }
+        let stored =
+            self.store
+                .load(&self.run_id)
+                .await
+                .map_err(|source| AgentError::RunStore {
+                    run_id: self.state.run_id.clone(),
+                    source,
+                })?;
+        if let Some(stored) = stored {
+            return Err(AgentError::RunIdTaken {
+                run_id: self.state.run_id.clone(),
+                live: false,
+                owner: stored.state.settings.resource_id,
+            });
+        }
+        self.chosen_id = false;
+        Ok(())
+    }
+
+    /// Ends a run that never started (its id is taken): an `error` event, and nothing
+    /// stored, so the run that holds the id keeps its snapshot and its messages.
+    async fn refuse(&mut self, error: AgentError) -> AgentError {
+        self.emit_error(&error).await;
+        error
+    }
+
+    /// The `error` event of `error`.
+    async fn emit_error(&self, error: &AgentError) {
+        emit!(
+            self.sink,
+            self.run_id,
+            EventKind::Error(ErrorPayload {
+                error: error.detail(),
+                kind: error.kind().into(),
+            })
+        );
+    }
+
+    async fn run_registered(
+        mut self,
+        _registered: Registered,
+    ) -> Result<GenerateResult, AgentError> {
+        if let Err(e) = self.check_chosen_id().await {
+            return Err(self.refuse(e).await);
+        }
+        let runs = Arc::clone(&self.agent.inner.runs);
+        let thread = self.thread_key();
+        if let Some(thread) = thread {
+            self.sink = self.sink.clone().with_tap(Tap {
+                pubsub: Arc::clone(&runs.pubsub),
+                topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
+            });
+            if self.busy == BusyThread::Fail
+                && let Some(active_run_id) = runs.active_run(&thread)
+            {
+                let e = AgentError::ThreadBusy {
+                    run_id: self.state.run_id.clone(),
+                    thread_id: thread.thread_id.clone(),
+                    active_run_id,
+                };
+                return Err(self.fail(e).await);
+            }
+            let abort = self.abort.clone();
+            let lease = tokio::select! {
+                biased;
+                _ = abort.aborted() => None,
+                lease = runs.lease(thread, &self.run_id) => Some(lease),
+            };
+            let Some(lease) = lease else {
+                let e = self.aborted();
+                return Err(self.fail(e).await);
+            };
+            self.lease = Some(lease);
+        }
+        let outcome = self.drive().await;
+        self.close_background().await;
+        self.release_thread().await;
+        outcome
+    }
+
+    async fn drive(&mut self) -> Result<GenerateResult, AgentError> {
+        if self.durable_steps && self.snapshot_version.is_none() {
+            // A delegated run exists in the store from its start, so the parent's snapshot
+            // can always be followed to it.
+            if let Err(e) = self.save_snapshot(RunPhase::Running).await {
+                return Err(self.fail(e).await);
+            }
+        }
+        while self.step().await? {}
+        Ok(GenerateResult::from_state(&self.state))
+    }
+
+    fn thread_key(&self) -> Option<ThreadKey> {
+        let settings = &self.state.settings;
+        Some(ThreadKey {
+            resource_id: settings.resource_id.clone()?,
+            thread_id: settings.thread_id.clone()?,
+        })
+    }
+
+    /// Continues the run as an event stream.
+    ///
+    /// The stream drives the run as it is polled; dropped before the end, it hands the rest of
+    /// the run to a background task, so the run still completes.
+    pub fn into_stream(mut self) -> AgentStream {
+        let queue = Arc::new(EventQueue::default());
+        self.sink = EventSink::queue(queue.clone());
+        let run_id = self.run_id.clone();
+        let abort = self.abort.clone();
+        // Registered now, not at the first poll, so an abort reaches it at once.
+        let driver = match self.register() {
+            Ok(registered) => self.run_registered(registered).boxed(),
+            Err(e) => async move { Err(self.refuse(e).await) }.boxed(),
+        };
+        AgentStream::new(run_id, queue, abort, driver)
+    }
+
+    /// [`AgentRun::into_stream`], but a run that cannot start because its id is taken (by
+    /// a run in progress, or a stored one) is refused with [`AgentError::RunIdTaken`] before
+    /// any event, so a server can answer with an error status instead of a stream.
+    pub async fn try_into_stream(mut self) -> Result<AgentStream, AgentError> {
+        let registered = self.register()?;
+        self.check_chosen_id().await?;
+        let queue = Arc::new(EventQueue::default());
+        self.sink = EventSink::queue(queue.clone());
+        let run_id = self.run_id.clone();
+        let abort = self.abort.clone();
+        let driver = self.run_registered(registered).boxed();
+        Ok(AgentStream::new(run_id, queue, abort, driver))
+    }
+
+    async fn fail(&mut self, error: AgentError) -> AgentError {
+        self.error_handled = true;
+        if let AgentError::Aborted { .. } = error {
+            emit!(
+                self.sink,
+                self.run_id,
+                EventKind::Abort(AbortPayload::default())
+            );
+            self.state.end(FinishReason::Abort);
+        } else {
+            self.emit_error(&error).await;
+            self.state.end(FinishReason::Error);
+        }
+        self.close_snapshot().await;
+        error
+    }
+
+    fn aborted(&self) -> AgentError {
+        AgentError::Aborted {
+            run_id: self.state.run_id.clone(),
+        }
+    }
+}
+
+/// The JSON schema of an approval decision, as the `resumeSchema` string of
+/// `tool-call-approval` (Mastra's wire form).
+pub const APPROVAL_RESUME_SCHEMA: &str = r#"{"type":"object","properties":{"approved":{"type":"boolean"},"reason":{"type":"string"}},"required":["approved"]}"#;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,353 @@
+//! The model call of a step: resolving the model and instructions, the request, and the
+//! stream of the answer turned into events and recorded in the state.
+
+use super::*;
+
+impl AgentRun {
+    pub(super) async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {
+        if let (Some(model), Some(system)) = (&self.model, &self.system) {
+            return Ok((model.clone(), system.clone()));
+        }
+        let inner = &self.agent.inner;
+        let run_id = self.state.run_id.clone();
+        let model = match &inner.model {
+            ModelSource::Fixed(m) => m.clone(),
+            ModelSource::Dynamic(f) => {
+                let spec = f(self.request_context.clone()).await.map_err(|source| {
+                    AgentError::Dynamic {
+                        run_id: run_id.clone(),
+                        what: "model",
+                        source,
+                    }
+                })?;
+                spec.resolve(&inner.registry)
+                    .map_err(|source| AgentError::ModelResolution {
+                        run_id: run_id.clone(),
+                        source,
+                    })?
+            }
+        };
+        let system = match &inner.instructions {
+            Instructions::Static(s) => (!s.is_empty()).then(|| s.to_string()),
+            Instructions::Dynamic(f) => {
+                let s = f(self.request_context.clone()).await.map_err(|source| {
+                    AgentError::Dynamic {
+                        run_id,
+                        what: "instructions",
+                        source,
+                    }
+                })?;
+                (!s.is_empty()).then_some(s)
+            }
+        };
+        self.model = Some(model.clone());
+        self.system = Some(system.clone());
+        Ok((model, system))
+    }
+
+    pub(super) async fn model_phase(&mut self) -> Result<(), AgentError> {
+        if self.abort.is_aborted() {
+            let e = self.aborted();
+            return Err(self.fail(e).await);
+        }
+        let (model, system) = match self.resolve().await {
+            Ok(v) => v,
+            Err(e) => return Err(self.fail(e).await),
+        };
+        if let Err(e) = self.load_memory().await {
+            return Err(self.fail(e).await);
+        }
+        if let Err(e) = self.take_delivered().await {
+            return Err(self.fail(e).await);
+        }
+        self.take_background_ready().await?;
+        match self.call_model(model, system).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.fail(e).await),
+        }
+    }
+
+    pub(super) async fn call_model(
+        &mut self,
+        model: SharedModel,
+        system: Option<String>,
+    ) -> Result<(), AgentError> {
+        let message_id = self.state.next_message_id.clone();
+        let sink = self.sink.clone();
+        let run_id = self.run_id.clone();
+        if !self.state.started {
+            self.state.started = true;
+            emit!(
+                sink,
+                run_id,
+                EventKind::Start(StartPayload {
+                    id: self.agent.id().to_string(),
+                    message_id: message_id.clone(),
+                })
+            );
+            // Hands `start` to the reader before the first step's work: a server then sends
+            // its first bytes at once, even when the model answers without ever waiting.
+            tokio::task::yield_now().await;
+        }
+        emit!(
+            sink,
+            run_id,
+            EventKind::StepStart(StepStartPayload {
+                message_id: message_id.clone(),
+                started_at: now_ms(),
+                warnings: Vec::new(),
+            })
+        );
+
+        let request = self.model_request(system);
+        let model_error = |source: ModelError| match source {
+            ModelError::Cancelled => AgentError::Aborted {
+                run_id: run_id.to_string(),
+            },
+            source => AgentError::Model {
+                run_id: run_id.to_string(),
+                source,
+            },
+        };
+        let abort = self.abort.clone();
+        let mut stream = tokio::select! {
+            biased;
+            _ = abort.aborted() => return Err(self.aborted()),
+            s = model.stream(request) => s.map_err(model_error)?,
+        };
+
+        let mut text = String::new();
+        let mut reasoning = String::new();
+        let mut calls: Vec<ToolCallRecord> = Vec::new();
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut open = OpenPart::None;
+        let mut finish: Option<(FinishReason, Usage)> = None;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = abort.aborted() => {
+                    self.keep_partial(&message_id, &text, &reasoning).await;
+                    return Err(self.aborted());
+                }
+                next = stream.next() => next,
+            };
+            let Some(event) = next else { break };
+            match event.map_err(model_error)? {
+                ModelEvent::TextDelta { text: delta } => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    open.switch_to(OpenPart::Text, &sink, &run_id, &message_id)
+                        .await;
+                    text.push_str(&delta);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::TextDelta(TextDeltaPayload {
+                            id: message_id.clone(),
+                            text: delta,
+                        })
+                    );
+                }
+                ModelEvent::ReasoningDelta { text: delta } => {
+                    if delta.is_empty() {
+                        continue;
+                    }
+                    open.switch_to(OpenPart::Reasoning, &sink, &run_id, &message_id)
+                        .await;
+                    reasoning.push_str(&delta);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ReasoningDelta(TextDeltaPayload {
+                            id: message_id.clone(),
+                            text: delta,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputStart { id, name } => {
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+                        .await;
+                    names.insert(id.clone(), name.clone());
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
+                            tool_call_id: id,
+                            tool_name: name,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputDelta { id, delta } => {
+                    let tool_name = names.get(&id).cloned().unwrap_or_default();
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallDelta(ToolCallDeltaPayload {
+                            tool_call_id: id,
+                            tool_name,
+                            args_text_delta: delta,
+                        })
+                    );
+                }
+                ModelEvent::ToolInputEnd { id } => {
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
+                            tool_call_id: id
+                        })
+                    );
+                }
+                ModelEvent::ToolCall { id, name, input } => {
+                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+                        .await;
+                    if !names.contains_key(&id) {
+                        // The provider gave the call whole; stream it so UIs see one shape.
+                        names.insert(id.clone(), name.clone());
+                        emit_whole_input(&sink, &run_id, &id, &name, &input).await;
+                    }
+                    let record = parse_call(id, name, input);
+                    emit!(
+                        sink,
+                        run_id,
+                        EventKind::ToolCall(ToolCallPayload {
+                            tool_call_id: record.tool_call_id.clone(),
+                            tool_name: record.tool_name.clone(),
+                            args: record.args.clone(),
+                        })
+                    );
+                    calls.push(record);
+                }
+                ModelEvent::Finish { reason, usage } => finish = Some((reason, usage)),
+            }
+        }
+        open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
+            .await;
+        let Some((reason, usage)) = finish else {
+            return Err(model_error(ModelError::Protocol {
+                provider: model.provider().to_string(),
+                message: "the model's stream ended without a finish event".into(),
+                line: None,
+            }));
+        };
+        let has_tools = self
+            .state
+            .record_model_answer(text, reasoning, calls, reason, usage);
+        if !has_tools {
+            self.persist().await?;
+            let step_text = self.state.last_text();
+            emit!(
+                sink,
+                run_id,
+                EventKind::StepFinish(StepFinishPayload {
+                    message_id,
+                    step_result: StepResultInfo {
+                        reason,
+                        is_continued: false,
+                    },
+                    output: StepOutput {
+                        text: step_text,
+                        usage,
+                    },
+                })
+            );
+        }
+        Ok(())
+    }
+
+    pub(super) fn model_request(&self, system: Option<String>) -> ModelRequest {
+        let settings = &self.state.settings;
+        let mut messages = Vec::with_capacity(self.state.messages.len() + 1);
+        if let Some(system) = system {
+            messages.push(Message::system(system));
+        }
+        for extra in &self.state.memory_system {
+            messages.push(Message::system(extra.clone()));
+        }
+        messages.extend(self.state.messages.iter().cloned());
+        let references = self
+            .delegation
+            .as_ref()
+            .is_some_and(|d| d.options.references);
+        // Without result references, delegation tools do not offer `contextFromRefs`; without
+        // a thread and a resource, memory's tools are not offered.
+        let tools = self.agent.inner.tool_definitions.offered(
+            references,
+            settings.thread_id.is_some() && settings.resource_id.is_some(),
+        );
+        ModelRequest {
+            messages,
+            tools,
+            tool_choice: if self.last_turn {
+                ToolChoice::None
+            } else {
+                settings.tool_choice.clone()
+            },
+            response_format: settings
+                .structured_output
+                .as_ref()
+                .map(|s| ResponseFormat::Json {
+                    schema: s.schema.clone(),
+                    name: s.name.clone(),
+                }),
+            settings: settings.model_settings.clone(),
+            abort: self.abort.clone(),
+        }
+    }
+}
+
+/// Which streamed part is open, so `*-start`/`*-end` events pair up.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpenPart {
+    None,
+    Text,
+    Reasoning,
+}
+
+impl OpenPart {
+    async fn switch_to(&mut self, next: OpenPart, sink: &EventSink, run_id: &Arc<str>, id: &str) {
+        if *self == next {
+            return;
+        }
+        let payload = || PartIdPayload { id: id.to_string() };
+        match *self {
+            OpenPart::Text => emit!(sink, run_id, EventKind::TextEnd(payload())),
+            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningEnd(payload())),
+            OpenPart::None => {}
+        }
+        match next {
+            OpenPart::Text => emit!(sink, run_id, EventKind::TextStart(payload())),
+            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningStart(payload())),
+            OpenPart::None => {}
+        }
+        *self = next;
+    }
+}
+
+async fn emit_whole_input(sink: &EventSink, run_id: &Arc<str>, id: &str, name: &str, input: &str) {
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+        })
+    );
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallDelta(ToolCallDeltaPayload {
+            tool_call_id: id.to_string(),
+            tool_name: name.to_string(),
+            args_text_delta: input.to_string(),
+        })
+    );
+    emit!(
+        sink,
+        run_id,
+        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
+            tool_call_id: id.to_string(),
+        })
+    );
+}

@@ -1,0 +1,477 @@
+//! The tools of a step: the calls the machine says run now run (up to the concurrency limit,
+//! in the model's order), their results are recorded, and the run stops on the calls that wait.
+
+use super::*;
+
+impl AgentRun {
+    /// The sub-agent a call delegates to, if it is a delegation call.
+    pub(super) fn delegation_target(&self, tool_name: &str) -> Option<&Agent> {
+        let id = tool_name.strip_prefix(DELEGATION_TOOL_PREFIX)?;
+        self.agent.inner.sub_agents.get(id)
+    }
+
+    /// Whether a call needs approval: the tool's policy or the run's. An unknown tool needs
+    /// none (its call fails at validation).
+    pub(super) fn needs_approval(&self, call: &ToolCallRecord) -> bool {
+        let ctx = ApprovalContext {
+            tool_name: &call.tool_name,
+            request_context: &self.request_context,
+            thread_id: self.state.settings.thread_id.as_deref(),
+            resource_id: self.state.settings.resource_id.as_deref(),
+        };
+        let by_tool = self
+            .agent
+            .inner
+            .tools
+            .get(&call.tool_name)
+            .is_some_and(|tool| tool.requires_approval(&call.args, &ctx));
+        by_tool || self.approval.requires(&call.args, &ctx)
+    }
+
+    pub(super) fn is_client_tool(&self, name: &str) -> bool {
+        self.agent
+            .inner
+            .tools
+            .get(name)
+            .is_some_and(|tool| tool.is_client_tool())
+    }
+
+    /// Runs the step's tool calls that can run, records their results, and either ends the
+    /// step or stops the run on the calls that wait for a person or the caller.
+    pub(super) async fn tools_phase(&mut self) -> Result<(), AgentError> {
+        if self.abort.is_aborted() {
+            let e = self.aborted();
+            return Err(self.fail(e).await);
+        }
+        let RunStatus::ToolsPending { step, calls } = &mut self.state.status else {
+            return Ok(());
+        };
+        let mut calls = std::mem::take(calls);
+        if calls.is_empty() {
+            let step = step.clone();
+            calls = prepare_calls(&step, self.state.steps.len(), |call| {
+                self.needs_approval(call)
+            });
+        }
+        let sink = self.sink.clone();
+        let run_id = self.run_id.clone();
+        // What runs now; decisions taken on the stopped run are acted on here.
+        let CallPlan {
+            run: to_run,
+            settled,
+        } = plan_calls(&mut calls, |name| self.is_client_tool(name));
+        for index in settled {
+            if let Some(result) = &calls[index].result {
+                emit_result(&sink, &run_id, result).await;
+            }
+        }
+        // Each delegation gets its sub-agent's run id before it starts, and the run is saved as
+        // waiting for them: a restart finds the sub-agents' runs from here.
+        let mut delegates = false;
+        let mut background = Vec::new();
+        // Sub-agent runs named just now: nothing can be stored under them yet.
+        let mut fresh = Vec::new();
+        for (index, _) in &to_run {
+            let progress = &mut calls[*index];
+            if let Some(config) = self.agent.inner.background.get(&progress.call.tool_name) {
+                // A background delegation does not make the run wait.
+                background.push((*index, config));
+                continue;
+            }
+            if progress.sub_run.is_none()
+                && let Some(agent) = self.delegation_target(&progress.call.tool_name)
+            {
+                progress.sub_run = Some(SubRun {
+                    agent_id: agent.id().to_owned(),
+                    run_id: crate::id::new_id(),
+                });
+                fresh.push(*index);
+            }
+            delegates |= progress.sub_run.is_some();
+        }
+        if delegates && self.store.is_durable() {
+            if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
+                saved.clone_from(&calls);
+            }
+            if let Err(e) = self.save_snapshot(RunPhase::WaitingForSubtask).await {
+                return Err(self.fail(e).await);
+            }
+        }
+        let tools = &self.agent.inner.tools;
+        let conversation = calls
+            .iter()
+            .filter(|c| c.result.is_none())
+            .any(|c| {
+                tools
+                    .get(&c.call.tool_name)
+                    .is_some_and(|t| t.needs_conversation())
+            })
+            .then(|| Arc::from(self.state.messages.as_slice()));
+        let runtime = (!background.is_empty()).then(|| self.background_runtime());
+        let base = Arc::new(CallBase {
+            conversation,
+            delegation: self.delegation.clone(),
+            step: self.state.steps.len() as u32,
+            run_id: self.run_id.clone(),
+            thread_id: self.state.settings.thread_id.clone(),
+            resource_id: self.state.settings.resource_id.clone(),
+            request_context: self.request_context.clone(),
+            abort: self.abort.clone(),
+            sink: self.sink.clone(),
+            store: Arc::clone(&self.store),
+            pause: self.pause.clone(),
+            agent_id: self.agent.id().to_owned(),
+        });
+        let background_of = |index: usize| {
+            let config = background.iter().find(|(i, _)| *i == index)?.1;
+            Some(BackgroundCall {
+                config,
+                runtime: Arc::clone(runtime.as_ref()?),
+            })
+        };
+        let agent = self.agent.clone();
+        let mut paused = false;
+        {
+            // `buffered` runs up to the limit at once and yields outcomes in the model's order.
+            let jobs: Vec<_> = to_run
+                .into_iter()
+                .map(|(index, resume)| {
+                    let progress = &calls[index];
+                    let how = CallExtras {
+                        resume_data: resume,
+                        sub_run: progress.sub_run.clone(),
+                        sub_run_is_new: fresh.contains(&index),
+                        background: background_of(index),
+                    };
+                    (index, progress.call.clone(), how)
+                })
+                .collect();
+            let mut outcomes = futures::stream::iter(jobs.into_iter().map(|(index, call, how)| {
+                let agent = agent.clone();
+                let base = base.clone();
+                async move { (index, execute_call(agent, call, base, how).await) }
+            }))
+            .buffered(self.state.settings.tool_concurrency);
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    _ = self.abort.aborted() => None,
+                    next = outcomes.next() => Some(next),
+                };
+                let Some(next) = next else {
+                    // Tools that watch the signal get a moment to wind down; the rest are
+                    // cancelled by dropping their futures.
+                    let drain = async { while outcomes.next().await.is_some() {} };
+                    let _ = tokio::time::timeout(ABORT_GRACE, drain).await;
+                    drop(outcomes);
+                    self.keep_partial_step().await;
+                    let e = self.aborted();
+                    return Err(self.fail(e).await);
+                };
+                let Some((index, outcome)) = next else { break };
+                match outcome {
+                    CallOutcome::Done(record) => {
+                        emit_result(&sink, &run_id, &record).await;
+                        calls[index].result = Some(record);
+                    }
+                    CallOutcome::Stopped(Stop::Suspend(payload)) => {
+                        calls[index].waiting = Some(Waiting::Resume { payload });
+                    }
+                    CallOutcome::Stopped(Stop::SubAgent(waiting)) => {
+                        calls[index].waiting = Some(waiting);
+                    }
+                    CallOutcome::Stopped(Stop::SubAgentPaused) => paused = true,
+                }
+            }
+        }
+        if paused {
+            // A sub-agent paused: so does this run, still waiting for it.
+            if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
+                *saved = calls;
+            }
+            return Err(self.pause_here().await);
+        }
+        let results = match calls_outcome(calls) {
+            Ok(results) => results,
+            Err(waiting) => return self.suspend(waiting).await,
+        };
+        let mut continued = self.state.record_tool_results(results);
+        if continued && self.delegation.as_ref().is_some_and(|d| d.bailed()) {
+            // A delegation hook stopped the loop.
+            self.state.end(FinishReason::Stop);
+            continued = false;
+        }
+        if let Err(e) = self.persist().await {
+            return Err(self.fail(e).await);
+        }
+        if sink.is_observed()
+            && let Some(step) = self.state.steps.last()
+        {
+            let payload = StepFinishPayload {
+                message_id: step.message_id.clone(),
+                step_result: StepResultInfo {
+                    reason: FinishReason::ToolCalls,
+                    is_continued: continued,
+                },
+                output: StepOutput {
+                    text: step.text.clone(),
+                    usage: step.usage,
+                },
+            };
+            sink.emit(Event::agent(run_id, EventKind::StepFinish(payload)))
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Stops the run on the calls that wait: stores the step's assistant message, saves the
+    /// snapshot, and tells the stream what each call waits for.
+    pub(super) async fn suspend(&mut self, calls: Vec<CallProgress>) -> Result<(), AgentError> {
+        let status = std::mem::replace(&mut self.state.status, RunStatus::Ready);
+        let (RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. }) = status
+        else {
+            self.state.status = status;
+            return Ok(());
+        };
+        self.state.status = RunStatus::Suspended { step, calls };
+        if let Err(e) = self.persist().await {
+            return Err(self.fail(e).await);
+        }
+        if let Err(e) = self.save_snapshot(RunPhase::Suspended).await {
+            return Err(self.fail(e).await);
+        }
+        if self.sink.is_observed() {
+            for waiting in self.state.waiting_calls() {
+                let kind = match waiting.waiting {
+                    Waiting::Approval => EventKind::ToolCallApproval(ToolCallApprovalPayload {
+                        tool_call_id: waiting.tool_call_id,
+                        tool_name: waiting.tool_name,
+                        args: waiting.args,
+                        resume_schema: APPROVAL_RESUME_SCHEMA.to_owned(),
+                        fingerprint: waiting.fingerprint,
+                        via: waiting.via,
+                    }),
+                    Waiting::Resume { payload } => {
+                        // The schema is the tool's, in whichever (sub-)agent makes the call.
+                        let resume_schema = self
+                            .agent
+                            .agent_at(&waiting.via)
+                            .and_then(|agent| agent.inner.tools.get(&waiting.tool_name).cloned())
+                            .and_then(|tool| tool.resume_schema().map(Value::to_string))
+                            .unwrap_or_default();
+                        EventKind::ToolCallSuspended(ToolCallSuspendedPayload {
+                            tool_call_id: waiting.tool_call_id,
+                            tool_name: waiting.tool_name,
+                            args: waiting.args,
+                            suspend_payload: payload,
+                            resume_schema,
+                            fingerprint: waiting.fingerprint,
+                            via: waiting.via,
+                        })
+                    }
+                    // The `tool-call` event already told the caller what to run; a
+                    // sub-agent's waiting calls are listed in place of its delegation.
+                    Waiting::ClientResult | Waiting::SubAgent { .. } => continue,
+                };
+                self.sink
+                    .emit(Event::agent(self.run_id.clone(), kind))
+                    .await;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct CallBase {
+    /// The conversation, for tools that read it.
+    conversation: Option<Arc<[Message]>>,
+    delegation: Option<Arc<DelegationRuntime>>,
+    step: u32,
+    run_id: Arc<str>,
+    thread_id: Option<String>,
+    resource_id: Option<String>,
+    request_context: RequestContext,
+    abort: AbortSignal,
+    sink: EventSink,
+    /// Where delegated sub-agents' runs are stored.
+    store: SharedRunStore,
+    pause: AbortSignal,
+    agent_id: String,
+}
+
+/// What one call brings beyond the call itself.
+struct CallExtras {
+    /// Resume data, for a suspended call that is resumed.
+    resume_data: Option<Value>,
+    /// The sub-agent's run, for a delegation.
+    sub_run: Option<SubRun>,
+    /// Whether that run id was chosen in this tools phase (so it has no stored run to load).
+    sub_run_is_new: bool,
+    /// Background settings, for a background delegation.
+    background: Option<BackgroundCall>,
+}
+
+/// How a tool call ended: a result, or the call stops the run.
+enum CallOutcome {
+    Done(ToolResultRecord),
+    Stopped(Stop),
+}
+
+async fn execute_call(
+    agent: Agent,
+    call: ToolCallRecord,
+    base: Arc<CallBase>,
+    how: CallExtras,
+) -> CallOutcome {
+    let span = tracing::debug_span!(
+        "kestrel.tool_call",
+        tool = %call.tool_name,
+        tool_call_id = %call.tool_call_id,
+    );
+    let outcome = run_tool(&agent, &call, &base, how).instrument(span).await;
+    let (result, is_error) = match outcome {
+        Ok(RunTool::Value(value)) => (value, false),
+        Ok(RunTool::Stopped(stop)) => return CallOutcome::Stopped(stop),
+        Err(error) => {
+            tracing::debug!(run_id = %base.run_id, tool = %call.tool_name, %error, "tool call failed");
+            (Value::String(error.to_string()), true)
+        }
+    };
+    CallOutcome::Done(ToolResultRecord {
+        tool_call_id: call.tool_call_id,
+        tool_name: call.tool_name,
+        args: call.args,
+        result,
+        is_error,
+        denied: false,
+    })
+}
+
+/// What a tool's `execute` gave back.
+enum RunTool {
+    Value(Value),
+    Stopped(Stop),
+}
+
+async fn run_tool(
+    agent: &Agent,
+    call: &ToolCallRecord,
+    base: &CallBase,
+    how: CallExtras,
+) -> Result<RunTool, ToolCallError> {
+    let CallExtras {
+        resume_data,
+        sub_run,
+        sub_run_is_new,
+        background,
+    } = how;
+    let tool_name = call.tool_name.clone();
+    if let Some(error) = &call.parse_error {
+        return Err(ToolCallError::InvalidJson {
+            tool: tool_name,
+            error: error.clone(),
+            input: call.args.as_str().unwrap_or_default().to_string(),
+        });
+    }
+    let registered = agent.inner.tools.validate(&tool_name, &call.args)?;
+    // What delegation and background tasks need travels as extensions: the tool context
+    // names none of them.
+    let mut extensions = Extensions::new();
+    if let Some(delegation) = &base.delegation {
+        extensions.insert(Arc::clone(delegation));
+    }
+    if let Some(sub_run) = sub_run {
+        extensions.insert(SubRunContext {
+            sub_run,
+            is_new: sub_run_is_new,
+            store: Arc::clone(&base.store),
+            pause: base.pause.clone(),
+            delegated_by: DelegatedBy {
+                agent_id: base.agent_id.clone(),
+                run_id: base.run_id.to_string(),
+                tool_call_id: call.tool_call_id.clone(),
+            },
+        });
+    }
+    if let Some(background) = background {
+        extensions.insert(background);
+    }
+    let ctx = ToolContext {
+        run_id: base.run_id.clone(),
+        tool_call_id: call.tool_call_id.clone(),
+        tool_name: tool_name.clone(),
+        thread_id: base.thread_id.clone(),
+        resource_id: base.resource_id.clone(),
+        request_context: base.request_context.clone(),
+        abort: base.abort.clone(),
+        writer: ToolWriter {
+            run_id: base.run_id.clone(),
+            tool_call_id: call.tool_call_id.clone(),
+            tool_name: tool_name.clone(),
+            sink: base.sink.clone(),
+        },
+        resume_data,
+        conversation: base.conversation.clone(),
+        step: base.step,
+        extensions,
+    };
+    // A panicking tool fails its own call, not the run.
+    match AssertUnwindSafe(registered.tool.execute(call.args.clone(), ctx))
+        .catch_unwind()
+        .await
+    {
+        Ok(Ok(value)) => Ok(RunTool::Value(value)),
+        Ok(Err(error)) => match error.into_stop() {
+            Ok(Stop::Suspend(payload)) => {
+                if let Some(schema) = registered.tool.suspend_schema() {
+                    let errors = schema_errors(schema, &payload);
+                    if !errors.is_empty() {
+                        return Err(ToolCallError::Execution {
+                            tool: tool_name,
+                            message: format!(
+                                "the tool suspended with a payload that does not match its \
+                                 suspend schema: {}",
+                                errors.join("; ")
+                            ),
+                        });
+                    }
+                }
+                Ok(RunTool::Stopped(Stop::Suspend(payload)))
+            }
+            Ok(stop) => Ok(RunTool::Stopped(stop)),
+            Err(error) => Err(ToolCallError::Execution {
+                tool: tool_name,
+                message: error.message().to_string(),
+            }),
+        },
+        Err(_) => Err(ToolCallError::Panicked { tool: tool_name }),
+    }
+}
+
+/// Emits a call's `tool-result` or `tool-error`.
+async fn emit_result(sink: &EventSink, run_id: &Arc<str>, record: &ToolResultRecord) {
+    if record.is_error {
+        emit!(
+            sink,
+            run_id,
+            EventKind::ToolError(ToolErrorPayload {
+                tool_call_id: record.tool_call_id.clone(),
+                tool_name: record.tool_name.clone(),
+                args: record.args.clone(),
+                error: record.result.as_str().unwrap_or_default().to_string(),
+            })
+        );
+    } else {
+        emit!(
+            sink,
+            run_id,
+            EventKind::ToolResult(ToolResultPayload {
+                tool_call_id: record.tool_call_id.clone(),
+                tool_name: record.tool_name.clone(),
+                args: record.args.clone(),
+                result: record.result.clone(),
+                is_error: false,
+            })
+        );
+    }
+}

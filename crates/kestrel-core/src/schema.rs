@@ -1,0 +1,42 @@
+//! JSON schemas: a type's schema as providers take it, and what a value breaks of one.
+//!
+//! Tools validate their input here, structured output its answer, memory its working-memory
+//! updates.
+
+use schemars::JsonSchema;
+use serde_json::Value;
+
+/// The JSON schema of `T`, without the `$schema` and `title` keys that providers do not need.
+pub fn schema_of<T: JsonSchema>() -> Value {
+    let mut value = schemars::schema_for!(T).to_value();
+    if let Value::Object(map) = &mut value {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    value
+}
+
+/// What is wrong with `value` under `schema`, one message per violation naming its path (or
+/// the schema's own error, when it is not a valid schema); empty when it matches.
+pub fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
+    match jsonschema::validator_for(schema) {
+        Ok(validator) => violations(&validator, value),
+        Err(e) => vec![format!("the schema is invalid: {e}")],
+    }
+}
+
+/// What is wrong with `value` under `validator`: one message per violation, prefixed with the
+/// JSON pointer of the offending value (none for the root); empty when it matches.
+pub fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect()
+}
