@@ -1,0 +1,172 @@
+//! The runs of [`PostgresStorage`]: saves with their version compare-and-sets, gets, listings and
+//! deletes.
+
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgConnection;
+use sqlx::{Postgres, QueryBuilder};
+
+use super::rows::RunRow;
+use super::{PostgresStorage, err, sql};
+use crate::codec;
+use crate::error::{Result, StorageError};
+use crate::storage::Storage;
+use crate::types::{Page, RunFilter, RunRecord};
+
+/// Writes one run if its version is the expected one: its new version and creation time, or
+/// the version it has (`None`: no such run).
+async fn write_run(
+    conn: &mut PgConnection,
+    record: &RunRecord,
+    snapshot: &str,
+    expected_version: Option<i64>,
+    now: DateTime<Utc>,
+) -> Result<std::result::Result<(i64, DateTime<Utc>), Option<i64>>> {
+    const OP: &str = "save_run";
+    let saved: Option<(i64, DateTime<Utc>)> = match expected_version {
+        None => {
+            let inserted = sqlx::query(sql::INSERT_RUN)
+                .bind(&record.run_id)
+                .bind(&record.agent_id)
+                .bind(&record.thread_id)
+                .bind(&record.resource_id)
+                .bind(record.status.as_str())
+                .bind(snapshot)
+                .bind(&record.parent_run_id)
+                .bind(now)
+                .execute(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            (inserted.rows_affected() == 1).then_some((1, now))
+        }
+        Some(expected) => sqlx::query_as(sql::UPDATE_RUN)
+            .bind(&record.run_id)
+            .bind(&record.agent_id)
+            .bind(&record.thread_id)
+            .bind(&record.resource_id)
+            .bind(record.status.as_str())
+            .bind(snapshot)
+            .bind(&record.parent_run_id)
+            .bind(now)
+            .bind(expected)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(err(OP))?,
+    };
+    match saved {
+        Some(saved) => Ok(Ok(saved)),
+        None => {
+            let actual: Option<i64> = sqlx::query_scalar(sql::RUN_VERSION)
+                .bind(&record.run_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            Ok(Err(actual))
+        }
+    }
+}
+
+pub(super) async fn save_run(
+    store: &PostgresStorage,
+    record: RunRecord,
+    expected_version: Option<i64>,
+) -> Result<RunRecord> {
+    let mut saved = store.save_runs(vec![(record, expected_version)]).await?;
+    saved
+        .pop()
+        .ok_or_else(|| StorageError::corrupt("save_run", "no run was saved"))
+}
+
+pub(super) async fn save_runs(
+    store: &PostgresStorage,
+    saves: Vec<(RunRecord, Option<i64>)>,
+) -> Result<Vec<RunRecord>> {
+    const OP: &str = "save_runs";
+    let mut snapshots = Vec::with_capacity(saves.len());
+    for (record, _) in &saves {
+        codec::check_id("run_id", &record.run_id)?;
+        snapshots.push(
+            serde_json::to_string(&record.snapshot)
+                .map_err(|e| StorageError::corrupt("run snapshot", e))?,
+        );
+    }
+    let now = codec::now();
+    // One transaction: a conflict on any run rolls back the ones before it (dropping the
+    // transaction without commit rolls it back).
+    let mut tx = store.begin(OP).await?;
+    let mut written = Vec::with_capacity(saves.len());
+    for ((record, expected_version), snapshot) in saves.iter().zip(&snapshots) {
+        match write_run(&mut tx, record, snapshot, *expected_version, now).await? {
+            Ok(saved) => written.push(saved),
+            Err(actual) => {
+                return Err(codec::run_conflict(
+                    record.run_id.clone(),
+                    *expected_version,
+                    actual,
+                ));
+            }
+        }
+    }
+    tx.commit().await.map_err(err(OP))?;
+    Ok(saves
+        .into_iter()
+        .zip(written)
+        .map(|((record, _), (version, created_at))| RunRecord {
+            version,
+            created_at,
+            updated_at: now,
+            ..record
+        })
+        .collect())
+}
+
+pub(super) async fn get_run(store: &PostgresStorage, run_id: &str) -> Result<Option<RunRecord>> {
+    let row: Option<RunRow> = sqlx::query_as(sql::GET_RUN)
+        .bind(run_id)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(err("get_run"))?;
+    row.map(RunRow::into_record).transpose()
+}
+
+pub(super) async fn list_runs(
+    store: &PostgresStorage,
+    filter: RunFilter,
+) -> Result<Page<RunRecord>> {
+    const OP: &str = "list_runs";
+    codec::check_page(filter.page)?;
+    let mut count = QueryBuilder::<Postgres>::new(sql::COUNT_RUNS);
+    sql::push_run_filter(&mut count, &filter);
+    let mut select = QueryBuilder::<Postgres>::new(sql::SELECT_RUNS);
+    sql::push_run_filter(&mut select, &filter);
+    select
+        .push(sql::RUN_ORDER)
+        .push(" LIMIT ")
+        .push_bind(i64::from(filter.page.per_page))
+        .push(" OFFSET ")
+        .push_bind(filter.page.offset() as i64);
+    let mut conn = store.conn(OP).await?;
+    let total: i64 = count
+        .build_query_scalar()
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    let rows: Vec<RunRow> = select
+        .build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    let items = rows
+        .into_iter()
+        .map(RunRow::into_record)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Page::new(items, filter.page, total as u64))
+}
+
+pub(super) async fn delete_run(store: &PostgresStorage, run_id: &str) -> Result<bool> {
+    let done = sqlx::query(sql::DELETE_RUN)
+        .bind(run_id)
+        .execute(&store.pool)
+        .await
+        .map_err(err("delete_run"))?;
+    Ok(done.rows_affected() > 0)
+}

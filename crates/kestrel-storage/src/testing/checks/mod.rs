@@ -1,0 +1,19 @@
+//! The checks of the conformance suite, one public `async fn` each.
+//!
+//! One module per area checked; every check (and the public helpers) is re-exported here.
+
+mod helpers;
+mod messages;
+mod observations;
+mod runs;
+mod threads;
+mod vectors;
+mod working_memory;
+
+pub use helpers::*;
+pub use messages::*;
+pub use observations::*;
+pub use runs::*;
+pub use threads::*;
+pub use vectors::*;
+pub use working_memory::*;

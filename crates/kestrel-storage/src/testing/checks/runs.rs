@@ -1,0 +1,255 @@
+//! The checks of runs: compare-and-set saves, saves together, racing instances, listing filters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kestrel_core::message::Message;
+use serde_json::{Value, json};
+
+use crate::error::StorageError;
+use crate::storage::Storage;
+use crate::types::{PageRequest, RunFilter, RunRecord, RunStatus};
+
+fn run_state_snapshot(run_id: &str) -> Value {
+    use kestrel_core::agent::{RunSettings, RunState};
+    let settings = RunSettings {
+        thread_id: Some("t1".into()),
+        resource_id: Some("alice".into()),
+        ..RunSettings::default()
+    };
+    let state = RunState::new(
+        run_id.into(),
+        "weather".into(),
+        vec![Message::user("Weather in Lisbon? 21.5 °C")],
+        5,
+        settings,
+    );
+    serde_json::to_value(&state).unwrap()
+}
+
+/// Create-only, compare-and-set updates, conflicts that change nothing, snapshots round-trip.
+pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
+    let snapshot = run_state_snapshot("r1");
+    let mut record = RunRecord::new("r1", "weather", RunStatus::Running, snapshot.clone());
+    record.thread_id = Some("t1".into());
+    record.resource_id = Some("alice".into());
+    let created = store.save_run(record.clone(), None).await.unwrap();
+    assert_eq!(created.version, 1);
+    assert_eq!(created.created_at, created.updated_at);
+    assert_eq!(store.get_run("r1").await.unwrap(), Some(created.clone()));
+    let state: kestrel_core::agent::RunState =
+        serde_json::from_value(created.snapshot.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&state).unwrap(), snapshot);
+
+    let duplicate = store.save_run(record.clone(), None).await;
+    assert!(matches!(
+        duplicate,
+        Err(StorageError::Conflict { ref run_id, expected: None, actual: Some(1) }) if run_id == "r1"
+    ));
+
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let suspended = RunRecord {
+        status: RunStatus::Suspended,
+        snapshot: json!({"pending": [{"toolCallId": "c1", "approved": null}], "ratio": 0.1}),
+        ..record.clone()
+    };
+    let updated = store.save_run(suspended.clone(), Some(1)).await.unwrap();
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.created_at, created.created_at);
+    assert!(updated.updated_at > created.updated_at);
+    assert_eq!(store.get_run("r1").await.unwrap(), Some(updated.clone()));
+
+    let stale = RunRecord {
+        status: RunStatus::Completed,
+        ..record.clone()
+    };
+    let conflict = store.save_run(stale, Some(1)).await;
+    assert!(matches!(
+        conflict,
+        Err(StorageError::Conflict {
+            expected: Some(1),
+            actual: Some(2),
+            ..
+        })
+    ));
+    assert_eq!(store.get_run("r1").await.unwrap(), Some(updated));
+
+    let ghost = RunRecord::new("ghost", "weather", RunStatus::Running, json!({}));
+    let missing = store.save_run(ghost, Some(3)).await;
+    assert!(matches!(missing, Err(StorageError::RunNotFound { run_id }) if run_id == "ghost"));
+    assert_eq!(store.get_run("ghost").await.unwrap(), None);
+    assert!(store.delete_run("r1").await.unwrap());
+    assert!(!store.delete_run("r1").await.unwrap());
+    assert_eq!(store.get_run("r1").await.unwrap(), None);
+}
+
+/// `save_runs` writes every run or none: a conflict on the last leaves the first unchanged.
+pub async fn runs_save_together(store: Arc<dyn Storage>) {
+    let parent = RunRecord::new("parent", "boss", RunStatus::Suspended, json!({"at": 0}));
+    let child = RunRecord::new("child", "helper", RunStatus::Suspended, json!({"at": 0}));
+    let parent = store.save_run(parent, None).await.unwrap();
+    let child = store.save_run(child, None).await.unwrap();
+    let decided = |record: &RunRecord| RunRecord {
+        status: RunStatus::Running,
+        snapshot: json!({"at": 1}),
+        ..record.clone()
+    };
+    // The child changed meanwhile (an abort marked it): the decision must not land anywhere.
+    let conflict = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (decided(&child), Some(child.version + 1)),
+        ])
+        .await;
+    assert!(
+        matches!(conflict, Err(StorageError::Conflict { ref run_id, .. }) if run_id == "child"),
+        "{conflict:?}"
+    );
+    assert_eq!(store.get_run("parent").await.unwrap(), Some(parent.clone()));
+    assert_eq!(store.get_run("child").await.unwrap(), Some(child.clone()));
+    let missing = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (
+                RunRecord::new("ghost", "x", RunStatus::Running, json!({})),
+                Some(1),
+            ),
+        ])
+        .await;
+    assert!(
+        matches!(missing, Err(StorageError::RunNotFound { .. })),
+        "{missing:?}"
+    );
+    assert_eq!(store.get_run("parent").await.unwrap(), Some(parent.clone()));
+    // Without a conflict both are written, in order.
+    let saved = store
+        .save_runs(vec![
+            (decided(&parent), Some(parent.version)),
+            (decided(&child), Some(child.version)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(saved.len(), 2);
+    assert_eq!((saved[0].run_id.as_str(), saved[0].version), ("parent", 2));
+    assert_eq!((saved[1].run_id.as_str(), saved[1].version), ("child", 2));
+    assert_eq!(
+        store.get_run("child").await.unwrap().unwrap().snapshot,
+        json!({"at": 1})
+    );
+}
+
+/// Ten instances racing to advance one run from version 1: exactly one wins.
+pub async fn runs_concurrent_compare_and_set(store: Arc<dyn Storage>) {
+    let record = RunRecord::new("r1", "agent", RunStatus::Suspended, json!({"step": 0}));
+    store.save_run(record.clone(), None).await.unwrap();
+    let tasks: Vec<_> = (0..10)
+        .map(|i| {
+            let store = Arc::clone(&store);
+            let record = RunRecord {
+                status: RunStatus::Running,
+                snapshot: json!({"step": 1, "by": i}),
+                ..record.clone()
+            };
+            tokio::spawn(async move { store.save_run(record, Some(1)).await })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(saved) => winners.push(saved),
+            Err(StorageError::Conflict {
+                actual: Some(2), ..
+            }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1);
+    let stored = store.get_run("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (stored.version, &stored.snapshot),
+        (2, &winners[0].snapshot)
+    );
+}
+
+async fn list_run_ids(store: &Arc<dyn Storage>, filter: RunFilter) -> Vec<String> {
+    let page = store.list_runs(filter).await.unwrap();
+    page.items.into_iter().map(|r| r.run_id).collect()
+}
+
+/// Filters (agent, thread, resource, statuses, parent, creation range), newest first, pages.
+pub async fn runs_list_filters(store: Arc<dyn Storage>) {
+    let specs = [
+        ("r1", "planner", Some("t1"), RunStatus::Completed, None),
+        ("r2", "planner", Some("t1"), RunStatus::Suspended, None),
+        (
+            "r3",
+            "helper",
+            Some("t2"),
+            RunStatus::WaitingForSubtask,
+            None,
+        ),
+        ("r4", "helper", None, RunStatus::Suspended, Some("r3")),
+        ("r5", "planner", Some("t2"), RunStatus::Failed, None),
+    ];
+    let mut created = Vec::new();
+    for (id, agent, thread, status, parent) in specs {
+        let mut record = RunRecord::new(id, agent, status, json!({"id": id}));
+        record.thread_id = thread.map(str::to_owned);
+        record.resource_id = thread.map(|_| "alice".to_owned());
+        record.parent_run_id = parent.map(str::to_owned);
+        created.push(store.save_run(record, None).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let f = RunFilter::default;
+    assert_eq!(
+        list_run_ids(&store, f()).await,
+        ["r5", "r4", "r3", "r2", "r1"]
+    );
+    let suspended = RunFilter {
+        statuses: vec![RunStatus::Suspended, RunStatus::WaitingForSubtask],
+        ..f()
+    };
+    assert_eq!(
+        list_run_ids(&store, suspended.clone()).await,
+        ["r4", "r3", "r2"]
+    );
+    let in_t1 = RunFilter {
+        thread_id: Some("t1".into()),
+        resource_id: Some("alice".into()),
+        ..suspended.clone()
+    };
+    assert_eq!(list_run_ids(&store, in_t1).await, ["r2"]);
+    let children = RunFilter {
+        parent_run_id: Some("r3".into()),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, children).await, ["r4"]);
+    let planner = RunFilter {
+        agent_id: Some("planner".into()),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, planner).await, ["r5", "r2", "r1"]);
+    let window = RunFilter {
+        created_from: Some(created[1].created_at),
+        created_to: Some(created[3].created_at),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, window).await, ["r3", "r2"]);
+    let paged = RunFilter {
+        page: PageRequest::new(1, 2),
+        ..f()
+    };
+    let page = store.list_runs(paged).await.unwrap();
+    assert_eq!((page.total, page.has_more, page.items.len()), (5, true, 2));
+    assert_eq!(page.items[0].run_id, "r3");
+    assert_eq!(page.items[0], created[2]);
+    let none = RunFilter {
+        agent_id: Some("nobody".into()),
+        ..f()
+    };
+    let empty = store.list_runs(none).await.unwrap();
+    assert_eq!(
+        (empty.total, empty.has_more, empty.items.len()),
+        (0, false, 0)
+    );
+}
