@@ -31,7 +31,9 @@
 //! instead (stored as aborted). A caller pinned to a resource reaches only that resource's
 //! threads, runs and turns.
 
+mod decisions;
 pub(crate) mod history;
+mod new_turn;
 mod turns;
 pub(crate) mod ui_stream;
 
@@ -46,21 +48,26 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use kestrel_core::abort::AbortSignal;
-use kestrel_core::agent::{Agent, AgentStream, RunOptions, ToolCallRef};
-use kestrel_core::message::{Message, Part, Role};
-use kestrel_core::run_store::{RunPhase, StoredRun};
+use kestrel_core::agent::{Agent, AgentStream};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use decisions::{
+    Asked, approval_decisions, decide, decisions_of, known_calls, load_stopped_run,
+    resume_decision, turn_message_id,
+};
+use new_turn::{new_turn, replaced_after};
+use turns::{AttachError, Turn, TurnKey};
+use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
+
 use crate::auth::Caller;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::wire::{Body, MemoryBody, RunBody, ThreadRef};
+use crate::wire::{Body, MemoryBody};
 use crate::{ApiError, AppState};
+
 pub(crate) use history::thread_ui_messages;
 pub(crate) use turns::Turns;
-use turns::{AttachError, Turn, TurnKey};
 pub(crate) use ui_stream::Version;
-use ui_stream::{Chunk, Encoder, PendingCall, Resolution, WaitsFor};
 
 type Shared = State<Arc<AppState>>;
 
@@ -348,316 +355,6 @@ fn ui_response(
         .into_response()
 }
 
-/// What a body asks to decide on a stopped run.
-enum Asked {
-    /// `{runId, resumeData}`.
-    ResumeData {
-        data: Value,
-        tool_call_id: Option<String>,
-        fingerprint: Option<String>,
-    },
-    /// v6 approval responses: `(toolCallId, approved, reason)`.
-    Approvals(Vec<(String, bool, Option<String>)>),
-}
-
-/// The run a body decides on and what it decides, if it decides anything: `{runId,
-/// resumeData}`, or approval responses in the last message (when it is the assistant's).
-fn decisions_of(body: &ChatBody) -> Result<Option<(String, Asked)>, ApiError> {
-    if let Some(data) = &body.resume_data {
-        let Some(run_id) = body.run_id.clone().filter(|id| !id.trim().is_empty()) else {
-            return Err(ApiError::invalid(
-                "resumeData needs the runId of the stopped run",
-            ));
-        };
-        return Ok(Some((
-            run_id,
-            Asked::ResumeData {
-                data: data.clone(),
-                tool_call_id: body.tool_call_id.clone(),
-                fingerprint: body.fingerprint.clone(),
-            },
-        )));
-    }
-    let Some(last) = body.messages.last() else {
-        return Ok(None);
-    };
-    if last.get("role").and_then(Value::as_str) != Some("assistant") {
-        return Ok(None);
-    }
-    let parts = last.get("parts").and_then(Value::as_array);
-    let mut run: Option<String> = None;
-    let mut approvals = Vec::new();
-    for part in parts.into_iter().flatten() {
-        if part.get("state").and_then(Value::as_str) != Some("approval-responded") {
-            continue;
-        }
-        let tool_call_id = part.get("toolCallId").and_then(Value::as_str);
-        let approval = part.get("approval");
-        let id = approval.and_then(|a| a.get("id")).and_then(Value::as_str);
-        let approved = approval
-            .and_then(|a| a.get("approved"))
-            .and_then(Value::as_bool);
-        let (Some(tool_call_id), Some(id), Some(approved)) = (tool_call_id, id, approved) else {
-            return Err(ApiError::invalid(
-                "a tool part in state approval-responded needs toolCallId and approval: {id, \
-                 approved}",
-            ));
-        };
-        let reason = approval
-            .and_then(|a| a.get("reason"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        // `<runId>::<toolCallId>`: the call id is known, so a run id holding `::` is fine.
-        let run_id = id
-            .strip_suffix(tool_call_id)
-            .and_then(|rest| rest.strip_suffix(ui_stream::APPROVAL_ID_SEPARATOR))
-            .filter(|run_id| !run_id.is_empty())
-            .ok_or_else(|| {
-                ApiError::invalid(format!(
-                    "approval id {id:?} is not \"<runId>::{tool_call_id}\""
-                ))
-            })?;
-        match &run {
-            Some(seen) if seen != run_id => {
-                return Err(ApiError::invalid(
-                    "approval responses of one message must all be about one run",
-                ));
-            }
-            _ => run = Some(run_id.to_owned()),
-        }
-        approvals.push((tool_call_id.to_owned(), approved, reason));
-    }
-    Ok(run.map(|run_id| (run_id, Asked::Approvals(approvals))))
-}
-
-/// The stopped run `run_id` of `agent`, if the caller may decide on it.
-async fn load_stopped_run(
-    agent: &Agent,
-    caller: &Caller,
-    run_id: &str,
-) -> Result<StoredRun, ApiError> {
-    let stored = crate::routes::stored_run(agent, caller, run_id).await?;
-    if stored.phase != RunPhase::Suspended {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "not_suspended",
-            format!("run {run_id:?} is not waiting for a decision"),
-        ));
-    }
-    Ok(stored)
-}
-
-/// The id of the assistant message a run's turn streams into: its first step's.
-fn turn_message_id(stored: &StoredRun) -> String {
-    use kestrel_core::agent::RunStatus;
-    if let Some(step) = stored.state.steps.first() {
-        return step.message_id.clone();
-    }
-    match &stored.state.status {
-        RunStatus::ToolsPending { step, .. } | RunStatus::Suspended { step, .. } => {
-            step.message_id.clone()
-        }
-        _ => stored.state.next_message_id.clone(),
-    }
-}
-
-/// The tool calls the run's message already has parts for.
-fn known_calls(stored: &StoredRun) -> Vec<String> {
-    stored
-        .state
-        .messages
-        .iter()
-        .flat_map(|m| &m.parts)
-        .filter_map(|part| match part {
-            Part::ToolCall { tool_call_id, .. } => Some(tool_call_id.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The decision `{runId, resumeData}` makes: on the named call, or the run's only waiting one.
-fn resume_decision(
-    agent: &Agent,
-    stored: &StoredRun,
-    data: Value,
-    tool_call_id: Option<String>,
-    fingerprint: Option<String>,
-) -> Result<Decided, ApiError> {
-    let run_id = &stored.state.run_id;
-    let waiting = stored.state.waiting_calls();
-    let call = match &tool_call_id {
-        Some(id) => waiting
-            .into_iter()
-            .find(|c| c.tool_call_id == *id)
-            .ok_or_else(|| {
-                ApiError::new(
-                    StatusCode::CONFLICT,
-                    "call_not_waiting",
-                    format!("run {run_id:?} does not wait on tool call {id:?}"),
-                )
-            })?,
-        None => {
-            let mut waiting = waiting;
-            match waiting.len() {
-                1 => waiting.remove(0),
-                0 => {
-                    return Err(ApiError::new(
-                        StatusCode::CONFLICT,
-                        "not_suspended",
-                        format!("run {run_id:?} waits on no tool call"),
-                    ));
-                }
-                _ => {
-                    let ids: Vec<&str> = waiting.iter().map(|c| c.tool_call_id.as_str()).collect();
-                    return Err(ApiError::invalid(format!(
-                        "run {run_id:?} waits on several tool calls ({}): name one in toolCallId",
-                        ids.join(", ")
-                    )));
-                }
-            }
-        }
-    };
-    let Some(pending) = history::pending_calls(agent, run_id, vec![call]).pop() else {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "wrong_decision",
-            format!(
-                "the waiting call of run {run_id:?} takes a client tool's result, not resumeData"
-            ),
-        ));
-    };
-    let decision = match pending.waits_for {
-        WaitsFor::Approval => approval_of(&data)?,
-        WaitsFor::Resume { .. } => Decision::Resume(data),
-    };
-    Ok(Decided {
-        call: pending,
-        decision,
-        fingerprint,
-    })
-}
-
-/// `{approved, reason?}` as the resume data of an approval.
-fn approval_of(data: &Value) -> Result<Decision, ApiError> {
-    let approved = data
-        .get("approved")
-        .and_then(Value::as_bool)
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid_resume_data",
-                "the call waits for an approval: resumeData must be {\"approved\": boolean, \
-             \"reason\"?: string}",
-            )
-        })?;
-    let reason = data
-        .get("reason")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    Ok(if approved {
-        Decision::Approve
-    } else {
-        Decision::Decline(reason)
-    })
-}
-
-/// The decisions of v6 approval responses, in the run's order of its waiting calls.
-fn approval_decisions(
-    agent: &Agent,
-    stored: &StoredRun,
-    approvals: Vec<(String, bool, Option<String>)>,
-) -> Result<Vec<Decided>, ApiError> {
-    let run_id = &stored.state.run_id;
-    let pending = history::pending_calls(agent, run_id, stored.state.waiting_calls());
-    approvals
-        .into_iter()
-        .map(|(tool_call_id, approved, reason)| {
-            let call = pending
-                .iter()
-                .find(|c| c.tool_call_id == tool_call_id && c.waits_for == WaitsFor::Approval)
-                .cloned()
-                .ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::CONFLICT,
-                        "call_not_waiting",
-                        format!("run {run_id:?} does not wait for an approval of {tool_call_id:?}"),
-                    )
-                })?;
-            Ok(Decided {
-                call,
-                decision: if approved {
-                    Decision::Approve
-                } else {
-                    Decision::Decline(reason)
-                },
-                fingerprint: None,
-            })
-        })
-        .collect()
-}
-
-/// Records a decision and returns the continued run's stream.
-async fn decide(
-    agent: &Agent,
-    caller: &Caller,
-    abort: &AbortSignal,
-    decided: Decided,
-) -> Result<AgentStream, ApiError> {
-    let mut call = ToolCallRef::new(decided.call.run_id, decided.call.tool_call_id)
-        .options(RunOptions::new().abort_signal(abort.clone()));
-    if let Some(fingerprint) = decided.fingerprint {
-        call = call.fingerprint(fingerprint);
-    }
-    if let Some(resource) = &caller.resource {
-        call = call.resource(resource);
-    }
-    let stream = match decided.decision {
-        Decision::Approve => agent.approve_tool_call(call).await?,
-        Decision::Decline(reason) => agent.decline_tool_call(call, reason).await?,
-        Decision::Resume(data) => agent.resume_stream(data, call).await?,
-    };
-    Ok(stream)
-}
-
-/// The stored messages a regenerate (or an edit) of `message_id` replaces: that message and
-/// every later one, but the input itself (re-stored in place by id). `None` when there are
-/// none (no memory, a new thread, an id the thread does not hold). Another resource's thread
-/// is not found.
-async fn replaced_after(
-    state: &AppState,
-    thread_id: &str,
-    resource_id: &str,
-    message_id: &str,
-    input: &[Message],
-) -> Result<Option<Replaced>, ApiError> {
-    use kestrel_memory::kestrel_storage::{Selection, StorageError};
-    let Some(memory) = &state.memory else {
-        return Ok(None);
-    };
-    let stored = match memory
-        .storage()
-        .list_messages(thread_id, Some(resource_id), Selection::all())
-        .await
-    {
-        Ok(list) => list.messages,
-        Err(StorageError::ThreadNotFound { .. }) => return Ok(None),
-        Err(error) => return Err(crate::memory::storage_error(error)),
-    };
-    let Some(at) = stored.iter().position(|m| m.id == message_id) else {
-        return Ok(None);
-    };
-    let ids: Vec<String> = stored[at..]
-        .iter()
-        .map(|m| m.id.clone())
-        .filter(|id| !input.iter().any(|m| m.id == *id))
-        .collect();
-    Ok((!ids.is_empty()).then(|| Replaced {
-        thread_id: thread_id.to_owned(),
-        resource_id: resource_id.to_owned(),
-        ids,
-    }))
-}
-
 /// Messages a regenerating turn replaces, deleted once it succeeded.
 #[derive(Debug, Clone)]
 struct Replaced {
@@ -680,102 +377,6 @@ impl Replaced {
             tracing::warn!(thread_id = %self.thread_id, %error, "deleting the messages a regenerated answer replaces failed; they stay in the thread");
         }
     }
-}
-
-/// The input and options of a new turn: the run body of `/api/agents/{id}/stream` (same
-/// checks: the pinned resource, the request context, `maxSteps`), made of the chat's messages
-/// and memory coordinates.
-fn new_turn(
-    agent: &Agent,
-    caller: &Caller,
-    rules: crate::wire::BodyRules,
-    body: ChatBody,
-    chat_id: Option<&str>,
-) -> Result<(Vec<Message>, RunOptions), ApiError> {
-    let (thread, resource) = match body.memory {
-        Some(MemoryBody { thread, resource }) => {
-            let thread = match thread {
-                ThreadRef::Id(id) | ThreadRef::Object { id } => id,
-            };
-            (Some(thread), Some(resource))
-        }
-        None => (
-            chat_id.map(str::to_owned),
-            body.resource_id
-                .or_else(|| caller.resource.clone())
-                .or_else(|| chat_id.map(str::to_owned)),
-        ),
-    };
-    if let Some(resource) = &resource {
-        caller.check_resource(resource)?;
-    }
-    // Only an agent with memory keeps a thread; the others run on the messages alone.
-    let memory = match (thread, resource) {
-        (Some(thread), Some(resource)) if agent.memory().is_some() => Some(MemoryBody {
-            thread: ThreadRef::Id(thread),
-            resource,
-        }),
-        _ => None,
-    };
-    let selected = new_messages(&body.messages, memory.is_some())?;
-    let run = RunBody {
-        messages: Value::Array(selected.iter().map(|m| (*m).clone()).collect()),
-        memory,
-        thread_id: None,
-        resource_id: None,
-        request_context: body.request_context,
-        run_id: body.run_id.filter(|id| !id.trim().is_empty()),
-        max_steps: body.max_steps,
-        until_idle: None,
-    };
-    let (mut input, options) = run.into_run(caller, rules)?;
-    // One message per UIMessage: they keep the client's ids, so the stored ones are the same
-    // (and a regenerated message replaces itself in the thread).
-    for (message, ui) in input.iter_mut().zip(&selected) {
-        if let Some(id) = ui
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|id| !id.is_empty())
-        {
-            message.id = id.to_owned();
-        }
-    }
-    if !input.iter().any(|m| m.role == Role::User) {
-        return Err(ApiError::invalid(
-            "messages must end with a user message (or answer a stopped run with runId and \
-             resumeData, or with approval responses)",
-        ));
-    }
-    Ok((input, options))
-}
-
-/// The `UIMessage`s a new run reads. With memory the thread already holds the conversation,
-/// so only those after the last assistant message are new (a client may send them all or, as
-/// Mastra recommends, only the last); without, all of them. Assistant messages without text
-/// (tool calls only) carry nothing a new run could use.
-fn new_messages(messages: &[Value], with_memory: bool) -> Result<Vec<&Value>, ApiError> {
-    let is_assistant = |m: &Value| m.get("role").and_then(Value::as_str) == Some("assistant");
-    let start = if with_memory {
-        messages.iter().rposition(is_assistant).map_or(0, |i| i + 1)
-    } else {
-        0
-    };
-    let mut selected = Vec::new();
-    for (index, message) in messages.iter().enumerate().skip(start) {
-        let Some(parts) = message.get("parts").and_then(Value::as_array) else {
-            return Err(ApiError::invalid(format!(
-                "messages[{index}] must be a UIMessage {{id, role, parts}}"
-            )));
-        };
-        let has_text = parts
-            .iter()
-            .any(|p| p.get("type").and_then(Value::as_str) == Some("text"));
-        if is_assistant(message) && !has_text {
-            continue;
-        }
-        selected.push(message);
-    }
-    Ok(selected)
 }
 
 /// The task that reads a turn's runs and pushes their chunks to the turn.
