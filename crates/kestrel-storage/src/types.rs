@@ -485,9 +485,6 @@ pub struct MessageSearch {
 /// written as it ended (completed, failed or aborted) and read back the same.
 pub use kestrel_core::run::RunPhase;
 
-/// The former name of [`RunPhase`] in this crate.
-pub type RunStatus = RunPhase;
-
 /// The phase stored under `name`; a name no phase has is corrupt data.
 pub(crate) fn parse_phase(name: &str) -> Result<RunPhase, StorageError> {
     RunPhase::parse(name).ok_or_else(|| StorageError::corrupt("run status", name))
@@ -506,7 +503,7 @@ pub struct RunRecord {
     /// Its resource, when it uses memory.
     pub resource_id: Option<String>,
     /// Where it stands.
-    pub status: RunStatus,
+    pub status: RunPhase,
     /// The snapshot (JSON).
     pub snapshot: Value,
     /// The run that delegated to this one.
@@ -524,7 +521,7 @@ impl RunRecord {
     pub fn new(
         run_id: impl Into<String>,
         agent_id: impl Into<String>,
-        status: RunStatus,
+        status: RunPhase,
         snapshot: Value,
     ) -> Self {
         let now = crate::codec::now();
@@ -553,7 +550,7 @@ pub struct RunFilter {
     /// Only runs of this resource.
     pub resource_id: Option<String>,
     /// Only runs in one of these statuses (empty: any).
-    pub statuses: Vec<RunStatus>,
+    pub statuses: Vec<RunPhase>,
     /// Only sub-runs of this run.
     pub parent_run_id: Option<String>,
     /// Only runs created at or after this time.

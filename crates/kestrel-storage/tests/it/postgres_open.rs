@@ -10,7 +10,7 @@ use kestrel_core::message::Message;
 use kestrel_storage::postgres::MIGRATOR;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
 use kestrel_storage::{
-    NewThread, PgOptions, PostgresStorage, RunRecord, RunStatus, Selection, Storage, StorageError,
+    NewThread, PgOptions, PostgresStorage, RunPhase, RunRecord, Selection, Storage, StorageError,
 };
 use sqlx::migrate::Migrator;
 use sqlx::{Connection, Executor, PgConnection};
@@ -95,7 +95,7 @@ async fn a_newer_build_migrates_a_schema_of_an_older_one() {
         .await
         .unwrap();
     assert_eq!(stored[0].seq, 1);
-    let run = RunRecord::new("r", "a", RunStatus::Suspended, serde_json::json!({}));
+    let run = RunRecord::new("r", "a", RunPhase::Suspended, serde_json::json!({}));
     store.save_run(run, None).await.unwrap();
     store.close().await;
     drop_schema(&url, &schema).await;

@@ -218,7 +218,7 @@ async fn suspended_runs_are_listed_by_agent_thread_and_resource() {
 async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_parent() {
     use kestrel_core::agent::{DelegatedBy, RunStatus as Progress};
     use kestrel_core::model::FinishReason;
-    use kestrel_storage::{RunFilter, RunStatus};
+    use kestrel_storage::RunFilter;
 
     for fixture in fixtures().await {
         let storage = fixture.store();
@@ -245,7 +245,7 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
         });
         runs.save(&child, RunPhase::Running, None).await.unwrap();
 
-        let ids = |statuses: Vec<RunStatus>, parent: Option<&str>| {
+        let ids = |statuses: Vec<RunPhase>, parent: Option<&str>| {
             let storage = storage.clone();
             let filter = RunFilter {
                 statuses,
@@ -266,17 +266,17 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
             }
         };
         assert_eq!(
-            ids(vec![RunStatus::Completed], None).await,
+            ids(vec![RunPhase::Completed], None).await,
             ["run-stop"],
             "{backend}"
         );
         assert_eq!(
-            ids(vec![RunStatus::Failed], None).await,
+            ids(vec![RunPhase::Failed], None).await,
             ["run-error"],
             "{backend}"
         );
         assert_eq!(
-            ids(vec![RunStatus::Aborted], None).await,
+            ids(vec![RunPhase::Aborted], None).await,
             ["run-abort"],
             "{backend}"
         );

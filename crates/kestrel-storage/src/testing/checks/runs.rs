@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::StorageError;
 use crate::storage::Storage;
-use crate::types::{PageRequest, RunFilter, RunRecord, RunStatus};
+use crate::types::{PageRequest, RunFilter, RunPhase, RunRecord};
 
 fn run_state_snapshot(run_id: &str) -> Value {
     use kestrel_core::agent::{RunSettings, RunState};
@@ -30,7 +30,7 @@ fn run_state_snapshot(run_id: &str) -> Value {
 /// Create-only, compare-and-set updates, conflicts that change nothing, snapshots round-trip.
 pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     let snapshot = run_state_snapshot("r1");
-    let mut record = RunRecord::new("r1", "weather", RunStatus::Running, snapshot.clone());
+    let mut record = RunRecord::new("r1", "weather", RunPhase::Running, snapshot.clone());
     record.thread_id = Some("t1".into());
     record.resource_id = Some("alice".into());
     let created = store.save_run(record.clone(), None).await.unwrap();
@@ -49,7 +49,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
 
     tokio::time::sleep(Duration::from_millis(2)).await;
     let suspended = RunRecord {
-        status: RunStatus::Suspended,
+        status: RunPhase::Suspended,
         snapshot: json!({"pending": [{"toolCallId": "c1", "approved": null}], "ratio": 0.1}),
         ..record.clone()
     };
@@ -60,7 +60,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     assert_eq!(store.get_run("r1").await.unwrap(), Some(updated.clone()));
 
     let stale = RunRecord {
-        status: RunStatus::Completed,
+        status: RunPhase::Completed,
         ..record.clone()
     };
     let conflict = store.save_run(stale, Some(1)).await;
@@ -74,7 +74,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     ));
     assert_eq!(store.get_run("r1").await.unwrap(), Some(updated));
 
-    let ghost = RunRecord::new("ghost", "weather", RunStatus::Running, json!({}));
+    let ghost = RunRecord::new("ghost", "weather", RunPhase::Running, json!({}));
     let missing = store.save_run(ghost, Some(3)).await;
     assert!(matches!(missing, Err(StorageError::RunNotFound { run_id }) if run_id == "ghost"));
     assert_eq!(store.get_run("ghost").await.unwrap(), None);
@@ -85,12 +85,12 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
 
 /// `save_runs` writes every run or none: a conflict on the last leaves the first unchanged.
 pub async fn runs_save_together(store: Arc<dyn Storage>) {
-    let parent = RunRecord::new("parent", "boss", RunStatus::Suspended, json!({"at": 0}));
-    let child = RunRecord::new("child", "helper", RunStatus::Suspended, json!({"at": 0}));
+    let parent = RunRecord::new("parent", "boss", RunPhase::Suspended, json!({"at": 0}));
+    let child = RunRecord::new("child", "helper", RunPhase::Suspended, json!({"at": 0}));
     let parent = store.save_run(parent, None).await.unwrap();
     let child = store.save_run(child, None).await.unwrap();
     let decided = |record: &RunRecord| RunRecord {
-        status: RunStatus::Running,
+        status: RunPhase::Running,
         snapshot: json!({"at": 1}),
         ..record.clone()
     };
@@ -111,7 +111,7 @@ pub async fn runs_save_together(store: Arc<dyn Storage>) {
         .save_runs(vec![
             (decided(&parent), Some(parent.version)),
             (
-                RunRecord::new("ghost", "x", RunStatus::Running, json!({})),
+                RunRecord::new("ghost", "x", RunPhase::Running, json!({})),
                 Some(1),
             ),
         ])
@@ -140,13 +140,13 @@ pub async fn runs_save_together(store: Arc<dyn Storage>) {
 
 /// Ten instances racing to advance one run from version 1: exactly one wins.
 pub async fn runs_concurrent_compare_and_set(store: Arc<dyn Storage>) {
-    let record = RunRecord::new("r1", "agent", RunStatus::Suspended, json!({"step": 0}));
+    let record = RunRecord::new("r1", "agent", RunPhase::Suspended, json!({"step": 0}));
     store.save_run(record.clone(), None).await.unwrap();
     let tasks: Vec<_> = (0..10)
         .map(|i| {
             let store = Arc::clone(&store);
             let record = RunRecord {
-                status: RunStatus::Running,
+                status: RunPhase::Running,
                 snapshot: json!({"step": 1, "by": i}),
                 ..record.clone()
             };
@@ -179,17 +179,17 @@ async fn list_run_ids(store: &Arc<dyn Storage>, filter: RunFilter) -> Vec<String
 /// Filters (agent, thread, resource, statuses, parent, creation range), newest first, pages.
 pub async fn runs_list_filters(store: Arc<dyn Storage>) {
     let specs = [
-        ("r1", "planner", Some("t1"), RunStatus::Completed, None),
-        ("r2", "planner", Some("t1"), RunStatus::Suspended, None),
+        ("r1", "planner", Some("t1"), RunPhase::Completed, None),
+        ("r2", "planner", Some("t1"), RunPhase::Suspended, None),
         (
             "r3",
             "helper",
             Some("t2"),
-            RunStatus::WaitingForSubtask,
+            RunPhase::WaitingForSubtask,
             None,
         ),
-        ("r4", "helper", None, RunStatus::Suspended, Some("r3")),
-        ("r5", "planner", Some("t2"), RunStatus::Failed, None),
+        ("r4", "helper", None, RunPhase::Suspended, Some("r3")),
+        ("r5", "planner", Some("t2"), RunPhase::Failed, None),
     ];
     let mut created = Vec::new();
     for (id, agent, thread, status, parent) in specs {
@@ -206,7 +206,7 @@ pub async fn runs_list_filters(store: Arc<dyn Storage>) {
         ["r5", "r4", "r3", "r2", "r1"]
     );
     let suspended = RunFilter {
-        statuses: vec![RunStatus::Suspended, RunStatus::WaitingForSubtask],
+        statuses: vec![RunPhase::Suspended, RunPhase::WaitingForSubtask],
         ..f()
     };
     assert_eq!(
