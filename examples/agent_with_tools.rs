@@ -31,13 +31,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let weather = create_tool("get_weather")
         .description("Current weather for a city")
         .execute(|input: WeatherInput, _ctx| async move {
-            Ok::<_, ToolError>(json!({ "city": input.city, "celsius": 21.5, "sky": "clear" }))
+            Ok(json!({ "city": input.city, "celsius": 21.5, "sky": "clear" }))
         });
     let convert = create_tool("to_fahrenheit")
         .description("Converts Celsius to Fahrenheit")
-        .execute(|input: ToFahrenheit, _ctx| async move {
-            Ok::<_, ToolError>(input.celsius * 9.0 / 5.0 + 32.0)
-        });
+        .execute(|input: ToFahrenheit, _ctx| async move { Ok(input.celsius * 9.0 / 5.0 + 32.0) });
 
     // The scripted model plays the part of an LLM: two parallel tool calls, then an answer.
     let model = ScriptedModel::new()

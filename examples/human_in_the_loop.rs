@@ -45,7 +45,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Erro
         .require_approval(true)
         .execute(|email: Email, _ctx| async move {
             println!("  (sending {:?} to {})", email.subject, email.to);
-            Ok::<_, ToolError>(format!("sent to {}", email.to))
+            Ok(format!("sent to {}", email.to))
         });
     let memory = Memory::builder(store.clone()).last_messages(10).build()?;
     let agent = Agent::builder("assistant")

@@ -26,7 +26,7 @@ struct AddInput {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let add = create_tool("add")
         .description("Add two integers.")
-        .execute(|input: AddInput, _ctx| async move { Ok::<_, ToolError>(input.a + input.b) });
+        .execute(|input: AddInput, _ctx| async move { Ok(input.a + input.b) });
 
     let agent = Agent::builder("calculator")
         .instructions("You are a helpful assistant.")

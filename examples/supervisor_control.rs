@@ -108,7 +108,7 @@ async fn approval() -> Result<(), Error> {
         .description("Reads a user's record")
         .require_approval(true)
         .execute(|input: UserId, _ctx| async move {
-            Ok::<_, ToolError>(json!({ "userId": input.user_id, "name": "Ada", "plan": "pro" }))
+            Ok(json!({ "userId": input.user_id, "name": "Ada", "plan": "pro" }))
         });
     let data_agent = Agent::builder("data")
         .description("Looks up user records.")
@@ -158,7 +158,7 @@ async fn suspension() -> Result<(), Error> {
         .resume_schema(json!({"type": "object", "properties": {"budget": {"type": "integer"}}}))
         .execute(|_: Value, ctx| async move {
             match ctx.resume_data() {
-                Some(data) => Ok::<_, ToolError>(format!("budget: {} EUR", data["budget"])),
+                Some(data) => Ok(format!("budget: {} EUR", data["budget"])),
                 None => Err(ctx.suspend(json!({ "question": "What is the budget?" }))),
             }
         });
@@ -242,9 +242,7 @@ async fn pause_and_resume() -> Result<(), Error> {
     let work = create_tool("work")
         .description("Does one part of the job")
         .input_schema(json!({"type": "object", "properties": {"part": {"type": "integer"}}}))
-        .execute(|input: Value, _ctx| async move {
-            Ok::<_, ToolError>(format!("part {} done", input["part"]))
-        });
+        .execute(|input: Value, _ctx| async move { Ok(format!("part {} done", input["part"])) });
     let worker = Agent::builder("worker")
         .description("Does long jobs in parts.")
         .model(model_or(worker_model))

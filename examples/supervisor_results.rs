@@ -56,7 +56,7 @@ fn researcher() -> Result<Agent, Error> {
     let lookup = create_tool("lookup")
         .description("Looks a species up")
         .input_schema(json!({"type": "object", "properties": {"species": {"type": "string"}}}))
-        .execute(|_: Value, _ctx| async { Ok::<_, ToolError>("wingspan 70 cm; eats voles") });
+        .execute(|_: Value, _ctx| async { Ok("wingspan 70 cm; eats voles") });
     let script = ScriptedModel::from_fn(|req| match results(req).first() {
         None => ScriptedResponse::tool_call("l1", "lookup", json!({"species": "kestrel"})),
         Some(_) => ScriptedResponse::text("- Kestrels hover\n- They eat voles"),

@@ -123,7 +123,7 @@ fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>
     .without_recording();
     let add = create_tool("add")
         .description("Adds two integers")
-        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) });
+        .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) });
     Ok(Agent::builder("w2")
         .instructions("You add numbers.")
         .model(Arc::new(model))

@@ -41,7 +41,7 @@ fn agent(memory: Memory) -> Result<Agent, Box<dyn Error>> {
     .without_recording();
     let add = create_tool("add")
         .description("Adds two integers")
-        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) });
+        .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) });
     Ok(Agent::builder("w4")
         .instructions("You add numbers.")
         .model(Arc::new(model))

@@ -42,7 +42,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn Error>> {
     let add = create_tool("add")
         .description("Adds two integers")
         .require_approval(true)
-        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) });
+        .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) });
     let memory = Memory::builder(Arc::clone(&store))
         .last_messages(10)
         .build()?;

@@ -37,7 +37,7 @@ use kestrel::memory::{Memory, MemoryBuildError, WorkingMemory};
 use kestrel::model::ModelSpec;
 use kestrel::server::Server;
 use kestrel::storage::{SqliteStorage, Storage, StorageError, StorageRunStore};
-use kestrel::tool::{Tool, ToolError, create_tool};
+use kestrel::tool::{Tool, create_tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -205,9 +205,7 @@ struct WeatherInput {
 fn weather_tool() -> impl Tool {
     create_tool(WEATHER_TOOL)
         .description("Gets today's weather for a city (demo data).")
-        .execute(|input: WeatherInput, _ctx| async move {
-            Ok::<_, ToolError>(demo_weather(&input.city))
-        })
+        .execute(|input: WeatherInput, _ctx| async move { Ok(demo_weather(&input.city)) })
 }
 
 /// The demo's weather for `city`: the same for the same name.
@@ -244,7 +242,7 @@ fn email_tool() -> impl Tool {
         .require_approval(true)
         .execute(|email: EmailInput, _ctx| async move {
             let words = email.body.split_whitespace().count();
-            Ok::<_, ToolError>(format!(
+            Ok(format!(
                 "Email \"{}\" to {} sent ({words} words; demo: nothing left this machine).",
                 email.subject, email.to
             ))

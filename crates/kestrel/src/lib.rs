@@ -22,7 +22,7 @@
 //!     .instructions("Use the add tool.")
 //!     .model(Arc::new(model))
 //!     .tool(create_tool("add").description("Adds").execute(|i: Add, _ctx| async move {
-//!         Ok::<_, ToolError>(i.a + i.b)
+//!         Ok(i.a + i.b)
 //!     }))
 //!     .build()?;
 //! let result = agent.generate("What is 2 + 3?", RunOptions::new()).await?;

@@ -26,7 +26,7 @@ use super::{ApprovalContext, ApprovalPolicy, Tool, ToolContext, ToolError};
 ///
 /// let add = create_tool("add")
 ///     .description("Adds two numbers")
-///     .execute(|input: AddInput, _ctx| async move { Ok::<_, ToolError>(input.a + input.b) });
+///     .execute(|input: AddInput, _ctx| async move { Ok(input.a + input.b) });
 /// ```
 pub fn create_tool(id: impl Into<String>) -> ToolBuilder {
     ToolBuilder::new(id)
@@ -150,7 +150,26 @@ impl ToolBuilder {
     ///
     /// The input type `I` is deserialised from the model's (validated) arguments; unless
     /// [`ToolBuilder::input_schema`] was given, its JSON schema comes from `schemars`. The
-    /// output `O` is serialised to JSON for the model.
+    /// output `O` is serialised to JSON for the model. The closure returns
+    /// `Result<O, ToolError>`, and `?` works on any error that converts into [`ToolError`]
+    /// (a `serde_json` error does; wrap others with [`ToolError::new`]):
+    ///
+    /// ```
+    /// # use kestrel_core::tool::{create_tool, ToolError};
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Lookup {
+    ///     code: String,
+    /// }
+    ///
+    /// let tool = create_tool("lookup")
+    ///     .description("Finds a country by its code")
+    ///     .execute(|input: Lookup, _ctx| async move {
+    ///         let n: u32 = input.code.parse().map_err(|_| ToolError::new("not a number"))?;
+    ///         let doc = serde_json::to_value(n)?;
+    ///         Ok(doc)
+    ///     });
+    /// # let _ = tool;
+    /// ```
     pub fn execute<I, O, F, Fut>(self, f: F) -> FnTool
     where
         I: DeserializeOwned + JsonSchema + Send + 'static,

@@ -18,6 +18,7 @@ mod context;
 mod error;
 mod extensions;
 pub(crate) mod set;
+mod typed;
 
 pub use crate::schema::violations;
 pub use approval::ApprovalPolicy;
@@ -27,6 +28,7 @@ pub(crate) use error::Stop;
 pub use error::{ToolCallError, ToolError};
 pub use extensions::Extensions;
 pub use set::{ToolDefinitionError, ToolSet};
+pub use typed::TypedTool;
 
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kestrel_core::agent::{Agent, RunOptions, RunState};
 use kestrel_core::event::Event;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -20,9 +20,9 @@ struct AddInput {
 }
 
 fn add_agent(model: Arc<ScriptedModel>) -> Agent {
-    let add = create_tool("add").description("Adds two integers").execute(
-        |i: AddInput, _ctx| async move { Ok::<_, ToolError>(json!({ "sum": i.a + i.b })) },
-    );
+    let add = create_tool("add")
+        .description("Adds two integers")
+        .execute(|i: AddInput, _ctx| async move { Ok(json!({ "sum": i.a + i.b })) });
     Agent::builder("calculator")
         .instructions("You add numbers with the add tool.")
         .model(model)

@@ -11,7 +11,7 @@ use kestrel_core::event::EventKind;
 use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use serde_json::{Value, json};
 
 #[derive(Default)]
@@ -111,7 +111,7 @@ fn echo_tool() -> kestrel_core::tool::FnTool {
     create_tool("echo")
         .description("Echoes")
         .input_schema(json!({"type": "object"}))
-        .execute(|v: Value, _ctx| async move { Ok::<_, ToolError>(v) })
+        .execute(|v: Value, _ctx| async move { Ok(v) })
 }
 
 fn script() -> ScriptedModel {

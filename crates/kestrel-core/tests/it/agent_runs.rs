@@ -16,7 +16,7 @@ use kestrel_core::model::{
     FinishReason, ModelError, ModelRegistry, ModelSpec, ResponseFormat, ScriptedModel,
     ScriptedResponse, UnknownModel,
 };
-use kestrel_core::tool::{ToolContext, ToolDefinitionError, ToolError, create_tool};
+use kestrel_core::tool::{ToolContext, ToolDefinitionError, create_tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -154,7 +154,7 @@ async fn tools_see_the_abort_signal() {
             async move {
                 ctx.abort_signal().aborted().await;
                 saw.store(true, std::sync::atomic::Ordering::SeqCst);
-                Ok::<_, ToolError>(json!("saw abort"))
+                Ok(json!("saw abort"))
             }
         });
     let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::tool_call(
@@ -187,7 +187,7 @@ async fn max_steps_finishes_cleanly_with_its_reason() {
     let tool = create_tool("again")
         .description("x")
         .input_schema(json!({"type": "object"}))
-        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+        .execute(|_: Value, _ctx| async move { Ok(1) });
     let model = Arc::new(ScriptedModel::from_fn(|req| {
         ScriptedResponse::tool_call(format!("c{}", req.messages.len()), "again", json!({}))
     }));
@@ -223,7 +223,7 @@ async fn max_steps_finishes_cleanly_with_its_reason() {
             create_tool("again")
                 .description("x")
                 .input_schema(json!({"type": "object"}))
-                .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) }),
+                .execute(|_: Value, _ctx| async move { Ok(1) }),
         )
         .build()
         .unwrap();
@@ -330,7 +330,7 @@ fn bad_definitions_are_typed_errors() {
         create_tool("dup")
             .description("x")
             .input_schema(json!({"type": "object"}))
-            .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) })
+            .execute(|_: Value, _ctx| async move { Ok(1) })
     };
     let err = Agent::builder("a")
         .model(model.clone())
@@ -346,7 +346,7 @@ fn bad_definitions_are_typed_errors() {
     let not_object = create_tool("s")
         .description("x")
         .input_schema(json!({"type": "string"}))
-        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+        .execute(|_: Value, _ctx| async move { Ok(1) });
     let err = Agent::builder("a")
         .model(model.clone())
         .tool(not_object)
@@ -360,7 +360,7 @@ fn bad_definitions_are_typed_errors() {
     let invalid = create_tool("s")
         .description("x")
         .input_schema(json!({"type": "object", "properties": {"a": {"type": "no-such-type"}}}))
-        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+        .execute(|_: Value, _ctx| async move { Ok(1) });
     let err = Agent::builder("a")
         .model(model.clone())
         .tool(invalid)
@@ -380,7 +380,7 @@ fn bad_definitions_are_typed_errors() {
     let bad_name = create_tool("has space")
         .description("x")
         .input_schema(json!({"type": "object"}))
-        .execute(|_: Value, _ctx| async move { Ok::<_, ToolError>(1) });
+        .execute(|_: Value, _ctx| async move { Ok(1) });
     let err = Agent::builder("a")
         .model(model.clone())
         .tool(bad_name)
@@ -466,7 +466,7 @@ async fn a_dropped_stream_does_not_stop_the_run() {
             let done = d2.clone();
             async move {
                 done.notify_one();
-                Ok::<_, ToolError>(json!("written"))
+                Ok(json!("written"))
             }
         });
     let model = Arc::new(
@@ -529,7 +529,7 @@ async fn a_delegated_run_is_a_run_of_the_instance() {
                 *child_run.lock().unwrap() = ctx.run_id().to_string();
                 started.notify_one();
                 ctx.abort_signal().aborted().await;
-                Ok::<_, ToolError>(json!("stopped"))
+                Ok(json!("stopped"))
             }
         });
     let helper = Agent::builder("helper")

@@ -23,7 +23,7 @@ struct AddInput {
 fn add_tool() -> kestrel_core::tool::FnTool {
     create_tool("add")
         .description("Adds two integers")
-        .execute(|i: AddInput, _ctx| async move { Ok::<_, ToolError>(i.a + i.b) })
+        .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) })
 }
 
 /// The tool results the model received on its second call, in order.
@@ -58,7 +58,7 @@ async fn bad_calls_become_tool_errors_the_model_sees() {
             if true {
                 panic!("boom");
             }
-            Ok::<Value, ToolError>(Value::Null)
+            Ok(Value::Null)
         });
     let model = Arc::new(
         ScriptedModel::new()
@@ -149,7 +149,7 @@ async fn tool_calls_of_one_step_run_concurrently_and_keep_the_models_order() {
                 peak.fetch_max(now, Ordering::SeqCst);
                 tokio::time::sleep(Duration::from_millis(input["ms"].as_u64().unwrap())).await;
                 in_flight.fetch_sub(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(input["ms"].clone())
+                Ok(input["ms"].clone())
             }
         });
     let script = || {
@@ -207,7 +207,7 @@ async fn tools_get_run_identity_request_context_and_a_writer() {
         .execute(|_: Value, ctx: ToolContext| async move {
             ctx.writer().write(json!({"progress": 50})).await?;
             ctx.request_context().set("seen-by-tool", true);
-            Ok::<_, ToolError>(json!({
+            Ok(json!({
                 "runId": ctx.run_id(),
                 "toolCallId": ctx.tool_call_id(),
                 "thread": ctx.thread_id(),
@@ -271,4 +271,77 @@ async fn a_tool_can_be_executed_on_its_own() {
     assert_eq!(out, json!(9));
     assert_eq!(tool.input_schema()["type"], "object");
     assert_eq!(tool.input_schema()["required"], json!(["a", "b"]));
+}
+
+/// A tool as a struct, with its own error type.
+struct Divide {
+    calls: Arc<AtomicUsize>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct DivideInput {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum DivideError {
+    #[error("cannot divide {0} by zero")]
+    ByZero(i64),
+}
+
+impl kestrel_core::tool::TypedTool for Divide {
+    const NAME: &'static str = "divide";
+    const DESCRIPTION: &'static str = "Divides a by b";
+    type Input = DivideInput;
+    type Output = i64;
+    type Error = DivideError;
+
+    async fn call(&self, input: DivideInput, _ctx: ToolContext) -> Result<i64, DivideError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if input.b == 0 {
+            return Err(DivideError::ByZero(input.a));
+        }
+        Ok(input.a / input.b)
+    }
+}
+
+#[tokio::test]
+async fn a_typed_tool_validates_its_input_and_reports_its_own_errors() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(
+        ScriptedModel::new()
+            .respond(
+                ScriptedResponse::tool_call("c1", "divide", json!({"a": 9, "b": 3}))
+                    .and_tool_call("c2", "divide", r#"{"a": 1, "b": 0}"#)
+                    .and_tool_call("c3", "divide", r#"{"a": "nine", "b": 3}"#),
+            )
+            .respond(ScriptedResponse::text("done")),
+    );
+    let agent = Agent::builder("calculator")
+        .model(model.clone())
+        .tool(Divide {
+            calls: calls.clone(),
+        })
+        .build()
+        .unwrap();
+    let definition = &agent.tools().definitions()[0];
+    assert_eq!(definition.name, "divide");
+    assert_eq!(definition.description, "Divides a by b");
+    assert_eq!(definition.input_schema["required"], json!(["a", "b"]));
+
+    let result = agent
+        .generate("divide", RunOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(result.text, "done");
+    let seen = results_seen_by_model(&model);
+    assert_eq!(seen[0], ("c1".into(), json!(3), false));
+    assert_eq!(
+        seen[1],
+        ("c2".into(), json!("cannot divide 1 by zero"), true)
+    );
+    // The schema refused the third call before the tool ran.
+    assert!(seen[2].2, "{:?}", seen[2]);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
 }

@@ -67,7 +67,7 @@ fn send_email(runs: Arc<AtomicUsize>) -> FnTool {
             let runs = runs.clone();
             async move {
                 runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(format!("sent to {}", input.to))
+                Ok(format!("sent to {}", input.to))
             }
         })
 }
@@ -227,7 +227,7 @@ async fn the_run_policy_is_ored_with_the_tools() {
             let counter = counter.clone();
             async move {
                 counter.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>("a bird of prey")
+                Ok("a bird of prey")
             }
         });
     let agent = Agent::builder("dictionary")
@@ -273,7 +273,7 @@ fn dictionary() -> kestrel_core::agent::AgentBuilder {
         .description("Looks a word up")
         .input_schema(json!({"type": "object", "properties": {"word": {"type": "string"}}}))
         .execute(|input: Value, _ctx| async move {
-            Ok::<_, ToolError>(format!(
+            Ok(format!(
                 "{} is a bird",
                 input["word"].as_str().unwrap_or("?")
             ))

@@ -16,7 +16,7 @@ use kestrel_core::event::{Event, EventKind};
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -161,7 +161,7 @@ async fn a_result_that_is_in_reaches_the_next_model_call() {
         .description("Takes a while")
         .execute(|_: Nothing, _ctx| async {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            Ok::<_, ToolError>("slow done")
+            Ok("slow done")
         });
     let model = Arc::new(ScriptedModel::from_fn(|req| {
         match req.messages.iter().filter(|m| m.role == Role::Tool).count() {
@@ -195,7 +195,7 @@ async fn the_instance_limits_how_many_tasks_run_at_once() {
                     peak.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(Duration::from_millis(40)).await;
                     active.fetch_sub(1, Ordering::SeqCst);
-                    Ok::<_, ToolError>("dug")
+                    Ok("dug")
                 }
             })
     };

@@ -16,7 +16,7 @@ use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_core::run_store::{InMemoryRunStore, RunPhase, SharedRunStore};
-use kestrel_core::tool::{FnTool, ToolError, create_tool};
+use kestrel_core::tool::{FnTool, create_tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -73,7 +73,7 @@ fn delete_records(runs: Arc<AtomicUsize>) -> FnTool {
             let runs = runs.clone();
             async move {
                 runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(format!("deleted {:?}", input.table))
+                Ok(format!("deleted {:?}", input.table))
             }
         })
 }
@@ -276,7 +276,7 @@ fn ask_budget() -> FnTool {
         }))
         .execute(|_input: Nothing, ctx| async move {
             match ctx.resume_data() {
-                Some(data) => Ok::<_, ToolError>(format!("budget {}", data["budget"])),
+                Some(data) => Ok(format!("budget {}", data["budget"])),
                 None => Err(ctx.suspend(json!({"question": "What is the budget?"}))),
             }
         })
@@ -397,7 +397,7 @@ fn slow_worker(steps: usize, store: &SharedRunStore) -> (Agent, Arc<ScriptedMode
     }));
     let work = create_tool("work")
         .description("Does one unit of work")
-        .execute(|_: Nothing, _ctx| async { Ok::<_, ToolError>("ok") });
+        .execute(|_: Nothing, _ctx| async { Ok("ok") });
     let agent = Agent::builder("worker")
         .description("Works")
         .model(model.clone())

@@ -12,7 +12,7 @@ use kestrel_core::message::Role;
 use kestrel_core::model::{
     FinishReason, ModelRequest, ModelSpec, ScriptedModel, ScriptedResponse, ToolChoice,
 };
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use serde_json::{Value, json};
 
 fn feedback_of(req: &ModelRequest) -> Vec<String> {
@@ -73,7 +73,7 @@ fn tool_agent(model: Arc<ScriptedModel>) -> Agent {
     let lookup = create_tool("lookup")
         .description("Looks up")
         .input_schema(json!({"type": "object"}))
-        .execute(|_input: Value, _ctx| async { Ok::<_, ToolError>("data") });
+        .execute(|_input: Value, _ctx| async { Ok("data") });
     Agent::builder("looker")
         .model(model)
         .tool(lookup)

@@ -16,7 +16,7 @@ use kestrel_core::model::{
     ModelSettings, ToolChoice, ToolDefinition, generate,
 };
 use kestrel_core::providers::local::{LocalModel, LocalProvider};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,15 +66,16 @@ async fn agent_calls_the_tool_and_answers_with_its_result() {
     let Some(model) = model("agent_calls_the_tool_and_answers_with_its_result") else {
         return;
     };
-    let agent =
-        Agent::builder("calculator")
-            .instructions("You are a helpful assistant.")
-            .model(model)
-            .tool(create_tool("add").description("Add two integers.").execute(
-                |input: AddInput, _ctx| async move { Ok::<_, ToolError>(input.a + input.b) },
-            ))
-            .build()
-            .unwrap();
+    let agent = Agent::builder("calculator")
+        .instructions("You are a helpful assistant.")
+        .model(model)
+        .tool(
+            create_tool("add")
+                .description("Add two integers.")
+                .execute(|input: AddInput, _ctx| async move { Ok(input.a + input.b) }),
+        )
+        .build()
+        .unwrap();
     let result = agent
         .generate("What is 17 plus 25?", RunOptions::new())
         .await

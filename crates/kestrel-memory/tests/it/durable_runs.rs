@@ -19,7 +19,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
 use kestrel_core::run_store::{RunPhase, RunStore, SuspendedRunsQuery};
-use kestrel_core::tool::{FnTool, ToolError, create_tool};
+use kestrel_core::tool::{FnTool, create_tool};
 use kestrel_memory::Memory;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
 use kestrel_storage::{
@@ -136,7 +136,7 @@ fn send_email(runs: Arc<AtomicUsize>) -> FnTool {
             let runs = runs.clone();
             async move {
                 runs.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(format!("sent to {}", input["to"].as_str().unwrap_or("?")))
+                Ok(format!("sent to {}", input["to"].as_str().unwrap_or("?")))
             }
         })
 }
@@ -385,7 +385,7 @@ fn delegating_instance(
             let worked = worked.clone();
             async move {
                 worked.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>("ok")
+                Ok("ok")
             }
         });
     let memory = Memory::builder(Arc::clone(&store))

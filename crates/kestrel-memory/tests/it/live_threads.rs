@@ -288,7 +288,7 @@ async fn a_message_sent_to_the_active_run_reaches_its_next_step(store: Store) {
         .input_schema(json!({"type": "object"}))
         .execute(|_input: Value, _ctx| async move {
             tokio::time::sleep(Duration::from_millis(150)).await;
-            Ok::<_, ToolError>("sent")
+            Ok("sent")
         });
     let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
     let agent = Agent::builder("assistant")

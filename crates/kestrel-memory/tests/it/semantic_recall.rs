@@ -14,7 +14,7 @@ use kestrel_core::agent::{Agent, AgentError, RunOptions};
 use kestrel_core::embedding::{EmbedError, Embedder, HashEmbedder, ScriptedEmbedder};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_memory::{
     Error, Memory, MessageRange, SemanticRecall, SemanticRecallScope, default_index_name,
 };
@@ -86,7 +86,7 @@ fn agent(memory: &Memory, model: Arc<ScriptedModel>) -> Agent {
             create_tool("echo")
                 .description("Echoes its input")
                 .input_schema(json!({"type": "object"}))
-                .execute(|v: Value, _ctx| async move { Ok::<_, ToolError>(v) }),
+                .execute(|v: Value, _ctx| async move { Ok(v) }),
         )
         .memory(memory.clone().shared())
         .build()

@@ -11,7 +11,7 @@ use kestrel_core::agent::Agent;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_server::{ServeError, Server};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -46,7 +46,7 @@ fn kestrel(sent: Arc<AtomicUsize>, slow: Arc<ScriptedModel>) -> Kestrel {
             let sent = sent.clone();
             async move {
                 sent.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, ToolError>(format!("sent to {}", email.to))
+                Ok(format!("sent to {}", email.to))
             }
         });
     let mailer = Agent::builder("mailer")
@@ -69,7 +69,7 @@ fn kestrel(sent: Arc<AtomicUsize>, slow: Arc<ScriptedModel>) -> Kestrel {
         .tool(
             create_tool("tick")
                 .description("Ticks")
-                .execute(|_: Email, _ctx| async { Ok::<_, ToolError>("tock") }),
+                .execute(|_: Email, _ctx| async { Ok("tock") }),
         )
         .build()
         .unwrap();

@@ -12,7 +12,7 @@ use kestrel_core::agent::Agent;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_memory::Memory;
 use kestrel_server::Server;
 use kestrel_storage::InMemoryStorage;
@@ -78,9 +78,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
     let send_email = create_tool("send_email")
         .description("Sends an email")
         .require_approval(true)
-        .execute(|email: Email, _ctx| async move {
-            Ok::<_, ToolError>(format!("sent to {}", email.to))
-        });
+        .execute(|email: Email, _ctx| async move { Ok(format!("sent to {}", email.to)) });
     let mailer = Agent::builder("mailer")
         .model(Arc::new(ScriptedModel::from_fn(|req| {
             if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
@@ -111,9 +109,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
                 .resume_type::<Answer>()
                 .execute(|q: Question, ctx| async move {
                     match ctx.resume_data_as::<Answer>()? {
-                        Some(a) => {
-                            Ok::<_, ToolError>(json!({"topic": q.topic, "answer": a.answer}))
-                        }
+                        Some(a) => Ok(json!({"topic": q.topic, "answer": a.answer})),
                         None => {
                             Err(ctx.suspend(json!({"question": format!("Which {}?", q.topic)})))
                         }

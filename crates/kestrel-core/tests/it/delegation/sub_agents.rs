@@ -15,7 +15,7 @@ use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{
     FinishReason, ModelError, ModelEvent, ScriptStep, ScriptedModel, ScriptedResponse, Usage,
 };
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use serde_json::{Value, json};
 
 use super::{last_results, sub_agent, supervisor};
@@ -155,7 +155,7 @@ async fn the_request_context_is_copied_into_the_sub_agent_and_does_not_leak_back
                     RUN_IDENTITY_KEYS.iter().any(|k| context.contains(k)),
                 ));
                 context.set("child-only", "x");
-                Ok::<_, ToolError>("noted")
+                Ok("noted")
             }
         });
     let child = Agent::builder("child")

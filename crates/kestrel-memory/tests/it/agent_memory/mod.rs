@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use kestrel_core::agent::{Agent, RunOptions};
 use kestrel_core::message::{Message, Part, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_memory::Memory;
 use kestrel_storage::{NewMessage, NewThread, Selection, StoredMessage};
 use serde_json::{Value, json};
@@ -65,7 +65,7 @@ fn echo_tool() -> kestrel_core::tool::FnTool {
     create_tool("echo")
         .description("Echoes its input")
         .input_schema(json!({"type": "object"}))
-        .execute(|v: Value, _ctx| async move { Ok::<_, ToolError>(v) })
+        .execute(|v: Value, _ctx| async move { Ok(v) })
 }
 
 fn agent(memory: &Memory, model: Arc<ScriptedModel>) -> Agent {

@@ -8,7 +8,7 @@ use kestrel_core::agent::Agent;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ModelError, ModelEvent, ScriptStep, ScriptedModel, ScriptedResponse};
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_memory::Memory;
 use kestrel_memory::kestrel_storage::StorageRunStore;
 use schemars::JsonSchema;
@@ -76,18 +76,16 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
         .tool(
             create_tool("weather")
                 .description("The weather of a city")
-                .execute(|city: City, _ctx| async move {
-                    Ok::<_, ToolError>(json!({"temp": 20, "city": city.city}))
-                }),
+                .execute(
+                    |city: City, _ctx| async move { Ok(json!({"temp": 20, "city": city.city})) },
+                ),
         )
         .build()
         .unwrap();
     let send_email = create_tool("send_email")
         .description("Sends an email")
         .require_approval(true)
-        .execute(|email: Email, _ctx| async move {
-            Ok::<_, ToolError>(format!("sent to {}", email.to))
-        });
+        .execute(|email: Email, _ctx| async move { Ok(format!("sent to {}", email.to)) });
     let mailer = Agent::builder("mailer")
         .model(Arc::new(ScriptedModel::from_fn(|req| {
             if answered(req) {
@@ -176,9 +174,7 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
             create_tool("del")
                 .description("Deletes")
                 .require_approval(true)
-                .execute(|_: HashMap<String, String>, _ctx| async move {
-                    Ok::<_, ToolError>("deleted")
-                }),
+                .execute(|_: HashMap<String, String>, _ctx| async move { Ok("deleted") }),
         )
         .build()
         .unwrap();
@@ -196,9 +192,7 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
                 .resume_type::<Answer>()
                 .execute(|q: Question, ctx| async move {
                     match ctx.resume_data_as::<Answer>()? {
-                        Some(a) => {
-                            Ok::<_, ToolError>(json!({"topic": q.topic, "answer": a.answer}))
-                        }
+                        Some(a) => Ok(json!({"topic": q.topic, "answer": a.answer})),
                         None => {
                             Err(ctx.suspend(json!({"question": format!("Which {}?", q.topic)})))
                         }

@@ -11,7 +11,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::pubsub::InProcessPubSub;
-use kestrel_core::tool::{ToolError, create_tool};
+use kestrel_core::tool::create_tool;
 use kestrel_server::Server;
 use serde_json::{Value, json};
 
@@ -180,7 +180,7 @@ async fn what_the_fuzzer_found_answers_4xx() {
             create_tool("send")
                 .description("Sends")
                 .require_approval(true)
-                .execute(|_: Nothing, _ctx| async { Ok::<_, ToolError>("ok") }),
+                .execute(|_: Nothing, _ctx| async { Ok("ok") }),
         )
         .memory(memory.clone().shared())
         .build()

@@ -19,7 +19,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::pubsub::InProcessPubSub;
-use kestrel_core::tool::{ApprovalPolicy, ToolError, create_tool};
+use kestrel_core::tool::{ApprovalPolicy, create_tool};
 use kestrel_server::Server;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -108,7 +108,7 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
     let whoami = create_tool("whoami")
         .description("Says who the run acts for")
         .execute(|_: Nothing, ctx| async move {
-            Ok::<_, ToolError>(json!({
+            Ok(json!({
                 "resource": ctx.request_context().get_str(RESOURCE_ID_KEY),
                 "claimed": ctx.request_context().get_str("kestrel.delegationDepth"),
             }))
@@ -130,7 +130,7 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         .tool(
             create_tool("harmless")
                 .description("Needs nobody, says the tool")
-                .execute(|_: Nothing, _ctx| async { Ok::<_, ToolError>("done") }),
+                .execute(|_: Nothing, _ctx| async { Ok("done") }),
         )
         .default_options(RunOptions::new().require_tool_approval(ApprovalPolicy::Always))
         .build()
@@ -150,7 +150,7 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
                 .description("Counts")
                 .execute(|_: Nothing, _ctx| async {
                     COUNTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                    Ok::<_, ToolError>("one more")
+                    Ok("one more")
                 }),
         )
         .build()
