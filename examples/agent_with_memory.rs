@@ -38,7 +38,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 max_output_tokens: Some(60),
                 ..ModelSettings::default()
             });
-        let result = agent.generate(question, options).await?;
+        let result = agent.generate(question).options(options).await?;
         println!("user: {question}\nassistant: {}\n", result.text.trim());
     }
 

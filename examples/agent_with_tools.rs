@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool(convert)
         .build()?;
 
-    let mut stream = agent.stream("What's the weather in Lisbon?", RunOptions::new());
+    let mut stream = agent.stream("What's the weather in Lisbon?").into_stream();
     while let Some(event) = stream.next().await {
         match &event.kind {
             EventKind::ToolCall(call) => println!("→ {}({})", call.tool_name, call.args),

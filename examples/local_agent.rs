@@ -33,7 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .tool(add)
         .build()?;
 
-    let mut stream = agent.stream("What is 17 plus 25?", RunOptions::new());
+    let mut stream = agent.stream("What is 17 plus 25?").into_stream();
     while let Some(event) = stream.next().await {
         match &event.kind {
             EventKind::ToolCall(call) => println!("tool call: {} {}", call.tool_name, call.args),

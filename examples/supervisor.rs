@@ -126,10 +126,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(DelegationCompleteOutcome::keep())
         });
 
-    let mut stream = supervisor.stream(
-        "Write me a paragraph about kestrels.",
-        RunOptions::new().delegation(hooks),
-    );
+    let mut stream = supervisor
+        .stream("Write me a paragraph about kestrels.")
+        .delegation(hooks)
+        .into_stream();
     let mut nested = 0;
     while let Some(event) = stream.next().await {
         if let EventKind::ToolOutput(output) = &event.kind {

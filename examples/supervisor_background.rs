@@ -104,7 +104,10 @@ async fn main() -> Result<(), Error> {
 
     let supervisor = kestrel.agent("supervisor")?;
     let options = RunOptions::new().until_idle(true);
-    let mut stream = supervisor.stream("Research AI in education and write an article", options);
+    let mut stream = supervisor
+        .stream("Research AI in education and write an article")
+        .options(options)
+        .into_stream();
     let (mut started, mut completed) = (0, 0);
     while let Some(event) = stream.next().await {
         match &event.kind {

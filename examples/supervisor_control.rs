@@ -9,7 +9,7 @@
 //!    shows a top-level `tool-call-approval` whose `via` is the delegation path. Approving it
 //!    with the supervisor's run id and the sub-agent's call id continues both runs.
 //! 2. A sub-agent's tool that calls `ctx.suspend(..)` surfaces as `tool-call-suspended`;
-//!    `resume_stream` with the supervisor's run id hands the data down to it.
+//!    `resume` with the supervisor's run id hands the data down to it.
 //! 3. An abort signal given to the supervisor stops the sub-agent in the middle of its work.
 //! 4. `pause_run` pauses the supervisor and its active sub-agent at the next step boundary;
 //!    `resume_run` continues both from where they stopped.
@@ -120,7 +120,7 @@ async fn approval() -> Result<(), Error> {
         .build()?;
     let supervisor = supervisor_of(data_agent, "Get the record of user 123")?;
     let mut asked = None;
-    let stream = supervisor.stream("Get data for user 123", RunOptions::new());
+    let stream = supervisor.stream("Get data for user 123").into_stream();
     let stopped = follow(stream, |event, _| {
         if let EventKind::ToolCallApproval(p) = &event.kind {
             asked = Some(p.clone());
@@ -142,7 +142,7 @@ async fn approval() -> Result<(), Error> {
     // The decision names the supervisor's run and the sub-agent's call.
     let call =
         ToolCallRef::new(&stopped.run_id, &asked.tool_call_id).fingerprint(&asked.fingerprint);
-    let done = follow(supervisor.approve_tool_call(call).await?, |_, _| {}).await?;
+    let done = follow(supervisor.approve(call).stream().await?, |_, _| {}).await?;
     println!("   approved; the supervisor answers: {}\n", done.text);
     if !done.text.contains("Ada") {
         return Err("the approved tool's result did not reach the supervisor".into());
@@ -169,7 +169,7 @@ async fn suspension() -> Result<(), Error> {
         .build()?;
     let supervisor = supervisor_of(planner, "Plan a weekend in Lisbon")?;
     let mut suspended = None;
-    let stream = supervisor.stream("Plan my trip", RunOptions::new());
+    let stream = supervisor.stream("Plan my trip").into_stream();
     let stopped = follow(stream, |event, _| {
         if let EventKind::ToolCallSuspended(p) = &event.kind {
             let via: Vec<&str> = p.via.iter().map(|hop| hop.agent_id.as_str()).collect();
@@ -186,7 +186,8 @@ async fn suspension() -> Result<(), Error> {
     let call_id = suspended.ok_or("no tool-call-suspended on the supervisor's stream")?;
     let call = ToolCallRef::new(&stopped.run_id, call_id);
     let resumed = supervisor
-        .resume_stream(json!({ "budget": 900 }), call)
+        .resume(call, json!({ "budget": 900 }))
+        .stream()
         .await?;
     let done = follow(resumed, |_, _| {}).await?;
     println!("   resumed; the supervisor answers: {}\n", done.text);
@@ -208,7 +209,10 @@ async fn cancellation() -> Result<(), Error> {
     let signal = AbortSignal::new();
     let started = Instant::now();
     let options = RunOptions::new().abort_signal(signal.clone());
-    let stream = supervisor.stream("Research AI trends", options);
+    let stream = supervisor
+        .stream("Research AI trends")
+        .options(options)
+        .into_stream();
     let outcome = follow(stream, |_, nested| {
         // Abort as soon as the sub-agent starts its first model call.
         if nested.is_some_and(|n| matches!(n.kind, EventKind::StepStart(_))) {
@@ -251,7 +255,7 @@ async fn pause_and_resume() -> Result<(), Error> {
     let supervisor = supervisor_of(worker, "Do the job in three parts")?;
     let run_id = "run-to-pause";
     let mut paused = false;
-    let stream = supervisor.stream("Do the job", RunOptions::new().run_id(run_id));
+    let stream = supervisor.stream("Do the job").run_id(run_id).into_stream();
     let outcome = follow(stream, |_, nested| {
         // The sub-agent, and the supervisor with it, stop at the sub-agent's next step
         // boundary; the part it is already working on still finishes.
@@ -261,7 +265,7 @@ async fn pause_and_resume() -> Result<(), Error> {
         }
     })
     .await;
-    if !matches!(outcome, Err(AgentError::Paused { .. })) {
+    if !matches!(&outcome, Ok(result) if result.finish_reason == FinishReason::Paused) {
         return Err(format!("the run did not pause: {outcome:?}").into());
     }
     println!("   paused; resuming");

@@ -124,7 +124,8 @@ async fn main() -> Result<(), Error> {
             .max_steps(5))
     });
     let run = supervisor(script, researcher()?)?
-        .generate("Research AI trends", RunOptions::new().delegation(hooks))
+        .generate("Research AI trends")
+        .delegation(hooks)
         .await?;
     let first = run.tool_results.first().and_then(|r| r.result.as_str());
     println!(
@@ -148,7 +149,8 @@ async fn main() -> Result<(), Error> {
         Message::user("Research AI trends."),
     ];
     let run = supervisor(delegates_once(), researcher()?)?
-        .generate(input, RunOptions::new().delegation(hooks))
+        .generate(input)
+        .delegation(hooks)
         .await?;
     println!("   {}\n", run.text);
     if run.text.contains("confidential") {
@@ -181,9 +183,12 @@ async fn main() -> Result<(), Error> {
             .memory("thread-1", "user-1")
             .delegation(hooks.clone())
     };
-    let first = agent.generate("Research AI trends", options()).await?;
+    let first = agent
+        .generate("Research AI trends")
+        .options(options())
+        .await?;
     println!("   the loop stopped after {} step", first.steps.len());
-    let next = agent.generate("Any news?", options()).await?;
+    let next = agent.generate("Any news?").options(options()).await?;
     println!("   next turn: {}\n", next.text);
     if first.steps.len() != 1 || !next.text.contains("Try a different approach") {
         return Err("bail() did not stop the loop, or the feedback was not saved".into());
@@ -199,7 +204,8 @@ async fn main() -> Result<(), Error> {
             .delegation(hooks)
             .request_context(context.clone());
         let run = supervisor(delegates_once(), researcher()?)?
-            .generate("Research AI trends", options)
+            .generate("Research AI trends")
+            .options(options)
             .await?;
         let errors = context.get(DELEGATION_HOOK_ERRORS_KEY).unwrap_or_default();
         println!("   {strategy:?}: {}\n   recorded: {errors}", run.text);

@@ -91,7 +91,8 @@ async fn main() -> Result<(), Error> {
         Ok(IterationDecision::proceed())
     });
     let run = supervisor()?
-        .generate("Research kestrels on farmland", options)
+        .generate("Research kestrels on farmland")
+        .options(options)
         .await?;
     println!("   answer: {}\n", run.text);
     if !run.text.contains("Recommendation") {
@@ -145,10 +146,8 @@ async fn main() -> Result<(), Error> {
             println!("   task complete: {complete} ({})", verdicts.join(", "));
         });
     let run = supervisor()?
-        .generate(
-            "Research kestrels on farmland",
-            RunOptions::new().is_task_complete(completion),
-        )
+        .generate("Research kestrels on farmland")
+        .is_task_complete(completion)
         .await?;
     println!("   answer: {}", run.text);
     if !run.text.contains("Recommendation") {

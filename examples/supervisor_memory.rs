@@ -105,7 +105,9 @@ async fn main() -> Result<(), Error> {
         .memory("t1", "u1")
         .delegation(hooks);
     let mut text = supervisor
-        .stream("Research AI in education and write an article", options)
+        .stream("Research AI in education and write an article")
+        .options(options)
+        .into_stream()
         .text_stream();
     while let Some(chunk) = text.next().await {
         print!("{chunk}");

@@ -96,7 +96,8 @@ async fn main() -> Result<(), Error> {
                 Ok(DelegationCompleteOutcome::keep())
             });
         let run = supervisor(researches(), vec![researcher()?])?
-            .generate("Research kestrels", RunOptions::new().delegation(hooks))
+            .generate("Research kestrels")
+            .delegation(hooks)
             .await?;
         let read = first_result(&run);
         println!("   include = {include}: the model read {read:?}");
@@ -137,7 +138,8 @@ async fn main() -> Result<(), Error> {
             }
         });
     let run = supervisor(script, vec![researcher()?, writer])?
-        .generate("Write about kestrels", RunOptions::new().delegation(hooks))
+        .generate("Write about kestrels")
+        .delegation(hooks)
         .await?;
     let writer_prompt = prompts.lock().map_err(|e| e.to_string())?.pop();
     let writer_prompt = writer_prompt.unwrap_or_default();
@@ -165,7 +167,8 @@ async fn main() -> Result<(), Error> {
             .result_text("The research agent is unavailable. Try another approach."))
     });
     let run = supervisor(researches(), vec![broken])?
-        .generate("Research kestrels", RunOptions::new().delegation(hooks))
+        .generate("Research kestrels")
+        .delegation(hooks)
         .await?;
     let failed = run.tool_results.first().is_some_and(|r| r.is_error);
     println!(

@@ -132,7 +132,7 @@ fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>
 }
 
 async fn w2_run(agent: &Agent) -> Result<usize, AgentError> {
-    let mut stream = agent.stream("What is 2 + 3?", RunOptions::new());
+    let mut stream = agent.stream("What is 2 + 3?").into_stream();
     let mut events = 0;
     while let Some(_event) = stream.next().await {
         events += 1;
@@ -214,9 +214,7 @@ async fn w5(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
         .map(|_| {
             let agent = agent.clone();
             tokio::spawn(async move {
-                let r = agent
-                    .generate("Write about kestrels", RunOptions::new())
-                    .await?;
+                let r = agent.generate("Write about kestrels").await?;
                 Ok::<_, AgentError>(r.steps.len())
             })
         })
@@ -242,7 +240,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("w1") => {
             let agent = w1_agent()?;
             per_run_batches("w1 generate (1 step, 10 deltas)", 20_000, 11, || async {
-                let r = agent.generate("What is 2 + 3?", RunOptions::new()).await?;
+                let r = agent.generate("What is 2 + 3?").await?;
                 debug_assert_eq!(r.steps.len(), 1);
                 Ok(())
             })
@@ -269,9 +267,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 10_000,
                 11,
                 || async {
-                    let r = agent
-                        .generate("Write about kestrels", RunOptions::new())
-                        .await?;
+                    let r = agent.generate("Write about kestrels").await?;
                     debug_assert_eq!(r.steps.len(), 3);
                     Ok(())
                 },

@@ -52,7 +52,10 @@ fn agent(memory: Memory) -> Result<Agent, Box<dyn Error>> {
 
 async fn run_once(agent: &Agent) -> Result<usize, AgentError> {
     let options = RunOptions::new().memory(THREAD, RESOURCE);
-    let mut stream = agent.stream("What is 2 + 3?", options);
+    let mut stream = agent
+        .stream("What is 2 + 3?")
+        .options(options)
+        .into_stream();
     let mut events = 0;
     while let Some(_event) = stream.next().await {
         events += 1;

@@ -7,7 +7,7 @@
 //! Each round opens a fresh SQLite file holding both the agent's `Memory` (last 10 messages,
 //! one thread) and its run store, and makes `RUNS` sequential cycles. A cycle is `generate`,
 //! which stops on an approval-gated `add` call (the input and the step's assistant message
-//! stored, the run's snapshot saved), then `approve_tool_call_generate` (the snapshot loaded,
+//! stored, the run's snapshot saved), then `approve` (the snapshot loaded,
 //! the decision saved with a compare-and-set, the tool run, the tool result and the final
 //! 10-delta answer stored, the snapshot marked finished). Printed: µs per cycle (the median
 //! round, with the per-cycle p50/p95 of that round) and the size of a suspended run's snapshot
@@ -87,7 +87,7 @@ async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
     let mut sizes = Vec::new();
     for cycle in 0..runs {
         let cycle_start = Instant::now();
-        let stopped = agent.generate("What is 2 + 3?", options()).await?;
+        let stopped = agent.generate("What is 2 + 3?").options(options()).await?;
         if stopped.finish_reason != FinishReason::Suspended {
             return Err(format!("cycle {cycle}: the run did not stop for approval").into());
         }
@@ -98,7 +98,7 @@ async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
             sizes.push(snapshot_size(&store, &stopped.run_id).await?);
             let resumed = Instant::now();
             let done = agent
-                .approve_tool_call_generate(ToolCallRef::new(&stopped.run_id, "call-1"))
+                .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
                 .await?;
             each.push(paused + resumed.elapsed());
             if done.finish_reason != FinishReason::Stop {
@@ -107,7 +107,7 @@ async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
             continue;
         }
         let done = agent
-            .approve_tool_call_generate(ToolCallRef::new(&stopped.run_id, "call-1"))
+            .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
             .await?;
         each.push(cycle_start.elapsed());
         if done.finish_reason != FinishReason::Stop {

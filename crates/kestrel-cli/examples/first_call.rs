@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use kestrel::agent::{Agent, RunOptions};
+use kestrel::agent::Agent;
 use kestrel::model::ModelSpec;
 use kestrel::providers::local::LocalModel;
 use kestrel_cli::dev::{ASSISTANT, BOOKING_TOOL, EMAIL_TOOL, WEATHER_TOOL};
@@ -131,12 +131,9 @@ async fn first_step(
     thread: &str,
 ) -> Result<FirstStep, Box<dyn std::error::Error>> {
     let result = assistant
-        .generate(
-            prompt,
-            RunOptions::new()
-                .memory(thread, format!("user-{thread}"))
-                .max_steps(1),
-        )
+        .generate(prompt)
+        .memory(thread, format!("user-{thread}"))
+        .max_steps(1)
         .await?;
     // A run stopped for a decision (an approval, a suspension) has not finished its step.
     let made = result
@@ -195,10 +192,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if set == 1 {
             // A question about the user's earlier message, in the thread of that message.
             assistant
-                .generate(
-                    "My name is Ada and I love sailing.",
-                    RunOptions::new().memory("ada", "user-ada"),
-                )
+                .generate("My name is Ada and I love sailing.")
+                .memory("ada", "user-ada")
                 .await?;
             let prompt = "What did I just tell you?";
             let step = first_step(assistant, prompt, "ada").await?;

@@ -169,7 +169,7 @@ impl Session {
             options = options.max_steps(max_steps);
         }
         self.renderer.begin_run();
-        let mut stream = self.agent.stream(input, options);
+        let mut stream = self.agent.stream(input).options(options).into_stream();
         let mut output_error = None;
         let mut stopping = false;
         loop {

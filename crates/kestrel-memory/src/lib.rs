@@ -50,8 +50,8 @@
 //!     .memory(memory.shared())
 //!     .build()?;
 //!
-//! agent.generate("I am Ada.", RunOptions::new().memory("thread-1", "user-1")).await?;
-//! let answer = agent.generate("Who am I?", RunOptions::new().memory("thread-1", "user-1")).await?;
+//! agent.generate("I am Ada.").memory("thread-1", "user-1").await?;
+//! let answer = agent.generate("Who am I?").memory("thread-1", "user-1").await?;
 //! assert_eq!(answer.text, "You are Ada.");
 //!
 //! let stored = store.list_messages("thread-1", Some("user-1"), Selection::all()).await?;

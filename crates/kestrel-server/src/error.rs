@@ -147,9 +147,6 @@ impl From<AgentError> for ApiError {
             AgentError::Aborted { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "aborted", error.to_string())
             }
-            AgentError::Paused { .. } => {
-                ApiError::new(StatusCode::CONFLICT, "paused", error.to_string())
-            }
             AgentError::ThreadBusy { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "thread_busy", error.to_string())
             }

@@ -237,7 +237,7 @@ async fn generate(
     let agent = agent(&state, &agent_id)?;
     let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
     let agent = agent.clone();
-    let result = in_task(async move { agent.generate(input, options).await })
+    let result = in_task(async move { agent.generate(input).options(options).await })
         .await?
         .map_err(|e| ApiError::of_run(e, &caller))?;
     Ok(Json(result_json(&result)))
@@ -254,7 +254,8 @@ async fn stream(
     let agent = agent(&state, &agent_id)?;
     let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
     let stream = agent
-        .try_stream(input, options)
+        .stream(input)
+        .options(options)
         .await
         .map_err(|e| ApiError::of_run(e, &caller))?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
@@ -308,9 +309,9 @@ async fn decide_stream<const APPROVE: bool>(
     let agent = agent(&state, &agent_id)?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let stream = if APPROVE {
-        agent.approve_tool_call(call).await?
+        agent.approve(call).stream().await?
     } else {
-        agent.decline_tool_call(call, body.reason).await?
+        agent.decline(call, body.reason).stream().await?
     };
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
@@ -328,9 +329,9 @@ async fn decide_generate<const APPROVE: bool>(
     let agent = agent.clone();
     let result = in_task(async move {
         if APPROVE {
-            agent.approve_tool_call_generate(call).await
+            agent.approve(call).await
         } else {
-            agent.decline_tool_call_generate(call, body.reason).await
+            agent.decline(call, body.reason).await
         }
     })
     .await??;
@@ -351,7 +352,7 @@ async fn resume_stream(
         None => only_suspended_call(agent, &caller, &body.run_id).await?,
     };
     let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
-    let stream = agent.resume_stream(body.resume_data, call).await?;
+    let stream = agent.resume(call, body.resume_data).stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 

@@ -25,7 +25,7 @@
 //!         Ok(i.a + i.b)
 //!     }))
 //!     .build()?;
-//! let result = agent.generate("What is 2 + 3?", RunOptions::new()).await?;
+//! let result = agent.generate("What is 2 + 3?").await?;
 //! assert_eq!(result.text, "2 + 3 = 5");
 //! # Ok(()) }
 //! ```

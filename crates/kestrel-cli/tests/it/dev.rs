@@ -36,7 +36,8 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
     let stopped = kestrel
         .agent(dev::ASSISTANT)
         .unwrap()
-        .generate("Email Bob", RunOptions::new().memory("thread-1", "studio"))
+        .generate("Email Bob")
+        .memory("thread-1", "studio")
         .await
         .unwrap();
     assert_eq!(stopped.waiting.len(), 1, "{stopped:?}");
@@ -60,7 +61,7 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
     assert_eq!(run.run_id, stopped.run_id);
     let call = &run.tool_calls[0];
     let done = agent
-        .approve_tool_call_generate(ToolCallRef::new(&run.run_id, &call.tool_call_id))
+        .approve(ToolCallRef::new(&run.run_id, &call.tool_call_id))
         .await
         .unwrap();
     assert_eq!(done.text, "Sent.");

@@ -159,10 +159,11 @@ async fn demo_turn(
     thread: &str,
     resource: &str,
 ) -> Turn {
-    use kestrel::agent::{RunOptions, ToolCallRef, Waiting};
+    use kestrel::agent::{ToolCallRef, Waiting};
     let started = std::time::Instant::now();
     let mut result = assistant
-        .generate(prompt, RunOptions::new().memory(thread, resource))
+        .generate(prompt)
+        .memory(thread, resource)
         .await
         .unwrap();
     // A run stopped for a decision has not finished its first step: its calls are the ones
@@ -203,9 +204,9 @@ async fn demo_turn(
         assert!(steps < 12, "{prompt}: no end in sight: {result:?}");
         let call = ToolCallRef::new(&result.run_id, &waiting.tool_call_id);
         result = match waiting.waiting {
-            Waiting::Approval => assistant.approve_tool_call_generate(call).await.unwrap(),
+            Waiting::Approval => assistant.approve(call).await.unwrap(),
             Waiting::Resume { .. } => assistant
-                .resume_generate(json!({"time": "19:30", "confirm": true}), call)
+                .resume(call, json!({"time": "19:30", "confirm": true}))
                 .await
                 .unwrap(),
             other => panic!("{prompt}: unexpected wait {other:?}"),

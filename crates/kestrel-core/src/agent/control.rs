@@ -234,6 +234,7 @@ fn waits_for(waiting: &Waiting) -> &'static str {
 }
 
 /// A decision as the caller gives it.
+#[derive(Debug)]
 enum Decision {
     Approve,
     Decline(Option<String>),
@@ -251,97 +252,78 @@ impl Decision {
     }
 }
 
-impl Agent {
-    /// Approves a call that waits for approval and continues the run; returns its stream
-    /// (the same run id; no `start` event).
-    pub async fn approve_tool_call(
-        &self,
-        call: ToolCallRef,
-    ) -> Result<AgentStream, RunControlError> {
-        Ok(self.decide(call, Decision::Approve).await?.into_stream())
+/// A decision on a waiting tool call, about to continue its run: await it for the run's
+/// result, or await [`Continue::stream`] for its events. Nothing is recorded until then.
+///
+/// Made by [`Agent::approve`], [`Agent::decline`], [`Agent::resume`] and
+/// [`Agent::submit_result`]; the continued run keeps its run id (its stream has no `start`
+/// event). A continued run can stop again, on calls of its next steps, and be continued the
+/// same way.
+#[must_use = "a decision is recorded only when it is awaited"]
+#[derive(Debug)]
+pub struct Continue {
+    agent: Agent,
+    call: ToolCallRef,
+    decision: Decision,
+}
+
+impl Continue {
+    /// Records the decision and continues the run as an event stream.
+    pub async fn stream(self) -> Result<AgentStream, RunControlError> {
+        let run = self.agent.decide(self.call, self.decision).await?;
+        Ok(run.into_stream())
     }
 
-    /// [`Agent::approve_tool_call`], run to the end.
-    pub async fn approve_tool_call_generate(
-        &self,
-        call: ToolCallRef,
-    ) -> Result<GenerateResult, RunControlError> {
-        let run = self.decide(call, Decision::Approve).await?;
-        run.run().await.map_err(RunControlError::Run)
+    /// Records the decision and returns the continued run, not started, to drive it step by
+    /// step.
+    pub async fn start(self) -> Result<AgentRun, RunControlError> {
+        self.agent.decide(self.call, self.decision).await
+    }
+}
+
+impl std::future::IntoFuture for Continue {
+    type Output = Result<GenerateResult, RunControlError>;
+    type IntoFuture = BoxFuture<'static, Self::Output>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            let run = self.agent.decide(self.call, self.decision).await?;
+            run.run().await.map_err(RunControlError::Run)
+        })
+    }
+}
+
+impl Agent {
+    /// Approves a call that waits for approval: its tool runs and the run goes on.
+    pub fn approve(&self, call: ToolCallRef) -> Continue {
+        self.continue_with(call, Decision::Approve)
     }
 
     /// Declines a call that waits for approval: the tool never runs, and the model reads
     /// `reason` (default [`DEFAULT_DECLINE_REASON`]) as the call's failed result.
-    pub async fn decline_tool_call(
-        &self,
-        call: ToolCallRef,
-        reason: Option<String>,
-    ) -> Result<AgentStream, RunControlError> {
-        Ok(self
-            .decide(call, Decision::Decline(reason))
-            .await?
-            .into_stream())
+    pub fn decline(&self, call: ToolCallRef, reason: Option<String>) -> Continue {
+        self.continue_with(call, Decision::Decline(reason))
     }
 
-    /// [`Agent::decline_tool_call`], run to the end.
-    pub async fn decline_tool_call_generate(
-        &self,
-        call: ToolCallRef,
-        reason: Option<String>,
-    ) -> Result<GenerateResult, RunControlError> {
-        let run = self.decide(call, Decision::Decline(reason)).await?;
-        run.run().await.map_err(RunControlError::Run)
-    }
-
-    /// Resumes a suspended call: its tool's `execute` runs again with `resume_data` in
+    /// Resumes a suspended call: its tool's `execute` runs again with `data` in
     /// [`crate::tool::ToolContext::resume_data`]. Data that does not match the tool's resume
     /// schema is refused and the run stays suspended.
-    pub async fn resume_stream(
-        &self,
-        resume_data: Value,
-        call: ToolCallRef,
-    ) -> Result<AgentStream, RunControlError> {
-        Ok(self
-            .decide(call, Decision::Resume(resume_data))
-            .await?
-            .into_stream())
+    pub fn resume(&self, call: ToolCallRef, data: Value) -> Continue {
+        self.continue_with(call, Decision::Resume(data))
     }
 
-    /// [`Agent::resume_stream`], run to the end.
-    pub async fn resume_generate(
-        &self,
-        resume_data: Value,
-        call: ToolCallRef,
-    ) -> Result<GenerateResult, RunControlError> {
-        let run = self.decide(call, Decision::Resume(resume_data)).await?;
-        run.run().await.map_err(RunControlError::Run)
+    /// Submits the result of a client tool's call (a tool without `execute`). `is_error`
+    /// reports a failure the model should read as such.
+    pub fn submit_result(&self, call: ToolCallRef, result: Value, is_error: bool) -> Continue {
+        self.continue_with(call, Decision::ClientResult { result, is_error })
     }
 
-    /// Submits the result of a client tool's call (a tool without `execute`) and continues
-    /// the run. `is_error` reports a failure the model should read as such.
-    pub async fn submit_tool_result(
-        &self,
-        call: ToolCallRef,
-        result: Value,
-        is_error: bool,
-    ) -> Result<AgentStream, RunControlError> {
-        Ok(self
-            .decide(call, Decision::ClientResult { result, is_error })
-            .await?
-            .into_stream())
-    }
-
-    /// [`Agent::submit_tool_result`], run to the end.
-    pub async fn submit_tool_result_generate(
-        &self,
-        call: ToolCallRef,
-        result: Value,
-        is_error: bool,
-    ) -> Result<GenerateResult, RunControlError> {
-        let run = self
-            .decide(call, Decision::ClientResult { result, is_error })
-            .await?;
-        run.run().await.map_err(RunControlError::Run)
+    fn continue_with(&self, call: ToolCallRef, decision: Decision) -> Continue {
+        Continue {
+            agent: self.clone(),
+            call,
+            decision,
+        }
     }
 
     /// This agent's runs that wait for a decision, newest first (the query's agent id is

@@ -124,12 +124,6 @@ pub enum AgentError {
         /// The run.
         run_id: String,
     },
-    /// The run was paused at a step boundary; [`crate::agent::Agent::resume_run`] continues it.
-    #[error("run {run_id} was paused; continue it with resume_run")]
-    Paused {
-        /// The run.
-        run_id: String,
-    },
     /// A run state could not be continued.
     #[error("cannot continue run {run_id}: {message}")]
     InvalidRunState {
@@ -192,7 +186,6 @@ impl AgentError {
             }
             AgentError::Memory { source, .. } => format!("memory failed: {source}"),
             AgentError::Aborted { .. } => "the run was aborted".into(),
-            AgentError::Paused { .. } => "the run was paused".into(),
             AgentError::InvalidRunState { message, .. } => message.clone(),
             AgentError::RunStore { source, .. } => format!("saving the run failed: {source}"),
             AgentError::ThreadBusy {
@@ -216,7 +209,6 @@ impl AgentError {
             | AgentError::StructuredOutput { run_id, .. }
             | AgentError::Memory { run_id, .. }
             | AgentError::Aborted { run_id }
-            | AgentError::Paused { run_id }
             | AgentError::InvalidRunState { run_id, .. }
             | AgentError::RunStore { run_id, .. }
             | AgentError::ThreadBusy { run_id, .. }
@@ -234,7 +226,6 @@ impl AgentError {
             AgentError::StructuredOutput { .. } => "structured-output",
             AgentError::Memory { .. } => "memory",
             AgentError::Aborted { .. } => "abort",
-            AgentError::Paused { .. } => "paused",
             AgentError::InvalidRunState { .. } => "invalid-run-state",
             AgentError::RunStore { .. } => "run-store",
             AgentError::ThreadBusy { .. } => "thread-busy",

@@ -16,6 +16,7 @@ pub mod iteration;
 mod lifecycle;
 mod options;
 pub(crate) mod registry;
+mod request;
 mod stream;
 mod threads;
 
@@ -28,7 +29,7 @@ pub use crate::run::{
 pub use background::{BackgroundTasks, BackgroundTool};
 pub use builder::AgentBuilder;
 pub use control::{
-    DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
+    Continue, DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
 };
 pub use delegation::{
     DelegationComplete, DelegationCompleteOutcome, DelegationOptions, DelegationStart,
@@ -40,6 +41,7 @@ pub use lifecycle::RunRef;
 pub use options::{
     BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
 };
+pub use request::{Generate, Stream};
 pub use stream::{AgentStream, TextStream};
 pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
@@ -268,31 +270,33 @@ impl Agent {
         }
     }
 
-    /// Runs to completion and returns the result.
-    pub async fn generate(
-        &self,
-        input: impl Into<Input>,
-        options: RunOptions,
-    ) -> Result<GenerateResult, AgentError> {
-        self.start_run(input, options).run().await
-    }
-
-    /// Starts a run in the background and returns its event stream.
+    /// Runs to completion: await the builder for the result.
     ///
-    /// The run goes on even if the stream is dropped. Must be called inside a tokio runtime.
-    pub fn stream(&self, input: impl Into<Input>, options: RunOptions) -> AgentStream {
-        self.start_run(input, options).into_stream()
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use kestrel_core::agent::Agent;
+    /// # use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("Hi!")));
+    /// let agent = Agent::builder("greeter").model(model).build()?;
+    /// let result = agent.generate("Say hi").max_steps(3).await?;
+    /// assert_eq!(result.text, "Hi!");
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// The setters are [`RunOptions`]'s; [`Generate::options`] takes options built once.
+    pub fn generate(&self, input: impl Into<Input>) -> Generate {
+        Generate::new(self.clone(), input.into().0)
     }
 
-    /// [`Agent::stream`], refusing at once a run whose id
-    /// ([`RunOptions::run_id`]) is taken by a run in progress or stored, with
-    /// [`AgentError::RunIdTaken`] (instead of a stream that only says so).
-    pub async fn try_stream(
-        &self,
-        input: impl Into<Input>,
-        options: RunOptions,
-    ) -> Result<AgentStream, AgentError> {
-        self.start_run(input, options).try_into_stream().await
+    /// Runs with every [`crate::event::Event`] streamed: await the builder for the
+    /// [`AgentStream`] (refused at once, with [`AgentError::RunIdTaken`], when its
+    /// [`RunOptions::run_id`] is taken by a run in progress or stored), or take the stream
+    /// without waiting with [`Stream::into_stream`]. The run goes on if the stream is dropped.
+    pub fn stream(&self, input: impl Into<Input>) -> Stream {
+        Stream::new(self.clone(), input.into().0)
     }
 
     /// Prepares a run without starting it, for driving it step by step.

@@ -267,7 +267,7 @@ impl Agent {
         match to.if_idle {
             IfIdle::Wake => {
                 let options = to.options.clone().memory(&to.thread_id, &to.resource_id);
-                let stream = self.stream(message, options);
+                let stream = self.stream(message).options(options).into_stream();
                 Ok(Sent {
                     accepted: true,
                     run_id: Some(stream.run_id().to_owned()),

@@ -153,9 +153,9 @@ event_kinds! {
     /// Custom output a tool wrote through its context's writer.
     ToolOutput(ToolOutputPayload) = "tool-output",
     /// A tool call waits for a person's approval; the stream ends here and the agent's
-    /// `approve_tool_call` / `decline_tool_call` continue the run.
+    /// `Agent::approve` / `Agent::decline` continue the run.
     ToolCallApproval(ToolCallApprovalPayload) = "tool-call-approval",
-    /// A tool suspended itself; the stream ends here and the agent's `resume_stream`
+    /// A tool suspended itself; the stream ends here and the agent's `resume`
     /// continues the run.
     ToolCallSuspended(ToolCallSuspendedPayload) = "tool-call-suspended",
     /// A step finished.

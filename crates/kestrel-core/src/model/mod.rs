@@ -131,6 +131,9 @@ pub enum FinishReason {
     MaxSteps,
     /// The run stopped for a human decision or a tool's suspension.
     Suspended,
+    /// The run was paused at a step boundary ([`crate::agent::Agent::pause_run`]); it goes on
+    /// with [`crate::agent::Agent::resume_run`].
+    Paused,
     /// The run was aborted.
     Abort,
     /// The run failed.
@@ -151,6 +154,7 @@ impl FinishReason {
             FinishReason::ToolCalls => "tool-calls",
             FinishReason::MaxSteps => "max-steps",
             FinishReason::Suspended => "suspended",
+            FinishReason::Paused => "paused",
             FinishReason::Abort => "abort",
             FinishReason::Error => "error",
             FinishReason::Other => "other",

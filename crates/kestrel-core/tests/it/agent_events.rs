@@ -80,7 +80,7 @@ fn normalize(events: &[Event]) -> Vec<Value> {
 async fn one_tool_round_trip_emits_mastras_order_and_json() {
     let model = Arc::new(round_trip_script());
     let agent = add_agent(model.clone());
-    let stream = agent.stream("What is 2 + 3?", RunOptions::new().run_id("run-1"));
+    let stream = agent.stream("What is 2 + 3?").run_id("run-1").into_stream();
     let (events, result) = stream.collect().await;
     let result = result.unwrap();
 
@@ -208,7 +208,9 @@ async fn a_run_stopped_after_one_step_continues_elsewhere_with_the_same_events()
     // Uninterrupted reference run.
     let reference = add_agent(Arc::new(round_trip_script()));
     let (all_events, all_result) = reference
-        .stream("What is 2 + 3?", RunOptions::new().run_id("run-x"))
+        .stream("What is 2 + 3?")
+        .run_id("run-x")
+        .into_stream()
         .collect()
         .await;
     let all_result = all_result.unwrap();

@@ -133,7 +133,9 @@ async fn messages_are_stored_as_steps_complete_with_the_streamed_ids() {
         .build()
         .unwrap();
     let (events, result) = agent
-        .stream("hello", RunOptions::new().memory("t1", "user-1"))
+        .stream("hello")
+        .memory("t1", "user-1")
+        .into_stream()
         .collect()
         .await;
     let result = result.unwrap();
@@ -158,7 +160,8 @@ async fn messages_are_stored_as_steps_complete_with_the_streamed_ids() {
     // A second run on the thread sees the whole first exchange before its input, and the
     // memory's system text after the instructions.
     let result2 = agent
-        .generate("again", RunOptions::new().memory("t1", "user-1"))
+        .generate("again")
+        .memory("t1", "user-1")
         .await
         .unwrap();
     assert_eq!(result2.text, "second answer");
@@ -193,7 +196,8 @@ async fn an_input_recall_stored_is_not_persisted_again() {
     });
     let agent = scripted_agent(memory.clone());
     agent
-        .generate("hello", RunOptions::new().memory("t5", "user-1"))
+        .generate("hello")
+        .memory("t5", "user-1")
         .await
         .unwrap();
     assert_eq!(
@@ -260,7 +264,9 @@ async fn a_memory_failure_fails_the_run_with_a_typed_error() {
         ..Default::default()
     }));
     let (events, result) = agent
-        .stream("hello", RunOptions::new().memory("t3", "u"))
+        .stream("hello")
+        .memory("t3", "u")
+        .into_stream()
         .collect()
         .await;
     assert_failed_by_memory(&events, result);
@@ -292,7 +298,7 @@ async fn a_memory_failure_between_steps_fails_the_run_through_the_error_path() {
         .on_iteration_complete(|_| async {
             Ok(IterationDecision::proceed().feedback("Say more."))
         });
-    let stream = agent.stream("hello", options);
+    let stream = agent.stream("hello").options(options).into_stream();
     let run_id = stream.run_id().to_string();
     let (events, result) = stream.collect().await;
     assert_eq!(
@@ -315,6 +321,6 @@ async fn without_a_thread_memory_is_not_touched() {
         .memory(memory.clone())
         .build()
         .unwrap();
-    agent.generate("hello", RunOptions::new()).await.unwrap();
+    agent.generate("hello").await.unwrap();
     assert!(memory.batches.lock().unwrap().is_empty());
 }

@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kestrel_core::abort::AbortSignal;
-use kestrel_core::agent::{
-    Agent, AgentBuildError, AgentError, ErrorStrategy, RunOptions, StructuredOutput,
-};
+use kestrel_core::agent::{Agent, AgentBuildError, AgentError, ErrorStrategy, StructuredOutput};
 use kestrel_core::context::RequestContext;
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::{Kestrel, KestrelError};
@@ -39,10 +37,8 @@ async fn structured_output_is_parsed_validated_and_sent_as_response_format() {
         "```json\n{\"city\": \"Oslo\", \"celsius\": -3.5}\n```",
     )));
     let result = agent
-        .generate(
-            "weather?",
-            RunOptions::new().structured_output(StructuredOutput::of::<Weather>()),
-        )
+        .generate("weather?")
+        .structured_output(StructuredOutput::of::<Weather>())
         .await
         .unwrap();
     assert_eq!(
@@ -67,10 +63,9 @@ async fn structured_output_strategies() {
 
     let (agent, _) = agent_with(bad());
     let (events, result) = agent
-        .stream(
-            "w",
-            RunOptions::new().structured_output(StructuredOutput::of::<Weather>()),
-        )
+        .stream("w")
+        .structured_output(StructuredOutput::of::<Weather>())
+        .into_stream()
         .collect()
         .await;
     match result {
@@ -86,12 +81,8 @@ async fn structured_output_strategies() {
 
     let (agent, _) = agent_with(bad());
     let result = agent
-        .generate(
-            "w",
-            RunOptions::new().structured_output(
-                StructuredOutput::of::<Weather>().error_strategy(ErrorStrategy::Warn),
-            ),
-        )
+        .generate("w")
+        .structured_output(StructuredOutput::of::<Weather>().error_strategy(ErrorStrategy::Warn))
         .await
         .unwrap();
     assert_eq!(result.object, None);
@@ -101,12 +92,10 @@ async fn structured_output_strategies() {
         agent_with(ScriptedModel::new().respond(ScriptedResponse::text("not json at all")));
     let fallback = json!({"city": "unknown", "celsius": 0.0});
     let result = agent
-        .generate(
-            "w",
-            RunOptions::new().structured_output(
-                StructuredOutput::of::<Weather>()
-                    .error_strategy(ErrorStrategy::Fallback(fallback.clone())),
-            ),
+        .generate("w")
+        .structured_output(
+            StructuredOutput::of::<Weather>()
+                .error_strategy(ErrorStrategy::Fallback(fallback.clone())),
         )
         .await
         .unwrap();
@@ -125,7 +114,10 @@ async fn abort_during_the_model_call_ends_the_stream_with_abort() {
         ),
     );
     let signal = AbortSignal::new();
-    let mut stream = agent.stream("hi", RunOptions::new().abort_signal(signal.clone()));
+    let mut stream = agent
+        .stream("hi")
+        .abort_signal(signal.clone())
+        .into_stream();
     let mut types = Vec::new();
     while let Some(event) = stream.next().await {
         if let EventKind::TextDelta(d) = &event.kind {
@@ -163,7 +155,7 @@ async fn tools_see_the_abort_signal() {
         json!({}),
     )));
     let agent = Agent::builder("a").model(model).tool(tool).build().unwrap();
-    let mut stream = agent.stream("hi", RunOptions::new());
+    let mut stream = agent.stream("hi").into_stream();
     while let Some(event) = stream.next().await {
         if event.type_name() == "tool-call" {
             stream.abort();
@@ -197,7 +189,7 @@ async fn max_steps_finishes_cleanly_with_its_reason() {
         .max_steps(3)
         .build()
         .unwrap();
-    let (events, result) = agent.stream("loop", RunOptions::new()).collect().await;
+    let (events, result) = agent.stream("loop").into_stream().collect().await;
     let result = result.unwrap();
     assert_eq!(result.finish_reason, FinishReason::MaxSteps);
     assert_eq!(result.steps.len(), 3);
@@ -227,10 +219,7 @@ async fn max_steps_finishes_cleanly_with_its_reason() {
         )
         .build()
         .unwrap();
-    let result = agent2
-        .generate("loop", RunOptions::new().max_steps(1))
-        .await
-        .unwrap();
+    let result = agent2.generate("loop").max_steps(1).await.unwrap();
     assert_eq!(result.steps.len(), 1);
 }
 
@@ -243,7 +232,7 @@ async fn model_errors_fail_the_run_with_an_error_event() {
             message: "bad key".into(),
         },
     )));
-    let (events, result) = agent.stream("hi", RunOptions::new()).collect().await;
+    let (events, result) = agent.stream("hi").into_stream().collect().await;
     match result {
         Err(AgentError::Model {
             source: ModelError::Auth { status: 401, .. },
@@ -256,7 +245,7 @@ async fn model_errors_fail_the_run_with_an_error_event() {
 
     // A script that runs out is a clear error too.
     let (agent, _) = agent_with(ScriptedModel::new());
-    let err = agent.generate("hi", RunOptions::new()).await.unwrap_err();
+    let err = agent.generate("hi").await.unwrap_err();
     assert!(
         err.to_string().contains("no response queued for call #1"),
         "{err}"
@@ -298,14 +287,11 @@ async fn instructions_and_model_can_depend_on_the_request_context() {
     let ctx = RequestContext::new();
     ctx.set("tier", "pro");
     ctx.set("language", "French");
-    let result = agent
-        .generate("hi", RunOptions::new().request_context(ctx))
-        .await
-        .unwrap();
+    let result = agent.generate("hi").request_context(ctx).await.unwrap();
     assert_eq!(result.text, "from premium");
     let system = premium.requests()[0].messages[0].text();
     assert_eq!(system, "Answer in French.");
-    let result = agent.generate("hi", RunOptions::new()).await.unwrap();
+    let result = agent.generate("hi").await.unwrap();
     assert_eq!(result.text, "from cheap");
     assert_eq!(cheap.requests()[0].messages[0].text(), "Answer in English.");
 }
@@ -314,7 +300,7 @@ async fn instructions_and_model_can_depend_on_the_request_context() {
 async fn text_stream_yields_only_text_and_keeps_the_result() {
     let (agent, _) =
         agent_with(ScriptedModel::new().respond(ScriptedResponse::text_deltas(["a", "b", "c"])));
-    let mut text = agent.stream("hi", RunOptions::new()).text_stream();
+    let mut text = agent.stream("hi").into_stream().text_stream();
     let mut out = Vec::new();
     while let Some(t) = text.next().await {
         out.push(t);
@@ -482,7 +468,7 @@ async fn a_dropped_stream_does_not_stop_the_run() {
         .tool(tool)
         .build()
         .unwrap();
-    let mut stream = agent.stream("go", RunOptions::new());
+    let mut stream = agent.stream("go").into_stream();
     let first = stream.next_event().await.unwrap();
     assert_eq!(first.type_name(), "start");
     drop(stream);
@@ -552,7 +538,7 @@ async fn a_delegated_run_is_a_run_of_the_instance() {
         .models(ModelRegistry::empty())
         .build()
         .unwrap();
-    let stream = k.agent("boss").unwrap().stream("go", RunOptions::new());
+    let stream = k.agent("boss").unwrap().stream("go").into_stream();
     let parent = stream.run_id().to_string();
     let run = tokio::spawn(stream.result());
     started.notified().await;

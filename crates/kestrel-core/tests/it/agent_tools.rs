@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kestrel_core::agent::{Agent, RunOptions};
+use kestrel_core::agent::Agent;
 use kestrel_core::event::EventKind;
 use kestrel_core::message::Part;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
@@ -79,7 +79,7 @@ async fn bad_calls_become_tool_errors_the_model_sees() {
         .tool(panics)
         .build()
         .unwrap();
-    let (events, result) = agent.stream("go", RunOptions::new()).collect().await;
+    let (events, result) = agent.stream("go").into_stream().collect().await;
     let result = result.unwrap();
     assert_eq!(result.text, "done");
 
@@ -168,7 +168,7 @@ async fn tool_calls_of_one_step_run_concurrently_and_keep_the_models_order() {
         .tool(slow.clone())
         .build()
         .unwrap();
-    let (events, result) = agent.stream("go", RunOptions::new()).collect().await;
+    let (events, result) = agent.stream("go").into_stream().collect().await;
     result.unwrap();
     assert_eq!(peak.load(Ordering::SeqCst), 3, "all three calls overlapped");
     let order: Vec<String> = events
@@ -192,10 +192,7 @@ async fn tool_calls_of_one_step_run_concurrently_and_keep_the_models_order() {
         .tool(slow)
         .build()
         .unwrap();
-    agent
-        .generate("go", RunOptions::new().tool_concurrency(1))
-        .await
-        .unwrap();
+    agent.generate("go").tool_concurrency(1).await.unwrap();
     assert_eq!(peak.load(Ordering::SeqCst), 1);
 }
 
@@ -228,13 +225,11 @@ async fn tools_get_run_identity_request_context_and_a_writer() {
     let ctx = kestrel_core::context::RequestContext::new();
     ctx.set("user", "ada");
     let (events, result) = agent
-        .stream(
-            "go",
-            RunOptions::new()
-                .run_id("r-9")
-                .request_context(ctx.clone())
-                .memory("thread-1", "user-1"),
-        )
+        .stream("go")
+        .run_id("r-9")
+        .request_context(ctx.clone())
+        .memory("thread-1", "user-1")
+        .into_stream()
         .collect()
         .await;
     let result = result.unwrap();
@@ -330,10 +325,7 @@ async fn a_typed_tool_validates_its_input_and_reports_its_own_errors() {
     assert_eq!(definition.description, "Divides a by b");
     assert_eq!(definition.input_schema["required"], json!(["a", "b"]));
 
-    let result = agent
-        .generate("divide", RunOptions::default())
-        .await
-        .unwrap();
+    let result = agent.generate("divide").await.unwrap();
     assert_eq!(result.text, "done");
     let seen = results_seen_by_model(&model);
     assert_eq!(seen[0], ("c1".into(), json!(3), false));

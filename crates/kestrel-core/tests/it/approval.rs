@@ -88,7 +88,7 @@ fn kinds(events: &[Event]) -> Vec<&'static str> {
 async fn an_approval_gated_call_stops_the_run_and_approval_continues_it() {
     let runs = Arc::new(AtomicUsize::new(0));
     let agent = mailer(runs.clone());
-    let (events, result) = agent.stream("email bob", RunOptions::new()).collect().await;
+    let (events, result) = agent.stream("email bob").into_stream().collect().await;
     let result = result.unwrap();
     assert_eq!(result.finish_reason, FinishReason::Suspended);
     assert_eq!(
@@ -122,7 +122,7 @@ async fn an_approval_gated_call_stops_the_run_and_approval_continues_it() {
     assert_eq!(listed.runs[0].run_id, result.run_id);
 
     let call = ToolCallRef::new(&result.run_id, "call-1").fingerprint(&approval.fingerprint);
-    let stream = agent.approve_tool_call(call.clone()).await.unwrap();
+    let stream = agent.approve(call.clone()).stream().await.unwrap();
     assert_eq!(stream.run_id(), result.run_id);
     let (events, done) = stream.collect().await;
     let done = done.unwrap();
@@ -137,7 +137,7 @@ async fn an_approval_gated_call_stops_the_run_and_approval_continues_it() {
     assert_eq!(names.last(), Some(&"finish"), "{names:?}");
 
     // A second decision on the same call is refused and changes nothing.
-    let again = agent.approve_tool_call(call).await.unwrap_err();
+    let again = agent.approve(call).stream().await.unwrap_err();
     assert!(
         matches!(
             again,
@@ -161,13 +161,10 @@ async fn declining_never_runs_the_tool_and_the_model_reads_the_reason() {
     for reason in [None, Some("Bob is on holiday".to_owned())] {
         let runs = Arc::new(AtomicUsize::new(0));
         let agent = mailer(runs.clone());
-        let stopped = agent
-            .generate("email bob", RunOptions::new())
-            .await
-            .unwrap();
+        let stopped = agent.generate("email bob").await.unwrap();
         assert_eq!(stopped.finish_reason, FinishReason::Suspended);
         let done = agent
-            .decline_tool_call_generate(ToolCallRef::new(&stopped.run_id, "call-1"), reason.clone())
+            .decline(ToolCallRef::new(&stopped.run_id, "call-1"), reason.clone())
             .await
             .unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -204,9 +201,9 @@ async fn an_approved_call_that_fails_is_not_denied() {
         )
         .build()
         .unwrap();
-    let stopped = agent.generate("go", RunOptions::new()).await.unwrap();
+    let stopped = agent.generate("go").await.unwrap();
     let done = agent
-        .approve_tool_call_generate(ToolCallRef::new(&stopped.run_id, "call-1"))
+        .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
         .await
         .unwrap();
     assert!(done.tool_results[0].is_error);
@@ -236,14 +233,15 @@ async fn the_run_policy_is_ored_with_the_tools() {
         .build()
         .unwrap();
     // No policy: the call runs.
-    let free = agent.generate("kestrel?", RunOptions::new()).await.unwrap();
+    let free = agent.generate("kestrel?").await.unwrap();
     assert_eq!(free.finish_reason, FinishReason::Stop);
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     // A run policy selecting the call stops it.
     let policy =
         ApprovalPolicy::when(|args, ctx| ctx.tool_name == "lookup" && args["word"] == "kestrel");
     let stopped = agent
-        .generate("kestrel?", RunOptions::new().require_tool_approval(policy))
+        .generate("kestrel?")
+        .require_tool_approval(policy)
         .await
         .unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::Suspended);
@@ -251,7 +249,8 @@ async fn the_run_policy_is_ored_with_the_tools() {
     // A policy that selects nothing lets it through.
     let none = ApprovalPolicy::when(|args, _| args["word"] == "osprey");
     let through = agent
-        .generate("kestrel?", RunOptions::new().require_tool_approval(none))
+        .generate("kestrel?")
+        .require_tool_approval(none)
         .await
         .unwrap();
     assert_eq!(through.finish_reason, FinishReason::Stop);
@@ -286,17 +285,15 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
     let agent = dictionary().build().unwrap();
     let only_kestrel = || ApprovalPolicy::when(|args, _| args["word"] == "kestrel");
     let first = agent
-        .generate(
-            "two words",
-            RunOptions::new().require_tool_approval(only_kestrel()),
-        )
+        .generate("two words")
+        .require_tool_approval(only_kestrel())
         .await
         .unwrap();
     assert_eq!(first.waiting[0].tool_call_id, "call-1");
     // Continued without the function (as after a restart): call-2 is asked about too, even
     // though the function would have let it through. Nothing is approved by default.
     let second = agent
-        .approve_tool_call_generate(ToolCallRef::new(&first.run_id, "call-1"))
+        .approve(ToolCallRef::new(&first.run_id, "call-1"))
         .await
         .unwrap();
     assert_eq!(second.finish_reason, FinishReason::Suspended);
@@ -304,14 +301,12 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
 
     // Passing the function again restores it.
     let again = agent
-        .generate(
-            "two words",
-            RunOptions::new().require_tool_approval(only_kestrel()),
-        )
+        .generate("two words")
+        .require_tool_approval(only_kestrel())
         .await
         .unwrap();
     let done = agent
-        .approve_tool_call_generate(
+        .approve(
             ToolCallRef::new(&again.run_id, "call-1")
                 .options(RunOptions::new().require_tool_approval(only_kestrel())),
         )
@@ -333,26 +328,21 @@ async fn default_options_hold_when_a_run_is_continued() {
         )
         .build()
         .unwrap();
-    let first = agent
-        .generate("two words", RunOptions::new())
-        .await
-        .unwrap();
+    let first = agent.generate("two words").await.unwrap();
     assert_eq!(first.waiting.len(), 1);
     assert_eq!(first.waiting[0].tool_call_id, "call-1");
     let done = agent
-        .approve_tool_call_generate(ToolCallRef::new(&first.run_id, "call-1"))
+        .approve(ToolCallRef::new(&first.run_id, "call-1"))
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(done.text, "done: osprey is a bird");
 
     // The stream form of the continuation, too.
-    let first = agent
-        .generate("two words", RunOptions::new())
-        .await
-        .unwrap();
+    let first = agent.generate("two words").await.unwrap();
     let stream = agent
-        .approve_tool_call(ToolCallRef::new(&first.run_id, "call-1"))
+        .approve(ToolCallRef::new(&first.run_id, "call-1"))
+        .stream()
         .await
         .unwrap();
     let done = stream.result().await.unwrap();
@@ -364,13 +354,15 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     let runs = Arc::new(AtomicUsize::new(0));
     let agent = mailer(runs.clone());
     let stopped = agent
-        .generate("email bob", RunOptions::new().memory("t1", "alice"))
+        .generate("email bob")
+        .memory("t1", "alice")
         .await
         .unwrap();
     let run_id = stopped.run_id.clone();
 
     let unknown = agent
-        .approve_tool_call(ToolCallRef::new("no-such-run", "call-1"))
+        .approve(ToolCallRef::new("no-such-run", "call-1"))
+        .stream()
         .await
         .unwrap_err();
     assert!(
@@ -379,7 +371,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let stale = agent
-        .approve_tool_call(ToolCallRef::new(&run_id, "call-0"))
+        .approve(ToolCallRef::new(&run_id, "call-0"))
+        .stream()
         .await
         .unwrap_err();
     let RunControlError::CallNotWaiting { waiting, .. } = &stale else {
@@ -389,7 +382,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     assert!(stale.to_string().contains("call-0"), "{stale}");
 
     let changed = agent
-        .approve_tool_call(ToolCallRef::new(&run_id, "call-1").fingerprint("0123"))
+        .approve(ToolCallRef::new(&run_id, "call-1").fingerprint("0123"))
+        .stream()
         .await
         .unwrap_err();
     assert!(
@@ -398,7 +392,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let wrong_kind = agent
-        .resume_stream(json!({"ok": true}), ToolCallRef::new(&run_id, "call-1"))
+        .resume(ToolCallRef::new(&run_id, "call-1"), json!({"ok": true}))
+        .stream()
         .await
         .unwrap_err();
     assert!(
@@ -414,7 +409,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let foreign = agent
-        .approve_tool_call(ToolCallRef::new(&run_id, "call-1").resource("mallory"))
+        .approve(ToolCallRef::new(&run_id, "call-1").resource("mallory"))
+        .stream()
         .await
         .unwrap_err();
     assert!(
@@ -429,7 +425,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
         .build()
         .unwrap();
     let not_mine = other
-        .approve_tool_call(ToolCallRef::new(&run_id, "call-1"))
+        .approve(ToolCallRef::new(&run_id, "call-1"))
+        .stream()
         .await
         .unwrap_err();
     assert!(matches!(not_mine, RunControlError::RunNotFound { .. }));
@@ -437,7 +434,7 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     // Nothing changed: the run still waits, and the right decision still works.
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let done = agent
-        .approve_tool_call_generate(ToolCallRef::new(&run_id, "call-1").resource("alice"))
+        .approve(ToolCallRef::new(&run_id, "call-1").resource("alice"))
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
@@ -448,19 +445,16 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
 async fn racing_approvals_of_one_call_have_exactly_one_winner() {
     let runs = Arc::new(AtomicUsize::new(0));
     let agent = mailer(runs.clone());
-    let stopped = agent
-        .generate("email bob", RunOptions::new())
-        .await
-        .unwrap();
+    let stopped = agent.generate("email bob").await.unwrap();
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let agent = agent.clone();
             let call = ToolCallRef::new(&stopped.run_id, "call-1");
             tokio::spawn(async move {
                 if i % 2 == 0 {
-                    agent.approve_tool_call_generate(call).await
+                    agent.approve(call).await
                 } else {
-                    agent.decline_tool_call_generate(call, None).await
+                    agent.decline(call, None).await
                 }
             })
         })
@@ -525,10 +519,7 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
         .tool(book)
         .build()
         .unwrap();
-    let (events, stopped) = agent
-        .stream("book Tivoli", RunOptions::new())
-        .collect()
-        .await;
+    let (events, stopped) = agent.stream("book Tivoli").into_stream().collect().await;
     let stopped = stopped.unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::Suspended);
     let EventKind::ToolCallSuspended(suspended) = &events.last().unwrap().kind else {
@@ -541,14 +532,15 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
 
     let call = ToolCallRef::new(&stopped.run_id, "call-1");
     let invalid = agent
-        .resume_stream(json!({"nights": "two"}), call.clone())
+        .resume(call.clone(), json!({"nights": "two"}))
+        .stream()
         .await
         .unwrap_err();
     let RunControlError::InvalidResumeData { errors, .. } = &invalid else {
         panic!("{invalid:?}")
     };
     assert!(errors[0].contains("/nights"), "{errors:?}");
-    let approval = agent.approve_tool_call(call.clone()).await.unwrap_err();
+    let approval = agent.approve(call.clone()).stream().await.unwrap_err();
     assert!(
         matches!(
             approval,
@@ -561,10 +553,7 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
     );
     assert_eq!(entered.load(Ordering::SeqCst), 1);
 
-    let done = agent
-        .resume_generate(json!({"nights": 2}), call)
-        .await
-        .unwrap();
+    let done = agent.resume(call, json!({"nights": 2})).await.unwrap();
     assert_eq!(done.text, "done: Tivoli booked for 2 nights");
     assert_eq!(entered.load(Ordering::SeqCst), 2);
     assert_eq!(done.run_id, stopped.run_id);
@@ -583,7 +572,7 @@ async fn a_payload_outside_the_suspend_schema_fails_the_call_instead() {
         .tool(book)
         .build()
         .unwrap();
-    let done = agent.generate("book", RunOptions::new()).await.unwrap();
+    let done = agent.generate("book").await.unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert!(done.text.contains("suspend schema"), "{}", done.text);
 }
@@ -604,20 +593,14 @@ async fn approval_then_suspension_needs_both_decisions_in_order() {
         .tool(book)
         .build()
         .unwrap();
-    let first = agent.generate("book", RunOptions::new()).await.unwrap();
+    let first = agent.generate("book").await.unwrap();
     assert_eq!(first.waiting[0].waiting, Waiting::Approval);
     let call = ToolCallRef::new(&first.run_id, "call-1");
-    let second = agent
-        .approve_tool_call_generate(call.clone())
-        .await
-        .unwrap();
+    let second = agent.approve(call.clone()).await.unwrap();
     assert_eq!(second.finish_reason, FinishReason::Suspended);
     assert!(matches!(second.waiting[0].waiting, Waiting::Resume { .. }));
     // Resuming does not ask for approval again.
-    let done = agent
-        .resume_generate(json!({"nights": 3}), call)
-        .await
-        .unwrap();
+    let done = agent.resume(call, json!({"nights": 3})).await.unwrap();
     assert_eq!(done.text, "done: Tivoli x3");
 }
 
@@ -632,17 +615,14 @@ async fn a_client_tool_stops_with_tool_calls_and_continues_with_the_submitted_re
         .tool(location)
         .build()
         .unwrap();
-    let stopped = agent
-        .generate("where am I?", RunOptions::new())
-        .await
-        .unwrap();
+    let stopped = agent.generate("where am I?").await.unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::ToolCalls);
     assert_eq!(stopped.waiting[0].waiting, Waiting::ClientResult);
     let call = ToolCallRef::new(&stopped.run_id, "call-1");
-    let approval = agent.approve_tool_call(call.clone()).await.unwrap_err();
+    let approval = agent.approve(call.clone()).stream().await.unwrap_err();
     assert!(matches!(approval, RunControlError::WrongDecision { .. }));
     let done = agent
-        .submit_tool_result_generate(call, json!("Lisbon"), false)
+        .submit_result(call, json!("Lisbon"), false)
         .await
         .unwrap();
     assert_eq!(done.text, "done: Lisbon");
@@ -661,13 +641,10 @@ async fn of_two_gated_calls_each_decision_names_one() {
         .tool(send_email(runs.clone()))
         .build()
         .unwrap();
-    let first = agent
-        .generate("email both", RunOptions::new())
-        .await
-        .unwrap();
+    let first = agent.generate("email both").await.unwrap();
     assert_eq!(first.waiting.len(), 2);
     let second = agent
-        .approve_tool_call_generate(ToolCallRef::new(&first.run_id, "call-b"))
+        .approve(ToolCallRef::new(&first.run_id, "call-b"))
         .await
         .unwrap();
     // call-b ran; call-a still waits.
@@ -676,7 +653,7 @@ async fn of_two_gated_calls_each_decision_names_one() {
     assert_eq!(second.waiting.len(), 1);
     assert_eq!(second.waiting[0].tool_call_id, "call-a");
     let done = agent
-        .decline_tool_call_generate(ToolCallRef::new(&first.run_id, "call-a"), None)
+        .decline(ToolCallRef::new(&first.run_id, "call-a"), None)
         .await
         .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);

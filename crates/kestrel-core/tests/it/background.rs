@@ -88,8 +88,13 @@ async fn until_idle_keeps_the_stream_open_until_the_result_is_answered() {
         research,
         BackgroundTasks::new().tool("research", BackgroundTool::enabled().timeout_ms(5_000)),
     );
-    let (events, result) =
-        collect(supervisor.stream("Research kestrels", RunOptions::new().until_idle(true))).await;
+    let (events, result) = collect(
+        supervisor
+            .stream("Research kestrels")
+            .until_idle(true)
+            .into_stream(),
+    )
+    .await;
     // The delegation answered at once: the parent spoke before the sub-agent finished.
     let first = model.requests()[1].clone();
     let tool_result = first.messages.last().unwrap().text();
@@ -136,8 +141,13 @@ async fn a_task_past_its_timeout_is_stopped_and_reported_as_failed() {
         research,
         BackgroundTasks::new().tool("agent-research", BackgroundTool::enabled().timeout_ms(50)),
     );
-    let (events, result) =
-        collect(supervisor.stream("Research kestrels", RunOptions::new().until_idle(true))).await;
+    let (events, result) = collect(
+        supervisor
+            .stream("Research kestrels")
+            .until_idle(true)
+            .into_stream(),
+    )
+    .await;
     let failed = events
         .iter()
         .find_map(|e| match &e.kind {
@@ -177,7 +187,7 @@ async fn a_result_that_is_in_reaches_the_next_model_call() {
         .background_tasks(BackgroundTasks::new().tool("research", BackgroundTool::enabled()))
         .build()
         .unwrap();
-    let result = supervisor.generate("Go", RunOptions::new()).await.unwrap();
+    let result = supervisor.generate("Go").await.unwrap();
     assert_eq!(result.text, "reports: 1");
 }
 
@@ -242,7 +252,8 @@ async fn the_instance_limits_how_many_tasks_run_at_once() {
     let result = kestrel
         .agent("supervisor")
         .unwrap()
-        .generate("Dig both", RunOptions::new().until_idle(true))
+        .generate("Dig both")
+        .until_idle(true)
         .await
         .unwrap();
     assert_eq!(result.text, "2 reports");
@@ -259,7 +270,11 @@ async fn background_results_get_no_reference_and_unknown_tools_are_refused() {
     let options = RunOptions::new()
         .until_idle(true)
         .delegation(DelegationOptions::new().enable_result_references(true));
-    supervisor.generate("Research", options).await.unwrap();
+    supervisor
+        .generate("Research")
+        .options(options)
+        .await
+        .unwrap();
     for req in model.requests() {
         for m in &req.messages {
             assert!(!m.text().contains("[ref:"), "no reference: {}", m.text());

@@ -9,9 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kestrel_core::agent::{
-    Agent, AgentError, RunControlError, RunOptions, RunRef, ToolCallRef, Waiting,
-};
+use kestrel_core::agent::{Agent, AgentError, RunControlError, RunRef, ToolCallRef, Waiting};
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
@@ -131,7 +129,7 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
         .unwrap();
     let (supervisor, parent_model) = parent_of(cleaner, &store);
 
-    let (events, result) = collect(supervisor.stream("Tidy up", RunOptions::new())).await;
+    let (events, result) = collect(supervisor.stream("Tidy up").into_stream()).await;
     let result = result.unwrap();
     assert_eq!(result.finish_reason, FinishReason::Suspended);
     assert_eq!(
@@ -180,7 +178,8 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     let child_run = waiting.via[0].run_id.clone();
     let cleaner = supervisor.sub_agent("cleaner").unwrap().clone();
     let direct = cleaner
-        .approve_tool_call(ToolCallRef::new(&child_run, "c1"))
+        .approve(ToolCallRef::new(&child_run, "c1"))
+        .stream()
         .await;
     assert!(
         matches!(direct, Err(RunControlError::Delegated { .. })),
@@ -188,7 +187,8 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     );
     // A stale fingerprint is refused through the parent too.
     let stale = supervisor
-        .approve_tool_call(ToolCallRef::new(&result.run_id, "c1").fingerprint("nope"))
+        .approve(ToolCallRef::new(&result.run_id, "c1").fingerprint("nope"))
+        .stream()
         .await;
     assert!(
         matches!(stale, Err(RunControlError::FingerprintMismatch { .. })),
@@ -196,7 +196,8 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     );
 
     let stream = supervisor
-        .approve_tool_call(ToolCallRef::new(&result.run_id, "c1").fingerprint(&waiting.fingerprint))
+        .approve(ToolCallRef::new(&result.run_id, "c1").fingerprint(&waiting.fingerprint))
+        .stream()
         .await
         .unwrap();
     let (events, done) = collect(stream).await;
@@ -227,7 +228,8 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     );
     // A second decision finds nothing to decide.
     let again = supervisor
-        .approve_tool_call(ToolCallRef::new(&result.run_id, "c1"))
+        .approve(ToolCallRef::new(&result.run_id, "c1"))
+        .stream()
         .await;
     assert!(
         matches!(again, Err(RunControlError::NotSuspended { .. })),
@@ -250,12 +252,9 @@ async fn a_decline_inside_a_sub_agent_reaches_its_model() {
         .unwrap();
     let store = store();
     let (supervisor, _) = parent_of(cleaner, &store);
-    let stopped = supervisor
-        .generate("Tidy up", RunOptions::new())
-        .await
-        .unwrap();
+    let stopped = supervisor.generate("Tidy up").await.unwrap();
     let done = supervisor
-        .decline_tool_call_generate(
+        .decline(
             ToolCallRef::new(&stopped.run_id, "c1"),
             Some("not on a Friday".into()),
         )
@@ -304,7 +303,7 @@ async fn a_suspension_two_delegations_deep_is_resumed_through_the_top_run() {
     let store = store();
     let (supervisor, _) = parent_of(manager, &store);
 
-    let (events, stopped) = collect(supervisor.stream("Plan the trip", RunOptions::new())).await;
+    let (events, stopped) = collect(supervisor.stream("Plan the trip").into_stream()).await;
     let stopped = stopped.unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::Suspended);
     let waiting = &stopped.waiting[0];
@@ -332,9 +331,9 @@ async fn a_suspension_two_delegations_deep_is_resumed_through_the_top_run() {
 
     // Data that does not match the grandchild tool's schema is refused, and nothing changes.
     let bad = supervisor
-        .resume_generate(
-            json!({"budget": "lots"}),
+        .resume(
             ToolCallRef::new(&stopped.run_id, "p1"),
+            json!({"budget": "lots"}),
         )
         .await;
     assert!(
@@ -342,9 +341,9 @@ async fn a_suspension_two_delegations_deep_is_resumed_through_the_top_run() {
         "{bad:?}"
     );
     let done = supervisor
-        .resume_generate(
-            json!({"budget": 900}),
+        .resume(
             ToolCallRef::new(&stopped.run_id, "p1"),
+            json!({"budget": 900}),
         )
         .await
         .unwrap();
@@ -370,12 +369,10 @@ async fn an_unknown_call_lists_what_the_parent_waits_on() {
         .unwrap();
     let store = store();
     let (supervisor, _) = parent_of(cleaner, &store);
-    let stopped = supervisor
-        .generate("Tidy up", RunOptions::new())
-        .await
-        .unwrap();
+    let stopped = supervisor.generate("Tidy up").await.unwrap();
     let err = supervisor
-        .approve_tool_call(ToolCallRef::new(&stopped.run_id, "nope"))
+        .approve(ToolCallRef::new(&stopped.run_id, "nope"))
+        .stream()
         .await
         .unwrap_err();
     match err {
@@ -411,13 +408,15 @@ fn slow_worker(steps: usize, store: &SharedRunStore) -> (Agent, Arc<ScriptedMode
 
 /// Starts `run_id`, lets the sub-agent finish a step or two, and pauses the parent.
 async fn pause_mid_way(supervisor: &Agent, run_id: &str) {
-    let stream = supervisor.stream("Work", RunOptions::new().run_id(run_id));
+    let stream = supervisor.stream("Work").run_id(run_id).into_stream();
     let ((_, result), ()) = tokio::join!(collect(stream), async {
         tokio::time::sleep(Duration::from_millis(60)).await;
         assert!(supervisor.pause_run(run_id));
     });
-    let err = result.unwrap_err();
-    assert!(matches!(err, AgentError::Paused { .. }), "{err:?}");
+    // A pause is a stop like a suspension: the run's result, saying why it stopped.
+    let stopped = result.unwrap();
+    assert_eq!(stopped.finish_reason, FinishReason::Paused);
+    assert!(stopped.waiting.is_empty());
 }
 
 #[tokio::test]
@@ -510,7 +509,7 @@ async fn a_run_in_progress_cannot_be_resumed_beside_itself() {
     let (worker, _) = slow_worker(3, &store);
     let (supervisor, _) = parent_of(worker, &store);
     let run_id = "run-busy";
-    let stream = supervisor.stream("Work", RunOptions::new().run_id(run_id));
+    let stream = supervisor.stream("Work").run_id(run_id).into_stream();
     let running = tokio::spawn(collect(stream));
     tokio::time::sleep(Duration::from_millis(30)).await;
     let second = supervisor.resume_run(RunRef::new(run_id)).await;
@@ -593,10 +592,7 @@ async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided()
         .build()
         .unwrap();
     let (supervisor, _) = parent_of(cleaner, &store);
-    let result = supervisor
-        .generate("Tidy up", RunOptions::new())
-        .await
-        .unwrap();
+    let result = supervisor.generate("Tidy up").await.unwrap();
     assert_eq!(result.finish_reason, FinishReason::Suspended);
     let child_run = result.waiting[0].via[0].run_id.clone();
     let parent_before = store.load(&result.run_id).await.unwrap().unwrap();
@@ -605,7 +601,7 @@ async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided()
     // parent is exactly as it was (still waiting, still listed), not left running undriven.
     *interfering.armed.lock().unwrap() = Some(child_run.clone());
     let refused = supervisor
-        .approve_tool_call_generate(ToolCallRef::new(&result.run_id, "c1"))
+        .approve(ToolCallRef::new(&result.run_id, "c1"))
         .await;
     assert!(
         matches!(&refused, Err(RunControlError::Conflict { run_id }) if *run_id == child_run),
@@ -627,7 +623,7 @@ async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided()
 
     // Decided again, it goes through: the sub-agent runs its tool once, then the parent ends.
     let done = supervisor
-        .approve_tool_call_generate(ToolCallRef::new(&result.run_id, "c1"))
+        .approve(ToolCallRef::new(&result.run_id, "c1"))
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);

@@ -59,7 +59,11 @@ async fn feedback_after_a_final_answer_asks_the_model_again() {
             }
         }
     });
-    let result = agent.generate("Analyse kestrels", options).await.unwrap();
+    let result = agent
+        .generate("Analyse kestrels")
+        .options(options)
+        .await
+        .unwrap();
     assert_eq!(result.text, "An analysis with a recommendation.");
     assert_eq!(model.calls(), 2);
     assert_eq!(
@@ -98,7 +102,7 @@ async fn stopping_after_tool_calls_ends_the_run_or_grants_one_last_turn() {
     let model = eager_model();
     let agent = tool_agent(model.clone());
     let stop = RunOptions::new().on_iteration_complete(|_| async { Ok(IterationDecision::stop()) });
-    let result = agent.generate("look", stop).await.unwrap();
+    let result = agent.generate("look").options(stop).await.unwrap();
     assert_eq!(model.calls(), 1, "no model call after the stop");
     assert_eq!(result.finish_reason, FinishReason::Stop);
     assert_eq!(result.tool_results.len(), 1);
@@ -108,7 +112,7 @@ async fn stopping_after_tool_calls_ends_the_run_or_grants_one_last_turn() {
     let last_turn = RunOptions::new().on_iteration_complete(|_| async {
         Ok(IterationDecision::stop().feedback("Summarise now."))
     });
-    let result = agent.generate("look", last_turn).await.unwrap();
+    let result = agent.generate("look").options(last_turn).await.unwrap();
     assert_eq!(model.calls(), 2);
     let last = &model.requests()[1];
     assert_eq!(last.tool_choice, ToolChoice::None);
@@ -135,10 +139,8 @@ async fn scorers_keep_the_loop_going_until_the_task_is_complete() {
             record.lock().unwrap().push((scores.len(), complete));
         });
     let result = agent
-        .generate(
-            "Analyse kestrels",
-            RunOptions::new().is_task_complete(completion),
-        )
+        .generate("Analyse kestrels")
+        .is_task_complete(completion)
         .await
         .unwrap();
     assert_eq!(result.text, "An analysis with a recommendation.");
@@ -161,7 +163,8 @@ async fn max_steps_bounds_a_task_that_never_completes_and_any_needs_one_pass() {
         })
     }));
     let result = agent
-        .generate("x", RunOptions::new().is_task_complete(never.clone()))
+        .generate("x")
+        .is_task_complete(never.clone())
         .await
         .unwrap();
     assert_eq!(model.calls(), 4, "max_steps (4) bounds the loop");
@@ -177,10 +180,7 @@ async fn max_steps_bounds_a_task_that_never_completes_and_any_needs_one_pass() {
         })
     });
     let any = never.scorer(always).strategy(CompletionStrategy::Any);
-    agent
-        .generate("x", RunOptions::new().is_task_complete(any))
-        .await
-        .unwrap();
+    agent.generate("x").is_task_complete(any).await.unwrap();
     assert_eq!(model.calls(), 1);
 }
 
@@ -206,10 +206,8 @@ async fn the_rubric_scorer_asks_a_judge_model_over_the_criteria() {
     let unknown = RubricScorer::with_model("nowhere/judge", ["Anything"]).unwrap_err();
     assert!(unknown.to_string().contains("nowhere"), "{unknown}");
     let result = agent
-        .generate(
-            "Analyse kestrels",
-            RunOptions::new().is_task_complete(TaskCompletion::new().scorer(rubric)),
-        )
+        .generate("Analyse kestrels")
+        .is_task_complete(TaskCompletion::new().scorer(rubric))
         .await
         .unwrap();
     assert_eq!(result.text, "An analysis with a recommendation.");
@@ -233,10 +231,8 @@ async fn the_rubric_scorer_asks_a_judge_model_over_the_criteria() {
     let (agent, model) = writer();
     let rubric = RubricScorer::new(broken, ["Anything"]).named("strict");
     agent
-        .generate(
-            "x",
-            RunOptions::new().is_task_complete(TaskCompletion::new().scorer(rubric)),
-        )
+        .generate("x")
+        .is_task_complete(TaskCompletion::new().scorer(rubric))
         .await
         .unwrap();
     let feedback = feedback_of(&model.requests()[1]);

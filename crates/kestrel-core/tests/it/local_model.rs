@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kestrel_core::abort::AbortSignal;
-use kestrel_core::agent::{Agent, RunOptions};
+use kestrel_core::agent::Agent;
 use kestrel_core::message::Message;
 use kestrel_core::model::{
     FinishReason, LanguageModel, ModelError, ModelEvent, ModelRegistry, ModelRequest,
@@ -76,10 +76,7 @@ async fn agent_calls_the_tool_and_answers_with_its_result() {
         )
         .build()
         .unwrap();
-    let result = agent
-        .generate("What is 17 plus 25?", RunOptions::new())
-        .await
-        .unwrap();
+    let result = agent.generate("What is 17 plus 25?").await.unwrap();
     println!(
         "calls {:?}; results {:?}; answer {:?}",
         result.tool_calls, result.tool_results, result.text

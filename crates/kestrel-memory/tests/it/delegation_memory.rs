@@ -82,10 +82,9 @@ async fn a_delegation_stores_only_the_prompt_and_answer_in_a_thread_of_its_own(s
         Ok(DelegationStartOutcome::proceed().thread_metadata(metadata))
     });
     let result = supervisor
-        .generate(
-            "Study kestrels",
-            RunOptions::new().memory("t1", "alice").delegation(hooks),
-        )
+        .generate("Study kestrels")
+        .memory("t1", "alice")
+        .delegation(hooks)
         .await
         .unwrap();
     assert_eq!(result.text, "all done");
@@ -162,7 +161,11 @@ async fn stable_sub_agent_threads_keep_one_thread_per_parent_thread(store: Store
     let options = RunOptions::new()
         .memory("t2", "bob")
         .delegation(DelegationOptions::new().stable_sub_agent_threads(true));
-    supervisor.generate("Study owls", options).await.unwrap();
+    supervisor
+        .generate("Study owls")
+        .options(options)
+        .await
+        .unwrap();
     let stored = texts(&store, "t2:researcher", "bob").await;
     assert_eq!(
         stored,

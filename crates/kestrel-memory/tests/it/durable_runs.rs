@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kestrel_core::agent::{Agent, RunControlError, RunOptions, RunRef, ToolCallRef, Waiting};
+use kestrel_core::agent::{Agent, RunControlError, RunRef, ToolCallRef, Waiting};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
@@ -202,7 +202,9 @@ async fn approval_survives_a_restart(backend: Backend) {
     let kestrel = instance(first.storage(), send_email(runs.clone()), "send_email");
     let agent = kestrel.agent("assistant").unwrap();
     let (events, stopped) = agent
-        .stream("email bob", RunOptions::new().memory(THREAD, RESOURCE))
+        .stream("email bob")
+        .memory(THREAD, RESOURCE)
+        .into_stream()
         .collect()
         .await;
     let stopped = stopped.unwrap();
@@ -238,7 +240,7 @@ async fn approval_survives_a_restart(backend: Backend) {
     let call = ToolCallRef::new(&stopped.run_id, "call-1")
         .fingerprint(fingerprint)
         .resource(RESOURCE);
-    let stream = agent.approve_tool_call(call.clone()).await.unwrap();
+    let stream = agent.approve(call.clone()).stream().await.unwrap();
     let (events, done) = stream.collect().await;
     let done = done.unwrap();
     streamed.extend(message_ids(&events));
@@ -252,7 +254,7 @@ async fn approval_survives_a_restart(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(waiting.total, 0);
-    assert!(agent.approve_tool_call(call).await.is_err());
+    assert!(agent.approve(call).stream().await.is_err());
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     drop(kestrel);
     second.close().await;
@@ -265,7 +267,9 @@ async fn suspension_survives_a_restart(backend: Backend) {
     let kestrel = instance(first.storage(), ask_nights(entered.clone()), "book");
     let agent = kestrel.agent("assistant").unwrap();
     let (events, stopped) = agent
-        .stream("book a hotel", RunOptions::new().memory(THREAD, RESOURCE))
+        .stream("book a hotel")
+        .memory(THREAD, RESOURCE)
+        .into_stream()
         .collect()
         .await;
     let stopped = stopped.unwrap();
@@ -282,12 +286,14 @@ async fn suspension_survives_a_restart(backend: Backend) {
     // Data outside the resume schema is refused; the run stays suspended.
     assert!(
         agent
-            .resume_stream(json!({"weeks": 1}), call.clone())
+            .resume(call.clone(), json!({"weeks": 1}))
+            .stream()
             .await
             .is_err()
     );
     let (events, done) = agent
-        .resume_stream(json!({"nights": 2}), call)
+        .resume(call, json!({"nights": 2}))
+        .stream()
         .await
         .unwrap()
         .collect()
@@ -313,7 +319,8 @@ async fn racing_decisions_have_one_winner(backend: Backend) {
     let stopped = first
         .agent("assistant")
         .unwrap()
-        .generate("email bob", RunOptions::new().memory(THREAD, RESOURCE))
+        .generate("email bob")
+        .memory(THREAD, RESOURCE)
         .await
         .unwrap();
     let tasks: Vec<_> = (0..8)
@@ -327,9 +334,9 @@ async fn racing_decisions_have_one_winner(backend: Backend) {
             tokio::spawn(async move {
                 let agent = kestrel.agent("assistant").unwrap();
                 if i % 4 < 2 {
-                    agent.approve_tool_call_generate(call).await
+                    agent.approve(call).await
                 } else {
-                    agent.decline_tool_call_generate(call, None).await
+                    agent.decline(call, None).await
                 }
             })
         })
@@ -424,10 +431,9 @@ async fn a_delegation_survives_a_restart(backend: Backend) {
     let agent = kestrel.agent("supervisor").unwrap().clone();
     let task = tokio::spawn(async move {
         agent
-            .generate(
-                "Get the work done",
-                RunOptions::new().run_id(run_id).memory(THREAD, RESOURCE),
-            )
+            .generate("Get the work done")
+            .run_id(run_id)
+            .memory(THREAD, RESOURCE)
             .await
     });
     while worker_model.calls() < 2 {

@@ -98,7 +98,10 @@ async fn an_abort_keeps_complete_messages_and_the_partial_text_once(store: Store
         Duration::from_millis(40),
     )));
     let agent = agent_on(&store, model);
-    let mut stream = agent.stream("Tell me about kestrels", options());
+    let mut stream = agent
+        .stream("Tell me about kestrels")
+        .options(options())
+        .into_stream();
     let run_id = stream.run_id().to_owned();
     let mut kinds = Vec::new();
     while let Some(event) = stream.next().await {
@@ -150,7 +153,7 @@ async fn an_abort_inside_a_watching_tool_keeps_the_step_text(store: Store) {
         .memory(memory.shared())
         .build()
         .unwrap();
-    let mut stream = agent.stream("Any birds?", options());
+    let mut stream = agent.stream("Any birds?").options(options()).into_stream();
     let run_id = stream.run_id().to_owned();
     while let Some(event) = stream.next().await {
         if matches!(event.kind, EventKind::ToolCall(_)) {
@@ -193,8 +196,8 @@ async fn abort_thread_stops_the_running_and_the_waiting_runs(store: Store) {
         slow_text(&["a", "b", "c", "d"], Duration::from_millis(100))
     }));
     let agent = agent_on(&store, model);
-    let first = agent.stream("first", options());
-    let second = agent.stream("second", options());
+    let first = agent.stream("first").options(options()).into_stream();
+    let second = agent.stream("second").options(options()).into_stream();
     let (first_run, second_run) = (first.run_id().to_owned(), second.run_id().to_owned());
     let first = tokio::spawn(first.collect());
     let second = tokio::spawn(second.collect());
@@ -225,8 +228,8 @@ async fn runs_on_one_thread_go_in_turn_or_fail_fast(store: Store) {
     }));
     let agent = agent_on(&store, model);
     // Two tabs at once.
-    let tab1 = agent.generate("question one", options());
-    let tab2 = agent.generate("question two", options());
+    let tab1 = agent.generate("question one").options(options());
+    let tab2 = agent.generate("question two").options(options());
     let (one, two) = tokio::join!(tab1, tab2);
     let (one, two) = (one.unwrap(), two.unwrap());
     let stored = thread(&store).await;
@@ -247,7 +250,10 @@ async fn runs_on_one_thread_go_in_turn_or_fail_fast(store: Store) {
     assert_ne!(one.run_id, two.run_id);
 
     // Fail fast: while a run holds the thread, another asking not to wait fails at once.
-    let holder = agent.stream("question three", options());
+    let holder = agent
+        .stream("question three")
+        .options(options())
+        .into_stream();
     let holder_run = holder.run_id().to_owned();
     let holder = tokio::spawn(holder.collect());
     for _ in 0..100 {
@@ -257,7 +263,8 @@ async fn runs_on_one_thread_go_in_turn_or_fail_fast(store: Store) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let busy = agent
-        .generate("question four", options().on_busy_thread(BusyThread::Fail))
+        .generate("question four")
+        .options(options().on_busy_thread(BusyThread::Fail))
         .await
         .unwrap_err();
     let AgentError::ThreadBusy { active_run_id, .. } = &busy else {
@@ -297,7 +304,10 @@ async fn a_message_sent_to_the_active_run_reaches_its_next_step(store: Store) {
         .memory(memory.shared())
         .build()
         .unwrap();
-    let mut stream = agent.stream("Email Bob the report", options());
+    let mut stream = agent
+        .stream("Email Bob the report")
+        .options(options())
+        .into_stream();
     let run_id = stream.run_id().to_owned();
     let mut sent = None;
     while let Some(event) = stream.next().await {
@@ -341,7 +351,7 @@ async fn a_message_arriving_as_the_run_ends_gets_an_answer(store: Store) {
         )
     }));
     let agent = agent_on(&store, model);
-    let mut stream = agent.stream("first", options());
+    let mut stream = agent.stream("first").options(options()).into_stream();
     let mut delivered = false;
     while let Some(event) = stream.next().await {
         // While the final answer is still streaming.
@@ -441,7 +451,10 @@ async fn persist_and_discard_do_what_they_say(store: Store) {
         slow_text(&["thinking ", "hard"], Duration::from_millis(60))
     }));
     let busy_agent = agent_on(&store, slow);
-    let mut stream = busy_agent.stream("question", options());
+    let mut stream = busy_agent
+        .stream("question")
+        .options(options())
+        .into_stream();
     let mut outcomes = None;
     while let Some(event) = stream.next().await {
         if matches!(event.kind, EventKind::TextDelta(_)) && outcomes.is_none() {

@@ -103,7 +103,8 @@ async fn converse(memory: &Memory, thread: &str, resource: &str, turns: &[(&str,
     let agent = agent(memory, scripted(&answers));
     for (question, _) in turns {
         agent
-            .generate(*question, on(thread, resource))
+            .generate(*question)
+            .options(on(thread, resource))
             .await
             .unwrap();
     }
@@ -113,7 +114,8 @@ async fn converse(memory: &Memory, thread: &str, resource: &str, turns: &[(&str,
 async fn ask(memory: &Memory, thread: &str, resource: &str, question: &str) -> ModelRequest {
     let model = scripted(&["Noted."]);
     agent(memory, model.clone())
-        .generate(question, on(thread, resource))
+        .generate(question)
+        .options(on(thread, resource))
         .await
         .unwrap();
     model.requests().remove(0)
@@ -317,7 +319,8 @@ async fn only_user_and_assistant_text_is_indexed(store: Store) {
             .respond(ScriptedResponse::text("Echoed.")),
     );
     agent(&memory, model)
-        .generate("Echo one", on("t1", "alice"))
+        .generate("Echo one")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let thread = stored(&store, "t1", "alice").await;
@@ -357,7 +360,8 @@ async fn an_index_of_another_dimension_is_a_typed_error(store: Store) {
     for memory in [writing, reading] {
         let model = scripted(&["unreachable"]);
         let result = agent(&memory, model.clone())
-            .generate(QUESTION, on("t1", "alice"))
+            .generate(QUESTION)
+            .options(on("t1", "alice"))
             .await;
         let Err(AgentError::Memory { source, .. }) = result else {
             panic!("expected a memory error, got {result:?}");
@@ -396,7 +400,8 @@ async fn a_failing_embedder_loses_no_message_and_fails_no_run(store: Store) {
     // indexed.
     embedder.fail_next(unavailable());
     let result = agent(&memory, scripted(&["Lisbon sounds lovely."]))
-        .generate(TURNS[0].0, on("t1", "alice"))
+        .generate(TURNS[0].0)
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     assert_eq!(result.text, "Lisbon sounds lovely.");
@@ -413,7 +418,8 @@ async fn a_failing_embedder_loses_no_message_and_fails_no_run(store: Store) {
     }
     let model = scripted(&["Still here."]);
     let result = agent(&memory, model.clone())
-        .generate(QUESTION, on("t1", "alice"))
+        .generate(QUESTION)
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     assert_eq!(result.text, "Still here.");

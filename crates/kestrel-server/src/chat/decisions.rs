@@ -278,9 +278,9 @@ pub(super) async fn decide(
         call = call.resource(resource);
     }
     let stream = match decided.decision {
-        Decision::Approve => agent.approve_tool_call(call).await?,
-        Decision::Decline(reason) => agent.decline_tool_call(call, reason).await?,
-        Decision::Resume(data) => agent.resume_stream(data, call).await?,
+        Decision::Approve => agent.approve(call).stream().await?,
+        Decision::Decline(reason) => agent.decline(call, reason).stream().await?,
+        Decision::Resume(data) => agent.resume(call, data).stream().await?,
     };
     Ok(stream)
 }

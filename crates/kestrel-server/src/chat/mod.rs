@@ -276,7 +276,8 @@ async fn chat(
                 .map(|m| m.resource.clone())
                 .or_else(|| options.resource.clone());
             let stream = agent
-                .try_stream(input, options.abort_signal(abort.clone()))
+                .stream(input)
+                .options(options.abort_signal(abort.clone()))
                 .await
                 .map_err(|e| ApiError::of_run(e, &caller))?;
             let launch = Launch {

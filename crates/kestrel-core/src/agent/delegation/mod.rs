@@ -39,7 +39,7 @@
 //! suspends, stops the sub-agent and then the parent: the parent's stream carries the
 //! `tool-call-approval` / `tool-call-suspended` event (with `via`, the delegation path), its
 //! result lists the call in `waiting`, and the decision is taken with the parent's run id
-//! (`supervisor.approve_tool_call(ToolCallRef::new(parent_run_id, call_id))`): it is recorded
+//! (`supervisor.approve(ToolCallRef::new(parent_run_id, call_id)).stream()`): it is recorded
 //! in each run on the way down, the sub-agent's run continues, then the parent's. Client tools
 //! alone do not stop the parent: the sub-agent cannot get their results, so the delegation
 //! reports them as pending (with a warning).

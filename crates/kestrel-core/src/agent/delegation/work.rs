@@ -247,7 +247,7 @@ impl DelegationTool {
         let strategy = options.map(|o| o.hook_error_strategy).unwrap_or_default();
         let references = runtime.as_ref().filter(|r| r.options.references);
         match &outcome {
-            Err(AgentError::Paused { .. }) => {
+            Ok(result) if result.finish_reason == FinishReason::Paused => {
                 return Err(ToolError::stop(
                     "the sub-agent paused",
                     Stop::SubAgentPaused,

@@ -98,9 +98,11 @@ pub struct AgentRun {
     task_completion: Option<TaskCompletion>,
     /// The next model call is the last: no tools, then the run ends.
     last_turn: bool,
-    /// Whether the current step's error has been through `fail` (or is a pause, already
-    /// saved), so [`AgentRun::step`] does not end the run a second time.
+    /// Whether the current step's error has been through `fail`, so [`AgentRun::step`] does
+    /// not end the run a second time.
     error_handled: bool,
+    /// The run stopped at a pause, saved.
+    paused: bool,
     /// Where the run's snapshots go: the agent's store, or the delegating parent's.
     store: SharedRunStore,
     /// Fired to pause the run at its next step boundary.
@@ -306,6 +308,7 @@ impl AgentRun {
             task_completion: None,
             last_turn: false,
             error_handled: false,
+            paused: false,
         }
     }
 
@@ -362,7 +365,8 @@ impl AgentRun {
     /// another step follows.
     ///
     /// Every error of a step ends the run here, if nothing on its way did: the `error` event,
-    /// the failed status and the snapshot closed (or, for a pause, the paused snapshot).
+    /// the failed status and the snapshot closed. A pause ([`Agent::pause_run`]) stops the
+    /// run at the step boundary, saved: `Ok(false)`, and [`AgentRun::is_paused`] says so.
     pub async fn step(&mut self) -> Result<bool, AgentError> {
         self.error_handled = false;
         match self.step_inner().await {
@@ -376,7 +380,8 @@ impl AgentRun {
             return Ok(false);
         }
         if self.pause.is_aborted() && !self.abort.is_aborted() {
-            return Err(self.pause_here().await);
+            self.pause_here().await?;
+            return Ok(false);
         }
         let span = tracing::debug_span!(
             "kestrel.step",
@@ -393,7 +398,7 @@ impl AgentRun {
             let tools_span = tracing::debug_span!(parent: &span, "kestrel.tool_calls");
             self.tools_phase().instrument(tools_span).await?;
         }
-        if self.state.next_action() == Action::AwaitDecisions {
+        if self.paused || self.state.next_action() == Action::AwaitDecisions {
             return Ok(false);
         }
         if let Some(go_on) = self.steer().await? {
@@ -419,16 +424,20 @@ impl AgentRun {
 
     /// Stops at a step boundary and saves the run as paused (or as waiting for its sub-agents,
     /// when a delegation of the pending step has not finished).
-    async fn pause_here(&mut self) -> AgentError {
+    async fn pause_here(&mut self) -> Result<(), AgentError> {
         let phase = self.state.pause_phase();
         if let Err(e) = self.save_snapshot(phase).await {
-            return self.fail(e).await;
+            return Err(self.fail(e).await);
         }
         tracing::debug!(run_id = %self.run_id, ?phase, "run paused");
-        self.error_handled = true;
-        AgentError::Paused {
-            run_id: self.state.run_id.clone(),
-        }
+        self.paused = true;
+        Ok(())
+    }
+
+    /// Whether the run stopped because it was paused (it is saved, and
+    /// [`Agent::resume_run`] continues it).
+    pub fn is_paused(&self) -> bool {
+        self.paused
     }
 
     /// Runs to the end and returns the result.
@@ -559,7 +568,11 @@ impl AgentRun {
             }
         }
         while self.step().await? {}
-        Ok(GenerateResult::from_state(&self.state))
+        let mut result = GenerateResult::from_state(&self.state);
+        if self.paused {
+            result.finish_reason = FinishReason::Paused;
+        }
+        Ok(result)
     }
 
     fn thread_key(&self) -> Option<ThreadKey> {

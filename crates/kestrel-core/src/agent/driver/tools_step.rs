@@ -189,7 +189,7 @@ impl AgentRun {
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
                 *saved = calls;
             }
-            return Err(self.pause_here().await);
+            return self.pause_here().await;
         }
         let results = match calls_outcome(calls) {
             Ok(results) => results,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use kestrel_core::agent::delegation::DELEGATION_HOOK_ERRORS_KEY;
 use kestrel_core::agent::{
     Agent, DelegationCompleteOutcome, DelegationOptions, DelegationStartOutcome, HookErrorStrategy,
-    RunOptions,
 };
 use kestrel_core::context::RequestContext;
 use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
@@ -83,10 +82,7 @@ async fn the_start_hook_changes_the_prompt_and_passes_context_or_rejects() {
             .prompt(format!("{} (focus on 2025)", start.prompt))
             .max_steps(1))
     });
-    let result = parent
-        .generate("go", RunOptions::new().delegation(hooks))
-        .await
-        .unwrap();
+    let result = parent.generate("go").delegation(hooks).await.unwrap();
     assert_eq!(result.text, "read: echo research AI (focus on 2025)");
     assert_eq!(seen_audience.lock().unwrap().as_deref(), Some("technical"));
 
@@ -95,10 +91,7 @@ async fn the_start_hook_changes_the_prompt_and_passes_context_or_rejects() {
     let reject = DelegationOptions::new().on_delegation_start(|_| async {
         Ok(DelegationStartOutcome::reject("Synthesize what you have."))
     });
-    let result = parent
-        .generate("go", RunOptions::new().delegation(reject))
-        .await
-        .unwrap();
+    let result = parent.generate("go").delegation(reject).await.unwrap();
     assert_eq!(
         result.text,
         "read: error: The delegation to \"child\" was rejected: Synthesize what you have."
@@ -120,12 +113,9 @@ async fn failing_or_contradictory_hooks_are_recorded_and_skipped_or_thrown() {
             .message_filter(|_| async { Err::<Vec<Message>, _>("filter broke".into()) });
         let context = RequestContext::new();
         let result = parent
-            .generate(
-                "go",
-                RunOptions::new()
-                    .delegation(hooks)
-                    .request_context(context.clone()),
-            )
+            .generate("go")
+            .delegation(hooks)
+            .request_context(context.clone())
             .await
             .unwrap();
         let errors = hook_errors(&context);
@@ -170,7 +160,8 @@ async fn the_message_filter_chooses_what_the_sub_agent_receives() {
         Ok(ctx.messages.into_iter().filter(|_| false).collect())
     });
     parent
-        .generate("secret context", RunOptions::new().delegation(hooks))
+        .generate("secret context")
+        .delegation(hooks)
         .await
         .unwrap();
     let asked = &child_model.requests()[0];
@@ -190,10 +181,7 @@ async fn the_complete_hook_replaces_the_text_and_a_failure_stays_a_failure() {
         assert_eq!(done.messages.len(), 1);
         Ok(DelegationCompleteOutcome::keep().result_text("summary only"))
     });
-    let result = parent
-        .generate("go", RunOptions::new().delegation(hooks))
-        .await
-        .unwrap();
+    let result = parent.generate("go").delegation(hooks).await.unwrap();
     assert_eq!(result.text, "read: summary only");
 
     let broken = Agent::builder("child")
@@ -213,10 +201,7 @@ async fn the_complete_hook_replaces_the_text_and_a_failure_stays_a_failure() {
         assert!(done.error.unwrap().contains("provider secret"));
         Ok(DelegationCompleteOutcome::keep().result_text("Try another approach."))
     });
-    let result = parent
-        .generate("go", RunOptions::new().delegation(hooks))
-        .await
-        .unwrap();
+    let result = parent.generate("go").delegation(hooks).await.unwrap();
     assert_eq!(result.text, "read: error: Try another approach.");
 }
 
@@ -263,10 +248,9 @@ async fn bail_stops_the_parent_and_feedback_is_saved_for_the_next_turn() {
             .feedback(format!("{} needed a clearer task", done.primitive_id)))
     });
     let result = parent
-        .generate(
-            "go",
-            RunOptions::new().delegation(hooks).memory("t1", "alice"),
-        )
+        .generate("go")
+        .delegation(hooks)
+        .memory("t1", "alice")
         .await
         .unwrap();
     assert_eq!(model.calls(), 1, "the loop stopped after the delegation");
@@ -298,14 +282,11 @@ async fn sub_agent_tool_results_reach_the_parent_model_only_when_asked() {
             .unwrap()
     };
     let (parent, _) = parent_of(child(), "task");
-    let plain = parent.generate("go", RunOptions::new()).await.unwrap();
+    let plain = parent.generate("go").await.unwrap();
     assert_eq!(plain.text, "read: found it");
     let (parent, _) = parent_of(child(), "task");
     let hooks = DelegationOptions::new().include_sub_agent_tool_results_in_model_context(true);
-    let detailed = parent
-        .generate("go", RunOptions::new().delegation(hooks))
-        .await
-        .unwrap();
+    let detailed = parent.generate("go").delegation(hooks).await.unwrap();
     assert_eq!(
         detailed.text,
         "read: found it\n\nTool results of the sub-agent:\n- lookup({}) returned \"42\""

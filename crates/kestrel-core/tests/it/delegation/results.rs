@@ -52,7 +52,11 @@ async fn result_references_hand_earlier_results_verbatim_to_later_delegations() 
     };
     let options =
         || RunOptions::new().delegation(DelegationOptions::new().enable_result_references(true));
-    supervisor().generate("go", options()).await.unwrap();
+    supervisor()
+        .generate("go")
+        .options(options())
+        .await
+        .unwrap();
 
     // The parent model read the explorer's text with its id.
     let requests = model.requests();
@@ -100,10 +104,7 @@ async fn result_references_hand_earlier_results_verbatim_to_later_delegations() 
     assert_ne!(labels[0], labels[1], "each block gets its own label");
 
     // Without the option: no ids, and the tools do not offer contextFromRefs.
-    let plain = supervisor()
-        .generate("go", RunOptions::new())
-        .await
-        .unwrap();
+    let plain = supervisor().generate("go").await.unwrap();
     let requests = model.requests();
     let last_run_first_result = last_results(&requests[requests.len() - 2]).unwrap();
     assert!(
@@ -160,10 +161,7 @@ async fn a_sub_agent_stopping_on_a_client_tool_is_reported_with_its_pending_call
         .agents([child])
         .build()
         .unwrap();
-    let result = parent
-        .generate("go", RunOptions::new().delegation(hooks))
-        .await
-        .unwrap();
+    let result = parent.generate("go").delegation(hooks).await.unwrap();
     assert_eq!(
         result.text,
         "(The \"guide\" agent stopped before finishing: it waits on get_location.)"
@@ -183,7 +181,7 @@ async fn a_sub_agent_that_does_not_exist_is_an_unknown_tool_and_duplicates_do_no
         .agents([research.clone()])
         .build()
         .unwrap();
-    let result = parent.generate("go", RunOptions::new()).await.unwrap();
+    let result = parent.generate("go").await.unwrap();
     assert!(
         result
             .text

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kestrel_core::agent::delegation::MAX_DELEGATION_DEPTH;
-use kestrel_core::agent::{Agent, AgentError, RunOptions};
+use kestrel_core::agent::{Agent, AgentError};
 use kestrel_core::context::{
     RESOURCE_ID_KEY, RUN_ID_KEY, RUN_IDENTITY_KEYS, RequestContext, THREAD_ID_KEY,
 };
@@ -25,10 +25,7 @@ async fn sub_agents_are_tools_and_the_parent_sees_their_text() {
     let (research, research_model) = sub_agent("research", "Finds facts", "Kestrels hover");
     let (writing, writing_model) = sub_agent("writing", "Writes prose", "A hovering falcon");
     let (agent, model) = supervisor(research, writing);
-    let result = agent
-        .generate("Tell me about kestrels", RunOptions::new())
-        .await
-        .unwrap();
+    let result = agent.generate("Tell me about kestrels").await.unwrap();
     assert_eq!(result.text, "final: Kestrels hover. + A hovering falcon.");
     assert_eq!(result.finish_reason, FinishReason::Stop);
 
@@ -70,7 +67,8 @@ async fn the_sub_agents_events_stream_nested_under_the_delegation() {
     let (writing, _) = sub_agent("writing", "Writes prose", "A hovering falcon");
     let (agent, _) = supervisor(research, writing);
     let (events, result) = agent
-        .stream("Tell me about kestrels", RunOptions::new())
+        .stream("Tell me about kestrels")
+        .into_stream()
         .collect()
         .await;
     let result = result.unwrap();
@@ -131,7 +129,7 @@ async fn a_failing_sub_agent_gives_a_generic_failed_result_and_the_parent_goes_o
         .agents([broken, writing])
         .build()
         .unwrap();
-    let result = agent.generate("go", RunOptions::new()).await.unwrap();
+    let result = agent.generate("go").await.unwrap();
     assert_eq!(
         result.text,
         "saw: error: The \"research\" agent could not complete the task."
@@ -186,7 +184,8 @@ async fn the_request_context_is_copied_into_the_sub_agent_and_does_not_leak_back
     context.set(THREAD_ID_KEY, "t-1");
     context.set(RUN_ID_KEY, "r-1");
     let result = parent
-        .generate("go", RunOptions::new().request_context(context.clone()))
+        .generate("go")
+        .request_context(context.clone())
         .await
         .unwrap();
     assert_eq!(result.text, "done");
@@ -225,7 +224,7 @@ async fn aborting_the_parent_stops_the_running_sub_agent() {
         .agents([child])
         .build()
         .unwrap();
-    let mut stream = parent.stream("start", RunOptions::new());
+    let mut stream = parent.stream("start").into_stream();
     let mut deltas = 0;
     let mut child_ended_with = None;
     while let Some(event) = stream.next().await {
@@ -273,11 +272,7 @@ async fn agents_delegating_in_a_cycle_stop_at_the_depth_limit() {
     for level in (0..=MAX_DELEGATION_DEPTH + 1).rev() {
         chain = Some(delegating(chain, level));
     }
-    let result = chain
-        .unwrap()
-        .generate("start", RunOptions::new())
-        .await
-        .unwrap();
+    let result = chain.unwrap().generate("start").await.unwrap();
     assert!(
         result
             .text

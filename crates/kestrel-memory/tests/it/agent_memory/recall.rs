@@ -34,7 +34,8 @@ pub(super) async fn the_window_holds_the_last_messages(store: Store) {
         .unwrap();
     let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("ok")));
     agent(&memory, model.clone())
-        .generate("message 13", on("t1", "alice"))
+        .generate("message 13")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let sent = conversation(&model.requests()[0]);
@@ -56,7 +57,8 @@ pub(super) async fn the_window_holds_the_last_messages(store: Store) {
     let memory = Memory::new(store.clone());
     let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("ok")));
     agent(&memory, model.clone())
-        .generate("message 15", on("t1", "alice"))
+        .generate("message 15")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let sent = conversation(&model.requests()[0]);
@@ -93,7 +95,11 @@ pub(super) async fn a_window_starting_at_tool_results_keeps_their_call_and_drops
             .respond(ScriptedResponse::text("ok")),
     );
     let agent = agent(&memory, model.clone());
-    agent.generate("next", on("t1", "alice")).await.unwrap();
+    agent
+        .generate("next")
+        .options(on("t1", "alice"))
+        .await
+        .unwrap();
     let sent: Vec<String> = conversation(&model.requests()[0])
         .iter()
         .map(|m| m.id.clone())
@@ -121,7 +127,11 @@ pub(super) async fn a_window_starting_at_tool_results_keeps_their_call_and_drops
         .delete_messages("t2", "alice", &["v2".to_owned()])
         .await
         .unwrap();
-    agent.generate("again", on("t2", "alice")).await.unwrap();
+    agent
+        .generate("again")
+        .options(on("t2", "alice"))
+        .await
+        .unwrap();
     let sent: Vec<String> = conversation(&model.requests()[1])
         .iter()
         .map(|m| m.id.clone())
@@ -161,7 +171,8 @@ pub(super) async fn read_only_recalls_but_never_writes(store: Store) {
     let agent = agent(&memory, model.clone());
     assert!(agent.tools().get(UPDATE_WORKING_MEMORY).is_none());
     agent
-        .generate("Where do I live?", on("t1", "alice"))
+        .generate("Where do I live?")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let request = &model.requests()[0];
@@ -172,7 +183,11 @@ pub(super) async fn read_only_recalls_but_never_writes(store: Store) {
     assert!(system.contains("cannot change it"), "{system}");
     assert_eq!(ids(&stored(&store, "t1", "alice").await), ["u1", "a1"]);
 
-    agent.generate("Hello", on("fresh", "alice")).await.unwrap();
+    agent
+        .generate("Hello")
+        .options(on("fresh", "alice"))
+        .await
+        .unwrap();
     assert!(store.get_thread("fresh").await.unwrap().is_none());
 }
 
@@ -193,7 +208,8 @@ pub(super) async fn a_thread_of_another_resource_is_refused(store: Store) {
             .unwrap();
         let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("leak")));
         let result = agent(&memory, model.clone())
-            .generate("show me", on("t1", "mallory"))
+            .generate("show me")
+            .options(on("t1", "mallory"))
             .await;
         let Err(AgentError::Memory { source, .. }) = result else {
             panic!("expected a memory error, got {result:?}");

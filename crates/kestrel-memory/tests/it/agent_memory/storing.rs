@@ -31,7 +31,8 @@ pub(super) async fn input_is_stored_before_the_first_step_and_survives_a_model_e
     let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::error(failure)));
     let input = Message::user("Plan my trip to Lisbon");
     let result = agent(&memory, model)
-        .generate(input.clone(), on("t1", "alice"))
+        .generate(input.clone())
+        .options(on("t1", "alice"))
         .await;
     assert!(
         matches!(result, Err(AgentError::Model { .. })),
@@ -89,7 +90,10 @@ pub(super) async fn steps_are_stored_as_they_end_with_the_streamed_ids(store: St
         .build()
         .unwrap();
     let input = Message::user("What is x?");
-    let mut stream = agent.stream(input.clone(), on("t1", "alice"));
+    let mut stream = agent
+        .stream(input.clone())
+        .options(on("t1", "alice"))
+        .into_stream();
     let mut step_ids = Vec::new();
     let mut delta_ids = HashSet::new();
     while let Some(event) = stream.next().await {
@@ -165,7 +169,8 @@ pub(super) async fn two_runs_on_one_thread_at_once_go_in_turn_and_lose_nothing(s
                 for turn in 0..turns {
                     let input = Message::user(format!("tab {tab} turn {turn}"));
                     let result = agent
-                        .generate(input.clone(), on("shared", "alice"))
+                        .generate(input.clone())
+                        .options(on("shared", "alice"))
                         .await
                         .unwrap();
                     runs.push((input, result));

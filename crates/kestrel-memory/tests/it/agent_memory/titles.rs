@@ -32,7 +32,8 @@ pub(super) async fn titles_are_generated_once_without_delaying_the_response(stor
 
     let start = Instant::now();
     agent
-        .generate("What's the weather in Lisbon?", on("t1", "alice"))
+        .generate("What's the weather in Lisbon?")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let took = start.elapsed();
@@ -55,7 +56,11 @@ pub(super) async fn titles_are_generated_once_without_delaying_the_response(stor
     assert_eq!(request.messages[0].text(), "Title it.");
     assert_eq!(request.messages[1].text(), "What's the weather in Lisbon?");
 
-    agent.generate("And now?", on("t1", "alice")).await.unwrap();
+    agent
+        .generate("And now?")
+        .options(on("t1", "alice"))
+        .await
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         title_model.calls(),
@@ -80,7 +85,8 @@ pub(super) async fn a_failing_title_model_is_not_fatal(store: Store) {
         .unwrap();
     let model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("Hi.")));
     let result = agent(&memory, model)
-        .generate("Hello", on("t1", "alice"))
+        .generate("Hello")
+        .options(on("t1", "alice"))
         .await;
     assert_eq!(result.unwrap().text, "Hi.");
     eventually("the title attempt", || {

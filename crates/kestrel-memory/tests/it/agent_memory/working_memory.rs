@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use kestrel_core::agent::RunOptions;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Memory, UPDATE_WORKING_MEMORY, WorkingMemory, WorkingMemoryScope};
 use kestrel_storage::Scope;
@@ -37,7 +36,8 @@ pub(super) async fn working_memory_template_is_shared_by_the_resource_threads(st
     assert_eq!(tool.input_schema()["required"], json!(["memory"]));
 
     let first = agent
-        .generate("I'm Ada from Lisbon.", on("t1", "alice"))
+        .generate("I'm Ada from Lisbon.")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     assert!(!first.tool_results[0].is_error, "{:?}", first.tool_results);
@@ -55,14 +55,19 @@ pub(super) async fn working_memory_template_is_shared_by_the_resource_threads(st
     );
 
     agent
-        .generate("Who am I?", on("t2", "alice"))
+        .generate("Who am I?")
+        .options(on("t2", "alice"))
         .await
         .unwrap();
     let system = system_text(&model.requests()[2]);
     assert!(system.contains("- Name: Ada"), "{system}");
     assert!(system.contains(UPDATE_WORKING_MEMORY));
 
-    agent.generate("Who am I?", on("t3", "bob")).await.unwrap();
+    agent
+        .generate("Who am I?")
+        .options(on("t3", "bob"))
+        .await
+        .unwrap();
     let system = system_text(&model.requests()[3]);
     assert!(!system.contains("Ada"), "{system}");
 }
@@ -81,8 +86,12 @@ pub(super) async fn memory_tools_are_offered_only_to_runs_with_a_thread(store: S
             .respond(ScriptedResponse::text("Hello again.")),
     );
     let agent = agent(&memory, model.clone());
-    agent.generate("Hi", RunOptions::new()).await.unwrap();
-    agent.generate("Hi", on("t1", "alice")).await.unwrap();
+    agent.generate("Hi").await.unwrap();
+    agent
+        .generate("Hi")
+        .options(on("t1", "alice"))
+        .await
+        .unwrap();
     let offered = |i: usize| -> Vec<String> {
         model.requests()[i]
             .tools
@@ -145,7 +154,8 @@ pub(super) async fn working_memory_schema_is_per_thread_and_rejects_invalid_upda
     let thread = Scope::thread("t1", "alice");
 
     let result = agent
-        .generate("I'm Ada, 36.", on("t1", "alice"))
+        .generate("I'm Ada, 36.")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let outcomes: Vec<bool> = result.tool_results.iter().map(|r| r.is_error).collect();
@@ -164,7 +174,8 @@ pub(super) async fn working_memory_schema_is_per_thread_and_rejects_invalid_upda
     assert_eq!(saved, json!({"name": "Ada", "age": 36}));
 
     agent
-        .generate("Who am I?", on("t1", "alice"))
+        .generate("Who am I?")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let system = system_text(&model.requests()[3]);
@@ -172,7 +183,8 @@ pub(super) async fn working_memory_schema_is_per_thread_and_rejects_invalid_upda
     assert!(system.contains("<working_memory_schema>"), "{system}");
 
     agent
-        .generate("Who am I?", on("t2", "alice"))
+        .generate("Who am I?")
+        .options(on("t2", "alice"))
         .await
         .unwrap();
     let system = system_text(&model.requests()[4]);

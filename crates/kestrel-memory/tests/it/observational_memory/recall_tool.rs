@@ -20,7 +20,8 @@ async fn call_recall(memory: &Memory, thread: &str, resource: &str, args: Value)
             .respond(ScriptedResponse::text("done")),
     );
     agent(memory, model.clone())
-        .generate("Look it up.", on(thread, resource))
+        .generate("Look it up.")
+        .options(on(thread, resource))
         .await
         .unwrap();
     let requests = model.requests();

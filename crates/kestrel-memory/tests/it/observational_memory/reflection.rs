@@ -39,7 +39,11 @@ pub(super) async fn reflection_condenses_observations_past_observation_tokens(st
     let agent = agent(&memory, model.clone());
     let log = Scope::thread("t1", "alice");
 
-    agent.generate("Hello.", on("t1", "alice")).await.unwrap();
+    agent
+        .generate("Hello.")
+        .options(on("t1", "alice"))
+        .await
+        .unwrap();
     settle(&progress, 1).await;
     assert_eq!(observer.calls(), 1);
     assert_eq!(
@@ -49,7 +53,11 @@ pub(super) async fn reflection_condenses_observations_past_observation_tokens(st
     );
     assert_eq!(observation_texts(&store, &log).await, [line]);
 
-    agent.generate("More.", on("t1", "alice")).await.unwrap();
+    agent
+        .generate("More.")
+        .options(on("t1", "alice"))
+        .await
+        .unwrap();
     settle(&progress, 2).await;
     assert_eq!(observer.calls(), 2);
     assert_eq!(reflector.calls(), 1, "two observations pass the threshold");
@@ -81,7 +89,8 @@ pub(super) async fn reflection_condenses_observations_past_observation_tokens(st
     assert_eq!(observations[0].observed_up_to_seq, Some(4));
 
     agent
-        .generate("Where am I going?", on("t1", "alice"))
+        .generate("Where am I going?")
+        .options(on("t1", "alice"))
         .await
         .unwrap();
     let system = system_text(&model.requests()[2]);

@@ -360,7 +360,10 @@ pub(crate) fn finish_reason(reason: FinishReason) -> &'static str {
         // last step ended on tool calls (AI SDK's own approval pause says `tool-calls`).
         FinishReason::ToolCalls | FinishReason::MaxSteps | FinishReason::Suspended => "tool-calls",
         FinishReason::Error => "error",
-        FinishReason::Abort | FinishReason::Other | FinishReason::Unknown => "other",
+        FinishReason::Abort
+        | FinishReason::Paused
+        | FinishReason::Other
+        | FinishReason::Unknown => "other",
     }
 }
 
