@@ -28,7 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()?;
     let agent = Agent::builder("assistant")
         .instructions("You are a helpful assistant. Keep answers short.")
-        .memory(memory.shared())
+        .memory(memory)
         .build()?;
 
     for question in ["Hi! My name is Ada.", "What is my name?"] {

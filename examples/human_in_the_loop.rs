@@ -52,7 +52,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Erro
         .instructions("You send emails for the user.")
         .model(Arc::new(model))
         .tool(send_email)
-        .memory(memory.shared())
+        .memory(memory)
         .build()?;
     Ok(Kestrel::builder()
         .run_store(Arc::new(StorageRunStore::new(store)))

@@ -40,7 +40,7 @@ async fn main() -> Result<(), Error> {
         .description("Greets people by name")
         .instructions("Greet the user by name, briefly.")
         .model(model())
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()?;
     let kestrel = Kestrel::builder().agent(greeter).build()?;
     // Beyond loopback the server refuses to start without KESTREL_API_TOKEN.

@@ -89,7 +89,7 @@ fn supervisor(script: ScriptedModel, research: Agent) -> Result<Agent, Error> {
         .instructions("Delegate research to agent-research, then answer from its findings.")
         .model(model_or(script))
         .agents([research])
-        .memory(Memory::new(store).shared())
+        .memory(Memory::new(store))
         .max_steps(10)
         .build()?)
 }

@@ -46,7 +46,7 @@ fn agent(memory: Memory) -> Result<Agent, Box<dyn Error>> {
         .instructions("You add numbers.")
         .model(Arc::new(model))
         .tool(add)
-        .memory(memory.shared())
+        .memory(memory)
         .build()?)
 }
 

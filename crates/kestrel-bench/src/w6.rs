@@ -50,7 +50,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn Error>> {
         .instructions("You add numbers.")
         .model(Arc::new(model))
         .tool(add)
-        .memory(memory.shared())
+        .memory(memory)
         .build()?;
     Ok(Kestrel::builder()
         .run_store(Arc::new(StorageRunStore::new(store)))

@@ -141,7 +141,7 @@ pub fn demo_kestrel(
         .tool(weather_tool())
         .tool(email_tool())
         .tool(booking_tool())
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()?;
 
     let research = research_agent(model.clone())?;
@@ -156,7 +156,7 @@ pub fn demo_kestrel(
         )
         .model(model.clone())
         .agents([research.clone(), writing.clone()])
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()?;
 
     let kestrel = Kestrel::builder()

@@ -4,13 +4,18 @@
 //!   [`model::ScriptedModel`] for tests;
 //! - [`providers`]: OpenAI-compatible and Anthropic providers (features `openai`, `anthropic`);
 //! - [`tool`]: tools, their schemas, validation and context;
-//! - [`agent`]: agents, runs as serialisable state machines, `generate` and `stream`;
+//! - [`run`]: the run machine: a run's serialisable state and every decision of its loop,
+//!   as plain functions without I/O;
+//! - [`agent`]: agents, `generate` and `stream`, the driver that performs what the run
+//!   machine asks, run control, delegation to sub-agents;
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
-//! - [`kestrel`]: the instance that registers agents.
+//! - [`kestrel`]: the instance that registers agents;
+//! - [`schema`] (JSON schemas), [`error`] (the boxed error of user code), [`context`],
+//!   [`abort`], [`message`], [`id`]: the small pieces every layer uses.
 //!
 //! Users normally depend on the `kestrel` facade crate, which re-exports this one.
 

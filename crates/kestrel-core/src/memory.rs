@@ -13,6 +13,8 @@
 //! Stored message ids equal the ids streamed in events. `persist` must be idempotent by message
 //! id: a continued or retried run may hand the same message again.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::context::RequestContext;
@@ -123,5 +125,30 @@ pub trait AgentMemory: Send + Sync {
     /// offered to the model only in runs with a thread and a resource.
     fn tools(&self) -> Vec<SharedTool> {
         Vec::new()
+    }
+}
+
+/// What [`crate::agent::AgentBuilder::memory`] takes: a memory itself (any [`AgentMemory`],
+/// such as `kestrel-memory`'s `Memory`), or one already shared in an `Arc`.
+pub trait IntoAgentMemory {
+    /// The memory, shared.
+    fn into_agent_memory(self) -> Arc<dyn AgentMemory>;
+}
+
+impl<T: AgentMemory + 'static> IntoAgentMemory for T {
+    fn into_agent_memory(self) -> Arc<dyn AgentMemory> {
+        Arc::new(self)
+    }
+}
+
+impl<T: AgentMemory + 'static> IntoAgentMemory for Arc<T> {
+    fn into_agent_memory(self) -> Arc<dyn AgentMemory> {
+        self
+    }
+}
+
+impl IntoAgentMemory for Arc<dyn AgentMemory> {
+    fn into_agent_memory(self) -> Arc<dyn AgentMemory> {
+        self
     }
 }

@@ -47,7 +47,7 @@
 //! let agent = Agent::builder("assistant")
 //!     .instructions("You are a helpful assistant.")
 //!     .model(Arc::new(model))
-//!     .memory(memory.shared())
+//!     .memory(memory)
 //!     .build()?;
 //!
 //! agent.generate("I am Ada.").memory("thread-1", "user-1").await?;

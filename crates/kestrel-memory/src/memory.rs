@@ -30,7 +30,7 @@ pub const DEFAULT_LAST_MESSAGES: u32 = 10;
 
 /// An agent's memory: conversations kept as threads in a [`Storage`].
 ///
-/// Give it to an agent (`Agent::builder(..).memory(memory.shared())`) and name a thread and a
+/// Give it to an agent (`Agent::builder(..).memory(memory)`) and name a thread and a
 /// resource on each run (`RunOptions::new().memory(thread, resource)`). Then, for each run:
 ///
 /// - **before the first step** the thread is created for the resource if it does not exist (a

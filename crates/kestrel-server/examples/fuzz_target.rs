@@ -73,14 +73,14 @@ async fn main() -> Result<(), Error> {
 
     let assistant = tool_agent("assistant")
         .description("Checks the weather, books tables and sends emails (with approval).")
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()?;
     let supervisor = Agent::builder("supervisor")
         .description("Delegates every question to its research sub-agent.")
         .instructions("Delegate to agent-research, then answer with what it found.")
         .model(model(supervise))
         .agents([tool_agent("research").build()?])
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()?;
     let kestrel = Kestrel::builder()
         .run_store(Arc::new(StorageRunStore::new(storage)))

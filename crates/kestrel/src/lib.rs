@@ -1,8 +1,18 @@
 //! Kestrel: an agent framework for Rust.
 //!
-//! Agents call tools, stream every step as [`event::Event`]s whose JSON is the wire format, and
-//! run as serialisable state machines so a run can stop and continue elsewhere. Start with
-//! [`prelude`]:
+//! An [`Agent`](agent::Agent) is instructions, a model and tools, run in a loop of steps: the
+//! model answers or calls tools, the tools run, the model reads their results. Every step is
+//! streamed as [`Event`](event::Event)s whose JSON is the wire format (the server, the Studio
+//! and the CLI read the same stream); every run is a serialisable
+//! [`RunState`](run::RunState), so it can stop for a person, be stored, and continue in another
+//! process. The vocabulary is Mastra's: agent, tool, thread, resource, run, delegation,
+//! suspend, resume.
+//!
+//! The three programs most users start from follow; they run as they are, on the
+//! [`ScriptedModel`](model::ScriptedModel) that tests use. Name a hosted model instead
+//! (`.model("openai/gpt-5-mini")`), or none for the embedded local default (feature `local`).
+//!
+//! # An agent with a tool
 //!
 //! ```
 //! use std::sync::Arc;
@@ -25,10 +35,92 @@
 //!         Ok(i.a + i.b)
 //!     }))
 //!     .build()?;
-//! let result = agent.generate("What is 2 + 3?").await?;
+//! let result = agent.generate("What is 2 + 3?").max_steps(3).await?;
 //! assert_eq!(result.text, "2 + 3 = 5");
 //! # Ok(()) }
 //! ```
+//!
+//! `agent.stream("…").await?` gives the same run as events instead; tools that are structs
+//! implement [`TypedTool`](tool::TypedTool).
+//!
+//! # An agent that remembers
+//!
+//! Memory (feature `memory`, with `sqlite` or `postgres` for a store that outlives the
+//! process) keeps each conversation as a thread owned by a resource (the user):
+//!
+//! ```
+//! # #[cfg(feature = "memory")]
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kestrel::memory::Memory;
+//! use kestrel::prelude::*;
+//! use kestrel::storage::InMemoryStorage;
+//!
+//! let model = Arc::new(
+//!     ScriptedModel::new()
+//!         .respond(ScriptedResponse::text("Hello, Ada."))
+//!         .respond(ScriptedResponse::text("You are Ada.")),
+//! );
+//! let agent = Agent::builder("assistant")
+//!     .model(model.clone())
+//!     .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+//!     .build()?;
+//! agent.generate("I am Ada.").memory("thread-1", "user-ada").await?;
+//! let answer = agent.generate("Who am I?").memory("thread-1", "user-ada").await?;
+//! assert_eq!(answer.text, "You are Ada.");
+//! // The second call's model saw the first exchange, loaded from the thread.
+//! let seen: Vec<String> = model.requests()[1].messages.iter().map(|m| m.text()).collect();
+//! assert_eq!(seen, ["I am Ada.", "Hello, Ada.", "Who am I?"]);
+//! # Ok(()) }
+//! # #[cfg(not(feature = "memory"))]
+//! # fn main() {}
+//! ```
+//!
+//! # A person in the loop
+//!
+//! A tool that needs approval stops the run; the run is saved, and a decision (from another
+//! request, or after a restart with a durable run store) continues it:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use kestrel::prelude::*;
+//! use serde_json::json;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::new()
+//!     .respond(ScriptedResponse::tool_call("c1", "refund", json!({"cents": 1200})))
+//!     .respond(ScriptedResponse::text("Refunded."));
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Refund { cents: u64 }
+//!
+//! let refund = create_tool("refund")
+//!     .description("Refunds the customer")
+//!     .require_approval(true)
+//!     .execute(|r: Refund, _ctx| async move { Ok(json!({ "refunded": r.cents })) });
+//! let agent = Agent::builder("support").model(Arc::new(model)).tool(refund).build()?;
+//!
+//! let stopped = agent.generate("Refund my order").await?;
+//! assert_eq!(stopped.finish_reason, FinishReason::Suspended);
+//! let call = &stopped.waiting[0];
+//! let done = agent
+//!     .approve(ToolCallRef::new(&stopped.run_id, &call.tool_call_id))
+//!     .await?;
+//! assert_eq!(done.text, "Refunded.");
+//! # Ok(()) }
+//! ```
+//!
+//! # Where things are
+//!
+//! - [`agent`]: agents, their builder, run options, run control (approve, decline, resume,
+//!   pause, abort), delegation to sub-agents;
+//! - [`run`]: the run machine: a run's state and every decision of its loop, without I/O;
+//! - [`tool`]: tools, their schemas and context; [`model`]: the model trait, providers, the
+//!   registry; [`event`]: the event enum;
+//! - `memory` and `storage` (feature `memory`), `server` (feature `server`);
+//! - [`kestrel`](mod@kestrel): the instance that registers agents and shares one runtime.
 
 pub use kestrel_core::*;
 
@@ -68,5 +160,5 @@ pub mod prelude {
     pub use kestrel_core::model::{
         FinishReason, LanguageModel, ModelRegistry, ScriptedModel, ScriptedResponse, Usage,
     };
-    pub use kestrel_core::tool::{Tool, ToolContext, ToolError, create_tool};
+    pub use kestrel_core::tool::{Tool, ToolContext, ToolError, TypedTool, create_tool};
 }

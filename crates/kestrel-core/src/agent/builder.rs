@@ -11,7 +11,7 @@ use super::{
     RunOptions,
 };
 use crate::context::RequestContext;
-use crate::memory::AgentMemory;
+use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::{ModelRegistry, ModelSpec};
 use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::tool::{SharedTool, Tool, ToolSet};
@@ -178,8 +178,8 @@ impl AgentBuilder {
 
     /// Gives the agent a memory: runs with a thread and resource load its context and store
     /// their messages. The memory's tools are added to the agent's.
-    pub fn memory(mut self, memory: Arc<dyn AgentMemory>) -> Self {
-        self.memory = Some(memory);
+    pub fn memory(mut self, memory: impl IntoAgentMemory) -> Self {
+        self.memory = Some(memory.into_agent_memory());
         self
     }
 

@@ -43,7 +43,7 @@ fn parent(store: &Store, researcher: Agent, times: usize) -> Agent {
     Agent::builder("supervisor")
         .model(model)
         .agents([researcher])
-        .memory(Memory::new(Arc::clone(store)).shared())
+        .memory(Memory::new(Arc::clone(store)))
         .build()
         .unwrap()
 }
@@ -57,7 +57,7 @@ fn researcher(store: &Store) -> (Agent, Arc<ScriptedModel>) {
     let agent = Agent::builder("researcher")
         .description("Researches")
         .model(model.clone())
-        .memory(Memory::new(Arc::clone(store)).shared())
+        .memory(Memory::new(Arc::clone(store)))
         .build()
         .unwrap();
     (agent, model)

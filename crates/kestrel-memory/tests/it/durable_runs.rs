@@ -117,7 +117,7 @@ fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> K
     let agent = Agent::builder("assistant")
         .model(model(tool_name, json!({"to": "bob@example.com"})))
         .tool(tool)
-        .memory(memory.shared())
+        .memory(memory)
         .build()
         .unwrap();
     Kestrel::builder()

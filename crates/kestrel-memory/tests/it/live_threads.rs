@@ -51,7 +51,7 @@ fn agent_on(store: &Store, model: Arc<ScriptedModel>) -> Agent {
         .unwrap();
     Agent::builder("assistant")
         .model(model)
-        .memory(memory.shared())
+        .memory(memory)
         .build()
         .unwrap()
 }
@@ -150,7 +150,7 @@ async fn an_abort_inside_a_watching_tool_keeps_the_step_text(store: Store) {
     let agent = Agent::builder("assistant")
         .model(model)
         .tool(watch)
-        .memory(memory.shared())
+        .memory(memory)
         .build()
         .unwrap();
     let mut stream = agent.stream("Any birds?").options(options()).into_stream();
@@ -301,7 +301,7 @@ async fn a_message_sent_to_the_active_run_reaches_its_next_step(store: Store) {
     let agent = Agent::builder("assistant")
         .model(model)
         .tool(slow_send)
-        .memory(memory.shared())
+        .memory(memory)
         .build()
         .unwrap();
     let mut stream = agent

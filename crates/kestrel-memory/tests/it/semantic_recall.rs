@@ -88,7 +88,7 @@ fn agent(memory: &Memory, model: Arc<ScriptedModel>) -> Agent {
                 .input_schema(json!({"type": "object"}))
                 .execute(|v: Value, _ctx| async move { Ok(v) }),
         )
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap()
 }

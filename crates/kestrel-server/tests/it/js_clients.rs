@@ -72,7 +72,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
             let last = req.messages.last().map(|m| m.text()).unwrap_or_default();
             ScriptedResponse::text_deltas(["echo: ", last.as_str()])
         })))
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap();
     let send_email = create_tool("send_email")
@@ -92,7 +92,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
             }
         })))
         .tool(send_email)
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap();
     let asker = Agent::builder("asker")
@@ -116,7 +116,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
                     }
                 }),
         )
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap();
     Kestrel::builder()

@@ -26,7 +26,7 @@ async fn start(memory: Option<Memory>, configure: impl FnOnce(Server) -> Server)
         ScriptedResponse::text(format!("echo: {last}"))
     })));
     if let Some(memory) = &memory {
-        echo = echo.memory(memory.clone().shared());
+        echo = echo.memory(memory.clone());
     }
     let kestrel = Kestrel::builder()
         .agent(echo.build().unwrap())

@@ -73,7 +73,7 @@ fn agent(memory: &Memory, model: Arc<ScriptedModel>) -> Agent {
         .instructions("You are a test assistant.")
         .model(model)
         .tool(echo_tool())
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap()
 }

@@ -86,7 +86,7 @@ pub(super) async fn steps_are_stored_as_they_end_with_the_streamed_ids(store: St
     let agent = Agent::builder("assistant")
         .model(model.clone())
         .tool(echo_tool())
-        .memory(memory.shared())
+        .memory(memory)
         .build()
         .unwrap();
     let input = Message::user("What is x?");

@@ -65,7 +65,7 @@ fn agent(memory: &Memory, model: Arc<ScriptedModel>) -> Agent {
     Agent::builder("assistant")
         .instructions("You are a test assistant.")
         .model(model)
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap()
 }

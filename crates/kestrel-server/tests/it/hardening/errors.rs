@@ -95,7 +95,7 @@ async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
             .model(Arc::new(ScriptedModel::from_fn(|req| {
                 ScriptedResponse::text(format!("got {}", req.messages.len()))
             })))
-            .memory(memory.clone().shared())
+            .memory(memory.clone())
             .build()
             .unwrap();
         let kestrel = Kestrel::builder().agent(echo).build().unwrap();
@@ -182,7 +182,7 @@ async fn what_the_fuzzer_found_answers_4xx() {
                 .require_approval(true)
                 .execute(|_: Nothing, _ctx| async { Ok("ok") }),
         )
-        .memory(memory.clone().shared())
+        .memory(memory.clone())
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
