@@ -1,7 +1,17 @@
 //! Delegation options and hooks: what a parent may do before a delegation starts, after it
 //! completes, and to the messages a sub-agent gets.
 
-use super::*;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use crate::context::RequestContext;
+use crate::error::BoxError;
+use crate::message::Message;
+use crate::model::{FinishReason, Usage};
+use crate::run::{ToolResultRecord, WaitingCall};
 
 type HookFuture<T> = BoxFuture<'static, Result<T, BoxError>>;
 type StartHook = dyn Fn(DelegationStart) -> HookFuture<DelegationStartOutcome> + Send + Sync;

@@ -56,25 +56,20 @@
 //! A sub-agent is shared by every run that delegates to it and is never changed by them.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::background::{BackgroundCall, BackgroundDone, deliver_late};
-use super::{Agent, AgentError, AgentRun, BoxError, GenerateResult, RunOptions};
+use super::background::BackgroundCall;
+use super::{Agent, AgentError, AgentRun, GenerateResult};
 use crate::abort::AbortSignal;
-use crate::context::RequestContext;
-use crate::event::{BackgroundTaskStartedPayload, EventKind};
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
-use crate::model::{FinishReason, ToolDefinition, Usage};
-use crate::run::{DelegatedBy, RunStatus, SubRun, ToolResultRecord, Waiting, WaitingCall};
-use crate::run_store::{SharedRunStore, StoredRun};
-use crate::tool::Stop;
+use crate::model::ToolDefinition;
+use crate::run::{DelegatedBy, SubRun};
+use crate::run_store::SharedRunStore;
 use crate::tool::{Tool, ToolContext, ToolError};
 
 mod hooks;

@@ -1,7 +1,25 @@
 //! A delegation at work: the sub-agent's run started or continued, its hooks, result
 //! references, the background variant, and what the parent gets back.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+
+use super::{
+    CONTEXT_FROM_REFS, DELEGATION_DEPTH_KEY, DelegationComplete, DelegationRuntime,
+    DelegationStart, DelegationTool, HookErrorStrategy, MAX_DELEGATION_DEPTH, MessageFilterContext,
+    Stored, SubAgentResult, SubRunContext, conversation_text, drive, record_hook_error,
+};
+use crate::agent::background::{BackgroundCall, BackgroundDone, deliver_late};
+use crate::agent::{AgentError, AgentRun, RunOptions};
+use crate::event::{BackgroundTaskStartedPayload, EventKind};
+use crate::memory::MemoryScope;
+use crate::message::Message;
+use crate::model::FinishReason;
+use crate::run::{GenerateResult, RunStatus, Waiting};
+use crate::run_store::StoredRun;
+use crate::tool::{Stop, ToolContext, ToolError};
 
 impl DelegationTool {
     /// Starts the sub-agent's run in a task of its own and answers at once; the task reports

@@ -1,7 +1,21 @@
 //! Between steps and at the end: the hooks' steering, messages delivered to the thread,
 //! background results, snapshots and the wrap-up of a finished run.
 
-use super::*;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{AgentRun, now_ms};
+use crate::agent::AgentError;
+use crate::agent::background::{BackgroundDone, BackgroundRuntime};
+use crate::agent::registry::Lease;
+use crate::event::{BackgroundTaskPayload, EventKind, FinishOutput, FinishPayload, StepResultInfo};
+use crate::message::Message;
+use crate::model::FinishReason;
+use crate::run::{
+    IterationContext, RunStatus, Steer, StructuredOutcome, TaskContext, structured_outcome,
+};
+use crate::run_store::RunPhase;
 
 impl AgentRun {
     /// `is_task_complete` and `on_iteration_complete` after an iteration: `Some(true)` when

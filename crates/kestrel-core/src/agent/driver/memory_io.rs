@@ -1,7 +1,11 @@
 //! What a run reads from and writes to its agent's memory: the recall before the first step,
 //! every complete message after, the partial text of an aborted step, late messages.
 
-use super::*;
+use super::AgentRun;
+use crate::agent::AgentError;
+use crate::memory::MemoryScope;
+use crate::message::{Message, Part, Role};
+use crate::run::{GenerateResult, RunStatus};
 
 impl AgentRun {
     /// Stores what an aborted step had produced (its text and reasoning so far, no unfinished

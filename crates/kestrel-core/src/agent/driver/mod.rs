@@ -5,57 +5,41 @@
 //! ([`model_step`]), the tools ([`tools_step`]), the hooks and the wrap-up ([`between_steps`]);
 //! memory I/O is in [`memory_io`]. Every error of a step goes through one place, `fail`.
 
-use std::collections::HashMap;
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use futures::{FutureExt, StreamExt};
-use serde_json::Value;
+use futures::FutureExt;
 use tracing::Instrument;
 
-use super::background::{BackgroundCall, BackgroundDone, BackgroundRuntime};
-use super::delegation::{
-    DELEGATION_TOOL_PREFIX, DelegationOptions, DelegationRuntime, SubRunContext,
-};
-use super::iteration::{IterationContext, TaskCompletion, TaskContext};
+use super::background::BackgroundRuntime;
+use super::delegation::{DelegationOptions, DelegationRuntime, SubRunContext};
+use super::iteration::TaskCompletion;
 use super::options::OnIterationComplete;
 use super::options::{BusyThread, approval_policy};
 use super::registry::{Lease, Registered, ThreadKey};
 use super::stream::AgentStream;
-use super::{
-    Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, Instructions, ModelSource,
-    RunOptions,
-};
+use super::{Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, RunOptions};
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::Tap;
 use crate::event::*;
 use crate::event::{EventQueue, EventSink};
-use crate::memory::MemoryScope;
-use crate::message::{Message, Part, Role};
-use crate::model::{
-    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
-    Usage,
-};
+use crate::message::Message;
+use crate::model::{FinishReason, SharedModel};
 use crate::pubsub::thread_topic;
 use crate::run::{
-    Action, CallPlan, CallProgress, DelegatedBy, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION,
-    RunSettings, RunState, RunStatus, SavedApproval, Steer, StructuredOutcome, SubRun,
-    ToolCallRecord, ToolResultRecord, Waiting, calls_outcome, parse_call, plan_calls,
-    prepare_calls, structured_outcome,
+    Action, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, SavedApproval,
 };
 use crate::run_store::{RunPhase, SharedRunStore};
-use crate::schema::schema_errors;
-use crate::tool::{
-    ApprovalContext, ApprovalPolicy, Extensions, Stop, ToolCallError, ToolContext, ToolWriter,
-};
+use crate::tool::ApprovalPolicy;
 
 /// Emits an event only when someone observes the sink, so `generate` builds no events.
 macro_rules! emit {
     ($sink:expr, $run_id:expr, $kind:expr) => {
         if $sink.is_observed() {
-            $sink.emit(Event::agent($run_id.clone(), $kind)).await;
+            $sink
+                .emit($crate::event::Event::agent($run_id.clone(), $kind))
+                .await;
         }
     };
 }

@@ -1,7 +1,24 @@
 //! The model call of a step: resolving the model and instructions, the request, and the
 //! stream of the answer turned into events and recorded in the state.
 
-use super::*;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+
+use super::{AgentRun, now_ms};
+use crate::agent::{AgentError, Instructions, ModelSource};
+use crate::event::{
+    EventKind, EventSink, PartIdPayload, StartPayload, StepFinishPayload, StepOutput,
+    StepResultInfo, StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload,
+    ToolCallPayload, ToolCallStreamingStartPayload,
+};
+use crate::message::Message;
+use crate::model::{
+    FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
+    Usage,
+};
+use crate::run::{ToolCallRecord, parse_call};
 
 impl AgentRun {
     pub(super) async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {

@@ -1,7 +1,32 @@
 //! The tools of a step: the calls the machine says run now run (up to the concurrency limit,
 //! in the model's order), their results are recorded, and the run stops on the calls that wait.
 
-use super::*;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::{ABORT_GRACE, APPROVAL_RESUME_SCHEMA, AgentRun};
+use crate::abort::AbortSignal;
+use crate::agent::background::BackgroundCall;
+use crate::agent::delegation::{DELEGATION_TOOL_PREFIX, DelegationRuntime, SubRunContext};
+use crate::agent::{Agent, AgentError};
+use crate::context::RequestContext;
+use crate::event::{
+    Event, EventKind, EventSink, StepFinishPayload, StepOutput, StepResultInfo,
+    ToolCallApprovalPayload, ToolCallSuspendedPayload, ToolErrorPayload, ToolResultPayload,
+};
+use crate::message::Message;
+use crate::model::FinishReason;
+use crate::run::{
+    CallPlan, CallProgress, DelegatedBy, RunStatus, SubRun, ToolCallRecord, ToolResultRecord,
+    Waiting, calls_outcome, plan_calls, prepare_calls,
+};
+use crate::run_store::{RunPhase, SharedRunStore};
+use crate::schema::schema_errors;
+use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
 
 impl AgentRun {
     /// The sub-agent a call delegates to, if it is a delegation call.
