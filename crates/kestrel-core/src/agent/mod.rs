@@ -41,7 +41,7 @@ pub use lifecycle::RunRef;
 pub use options::{
     BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
 };
-pub use request::{Generate, Stream};
+pub use request::{GenerateRequest, StreamRequest};
 pub use stream::{AgentStream, TextStream};
 pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
@@ -286,17 +286,17 @@ impl Agent {
     /// # }
     /// ```
     ///
-    /// The setters are [`RunOptions`]'s; [`Generate::options`] takes options built once.
-    pub fn generate(&self, input: impl Into<Input>) -> Generate {
-        Generate::new(self.clone(), input.into().0)
+    /// The setters are [`RunOptions`]'s; [`GenerateRequest::options`] takes options built once.
+    pub fn generate(&self, input: impl Into<Input>) -> GenerateRequest {
+        GenerateRequest::new(self.clone(), input.into().0)
     }
 
     /// Runs with every [`crate::event::Event`] streamed: await the builder for the
     /// [`AgentStream`] (refused at once, with [`AgentError::RunIdTaken`], when its
     /// [`RunOptions::run_id`] is taken by a run in progress or stored), or take the stream
-    /// without waiting with [`Stream::into_stream`]. The run goes on if the stream is dropped.
-    pub fn stream(&self, input: impl Into<Input>) -> Stream {
-        Stream::new(self.clone(), input.into().0)
+    /// without waiting with [`StreamRequest::into_stream`]. The run goes on if the stream is dropped.
+    pub fn stream(&self, input: impl Into<Input>) -> StreamRequest {
+        StreamRequest::new(self.clone(), input.into().0)
     }
 
     /// Prepares a run without starting it, for driving it step by step.

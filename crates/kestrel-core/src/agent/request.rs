@@ -1,7 +1,7 @@
 //! The calls that start a run, as builders: `agent.generate("…").memory(thread, resource)
 //! .max_steps(5).await?` and `agent.stream("…")….await?`.
 //!
-//! Each setter is the [`RunOptions`] setter of the same name; [`Generate::options`] takes
+//! Each setter is the [`RunOptions`] setter of the same name; [`GenerateRequest::options`] takes
 //! options built once and reused.
 
 use std::future::{Future, IntoFuture};
@@ -144,13 +144,13 @@ macro_rules! run_option_setters {
 /// A run to the end: [`Agent::generate`]'s builder. Await it for the [`GenerateResult`].
 #[must_use = "a run does nothing until it is awaited"]
 #[derive(Debug)]
-pub struct Generate {
+pub struct GenerateRequest {
     agent: Agent,
     input: Vec<Message>,
     options: RunOptions,
 }
 
-impl Generate {
+impl GenerateRequest {
     pub(crate) fn new(agent: Agent, input: Vec<Message>) -> Self {
         Self {
             agent,
@@ -162,7 +162,7 @@ impl Generate {
     run_option_setters!();
 }
 
-impl IntoFuture for Generate {
+impl IntoFuture for GenerateRequest {
     type Output = Result<GenerateResult, AgentError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 
@@ -173,16 +173,16 @@ impl IntoFuture for Generate {
 
 /// A streamed run: [`Agent::stream`]'s builder. Await it for the [`AgentStream`] (a run
 /// whose id is taken is refused before any event), or take the stream at once with
-/// [`Stream::into_stream`].
+/// [`StreamRequest::into_stream`].
 #[must_use = "a run does nothing until it is awaited or streamed"]
 #[derive(Debug)]
-pub struct Stream {
+pub struct StreamRequest {
     agent: Agent,
     input: Vec<Message>,
     options: RunOptions,
 }
 
-impl Stream {
+impl StreamRequest {
     pub(crate) fn new(agent: Agent, input: Vec<Message>) -> Self {
         Self {
             agent,
@@ -201,7 +201,7 @@ impl Stream {
     }
 }
 
-impl IntoFuture for Stream {
+impl IntoFuture for StreamRequest {
     type Output = Result<AgentStream, AgentError>;
     type IntoFuture = Pin<Box<dyn Future<Output = Self::Output> + Send>>;
 

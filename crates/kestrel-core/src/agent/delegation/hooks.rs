@@ -31,7 +31,7 @@ pub enum HookErrorStrategy {
 }
 
 /// Hooks and settings of delegations (Mastra's `delegation` option), in an agent's default
-/// options or per call ([`RunOptions::delegation`]).
+/// options or per call ([`RunOptions::delegation`](crate::agent::RunOptions::delegation)).
 #[derive(Clone, Default)]
 pub struct DelegationOptions {
     pub(crate) on_start: Option<Arc<StartHook>>,
