@@ -69,11 +69,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = SqliteStorage::open(&path).await?;
     let kestrel = instance(Arc::new(store.clone()))?;
     let agent = kestrel.agent("assistant")?;
-    let options = RunOptions::new().memory("thread-1", "user-ada");
     let mut stream = agent
         .stream("Send the Q3 report to Bob.")
-        .options(options)
-        .into_stream();
+        .memory("thread-1", "user-ada")
+        .await?;
     while let Some(event) = stream.next().await {
         if let EventKind::ToolCallApproval(approval) = &event.kind {
             println!(
@@ -106,7 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let decision = ToolCallRef::new(&run.run_id, &call.tool_call_id)
         .fingerprint(&call.fingerprint)
         .resource("user-ada");
-    let done = agent.approve(decision).stream().await?.result().await?;
+    let done = agent.approve(decision).await?;
     println!(
         "{} (same run: {})",
         done.text,
