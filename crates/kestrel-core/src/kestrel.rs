@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::agent::Agent;
 use crate::agent::registry::{RunRegistry, ThreadKey};
+use crate::agent::{Agent, Runtime};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
-use crate::run_store::SharedRunStore;
+use crate::run_store::{InMemoryRunStore, SharedRunStore};
 
 /// Why a [`Kestrel`] instance could not be built or queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -147,9 +147,17 @@ impl KestrelBuilder {
             registry.background = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
         }
         let registry = Arc::new(registry);
+        // One runtime for every agent (and every sub-agent they delegate to): the store, the
+        // runs in progress, the leases, the pub/sub and the background limit.
+        let runtime = Arc::new(Runtime {
+            run_store: self
+                .run_store
+                .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
+            runs: Arc::clone(&registry),
+        });
         let mut agents = BTreeMap::new();
         for agent in self.agents {
-            let agent = agent.join_instance(self.run_store.as_ref(), &registry);
+            let agent = agent.in_runtime(&runtime);
             let id = agent.id().to_string();
             if agents.insert(id.clone(), agent).is_some() {
                 return Err(KestrelError::DuplicateAgent { id });

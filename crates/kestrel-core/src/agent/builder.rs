@@ -8,12 +8,12 @@ use futures::FutureExt;
 use super::background::BackgroundTasks;
 use super::{
     Agent, AgentBuildError, AgentInner, BoxError, DEFAULT_MAX_STEPS, Instructions, ModelSource,
-    RunOptions,
+    RunOptions, Runtime,
 };
 use crate::context::RequestContext;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::{ModelRegistry, ModelSpec};
-use crate::run_store::{InMemoryRunStore, SharedRunStore};
+use crate::run_store::SharedRunStore;
 use crate::tool::{SharedTool, Tool, ToolSet};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
@@ -248,11 +248,7 @@ impl AgentBuilder {
             defaults: self.defaults,
             registry,
             memory: self.memory,
-            run_store_explicit: self.run_store.is_some(),
-            run_store: self
-                .run_store
-                .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
-            runs: Default::default(),
+            own_run_store: self.run_store,
             sub_agents,
             background: self.background,
             tool_definitions,
@@ -269,6 +265,7 @@ impl AgentBuilder {
         }
         Ok(Agent {
             inner: Arc::new(inner),
+            runtime: Arc::new(Runtime::standalone(None)),
         })
     }
 }

@@ -334,8 +334,7 @@ impl Agent {
     ) -> Result<SuspendedRuns, RunControlError> {
         query.agent_id = Some(self.id().to_owned());
         let page = self
-            .inner
-            .run_store
+            .run_store()
             .list_suspended(&query)
             .await
             .map_err(RunControlError::List)?;
@@ -365,7 +364,7 @@ impl Agent {
         target: ToolCallRef,
         decision: Decision,
     ) -> Result<AgentRun, RunControlError> {
-        let store = Arc::clone(&self.inner.run_store);
+        let store = Arc::clone(self.run_store());
         let mut chain = self.prepare(store, &target, decision, false).await?;
         let top = chain.remove(0);
         let run_id = target.run_id.clone();
@@ -465,7 +464,7 @@ impl Agent {
             {
                 // The call is the sub-agent's: record the decision in its run, and continue
                 // the delegation from there.
-                let Some(sub_agent) = self.inner.sub_agents.get(&agent_id) else {
+                let Some(sub_agent) = self.sub_agent(&agent_id) else {
                     return Err(RunControlError::InvalidState(AgentError::InvalidRunState {
                         run_id,
                         message: format!(

@@ -62,7 +62,7 @@ impl Agent {
     /// saved in the run store; [`Agent::resume_run`] continues it. Returns `false` when no
     /// such run is in progress here.
     pub fn pause_run(&self, run_id: &str) -> bool {
-        self.inner.runs.pause_run(run_id)
+        self.runtime.runs.pause_run(run_id)
     }
 
     /// Continues a stored run that is paused, waits for a sub-agent, or was being driven by
@@ -89,14 +89,14 @@ impl Agent {
 
     async fn claim(&self, target: RunRef) -> Result<AgentRun, RunControlError> {
         let run_id = target.run_id.clone();
-        if self.inner.runs.is_active(&run_id) {
+        if self.runtime.runs.is_active(&run_id) {
             return Err(RunControlError::NotResumable {
                 run_id,
                 action: "resumed",
                 reason: "it is in progress in this process",
             });
         }
-        let store = self.inner.run_store.clone();
+        let store = self.run_store().clone();
         let stored = self.load_top_level(&store, &target).await?;
         let reason = match stored.phase {
             RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted => Some("it is finished"),
@@ -136,7 +136,7 @@ impl Agent {
     pub async fn abort_stored_run(&self, target: RunRef) -> Result<usize, RunControlError> {
         let run_id = target.run_id.clone();
         match self
-            .inner
+            .runtime
             .runs
             .abort_run_of(&run_id, target.resource_id.as_deref())
         {
@@ -145,7 +145,7 @@ impl Agent {
             LiveAbort::OtherResource => return Err(RunControlError::RunNotFound { run_id }),
             LiveAbort::NotLive => {}
         }
-        let store = self.inner.run_store.clone();
+        let store = self.run_store().clone();
         let stored = self.load_top_level(&store, &target).await?;
         if stored.phase.is_ended() {
             return Err(RunControlError::NotResumable {
@@ -202,11 +202,11 @@ impl Agent {
                 }
             }
             for (agent_id, child_id) in children {
-                let Some(sub_agent) = self.inner.sub_agents.get(&agent_id) else {
+                let Some(sub_agent) = self.sub_agent(&agent_id) else {
                     tracing::warn!(run_id = %state.run_id, sub_agent = %agent_id, "a sub-agent of an aborted run is no longer known; its run is left as it is");
                     continue;
                 };
-                if sub_agent.inner.runs.abort_run(&child_id) {
+                if sub_agent.runtime.runs.abort_run(&child_id) {
                     continue;
                 }
                 let loaded =

@@ -92,11 +92,8 @@ pub(crate) struct AgentInner {
     pub(crate) defaults: RunOptions,
     pub(crate) registry: ModelRegistry,
     pub(crate) memory: Option<Arc<dyn AgentMemory>>,
-    pub(crate) run_store: SharedRunStore,
-    /// Whether the builder was given the store (a `Kestrel` instance then keeps it).
-    pub(crate) run_store_explicit: bool,
-    /// Runs in progress, thread leases and the pub/sub (shared by a `Kestrel` instance).
-    pub(crate) runs: Arc<registry::RunRegistry>,
+    /// The run store the builder was given: it stands over the runtime's.
+    pub(crate) own_run_store: Option<SharedRunStore>,
     /// The sub-agents of `agents(..)`, by id (their delegation tools are in `tools`).
     pub(crate) sub_agents: std::collections::HashMap<String, Agent>,
     /// Which delegation tools run in the background.
@@ -105,11 +102,34 @@ pub(crate) struct AgentInner {
     pub(crate) tool_definitions: delegation::ToolDefinitions,
 }
 
-/// An agent: instructions, a model and tools. Cheap to clone; clones share everything, and no
-/// run mutates the agent, so one agent serves any number of concurrent runs.
+/// What the runs of agents share: where stopped runs are saved, and the runs in progress
+/// (aborts, pauses), thread leases, pub/sub and the background limit. A standalone agent has
+/// its own; a `Kestrel` instance gives all of its agents one, and a sub-agent always runs in
+/// the runtime of the run that delegates to it.
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) run_store: SharedRunStore,
+    pub(crate) runs: Arc<registry::RunRegistry>,
+}
+
+impl Runtime {
+    /// A runtime of its own: an in-process run store (unless given one) and registry.
+    pub(crate) fn standalone(run_store: Option<SharedRunStore>) -> Self {
+        Self {
+            run_store: run_store
+                .unwrap_or_else(|| Arc::new(crate::run_store::InMemoryRunStore::new())),
+            runs: Default::default(),
+        }
+    }
+}
+
+/// An agent: instructions, a model and tools, and the runtime its runs use. Cheap to clone;
+/// clones share everything, and no run mutates the agent, so one agent serves any number of
+/// concurrent runs.
 #[derive(Clone)]
 pub struct Agent {
     pub(crate) inner: Arc<AgentInner>,
+    pub(crate) runtime: Arc<Runtime>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -202,72 +222,36 @@ impl Agent {
         by_tool || by_agent
     }
 
-    /// The sub-agent with this id, among those given to [`AgentBuilder::agents`].
-    pub fn sub_agent(&self, id: &str) -> Option<&Agent> {
-        self.inner.sub_agents.get(id)
+    /// The sub-agent with this id, among those given to [`AgentBuilder::agents`], in this
+    /// agent's runtime (where its delegated runs run).
+    pub fn sub_agent(&self, id: &str) -> Option<Agent> {
+        let sub_agent = self.inner.sub_agents.get(id)?;
+        Some(sub_agent.in_runtime(&self.runtime))
     }
 
     /// The (sub-)agent at the end of a delegation path from this agent.
-    pub(crate) fn agent_at(&self, via: &[DelegationHop]) -> Option<&Agent> {
-        let mut agent = self;
+    pub(crate) fn agent_at(&self, via: &[DelegationHop]) -> Option<Agent> {
+        let mut agent = self.clone();
         for hop in via {
-            agent = agent.inner.sub_agents.get(&hop.agent_id)?;
+            agent = agent.sub_agent(&hop.agent_id)?;
         }
         Some(agent)
     }
 
-    /// Where this agent's stopped runs are saved.
-    pub fn run_store(&self) -> &SharedRunStore {
-        &self.inner.run_store
+    /// This agent, running in `runtime`.
+    pub(crate) fn in_runtime(&self, runtime: &Arc<Runtime>) -> Agent {
+        Agent {
+            inner: Arc::clone(&self.inner),
+            runtime: Arc::clone(runtime),
+        }
     }
 
-    /// This agent as a member of an instance: the instance's registry (runs, leases, pub/sub)
-    /// and its run store, unless the agent's builder was given one.
-    pub(crate) fn join_instance(
-        &self,
-        store: Option<&SharedRunStore>,
-        registry: &Arc<registry::RunRegistry>,
-    ) -> Agent {
-        let i = &self.inner;
-        let run_store = match store {
-            Some(store) if !i.run_store_explicit => Arc::clone(store),
-            _ => Arc::clone(&i.run_store),
-        };
-        // Sub-agents run in the instance too: its registry (so `abort_run` and
-        // `runs_in_progress` reach delegated runs), its pub/sub and its limits. Their delegation
-        // tools are pointed at the joined agents.
-        let sub_agents: std::collections::HashMap<String, Agent> = i
-            .sub_agents
-            .iter()
-            .map(|(id, agent)| (id.clone(), agent.join_instance(store, registry)))
-            .collect();
-        let mut tools = i.tools.clone();
-        for (id, agent) in &sub_agents {
-            tools.replace_implementation(
-                &format!("{}{id}", delegation::DELEGATION_TOOL_PREFIX),
-                Arc::new(delegation::DelegationTool::new(agent.clone())),
-            );
-        }
-        Agent {
-            inner: Arc::new(AgentInner {
-                id: i.id.clone(),
-                name: i.name.clone(),
-                description: i.description.clone(),
-                instructions: i.instructions.clone(),
-                model: i.model.clone(),
-                tools,
-                max_steps: i.max_steps,
-                defaults: i.defaults.clone(),
-                registry: i.registry.clone(),
-                memory: i.memory.clone(),
-                run_store,
-                run_store_explicit: i.run_store_explicit,
-                runs: Arc::clone(registry),
-                sub_agents,
-                background: i.background.clone(),
-                tool_definitions: i.tool_definitions.clone(),
-            }),
-        }
+    /// Where this agent's stopped runs are saved: its builder's store, else its runtime's.
+    pub fn run_store(&self) -> &SharedRunStore {
+        self.inner
+            .own_run_store
+            .as_ref()
+            .unwrap_or(&self.runtime.run_store)
     }
 
     /// Runs to completion: await the builder for the result.

@@ -163,18 +163,18 @@ impl Agent {
     /// it stops at its next step, or inside a tool that watches its abort signal; its stream
     /// ends with `abort`. `false` when no such run is in progress.
     pub fn abort_run(&self, run_id: &str) -> bool {
-        self.inner.runs.abort_run(run_id)
+        self.runtime.runs.abort_run(run_id)
     }
 
     /// Aborts every run in progress on a thread, whether running or waiting for the thread;
     /// returns how many.
     pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
-        self.inner.runs.abort_thread(&key(resource_id, thread_id))
+        self.runtime.runs.abort_thread(&key(resource_id, thread_id))
     }
 
     /// The run active on a thread, if any.
     pub fn active_run_on(&self, resource_id: &str, thread_id: &str) -> Option<String> {
-        self.inner.runs.active_run(&key(resource_id, thread_id))
+        self.runtime.runs.active_run(&key(resource_id, thread_id))
     }
 
     /// Every event of every run on the thread from now on, each naming its run, until the
@@ -185,14 +185,14 @@ impl Agent {
         thread_id: &str,
     ) -> Result<ThreadSubscription, ThreadError> {
         let events = self
-            .inner
+            .runtime
             .runs
             .pubsub
             .subscribe(&thread_topic(resource_id, thread_id))
             .await?;
         Ok(ThreadSubscription {
             events,
-            runs: Arc::clone(&self.inner.runs),
+            runs: Arc::clone(&self.runtime.runs),
             thread: key(resource_id, thread_id),
         })
     }
@@ -219,7 +219,7 @@ impl Agent {
 
     async fn send(&self, message: Message, to: SendMessage) -> Result<Sent, ThreadError> {
         let thread = key(&to.resource_id, &to.thread_id);
-        let runs = &self.inner.runs;
+        let runs = &self.runtime.runs;
         let mut message = Some(message);
         if let Some(active) = runs.active_run(&thread) {
             match to.if_active {

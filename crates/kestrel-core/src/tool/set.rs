@@ -103,18 +103,6 @@ impl ToolSet {
         Ok(())
     }
 
-    /// Swaps the implementation of the tool `name` for `tool`, which has the same name and
-    /// schema (the compiled validator and definition are kept). Returns whether it was there.
-    pub(crate) fn replace_implementation(&mut self, name: &str, tool: SharedTool) -> bool {
-        match self.index.get(name) {
-            Some(&i) => {
-                self.tools[i].tool = tool;
-                true
-            }
-            None => false,
-        }
-    }
-
     /// The tool names, in insertion order.
     pub fn names(&self) -> Vec<String> {
         self.tools

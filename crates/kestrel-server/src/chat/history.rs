@@ -137,11 +137,12 @@ pub(crate) fn pending_calls(
 /// The resume schema of the tool of a suspended call, in whichever (sub-)agent makes it, as
 /// the `tool-call-suspended` event gives it (`""` without one).
 fn resume_schema(agent: &Agent, call: &WaitingCall) -> String {
-    let mut owner = Some(agent);
+    let mut owner = Some(agent.clone());
     for hop in &call.via {
         owner = owner.and_then(|a| a.sub_agent(&hop.agent_id));
     }
     owner
+        .as_ref()
         .and_then(|a| a.tools().get(&call.tool_name))
         .and_then(|tool| tool.resume_schema().map(Value::to_string))
         .unwrap_or_default()

@@ -63,7 +63,7 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::background::BackgroundCall;
-use super::{Agent, AgentError, AgentRun, GenerateResult};
+use super::{Agent, AgentError, AgentRun, GenerateResult, Runtime};
 use crate::abort::AbortSignal;
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
@@ -261,6 +261,25 @@ impl Tool for DelegationTool {
     }
 
     async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        // The sub-agent runs in the runtime of the run that delegates.
+        let bound;
+        let this = match ctx.extension::<Arc<Runtime>>() {
+            Some(runtime) => {
+                bound = DelegationTool {
+                    agent: self.agent.in_runtime(runtime),
+                    ..self.clone()
+                };
+                &bound
+            }
+            None => self,
+        };
+        this.delegate(input, ctx).await
+    }
+}
+
+impl DelegationTool {
+    /// [`Tool::execute`], with the sub-agent in the delegating run's runtime.
+    async fn delegate(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
         let id = self.agent.id();
         let failed = || format!("The {id:?} agent could not complete the task.");
         // A delegation whose sub-agent's run is already stored (it stopped for a decision,

@@ -214,7 +214,7 @@ impl AgentRun {
         }
         let fallback = self.memory_scope().map(|scope| (self.agent.clone(), scope));
         let runtime = Arc::new(BackgroundRuntime::new(
-            Arc::clone(&self.agent.inner.runs.background),
+            Arc::clone(&self.agent.runtime.runs.background),
             fallback,
         ));
         self.background = Some(Arc::clone(&runtime));

@@ -270,7 +270,7 @@ impl AgentRun {
     ) -> Self {
         Self {
             run_id: state.run_id.as_str().into(),
-            store: Arc::clone(&agent.inner.run_store),
+            store: Arc::clone(agent.run_store()),
             pause: AbortSignal::new(),
             durable_steps: false,
             background: None,
@@ -441,7 +441,7 @@ impl AgentRun {
     /// until the guard is dropped; refused when a run of the same id is in progress.
     fn register(&self) -> Result<Registered, AgentError> {
         self.agent
-            .inner
+            .runtime
             .runs
             .register(
                 &self.run_id,
@@ -508,7 +508,7 @@ impl AgentRun {
         if let Err(e) = self.check_chosen_id().await {
             return Err(self.refuse(e).await);
         }
-        let runs = Arc::clone(&self.agent.inner.runs);
+        let runs = Arc::clone(&self.agent.runtime.runs);
         let thread = self.thread_key();
         if let Some(thread) = thread {
             self.sink = self.sink.clone().with_tap(Tap {

@@ -402,6 +402,8 @@ async fn run_tool(
     // What delegation and background tasks need travels as extensions: the tool context
     // names none of them.
     let mut extensions = Extensions::new();
+    // A delegation's sub-agent runs in this run's runtime.
+    extensions.insert(Arc::clone(&agent.runtime));
     if let Some(delegation) = &base.delegation {
         extensions.insert(Arc::clone(delegation));
     }
