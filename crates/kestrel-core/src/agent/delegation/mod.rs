@@ -94,13 +94,19 @@ pub const DELEGATION_DEPTH_KEY: &str = "kestrel.delegationDepth";
 /// delegate to each other in a cycle stop here with a clear error.
 pub const MAX_DELEGATION_DEPTH: u64 = 8;
 
-/// The tool through which a parent delegates to one sub-agent.
+/// The tool through which a parent delegates to one sub-agent. Cheap to clone: a delegation
+/// binds a copy to the delegating run's runtime.
 #[derive(Clone)]
 pub(crate) struct DelegationTool {
+    shape: Arc<ToolShape>,
+    agent: Agent,
+}
+
+/// A delegation tool's name, description and input schema, as models get them.
+struct ToolShape {
     name: String,
     description: String,
     input_schema: Value,
-    agent: Agent,
 }
 
 impl DelegationTool {
@@ -110,7 +116,7 @@ impl DelegationTool {
         } else {
             agent.description().to_owned()
         };
-        Self {
+        let shape = ToolShape {
             name: format!("{DELEGATION_TOOL_PREFIX}{}", agent.id()),
             description,
             input_schema: json!({
@@ -143,6 +149,9 @@ impl DelegationTool {
                 "required": ["prompt"],
                 "additionalProperties": false
             }),
+        };
+        Self {
+            shape: Arc::new(shape),
             agent,
         }
     }
@@ -245,15 +254,15 @@ impl DelegationTool {
 #[async_trait::async_trait]
 impl Tool for DelegationTool {
     fn id(&self) -> &str {
-        &self.name
+        &self.shape.name
     }
 
     fn description(&self) -> &str {
-        &self.description
+        &self.shape.description
     }
 
     fn input_schema(&self) -> &Value {
-        &self.input_schema
+        &self.shape.input_schema
     }
 
     fn needs_conversation(&self) -> bool {
@@ -266,8 +275,8 @@ impl Tool for DelegationTool {
         let this = match ctx.extension::<Arc<Runtime>>() {
             Some(runtime) => {
                 bound = DelegationTool {
+                    shape: Arc::clone(&self.shape),
                     agent: self.agent.in_runtime(runtime),
-                    ..self.clone()
                 };
                 &bound
             }

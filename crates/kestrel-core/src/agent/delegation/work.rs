@@ -38,7 +38,7 @@ impl DelegationTool {
             .emit(EventKind::BackgroundTaskStarted(
                 BackgroundTaskStartedPayload {
                     task_id: task_id.clone(),
-                    tool_name: self.name.clone(),
+                    tool_name: self.shape.name.clone(),
                     tool_call_id: ctx.tool_call_id().to_owned(),
                 },
             ))
@@ -73,7 +73,7 @@ impl DelegationTool {
             };
             let done = BackgroundDone {
                 task_id: task,
-                tool_name: tool.name.clone(),
+                tool_name: tool.shape.name.clone(),
                 tool_call_id: ctx.tool_call_id().to_owned(),
                 text,
                 is_error,
