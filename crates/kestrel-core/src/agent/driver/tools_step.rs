@@ -402,10 +402,14 @@ async fn run_tool(
     // What delegation and background tasks need travels as extensions: the tool context
     // names none of them.
     let mut extensions = Extensions::new();
-    // A delegation's sub-agent runs in this run's runtime.
-    extensions.insert(Arc::clone(&agent.runtime));
-    if let Some(delegation) = &base.delegation {
-        extensions.insert(Arc::clone(delegation));
+    // Only a delegation reads them (every delegation call has a sub-run or runs in the
+    // background), so other tool calls allocate no map.
+    if sub_run.is_some() || background.is_some() {
+        // The sub-agent runs in this run's runtime.
+        extensions.insert(Arc::clone(&agent.runtime));
+        if let Some(delegation) = &base.delegation {
+            extensions.insert(Arc::clone(delegation));
+        }
     }
     if let Some(sub_run) = sub_run {
         extensions.insert(SubRunContext {
