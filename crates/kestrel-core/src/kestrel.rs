@@ -3,11 +3,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::agent::registry::{RunRegistry, ThreadKey};
-use crate::agent::{Agent, Runtime};
+use crate::agent::Agent;
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
 use crate::run_store::{InMemoryRunStore, SharedRunStore};
+use crate::runtime::Runtime;
+use crate::runtime::registry::{RunRegistry, ThreadKey};
 
 /// Why a [`Kestrel`] instance could not be built or queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

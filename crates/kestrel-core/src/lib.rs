@@ -6,8 +6,12 @@
 //! - [`tool`]: tools, their schemas, validation and context;
 //! - [`run`]: the run machine: a run's serialisable state and every decision of its loop,
 //!   as plain functions without I/O;
-//! - [`agent`]: agents, `generate` and `stream`, the driver that performs what the run
-//!   machine asks, run control, delegation to sub-agents;
+//! - [`definition`]: what an agent is before it runs: options, hooks, sub-agents, errors;
+//! - [`runtime`]: where agents run (the environment their runs share) and the driver that
+//!   performs what the run machine asks;
+//! - [`control`]: run control: decisions for stopped runs, pause, resume and abort by id;
+//! - [`agent`]: the surface users write against: [`agent::Agent`], its builder, `generate` and
+//!   `stream`, and every type of the layers above, re-exported;
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
@@ -22,6 +26,9 @@
 pub mod abort;
 pub mod agent;
 pub mod context;
+pub mod control;
+pub mod definition;
+mod delegation;
 pub mod embedding;
 pub mod error;
 pub mod event;
@@ -35,5 +42,6 @@ pub mod providers;
 pub mod pubsub;
 pub mod run;
 pub mod run_store;
+pub mod runtime;
 pub mod schema;
 pub mod tool;

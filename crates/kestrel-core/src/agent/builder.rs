@@ -5,15 +5,17 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
-use super::background::BackgroundTasks;
-use super::{
-    Agent, AgentBuildError, AgentInner, BoxError, DEFAULT_MAX_STEPS, Instructions, ModelSource,
-    RunOptions, Runtime,
-};
 use crate::context::RequestContext;
+use crate::definition::tools::ToolDefinitions;
+use crate::definition::{
+    AgentBuildError, AgentDefinition, BackgroundTasks, BoxError, DEFAULT_MAX_STEPS, Instructions,
+    ModelSource, RunOptions,
+};
+use crate::delegation::DelegationTool;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::{ModelRegistry, ModelSpec};
 use crate::run_store::SharedRunStore;
+use crate::runtime::{Agent, Runtime};
 use crate::tool::{SharedTool, Tool, ToolSet};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
@@ -144,9 +146,7 @@ impl AgentBuilder {
     pub fn agents(mut self, agents: impl IntoIterator<Item = Agent>) -> Self {
         for agent in agents {
             self.tools
-                .push(Arc::new(super::delegation::DelegationTool::new(
-                    agent.clone(),
-                )));
+                .push(Arc::new(DelegationTool::new(agent.clone())));
             self.sub_agents.push(agent);
         }
         self
@@ -230,14 +230,13 @@ impl AgentBuilder {
                 source,
             })?;
         }
-        let sub_agents: std::collections::HashMap<String, Agent> = self
+        let sub_agents: std::collections::HashMap<String, Arc<AgentDefinition>> = self
             .sub_agents
             .into_iter()
-            .map(|a| (a.id().to_owned(), a))
+            .map(|a| (a.id().to_owned(), a.inner))
             .collect();
-        let tool_definitions =
-            super::delegation::ToolDefinitions::new(&tools, &sub_agents, &memory_tool_names);
-        let inner = AgentInner {
+        let tool_definitions = ToolDefinitions::new(&tools, &sub_agents, &memory_tool_names);
+        let inner = AgentDefinition {
             name: self.name.unwrap_or_else(|| self.id.clone()),
             id: self.id,
             description: self.description,

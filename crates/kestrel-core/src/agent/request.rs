@@ -7,15 +7,16 @@
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 
-use super::iteration::{IterationContext, IterationDecision, TaskCompletion};
-use super::{
-    Agent, AgentError, AgentRun, AgentStream, BoxError, BusyThread, DelegationOptions,
-    GenerateResult, RunOptions, StructuredOutput,
-};
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
+use crate::definition::iteration::{IterationContext, IterationDecision, TaskCompletion};
+use crate::definition::{
+    AgentError, BoxError, BusyThread, DelegationOptions, RunOptions, StructuredOutput,
+};
 use crate::message::Message;
 use crate::model::{ModelSettings, ToolChoice};
+use crate::run::GenerateResult;
+use crate::runtime::{Agent, AgentRun, AgentStream};
 use crate::tool::ApprovalPolicy;
 
 /// The [`RunOptions`] setters, on a builder that holds its options in `self.options`.

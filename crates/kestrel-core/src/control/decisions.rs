@@ -21,10 +21,12 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::driver::AgentRun;
-use super::{Agent, AgentError, AgentStream, GenerateResult, RunOptions};
-use crate::run::{CallDecision, CallProgress, RunState, RunStatus, Waiting, WaitingCall};
+use crate::definition::{AgentError, RunOptions};
+use crate::run::{
+    CallDecision, CallProgress, GenerateResult, RunState, RunStatus, Waiting, WaitingCall,
+};
 use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, SuspendedRunsQuery};
+use crate::runtime::{Agent, AgentRun, AgentStream};
 use crate::schema::schema_errors;
 
 /// The text the model reads when a call is declined without a reason.

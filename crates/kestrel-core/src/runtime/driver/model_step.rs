@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 
 use super::{AgentRun, now_ms};
-use crate::agent::{AgentError, Instructions, ModelSource};
+use crate::definition::{AgentError, Instructions, ModelSource};
 use crate::event::{
     EventKind, EventSink, PartIdPayload, StartPayload, StepFinishPayload, StepOutput,
     StepResultInfo, StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload,

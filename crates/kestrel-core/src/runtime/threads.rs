@@ -14,8 +14,9 @@ use std::task::{Context, Poll};
 use futures::Stream;
 
 use super::registry::{RunRegistry, ThreadKey};
-use super::{Agent, AgentStream, RunOptions};
+use super::{Agent, AgentStream};
 use crate::context::RequestContext;
+use crate::definition::RunOptions;
 use crate::event::Event;
 use crate::memory::{MemoryError, MemoryScope};
 use crate::message::Message;

@@ -10,10 +10,9 @@ use tracing::Instrument;
 
 use super::{ABORT_GRACE, APPROVAL_RESUME_SCHEMA, AgentRun};
 use crate::abort::AbortSignal;
-use crate::agent::background::BackgroundCall;
-use crate::agent::delegation::{DELEGATION_TOOL_PREFIX, DelegationRuntime, SubRunContext};
-use crate::agent::{Agent, AgentError};
 use crate::context::RequestContext;
+use crate::definition::tools::DELEGATION_TOOL_PREFIX;
+use crate::definition::{AgentDefinition, AgentError};
 use crate::event::{
     Event, EventKind, EventSink, StepFinishPayload, StepOutput, StepResultInfo,
     ToolCallApprovalPayload, ToolCallSuspendedPayload, ToolErrorPayload, ToolResultPayload,
@@ -25,14 +24,17 @@ use crate::run::{
     Waiting, calls_outcome, plan_calls, prepare_calls,
 };
 use crate::run_store::{RunPhase, SharedRunStore};
+use crate::runtime::Agent;
+use crate::runtime::background::BackgroundCall;
+use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
 use crate::schema::schema_errors;
 use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
 
 impl AgentRun {
     /// The sub-agent a call delegates to, if it is a delegation call.
-    pub(super) fn delegation_target(&self, tool_name: &str) -> Option<&Agent> {
+    pub(super) fn delegation_target(&self, tool_name: &str) -> Option<&AgentDefinition> {
         let id = tool_name.strip_prefix(DELEGATION_TOOL_PREFIX)?;
-        self.agent.inner.sub_agents.get(id)
+        self.agent.inner.sub_agents.get(id).map(|a| &**a)
     }
 
     /// Whether a call needs approval: the tool's policy or the run's. An unknown tool needs
@@ -107,7 +109,7 @@ impl AgentRun {
                 && let Some(agent) = self.delegation_target(&progress.call.tool_name)
             {
                 progress.sub_run = Some(SubRun {
-                    agent_id: agent.id().to_owned(),
+                    agent_id: agent.id.clone(),
                     run_id: crate::id::new_id(),
                 });
                 fresh.push(*index);

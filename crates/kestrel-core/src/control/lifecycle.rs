@@ -16,12 +16,13 @@
 
 use futures::future::BoxFuture;
 
-use super::driver::AgentRun;
-use super::registry::LiveAbort;
-use super::{Agent, AgentStream, GenerateResult, RunControlError, RunOptions};
+use super::decisions::RunControlError;
+use crate::definition::RunOptions;
 use crate::model::FinishReason;
-use crate::run::{RunState, RunStatus, Waiting};
+use crate::run::{GenerateResult, RunState, RunStatus, Waiting};
 use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
+use crate::runtime::registry::LiveAbort;
+use crate::runtime::{Agent, AgentRun, AgentStream};
 
 /// Names a run for [`Agent::resume_run`] and [`Agent::abort_stored_run`].
 #[derive(Debug, Clone, Default)]

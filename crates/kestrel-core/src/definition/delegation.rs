@@ -1,5 +1,59 @@
-//! Delegation options and hooks: what a parent may do before a delegation starts, after it
-//! completes, and to the messages a sub-agent gets.
+//! Sub-agents as tools: the supervisor pattern.
+//!
+//! [`AgentBuilder::agents`](crate::agent::AgentBuilder::agents) gives an agent one delegation tool per
+//! sub-agent, named `agent-<id>` and described by the sub-agent's description, with input
+//! `{prompt}`. When the model calls it, the sub-agent runs on:
+//!
+//! - the parent's conversation so far, as text (user and assistant text; tool calls and results
+//!   stay with the parent), then the delegation prompt as the user's message;
+//! - a shallow copy of the parent's request context: the sub-agent reads the parent's entries,
+//!   and what it sets does not leak back;
+//! - a child of the parent's abort signal: aborting the parent stops the sub-agent at its next
+//!   step.
+//!
+//! The parent model sees only the sub-agent's final text. While the parent is streamed, every
+//! event of the sub-agent reaches the parent's stream as a `tool-output` event under the
+//! delegation's tool call id, so a UI can fill one card per delegation live. A sub-agent that
+//! fails gives the parent a failed tool result with a generic message: provider error text is
+//! logged, not forwarded to the parent model.
+//!
+//! **Hooks** ([`DelegationOptions`], in the agent's default options or per call):
+//! `on_delegation_start` (proceed, reject with a reason, change the prompt or the step limit),
+//! `message_filter` (what the sub-agent receives), `on_delegation_complete` (replace the text
+//! the parent model sees now, save feedback for the next turn, stop the parent's loop). A
+//! failing hook is skipped by default ([`HookErrorStrategy::Continue`]) or fails the delegation
+//! ([`HookErrorStrategy::Throw`]); either way it is recorded in the run's request context under
+//! [`DELEGATION_HOOK_ERRORS_KEY`]. Hooks are functions: a run continued after a restart has
+//! them only if the continuing call passes them again.
+//!
+//! **Memory isolation.** The parent's conversation reaches the sub-agent as context that is
+//! never stored. A sub-agent with memory runs each delegation in a fresh thread of its own
+//! (`<agent id>:<uuid>`, or one per parent thread with
+//! [`DelegationOptions::stable_sub_agent_threads`]) under the parent's resource, whose metadata
+//! holds `agentId`, `delegatedBy` (the parent run), `delegationToolCallId`, `parentThreadId`
+//! and the start hook's `thread_metadata`; only the prompt and the sub-agent's own run are
+//! stored there. Nothing of the sub-agent's run is written to the parent's thread: only the
+//! parent's delegation call and its result are.
+//!
+//! **People in the loop, at any depth.** A sub-agent's tool that needs approval, or that
+//! suspends, stops the sub-agent and then the parent: the parent's stream carries the
+//! `tool-call-approval` / `tool-call-suspended` event (with `via`, the delegation path), its
+//! result lists the call in `waiting`, and the decision is taken with the parent's run id
+//! (`supervisor.approve(ToolCallRef::new(parent_run_id, call_id)).stream()`): it is recorded
+//! in each run on the way down, the sub-agent's run continues, then the parent's. Client tools
+//! alone do not stop the parent: the sub-agent cannot get their results, so the delegation
+//! reports them as pending (with a warning).
+//!
+//! **Durable delegation** (see [`crate::agent::Agent::resume_run`]). Before a delegation
+//! starts, the parent's snapshot is saved as waiting for the sub-agent's run, whose id it
+//! names; the sub-agent's run saves a snapshot after every step, in the same store. A new
+//! process on that store resumes the parent, which continues the sub-agent from its last
+//! finished step, then itself. Pause and abort by id reach the sub-agents.
+//!
+//! **Background delegations** return at once and report later: see
+//! [`super::background`].
+//!
+//! A sub-agent is shared by every run that delegates to it and is never changed by them.
 
 use std::sync::Arc;
 
@@ -12,6 +66,15 @@ use crate::error::BoxError;
 use crate::message::Message;
 use crate::model::{FinishReason, Usage};
 use crate::run::{ToolResultRecord, WaitingCall};
+
+pub use crate::context::DELEGATION_HOOK_ERRORS_KEY;
+
+/// The request context key holding how deep a run is in a chain of delegations.
+pub const DELEGATION_DEPTH_KEY: &str = "kestrel.delegationDepth";
+
+/// How deep delegations may nest (a sub-agent delegating to a sub-agent…): agents that
+/// delegate to each other in a cycle stop here with a clear error.
+pub const MAX_DELEGATION_DEPTH: u64 = 8;
 
 type HookFuture<T> = BoxFuture<'static, Result<T, BoxError>>;
 type StartHook = dyn Fn(DelegationStart) -> HookFuture<DelegationStartOutcome> + Send + Sync;
@@ -206,7 +269,7 @@ impl DelegationStartOutcome {
     }
 
     /// Refuses an outcome that says two things at once.
-    pub(super) fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if !self.proceed && (self.modified_prompt.is_some() || self.modified_max_steps.is_some()) {
             return Err("the start hook both rejected the delegation and changed it".into());
         }

@@ -11,22 +11,25 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use futures::FutureExt;
 use tracing::Instrument;
 
+use super::Agent;
 use super::background::BackgroundRuntime;
-use super::delegation::{DelegationOptions, DelegationRuntime, SubRunContext};
-use super::iteration::TaskCompletion;
-use super::options::OnIterationComplete;
-use super::options::{BusyThread, approval_policy};
 use super::registry::{Lease, Registered, ThreadKey};
 use super::stream::AgentStream;
-use super::{Agent, AgentError, DEFAULT_TOOL_CONCURRENCY, GenerateResult, RunOptions};
+use super::subrun::{DelegationRuntime, SubRunContext};
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
+use crate::definition::iteration::TaskCompletion;
+use crate::definition::{
+    AgentError, BusyThread, DEFAULT_TOOL_CONCURRENCY, DelegationOptions, OnIterationComplete,
+    RunOptions, approval_policy,
+};
 use crate::event::Tap;
 use crate::event::*;
 use crate::event::{EventQueue, EventSink};
 use crate::message::Message;
 use crate::model::{FinishReason, SharedModel};
 use crate::pubsub::thread_topic;
+use crate::run::GenerateResult;
 use crate::run::{
     Action, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, SavedApproval,
 };

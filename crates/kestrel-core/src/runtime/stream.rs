@@ -7,9 +7,10 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use futures::future::BoxFuture;
 
-use super::{AgentError, GenerateResult};
 use crate::abort::AbortSignal;
+use crate::definition::AgentError;
 use crate::event::{Event, EventKind, EventQueue};
+use crate::run::GenerateResult;
 
 type RunFuture = BoxFuture<'static, Result<GenerateResult, AgentError>>;
 

@@ -6,9 +6,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::{AgentRun, now_ms};
-use crate::agent::AgentError;
-use crate::agent::background::{BackgroundDone, BackgroundRuntime};
-use crate::agent::registry::Lease;
+use crate::definition::AgentError;
 use crate::event::{BackgroundTaskPayload, EventKind, FinishOutput, FinishPayload, StepResultInfo};
 use crate::message::Message;
 use crate::model::FinishReason;
@@ -16,6 +14,8 @@ use crate::run::{
     IterationContext, RunStatus, Steer, StructuredOutcome, TaskContext, structured_outcome,
 };
 use crate::run_store::RunPhase;
+use crate::runtime::background::{BackgroundDone, BackgroundRuntime};
+use crate::runtime::registry::Lease;
 
 impl AgentRun {
     /// `is_task_complete` and `on_iteration_complete` after an iteration: `Some(true)` when
@@ -203,7 +203,7 @@ impl AgentRun {
             return;
         };
         for done in runtime.close().await {
-            crate::agent::background::deliver_late(&runtime, done).await;
+            crate::runtime::background::deliver_late(&runtime, done).await;
         }
     }
 

@@ -85,7 +85,7 @@ impl RunRegistry {
             threads: Mutex::new(Threads::default()),
             pubsub,
             background: Arc::new(tokio::sync::Semaphore::new(
-                super::background::DEFAULT_BACKGROUND_CONCURRENCY,
+                crate::definition::background::DEFAULT_BACKGROUND_CONCURRENCY,
             )),
         }
     }

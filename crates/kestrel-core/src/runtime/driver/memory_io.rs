@@ -2,7 +2,7 @@
 //! every complete message after, the partial text of an aborted step, late messages.
 
 use super::AgentRun;
-use crate::agent::AgentError;
+use crate::definition::AgentError;
 use crate::memory::MemoryScope;
 use crate::message::{Message, Part, Role};
 use crate::run::{GenerateResult, RunStatus};

@@ -6,19 +6,22 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Value, json};
 
-use super::{
-    CONTEXT_FROM_REFS, DELEGATION_DEPTH_KEY, DelegationComplete, DelegationRuntime,
-    DelegationStart, DelegationTool, HookErrorStrategy, MAX_DELEGATION_DEPTH, MessageFilterContext,
-    Stored, SubAgentResult, SubRunContext, conversation_text, drive, record_hook_error,
+use super::{DelegationTool, Stored, conversation_text, drive, record_hook_error};
+use crate::definition::delegation::{
+    DELEGATION_DEPTH_KEY, DelegationComplete, DelegationStart, HookErrorStrategy,
+    MAX_DELEGATION_DEPTH, MessageFilterContext, SubAgentResult,
 };
-use crate::agent::background::{BackgroundCall, BackgroundDone, deliver_late};
-use crate::agent::{AgentError, AgentRun, RunOptions};
+use crate::definition::tools::CONTEXT_FROM_REFS;
+use crate::definition::{AgentError, RunOptions};
 use crate::event::{BackgroundTaskStartedPayload, EventKind};
 use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::model::FinishReason;
 use crate::run::{GenerateResult, RunStatus, Waiting};
 use crate::run_store::StoredRun;
+use crate::runtime::AgentRun;
+use crate::runtime::background::{BackgroundCall, BackgroundDone, deliver_late};
+use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
 use crate::tool::{Stop, ToolContext, ToolError};
 
 impl DelegationTool {

@@ -1,0 +1,16 @@
+//! Run control: deciding for runs that stopped for a person, and pausing, resuming and aborting
+//! runs by id, also runs no process drives any more.
+//!
+//! - [`decisions`]: approve or decline a tool call, resume a suspended tool, submit a client
+//!   tool's result ([`Continue`]), and find the runs that wait;
+//! - [`lifecycle`]: pause, resume and abort by id ([`RunRef`]), reaching sub-agents' runs.
+//!
+//! Both are methods of [`crate::agent::Agent`], defined here over the runtime's stored runs.
+
+pub mod decisions;
+pub mod lifecycle;
+
+pub use decisions::{
+    Continue, DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,
+};
+pub use lifecycle::RunRef;

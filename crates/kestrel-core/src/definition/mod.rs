@@ -1,0 +1,85 @@
+//! What an agent is, before it runs: its instructions, model, tools, memory, sub-agents, default
+//! options and hooks. A definition knows nothing of where its runs run ([`crate::runtime`]).
+//!
+//! - `options`: [`RunOptions`], the per-call options, and how they merge with the defaults;
+//! - [`iteration`]: the hooks that steer the loop between iterations, and scorers;
+//! - [`delegation`]: the hooks and options of delegation to sub-agents;
+//! - [`background`]: which delegation tools run in the background;
+//! - `tools`: the tools as models are offered them;
+//! - `error`: the errors of building an agent and of running it.
+
+pub mod background;
+pub mod delegation;
+mod error;
+pub mod iteration;
+mod options;
+pub(crate) mod tools;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+pub use background::{BackgroundTasks, BackgroundTool};
+pub use delegation::{
+    DelegationComplete, DelegationCompleteOutcome, DelegationOptions, DelegationStart,
+    DelegationStartOutcome, HookErrorStrategy, MessageFilterContext, SubAgentResult,
+};
+pub use error::{AgentBuildError, AgentError, BoxError};
+pub(crate) use options::approval_policy;
+pub use options::{
+    BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
+};
+use tools::ToolDefinitions;
+
+use crate::context::RequestContext;
+use crate::memory::AgentMemory;
+use crate::model::{ModelRegistry, ModelSpec, SharedModel};
+use crate::run_store::SharedRunStore;
+use crate::tool::ToolSet;
+
+/// The default bound on steps per run.
+pub const DEFAULT_MAX_STEPS: u32 = 5;
+
+/// The default number of tool calls of one step that run at once.
+pub const DEFAULT_TOOL_CONCURRENCY: usize = 10;
+
+pub(crate) type DynInstructions =
+    dyn Fn(RequestContext) -> BoxFuture<'static, Result<String, BoxError>> + Send + Sync;
+pub(crate) type DynModel =
+    dyn Fn(RequestContext) -> BoxFuture<'static, Result<ModelSpec, BoxError>> + Send + Sync;
+
+/// The system prompt: fixed, or computed from the request context.
+#[derive(Clone)]
+pub(crate) enum Instructions {
+    Static(Arc<str>),
+    Dynamic(Arc<DynInstructions>),
+}
+
+/// The model: fixed, or computed from the request context.
+#[derive(Clone)]
+pub(crate) enum ModelSource {
+    Fixed(SharedModel),
+    Dynamic(Arc<DynModel>),
+}
+
+pub(crate) struct AgentDefinition {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) instructions: Instructions,
+    pub(crate) model: ModelSource,
+    pub(crate) tools: ToolSet,
+    pub(crate) max_steps: u32,
+    pub(crate) defaults: RunOptions,
+    pub(crate) registry: ModelRegistry,
+    pub(crate) memory: Option<Arc<dyn AgentMemory>>,
+    /// The run store the builder was given: it stands over the runtime's.
+    pub(crate) own_run_store: Option<SharedRunStore>,
+    /// The sub-agents of `agents(..)`, by id (their delegation tools are in `tools`).
+    pub(crate) sub_agents: HashMap<String, Arc<AgentDefinition>>,
+    /// Which delegation tools run in the background.
+    pub(crate) background: BackgroundTasks,
+    /// The tools' definitions as models get them.
+    pub(crate) tool_definitions: ToolDefinitions,
+}

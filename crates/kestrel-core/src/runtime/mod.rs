@@ -1,0 +1,184 @@
+//! Where agents run: the environment their runs share, and the machinery that runs them.
+//!
+//! A `Runtime` holds where stopped runs are saved and the runs in progress (`registry`:
+//! aborts, pauses, thread leases, pub/sub, the background limit). An [`Agent`] is a
+//! definition ([`crate::definition`]) bound to a runtime; its runs are [`AgentRun`]s, whose
+//! `driver` performs what the run machine ([`crate::run`]) asks: model calls, tools, storage
+//! and events.
+//!
+//! - `driver`: the loop of a run, [`AgentRun`];
+//! - `stream`: [`AgentStream`], a run's events as they happen;
+//! - `threads`: live threads: messages into a thread's active run, watching a thread;
+//! - `background`: a run's side of its background delegations;
+//! - `subrun`: what a delegation call learns from the run that makes it.
+
+pub(crate) mod background;
+pub(crate) mod driver;
+pub(crate) mod registry;
+mod stream;
+pub(crate) mod subrun;
+mod threads;
+
+use std::sync::Arc;
+
+pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
+pub use stream::{AgentStream, TextStream};
+pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
+
+use crate::definition::{AgentDefinition, Instructions, ModelSource};
+use crate::memory::AgentMemory;
+use crate::run::DelegationHop;
+use crate::run_store::SharedRunStore;
+use crate::tool::{ApprovalContext, ToolSet};
+use registry::RunRegistry;
+
+/// What the runs of agents share: where stopped runs are saved, and the runs in progress
+/// (aborts, pauses), thread leases, pub/sub and the background limit. A standalone agent has
+/// its own; a `Kestrel` instance gives all of its agents one, and a sub-agent always runs in
+/// the runtime of the run that delegates to it.
+#[derive(Debug)]
+pub(crate) struct Runtime {
+    pub(crate) run_store: SharedRunStore,
+    pub(crate) runs: Arc<RunRegistry>,
+}
+
+impl Runtime {
+    /// A runtime of its own: an in-process run store (unless given one) and registry.
+    pub(crate) fn standalone(run_store: Option<SharedRunStore>) -> Self {
+        Self {
+            run_store: run_store
+                .unwrap_or_else(|| Arc::new(crate::run_store::InMemoryRunStore::new())),
+            runs: Default::default(),
+        }
+    }
+}
+
+/// An agent: instructions, a model and tools, and the runtime its runs use. Cheap to clone;
+/// clones share everything, and no run mutates the agent, so one agent serves any number of
+/// concurrent runs.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<AgentDefinition>,
+    pub(crate) runtime: Arc<Runtime>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("id", &self.inner.id)
+            .field("tools", &self.inner.tools)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// The agent's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The agent's display name (its id unless set).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// What the agent does (used when it is offered to another agent).
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The agent's instructions, when they are fixed (not computed per request).
+    pub fn static_instructions(&self) -> Option<&str> {
+        match &self.inner.instructions {
+            Instructions::Static(s) => Some(s),
+            Instructions::Dynamic(_) => None,
+        }
+    }
+
+    /// The agent's model as `provider/model`, when it is fixed (not chosen per request).
+    pub fn model_name(&self) -> Option<String> {
+        match &self.inner.model {
+            ModelSource::Fixed(model) => Some(format!("{}/{}", model.provider(), model.model_id())),
+            ModelSource::Dynamic(_) => None,
+        }
+    }
+
+    /// The ids of the agent's sub-agents, sorted.
+    pub fn sub_agent_ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = self.inner.sub_agents.keys().map(String::as_str).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The agent's tools.
+    pub fn tools(&self) -> &ToolSet {
+        &self.inner.tools
+    }
+
+    /// The agent's memory, if it has one.
+    pub fn memory(&self) -> Option<&Arc<dyn AgentMemory>> {
+        self.inner.memory.as_ref()
+    }
+
+    /// The default bound on steps: the default options' `max_steps`, else the builder's.
+    pub fn max_steps(&self) -> u32 {
+        self.inner
+            .defaults
+            .max_steps
+            .unwrap_or(self.inner.max_steps)
+    }
+
+    /// Whether a call of `tool_name` with `args` needs a person's approval under the agent's
+    /// own policies: the tool's, or the agent's default run policy
+    /// ([`crate::definition::RunOptions::require_tool_approval`] of its default options). A call's options may
+    /// add a policy; this is what holds without one.
+    pub fn requires_approval(&self, args: &serde_json::Value, ctx: &ApprovalContext<'_>) -> bool {
+        let by_tool = self
+            .inner
+            .tools
+            .get(ctx.tool_name)
+            .is_some_and(|tool| tool.requires_approval(args, ctx));
+        let by_agent = self
+            .inner
+            .defaults
+            .require_tool_approval
+            .as_ref()
+            .is_some_and(|policy| policy.requires(args, ctx));
+        by_tool || by_agent
+    }
+
+    /// The sub-agent with this id, among those given to [`crate::agent::AgentBuilder::agents`], in this
+    /// agent's runtime (where its delegated runs run).
+    pub fn sub_agent(&self, id: &str) -> Option<Agent> {
+        let sub_agent = self.inner.sub_agents.get(id)?;
+        Some(Agent {
+            inner: Arc::clone(sub_agent),
+            runtime: Arc::clone(&self.runtime),
+        })
+    }
+
+    /// The (sub-)agent at the end of a delegation path from this agent.
+    pub(crate) fn agent_at(&self, via: &[DelegationHop]) -> Option<Agent> {
+        let mut agent = self.clone();
+        for hop in via {
+            agent = agent.sub_agent(&hop.agent_id)?;
+        }
+        Some(agent)
+    }
+
+    /// This agent, running in `runtime`.
+    pub(crate) fn in_runtime(&self, runtime: &Arc<Runtime>) -> Agent {
+        Agent {
+            inner: Arc::clone(&self.inner),
+            runtime: Arc::clone(runtime),
+        }
+    }
+
+    /// Where this agent's stopped runs are saved: its builder's store, else its runtime's.
+    pub fn run_store(&self) -> &SharedRunStore {
+        self.inner
+            .own_run_store
+            .as_ref()
+            .unwrap_or(&self.runtime.run_store)
+    }
+}

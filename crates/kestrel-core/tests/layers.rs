@@ -1,0 +1,197 @@
+//! The modules of kestrel-core form layers that point one way: each imports only the layers
+//! below it. This test reads the crate's sources and fails on any path (in a `use` line or
+//! written out in code) that points up or sideways, so an import circle cannot come back.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Layer of each top-level module; a module may name only modules of a lower layer (or its own
+/// submodules). Modules not listed are the shared foundation (messages, models, tools, events,
+/// stores): they may name the run machine's data types and nothing else of these.
+const LAYERS: &[(&str, u8)] = &[
+    ("run", 1),
+    ("definition", 2),
+    ("runtime", 3),
+    ("delegation", 4),
+    ("control", 4),
+    ("agent", 5),
+    ("kestrel", 6),
+];
+
+fn layer(module: &str) -> Option<u8> {
+    LAYERS.iter().find(|(m, _)| *m == module).map(|(_, l)| *l)
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a line without its comment (doc links may point anywhere).
+fn code(line: &str) -> &str {
+    match line.find("//") {
+        Some(i) => &line[..i],
+        None => line,
+    }
+}
+
+/// The top-level modules a file names through `crate::<module>` (also in `crate::{a, b}`
+/// groups), outside its unit tests, which may reach anything.
+fn named_modules(source: &str) -> Vec<(usize, String)> {
+    let mut named = Vec::new();
+    for (n, line) in source.lines().enumerate() {
+        if line.trim_start().starts_with("#[cfg(test)]") {
+            break;
+        }
+        let mut rest = code(line);
+        while let Some(i) = rest.find("crate::") {
+            rest = &rest[i + "crate::".len()..];
+            let module = ident(rest);
+            if !module.is_empty() {
+                named.push((n + 1, module.to_owned()));
+            }
+        }
+    }
+    let code: String = source
+        .lines()
+        .take_while(|line| !line.trim_start().starts_with("#[cfg(test)]"))
+        .map(code)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("crate::{") {
+        let start = i + "crate::{".len();
+        let line = code[..code.len() - rest.len() + i].matches('\n').count() + 1;
+        let group = &rest[start..];
+        let end = group.find('}').unwrap_or(group.len());
+        for part in group[..end].split(',') {
+            let module = ident(part.trim_start());
+            if !module.is_empty() {
+                named.push((line, module.to_owned()));
+            }
+        }
+        rest = &group[end..];
+    }
+    named
+}
+
+/// The identifier `s` starts with.
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// Every top-level module of the crate and the other top-level modules it names.
+fn module_graph() -> BTreeMap<String, BTreeMap<String, String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 40, "found only {} source files", files.len());
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for file in &files {
+        let relative = file.strip_prefix(&src).unwrap();
+        let top = relative
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy()
+            .trim_end_matches(".rs")
+            .to_owned();
+        if top == "lib" {
+            continue;
+        }
+        let source = std::fs::read_to_string(file).unwrap();
+        let edges = graph.entry(top.clone()).or_default();
+        for (line, module) in named_modules(&source) {
+            if module != top {
+                edges
+                    .entry(module)
+                    .or_insert_with(|| format!("{}:{line}", relative.display()));
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn layers_point_one_way() {
+    let graph = module_graph();
+    for (module, _) in LAYERS {
+        assert!(graph.contains_key(*module), "no module `{module}`");
+    }
+    let mut wrong = Vec::new();
+    for (from, edges) in &graph {
+        for (to, at) in edges {
+            let (Some(theirs), own) = (layer(to), layer(from)) else {
+                continue;
+            };
+            // The shared foundation (messages, models, tools, events, stores) may use the run
+            // machine's data types, and nothing above them.
+            let allowed = match own {
+                Some(own) => theirs < own,
+                None => theirs == 1,
+            };
+            if !allowed {
+                wrong.push(format!("{at}: `{from}` names `crate::{to}`"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports that point up or sideways:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn no_import_circle_goes_through_a_layered_module() {
+    let graph = module_graph();
+    for (start, _) in LAYERS {
+        // Depth-first from each module it names; coming back to `start` is a circle.
+        let mut stack: Vec<Vec<&str>> = graph[*start]
+            .keys()
+            .map(|next| vec![*start, next.as_str()])
+            .collect();
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(path) = stack.pop() {
+            let last = *path.last().unwrap();
+            if last == *start {
+                panic!("import circle: {}", path.join(" -> "));
+            }
+            if !seen.insert(last) {
+                continue;
+            }
+            for next in graph.get(last).into_iter().flat_map(BTreeMap::keys) {
+                let mut longer = path.clone();
+                longer.push(next);
+                stack.push(longer);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_checker_sees_paths_in_use_lines_and_code() {
+    let named = named_modules(
+        "use crate::runtime::Agent;\nuse crate::{\n    definition::X,\n    run::Y,\n};\nlet a = crate::control::f(); // crate::agent\n#[cfg(test)]\nuse crate::kestrel;\n",
+    );
+    assert_eq!(
+        named,
+        [
+            (1, "runtime".to_owned()),
+            (6, "control".to_owned()),
+            (2, "definition".to_owned()),
+            (2, "run".to_owned()),
+        ]
+    );
+}
