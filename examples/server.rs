@@ -42,9 +42,11 @@ async fn main() -> Result<(), Error> {
         .model(model())
         .memory(memory.clone())
         .build()?;
-    let kestrel = Kestrel::builder().agent(greeter).build()?;
+    // The instance's memory, given once: its runs are saved in the same storage, and the
+    // server's memory routes serve it.
+    let kestrel = Kestrel::builder().agent(greeter).memory(memory).build()?;
     // Beyond loopback the server refuses to start without KESTREL_API_TOKEN.
-    let server = Server::from_env(kestrel).memory(memory);
+    let server = Server::from_env(kestrel);
 
     if std::env::args().any(|a| a == "--serve") {
         println!("serving on http://127.0.0.1:4111/api");

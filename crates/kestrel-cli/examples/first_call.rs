@@ -160,7 +160,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let storage = kestrel_cli::dev::open_storage(&dir.path().join("dev.db")).await?;
     let model = ModelSpec::Model(Arc::new(LocalModel::from_path(gguf)));
-    let (kestrel, _memory) = kestrel_cli::dev::demo_kestrel(model, Arc::new(storage.clone()))?;
+    let kestrel = kestrel_cli::dev::demo_kestrel(model, Arc::new(storage.clone()))?;
     let assistant = kestrel.agent(ASSISTANT)?;
 
     let mut thread = 0;

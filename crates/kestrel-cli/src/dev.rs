@@ -9,9 +9,9 @@
 //!   points) and **`writing`** (a paragraph from notes); both are also registered on their
 //!   own, so they can be talked to directly.
 //!
-//! The assistant and the supervisor remember their threads in a [`Memory`] over the store (the
-//! same memory the server's `/api/memory` routes read), and every stopped run is saved in the
-//! store too ([`StorageRunStore`]), so a run waiting for an approval survives a restart.
+//! The store is given once, as the instance's [`Memory`]: the assistant and the supervisor
+//! remember their threads in it, the server's `/api/memory` routes read it, and every stopped
+//! run is saved in the same database, so a run waiting for an approval survives a restart.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,9 +20,8 @@
 //! use kestrel_cli::dev;
 //!
 //! let storage = dev::open_storage(".kestrel/dev.db".as_ref()).await?;
-//! let (kestrel, memory) =
-//!     dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::new(storage))?;
-//! dev::server(kestrel, memory)
+//! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::new(storage))?;
+//! dev::server(kestrel)
 //!     .serve("127.0.0.1:4111".parse()?)
 //!     .await?;
 //! # Ok(()) }
@@ -36,7 +35,7 @@ use kestrel::kestrel::{Kestrel, KestrelError};
 use kestrel::memory::{Memory, MemoryBuildError, WorkingMemory};
 use kestrel::model::ModelSpec;
 use kestrel::server::Server;
-use kestrel::storage::{SqliteStorage, Storage, StorageError, StorageRunStore};
+use kestrel::storage::{SqliteStorage, Storage, StorageError};
 use kestrel::tool::{Tool, create_tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -117,12 +116,9 @@ pub async fn open_storage(path: &Path) -> Result<SqliteStorage, DevError> {
         })
 }
 
-/// The demo instance on `model` (every agent uses it) and `storage`, and the memory its
-/// agents use (give it to [`Server::memory`], as [`server`] does).
-pub fn demo_kestrel(
-    model: ModelSpec,
-    storage: Arc<dyn Storage>,
-) -> Result<(Kestrel, Memory), DevError> {
+/// The demo instance on `model` (every agent uses it) and `storage` (its memory, runs and the
+/// server's memory routes).
+pub fn demo_kestrel(model: ModelSpec, storage: Arc<dyn Storage>) -> Result<Kestrel, DevError> {
     let memory = Memory::builder(storage.clone())
         .last_messages(20)
         .working_memory(WorkingMemory::template(
@@ -159,21 +155,23 @@ pub fn demo_kestrel(
         .memory(memory.clone())
         .build()?;
 
+    // The storage, given once: the instance saves its runs in the memory's database, and the
+    // server's memory routes serve the same memory.
     let kestrel = Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(storage)))
+        .memory(memory.clone())
         .agent(assistant)
         .agent(supervisor)
         // The supervisor's sub-agents, once: in the instance they are the same agents.
         .agent(research)
         .agent(writing)
         .build()?;
-    Ok((kestrel, memory))
+    Ok(kestrel)
 }
 
-/// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` behind the memory
-/// routes, and the token from `KESTREL_API_TOKEN` when it is set.
-pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
-    Server::from_env(kestrel).memory(memory).studio(true)
+/// The server of `kestrel dev`: `kestrel`'s agents, the Studio, the instance's memory behind the
+/// memory routes, and the token from `KESTREL_API_TOKEN` when it is set.
+pub fn server(kestrel: Kestrel) -> Server {
+    Server::from_env(kestrel).studio(true)
 }
 
 fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {

@@ -37,12 +37,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(storage) => storage,
         Err(error) => return fail(USAGE, error),
     };
-    let (kestrel, memory) =
-        match dev::demo_kestrel(ModelSpec::Model(model), Arc::new(storage.clone())) {
-            Ok(demo) => demo,
-            Err(error) => return fail(USAGE, error),
-        };
-    let server = dev::server(kestrel, memory).allowed_hosts(args.allowed_hosts.clone());
+    let kestrel = match dev::demo_kestrel(ModelSpec::Model(model), Arc::new(storage.clone())) {
+        Ok(kestrel) => kestrel,
+        Err(error) => return fail(USAGE, error),
+    };
+    let server = dev::server(kestrel).allowed_hosts(args.allowed_hosts.clone());
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
         Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),

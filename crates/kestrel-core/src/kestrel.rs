@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agent::Agent;
+use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
 use crate::run_store::{InMemoryRunStore, SharedRunStore};
@@ -40,8 +41,8 @@ pub struct Kestrel {
 #[derive(Debug)]
 struct KestrelInner {
     agents: BTreeMap<String, Agent>,
-    models: ModelRegistry,
-    registry: Arc<RunRegistry>,
+    /// Shared by every agent of the instance.
+    runtime: Arc<Runtime>,
 }
 
 impl Kestrel {
@@ -66,27 +67,40 @@ impl Kestrel {
         self.inner.agents.values()
     }
 
-    /// The model registry the instance resolves model strings with.
+    /// The model registry the instance's agents resolve dynamic model strings with (unless
+    /// an agent's builder was given its own).
     pub fn models(&self) -> &ModelRegistry {
-        &self.inner.models
+        &self.inner.runtime.models
+    }
+
+    /// The memory the instance was given ([`KestrelBuilder::memory`]): the server's memory
+    /// routes serve it.
+    pub fn memory(&self) -> Option<&Arc<dyn AgentMemory>> {
+        self.inner.runtime.memory.as_ref()
+    }
+
+    /// Where the instance saves stopped runs: the store it was given, else its memory's
+    /// storage, else an in-process store.
+    pub fn run_store(&self) -> &SharedRunStore {
+        &self.inner.runtime.run_store
     }
 
     /// Aborts a run of any of the instance's agents; `false` when no such run is in progress
     /// in this process.
     pub fn abort_run(&self, run_id: &str) -> bool {
-        self.inner.registry.abort_run(run_id)
+        self.inner.runtime.runs.abort_run(run_id)
     }
 
     /// How many runs of the instance's agents are in progress in this process (sub-agents'
     /// and background tasks' runs included).
     pub fn runs_in_progress(&self) -> usize {
-        self.inner.registry.len()
+        self.inner.runtime.runs.len()
     }
 
     /// Aborts every run in progress on a thread (running, or waiting for the thread), whatever
     /// agent runs it; returns how many.
     pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
-        self.inner.registry.abort_thread(&ThreadKey {
+        self.inner.runtime.runs.abort_thread(&ThreadKey {
             resource_id: resource_id.to_owned(),
             thread_id: thread_id.to_owned(),
         })
@@ -99,6 +113,7 @@ pub struct KestrelBuilder {
     agents: Vec<Agent>,
     models: Option<ModelRegistry>,
     run_store: Option<SharedRunStore>,
+    memory: Option<Arc<dyn AgentMemory>>,
     pubsub: Option<SharedPubSub>,
     background_concurrency: Option<usize>,
 }
@@ -119,8 +134,19 @@ impl KestrelBuilder {
     /// Saves the stopped runs of every registered agent here (unless an agent's builder was
     /// given its own store). With a durable store (SQLite, PostgreSQL) a run that waits for an
     /// approval survives a restart: a new instance on the same database continues it.
+    ///
+    /// Not needed with [`KestrelBuilder::memory`] on a memory whose storage keeps runs.
     pub fn run_store(mut self, store: SharedRunStore) -> Self {
         self.run_store = Some(store);
+        self
+    }
+
+    /// The instance's memory, given once: the instance saves its stopped runs in the same
+    /// storage ([`AgentMemory::run_store`]; `kestrel-memory`'s `Memory` does, so one SQLite or
+    /// PostgreSQL database holds threads and runs), and the server's memory routes serve it.
+    /// Agents remember only with the memory their own builder was given (usually this one).
+    pub fn memory(mut self, memory: impl IntoAgentMemory) -> Self {
+        self.memory = Some(memory.into_agent_memory());
         self
     }
 
@@ -150,11 +176,15 @@ impl KestrelBuilder {
         let registry = Arc::new(registry);
         // One runtime for every agent (and every sub-agent they delegate to): the store, the
         // runs in progress, the leases, the pub/sub and the background limit.
+        let run_store = self
+            .run_store
+            .or_else(|| self.memory.as_ref().and_then(|m| m.run_store()))
+            .unwrap_or_else(|| Arc::new(InMemoryRunStore::new()));
         let runtime = Arc::new(Runtime {
-            run_store: self
-                .run_store
-                .unwrap_or_else(|| Arc::new(InMemoryRunStore::new())),
-            runs: Arc::clone(&registry),
+            run_store,
+            memory: self.memory,
+            runs: registry,
+            models: self.models.unwrap_or_else(ModelRegistry::from_env),
         });
         let mut agents = BTreeMap::new();
         for agent in self.agents {
@@ -165,11 +195,7 @@ impl KestrelBuilder {
             }
         }
         Ok(Kestrel {
-            inner: Arc::new(KestrelInner {
-                agents,
-                models: self.models.unwrap_or_else(ModelRegistry::from_env),
-                registry,
-            }),
+            inner: Arc::new(KestrelInner { agents, runtime }),
         })
     }
 }

@@ -13,6 +13,7 @@
 //! Stored message ids equal the ids streamed in events. `persist` must be idempotent by message
 //! id: a continued or retried run may hand the same message again.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,7 @@ use crate::context::RequestContext;
 use crate::error::BoxError;
 use crate::message::Message;
 use crate::run::GenerateResult;
+use crate::run_store::SharedRunStore;
 use crate::tool::SharedTool;
 
 /// The conversation a run belongs to.
@@ -125,6 +127,19 @@ pub trait AgentMemory: Send + Sync {
     /// offered to the model only in runs with a thread and a resource.
     fn tools(&self) -> Vec<SharedTool> {
         Vec::new()
+    }
+
+    /// Where stopped runs are saved when this memory's storage keeps them too. A
+    /// [`crate::kestrel::Kestrel`] instance given this memory saves its runs there (unless it
+    /// was given a run store of its own), so one storage holds both. The default: `None`.
+    fn run_store(&self) -> Option<SharedRunStore> {
+        None
+    }
+
+    /// This memory as [`Any`], for layers that know its concrete type (the server serves
+    /// `kestrel-memory`'s `Memory` behind its memory routes). The default: `None`.
+    fn as_any(&self) -> Option<&dyn Any> {
+        None
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`Memory`]: an agent's memory over a [`Storage`].
 
+use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
@@ -10,10 +11,11 @@ use kestrel_core::context::RequestContext;
 use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
+use kestrel_core::run_store::SharedRunStore;
 use kestrel_core::tool::SharedTool;
 use kestrel_storage::{
     Metadata, MetadataUpdate, NewMessage, NewThread, Selection, Storage, StorageError,
-    StoredMessage, ThreadPatch,
+    StorageRunStore, StoredMessage, ThreadPatch,
 };
 use serde_json::Value;
 
@@ -444,6 +446,18 @@ impl AgentMemory for Memory {
         for processor in &self.inner.processors {
             processor.run_finished(&cx, result).await;
         }
+    }
+
+    /// The memory's storage keeps stopped runs too: an instance given this memory saves its
+    /// runs in the same database.
+    fn run_store(&self) -> Option<SharedRunStore> {
+        Some(Arc::new(StorageRunStore::new(Arc::clone(
+            &self.inner.storage,
+        ))))
+    }
+
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
     }
 
     fn tools(&self) -> Vec<SharedTool> {

@@ -30,7 +30,7 @@ use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::{Tool, ToolError, create_tool};
 use kestrel_memory::{Memory, ObservationalMemory, WorkingMemory};
 use kestrel_server::Server;
-use kestrel_storage::{SqliteStorage, Storage, StorageRunStore};
+use kestrel_storage::{SqliteStorage, Storage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -82,14 +82,16 @@ async fn main() -> Result<(), Error> {
         .agents([tool_agent("research").build()?])
         .memory(memory.clone())
         .build()?;
+    // Given once: the instance saves its runs in the memory's storage, and the server's
+    // memory routes serve it.
     let kestrel = Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(storage)))
+        .memory(memory)
         .agent(assistant)
         .agent(supervisor)
         .agent(tool_agent("research").build()?)
         .build()?;
 
-    let server = Server::new(kestrel).memory(memory);
+    let server = Server::new(kestrel);
     let (listener, addr) = server
         .bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         .await?;

@@ -32,7 +32,7 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
     let path = dir.path().join("dev.db");
 
     let storage = dev::open_storage(&path).await.unwrap();
-    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let kestrel = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
     let stopped = kestrel
         .agent(dev::ASSISTANT)
         .unwrap()
@@ -45,7 +45,7 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
     storage.close().await;
 
     let storage = dev::open_storage(&path).await.unwrap();
-    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let kestrel = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
     let agent = kestrel.agent(dev::ASSISTANT).unwrap();
     let waiting = agent
         .list_suspended_runs(SuspendedRunsQuery {
@@ -74,7 +74,7 @@ async fn the_demo_has_its_agents_and_tools() {
     let storage = dev::open_storage(&dir.path().join("a/b/dev.db"))
         .await
         .unwrap();
-    let (kestrel, _memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let kestrel = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
     let ids: Vec<&str> = kestrel.agents().map(|a| a.id()).collect();
     assert_eq!(
         ids,
@@ -97,8 +97,8 @@ async fn the_demo_has_its_agents_and_tools() {
 async fn the_server_serves_the_studio_and_the_api() {
     let dir = tempfile::tempdir().unwrap();
     let storage = dev::open_storage(&dir.path().join("dev.db")).await.unwrap();
-    let (kestrel, memory) = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
-    let server = dev::server(kestrel, memory);
+    let kestrel = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
+    let server = dev::server(kestrel);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
     let http = reqwest::Client::new();

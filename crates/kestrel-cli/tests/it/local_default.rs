@@ -253,7 +253,7 @@ async fn the_demo_assistant_answers_the_demo_prompts() {
         .await
         .unwrap();
     let model = kestrel::providers::local::LocalModel::from_path(gguf);
-    let (kestrel, _memory) = kestrel_cli::dev::demo_kestrel(
+    let kestrel = kestrel_cli::dev::demo_kestrel(
         kestrel::model::ModelSpec::Model(Arc::new(model)),
         Arc::new(storage.clone()),
     )

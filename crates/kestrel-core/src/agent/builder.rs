@@ -201,7 +201,10 @@ impl AgentBuilder {
         if self.max_steps == 0 {
             return Err(AgentBuildError::ZeroMaxSteps { agent });
         }
-        let registry = self.registry.unwrap_or_else(ModelRegistry::from_env);
+        let registry = self
+            .registry
+            .clone()
+            .unwrap_or_else(ModelRegistry::from_env);
         let choice = match self.model {
             Some(choice) => choice,
             None => match crate::model::default_model(crate::model::process_env) {
@@ -245,7 +248,7 @@ impl AgentBuilder {
             tools,
             max_steps: self.max_steps,
             defaults: self.defaults,
-            registry,
+            own_registry: self.registry,
             memory: self.memory,
             own_run_store: self.run_store,
             sub_agents,
@@ -264,7 +267,7 @@ impl AgentBuilder {
         }
         Ok(Agent {
             inner: Arc::new(inner),
-            runtime: Arc::new(Runtime::standalone(None)),
+            runtime: Arc::new(Runtime::standalone(registry)),
         })
     }
 }

@@ -72,7 +72,8 @@ pub(crate) struct AgentDefinition {
     pub(crate) tools: ToolSet,
     pub(crate) max_steps: u32,
     pub(crate) defaults: RunOptions,
-    pub(crate) registry: ModelRegistry,
+    /// The registry the builder was given: it stands over the runtime's for dynamic models.
+    pub(crate) own_registry: Option<ModelRegistry>,
     pub(crate) memory: Option<Arc<dyn AgentMemory>>,
     /// The run store the builder was given: it stands over the runtime's.
     pub(crate) own_run_store: Option<SharedRunStore>,

@@ -27,28 +27,44 @@ pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscr
 
 use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::memory::AgentMemory;
+use crate::model::ModelRegistry;
 use crate::run::DelegationHop;
 use crate::run_store::SharedRunStore;
 use crate::tool::{ApprovalContext, ToolSet};
 use registry::RunRegistry;
 
-/// What the runs of agents share: where stopped runs are saved, and the runs in progress
-/// (aborts, pauses), thread leases, pub/sub and the background limit. A standalone agent has
-/// its own; a `Kestrel` instance gives all of its agents one, and a sub-agent always runs in
-/// the runtime of the run that delegates to it.
-#[derive(Debug)]
+/// The environment the runs of agents share: the storage (where stopped runs are saved, and
+/// the memory the instance was given), the runs in progress (aborts, pauses, thread leases,
+/// pub/sub and the background limit), and the model registry dynamic models resolve in. A
+/// standalone agent has its own; a `Kestrel` instance gives all of its agents one, and a
+/// sub-agent always runs in the runtime of the run that delegates to it.
 pub(crate) struct Runtime {
     pub(crate) run_store: SharedRunStore,
+    /// The instance's memory (its storage), when it was given one.
+    pub(crate) memory: Option<Arc<dyn AgentMemory>>,
     pub(crate) runs: Arc<RunRegistry>,
+    pub(crate) models: ModelRegistry,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("run_store", &self.run_store)
+            .field("memory", &self.memory.is_some())
+            .field("runs", &self.runs)
+            .field("models", &self.models)
+            .finish()
+    }
 }
 
 impl Runtime {
-    /// A runtime of its own: an in-process run store (unless given one) and registry.
-    pub(crate) fn standalone(run_store: Option<SharedRunStore>) -> Self {
+    /// A runtime of its own: an in-process run store and registry, no instance memory.
+    pub(crate) fn standalone(models: ModelRegistry) -> Self {
         Self {
-            run_store: run_store
-                .unwrap_or_else(|| Arc::new(crate::run_store::InMemoryRunStore::new())),
+            run_store: Arc::new(crate::run_store::InMemoryRunStore::new()),
+            memory: None,
             runs: Default::default(),
+            models,
         }
     }
 }

@@ -11,6 +11,7 @@ mod approval;
 mod background;
 mod delegation;
 mod delegation_control;
+mod environment;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod fake_server;
 mod iteration;

@@ -107,8 +107,8 @@ fn model(tool: &'static str, args: Value) -> Arc<ScriptedModel> {
     }))
 }
 
-/// A `Kestrel` instance (a "process") on `store`: the agent with memory and a durable run
-/// store.
+/// A `Kestrel` instance (a "process") on `store`: the agent with memory, and the instance's
+/// runs saved in the memory's storage.
 fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> Kestrel {
     let memory = Memory::builder(Arc::clone(&store))
         .last_messages(10)
@@ -117,11 +117,12 @@ fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> K
     let agent = Agent::builder("assistant")
         .model(model(tool_name, json!({"to": "bob@example.com"})))
         .tool(tool)
-        .memory(memory)
+        .memory(memory.clone())
         .build()
         .unwrap();
+    // The storage, given once: the instance saves its runs in the memory's database.
     Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(store)))
+        .memory(memory)
         .agent(agent)
         .build()
         .unwrap()
@@ -410,11 +411,11 @@ fn delegating_instance(
     let supervisor = Agent::builder("supervisor")
         .model(model("agent-worker", json!({"prompt": "Do the work"})))
         .agents([worker])
-        .memory(memory)
+        .memory(memory.clone())
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(store)))
+        .memory(memory)
         .agent(supervisor)
         .build()
         .unwrap();

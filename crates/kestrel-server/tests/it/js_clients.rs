@@ -120,6 +120,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     Kestrel::builder()
+        .memory(memory.clone())
         .agent(echo)
         .agent(mailer)
         .agent(asker)
@@ -130,7 +131,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
 /// Serves the agents and runs `node compat-tests/<script> <base URL>`.
 async fn run_script(script: &str) {
     let memory = Memory::new(Arc::new(InMemoryStorage::new()));
-    let server = Server::new(kestrel(&memory)).memory(memory);
+    let server = Server::new(kestrel(&memory));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let output = tokio::process::Command::new("node")

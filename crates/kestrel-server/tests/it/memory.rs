@@ -28,15 +28,11 @@ async fn start(memory: Option<Memory>, configure: impl FnOnce(Server) -> Server)
     if let Some(memory) = &memory {
         echo = echo.memory(memory.clone());
     }
-    let kestrel = Kestrel::builder()
-        .agent(echo.build().unwrap())
-        .build()
-        .unwrap();
-    let mut server = Server::new(kestrel);
+    let mut kestrel = Kestrel::builder().agent(echo.build().unwrap());
     if let Some(memory) = memory {
-        server = server.memory(memory);
+        kestrel = kestrel.memory(memory);
     }
-    let server = configure(server);
+    let server = configure(Server::new(kestrel.build().unwrap()));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {

@@ -19,9 +19,12 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> String {
         })))
         .build()
         .unwrap();
-    let kestrel = Kestrel::builder().agent(echo).build().unwrap();
-    let server =
-        configure(Server::new(kestrel).memory(Memory::new(Arc::new(InMemoryStorage::new()))));
+    let kestrel = Kestrel::builder()
+        .agent(echo)
+        .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+        .build()
+        .unwrap();
+    let server = configure(Server::new(kestrel));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     format!("http://{addr}")

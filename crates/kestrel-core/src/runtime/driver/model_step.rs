@@ -37,7 +37,8 @@ impl AgentRun {
                         source,
                     }
                 })?;
-                spec.resolve(&inner.registry)
+                let registry = inner.own_registry.as_ref();
+                spec.resolve(registry.unwrap_or(&self.agent.runtime.models))
                     .map_err(|source| AgentError::ModelResolution {
                         run_id: run_id.clone(),
                         source,

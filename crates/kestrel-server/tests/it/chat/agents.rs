@@ -10,7 +10,6 @@ use kestrel_core::message::Role;
 use kestrel_core::model::{ModelError, ModelEvent, ScriptStep, ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::create_tool;
 use kestrel_memory::Memory;
-use kestrel_memory::kestrel_storage::StorageRunStore;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -242,7 +241,7 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(memory.storage().clone())))
+        .memory(memory.clone())
         .agent(flaky)
         .agent(echo)
         .agent(weather)

@@ -98,8 +98,12 @@ async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
             .memory(memory.clone())
             .build()
             .unwrap();
-        let kestrel = Kestrel::builder().agent(echo).build().unwrap();
-        let server = Server::new(kestrel).memory(memory);
+        let kestrel = Kestrel::builder()
+            .agent(echo)
+            .memory(memory)
+            .build()
+            .unwrap();
+        let server = Server::new(kestrel);
         let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         tokio::spawn(server.serve_on(listener, addr));
         let base = format!("http://{addr}");
@@ -186,11 +190,11 @@ async fn what_the_fuzzer_found_answers_4xx() {
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .run_store(Arc::new(kestrel_storage::StorageRunStore::new(storage)))
+        .memory(memory)
         .agent(mailer)
         .build()
         .unwrap();
-    let server = Server::new(kestrel).memory(memory);
+    let server = Server::new(kestrel);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let f = Fixture {
