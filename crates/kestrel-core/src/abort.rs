@@ -1,5 +1,7 @@
 //! Cancellation: an [`AbortSignal`] that runs, model calls and tools watch.
 
+use std::sync::Arc;
+
 use tokio_util::sync::CancellationToken;
 
 /// A cloneable cancellation signal, like the web's `AbortSignal`.
@@ -8,7 +10,9 @@ use tokio_util::sync::CancellationToken;
 /// its parent fires but can also be aborted on its own (used for sub-runs).
 #[derive(Debug, Clone, Default)]
 pub struct AbortSignal {
-    token: CancellationToken,
+    // Shared, not cloned: a token's clone takes a lock, and a run clones its signal into every
+    // model request and tool context.
+    token: Arc<CancellationToken>,
 }
 
 impl AbortSignal {
@@ -35,7 +39,7 @@ impl AbortSignal {
     /// A signal that fires with this one, or on its own.
     pub fn child(&self) -> Self {
         Self {
-            token: self.token.child_token(),
+            token: Arc::new(self.token.child_token()),
         }
     }
 }

@@ -2,9 +2,12 @@
 //! parent's runtime, and what the parent's model gets back. What users configure (options,
 //! hooks, limits) and how delegation behaves is described in [`crate::definition::delegation`].
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::future::Either;
 use serde_json::{Value, json};
 
 use crate::definition::AgentError;
@@ -139,54 +142,81 @@ impl Tool for DelegationTool {
         true
     }
 
-    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+    // Written out, not `async`: an async body would hold its own copies of the input and the
+    // context next to the ones the delegation's future owns, as long as the sub-agent runs.
+    fn execute<'tool, 'call>(
+        &'tool self,
+        input: Value,
+        ctx: ToolContext,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'call>>
+    where
+        'tool: 'call,
+    {
         // The sub-agent runs in the runtime of the run that delegates.
-        let bound;
-        let this = match ctx.extension::<Arc<Runtime>>() {
-            Some(runtime) => {
-                bound = DelegationTool {
-                    shape: Arc::clone(&self.shape),
-                    agent: self.agent.in_runtime(runtime),
-                };
-                &bound
-            }
-            None => self,
+        let tool = match ctx.extension::<Arc<Runtime>>() {
+            Some(runtime) => DelegationTool {
+                shape: Arc::clone(&self.shape),
+                agent: self.agent.in_runtime(runtime),
+            },
+            None => self.clone(),
         };
-        this.delegate(input, ctx).await
+        Box::pin(tool.delegate(input, ctx))
     }
 }
 
 impl DelegationTool {
     /// [`Tool::execute`], with the sub-agent in the delegating run's runtime.
-    async fn delegate(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
-        let id = self.agent.id();
-        let failed = || format!("The {id:?} agent could not complete the task.");
-        // A delegation whose sub-agent's run is already stored (it stopped for a decision,
-        // was paused, or this process restarted) continues that run: its prompt and start
-        // hooks ran when it began.
+    // Not `async fn`: that would hold the arguments twice (see `execute`).
+    #[allow(clippy::manual_async_fn)]
+    fn delegate(
+        self,
+        input: Value,
+        ctx: ToolContext,
+    ) -> impl Future<Output = Result<Value, ToolError>> + Send {
+        async move { self.delegate_in(input, &ctx).await }
+    }
+
+    async fn delegate_in(&self, input: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
+        let (run, scope) = match self.prepare(input, ctx).await? {
+            Stored::Continue(run, scope) => (run, scope),
+            Stored::Ended(outcome) => return self.complete(*outcome, None, ctx).await,
+        };
+        if let Some(background) = ctx.extension::<BackgroundCall>().cloned() {
+            return Ok(self
+                .run_in_background(run, scope, ctx.clone(), background)
+                .await);
+        }
+        let outcome = drive(*run, ctx).await;
+        self.complete(outcome, scope, ctx).await
+    }
+
+    /// The sub-agent's run to drive: a new one, or the stored one of a delegation that stopped
+    /// (for a decision, a pause, or a restart of this process), whose prompt and start hooks
+    /// ran when it began. Its own function, so what it holds (a stored run's state) takes no
+    /// room in the future that drives the sub-agent.
+    async fn prepare(&self, input: Value, ctx: &ToolContext) -> Result<Stored, ToolError> {
         let stored = match ctx.extension::<SubRunContext>() {
             Some(link) if link.is_new => None,
             Some(link) => match link.store.load(&link.sub_run.run_id).await {
                 Ok(stored) => stored,
                 Err(error) => {
+                    let id = self.agent.id();
                     tracing::warn!(sub_agent = %id, %error, "loading the sub-agent's run failed");
-                    return Err(ToolError::new(failed()));
+                    return Err(ToolError::new(format!(
+                        "The {id:?} agent could not complete the task."
+                    )));
                 }
             },
             None => None,
         };
-        let (run, scope) = match stored {
-            Some(stored) => match self.continue_stored(stored, &ctx) {
-                Stored::Continue(run, scope) => (*run, scope),
-                Stored::Ended(outcome) => return self.complete(*outcome, None, &ctx).await,
-            },
-            None => self.start(input, &ctx).await?,
-        };
-        if let Some(background) = ctx.extension::<BackgroundCall>().cloned() {
-            return Ok(self.run_in_background(run, scope, ctx, background).await);
+        match stored {
+            Some(stored) => Ok(self.continue_stored(stored, ctx)),
+            None => {
+                let (run, scope) = self.start(input, ctx).await?;
+                // Boxed: the run moves on into the sub-run's future.
+                Ok(Stored::Continue(Box::new(run), scope))
+            }
         }
-        let outcome = drive(run, &ctx).await;
-        self.complete(outcome, scope, &ctx).await
     }
 }
 
@@ -200,17 +230,24 @@ enum Stored {
 
 /// Drives a sub-agent's run; while the parent is streamed, its events go nested under the
 /// delegation's tool call.
-async fn drive(run: AgentRun, ctx: &ToolContext) -> Result<GenerateResult, AgentError> {
+///
+/// Not an `async fn`: its future would keep the run it was given next to the run's own future.
+fn drive(
+    run: AgentRun,
+    ctx: &ToolContext,
+) -> impl Future<Output = Result<GenerateResult, AgentError>> + Send + '_ {
     if !ctx.writer().is_observed() {
-        return run.run().await;
+        return Either::Left(run.run());
     }
     let mut stream = run.into_stream();
-    while let Some(event) = stream.next().await {
-        if let Err(error) = ctx.writer().write(&event).await {
-            tracing::debug!(%error, "a sub-agent's event could not be forwarded");
+    Either::Right(async move {
+        while let Some(event) = stream.next().await {
+            if let Err(error) = ctx.writer().write(&event).await {
+                tracing::debug!(%error, "a sub-agent's event could not be forwarded");
+            }
         }
-    }
-    stream.result().await
+        stream.result().await
+    })
 }
 
 /// Records a hook failure in the run's request context.
@@ -236,4 +273,38 @@ fn record_hook_error(
     errors.push(entry);
     context.set(DELEGATION_HOOK_ERRORS_KEY, Value::Array(errors));
     tracing::warn!(hook, primitive_id, %error, "a delegation hook failed");
+}
+
+#[cfg(test)]
+mod future_sizes {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::model::ScriptedModel;
+
+    /// A delegation's future lives as long as the sub-agent's run, in every run that waits
+    /// for one: it holds the sub-run once, and little next to it.
+    #[tokio::test]
+    async fn a_delegations_future_holds_the_sub_run_once() {
+        let agent = Agent::builder("a")
+            .model(Arc::new(ScriptedModel::new()))
+            .build()
+            .unwrap();
+        let tool = DelegationTool::new(agent.clone());
+        let ctx = ToolContext::standalone("agent-a");
+        let run_size = std::mem::size_of::<AgentRun>();
+        let run = agent.start_run(vec![Message::user("x")], Default::default());
+        let sub_run = std::mem::size_of_val(&run.run());
+        let run = agent.start_run(vec![Message::user("x")], Default::default());
+        let driven = std::mem::size_of_val(&drive(run, &ctx));
+        assert!(
+            driven < sub_run + 64,
+            "driving a sub-run takes {driven} bytes, its run's future {sub_run}"
+        );
+        let delegation = std::mem::size_of_val(&*tool.execute(json!({"prompt": "x"}), ctx));
+        assert!(
+            delegation < sub_run + run_size,
+            "a delegation's future takes {delegation} bytes: more than its sub-run ({sub_run}) \
+             and a run ({run_size})"
+        );
+    }
 }

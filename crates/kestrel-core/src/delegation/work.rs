@@ -29,7 +29,7 @@ impl DelegationTool {
     /// its outcome to the parent's run (or thread) when it ends.
     pub(super) async fn run_in_background(
         &self,
-        run: AgentRun,
+        run: Box<AgentRun>,
         scope: Option<MemoryScope>,
         ctx: ToolContext,
         BackgroundCall { config, runtime }: BackgroundCall,
@@ -54,7 +54,7 @@ impl DelegationTool {
             // Tasks beyond the instance's limit queue here.
             let _permit = Arc::clone(&runtime.limit).acquire_owned().await;
             let abort = run.abort_signal().clone();
-            let outcome = match tokio::time::timeout(config.timeout, drive(run, &ctx)).await {
+            let outcome = match tokio::time::timeout(config.timeout, drive(*run, &ctx)).await {
                 Ok(outcome) => Some(outcome),
                 Err(_) => {
                     abort.abort();

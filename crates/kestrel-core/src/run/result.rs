@@ -36,8 +36,37 @@ pub struct GenerateResult {
 }
 
 impl GenerateResult {
-    pub(crate) fn from_state(state: &RunState) -> Self {
-        let (finish_reason, object) = match &state.status {
+    /// The result of a run that is over, moving its steps and new messages out of `state`
+    /// (which keeps its input, settings and status) instead of copying them.
+    pub(crate) fn take_from_state(state: &mut RunState) -> Self {
+        let (finish_reason, object) = Self::finish_of(state);
+        let steps = std::mem::take(&mut state.steps);
+        let text = steps.last().map(|s| s.text.clone()).unwrap_or_default();
+        let input_len = state.input_len.min(state.messages.len());
+        let response_messages = state.messages.split_off(input_len);
+        state.persisted = state.persisted.min(state.messages.len());
+        Self {
+            run_id: state.run_id.clone(),
+            text,
+            object,
+            tool_calls: steps
+                .iter()
+                .flat_map(|s| s.tool_calls.iter().cloned())
+                .collect(),
+            tool_results: steps
+                .iter()
+                .flat_map(|s| s.tool_results.iter().cloned())
+                .collect(),
+            steps,
+            usage: state.usage,
+            finish_reason,
+            waiting: state.waiting_calls(),
+            response_messages,
+        }
+    }
+
+    fn finish_of(state: &RunState) -> (FinishReason, Option<serde_json::Value>) {
+        match &state.status {
             RunStatus::Finished { reason, object } => (*reason, object.clone()),
             RunStatus::ToolsPending { .. } => (FinishReason::ToolCalls, None),
             RunStatus::Suspended { .. } => {
@@ -53,7 +82,11 @@ impl GenerateResult {
                 (reason, None)
             }
             RunStatus::Ready => (FinishReason::Unknown, None),
-        };
+        }
+    }
+
+    pub(crate) fn from_state(state: &RunState) -> Self {
+        let (finish_reason, object) = Self::finish_of(state);
         Self {
             run_id: state.run_id.clone(),
             text: state.last_text(),

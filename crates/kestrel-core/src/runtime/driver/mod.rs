@@ -433,10 +433,16 @@ impl AgentRun {
     /// in the order they asked (or fail at once, with [`BusyThread::Fail`]). While it holds the
     /// lease, the run takes the messages delivered to the thread and publishes its events to
     /// the thread's subscribers.
-    pub async fn run(mut self) -> Result<GenerateResult, AgentError> {
-        match self.register() {
-            Ok(registered) => self.run_registered(registered).await,
-            Err(e) => Err(self.refuse(e).await),
+    pub fn run(mut self) -> impl Future<Output = Result<GenerateResult, AgentError>> + Send {
+        // Not an `async fn` taking `self`: its future would hold the run twice (the argument
+        // and the local it is moved into) for as long as the run lasts. The block owns the
+        // run once and lends it.
+        let registered = self.register();
+        async move {
+            match registered {
+                Ok(registered) => self.run_registered(registered).await,
+                Err(e) => Err(self.refuse(e).await),
+            }
         }
     }
 
@@ -505,45 +511,52 @@ impl AgentRun {
     }
 
     async fn run_registered(
-        mut self,
+        &mut self,
         _registered: Registered,
     ) -> Result<GenerateResult, AgentError> {
         if let Err(e) = self.check_chosen_id().await {
             return Err(self.refuse(e).await);
         }
-        let runs = Arc::clone(&self.agent.runtime.runs);
-        let thread = self.thread_key();
-        if let Some(thread) = thread {
-            self.sink = self.sink.clone().with_tap(Tap {
-                pubsub: Arc::clone(&runs.pubsub),
-                topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
-            });
-            if self.busy == BusyThread::Fail
-                && let Some(active_run_id) = runs.active_run(&thread)
-            {
-                let e = AgentError::ThreadBusy {
-                    run_id: self.state.run_id.clone(),
-                    thread_id: thread.thread_id.clone(),
-                    active_run_id,
-                };
-                return Err(self.fail(e).await);
-            }
-            let abort = self.abort.clone();
-            let lease = tokio::select! {
-                biased;
-                _ = abort.aborted() => None,
-                lease = runs.lease(thread, &self.run_id) => Some(lease),
-            };
-            let Some(lease) = lease else {
-                let e = self.aborted();
-                return Err(self.fail(e).await);
-            };
-            self.lease = Some(lease);
+        if let Err(e) = self.take_thread().await {
+            return Err(self.fail(e).await);
         }
         let outcome = self.drive().await;
-        self.close_background().await;
+        if self.background.is_some() {
+            // Boxed: inline, what it awaits would take room in every run's future.
+            Box::pin(self.close_background()).await;
+        }
         self.release_thread().await;
         outcome
+    }
+
+    /// A run on a thread publishes its events to the thread's subscribers, and waits for the
+    /// thread's lease (or fails at once when the thread is busy and it may not wait).
+    async fn take_thread(&mut self) -> Result<(), AgentError> {
+        let Some(thread) = self.thread_key() else {
+            return Ok(());
+        };
+        let runs = Arc::clone(&self.agent.runtime.runs);
+        self.sink = self.sink.clone().with_tap(Tap {
+            pubsub: Arc::clone(&runs.pubsub),
+            topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
+        });
+        if self.busy == BusyThread::Fail
+            && let Some(active_run_id) = runs.active_run(&thread)
+        {
+            return Err(AgentError::ThreadBusy {
+                run_id: self.state.run_id.clone(),
+                thread_id: thread.thread_id.clone(),
+                active_run_id,
+            });
+        }
+        let abort = self.abort.clone();
+        let lease = tokio::select! {
+            biased;
+            () = abort.aborted() => None,
+            lease = runs.lease(thread, &self.run_id) => Some(lease),
+        };
+        self.lease = Some(lease.ok_or_else(|| self.aborted())?);
+        Ok(())
     }
 
     async fn drive(&mut self) -> Result<GenerateResult, AgentError> {
@@ -555,7 +568,8 @@ impl AgentRun {
             }
         }
         while self.step().await? {}
-        let mut result = GenerateResult::from_state(&self.state);
+        // The run is over: its steps and messages move into the result.
+        let mut result = GenerateResult::take_from_state(&mut self.state);
         if self.paused {
             result.finish_reason = FinishReason::Paused;
         }
@@ -580,10 +594,7 @@ impl AgentRun {
         let run_id = self.run_id.clone();
         let abort = self.abort.clone();
         // Registered now, not at the first poll, so an abort reaches it at once.
-        let driver = match self.register() {
-            Ok(registered) => self.run_registered(registered).boxed(),
-            Err(e) => async move { Err(self.refuse(e).await) }.boxed(),
-        };
+        let driver = self.run().boxed();
         AgentStream::new(run_id, queue, abort, driver)
     }
 
@@ -597,7 +608,7 @@ impl AgentRun {
         self.sink = EventSink::queue(queue.clone());
         let run_id = self.run_id.clone();
         let abort = self.abort.clone();
-        let driver = self.run_registered(registered).boxed();
+        let driver = async move { self.run_registered(registered).await }.boxed();
         Ok(AgentStream::new(run_id, queue, abort, driver))
     }
 
@@ -634,4 +645,30 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod future_sizes {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::model::ScriptedModel;
+
+    /// Every run in progress holds its run's future: a copy of the run too many there is a
+    /// kilobyte per run (10,000 concurrent runs are W5 of BENCHMARKS.md).
+    #[tokio::test]
+    async fn a_runs_future_holds_the_run_once() {
+        let agent = Agent::builder("a")
+            .model(Arc::new(ScriptedModel::new()))
+            .build()
+            .unwrap();
+        let mut run = agent.start_run(vec![Message::user("x")], RunOptions::new());
+        let run_size = std::mem::size_of::<AgentRun>();
+        let drive = std::mem::size_of_val(&run.drive());
+        let future = std::mem::size_of_val(&run.run());
+        assert!(
+            future < run_size * 2 + drive,
+            "the run's future takes {future} bytes: the run ({run_size}) more than once, next \
+             to what it drives ({drive})"
+        );
+    }
 }

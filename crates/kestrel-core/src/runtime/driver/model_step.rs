@@ -140,10 +140,14 @@ impl AgentRun {
         let mut names: HashMap<String, String> = HashMap::new();
         let mut open = OpenPart::None;
         let mut finish: Option<(FinishReason, Usage)> = None;
+        // One waiter for the whole answer: making (and dropping) one per streamed delta was a
+        // tenth of a run's CPU time.
+        let aborted = abort.aborted();
+        tokio::pin!(aborted);
         loop {
             let next = tokio::select! {
                 biased;
-                _ = abort.aborted() => {
+                () = &mut aborted => {
                     self.keep_partial(&message_id, &text, &reasoning).await;
                     return Err(self.aborted());
                 }
