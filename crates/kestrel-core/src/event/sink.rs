@@ -59,15 +59,23 @@ impl EventSink {
     }
 
     /// Sends an event. Async so that sinks with backpressure (pub/sub) fit the same call.
-    pub(crate) async fn emit(&self, event: Event) {
-        if let Some(tap) = &self.tap
-            && tap.pubsub.has_subscribers(&tap.topic)
-            && let Err(error) = tap.pubsub.publish(&tap.topic, event.clone()).await
-        {
-            tracing::warn!(%error, "publishing a run event to its thread's subscribers failed");
-        }
-        if let Some(q) = &self.queue {
-            q.push(event);
+    pub(crate) fn emit(&self, event: Event) -> impl Future<Output = ()> + Send + '_ {
+        // Not an `async fn`: one would hold the event twice (its argument, and the local it is
+        // moved into), and a run's future is as big as its biggest pending emit.
+        let publish = self
+            .tap
+            .as_ref()
+            .filter(|tap| tap.pubsub.has_subscribers(&tap.topic))
+            .map(|tap| tap.pubsub.publish(&tap.topic, event.clone()));
+        async move {
+            if let Some(publish) = publish
+                && let Err(error) = publish.await
+            {
+                tracing::warn!(%error, "publishing a run event to its thread's subscribers failed");
+            }
+            if let Some(q) = &self.queue {
+                q.push(event);
+            }
         }
     }
 }

@@ -388,11 +388,15 @@ impl AgentRun {
         if self.paused || self.state.next_action() == Action::AwaitDecisions {
             return Ok(false);
         }
-        if let Some(go_on) = self.steer().await? {
+        // The hooks and background tasks most runs never use are boxed, so that what they
+        // await takes no room in every run's future.
+        if (self.iteration_hook.is_some() || self.task_completion.is_some())
+            && let Some(go_on) = Box::pin(self.steer()).await?
+        {
             return Ok(go_on);
         }
         if self.state.next_action() == Action::Finish {
-            if self.await_background().await? {
+            if self.background.is_some() && Box::pin(self.await_background()).await? {
                 return Ok(true);
             }
             if self.continue_for_delivered().await? {
@@ -612,7 +616,18 @@ impl AgentRun {
         Ok(AgentStream::new(run_id, queue, abort, driver))
     }
 
-    async fn fail(&mut self, error: AgentError) -> AgentError {
+    /// Ends the run failed (or aborted): the event, the status, the snapshot closed.
+    ///
+    /// Boxed: it is awaited on every error path of a step, and inline its future would take
+    /// room in every run's future, on the paths that never fail too.
+    fn fail(
+        &mut self,
+        error: AgentError,
+    ) -> std::pin::Pin<Box<dyn Future<Output = AgentError> + Send + '_>> {
+        Box::pin(self.fail_now(error))
+    }
+
+    async fn fail_now(&mut self, error: AgentError) -> AgentError {
         self.error_handled = true;
         if let AgentError::Aborted { .. } = error {
             emit!(
@@ -665,6 +680,7 @@ mod future_sizes {
         let run_size = std::mem::size_of::<AgentRun>();
         let drive = std::mem::size_of_val(&run.drive());
         let future = std::mem::size_of_val(&run.run());
+
         assert!(
             future < run_size * 2 + drive,
             "the run's future takes {future} bytes: the run ({run_size}) more than once, next \

@@ -64,25 +64,32 @@ impl AgentRun {
     }
 
     pub(super) async fn model_phase(&mut self) -> Result<(), AgentError> {
-        if self.abort.is_aborted() {
-            let e = self.aborted();
-            return Err(self.fail(e).await);
-        }
-        let (model, system) = match self.resolve().await {
+        let (model, system) = match self.before_model_call().await {
             Ok(v) => v,
+            // A background task's result that could not be stored has failed the run already.
+            Err(e) if self.error_handled => return Err(e),
             Err(e) => return Err(self.fail(e).await),
         };
-        if let Err(e) = self.load_memory().await {
-            return Err(self.fail(e).await);
-        }
-        if let Err(e) = self.take_delivered().await {
-            return Err(self.fail(e).await);
-        }
-        self.take_background_ready().await?;
         match self.call_model(model, system).await {
             Ok(()) => Ok(()),
             Err(e) => Err(self.fail(e).await),
         }
+    }
+
+    /// What a model call needs first: the model and instructions, the thread's memory, the
+    /// messages delivered to the run and its background tasks' results.
+    async fn before_model_call(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {
+        if self.abort.is_aborted() {
+            return Err(self.aborted());
+        }
+        let resolved = self.resolve().await?;
+        self.load_memory().await?;
+        self.take_delivered().await?;
+        if self.background.is_some() {
+            // Boxed: inline, it would take room in the future of every run.
+            Box::pin(self.take_background_ready()).await?;
+        }
+        Ok(resolved)
     }
 
     pub(super) async fn call_model(

@@ -4,6 +4,7 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::future::Either;
 use futures::{FutureExt, StreamExt};
 use serde_json::Value;
 use tracing::Instrument;
@@ -173,12 +174,19 @@ impl AgentRun {
                     (index, progress.call.clone(), how)
                 })
                 .collect();
-            let mut outcomes = futures::stream::iter(jobs.into_iter().map(|(index, call, how)| {
+            let single = jobs.len() == 1;
+            let calls_of = futures::stream::iter(jobs.into_iter().map(|(index, call, how)| {
                 let agent = agent.clone();
                 let base = base.clone();
                 async move { (index, execute_call(agent, call, base, how).await) }
-            }))
-            .buffered(self.state.settings.tool_concurrency);
+            }));
+            // One call (most steps) needs no `buffered`: its queue keeps a spare task as big as
+            // the call's future, for as long as the call runs.
+            let mut outcomes = if single {
+                Either::Left(calls_of.then(Box::pin))
+            } else {
+                Either::Right(calls_of.buffered(self.state.settings.tool_concurrency))
+            };
             loop {
                 let next = tokio::select! {
                     biased;
