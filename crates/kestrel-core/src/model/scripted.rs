@@ -187,7 +187,7 @@ impl ScriptedResponse {
                 failed |= item.is_err();
                 keep
             });
-            return Ok(futures::stream::iter(events.collect::<Vec<_>>()).boxed());
+            return Ok(futures::stream::iter(events).boxed());
         }
         let abort = request.abort.clone();
         let mut steps: VecDeque<ScriptStep> = self.steps.into();
