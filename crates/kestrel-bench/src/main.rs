@@ -14,8 +14,15 @@
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
 //! or `normal` measures them with every commit synced, or none.
 //!
+//! Built with `--features mimalloc`, the benchmarks run with mimalloc as the global allocator
+//! instead of the system's (glibc's malloc, by default).
+//!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod w4;
 mod w6;

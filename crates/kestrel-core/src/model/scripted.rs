@@ -127,6 +127,9 @@ impl ScriptedResponse {
 
     /// Waits `delay` before streaming anything.
     pub fn with_delay(mut self, delay: Duration) -> Self {
+        // Exactly one more: a full vector would double, and the script lives as long as the
+        // model call waits.
+        self.steps.reserve_exact(1);
         self.steps.insert(0, ScriptStep::Delay(delay));
         self
     }
