@@ -4,8 +4,9 @@
 //! A run that belongs to a thread publishes its events on the thread's topic
 //! ([`thread_topic`]) while someone subscribes to it ([`crate::agent::Agent::subscribe_to_thread`]).
 //! [`InProcessPubSub`] delivers within one process; a backend shared by several processes
-//! (Redis Streams) implements the same trait so that a subscription on one instance sees the
-//! runs of another.
+//! (`kestrel_redis::RedisPubSub`, on Redis Streams) implements the same trait so that a
+//! subscription on one instance sees the runs of another. Every backend passes the same
+//! conformance suite, `pubsub::testing` (feature `testing`).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -18,6 +19,9 @@ use tokio::sync::mpsc;
 
 use crate::error::BoxError;
 use crate::event::Event;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 /// Why a pub/sub operation failed.
 #[derive(Debug, thiserror::Error)]

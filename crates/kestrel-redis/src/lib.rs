@@ -1,0 +1,20 @@
+//! Redis backends for Kestrel, for several instances of one application on one Redis.
+//!
+//! [`RedisPubSub`] carries run events between processes on Redis Streams: a subscription on
+//! one instance (`subscribe_to_thread`, the Studio's live view) sees the runs another instance
+//! drives. It implements [`kestrel_core::pubsub::PubSub`] and passes the same conformance suite
+//! as the in-process default (`kestrel_core::pubsub::testing`, feature `testing`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kestrel_redis::{RedisPubSub, RedisPubSubOptions};
+//!
+//! let pubsub = RedisPubSub::connect("redis://127.0.0.1:6379", RedisPubSubOptions::default()).await?;
+//! let pubsub: kestrel_core::pubsub::SharedPubSub = Arc::new(pubsub);
+//! # Ok(()) }
+//! ```
+
+mod pubsub;
+
+pub use pubsub::{RedisError, RedisPubSub, RedisPubSubOptions};

@@ -1,0 +1,130 @@
+//! `RedisPubSub` on a real Redis: the pub/sub conformance suite, two instances on one Redis,
+//! and a Redis restart under a subscription.
+//!
+//! The Redis comes from `KESTREL_TEST_REDIS_URL` (CI sets it; without it these tests say so
+//! and pass). Every test uses its own key prefix. The restart test starts its own
+//! `redis-server` on a free port.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod restart;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kestrel_core::event::{Event, EventKind, TextDeltaPayload};
+use kestrel_core::pubsub::{PubSub, SharedPubSub, testing};
+use kestrel_redis::{RedisPubSub, RedisPubSubOptions};
+
+/// The test Redis's URL, or `None` (and a note) when none is configured.
+pub(crate) fn redis_url(test: &str) -> Option<String> {
+    match std::env::var("KESTREL_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!("skipping {test}: KESTREL_TEST_REDIS_URL is not set");
+            None
+        }
+    }
+}
+
+/// A key prefix no other test (or test run) uses.
+pub(crate) fn fresh_prefix() -> String {
+    format!("kestrel-test:{}:", uuid::Uuid::new_v4())
+}
+
+pub(crate) fn delta(n: usize) -> Event {
+    Event::agent(
+        format!("run-{n}").into(),
+        EventKind::TextDelta(TextDeltaPayload {
+            id: "m".into(),
+            text: format!("delta {n}"),
+        }),
+    )
+}
+
+async fn connect(url: &str, prefix: &str) -> RedisPubSub {
+    RedisPubSub::connect(url, RedisPubSubOptions::default().key_prefix(prefix))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn redis_pubsub_passes_the_conformance_suite() {
+    let Some(url) = redis_url("redis_pubsub_passes_the_conformance_suite") else {
+        return;
+    };
+    testing::run_all(|| {
+        let url = url.clone();
+        async move { Arc::new(connect(&url, &fresh_prefix()).await) as SharedPubSub }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_subscriber_on_one_instance_sees_what_another_publishes() {
+    let Some(url) = redis_url("a_subscriber_on_one_instance_sees_what_another_publishes") else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let a = connect(&url, &prefix).await;
+    let b = connect(&url, &prefix).await;
+    let mut on_a = a.subscribe("thread:shared").await.unwrap();
+    let mut on_b = b.subscribe("thread:shared").await.unwrap();
+    for n in 0..10 {
+        let publisher = if n % 2 == 0 { &a } else { &b };
+        publisher.publish("thread:shared", delta(n)).await.unwrap();
+    }
+    let expected: Vec<Event> = (0..10).map(delta).collect();
+    for subscription in [&mut on_a, &mut on_b] {
+        let got: Vec<Event> = subscription.take(10).collect().await;
+        assert_eq!(got, expected);
+    }
+    // Another prefix is another application: it sees none of it.
+    let other = connect(&url, &fresh_prefix()).await;
+    let mut elsewhere = other.subscribe("thread:shared").await.unwrap();
+    a.publish("thread:shared", delta(99)).await.unwrap();
+    let silent = tokio::time::timeout(testing::SILENCE, elsewhere.next()).await;
+    assert!(
+        silent.is_err(),
+        "a different key prefix must not see the event"
+    );
+}
+
+#[tokio::test]
+async fn a_stream_keeps_about_max_len_entries() {
+    let Some(url) = redis_url("a_stream_keeps_about_max_len_entries") else {
+        return;
+    };
+    let options = RedisPubSubOptions {
+        max_len: 100,
+        ..RedisPubSubOptions::default().key_prefix(fresh_prefix())
+    };
+    let pubsub = RedisPubSub::connect(&url, options).await.unwrap();
+    for n in 0..2_000 {
+        pubsub.publish("thread:bounded", delta(n)).await.unwrap();
+    }
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let len: usize = redis::cmd("XLEN")
+        .arg(pubsub.stream_key("thread:bounded"))
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    // `MAXLEN ~` trims whole radix-tree nodes (100 entries each by default).
+    assert!((100..=300).contains(&len), "the stream holds {len} entries");
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_is_a_clear_error() {
+    // Nothing listens on port 1.
+    let error = RedisPubSub::connect("redis://127.0.0.1:1", RedisPubSubOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("could not connect to Redis"), "{error}");
+    let error = RedisPubSub::connect("postgres://nope", RedisPubSubOptions::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("is not a Redis URL"), "{error}");
+}
