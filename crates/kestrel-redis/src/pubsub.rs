@@ -7,6 +7,15 @@
 //! goes away the subscription reconnects, with a growing delay, and goes on from the last
 //! entry it delivered: nothing that is still in the stream is skipped. A stream keeps its last
 //! [`RedisPubSubOptions::max_len`] entries (about: `~` lets Redis trim whole nodes).
+//!
+//! A consumer group ([`PubSub::subscribe_group`]) is a Redis consumer group created at the
+//! stream's end by its first subscription. Each consumer reads new entries with
+//! `XREADGROUP` and, before each read, takes over entries other consumers left idle for
+//! [`GroupOptions::claim_idle`] (`XAUTOCLAIM`: their consumer died, or gave them back with
+//! `nack`, which marks them idle at once). The attempt of a delivery is Redis's delivery
+//! count; past `max_attempts` an entry is acknowledged away with a warning. A consumer reads up
+//! to 64 entries at a time, so one busy consumer may hold work another could take: they go to
+//! the others once idle. Needs Redis 6.2 or later (`XAUTOCLAIM`).
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -15,9 +24,12 @@ use std::time::Duration;
 
 use futures::Stream;
 use kestrel_core::event::Event;
-use kestrel_core::pubsub::{DEFAULT_SUBSCRIBER_BACKLOG, PubSub, PubSubError, Subscription};
+use kestrel_core::pubsub::{
+    Acknowledge, DEFAULT_SUBSCRIBER_BACKLOG, Delivery, GroupOptions, GroupSubscription, PubSub,
+    PubSubError, Subscription, check_group,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::streams::StreamReadReply;
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -190,6 +202,23 @@ impl RedisPubSub {
 }
 
 impl Inner {
+    /// Creates the group at the stream's end (and the stream), unless it exists.
+    async fn create_group(&self, key: &str, group: &str) -> redis::RedisResult<()> {
+        let mut connection = self.publisher.clone();
+        let created = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(key)
+            .arg(group)
+            .arg("$")
+            .arg("MKSTREAM")
+            .query_async::<()>(&mut connection)
+            .await;
+        match created {
+            Err(error) if error.code() == Some("BUSYGROUP") => Ok(()),
+            other => other,
+        }
+    }
+
     /// A connection of its own for blocking reads (no response timeout: the read's own
     /// `BLOCK` bounds it).
     async fn reader(&self) -> redis::RedisResult<MultiplexedConnection> {
@@ -242,6 +271,45 @@ impl PubSub for RedisPubSub {
         };
         let task = tokio::spawn(reader.run(connection));
         Ok(Subscription::new(Box::pin(Events {
+            receiver,
+            task: AbortOnDrop(task),
+        })))
+    }
+
+    async fn subscribe_group(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+        options: GroupOptions,
+    ) -> Result<GroupSubscription, PubSubError> {
+        check_group(topic, group, consumer, &options)?;
+        let key = self.stream_key(topic);
+        self.inner
+            .create_group(&key, group)
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        let connection = self
+            .inner
+            .reader()
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        let (sender, receiver) = mpsc::channel(self.inner.options.backlog);
+        let ack = Arc::new(RedisAck {
+            inner: Arc::clone(&self.inner),
+            topic: topic.to_owned(),
+            key,
+            group: group.to_owned(),
+            consumer: consumer.to_owned(),
+            options,
+        });
+        let reader = GroupReader {
+            ack,
+            sender,
+            cursor: "0-0".to_owned(),
+        };
+        let task = tokio::spawn(reader.run(connection));
+        Ok(GroupSubscription::new(Box::pin(Deliveries {
             receiver,
             task: AbortOnDrop(task),
         })))
@@ -336,17 +404,7 @@ impl Reader {
         };
         for entry in reply.keys.into_iter().flat_map(|key| key.ids) {
             self.last.clone_from(&entry.id);
-            let event = entry
-                .map
-                .get(EVENT_FIELD)
-                .cloned()
-                .map(redis::from_redis_value::<String>);
-            let event = match event {
-                Some(Ok(json)) => serde_json::from_str::<Event>(&json).map_err(|e| e.to_string()),
-                Some(Err(e)) => Err(e.to_string()),
-                None => Err(format!("the entry has no {EVENT_FIELD:?} field")),
-            };
-            let event = match event {
+            let event = match entry_event(&entry) {
                 Ok(event) => event,
                 Err(reason) => {
                     // Someone else's entry, or another version's: skipped, not fatal.
@@ -367,12 +425,235 @@ impl Reader {
     }
 }
 
+/// The event in a stream entry, or why there is none.
+fn entry_event(entry: &StreamId) -> Result<Event, String> {
+    match entry
+        .map
+        .get(EVENT_FIELD)
+        .cloned()
+        .map(redis::from_redis_value::<String>)
+    {
+        Some(Ok(json)) => serde_json::from_str::<Event>(&json).map_err(|e| e.to_string()),
+        Some(Err(e)) => Err(e.to_string()),
+        None => Err(format!("the entry has no {EVENT_FIELD:?} field")),
+    }
+}
+
+/// One group consumer's settling of its deliveries.
+struct RedisAck {
+    inner: Arc<Inner>,
+    topic: String,
+    key: String,
+    group: String,
+    consumer: String,
+    options: GroupOptions,
+}
+
+impl RedisAck {
+    fn claim_idle_ms(&self) -> u64 {
+        u64::try_from(self.options.claim_idle.as_millis()).unwrap_or(u64::MAX)
+    }
+}
+
+#[async_trait::async_trait]
+impl Acknowledge for RedisAck {
+    async fn ack(&self, id: &str) -> Result<(), PubSubError> {
+        let mut connection = self.inner.publisher.clone();
+        redis::cmd("XACK")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(id)
+            .query_async::<i64>(&mut connection)
+            .await
+            .map(drop)
+            .map_err(|e| RedisPubSub::error(&self.topic, e))
+    }
+
+    async fn nack(&self, id: &str, _attempt: u32) -> Result<(), PubSubError> {
+        // Redis has no "give back": the entry is made as idle as a dead consumer's, so the
+        // next reclaim of any consumer takes it (JUSTID: without counting a delivery).
+        let mut connection = self.inner.publisher.clone();
+        redis::cmd("XCLAIM")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(&self.consumer)
+            .arg(0)
+            .arg(id)
+            .arg("IDLE")
+            .arg(self.claim_idle_ms())
+            .arg("JUSTID")
+            .query_async::<redis::Value>(&mut connection)
+            .await
+            .map(drop)
+            .map_err(|e| RedisPubSub::error(&self.topic, e))
+    }
+}
+
+/// Reads one group consumer's deliveries: what other consumers left idle (dead, or given
+/// back), then new entries.
+struct GroupReader {
+    ack: Arc<RedisAck>,
+    sender: mpsc::Sender<Delivery>,
+    /// Where the next reclaim scan starts.
+    cursor: String,
+}
+
+impl GroupReader {
+    async fn run(mut self, mut connection: MultiplexedConnection) {
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match self.read(&mut connection).await {
+                Ok(Read::More) => delay = Duration::from_millis(50),
+                Ok(Read::Done) => return,
+                Err(error) => {
+                    tracing::warn!(topic = %self.ack.topic, group = %self.ack.group, %error, ?delay, "reading a Redis consumer group failed; reconnecting");
+                    loop {
+                        if self.sender.is_closed() {
+                            return;
+                        }
+                        tokio::time::sleep(delay).await;
+                        delay = (delay * 2).min(self.ack.inner.options.max_retry_delay);
+                        let fresh = match self.ack.inner.reader().await {
+                            Ok(fresh) => fresh,
+                            Err(error) => {
+                                tracing::debug!(%error, "Redis still unreachable");
+                                continue;
+                            }
+                        };
+                        // A Redis that lost its data lost the group too.
+                        if let Err(error) = self
+                            .ack
+                            .inner
+                            .create_group(&self.ack.key, &self.ack.group)
+                            .await
+                        {
+                            tracing::debug!(%error, "recreating the consumer group failed");
+                            continue;
+                        }
+                        connection = fresh;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn read(&mut self, connection: &mut MultiplexedConnection) -> redis::RedisResult<Read> {
+        if self.sender.is_closed() {
+            return Ok(Read::Done);
+        }
+        let ack = Arc::clone(&self.ack);
+        let claimed: StreamAutoClaimReply = redis::cmd("XAUTOCLAIM")
+            .arg(&ack.key)
+            .arg(&ack.group)
+            .arg(&ack.consumer)
+            .arg(ack.claim_idle_ms())
+            .arg(&self.cursor)
+            .arg("COUNT")
+            .arg(64)
+            .query_async(connection)
+            .await?;
+        self.cursor = claimed.next_stream_id;
+        for entry in claimed.claimed {
+            let pending: StreamPendingCountReply = redis::cmd("XPENDING")
+                .arg(&ack.key)
+                .arg(&ack.group)
+                .arg(&entry.id)
+                .arg(&entry.id)
+                .arg(1)
+                .query_async(connection)
+                .await?;
+            let attempt = pending
+                .ids
+                .first()
+                .map_or(1, |p| u32::try_from(p.times_delivered).unwrap_or(u32::MAX));
+            if attempt > ack.options.max_attempts {
+                tracing::warn!(topic = %ack.topic, group = %ack.group, id = %entry.id, attempts = attempt - 1, "an event was not acknowledged after its last attempt: giving it up");
+                let _: i64 = redis::cmd("XACK")
+                    .arg(&ack.key)
+                    .arg(&ack.group)
+                    .arg(&entry.id)
+                    .query_async(connection)
+                    .await?;
+                continue;
+            }
+            if let Read::Done = self.hand_over(&entry, attempt, connection).await? {
+                return Ok(Read::Done);
+            }
+        }
+        let block = u64::try_from(ack.inner.options.block.as_millis()).unwrap_or(60_000);
+        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&ack.group)
+            .arg(&ack.consumer)
+            .arg("COUNT")
+            .arg(64)
+            .arg("BLOCK")
+            .arg(block)
+            .arg("STREAMS")
+            .arg(&ack.key)
+            .arg(">")
+            .query_async(connection)
+            .await?;
+        for entry in reply.into_iter().flat_map(|r| r.keys).flat_map(|k| k.ids) {
+            if let Read::Done = self.hand_over(&entry, 1, connection).await? {
+                return Ok(Read::Done);
+            }
+        }
+        Ok(Read::More)
+    }
+
+    /// Gives an entry to the consumer (waiting while its queue is full: the entry stays
+    /// pending in Redis meanwhile). An entry that is not an event is acknowledged away.
+    async fn hand_over(
+        &mut self,
+        entry: &StreamId,
+        attempt: u32,
+        connection: &mut MultiplexedConnection,
+    ) -> redis::RedisResult<Read> {
+        let event = match entry_event(entry) {
+            Ok(event) => event,
+            Err(reason) => {
+                tracing::warn!(topic = %self.ack.topic, id = %entry.id, %reason, "skipping a stream entry that is not a Kestrel event");
+                let _: i64 = redis::cmd("XACK")
+                    .arg(&self.ack.key)
+                    .arg(&self.ack.group)
+                    .arg(&entry.id)
+                    .query_async(connection)
+                    .await?;
+                return Ok(Read::More);
+            }
+        };
+        let acker: Arc<dyn Acknowledge> = self.ack.clone();
+        let delivery = Delivery::new(event, attempt, entry.id.clone(), acker);
+        match self.sender.send(delivery).await {
+            Ok(()) => Ok(Read::More),
+            Err(_) => Ok(Read::Done),
+        }
+    }
+}
+
 /// Stops the subscription's reader when the subscription is dropped.
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// A group subscription's deliveries, read by its [`GroupReader`].
+struct Deliveries {
+    receiver: mpsc::Receiver<Delivery>,
+    task: AbortOnDrop,
+}
+
+impl Stream for Deliveries {
+    type Item = Delivery;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        let _ = &self.task;
+        self.receiver.poll_recv(cx)
     }
 }
 

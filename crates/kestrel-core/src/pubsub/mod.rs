@@ -20,8 +20,11 @@ use tokio::sync::mpsc;
 use crate::error::BoxError;
 use crate::event::Event;
 
+mod group;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+
+pub use group::{Acknowledge, Delivery, GroupOptions, GroupSubscription};
 
 /// Why a pub/sub operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -37,18 +40,59 @@ pub struct PubSubError {
 /// Publishes events on topics and streams them to subscribers.
 #[async_trait::async_trait]
 pub trait PubSub: Send + Sync + std::fmt::Debug {
-    /// Sends `event` to every current subscriber of `topic` (none: it is dropped).
+    /// Sends `event` to every current subscriber of `topic`, and to one consumer of each of
+    /// the topic's groups (with no subscriber and no group, it goes nowhere).
     async fn publish(&self, topic: &str, event: Event) -> Result<(), PubSubError>;
 
     /// Every event published on `topic` from now on, in publication order, until the
     /// [`Subscription`] is dropped.
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError>;
 
+    /// Joins `consumer` to `group` on `topic`: work shared by the group's consumers. Each
+    /// event published once the group exists (from its first subscription on) goes to one
+    /// consumer, which acknowledges it ([`Delivery::ack`]); one it gives back
+    /// ([`Delivery::nack`]), or whose consumer goes away, is delivered again, up to
+    /// [`GroupOptions::max_attempts`] deliveries. Events published while the group has no
+    /// consumer wait for one.
+    async fn subscribe_group(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+        options: GroupOptions,
+    ) -> Result<GroupSubscription, PubSubError>;
+
     /// Whether `topic` may have subscribers; publishers skip building events when it has none.
     /// Backends that cannot tell answer `true`.
     fn has_subscribers(&self, _topic: &str) -> bool {
         true
     }
+}
+
+/// Checks a group subscription's names and options (for every backend).
+pub fn check_group(
+    topic: &str,
+    group: &str,
+    consumer: &str,
+    options: &GroupOptions,
+) -> Result<(), PubSubError> {
+    let refuse = |why: &str| PubSubError {
+        topic: topic.to_owned(),
+        source: why.to_owned().into(),
+    };
+    if group.is_empty() || group.len() > 200 {
+        return Err(refuse("a group's name must have 1 to 200 bytes"));
+    }
+    if consumer.is_empty() || consumer.len() > 200 {
+        return Err(refuse("a consumer's name must have 1 to 200 bytes"));
+    }
+    if options.max_attempts == 0 {
+        return Err(refuse("max_attempts must be at least 1"));
+    }
+    if options.claim_idle.is_zero() {
+        return Err(refuse("claim_idle must be more than zero"));
+    }
+    Ok(())
 }
 
 /// A shared pub/sub handle.
@@ -100,6 +144,7 @@ type Subscribers = HashMap<String, Vec<(u64, mpsc::Sender<Event>)>>;
 #[derive(Debug)]
 pub struct InProcessPubSub {
     topics: Arc<Mutex<Subscribers>>,
+    groups: Mutex<group::Groups>,
     next_id: std::sync::atomic::AtomicU64,
     backlog: usize,
 }
@@ -126,6 +171,7 @@ impl InProcessPubSub {
     pub fn with_backlog(backlog: usize) -> Self {
         Self {
             topics: Arc::default(),
+            groups: Mutex::default(),
             next_id: std::sync::atomic::AtomicU64::new(0),
             backlog: backlog.max(1),
         }
@@ -182,7 +228,46 @@ impl PubSub for InProcessPubSub {
                 topics.remove(topic);
             }
         }
+        drop(topics);
+        let groups: Vec<_> = self
+            .groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(topic)
+            .map(|groups| groups.values().cloned().collect())
+            .unwrap_or_default();
+        for group in groups {
+            group::Group::push(&group, event.clone());
+        }
         Ok(())
+    }
+
+    async fn subscribe_group(
+        &self,
+        topic: &str,
+        group: &str,
+        consumer: &str,
+        options: GroupOptions,
+    ) -> Result<GroupSubscription, PubSubError> {
+        check_group(topic, group, consumer, &options)?;
+        // The group's first subscription sets its options.
+        let group = Arc::clone(
+            self.groups
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(topic.to_owned())
+                .or_default()
+                .entry(group.to_owned())
+                .or_insert_with(|| {
+                    Arc::new(Mutex::new(group::Group::new(
+                        topic,
+                        group,
+                        options,
+                        self.backlog,
+                    )))
+                }),
+        );
+        Ok(group::Group::join(&group))
     }
 
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError> {
@@ -211,6 +296,11 @@ impl PubSub for InProcessPubSub {
         lock(&self.topics)
             .get(topic)
             .is_some_and(|subscribers| subscribers.iter().any(|(_, s)| !s.is_closed()))
+            || self
+                .groups
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(topic)
     }
 }
 

@@ -26,7 +26,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use super::{PubSub, SharedPubSub, Subscription};
+use super::{Delivery, GroupOptions, GroupSubscription, PubSub, SharedPubSub, Subscription};
 use crate::event::{
     AbortPayload, Event, EventKind, EventSource, TextDeltaPayload, ToolCallPayload,
 };
@@ -62,7 +62,33 @@ pub const CHECKS: &[Check] = &[
     ("publishing_to_nobody_succeeds", |p| {
         Box::pin(publishing_to_nobody_succeeds(p))
     }),
+    ("a_group_shares_the_work", |p| {
+        Box::pin(a_group_shares_the_work(p))
+    }),
+    ("every_group_gets_every_event", |p| {
+        Box::pin(every_group_gets_every_event(p))
+    }),
+    ("a_nacked_event_comes_again_up_to_max_attempts", |p| {
+        Box::pin(a_nacked_event_comes_again_up_to_max_attempts(p))
+    }),
+    ("a_departed_consumers_work_goes_to_another", |p| {
+        Box::pin(a_departed_consumers_work_goes_to_another(p))
+    }),
+    ("work_waits_for_a_consumer", |p| {
+        Box::pin(work_waits_for_a_consumer(p))
+    }),
+    ("bad_group_names_are_refused", |p| {
+        Box::pin(bad_group_names_are_refused(p))
+    }),
 ];
+
+/// The group options of the checks: short enough that redelivery happens within a check.
+pub fn check_group_options() -> GroupOptions {
+    GroupOptions {
+        max_attempts: 3,
+        claim_idle: Duration::from_millis(400),
+    }
+}
 
 /// Runs every check of [`CHECKS`], each on a pub/sub `fresh` makes.
 pub async fn run_all<F, Fut>(fresh: F)
@@ -285,6 +311,208 @@ pub async fn publishing_to_nobody_succeeds(pubsub: SharedPubSub) {
     }
     let mut later = subscribe(&*pubsub, "thread:nobody", CHECK).await;
     assert_silent(&mut later, CHECK).await;
+}
+
+async fn join(
+    pubsub: &dyn PubSub,
+    topic: &str,
+    group: &str,
+    consumer: &str,
+    check: &str,
+) -> GroupSubscription {
+    match pubsub
+        .subscribe_group(topic, group, consumer, check_group_options())
+        .await
+    {
+        Ok(subscription) => subscription,
+        Err(error) => panic!("{check}: joining {group:?} on {topic:?} failed: {error}"),
+    }
+}
+
+async fn deliver(subscription: &mut GroupSubscription, check: &str) -> Delivery {
+    match tokio::time::timeout(RECEIVE_TIMEOUT, subscription.next()).await {
+        Ok(Some(delivery)) => delivery,
+        Ok(None) => panic!("{check}: the group subscription ended while a delivery was expected"),
+        Err(_) => panic!("{check}: no delivery within {RECEIVE_TIMEOUT:?}"),
+    }
+}
+
+async fn assert_no_delivery(subscription: &mut GroupSubscription, wait: Duration, check: &str) {
+    if let Ok(Some(delivery)) = tokio::time::timeout(wait, subscription.next()).await {
+        panic!("{check}: a delivery arrived that should not have: {delivery:?}");
+    }
+}
+
+async fn settle(delivery: Delivery, ack: bool, check: &str) {
+    let done = if ack {
+        delivery.ack().await
+    } else {
+        delivery.nack().await
+    };
+    if let Err(error) = done {
+        panic!("{check}: settling a delivery failed: {error}");
+    }
+}
+
+fn run_number(event: &Event) -> usize {
+    event
+        .run_id
+        .strip_prefix("run-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+/// Two consumers of one group: every event goes to exactly one of them, first time.
+pub async fn a_group_shares_the_work(pubsub: SharedPubSub) {
+    const CHECK: &str = "a_group_shares_the_work";
+    let topic = "work:share";
+    let mut one = join(&*pubsub, topic, "workers", "one", CHECK).await;
+    let mut two = join(&*pubsub, topic, "workers", "two", CHECK).await;
+    for n in 0..20 {
+        publish(&*pubsub, topic, numbered(n), CHECK).await;
+    }
+    let mut seen = Vec::new();
+    // Read both until all twenty arrived; each is acknowledged.
+    while seen.len() < 20 {
+        let delivery = tokio::select! {
+            d = deliver(&mut one, CHECK) => d,
+            d = deliver(&mut two, CHECK) => d,
+        };
+        assert_eq!(delivery.attempt, 1, "{CHECK}: a first delivery");
+        seen.push(run_number(&delivery.event));
+        settle(delivery, true, CHECK).await;
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (0..20).collect::<Vec<_>>(),
+        "{CHECK}: each event once"
+    );
+    let wait = check_group_options().claim_idle * 3;
+    let (a, b) = tokio::join!(
+        assert_no_delivery(&mut one, wait, CHECK),
+        assert_no_delivery(&mut two, wait, CHECK)
+    );
+    let ((), ()) = (a, b);
+}
+
+/// Two groups and a plain subscriber of one topic each get every event.
+pub async fn every_group_gets_every_event(pubsub: SharedPubSub) {
+    const CHECK: &str = "every_group_gets_every_event";
+    let topic = "work:groups";
+    let mut first = join(&*pubsub, topic, "first", "c", CHECK).await;
+    let mut second = join(&*pubsub, topic, "second", "c", CHECK).await;
+    let mut watcher = subscribe(&*pubsub, topic, CHECK).await;
+    for n in 0..5 {
+        publish(&*pubsub, topic, numbered(n), CHECK).await;
+    }
+    for group in [&mut first, &mut second] {
+        for n in 0..5 {
+            let delivery = deliver(group, CHECK).await;
+            assert_eq!(
+                delivery.event,
+                numbered(n),
+                "{CHECK}: in order within a consumer"
+            );
+            settle(delivery, true, CHECK).await;
+        }
+    }
+    let expected: Vec<Event> = (0..5).map(numbered).collect();
+    assert_eq!(receive_n(&mut watcher, 5, CHECK).await, expected, "{CHECK}");
+}
+
+/// A nacked event is delivered again with the next attempt number, until the group's
+/// `max_attempts`; then it is given up.
+pub async fn a_nacked_event_comes_again_up_to_max_attempts(pubsub: SharedPubSub) {
+    const CHECK: &str = "a_nacked_event_comes_again_up_to_max_attempts";
+    let topic = "work:nack";
+    let mut consumer = join(&*pubsub, topic, "g", "c", CHECK).await;
+    publish(&*pubsub, topic, numbered(7), CHECK).await;
+    let max = check_group_options().max_attempts;
+    for attempt in 1..=max {
+        let delivery = deliver(&mut consumer, CHECK).await;
+        assert_eq!(delivery.event, numbered(7), "{CHECK}");
+        assert_eq!(delivery.attempt, attempt, "{CHECK}: attempts count up");
+        settle(delivery, false, CHECK).await;
+    }
+    let wait = check_group_options().claim_idle * 3;
+    assert_no_delivery(&mut consumer, wait, CHECK).await;
+    // The group goes on with new work.
+    publish(&*pubsub, topic, numbered(8), CHECK).await;
+    let delivery = deliver(&mut consumer, CHECK).await;
+    assert_eq!(
+        (delivery.event.clone(), delivery.attempt),
+        (numbered(8), 1),
+        "{CHECK}"
+    );
+    settle(delivery, true, CHECK).await;
+}
+
+/// A consumer that goes away with a delivery it never acknowledged: another consumer of the
+/// group gets it, as a further attempt.
+pub async fn a_departed_consumers_work_goes_to_another(pubsub: SharedPubSub) {
+    const CHECK: &str = "a_departed_consumers_work_goes_to_another";
+    let topic = "work:departed";
+    let mut leaving = join(&*pubsub, topic, "g", "leaving", CHECK).await;
+    publish(&*pubsub, topic, numbered(1), CHECK).await;
+    let held = deliver(&mut leaving, CHECK).await;
+    assert_eq!(held.attempt, 1, "{CHECK}");
+    // It dies holding it: neither acknowledged nor given back.
+    drop(held);
+    drop(leaving);
+    let mut staying = join(&*pubsub, topic, "g", "staying", CHECK).await;
+    let again = deliver(&mut staying, CHECK).await;
+    assert_eq!(again.event, numbered(1), "{CHECK}");
+    assert_eq!(again.attempt, 2, "{CHECK}: the second delivery");
+    settle(again, true, CHECK).await;
+    let wait = check_group_options().claim_idle * 3;
+    assert_no_delivery(&mut staying, wait, CHECK).await;
+}
+
+/// Events published while a group has no consumer wait for the next one.
+pub async fn work_waits_for_a_consumer(pubsub: SharedPubSub) {
+    const CHECK: &str = "work_waits_for_a_consumer";
+    let topic = "work:waits";
+    drop(join(&*pubsub, topic, "g", "first", CHECK).await);
+    for n in 0..3 {
+        publish(&*pubsub, topic, numbered(n), CHECK).await;
+    }
+    let mut later = join(&*pubsub, topic, "g", "later", CHECK).await;
+    for n in 0..3 {
+        let delivery = deliver(&mut later, CHECK).await;
+        assert_eq!(
+            (delivery.event.clone(), delivery.attempt),
+            (numbered(n), 1),
+            "{CHECK}"
+        );
+        settle(delivery, true, CHECK).await;
+    }
+}
+
+/// Empty names and options out of range are refused with an error, not a panic.
+pub async fn bad_group_names_are_refused(pubsub: SharedPubSub) {
+    const CHECK: &str = "bad_group_names_are_refused";
+    let options = check_group_options();
+    for (group, consumer) in [("", "c"), ("g", ""), (&*"g".repeat(201), "c")] {
+        let refused = pubsub
+            .subscribe_group("work:bad", group, consumer, options)
+            .await;
+        assert!(
+            refused.is_err(),
+            "{CHECK}: group {group:?}, consumer {consumer:?}"
+        );
+    }
+    let zero = GroupOptions {
+        max_attempts: 0,
+        ..options
+    };
+    assert!(
+        pubsub
+            .subscribe_group("work:bad", "g", "c", zero)
+            .await
+            .is_err(),
+        "{CHECK}: max_attempts 0"
+    );
 }
 
 #[cfg(test)]

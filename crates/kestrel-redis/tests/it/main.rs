@@ -55,7 +55,14 @@ async fn redis_pubsub_passes_the_conformance_suite() {
     };
     testing::run_all(|| {
         let url = url.clone();
-        async move { Arc::new(connect(&url, &fresh_prefix()).await) as SharedPubSub }
+        async move {
+            // Short blocking reads: a given-back delivery is taken again at the next read.
+            let options = RedisPubSubOptions {
+                block: std::time::Duration::from_millis(100),
+                ..RedisPubSubOptions::default().key_prefix(fresh_prefix())
+            };
+            Arc::new(RedisPubSub::connect(&url, options).await.unwrap()) as SharedPubSub
+        }
     })
     .await;
 }
@@ -127,4 +134,49 @@ async fn an_unreachable_redis_is_a_clear_error() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("is not a Redis URL"), "{error}");
+}
+
+#[tokio::test]
+async fn two_instances_share_a_groups_work_and_take_over_a_dead_ones() {
+    let Some(url) = redis_url("two_instances_share_a_groups_work_and_take_over_a_dead_ones") else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let options = RedisPubSubOptions {
+        block: std::time::Duration::from_millis(100),
+        ..RedisPubSubOptions::default().key_prefix(&prefix)
+    };
+    let a = RedisPubSub::connect(&url, options.clone()).await.unwrap();
+    let b = RedisPubSub::connect(&url, options).await.unwrap();
+    let group = testing::check_group_options();
+    let mut on_a = a
+        .subscribe_group("work:jobs", "workers", "a", group)
+        .await
+        .unwrap();
+    let mut on_b = b
+        .subscribe_group("work:jobs", "workers", "b", group)
+        .await
+        .unwrap();
+    for n in 0..10 {
+        a.publish("work:jobs", delta(n)).await.unwrap();
+    }
+    // Instance A takes some and dies without acknowledging; B finishes everything.
+    let held = on_a.next().await.unwrap();
+    drop(held);
+    drop(on_a);
+    drop(a);
+    let mut done = std::collections::BTreeSet::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while done.len() < 10 && std::time::Instant::now() < deadline {
+        let Ok(Some(delivery)) =
+            tokio::time::timeout(std::time::Duration::from_secs(2), on_b.next()).await
+        else {
+            continue;
+        };
+        done.insert(delivery.event.run_id.to_string());
+        delivery.ack().await.unwrap();
+    }
+    let expected: std::collections::BTreeSet<String> =
+        (0..10).map(|n| format!("run-{n}")).collect();
+    assert_eq!(done, expected, "B did every job, A's included");
 }
