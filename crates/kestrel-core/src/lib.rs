@@ -34,6 +34,7 @@ pub mod error;
 pub mod event;
 pub mod id;
 pub mod kestrel;
+pub mod lease;
 pub mod memory;
 pub mod message;
 pub mod model;

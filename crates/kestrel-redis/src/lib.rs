@@ -5,6 +5,10 @@
 //! drives. It implements [`kestrel_core::pubsub::PubSub`] and passes the same conformance suite
 //! as the in-process default (`kestrel_core::pubsub::testing`, feature `testing`).
 //!
+//! [`RedisLeases`] grants leases with fencing tokens ([`kestrel_core::lease`]): one owner per
+//! run or thread across instances, and a token that only grows so that a store can refuse
+//! the writes of an owner that lost its lease.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
@@ -15,6 +19,10 @@
 //! # Ok(()) }
 //! ```
 
+mod conn;
+mod lease;
 mod pubsub;
 
-pub use pubsub::{RedisError, RedisPubSub, RedisPubSubOptions};
+pub use conn::RedisError;
+pub use lease::RedisLeases;
+pub use pubsub::{RedisPubSub, RedisPubSubOptions};

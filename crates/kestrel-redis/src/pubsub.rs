@@ -28,7 +28,9 @@ use kestrel_core::pubsub::{
     Acknowledge, DEFAULT_SUBSCRIBER_BACKLOG, Delivery, GroupOptions, GroupSubscription, PubSub,
     PubSubError, Subscription, check_group,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::aio::{ConnectionManager, MultiplexedConnection};
+
+use crate::conn::{RedisError, redacted};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
@@ -36,37 +38,6 @@ use tokio::task::JoinHandle;
 
 /// The stream field that holds an event's JSON.
 const EVENT_FIELD: &str = "event";
-
-/// Why connecting to Redis failed.
-#[derive(Debug, thiserror::Error)]
-pub enum RedisError {
-    /// The URL is not a Redis URL.
-    #[error("{url:?} is not a Redis URL: {source}")]
-    Url {
-        /// The URL as given.
-        url: String,
-        /// What the client said.
-        #[source]
-        source: redis::RedisError,
-    },
-    /// Redis could not be reached.
-    #[error("could not connect to Redis at {url:?}: {source}")]
-    Connect {
-        /// The URL.
-        url: String,
-        /// What the client said.
-        #[source]
-        source: redis::RedisError,
-    },
-    /// An option is out of its range.
-    #[error("invalid Redis pub/sub option {option}: {reason}")]
-    Option {
-        /// The option's name.
-        option: &'static str,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
-}
 
 /// How a [`RedisPubSub`] names its streams and bounds them.
 #[derive(Debug, Clone)]
@@ -145,39 +116,12 @@ impl std::fmt::Debug for RedisPubSub {
     }
 }
 
-/// The URL without its password, for logs and errors.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
-}
-
 impl RedisPubSub {
     /// Connects to the Redis at `url` (`redis://[user:password@]host[:port][/db]`). Fails if
     /// it cannot be reached now; once connected, publishing reconnects by itself.
     pub async fn connect(url: &str, options: RedisPubSubOptions) -> Result<Self, RedisError> {
         options.check()?;
-        let shown = redacted(url);
-        let client = Client::open(url).map_err(|source| RedisError::Url {
-            url: shown.clone(),
-            source,
-        })?;
-        // Few, short retries: while Redis is away a publish fails soon, with the error,
-        // instead of holding up the run that publishes; the next one reconnects.
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let publisher = ConnectionManager::new_with_config(client.clone(), config)
-            .await
-            .map_err(|source| RedisError::Connect {
-                url: shown.clone(),
-                source,
-            })?;
+        let (client, publisher) = crate::conn::connect(url).await?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -677,15 +621,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
-
-    #[test]
-    fn passwords_stay_out_of_logs() {
-        assert_eq!(
-            redacted("redis://user:secret@host:6379/0"),
-            "redis://***@host:6379/0"
-        );
-        assert_eq!(redacted("redis://host:6379"), "redis://host:6379");
-    }
 
     #[test]
     fn options_out_of_range_are_refused_by_name() {

@@ -180,3 +180,47 @@ async fn two_instances_share_a_groups_work_and_take_over_a_dead_ones() {
         (0..10).map(|n| format!("run-{n}")).collect();
     assert_eq!(done, expected, "B did every job, A's included");
 }
+
+#[tokio::test]
+async fn redis_leases_pass_the_conformance_suite() {
+    let Some(url) = redis_url("redis_leases_pass_the_conformance_suite") else {
+        return;
+    };
+    kestrel_core::lease::testing::run_all(|| {
+        let url = url.clone();
+        async move {
+            Arc::new(
+                kestrel_redis::RedisLeases::connect(&url, fresh_prefix())
+                    .await
+                    .unwrap(),
+            ) as Arc<dyn kestrel_core::lease::LeaseProvider>
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn two_instances_see_one_lease_and_tokens_grow_across_them() {
+    use kestrel_core::lease::LeaseProvider;
+    let Some(url) = redis_url("two_instances_see_one_lease_and_tokens_grow_across_them") else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let a = kestrel_redis::RedisLeases::connect(&url, prefix.clone())
+        .await
+        .unwrap();
+    let b = kestrel_redis::RedisLeases::connect(&url, prefix)
+        .await
+        .unwrap();
+    let ttl = std::time::Duration::from_millis(300);
+    let on_a = a.acquire("run:x", "a", ttl).await.unwrap().unwrap();
+    assert_eq!(b.acquire("run:x", "b", ttl).await.unwrap(), None);
+    assert_eq!(b.holder("run:x").await.unwrap(), Some(on_a.clone()));
+    tokio::time::sleep(ttl * 2).await;
+    let on_b = b.acquire("run:x", "b", ttl).await.unwrap().unwrap();
+    assert!(on_b.token > on_a.token);
+    assert!(
+        !a.renew(&on_a, ttl).await.unwrap(),
+        "A's lease ran out and is B's now"
+    );
+}

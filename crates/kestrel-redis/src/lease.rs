@@ -1,0 +1,216 @@
+//! [`RedisLeases`]: leases with fencing tokens on Redis, shared by every instance connected to
+//! it.
+//!
+//! A lease is a key holding `<token>:<holder>` with a time-to-live (`SET … PX`); its token comes
+//! from one counter per key prefix (`INCR`), which never expires, so tokens only grow across
+//! every lease of the prefix. Acquire, renew, release and transfer are each one Lua script,
+//! atomic in Redis: a renewal or a release with a stale lease changes nothing. The lease key
+//! and the counter must live on one Redis (not a cluster: the scripts touch both keys).
+
+use std::time::Duration;
+
+use kestrel_core::lease::{Lease, LeaseError, LeaseProvider, check_lease_request};
+use redis::Script;
+use redis::aio::ConnectionManager;
+
+use crate::conn::{RedisError, redacted};
+
+const ACQUIRE: &str = r"
+local current = redis.call('GET', KEYS[1])
+if current then
+  local sep = string.find(current, ':', 1, true)
+  if string.sub(current, sep + 1) ~= ARGV[1] then return false end
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
+return token
+";
+
+const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+";
+
+const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+";
+
+const TRANSFER: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], token .. ':' .. ARGV[2], 'PX', ARGV[3])
+return token
+";
+
+/// A [`LeaseProvider`] on Redis.
+#[derive(Clone)]
+pub struct RedisLeases {
+    connection: ConnectionManager,
+    prefix: String,
+    url: String,
+    acquire: Script,
+    renew: Script,
+    release: Script,
+    transfer: Script,
+}
+
+impl std::fmt::Debug for RedisLeases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLeases")
+            .field("url", &redacted(&self.url))
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisLeases {
+    /// Connects to the Redis at `url`; every key it writes starts with `prefix` (`kestrel:`
+    /// for an application's own, a fresh one per test).
+    pub async fn connect(url: &str, prefix: impl Into<String>) -> Result<Self, RedisError> {
+        let (_, connection) = crate::conn::connect(url).await?;
+        Ok(Self {
+            connection,
+            prefix: prefix.into(),
+            url: url.to_owned(),
+            acquire: Script::new(ACQUIRE),
+            renew: Script::new(RENEW),
+            release: Script::new(RELEASE),
+            transfer: Script::new(TRANSFER),
+        })
+    }
+
+    fn lease_key(&self, key: &str) -> String {
+        format!("{}lease:{key}", self.prefix)
+    }
+
+    fn counter_key(&self) -> String {
+        format!("{}lease-token", self.prefix)
+    }
+
+    fn backend(key: &str, source: redis::RedisError) -> LeaseError {
+        LeaseError::Backend {
+            key: key.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The stored value of `lease`.
+fn value(lease: &Lease) -> String {
+    format!("{}:{}", lease.token, lease.holder)
+}
+
+#[async_trait::async_trait]
+impl LeaseProvider for RedisLeases {
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        check_lease_request(key, holder, ttl)?;
+        let mut connection = self.connection.clone();
+        let token: Option<u64> = self
+            .acquire
+            .key(self.lease_key(key))
+            .key(self.counter_key())
+            .arg(holder)
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| Self::backend(key, e))?;
+        Ok(token.map(|token| Lease {
+            key: key.to_owned(),
+            holder: holder.to_owned(),
+            token,
+        }))
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, LeaseError> {
+        check_lease_request(&lease.key, &lease.holder, ttl)?;
+        let mut connection = self.connection.clone();
+        let renewed: i64 = self
+            .renew
+            .key(self.lease_key(&lease.key))
+            .arg(value(lease))
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| Self::backend(&lease.key, e))?;
+        Ok(renewed == 1)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        let mut connection = self.connection.clone();
+        let released: i64 = self
+            .release
+            .key(self.lease_key(&lease.key))
+            .arg(value(lease))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| Self::backend(&lease.key, e))?;
+        Ok(released == 1)
+    }
+
+    async fn transfer(
+        &self,
+        lease: &Lease,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        check_lease_request(&lease.key, to, ttl)?;
+        let mut connection = self.connection.clone();
+        let token: Option<u64> = self
+            .transfer
+            .key(self.lease_key(&lease.key))
+            .key(self.counter_key())
+            .arg(value(lease))
+            .arg(to)
+            .arg(ttl_ms(ttl))
+            .invoke_async(&mut connection)
+            .await
+            .map_err(|e| Self::backend(&lease.key, e))?;
+        Ok(token.map(|token| Lease {
+            key: lease.key.clone(),
+            holder: to.to_owned(),
+            token,
+        }))
+    }
+
+    async fn holder(&self, key: &str) -> Result<Option<Lease>, LeaseError> {
+        let mut connection = self.connection.clone();
+        let stored: Option<String> = redis::cmd("GET")
+            .arg(self.lease_key(key))
+            .query_async(&mut connection)
+            .await
+            .map_err(|e| Self::backend(key, e))?;
+        let Some(stored) = stored else {
+            return Ok(None);
+        };
+        let parsed = stored
+            .split_once(':')
+            .and_then(|(token, holder)| Some((token.parse::<u64>().ok()?, holder)));
+        match parsed {
+            Some((token, holder)) => Ok(Some(Lease {
+                key: key.to_owned(),
+                holder: holder.to_owned(),
+                token,
+            })),
+            None => Err(LeaseError::Backend {
+                key: key.to_owned(),
+                source: format!("the lease key holds {stored:?}, not a Kestrel lease").into(),
+            }),
+        }
+    }
+}
