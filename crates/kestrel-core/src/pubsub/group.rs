@@ -186,6 +186,16 @@ impl Group {
 
     pub(super) fn push(this: &Arc<Mutex<Group>>, event: Event) {
         let mut group = lock(this);
+        if group.waiting.len() >= group.backlog {
+            // A group nobody consumes must not grow without end: like a Redis stream's
+            // MAXLEN, the oldest waiting event goes.
+            group.waiting.pop_front();
+            tracing::warn!(
+                topic = %group.topic,
+                group = %group.name,
+                "a consumer group left too many events waiting: dropping the oldest"
+            );
+        }
         let id = group.next_id;
         group.next_id += 1;
         group.waiting.push_back(Pending {
@@ -314,6 +324,36 @@ impl Acknowledge for InProcessAck {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use futures::StreamExt;
+
+    use super::*;
+    use crate::event::{AbortPayload, EventKind};
+
+    fn event(n: usize) -> Event {
+        Event::agent(
+            format!("run-{n}").into(),
+            EventKind::Abort(AbortPayload::default()),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_group_without_consumers_keeps_at_most_its_backlog() {
+        let group = Arc::new(Mutex::new(Group::new("t", "g", GroupOptions::default(), 3)));
+        drop(Group::join(&group));
+        for n in 0..10 {
+            Group::push(&group, event(n));
+        }
+        assert_eq!(lock(&group).waiting.len(), 3);
+        let mut consumer = Group::join(&group);
+        let first = consumer.next().await.unwrap();
+        assert_eq!(&*first.event.run_id, "run-7", "the newest three waited");
     }
 }
 

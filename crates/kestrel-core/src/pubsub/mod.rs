@@ -140,7 +140,8 @@ type Subscribers = HashMap<String, Vec<(u64, mpsc::Sender<Event>)>>;
 /// subscriber delays nobody; one that leaves more than its backlog
 /// ([`InProcessPubSub::with_backlog`], [`DEFAULT_SUBSCRIBER_BACKLOG`] by default) unread is
 /// dropped (its stream ends) rather than buffered without end. A subscription removes itself
-/// when it is dropped, so topics nobody watches any more hold nothing.
+/// when it is dropped, so topics nobody watches any more hold nothing. A consumer group keeps
+/// at most the backlog's number of events waiting for a consumer (the oldest go first).
 #[derive(Debug)]
 pub struct InProcessPubSub {
     topics: Arc<Mutex<Subscribers>>,
