@@ -327,6 +327,9 @@ impl Acknowledge for InProcessAck {
     }
 }
 
+/// The in-process groups of every topic.
+pub(super) type Groups = HashMap<String, HashMap<String, Arc<Mutex<Group>>>>;
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -356,6 +359,3 @@ mod tests {
         assert_eq!(&*first.event.run_id, "run-7", "the newest three waited");
     }
 }
-
-/// The in-process groups of every topic.
-pub(super) type Groups = HashMap<String, HashMap<String, Arc<Mutex<Group>>>>;
