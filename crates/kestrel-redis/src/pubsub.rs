@@ -214,7 +214,7 @@ impl PubSub for RedisPubSub {
             sender,
         };
         let task = tokio::spawn(reader.run(connection));
-        Ok(Subscription::new(Box::pin(Events {
+        Ok(Subscription::new(Box::pin(Queue {
             receiver,
             task: AbortOnDrop(task),
         })))
@@ -253,7 +253,7 @@ impl PubSub for RedisPubSub {
             cursor: "0-0".to_owned(),
         };
         let task = tokio::spawn(reader.run(connection));
-        Ok(GroupSubscription::new(Box::pin(Deliveries {
+        Ok(GroupSubscription::new(Box::pin(Queue {
             receiver,
             task: AbortOnDrop(task),
         })))
@@ -586,31 +586,17 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// A group subscription's deliveries, read by its [`GroupReader`].
-struct Deliveries {
-    receiver: mpsc::Receiver<Delivery>,
+/// What a reader task queued for its subscription (events, or a group's deliveries); the
+/// task stops when the subscription is dropped.
+struct Queue<T> {
+    receiver: mpsc::Receiver<T>,
     task: AbortOnDrop,
 }
 
-impl Stream for Deliveries {
-    type Item = Delivery;
+impl<T> Stream for Queue<T> {
+    type Item = T;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        let _ = &self.task;
-        self.receiver.poll_recv(cx)
-    }
-}
-
-/// A subscription's events, read by its [`Reader`].
-struct Events {
-    receiver: mpsc::Receiver<Event>,
-    task: AbortOnDrop,
-}
-
-impl Stream for Events {
-    type Item = Event;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let _ = &self.task;
         self.receiver.poll_recv(cx)
     }
