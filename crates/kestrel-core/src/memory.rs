@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::context::RequestContext;
 use crate::error::BoxError;
+use crate::lease::Fence;
 use crate::message::Message;
 use crate::run::GenerateResult;
 use crate::run_store::SharedRunStore;
@@ -56,6 +57,7 @@ pub struct MemoryError {
     message: String,
     #[source]
     source: Option<BoxError>,
+    fenced: bool,
 }
 
 impl MemoryError {
@@ -64,6 +66,7 @@ impl MemoryError {
         Self {
             message: message.into(),
             source: None,
+            fenced: false,
         }
     }
 
@@ -72,7 +75,22 @@ impl MemoryError {
         Self {
             message: message.into(),
             source: Some(source.into()),
+            fenced: false,
         }
+    }
+
+    /// A write refused because the run has a newer owner (its [`Fence`] token is below one
+    /// the store has seen): see [`AgentMemory::persist_fenced`].
+    pub fn fenced(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self {
+            fenced: true,
+            ..Self::with_source(message, source)
+        }
+    }
+
+    /// Whether the write was refused for a stale lease token ([`MemoryError::fenced`]).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
     }
 
     /// The message.
@@ -118,6 +136,33 @@ pub trait AgentMemory: Send + Sync {
         message: &Message,
     ) -> Result<(), MemoryError> {
         self.persist(scope, std::slice::from_ref(message)).await
+    }
+
+    /// Stores messages like [`AgentMemory::persist`], as a write of run `fence.run_id`
+    /// under lease token `fence.token`: a memory that supports fencing refuses it (with
+    /// [`MemoryError::fenced`]) once it has seen a greater token for the run, so an instance
+    /// that lost a run to another cannot add messages behind its successor's. Runs shared
+    /// between instances write this way. The default does not check the fence.
+    async fn persist_fenced(
+        &self,
+        scope: &MemoryScope,
+        messages: &[Message],
+        fence: Fence<'_>,
+    ) -> Result<(), MemoryError> {
+        let _ = fence;
+        self.persist(scope, messages).await
+    }
+
+    /// [`AgentMemory::persist_aborted`] under a fence, as [`AgentMemory::persist_fenced`].
+    /// The default does not check the fence.
+    async fn persist_aborted_fenced(
+        &self,
+        scope: &MemoryScope,
+        message: &Message,
+        fence: Fence<'_>,
+    ) -> Result<(), MemoryError> {
+        let _ = fence;
+        self.persist_aborted(scope, message).await
     }
 
     /// Called once the run finished successfully, in a background task.

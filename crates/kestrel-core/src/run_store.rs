@@ -87,13 +87,28 @@ pub enum RunStoreError {
         /// The stored version (`None`: no run).
         actual: Option<i64>,
     },
+    /// The save carries a lease token below one the store has seen for this run: the writer
+    /// lost the run to another owner (see [`crate::lease::Fence`]).
+    #[error(
+        "run {run_id:?} has a newer owner: the save's lease token {token} is below the stored {current}"
+    )]
+    Fenced {
+        /// The run.
+        run_id: String,
+        /// The token the save carried.
+        token: u64,
+        /// The greatest token the store has seen for the run.
+        current: u64,
+    },
     /// The store failed.
     #[error("run store failed: {0}")]
     Backend(#[source] BoxError),
 }
 
 /// Keeps run snapshots. Implementations must make [`RunStore::save`] an atomic
-/// compare-and-set on the version.
+/// compare-and-set on the version, and keep per run the greatest
+/// [`RunState::lease_token`] saved: a save whose token is below it is
+/// [`RunStoreError::Fenced`] (a save without a token is not checked, and keeps the greatest).
 #[async_trait::async_trait]
 pub trait RunStore: Send + Sync + std::fmt::Debug {
     /// Saves `state` in `phase`. `expected_version` `None` creates the run (a
@@ -208,17 +223,24 @@ impl InMemoryRunStore {
     /// Stores one snapshot (its compare-and-set already checked), keeping the finished runs
     /// within their capacity.
     fn insert(&self, runs: &mut Runs, state: &RunState, phase: RunPhase, version: i64, now: i64) {
+        let run_id = state.run_id.as_str();
+        let mut state = state.clone();
+        let seen = runs
+            .by_id
+            .get(&state.run_id)
+            .and_then(|r| r.state.lease_token);
+        state.lease_token = state.lease_token.max(seen);
         runs.by_id.insert(
             state.run_id.clone(),
             StoredRun {
-                state: state.clone(),
+                state,
                 phase,
                 version,
                 updated_at_ms: now,
             },
         );
         if phase.is_ended() {
-            runs.finished.push_back(state.run_id.clone());
+            runs.finished.push_back(run_id.to_owned());
             while runs.finished.len() > self.finished_capacity {
                 let Some(oldest) = runs.finished.pop_front() else {
                     break;
@@ -283,6 +305,19 @@ impl RunStore for InMemoryRunStore {
                 .get(&state.run_id)
                 .filter(|r| !self.expired(r, now))
                 .map(|r| r.version);
+            if let Some(token) = state.lease_token
+                && let Some(current) = runs
+                    .by_id
+                    .get(&state.run_id)
+                    .and_then(|r| r.state.lease_token)
+                && token < current
+            {
+                return Err(RunStoreError::Fenced {
+                    run_id: state.run_id.clone(),
+                    token,
+                    current,
+                });
+            }
             if actual != *expected_version {
                 return Err(RunStoreError::Conflict {
                     run_id: state.run_id.clone(),

@@ -113,6 +113,17 @@ impl Error {
 
 impl From<Error> for MemoryError {
     fn from(error: Error) -> Self {
-        MemoryError::with_source(error.to_string(), error)
+        let fenced = matches!(
+            &error,
+            Error::Storage {
+                source: StorageError::Fenced { .. },
+                ..
+            }
+        );
+        if fenced {
+            MemoryError::fenced(error.to_string(), error)
+        } else {
+            MemoryError::with_source(error.to_string(), error)
+        }
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kestrel_core::agent::GenerateResult;
 use kestrel_core::context::RequestContext;
+use kestrel_core::lease::Fence;
 use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
@@ -276,14 +277,19 @@ impl Memory {
         scope: &MemoryScope,
         batch: Vec<NewMessage>,
         what: &'static str,
+        fence: Option<Fence<'_>>,
     ) -> Result<(), MemoryError> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let stored = self
-            .inner
-            .storage
-            .append_messages(thread_id, resource_id, batch)
-            .await
-            .map_err(|e| Error::storage(what, thread_id, resource_id, e))?;
+        let storage = &self.inner.storage;
+        let stored = match fence {
+            Some(fence) => {
+                storage
+                    .append_messages_fenced(thread_id, resource_id, batch, fence)
+                    .await
+            }
+            None => storage.append_messages(thread_id, resource_id, batch).await,
+        }
+        .map_err(|e| Error::storage(what, thread_id, resource_id, e))?;
         self.stored(scope, &stored).await
     }
 
@@ -409,7 +415,21 @@ impl AgentMemory for Memory {
             return Ok(());
         }
         let batch = messages.iter().cloned().map(NewMessage::from).collect();
-        self.append(scope, batch, "store messages").await
+        self.append(scope, batch, "store messages", None).await
+    }
+
+    async fn persist_fenced(
+        &self,
+        scope: &MemoryScope,
+        messages: &[Message],
+        fence: Fence<'_>,
+    ) -> Result<(), MemoryError> {
+        if self.inner.read_only || messages.is_empty() {
+            return Ok(());
+        }
+        let batch = messages.iter().cloned().map(NewMessage::from).collect();
+        self.append(scope, batch, "store messages", Some(fence))
+            .await
     }
 
     async fn prepare_thread(
@@ -432,7 +452,22 @@ impl AgentMemory for Memory {
             return Ok(());
         }
         let batch = vec![NewMessage::from(message.clone()).aborted()];
-        self.append(scope, batch, "store the aborted step").await
+        self.append(scope, batch, "store the aborted step", None)
+            .await
+    }
+
+    async fn persist_aborted_fenced(
+        &self,
+        scope: &MemoryScope,
+        message: &Message,
+        fence: Fence<'_>,
+    ) -> Result<(), MemoryError> {
+        if self.inner.read_only {
+            return Ok(());
+        }
+        let batch = vec![NewMessage::from(message.clone()).aborted()];
+        self.append(scope, batch, "store the aborted step", Some(fence))
+            .await
     }
 
     async fn run_finished(&self, scope: &MemoryScope, result: &GenerateResult) {

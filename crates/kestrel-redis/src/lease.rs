@@ -3,7 +3,9 @@
 //!
 //! A lease is a key holding `<token>:<holder>` with a time-to-live (`SET … PX`); its token comes
 //! from one counter per key prefix (`INCR`), which never expires, so tokens only grow across
-//! every lease of the prefix. Acquire, renew, release and transfer are each one Lua script,
+//! every lease of the prefix. The counter never falls behind Redis's clock in microseconds
+//! either: should Redis lose its data (a restart without persistence), new tokens still exceed
+//! every token granted before, which the stores remember. Acquire, renew, release and transfer are each one Lua script,
 //! atomic in Redis: a renewal or a release with a stale lease changes nothing. The lease key
 //! and the counter must live on one Redis (not a cluster: the scripts touch both keys).
 
@@ -15,16 +17,35 @@ use redis::aio::ConnectionManager;
 
 use crate::conn::{RedisError, redacted};
 
-const ACQUIRE: &str = r"
+/// The Lua that takes the next token (into `token`) from the counter `KEYS[2]`: one above the
+/// last, and not below Redis's clock in microseconds.
+macro_rules! next_token {
+    () => {
+        r"
+local token = redis.call('INCR', KEYS[2])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+if token < now then
+  token = now
+  redis.call('SET', KEYS[2], string.format('%d', token))
+end
+"
+    };
+}
+
+const ACQUIRE: &str = concat!(
+    r"
 local current = redis.call('GET', KEYS[1])
 if current then
   local sep = string.find(current, ':', 1, true)
   if string.sub(current, sep + 1) ~= ARGV[1] then return false end
 end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
+",
+    next_token!(),
+    r"redis.call('SET', KEYS[1], string.format('%d', token) .. ':' .. ARGV[1], 'PX', ARGV[2])
 return token
-";
+"
+);
 
 const RENEW: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -42,12 +63,15 @@ end
 return 0
 ";
 
-const TRANSFER: &str = r"
+const TRANSFER: &str = concat!(
+    r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return false end
-local token = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], token .. ':' .. ARGV[2], 'PX', ARGV[3])
+",
+    next_token!(),
+    r"redis.call('SET', KEYS[1], string.format('%d', token) .. ':' .. ARGV[2], 'PX', ARGV[3])
 return token
-";
+"
+);
 
 /// A [`LeaseProvider`] on Redis.
 #[derive(Clone)]

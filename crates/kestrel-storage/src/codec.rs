@@ -248,6 +248,16 @@ pub fn run_conflict(run_id: String, expected: Option<i64>, actual: Option<i64>) 
     }
 }
 
+/// A lease token as the stores keep it (a signed 64-bit column).
+pub fn fence_token(token: u64) -> Result<i64> {
+    i64::try_from(token).map_err(|_| {
+        StorageError::invalid(
+            "lease_token",
+            format!("{token} is above the largest storable, {}", i64::MAX),
+        )
+    })
+}
+
 /// Refuses an empty id.
 pub fn check_id(argument: &'static str, id: &str) -> Result<()> {
     if id.is_empty() {

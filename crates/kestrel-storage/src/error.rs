@@ -69,6 +69,19 @@ pub enum StorageError {
         /// The stored version (`None`: no run is stored).
         actual: Option<i64>,
     },
+    /// A write of a run carries a lease token below one already seen for the run: the
+    /// writer lost the run to a newer owner, and nothing was written.
+    #[error(
+        "run `{run_id}` has a newer owner: the write's lease token {token} is below the stored {current}"
+    )]
+    Fenced {
+        /// The run.
+        run_id: String,
+        /// The token the write carried.
+        token: i64,
+        /// The greatest token stored for the run.
+        current: i64,
+    },
     /// No run has this id.
     #[error("run `{run_id}` not found")]
     RunNotFound {

@@ -52,6 +52,11 @@ fn record_of(state: &RunState, phase: RunPhase) -> Result<RunRecord, RunStoreErr
     record.thread_id = state.settings.thread_id.clone();
     record.resource_id = state.settings.resource_id.clone();
     record.parent_run_id = state.delegated_by.as_ref().map(|d| d.run_id.clone());
+    record.lease_token = state
+        .lease_token
+        .map(crate::codec::fence_token)
+        .transpose()
+        .map_err(backend)?;
     Ok(record)
 }
 
@@ -72,6 +77,15 @@ fn run_store_error(error: StorageError, expected: Option<i64>) -> RunStoreError 
             run_id,
             expected,
             actual: None,
+        },
+        StorageError::Fenced {
+            run_id,
+            token,
+            current,
+        } => RunStoreError::Fenced {
+            run_id,
+            token: u64::try_from(token).unwrap_or(0),
+            current: u64::try_from(current).unwrap_or(0),
         },
         e => backend(e),
     }

@@ -1,6 +1,7 @@
 //! The [`Storage`] trait every backend implements.
 
 use async_trait::async_trait;
+use kestrel_core::lease::Fence;
 
 use crate::error::Result;
 use crate::types::{
@@ -71,6 +72,20 @@ pub trait Storage: Send + Sync {
         thread_id: &str,
         resource_id: &str,
         messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>>;
+
+    /// Appends messages like [`Storage::append_messages`], as a write of run `fence.run_id`
+    /// under lease token `fence.token`, in one transaction with the fence: refused with
+    /// [`StorageError::Fenced`](crate::StorageError::Fenced), nothing written, when a write of
+    /// the run (a snapshot or messages) carried a greater token before. Runs shared between
+    /// instances store their messages this way, so an owner that lost its lease cannot add
+    /// messages behind its successor's.
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
     ) -> Result<Vec<StoredMessage>>;
 
     /// Appends messages like [`Storage::append_messages`] and also returns the thread's last

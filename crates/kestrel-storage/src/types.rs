@@ -514,6 +514,12 @@ pub struct RunRecord {
     pub created_at: DateTime<Utc>,
     /// Assigned by the store on every save.
     pub updated_at: DateTime<Utc>,
+    /// The lease token this save is written under, when runs are shared between instances:
+    /// the store keeps per run the greatest token a write carried and refuses a save with a
+    /// smaller one ([`StorageError::Fenced`](crate::StorageError::Fenced)). `None` is not
+    /// checked, and keeps the token stored before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<i64>,
 }
 
 impl RunRecord {
@@ -536,6 +542,7 @@ impl RunRecord {
             version: 0,
             created_at: now,
             updated_at: now,
+            lease_token: None,
         }
     }
 }

@@ -38,6 +38,17 @@ pub struct Lease {
     pub token: u64,
 }
 
+/// What a run's write carries so that a store can refuse it once the run has a newer owner:
+/// the run, and the token of the lease its writer holds. A store keeps, per run, the greatest
+/// token it has seen and refuses a write with a smaller one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fence<'a> {
+    /// The run whose write this is.
+    pub run_id: &'a str,
+    /// The writer's lease token.
+    pub token: u64,
+}
+
 /// Why a lease operation failed (not: the lease is taken or lost, which are answers).
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseError {
@@ -128,11 +139,22 @@ impl InProcessLeases {
         self.held.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// A token above every one granted before, and not below the clock in microseconds, so
+    /// that tokens keep growing across restarts of the process.
     fn grant(&self, key: &str, holder: &str) -> Lease {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        let previous = self
+            .last_token
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+                Some((last + 1).max(now))
+            })
+            .unwrap_or_else(|last| last);
         Lease {
             key: key.to_owned(),
             holder: holder.to_owned(),
-            token: self.last_token.fetch_add(1, Ordering::Relaxed) + 1,
+            token: (previous + 1).max(now),
         }
     }
 }

@@ -40,6 +40,9 @@ pub const CHECKS: &[Check] = &[
         Box::pin(a_lease_is_exclusive(p))
     }),
     ("tokens_only_grow", |p| Box::pin(tokens_only_grow(p))),
+    ("tokens_keep_up_with_the_clock", |p| {
+        Box::pin(tokens_keep_up_with_the_clock(p))
+    }),
     (
         "a_lease_that_ran_out_can_be_taken_and_its_holder_cannot_act",
         |p| {
@@ -135,6 +138,23 @@ pub async fn a_lease_is_exclusive(p: Provider) {
     // Another key is another lease.
     must_acquire(&*p, "run:2", "instance-b", LONG_TTL, CHECK).await;
     assert_eq!(holder_of(&*p, "run:none", CHECK).await, None, "{CHECK}");
+}
+
+/// Tokens are not below the clock in microseconds (give or take a minute of skew between
+/// this process and the backend), so they keep growing after the backend loses its counter.
+pub async fn tokens_keep_up_with_the_clock(p: Provider) {
+    const CHECK: &str = "tokens_keep_up_with_the_clock";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    let lease = must_acquire(&*p, "run:clock", "instance-a", LONG_TTL, CHECK).await;
+    assert!(
+        lease.token >= now.saturating_sub(60_000_000),
+        "{CHECK}: token {} is far below the clock, {now} µs",
+        lease.token
+    );
+    let next = must_acquire(&*p, "run:clock", "instance-a", LONG_TTL, CHECK).await;
+    assert!(next.token > lease.token, "{CHECK}");
 }
 
 /// Every lease granted has a greater token than every one before it.

@@ -409,6 +409,12 @@ pub struct RunState {
     /// the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegated_by: Option<DelegatedBy>,
+    /// The token of the lease under which this snapshot is saved, when runs are shared
+    /// between instances (see [`crate::lease`]): a store refuses a save whose token is below
+    /// the greatest it has seen for this run, so an owner that lost its lease cannot
+    /// overwrite its successor's work. `None`: the save is not fenced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<u64>,
 }
 
 impl RunState {
@@ -439,6 +445,7 @@ impl RunState {
             persisted: 0,
             context_len: 0,
             delegated_by: None,
+            lease_token: None,
         }
     }
 

@@ -224,3 +224,35 @@ async fn two_instances_see_one_lease_and_tokens_grow_across_them() {
         "A's lease ran out and is B's now"
     );
 }
+
+#[tokio::test]
+async fn tokens_keep_growing_after_redis_loses_the_counter() {
+    use kestrel_core::lease::LeaseProvider;
+    let Some(url) = redis_url("tokens_keep_growing_after_redis_loses_the_counter") else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let leases = kestrel_redis::RedisLeases::connect(&url, prefix.clone())
+        .await
+        .unwrap();
+    let ttl = std::time::Duration::from_secs(5);
+    let before = leases.acquire("run:y", "a", ttl).await.unwrap().unwrap();
+    // What a Redis restarted without persistence looks like: the counter and the lease gone.
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(format!("{prefix}lease-token"))
+        .arg(format!("{prefix}lease:run:y"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let after = leases.acquire("run:y", "b", ttl).await.unwrap().unwrap();
+    assert!(
+        after.token > before.token,
+        "{} after {}",
+        after.token,
+        before.token
+    );
+    // Exact digits survive the round trip through the script and the key's value.
+    assert_eq!(leases.holder("run:y").await.unwrap(), Some(after));
+}

@@ -8,6 +8,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use kestrel_core::lease::Fence;
 
 use self::listing::{paginate, run_matches, select, sort_threads};
 use crate::codec;
@@ -44,6 +45,8 @@ struct State {
     message_homes: HashMap<String, (String, i64)>,
     resource_memory: HashMap<String, String>,
     runs: HashMap<String, RunRecord>,
+    /// Per run, the greatest lease token a write carried.
+    fences: HashMap<String, i64>,
     observations: HashMap<ObservationKey, Vec<Observation>>,
     indexes: HashMap<String, VectorIndex>,
 }
@@ -371,6 +374,21 @@ impl Storage for InMemoryStorage {
         self.state().append(thread_id, resource_id, messages)
     }
 
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        let token = Some(codec::fence_token(fence.token)?);
+        let mut state = self.state();
+        state.check_fence(fence.run_id, token)?;
+        let stored = state.append(thread_id, resource_id, messages)?;
+        state.raise_fence(fence.run_id, token);
+        Ok(stored)
+    }
+
     async fn list_messages(
         &self,
         thread_id: &str,
@@ -515,12 +533,14 @@ impl Storage for InMemoryStorage {
     ) -> Result<RunRecord> {
         codec::check_id("run_id", &record.run_id)?;
         let mut state = self.state();
+        state.check_fence(&record.run_id, record.lease_token)?;
         let saved = next_run(
             state.runs.get(&record.run_id),
             record,
             expected_version,
             codec::now(),
         )?;
+        state.raise_fence(&saved.run_id, saved.lease_token);
         state.runs.insert(saved.run_id.clone(), saved.clone());
         Ok(saved)
     }
@@ -532,6 +552,7 @@ impl Storage for InMemoryStorage {
         let mut next = Vec::with_capacity(saves.len());
         for (record, expected_version) in saves {
             codec::check_id("run_id", &record.run_id)?;
+            state.check_fence(&record.run_id, record.lease_token)?;
             next.push(next_run(
                 state.runs.get(&record.run_id),
                 record,
@@ -540,6 +561,7 @@ impl Storage for InMemoryStorage {
             )?);
         }
         for saved in &next {
+            state.raise_fence(&saved.run_id, saved.lease_token);
             state.runs.insert(saved.run_id.clone(), saved.clone());
         }
         Ok(next)
@@ -703,6 +725,28 @@ impl Storage for InMemoryStorage {
     }
 }
 
+impl State {
+    /// Refuses a write of `run_id` under `token` when a greater token was seen for the run.
+    fn check_fence(&self, run_id: &str, token: Option<i64>) -> Result<()> {
+        match (token, self.fences.get(run_id)) {
+            (Some(token), Some(&current)) if token < current => Err(StorageError::Fenced {
+                run_id: run_id.to_owned(),
+                token,
+                current,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records a write of `run_id` under `token` (checked by [`State::check_fence`]).
+    fn raise_fence(&mut self, run_id: &str, token: Option<i64>) {
+        if let Some(token) = token {
+            let current = self.fences.entry(run_id.to_owned()).or_insert(token);
+            *current = (*current).max(token);
+        }
+    }
+}
+
 /// `record` as saved over `stored` with the compare-and-set on `expected_version`.
 fn next_run(
     stored: Option<&RunRecord>,
@@ -721,6 +765,7 @@ fn next_run(
             version: v + 1,
             created_at: current.created_at,
             updated_at: now,
+            lease_token: record.lease_token.or(current.lease_token),
             ..record
         },
         (Some(_), None) => {

@@ -167,12 +167,14 @@ pub(super) async fn append_messages(
     thread_id: &str,
     resource_id: &str,
     messages: Vec<NewMessage>,
+    fence: Option<(&str, i64)>,
 ) -> Result<Vec<StoredMessage>> {
     const OP: &str = "append_messages";
     let messages = EncodedMessage::batch(messages)?;
     // The common case, new messages appended now, is one statement. Imports (explicit
-    // creation times), retries of stored ids and errors take the transactional path below.
-    if !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
+    // creation times), retries of stored ids, fenced writes and errors take the
+    // transactional path below.
+    if fence.is_none() && !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
         let now = codec::now();
         if let Some(seqs) = append_new(&store.pool, thread_id, resource_id, &messages, now).await? {
             return Ok(messages
@@ -184,6 +186,9 @@ pub(super) async fn append_messages(
     }
     let ids: Vec<&str> = messages.iter().map(|m| m.id.as_str()).collect();
     let mut tx = store.begin(OP).await?;
+    if let Some((run_id, token)) = fence {
+        super::runs::check_fence(&mut tx, run_id, token).await?;
+    }
     owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
     let existing = find_existing(&mut tx, &ids).await?;
     check_homes(thread_id, &existing)?;

@@ -28,6 +28,7 @@ mod working_memory;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kestrel_core::lease::Fence;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Executor, Postgres};
 
@@ -219,7 +220,19 @@ impl Storage for PostgresStorage {
         resource_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<StoredMessage>> {
-        messages::append_messages(self, thread_id, resource_id, messages).await
+        messages::append_messages(self, thread_id, resource_id, messages, None).await
+    }
+
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        let token = codec::fence_token(fence.token)?;
+        let fence = Some((fence.run_id, token));
+        messages::append_messages(self, thread_id, resource_id, messages, fence).await
     }
 
     async fn list_messages(

@@ -77,6 +77,7 @@ pub(super) struct RunRow {
     version: i64,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
+    lease_token: Option<i64>,
 }
 
 impl RunRow {
@@ -92,6 +93,7 @@ impl RunRow {
             resource_id: self.resource_id,
             parent_run_id: self.parent_run_id,
             version: self.version,
+            lease_token: self.lease_token,
         })
     }
 }

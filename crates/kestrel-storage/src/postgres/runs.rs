@@ -12,6 +12,31 @@ use crate::error::{Result, StorageError};
 use crate::storage::Storage;
 use crate::types::{Page, RunFilter, RunRecord};
 
+/// Raises the fence of `run_id` to `token`, inside the caller's transaction: refused with
+/// [`StorageError::Fenced`] when a write carried a greater token before.
+pub(super) async fn check_fence(conn: &mut PgConnection, run_id: &str, token: i64) -> Result<()> {
+    const OP: &str = "fence";
+    let raised: Option<i64> = sqlx::query_scalar(sql::RAISE_FENCE)
+        .bind(run_id)
+        .bind(token)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    if raised.is_some() {
+        return Ok(());
+    }
+    let current: Option<i64> = sqlx::query_scalar(sql::FENCE_TOKEN)
+        .bind(run_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    Err(StorageError::Fenced {
+        run_id: run_id.to_owned(),
+        token,
+        current: current.unwrap_or(0),
+    })
+}
+
 /// Writes one run if its version is the expected one: its new version and creation time, or
 /// the version it has (`None`: no such run).
 async fn write_run(
@@ -33,6 +58,7 @@ async fn write_run(
                 .bind(snapshot)
                 .bind(&record.parent_run_id)
                 .bind(now)
+                .bind(record.lease_token)
                 .execute(&mut *conn)
                 .await
                 .map_err(err(OP))?;
@@ -48,6 +74,7 @@ async fn write_run(
             .bind(&record.parent_run_id)
             .bind(now)
             .bind(expected)
+            .bind(record.lease_token)
             .fetch_optional(&mut *conn)
             .await
             .map_err(err(OP))?,
@@ -95,6 +122,9 @@ pub(super) async fn save_runs(
     let mut tx = store.begin(OP).await?;
     let mut written = Vec::with_capacity(saves.len());
     for ((record, expected_version), snapshot) in saves.iter().zip(&snapshots) {
+        if let Some(token) = record.lease_token {
+            check_fence(&mut tx, &record.run_id, token).await?;
+        }
         match write_run(&mut tx, record, snapshot, *expected_version, now).await? {
             Ok(saved) => written.push(saved),
             Err(actual) => {

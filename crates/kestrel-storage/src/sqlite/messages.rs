@@ -243,9 +243,13 @@ fn append_in_transaction(
     resource_id: &str,
     messages: &[EncodedMessage],
     now: chrono::DateTime<chrono::Utc>,
+    fence: Option<&(String, i64)>,
 ) -> Result<(Vec<Slot>, usize)> {
     const OP: &str = "append_messages";
     let tx = begin(conn, OP)?;
+    if let Some((run_id, token)) = fence {
+        super::runs::check_fence(&tx, run_id, *token)?;
+    }
     let (mut next_seq, existing) = reserve_seqs(&tx, thread_id, resource_id, messages, now)?;
     check_homes(thread_id, &existing)?;
     let mut slots = Vec::with_capacity(messages.len());
@@ -274,6 +278,7 @@ pub(super) async fn append_messages(
     thread_id: &str,
     resource_id: &str,
     messages: Vec<NewMessage>,
+    fence: Option<(String, i64)>,
 ) -> Result<Vec<StoredMessage>> {
     const OP: &str = "append_messages";
     let messages = EncodedMessage::batch(messages)?;
@@ -284,8 +289,9 @@ pub(super) async fn append_messages(
         Cost::Short
     };
     // The common case, new messages appended now, is one statement. Imports (explicit
-    // creation times), retries of stored ids and errors take the transactional path.
-    if !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
+    // creation times), retries of stored ids, fenced writes and errors take the
+    // transactional path.
+    if fence.is_none() && !messages.is_empty() && messages.iter().all(|m| m.created_at.is_none()) {
         let args = (
             thread_id.to_owned(),
             resource_id.to_owned(),
@@ -316,7 +322,7 @@ pub(super) async fn append_messages(
         store
             .conns
             .write(OP, cost, move |conn| {
-                append_in_transaction(conn, &thread, &resource, &messages, now)
+                append_in_transaction(conn, &thread, &resource, &messages, now, fence.as_ref())
             })
             .await?
     };

@@ -36,6 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use kestrel_core::lease::Fence;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params_from_iter};
 
 use self::conn::{Connections, Cost, Settings};
@@ -369,7 +370,18 @@ impl Storage for SqliteStorage {
         resource_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<StoredMessage>> {
-        messages::append_messages(self, thread_id, resource_id, messages).await
+        messages::append_messages(self, thread_id, resource_id, messages, None).await
+    }
+
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        let fence = (fence.run_id.to_owned(), codec::fence_token(fence.token)?);
+        messages::append_messages(self, thread_id, resource_id, messages, Some(fence)).await
     }
 
     async fn append_with_history(

@@ -90,6 +90,7 @@ pub(super) struct RunRow {
     version: i64,
     created_at: i64,
     updated_at: i64,
+    lease_token: Option<i64>,
 }
 
 impl RunRow {
@@ -106,6 +107,7 @@ impl RunRow {
             version: row.get(7)?,
             created_at: row.get(8)?,
             updated_at: row.get(9)?,
+            lease_token: row.get(10)?,
         })
     }
 
@@ -122,6 +124,7 @@ impl RunRow {
             resource_id: self.resource_id,
             parent_run_id: self.parent_run_id,
             version: self.version,
+            lease_token: self.lease_token,
         })
     }
 }

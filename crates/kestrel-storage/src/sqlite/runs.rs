@@ -11,9 +11,28 @@ use crate::error::{Result, StorageError};
 use crate::storage::Storage;
 use crate::types::{Page, RunFilter, RunRecord};
 
-/// Saves `rows` with their compare-and-sets in one transaction: the new versions and creation
-/// times, or (nothing written) the index of the first run whose version differed and the
-/// version it has.
+/// Raises the fence of `run_id` to `token`, inside the caller's transaction: refused with
+/// [`StorageError::Fenced`] when a write carried a greater token before.
+pub(super) fn check_fence(conn: &Connection, run_id: &str, token: i64) -> Result<()> {
+    const OP: &str = "fence";
+    let raised: Option<i64> = conn
+        .prepare_cached(sql::RAISE_FENCE)
+        .and_then(|mut s| s.query_row(params![run_id, token], |r| r.get(0)).optional())
+        .map_err(err(OP))?;
+    if raised.is_some() {
+        return Ok(());
+    }
+    let current = optional_row(conn, sql::FENCE_TOKEN, [run_id], |r| r.get(0), OP)?.unwrap_or(0);
+    Err(StorageError::Fenced {
+        run_id: run_id.to_owned(),
+        token,
+        current,
+    })
+}
+
+/// Saves `rows` with their compare-and-sets (and fences) in one transaction: the new versions
+/// and creation times, or (nothing written) the index of the first run whose version differed
+/// and the version it has. A fenced save is its error, nothing written.
 #[allow(clippy::type_complexity)]
 fn save_runs_in(
     conn: &mut Connection,
@@ -24,6 +43,9 @@ fn save_runs_in(
     let tx = begin(conn, OP)?;
     let mut written = Vec::with_capacity(rows.len());
     for (index, row) in rows.iter().enumerate() {
+        if let Some(token) = row.lease_token {
+            check_fence(&tx, &row.run_id, token)?;
+        }
         match write_run(&tx, row, at)? {
             Ok(saved) => written.push(saved),
             Err(actual) => return Ok(Err((index, actual))),
@@ -43,6 +65,7 @@ struct RunWrite {
     snapshot: String,
     parent: Option<String>,
     expected: Option<i64>,
+    lease_token: Option<i64>,
 }
 
 /// Writes one run if its version is the expected one: its new version and creation time, or
@@ -66,7 +89,8 @@ fn write_run(
                         row.status,
                         row.snapshot,
                         row.parent,
-                        at
+                        at,
+                        row.lease_token
                     ])
                 })
                 .map_err(err(OP))?;
@@ -85,7 +109,8 @@ fn write_run(
                         row.snapshot,
                         row.parent,
                         at,
-                        expected
+                        expected,
+                        row.lease_token
                     ],
                     |r| Ok((r.get(0)?, r.get(1)?)),
                 )
@@ -135,6 +160,7 @@ pub(super) async fn save_runs(
             snapshot,
             parent: record.parent_run_id.clone(),
             expected: *expected_version,
+            lease_token: record.lease_token,
         });
     }
     // One transaction: a conflict on any run rolls back the ones before it.

@@ -31,7 +31,7 @@ macro_rules! messages_json {
 macro_rules! run_cols {
     () => {
         "run_id, agent_id, thread_id, resource_id, status, snapshot, parent_run_id, version, \
-         created_at, updated_at"
+         created_at, updated_at, lease_token"
     };
 }
 
@@ -376,13 +376,22 @@ pub const SET_OBSERVED_SEQ: &str = "UPDATE threads SET observed_up_to_seq = ?2 W
 pub const INSERT_RUN: &str = concat!(
     "INSERT INTO runs (",
     run_cols!(),
-    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8) ON CONFLICT (run_id) DO NOTHING"
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8, ?8, ?9) ON CONFLICT (run_id) DO NOTHING"
 );
 
-/// Compare-and-set: ?9 the expected version.
+/// Compare-and-set: ?9 the expected version; ?10 the lease token (`NULL` keeps the stored).
 pub const UPDATE_RUN: &str = "UPDATE runs SET agent_id = ?2, thread_id = ?3, resource_id = ?4, \
-     status = ?5, snapshot = ?6, parent_run_id = ?7, updated_at = ?8, version = version + 1 \
+     status = ?5, snapshot = ?6, parent_run_id = ?7, updated_at = ?8, version = version + 1, \
+     lease_token = COALESCE(?10, lease_token) \
      WHERE run_id = ?1 AND version = ?9 RETURNING version, created_at";
+
+/// Raises the run's fence to ?2 unless it is above: returns the token when it was raised
+/// (or equal), no row when the fence is above ?2.
+pub const RAISE_FENCE: &str = "INSERT INTO run_fences (run_id, token) VALUES (?1, ?2) \
+     ON CONFLICT (run_id) DO UPDATE SET token = excluded.token \
+     WHERE excluded.token >= run_fences.token RETURNING token";
+
+pub const FENCE_TOKEN: &str = "SELECT token FROM run_fences WHERE run_id = ?1";
 
 pub const RUN_VERSION: &str = "SELECT version FROM runs WHERE run_id = ?1";
 

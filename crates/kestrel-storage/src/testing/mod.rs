@@ -47,6 +47,7 @@ macro_rules! conformance_tests {
             messages_concurrent_idempotent_retries,
             working_memory_scopes,
             runs_save_compare_and_set,
+            runs_refuse_stale_lease_tokens,
             runs_save_together,
             runs_concurrent_compare_and_set,
             runs_list_filters,

@@ -293,3 +293,42 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
         fixture.teardown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saves_under_a_stale_lease_token_are_refused() {
+    for (backend, runs, fixture) in stores().await {
+        let mut owned = state("run-fenced", "mailer", Some(("t1", "alice")));
+        owned.lease_token = Some(7);
+        let v1 = runs.save(&owned, RunPhase::Running, None).await.unwrap();
+        // A newer owner claims the run.
+        let mut successor = owned.clone();
+        successor.lease_token = Some(9);
+        let v2 = runs
+            .save(&successor, RunPhase::Running, Some(v1))
+            .await
+            .unwrap();
+        // The old owner's late save is refused even with the right version.
+        let late = runs.save(&owned, RunPhase::Completed, Some(v2)).await;
+        assert!(
+            matches!(late, Err(RunStoreError::Fenced { ref run_id, token: 7, current: 9 }) if run_id == "run-fenced"),
+            "{backend}: {late:?}"
+        );
+        let stored = runs.load("run-fenced").await.unwrap().unwrap();
+        assert_eq!(stored.version, v2, "{backend}");
+        assert_eq!(stored.phase, RunPhase::Running, "{backend}");
+        assert_eq!(stored.state.lease_token, Some(9), "{backend}");
+        // An unfenced save goes through and the store still refuses the stale token after it.
+        let mut plain = owned.clone();
+        plain.lease_token = None;
+        let v3 = runs
+            .save(&plain, RunPhase::Running, Some(v2))
+            .await
+            .unwrap();
+        let again = runs.save(&owned, RunPhase::Running, Some(v3)).await;
+        assert!(
+            matches!(again, Err(RunStoreError::Fenced { .. })),
+            "{backend}: {again:?}"
+        );
+        teardown(fixture).await;
+    }
+}

@@ -253,3 +253,156 @@ pub async fn runs_list_filters(store: Arc<dyn Storage>) {
         (0, false, 0)
     );
 }
+
+/// Fencing: the greatest lease token written for a run, by a snapshot or by messages, refuses
+/// every smaller one (nothing written); a save without a token is not checked and keeps it.
+pub async fn runs_refuse_stale_lease_tokens(store: Arc<dyn Storage>) {
+    use kestrel_core::lease::Fence;
+
+    use crate::types::{NewMessage, NewThread, Selection};
+
+    store
+        .create_thread(NewThread::new("alice").id("t-fence"))
+        .await
+        .unwrap();
+    let owned = |token: i64| {
+        let mut record = RunRecord::new(
+            "r-fence",
+            "weather",
+            RunPhase::Running,
+            run_state_snapshot("r-fence"),
+        );
+        record.lease_token = Some(token);
+        record
+    };
+    let first = store.save_run(owned(10), None).await.unwrap();
+    assert_eq!(first.lease_token, Some(10));
+    assert_eq!(
+        store.get_run("r-fence").await.unwrap().unwrap().lease_token,
+        Some(10)
+    );
+
+    // The first owner writes messages under its token.
+    let fence = |token| Fence {
+        run_id: "r-fence",
+        token,
+    };
+    store
+        .append_messages_fenced(
+            "t-fence",
+            "alice",
+            vec![NewMessage::from(Message::user("one"))],
+            fence(10),
+        )
+        .await
+        .unwrap();
+
+    // A new owner (token 20) saves the snapshot: the old owner's writes are refused now.
+    let taken = store
+        .save_run(owned(20), Some(first.version))
+        .await
+        .unwrap();
+    let late = store.save_run(owned(10), Some(taken.version)).await;
+    assert!(
+        matches!(late, Err(StorageError::Fenced { ref run_id, token: 10, current: 20 }) if run_id == "r-fence"),
+        "{late:?}"
+    );
+    let late_messages = store
+        .append_messages_fenced(
+            "t-fence",
+            "alice",
+            vec![NewMessage::from(Message::user("late"))],
+            fence(10),
+        )
+        .await;
+    assert!(
+        matches!(
+            late_messages,
+            Err(StorageError::Fenced {
+                token: 10,
+                current: 20,
+                ..
+            })
+        ),
+        "{late_messages:?}"
+    );
+    let stored = store.get_run("r-fence").await.unwrap().unwrap();
+    assert_eq!(
+        (stored.version, stored.lease_token),
+        (taken.version, Some(20))
+    );
+    let list = store
+        .list_messages("t-fence", Some("alice"), Selection::all())
+        .await
+        .unwrap();
+    assert_eq!(list.messages.len(), 1, "the late message was not stored");
+
+    // Messages raise the fence as snapshots do.
+    store
+        .append_messages_fenced(
+            "t-fence",
+            "alice",
+            vec![NewMessage::from(Message::user("two"))],
+            fence(30),
+        )
+        .await
+        .unwrap();
+    let stale_snapshot = store.save_run(owned(20), Some(taken.version)).await;
+    assert!(
+        matches!(
+            stale_snapshot,
+            Err(StorageError::Fenced {
+                token: 20,
+                current: 30,
+                ..
+            })
+        ),
+        "{stale_snapshot:?}"
+    );
+
+    // Unfenced saves are not checked and keep the stored token.
+    let mut plain = owned(0);
+    plain.lease_token = None;
+    let saved = store.save_run(plain, Some(taken.version)).await.unwrap();
+    assert_eq!(saved.version, taken.version + 1);
+    assert_eq!(
+        store.get_run("r-fence").await.unwrap().unwrap().lease_token,
+        Some(20)
+    );
+
+    // A refused save in a batch leaves the whole batch unwritten.
+    let other = RunRecord::new(
+        "r-other",
+        "weather",
+        RunPhase::Running,
+        run_state_snapshot("r-other"),
+    );
+    let batch = store
+        .save_runs(vec![(other, None), (owned(5), Some(saved.version))])
+        .await;
+    assert!(
+        matches!(batch, Err(StorageError::Fenced { .. })),
+        "{batch:?}"
+    );
+    assert_eq!(store.get_run("r-other").await.unwrap(), None);
+
+    // Tokens above the largest storable are refused by name.
+    let huge = store
+        .append_messages_fenced(
+            "t-fence",
+            "alice",
+            vec![NewMessage::from(Message::user("x"))],
+            fence(u64::MAX),
+        )
+        .await;
+    assert!(
+        matches!(
+            huge,
+            Err(StorageError::InvalidArgument {
+                argument: "lease_token",
+                ..
+            })
+        ),
+        "{huge:?}"
+    );
+}
