@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agent::Agent;
+use crate::cluster::Cluster;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
 use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::runtime::Runtime;
+use crate::runtime::cluster::ClusterRuntime;
 use crate::runtime::registry::{RunRegistry, ThreadKey};
 
 /// Why a [`Kestrel`] instance could not be built or queried.
@@ -21,6 +23,10 @@ pub enum KestrelError {
         /// The id.
         id: String,
     },
+    /// A [`KestrelBuilder::cluster`] instance reads its inbox on a task, so it must be
+    /// built inside a tokio runtime.
+    #[error("an instance in a cluster must be built inside a tokio runtime")]
+    NoRuntime,
     /// No agent has this id.
     #[error("agent {id:?} not found; registered agents: {}", known.join(", "))]
     AgentNotFound {
@@ -116,6 +122,7 @@ pub struct KestrelBuilder {
     memory: Option<Arc<dyn AgentMemory>>,
     pubsub: Option<SharedPubSub>,
     background_concurrency: Option<usize>,
+    cluster: Option<Cluster>,
 }
 
 impl KestrelBuilder {
@@ -164,6 +171,15 @@ impl KestrelBuilder {
         self
     }
 
+    /// Shares this instance's runs with the other instances of `cluster` (same store, same
+    /// leases and bus; see [`crate::cluster`]). Give the instances one shared pub/sub too
+    /// ([`KestrelBuilder::pubsub`]), so thread subscribers see every instance's runs, and a
+    /// durable store, so another instance can continue a run.
+    pub fn cluster(mut self, cluster: Cluster) -> Self {
+        self.cluster = Some(cluster);
+        self
+    }
+
     /// Checks ids are unique and builds the instance.
     pub fn build(self) -> Result<Kestrel, KestrelError> {
         let mut registry = match self.pubsub {
@@ -173,7 +189,17 @@ impl KestrelBuilder {
         if let Some(limit) = self.background_concurrency {
             registry.background = Arc::new(tokio::sync::Semaphore::new(limit.max(1)));
         }
-        let registry = Arc::new(registry);
+        let registry = match self.cluster {
+            Some(cluster) => {
+                let handle =
+                    tokio::runtime::Handle::try_current().map_err(|_| KestrelError::NoRuntime)?;
+                Arc::new_cyclic(|weak| {
+                    registry.cluster = Some(ClusterRuntime::start(cluster, weak.clone(), &handle));
+                    registry
+                })
+            }
+            None => Arc::new(registry),
+        };
         // One runtime for every agent (and every sub-agent they delegate to): the store, the
         // runs in progress, the leases, the pub/sub and the background limit.
         let run_store = self

@@ -25,6 +25,7 @@
 
 pub mod abort;
 pub mod agent;
+pub mod cluster;
 pub mod context;
 pub mod control;
 pub mod definition;

@@ -156,6 +156,22 @@ impl From<AgentError> for ApiError {
             AgentError::RunIdTaken { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "run_id_taken", error.to_string())
             }
+            AgentError::RunDrivenElsewhere { .. } => ApiError::new(
+                StatusCode::CONFLICT,
+                "run_driven_elsewhere",
+                error.to_string(),
+            ),
+            AgentError::Cluster { .. } => {
+                tracing::warn!(%error, "the cluster failed");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cluster_unavailable",
+                    format!(
+                        "run {}: another instance could not be reached",
+                        error.run_id()
+                    ),
+                )
+            }
             _ => ApiError::internal(&error),
         }
     }
@@ -184,6 +200,14 @@ impl From<RunControlError> for ApiError {
             RunControlError::NotResumable { .. } => "not_resumable",
             RunControlError::Delegated { .. } => "delegated_run",
             RunControlError::InvalidState(_) => "invalid_run_state",
+            RunControlError::Cluster { .. } => {
+                tracing::warn!(%error, "the cluster failed");
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cluster_unavailable",
+                    error.to_string(),
+                );
+            }
             _ => return ApiError::internal(&error),
         };
         ApiError::new(StatusCode::CONFLICT, code, error.to_string())
@@ -197,6 +221,14 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "no_memory", error.to_string())
             }
             kestrel_core::agent::ThreadError::Memory(source) => memory_error(source),
+            kestrel_core::agent::ThreadError::Cluster(_) => {
+                tracing::warn!(%error, "the cluster failed");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cluster_unavailable",
+                    "the instance running the thread could not be reached",
+                )
+            }
             _ => ApiError::internal(&error),
         }
     }

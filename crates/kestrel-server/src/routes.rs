@@ -474,7 +474,9 @@ async fn abort_thread(
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id)?;
     caller.check_resource(&body.resource_id)?;
-    let aborted = agent.abort_thread(&body.resource_id, &body.thread_id);
+    let aborted = agent
+        .abort_thread_anywhere(&body.resource_id, &body.thread_id)
+        .await?;
     Ok(Json(json!({"aborted": aborted})))
 }
 

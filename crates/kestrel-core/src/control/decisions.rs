@@ -175,6 +175,16 @@ pub enum RunControlError {
         #[source]
         source: RunStoreError,
     },
+    /// Another instance of the cluster had to be asked and could not be (its leases or bus
+    /// failed, or it did not answer).
+    #[error("run {run_id:?}: the cluster failed: {source}")]
+    Cluster {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: crate::cluster::ClusterError,
+    },
     /// The run cannot be resumed or aborted by id.
     #[error("run {run_id:?} cannot be {action}: {reason}")]
     NotResumable {
@@ -370,8 +380,17 @@ impl Agent {
         let mut chain = self.prepare(store, &target, decision, false).await?;
         let top = chain.remove(0);
         let run_id = target.run_id.clone();
+        // In a cluster the decision takes the run's lease first: a decision another instance
+        // is applying right now holds it.
+        let hold = self
+            .claim_lease(&run_id)
+            .await?
+            .map_err(|_| RunControlError::Conflict {
+                run_id: run_id.clone(),
+            })?;
         let mut run = AgentRun::resume(self.clone(), top.state, target.options)
-            .map_err(RunControlError::InvalidState)?;
+            .map_err(RunControlError::InvalidState)?
+            .with_hold(hold);
         // The run and the sub-agents' runs the decision reaches are saved together (one
         // store holds them all): a conflict on any leaves every one as it was, still waiting.
         let mut saves = vec![(run.state(), RunPhase::Running, Some(top.version))];

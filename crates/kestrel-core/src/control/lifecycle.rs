@@ -17,10 +17,12 @@
 use futures::future::BoxFuture;
 
 use super::decisions::RunControlError;
+use crate::cluster::{Command, Outcome, run_lease_key};
 use crate::definition::RunOptions;
 use crate::model::FinishReason;
 use crate::run::{GenerateResult, RunState, RunStatus, Waiting};
 use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
+use crate::runtime::cluster::{Hold, holder_instance};
 use crate::runtime::registry::LiveAbort;
 use crate::runtime::{Agent, AgentRun, AgentStream};
 
@@ -113,8 +115,17 @@ impl Agent {
                 reason,
             });
         }
+        let hold = self
+            .claim_lease(&run_id)
+            .await?
+            .map_err(|_| RunControlError::NotResumable {
+                run_id: run_id.clone(),
+                action: "resumed",
+                reason: "it is in progress on another instance",
+            })?;
         let mut run = AgentRun::resume(self.clone(), stored.state, target.options)
-            .map_err(RunControlError::InvalidState)?;
+            .map_err(RunControlError::InvalidState)?
+            .with_hold(hold);
         let version = match store
             .save(run.state(), RunPhase::Running, Some(stored.version))
             .await
@@ -146,6 +157,12 @@ impl Agent {
             LiveAbort::OtherResource => return Err(RunControlError::RunNotFound { run_id }),
             LiveAbort::NotLive => {}
         }
+        // In a cluster, the instance that drives the run stops it (and records its end).
+        match self.abort_elsewhere(&target).await? {
+            Some(LiveAbort::Aborted) => return Ok(0),
+            Some(LiveAbort::OtherResource) => return Err(RunControlError::RunNotFound { run_id }),
+            Some(LiveAbort::NotLive) | None => {}
+        }
         let store = self.run_store().clone();
         let stored = self.load_top_level(&store, &target).await?;
         if stored.phase.is_ended() {
@@ -156,6 +173,57 @@ impl Agent {
             });
         }
         self.abort_tree(store, stored.state, stored.version).await
+    }
+
+    /// In a cluster, takes the lease of a stopped run about to be continued here: `Err` when
+    /// another instance holds it; `Ok(None)` outside a cluster.
+    pub(super) async fn claim_lease(
+        &self,
+        run_id: &str,
+    ) -> Result<Result<Option<Hold>, ()>, RunControlError> {
+        let Some(cluster) = &self.runtime.runs.cluster else {
+            return Ok(Ok(None));
+        };
+        let hold = cluster
+            .acquire(run_lease_key(run_id), cluster.instance())
+            .await
+            .map_err(|source| RunControlError::Cluster {
+                run_id: run_id.to_owned(),
+                source,
+            })?;
+        Ok(hold.map(Some).ok_or(()))
+    }
+
+    /// Asks the instance holding the run's lease, if another, to abort it: what it did, or
+    /// `None` when no other instance drives the run.
+    async fn abort_elsewhere(&self, target: &RunRef) -> Result<Option<LiveAbort>, RunControlError> {
+        let Some(cluster) = &self.runtime.runs.cluster else {
+            return Ok(None);
+        };
+        let cluster_error = |source| RunControlError::Cluster {
+            run_id: target.run_id.clone(),
+            source,
+        };
+        let Some(lease) = cluster
+            .other_holder(&run_lease_key(&target.run_id))
+            .await
+            .map_err(cluster_error)?
+        else {
+            return Ok(None);
+        };
+        let command = Command::AbortRun {
+            run_id: target.run_id.clone(),
+            resource_id: target.resource_id.clone(),
+        };
+        let outcome = cluster
+            .request(holder_instance(&lease.holder), command)
+            .await
+            .map_err(cluster_error)?;
+        Ok(Some(match outcome {
+            Outcome::Done { .. } => LiveAbort::Aborted,
+            Outcome::OtherResource => LiveAbort::OtherResource,
+            _ => LiveAbort::NotLive,
+        }))
     }
 
     /// The stored run, if it is this agent's (and the caller's resource's) and not a

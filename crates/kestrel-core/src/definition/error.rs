@@ -163,6 +163,23 @@ pub enum AgentError {
         /// another resource without telling it more.
         owner: Option<String>,
     },
+    /// Another live instance of the cluster drives the run: one owner per run.
+    #[error("run {run_id} is in progress on instance {instance:?}")]
+    RunDrivenElsewhere {
+        /// The run.
+        run_id: String,
+        /// The instance holding the run's lease.
+        instance: String,
+    },
+    /// The cluster's leases or bus failed.
+    #[error("run {run_id}: the cluster failed: {source}")]
+    Cluster {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: crate::cluster::ClusterError,
+    },
     /// The run's task failed unexpectedly.
     #[error("run {run_id}: internal error: {message}")]
     Internal {
@@ -196,6 +213,10 @@ impl AgentError {
             AgentError::RunIdTaken { live, .. } => {
                 format!("the run id is taken by a run that is {}", holder(live))
             }
+            AgentError::RunDrivenElsewhere { instance, .. } => {
+                format!("the run is in progress on instance {instance:?}")
+            }
+            AgentError::Cluster { source, .. } => format!("the cluster failed: {source}"),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -213,6 +234,8 @@ impl AgentError {
             | AgentError::RunStore { run_id, .. }
             | AgentError::ThreadBusy { run_id, .. }
             | AgentError::RunIdTaken { run_id, .. }
+            | AgentError::RunDrivenElsewhere { run_id, .. }
+            | AgentError::Cluster { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -230,6 +253,8 @@ impl AgentError {
             AgentError::RunStore { .. } => "run-store",
             AgentError::ThreadBusy { .. } => "thread-busy",
             AgentError::RunIdTaken { .. } => "run-id-taken",
+            AgentError::RunDrivenElsewhere { .. } => "run-driven-elsewhere",
+            AgentError::Cluster { .. } => "cluster",
             AgentError::Internal { .. } => "internal",
         }
     }

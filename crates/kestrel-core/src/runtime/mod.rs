@@ -13,6 +13,7 @@
 //! - `subrun`: what a delegation call learns from the run that makes it.
 
 pub(crate) mod background;
+pub(crate) mod cluster;
 pub(crate) mod driver;
 pub(crate) mod registry;
 mod stream;

@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::cluster::{ClusterRuntime, Hold};
 use crate::abort::AbortSignal;
+use crate::cluster::ClusterError;
 use crate::message::Message;
 use crate::pubsub::{InProcessPubSub, SharedPubSub};
 
@@ -56,6 +58,8 @@ pub(crate) struct RunRegistry {
     pub(crate) pubsub: SharedPubSub,
     /// The limit on background tasks running at once.
     pub(crate) background: Arc<tokio::sync::Semaphore>,
+    /// This instance's side of the cluster it shares runs with, if any.
+    pub(crate) cluster: Option<Arc<ClusterRuntime>>,
 }
 
 impl std::fmt::Debug for RunRegistry {
@@ -87,6 +91,7 @@ impl RunRegistry {
             background: Arc::new(tokio::sync::Semaphore::new(
                 crate::definition::background::DEFAULT_BACKGROUND_CONCURRENCY,
             )),
+            cluster: None,
         }
     }
 
@@ -177,24 +182,65 @@ impl RunRegistry {
         aborted
     }
 
-    /// The lease of `thread`, once the runs before this one released it. Until the returned
-    /// guard is dropped, this run is the thread's active run and takes delivered messages.
-    pub(crate) async fn lease(self: &Arc<Self>, thread: ThreadKey, run_id: &str) -> Lease {
+    /// The lease of `thread`, once the runs before this one released it (in this process,
+    /// and in a cluster on every instance). Until the returned guard is dropped, this run is
+    /// the thread's active run and takes delivered messages.
+    pub(crate) async fn lease(
+        self: &Arc<Self>,
+        thread: ThreadKey,
+        run_id: &str,
+    ) -> Result<Lease, ClusterError> {
         let mutex = {
             let mut threads = lock(&self.threads);
             Arc::clone(threads.leases.entry(thread.clone()).or_default())
         };
         let guard = mutex.lock_owned().await;
+        let hold = match &self.cluster {
+            Some(cluster) => Some(cluster.wait_for_thread(&thread, run_id).await?),
+            None => None,
+        };
         let inbox: Inbox = Arc::new(Mutex::new(Some(Vec::new())));
         lock(&self.threads)
             .holders
             .insert(thread.clone(), (run_id.to_owned(), Arc::clone(&inbox)));
-        Lease {
+        Ok(Lease {
             registry: Arc::clone(self),
             thread,
             inbox,
             guard: Some(guard),
+            hold,
+        })
+    }
+
+    /// The run active on the thread here, or (in a cluster) on another instance.
+    pub(crate) async fn active_run_anywhere(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Option<String>, ClusterError> {
+        if let Some(run_id) = self.active_run(thread) {
+            return Ok(Some(run_id));
         }
+        Ok(self
+            .remote_thread_holder(thread)
+            .await?
+            .and_then(|(_, run_id)| run_id))
+    }
+
+    /// In a cluster, the other instance whose run holds the thread's lease, and that run.
+    pub(crate) async fn remote_thread_holder(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Option<(String, Option<String>)>, ClusterError> {
+        let Some(cluster) = &self.cluster else {
+            return Ok(None);
+        };
+        let key = crate::cluster::thread_lease_key(&thread.resource_id, &thread.thread_id);
+        Ok(cluster.other_holder(&key).await?.map(|lease| {
+            (
+                super::cluster::holder_instance(&lease.holder).to_owned(),
+                super::cluster::holder_run(&lease.holder).map(str::to_owned),
+            )
+        }))
     }
 
     /// The run holding the thread's lease.
@@ -240,9 +286,18 @@ pub(crate) struct Lease {
     thread: ThreadKey,
     inbox: Inbox,
     guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    /// The thread's lease among the instances of a cluster.
+    hold: Option<Hold>,
 }
 
 impl Lease {
+    /// Gives the thread's cluster lease up now (before the next run here asks for it).
+    pub(crate) async fn release_cluster_hold(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            hold.release().await;
+        }
+    }
+
     /// The messages delivered since the last call.
     pub(crate) fn take_delivered(&self) -> Vec<Message> {
         lock(&self.inbox)

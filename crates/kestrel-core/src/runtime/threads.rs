@@ -15,6 +15,7 @@ use futures::Stream;
 
 use super::registry::{RunRegistry, ThreadKey};
 use super::{Agent, AgentStream};
+use crate::cluster::{ClusterError, Command, Outcome};
 use crate::context::RequestContext;
 use crate::definition::RunOptions;
 use crate::event::Event;
@@ -117,6 +118,9 @@ pub enum ThreadError {
     /// The pub/sub failed.
     #[error(transparent)]
     PubSub(#[from] PubSubError),
+    /// The instance whose run is active on the thread could not be reached.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
 }
 
 /// Every event of every run on a thread, from now until dropped. Each event names its run.
@@ -173,6 +177,30 @@ impl Agent {
         self.runtime.runs.abort_thread(&key(resource_id, thread_id))
     }
 
+    /// [`Agent::abort_thread`], and in a cluster also the thread's active run on another
+    /// instance (which stops it and answers); returns how many runs were aborted.
+    pub async fn abort_thread_anywhere(
+        &self,
+        resource_id: &str,
+        thread_id: &str,
+    ) -> Result<usize, ThreadError> {
+        let runs = &self.runtime.runs;
+        let thread = key(resource_id, thread_id);
+        let mut aborted = runs.abort_thread(&thread);
+        if let Some((instance, _)) = runs.remote_thread_holder(&thread).await?
+            && let Some(cluster) = &runs.cluster
+        {
+            let command = Command::AbortThread {
+                resource_id: resource_id.to_owned(),
+                thread_id: thread_id.to_owned(),
+            };
+            if let Outcome::Done { count } = cluster.request(&instance, command).await? {
+                aborted += count;
+            }
+        }
+        Ok(aborted)
+    }
+
     /// The run active on a thread, if any.
     pub fn active_run_on(&self, resource_id: &str, thread_id: &str) -> Option<String> {
         self.runtime.runs.active_run(&key(resource_id, thread_id))
@@ -222,7 +250,15 @@ impl Agent {
         let thread = key(&to.resource_id, &to.thread_id);
         let runs = &self.runtime.runs;
         let mut message = Some(message);
-        if let Some(active) = runs.active_run(&thread) {
+        if runs.active_run(&thread).is_none()
+            && let Some((instance, active)) = runs.remote_thread_holder(&thread).await?
+        {
+            // The thread's active run is on another instance: it takes the message there.
+            match self.send_elsewhere(&to, &instance, active, message).await? {
+                Ok(sent) => return Ok(sent),
+                Err(back) => message = Some(back),
+            }
+        } else if let Some(active) = runs.active_run(&thread) {
             match to.if_active {
                 IfActive::Deliver => {
                     if let Some(m) = message.take() {
@@ -288,6 +324,52 @@ impl Agent {
                 run_id: None,
                 stream: None,
             }),
+        }
+    }
+
+    /// [`Agent::send`] when the thread's active run is `active` on `instance`: what became of
+    /// the message, or the message back when that run ended meanwhile (the thread is idle).
+    async fn send_elsewhere(
+        &self,
+        to: &SendMessage,
+        instance: &str,
+        active: Option<String>,
+        message: Option<Message>,
+    ) -> Result<Result<Sent, Message>, ThreadError> {
+        let Some(message) = message else {
+            return Ok(Ok(Sent {
+                accepted: false,
+                run_id: active,
+                stream: None,
+            }));
+        };
+        let answered = |accepted, run_id| {
+            Ok(Ok(Sent {
+                accepted,
+                run_id,
+                stream: None,
+            }))
+        };
+        match to.if_active {
+            IfActive::Deliver => {
+                let Some(cluster) = &self.runtime.runs.cluster else {
+                    return Ok(Err(message));
+                };
+                let command = Command::Deliver {
+                    resource_id: to.resource_id.clone(),
+                    thread_id: to.thread_id.clone(),
+                    message: message.clone(),
+                };
+                match cluster.request(instance, command).await? {
+                    Outcome::Delivered { run_id } => answered(true, Some(run_id)),
+                    _ => Ok(Err(message)),
+                }
+            }
+            IfActive::Persist => {
+                self.store_in_thread(to, message).await?;
+                answered(true, active)
+            }
+            IfActive::Discard => answered(false, active),
         }
     }
 

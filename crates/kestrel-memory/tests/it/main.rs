@@ -8,6 +8,7 @@
 mod common;
 
 mod agent_memory;
+mod cluster;
 mod delegation_memory;
 mod durable_runs;
 mod live_threads;

@@ -3,11 +3,33 @@
 
 use super::AgentRun;
 use crate::definition::AgentError;
-use crate::memory::MemoryScope;
+use crate::lease::Fence;
+use crate::memory::{AgentMemory, MemoryError, MemoryScope};
 use crate::message::{Message, Part, Role};
 use crate::run::{GenerateResult, RunStatus};
 
+/// Stores `messages` in `scope`, under `fence` when the run has one.
+async fn store_messages(
+    memory: &dyn AgentMemory,
+    scope: &MemoryScope,
+    messages: &[Message],
+    fence: Option<Fence<'_>>,
+) -> Result<(), MemoryError> {
+    match fence {
+        Some(fence) => memory.persist_fenced(scope, messages, fence).await,
+        None => memory.persist(scope, messages).await,
+    }
+}
+
 impl AgentRun {
+    /// What the run's writes carry in a cluster: its run and its lease's token.
+    fn fence(&self) -> Option<Fence<'_>> {
+        self.state.lease_token.map(|token| Fence {
+            run_id: &self.run_id,
+            token,
+        })
+    }
+
     /// Stores what an aborted step had produced (its text and reasoning so far, no unfinished
     /// tool calls), marked aborted: what the user saw is not lost.
     pub(super) async fn keep_partial(&mut self, message_id: &str, text: &str, reasoning: &str) {
@@ -37,7 +59,11 @@ impl AgentRun {
             role: Role::Assistant,
             parts,
         };
-        if let Err(error) = memory.persist_aborted(&scope, &partial).await {
+        let stored = match self.fence() {
+            Some(fence) => memory.persist_aborted_fenced(&scope, &partial, fence).await,
+            None => memory.persist_aborted(&scope, &partial).await,
+        };
+        if let Err(error) = stored {
             tracing::warn!(run_id = %self.run_id, %error, "storing the aborted step's partial text failed");
         }
     }
@@ -101,8 +127,7 @@ impl AgentRun {
         if !self.state.memory_loaded || self.state.unpersisted().is_empty() {
             return Ok(());
         }
-        memory
-            .persist(&scope, self.state.unpersisted())
+        store_messages(&*memory, &scope, self.state.unpersisted(), self.fence())
             .await
             .map_err(|source| self.memory_error(source))?;
         self.state.persisted = self.state.messages.len();
@@ -143,7 +168,7 @@ impl AgentRun {
             return;
         };
         let messages: Vec<Message> = feedback.into_iter().map(Message::system).collect();
-        if let Err(error) = memory.persist(&scope, &messages).await {
+        if let Err(error) = store_messages(&*memory, &scope, &messages, self.fence()).await {
             tracing::warn!(run_id = %self.run_id, %error, "saving delegation feedback failed");
         }
     }
@@ -151,10 +176,11 @@ impl AgentRun {
     /// Lets the next run on the thread go. Messages delivered too late for this run are stored
     /// in the thread, never dropped.
     pub(super) async fn release_thread(&mut self) {
-        let Some(lease) = self.lease.take() else {
+        let Some(mut lease) = self.lease.take() else {
             return;
         };
         let late = lease.close_inbox();
+        lease.release_cluster_hold().await;
         if late.is_empty() {
             return;
         }
@@ -163,7 +189,7 @@ impl AgentRun {
             tracing::warn!(run_id = %self.run_id, count = late.len(), "messages delivered to a run without memory could not be stored");
             return;
         };
-        if let Err(error) = memory.persist(&scope, &late).await {
+        if let Err(error) = store_messages(&*memory, &scope, &late, self.fence()).await {
             tracing::warn!(run_id = %self.run_id, %error, "storing messages delivered after the run ended failed");
         }
     }

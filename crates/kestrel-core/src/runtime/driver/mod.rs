@@ -13,6 +13,7 @@ use tracing::Instrument;
 
 use super::Agent;
 use super::background::BackgroundRuntime;
+use super::cluster::Hold;
 use super::registry::{Lease, Registered, ThreadKey};
 use super::stream::AgentStream;
 use super::subrun::{DelegationRuntime, SubRunContext};
@@ -77,6 +78,8 @@ pub struct AgentRun {
     busy: BusyThread,
     /// The run's hold on its thread, while `run` drives it.
     lease: Option<Lease>,
+    /// In a cluster: the run's lease, while this instance drives it.
+    hold: Option<Hold>,
     /// Delegation hooks, and what they asked of the loop.
     delegation: Option<Arc<DelegationRuntime>>,
     /// `on_iteration_complete`.
@@ -259,6 +262,14 @@ impl AgentRun {
         ))
     }
 
+    /// Hands the run the lease its claim took (a decision, a resume), so that it drives the
+    /// run under the token its claim was saved with.
+    pub(crate) fn with_hold(mut self, hold: Option<Hold>) -> Self {
+        self.state.lease_token = hold.as_ref().map(Hold::token);
+        self.hold = hold;
+        self
+    }
+
     /// Marks the run as continued from a snapshot saved at `version`.
     pub(crate) fn with_snapshot_version(mut self, version: i64) -> Self {
         self.snapshot_version = Some(version);
@@ -290,6 +301,7 @@ impl AgentRun {
             snapshot_version: None,
             busy: BusyThread::Wait,
             lease: None,
+            hold: None,
             delegation: None,
             iteration_hook: None,
             task_completion: None,
@@ -521,8 +533,16 @@ impl AgentRun {
         if let Err(e) = self.check_chosen_id().await {
             return Err(self.refuse(e).await);
         }
+        if self.agent.runtime.runs.cluster.is_some() {
+            // Boxed: single-process runs never await it.
+            if let Err(e) = Box::pin(self.own_run()).await {
+                return Err(self.refuse(e).await);
+            }
+        }
         if let Err(e) = self.take_thread().await {
-            return Err(self.fail(e).await);
+            let error = self.fail(e).await;
+            self.disown_run().await;
+            return Err(error);
         }
         let outcome = self.drive().await;
         if self.background.is_some() {
@@ -530,6 +550,7 @@ impl AgentRun {
             Box::pin(self.close_background()).await;
         }
         self.release_thread().await;
+        self.disown_run().await;
         outcome
     }
 
@@ -544,14 +565,18 @@ impl AgentRun {
             pubsub: Arc::clone(&runs.pubsub),
             topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
         });
-        if self.busy == BusyThread::Fail
-            && let Some(active_run_id) = runs.active_run(&thread)
-        {
-            return Err(AgentError::ThreadBusy {
-                run_id: self.state.run_id.clone(),
-                thread_id: thread.thread_id.clone(),
-                active_run_id,
-            });
+        if self.busy == BusyThread::Fail {
+            let active = runs
+                .active_run_anywhere(&thread)
+                .await
+                .map_err(|source| self.cluster_error(source))?;
+            if let Some(active_run_id) = active {
+                return Err(AgentError::ThreadBusy {
+                    run_id: self.state.run_id.clone(),
+                    thread_id: thread.thread_id.clone(),
+                    active_run_id,
+                });
+            }
         }
         let abort = self.abort.clone();
         let lease = tokio::select! {
@@ -559,8 +584,54 @@ impl AgentRun {
             () = abort.aborted() => None,
             lease = runs.lease(thread, &self.run_id) => Some(lease),
         };
-        self.lease = Some(lease.ok_or_else(|| self.aborted())?);
+        let lease = lease.ok_or_else(|| self.aborted())?;
+        self.lease = Some(lease.map_err(|source| self.cluster_error(source))?);
         Ok(())
+    }
+
+    fn cluster_error(&self, source: crate::cluster::ClusterError) -> AgentError {
+        AgentError::Cluster {
+            run_id: self.state.run_id.clone(),
+            source,
+        }
+    }
+
+    /// In a cluster, takes the run's lease (unless a decision or a resume took it already):
+    /// refused when another live instance drives the run. Every snapshot and message the run
+    /// writes from now on carries the lease's token, and a snapshot is saved after every step
+    /// so another instance can continue the run should this one die.
+    async fn own_run(&mut self) -> Result<(), AgentError> {
+        let Some(cluster) = self.agent.runtime.runs.cluster.clone() else {
+            return Ok(());
+        };
+        if self.hold.is_none() {
+            let key = crate::cluster::run_lease_key(&self.run_id);
+            let hold = cluster
+                .acquire(key.clone(), cluster.instance())
+                .await
+                .map_err(|source| self.cluster_error(source))?;
+            let Some(hold) = hold else {
+                let instance = match cluster.config.leases.holder(&key).await {
+                    Ok(Some(lease)) => lease.holder,
+                    _ => "unknown".to_owned(),
+                };
+                return Err(AgentError::RunDrivenElsewhere {
+                    run_id: self.state.run_id.clone(),
+                    instance,
+                });
+            };
+            self.hold = Some(hold);
+        }
+        self.state.lease_token = self.hold.as_ref().map(|h| h.token());
+        self.durable_steps = self.store.is_durable();
+        Ok(())
+    }
+
+    /// Gives the run's lease up (the run ended, stopped or paused).
+    async fn disown_run(&mut self) {
+        if let Some(hold) = self.hold.take() {
+            hold.release().await;
+        }
     }
 
     async fn drive(&mut self) -> Result<GenerateResult, AgentError> {

@@ -1,0 +1,375 @@
+//! Two instances of a cluster on one store (in memory, SQLite, PostgreSQL), sharing in-process
+//! leases and bus: a run driven by one is refused to the other, an abort or a message sent to
+//! the other reaches it, and an owner that stopped renewing its lease (as a paused process
+//! does) loses the run to the other, whose work its late writes cannot overwrite.
+//! (`kestrel-server`'s tests run the same over Redis, with separate processes.)
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kestrel_core::agent::{Agent, RunControlError, RunRef, SendMessage};
+use kestrel_core::cluster::{Cluster, InProcessBus};
+use kestrel_core::event::EventKind;
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::lease::{InProcessLeases, Lease, LeaseError, LeaseProvider};
+use kestrel_core::message::{Part, Role};
+use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
+use kestrel_core::run_store::RunPhase;
+use kestrel_core::tool::{FnTool, create_tool};
+use kestrel_memory::Memory;
+use kestrel_storage::Selection;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::common::{Store, run};
+
+const THREAD: &str = "thread-c";
+const RESOURCE: &str = "alice";
+const TTL: Duration = Duration::from_millis(300);
+
+/// In-process leases whose holders can be "paused": their renewals do nothing, as those of
+/// a process stopped with SIGSTOP, so their leases run out.
+#[derive(Debug, Default)]
+struct PausableLeases {
+    leases: InProcessLeases,
+    paused: Mutex<HashSet<String>>,
+}
+
+impl PausableLeases {
+    fn pause(&self, instance: &str) {
+        self.paused.lock().unwrap().insert(instance.to_owned());
+    }
+
+    fn is_paused(&self, holder: &str) -> bool {
+        let instance = holder.split('/').next().unwrap_or(holder);
+        self.paused.lock().unwrap().contains(instance)
+    }
+}
+
+#[async_trait::async_trait]
+impl LeaseProvider for PausableLeases {
+    async fn acquire(
+        &self,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        self.leases.acquire(key, holder, ttl).await
+    }
+
+    async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, LeaseError> {
+        if self.is_paused(&lease.holder) {
+            return Ok(true);
+        }
+        self.leases.renew(lease, ttl).await
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<bool, LeaseError> {
+        self.leases.release(lease).await
+    }
+
+    async fn transfer(
+        &self,
+        lease: &Lease,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, LeaseError> {
+        self.leases.transfer(lease, to, ttl).await
+    }
+
+    async fn holder(&self, key: &str) -> Result<Option<Lease>, LeaseError> {
+        self.leases.holder(key).await
+    }
+}
+
+/// The model calls `wait` once, then answers with every user message it saw, joined.
+fn model() -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn(|req| {
+        let last = req.messages.last().unwrap();
+        let tool_done = last.role == Role::Tool
+            || req
+                .messages
+                .iter()
+                .any(|m| m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })));
+        if tool_done {
+            let users: Vec<String> = req
+                .messages
+                .iter()
+                .filter(|m| m.role == Role::User)
+                .map(|m| m.text())
+                .collect();
+            ScriptedResponse::text(format!("heard: {}", users.join(" + ")))
+        } else {
+            ScriptedResponse::tool_call("call-1", "wait", json!({}))
+        }
+    }))
+}
+
+/// A tool that waits for a permit of `gate` (none: it returns at once), counting its runs.
+fn wait_tool(gate: Option<Arc<Semaphore>>, runs: Arc<AtomicUsize>) -> FnTool {
+    create_tool("wait")
+        .description("Waits")
+        .input_schema(json!({"type": "object"}))
+        .execute(move |_input: Value, _ctx| {
+            let (gate, runs) = (gate.clone(), runs.clone());
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                if let Some(gate) = gate {
+                    gate.acquire().await.unwrap().forget();
+                }
+                Ok("waited".to_owned())
+            }
+        })
+}
+
+fn instance(
+    store: &Store,
+    cluster: &Cluster,
+    id: &str,
+    gate: Option<Arc<Semaphore>>,
+    runs: Arc<AtomicUsize>,
+) -> Kestrel {
+    let memory = Memory::builder(Arc::clone(store))
+        .last_messages(20)
+        .build()
+        .unwrap();
+    let agent = Agent::builder("assistant")
+        .model(model())
+        .tool(wait_tool(gate, runs))
+        .memory(memory.clone())
+        .build()
+        .unwrap();
+    Kestrel::builder()
+        .memory(memory)
+        .agent(agent)
+        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
+        .build()
+        .unwrap()
+}
+
+fn cluster(leases: Arc<PausableLeases>) -> Cluster {
+    Cluster::new(leases, Arc::new(InProcessBus::default()))
+}
+
+type Driving = tokio::task::JoinHandle<(
+    Vec<kestrel_core::event::Event>,
+    Result<kestrel_core::agent::GenerateResult, kestrel_core::agent::AgentError>,
+)>;
+
+/// Instances A (whose tool waits for `gate`) and B of one cluster, and a run on A whose tool
+/// has started.
+struct Started {
+    leases: Arc<PausableLeases>,
+    a: Kestrel,
+    b: Kestrel,
+    gate: Arc<Semaphore>,
+    runs: Arc<AtomicUsize>,
+    run_id: String,
+    driving: Driving,
+}
+
+impl Started {
+    async fn on(store: &Store, input: &str) -> Self {
+        let leases = Arc::new(PausableLeases::default());
+        let cluster = cluster(Arc::clone(&leases));
+        let gate = Arc::new(Semaphore::new(0));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let a = instance(store, &cluster, "a", Some(gate.clone()), runs.clone());
+        let b = instance(store, &cluster, "b", None, runs.clone());
+        let stream = a
+            .agent("assistant")
+            .unwrap()
+            .stream(input)
+            .memory(THREAD, RESOURCE)
+            .into_stream();
+        let run_id = stream.run_id().to_owned();
+        let driving = tokio::spawn(stream.collect());
+        started(&runs, 1).await;
+        Self {
+            leases,
+            a,
+            b,
+            gate,
+            runs,
+            run_id,
+            driving,
+        }
+    }
+}
+
+/// Waits until the tool has started `n` times.
+async fn started(runs: &AtomicUsize, n: usize) {
+    for _ in 0..500 {
+        if runs.load(Ordering::SeqCst) >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the tool did not start");
+}
+
+async fn thread_texts(store: &Store) -> Vec<(Role, String)> {
+    store
+        .list_messages(THREAD, Some(RESOURCE), Selection::all())
+        .await
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| (m.role, m.to_message().text()))
+        .collect()
+}
+
+/// A run in progress on A: B refuses to resume it, and B's abort stops it on A.
+async fn a_run_on_one_instance_is_refused_and_aborted_from_another(store: Store) {
+    let Started {
+        a,
+        b,
+        gate,
+        run_id,
+        driving,
+        ..
+    } = Started::on(&store, "hello").await;
+
+    let on_b = b.agent("assistant").unwrap();
+    let refused = on_b.resume_run(RunRef::new(&run_id)).await;
+    assert!(
+        matches!(
+            refused,
+            Err(RunControlError::NotResumable {
+                reason: "it is in progress on another instance",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    // A caller pinned to another resource does not reach it.
+    let foreign = on_b
+        .abort_stored_run(RunRef::new(&run_id).resource("mallory"))
+        .await;
+    assert!(
+        matches!(foreign, Err(RunControlError::RunNotFound { .. })),
+        "{foreign:?}"
+    );
+
+    let marked = on_b.abort_stored_run(RunRef::new(&run_id)).await.unwrap();
+    assert_eq!(marked, 0, "the owner records the abort itself");
+    let (events, result) = tokio::time::timeout(Duration::from_secs(5), driving)
+        .await
+        .expect("the run on A stopped")
+        .unwrap();
+    assert!(
+        matches!(events.last().map(|e| &e.kind), Some(EventKind::Abort(_))),
+        "{:?}",
+        events.last()
+    );
+    assert!(result.is_err() || result.unwrap().finish_reason == FinishReason::Abort);
+    let stored = a.run_store().load(&run_id).await.unwrap().unwrap();
+    assert_eq!(stored.phase, RunPhase::Aborted);
+    gate.add_permits(10);
+}
+
+/// A message sent on B to the thread whose run is active on A goes into that run's next step.
+async fn a_message_sent_on_another_instance_reaches_the_active_run(store: Store) {
+    let Started {
+        b,
+        gate,
+        run_id,
+        driving,
+        ..
+    } = Started::on(&store, "first").await;
+
+    let sent = b
+        .agent("assistant")
+        .unwrap()
+        .send_message("second", SendMessage::to(RESOURCE, THREAD))
+        .await
+        .unwrap();
+    assert!(sent.accepted);
+    assert_eq!(sent.run_id.as_deref(), Some(run_id.as_str()));
+    assert!(sent.stream.is_none(), "delivered, not a new run");
+    gate.add_permits(1);
+    let (_, result) = driving.await.unwrap();
+    let result = result.unwrap();
+    assert_eq!(result.text, "heard: first + second");
+    let texts = thread_texts(&store).await;
+    let users: Vec<&str> = texts
+        .iter()
+        .filter(|(role, _)| *role == Role::User)
+        .map(|(_, t)| t.as_str())
+        .collect();
+    assert_eq!(users, ["first", "second"], "{texts:?}");
+
+    // The thread is idle now: a message sent on B wakes a run on B.
+    let sent = b
+        .agent("assistant")
+        .unwrap()
+        .send_message("third", SendMessage::to(RESOURCE, THREAD))
+        .await
+        .unwrap();
+    let (_, woken) = sent.stream.expect("a new run").collect().await;
+    assert!(woken.unwrap().text.contains("third"));
+}
+
+/// A's lease runs out while its tool works (A is "paused"); B takes the run over from its last
+/// snapshot and finishes it. When A wakes, its late writes are refused: the thread holds
+/// B's answer once, and A's run ends with the fencing error.
+async fn a_paused_owner_loses_its_run_and_its_late_writes_are_refused(store: Store) {
+    let Started {
+        leases,
+        b,
+        gate,
+        runs,
+        run_id,
+        driving,
+        ..
+    } = Started::on(&store, "hello").await;
+
+    leases.pause("a");
+    tokio::time::sleep(TTL * 2).await;
+    let (_, taken_over) = b
+        .agent("assistant")
+        .unwrap()
+        .resume_run(RunRef::new(&run_id))
+        .await
+        .expect("B takes the run over once A's lease ran out")
+        .collect()
+        .await;
+    let taken_over = taken_over.unwrap();
+    assert_eq!(taken_over.text, "heard: hello");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        2,
+        "the step in flight ran again on B"
+    );
+
+    // A wakes up: its tool returns, and everything it writes is refused.
+    gate.add_permits(1);
+    let (events, late) = driving.await.unwrap();
+    let error = late.expect_err("A's run cannot go on");
+    assert!(error.to_string().contains("newer owner"), "{error}");
+    assert!(
+        matches!(events.last().map(|e| &e.kind), Some(EventKind::Error(_))),
+        "{:?}",
+        events.last()
+    );
+    let stored = b.run_store().load(&run_id).await.unwrap().unwrap();
+    assert_eq!(stored.phase, RunPhase::Completed, "B's end stands");
+    let texts = thread_texts(&store).await;
+    let roles: Vec<Role> = texts.iter().map(|(role, _)| *role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+        "{texts:?}"
+    );
+    assert_eq!(texts[3].1, "heard: hello");
+}
+
+on_every_backend!(
+    a_run_on_one_instance_is_refused_and_aborted_from_another,
+    a_message_sent_on_another_instance_reaches_the_active_run,
+    a_paused_owner_loses_its_run_and_its_late_writes_are_refused,
+);
