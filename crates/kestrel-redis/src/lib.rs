@@ -5,6 +5,10 @@
 //! drives. It implements [`kestrel_core::pubsub::PubSub`] and passes the same conformance suite
 //! as the in-process default (`kestrel_core::pubsub::testing`, feature `testing`).
 //!
+//! It is also a [`kestrel_core::cluster::ControlBus`]: each instance's inbox is a stream,
+//! through which an abort, a message for a thread's active run or a pause reaches the
+//! instance that drives the run, and the answer comes back.
+//!
 //! [`RedisLeases`] grants leases with fencing tokens ([`kestrel_core::lease`]): one owner per
 //! run or thread across instances, and a token that only grows so that a store can refuse
 //! the writes of an owner that lost its lease.

@@ -23,6 +23,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
+use futures::stream::BoxStream;
+use kestrel_core::cluster::{ControlBus, ControlMessage};
 use kestrel_core::event::Event;
 use kestrel_core::pubsub::{
     Acknowledge, DEFAULT_SUBSCRIBER_BACKLOG, Delivery, GroupOptions, GroupSubscription, PubSub,
@@ -196,28 +198,8 @@ impl PubSub for RedisPubSub {
 
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError> {
         let key = self.stream_key(topic);
-        let mut connection = self
-            .inner
-            .reader()
-            .await
-            .map_err(|e| Self::error(topic, e))?;
-        // Where the stream ends now: what comes after is this subscription's.
-        let last = last_entry_id(&mut connection, &key)
-            .await
-            .map_err(|e| Self::error(topic, e))?;
-        let (sender, receiver) = mpsc::channel(self.inner.options.backlog);
-        let reader = Reader {
-            inner: Arc::clone(&self.inner),
-            topic: topic.to_owned(),
-            key,
-            last,
-            sender,
-        };
-        let task = tokio::spawn(reader.run(connection));
-        Ok(Subscription::new(Box::pin(Queue {
-            receiver,
-            task: AbortOnDrop(task),
-        })))
+        let queue = self.read_from_end::<Event>(topic, key, EVENT_FIELD).await?;
+        Ok(Subscription::new(Box::pin(queue)))
     }
 
     async fn subscribe_group(
@@ -260,6 +242,93 @@ impl PubSub for RedisPubSub {
     }
 }
 
+impl RedisPubSub {
+    /// A queue of what is added to the stream `key` from now on (the JSON of each entry's
+    /// `field`), read on a connection of its own.
+    async fn read_from_end<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        topic: &str,
+        key: String,
+        field: &'static str,
+    ) -> Result<Queue<T>, PubSubError> {
+        let mut connection = self
+            .inner
+            .reader()
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        // Where the stream ends now: what comes after is this subscription's.
+        let last = last_entry_id(&mut connection, &key)
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        let (sender, receiver) = mpsc::channel(self.inner.options.backlog);
+        let reader = Reader {
+            inner: Arc::clone(&self.inner),
+            topic: topic.to_owned(),
+            key,
+            field,
+            last,
+            sender,
+        };
+        let task = tokio::spawn(reader.run(connection));
+        Ok(Queue {
+            receiver,
+            task: AbortOnDrop(task),
+        })
+    }
+
+    /// The stream of an instance's inbox.
+    pub fn inbox_key(&self, instance: &str) -> String {
+        format!("{}inbox:{instance}", self.inner.options.key_prefix)
+    }
+}
+
+/// The stream field that holds a control message's JSON.
+const MESSAGE_FIELD: &str = "message";
+
+/// The entries an inbox keeps (about), and how long it lives after its last message (an
+/// instance that went away leaves its inbox behind that long).
+const INBOX_MAX_LEN: usize = 1_000;
+const INBOX_TTL_MS: u64 = 60 * 60 * 1000;
+
+/// Control messages between instances: one stream per instance's inbox, read from its end
+/// like a topic's subscription.
+#[async_trait::async_trait]
+impl ControlBus for RedisPubSub {
+    async fn send(&self, instance: &str, message: &ControlMessage) -> Result<(), PubSubError> {
+        let key = self.inbox_key(instance);
+        let json = serde_json::to_string(message).map_err(|e| Self::error(&key, e))?;
+        let mut connection = self.inner.publisher.clone();
+        redis::pipe()
+            .cmd("XADD")
+            .arg(&key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(INBOX_MAX_LEN)
+            .arg("*")
+            .arg(MESSAGE_FIELD)
+            .arg(json)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(INBOX_TTL_MS)
+            .ignore()
+            .query_async::<()>(&mut connection)
+            .await
+            .map_err(|e| Self::error(&key, e))
+    }
+
+    async fn inbox(
+        &self,
+        instance: &str,
+    ) -> Result<BoxStream<'static, ControlMessage>, PubSubError> {
+        let key = self.inbox_key(instance);
+        let queue = self
+            .read_from_end::<ControlMessage>(&key, key.clone(), MESSAGE_FIELD)
+            .await?;
+        Ok(Box::pin(queue))
+    }
+}
+
 /// The id of the stream's last entry (`0-0` for an empty or missing stream).
 async fn last_entry_id(
     connection: &mut MultiplexedConnection,
@@ -280,14 +349,16 @@ async fn last_entry_id(
         .map_or_else(|| "0-0".to_owned(), |entry| entry.id))
 }
 
-/// Reads one subscription's stream into its queue until the subscription is dropped.
-struct Reader {
+/// Reads one subscription's stream into its queue until the subscription is dropped: the
+/// JSON of each entry's `field`, as a `T` (events, or an inbox's control messages).
+struct Reader<T> {
     inner: Arc<Inner>,
     topic: String,
     key: String,
+    field: &'static str,
     /// The id of the last entry read (delivered or skipped).
     last: String,
-    sender: mpsc::Sender<Event>,
+    sender: mpsc::Sender<T>,
 }
 
 /// What one read gave.
@@ -298,7 +369,7 @@ enum Read {
     Done,
 }
 
-impl Reader {
+impl<T: serde::de::DeserializeOwned + Send + 'static> Reader<T> {
     async fn run(mut self, mut connection: MultiplexedConnection) {
         let mut delay = Duration::from_millis(50);
         loop {
@@ -348,7 +419,7 @@ impl Reader {
         };
         for entry in reply.keys.into_iter().flat_map(|key| key.ids) {
             self.last.clone_from(&entry.id);
-            let event = match entry_event(&entry) {
+            let event = match entry_json::<T>(&entry, self.field) {
                 Ok(event) => event,
                 Err(reason) => {
                     // Someone else's entry, or another version's: skipped, not fatal.
@@ -369,18 +440,23 @@ impl Reader {
     }
 }
 
-/// The event in a stream entry, or why there is none.
-fn entry_event(entry: &StreamId) -> Result<Event, String> {
+/// The value of a stream entry's JSON `field`, or why there is none.
+fn entry_json<T: serde::de::DeserializeOwned>(entry: &StreamId, field: &str) -> Result<T, String> {
     match entry
         .map
-        .get(EVENT_FIELD)
+        .get(field)
         .cloned()
         .map(redis::from_redis_value::<String>)
     {
-        Some(Ok(json)) => serde_json::from_str::<Event>(&json).map_err(|e| e.to_string()),
+        Some(Ok(json)) => serde_json::from_str::<T>(&json).map_err(|e| e.to_string()),
         Some(Err(e)) => Err(e.to_string()),
-        None => Err(format!("the entry has no {EVENT_FIELD:?} field")),
+        None => Err(format!("the entry has no {field:?} field")),
     }
+}
+
+/// The event in a stream entry, or why there is none.
+fn entry_event(entry: &StreamId) -> Result<Event, String> {
+    entry_json(entry, EVENT_FIELD)
 }
 
 /// One group consumer's settling of its deliveries.

@@ -99,6 +99,23 @@ impl Agent {
                 reason: "it is in progress in this process",
             });
         }
+        let driven_elsewhere = || RunControlError::NotResumable {
+            run_id: run_id.clone(),
+            action: "resumed",
+            reason: "it is in progress on another instance",
+        };
+        if let Some(cluster) = &self.runtime.runs.cluster {
+            let elsewhere = cluster
+                .other_holder(&run_lease_key(&run_id))
+                .await
+                .map_err(|source| RunControlError::Cluster {
+                    run_id: run_id.clone(),
+                    source,
+                })?;
+            if elsewhere.is_some() {
+                return Err(driven_elsewhere());
+            }
+        }
         let store = self.run_store().clone();
         let stored = self.load_top_level(&store, &target).await?;
         let reason = match stored.phase {
@@ -118,11 +135,7 @@ impl Agent {
         let hold = self
             .claim_lease(&run_id)
             .await?
-            .map_err(|_| RunControlError::NotResumable {
-                run_id: run_id.clone(),
-                action: "resumed",
-                reason: "it is in progress on another instance",
-            })?;
+            .map_err(|()| driven_elsewhere())?;
         let mut run = AgentRun::resume(self.clone(), stored.state, target.options)
             .map_err(RunControlError::InvalidState)?
             .with_hold(hold);

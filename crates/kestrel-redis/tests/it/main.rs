@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cluster;
 mod restart;
 
 use std::sync::Arc;
