@@ -92,6 +92,7 @@ pub enum Commands {
             Examples:\n  \
             kestrel dev\n  \
             kestrel dev --port 8080 --db /tmp/kestrel.db\n  \
+            kestrel dev --db postgres://kestrel@db/app --redis redis://cache:6379\n  \
             KESTREL_API_TOKEN=$(openssl rand -hex 16) kestrel dev --host 0.0.0.0"
     )]
     Dev(DevArgs),
@@ -108,9 +109,29 @@ pub struct DevArgs {
     #[arg(long, value_name = "ADDRESS", default_value = kestrel_cli::dev::DEFAULT_HOST, value_parser = parse_host)]
     pub host: std::net::IpAddr,
 
-    /// The SQLite database of threads, memory and stopped runs (created when missing).
-    #[arg(long, value_name = "PATH", default_value = kestrel_cli::dev::DEFAULT_DB)]
-    pub db: std::path::PathBuf,
+    /// Where threads, memory and runs are kept: a SQLite file (created when missing), or a
+    /// PostgreSQL URL (postgres://user@host/db) that several instances can share.
+    #[arg(long, value_name = "PATH|URL", default_value = kestrel_cli::dev::DEFAULT_DB, value_parser = parse_db)]
+    pub db: kestrel_cli::dev::Database,
+
+    /// With a PostgreSQL --db: the schema holding Kestrel's tables (created when missing).
+    #[arg(long, value_name = "NAME", default_value = "public")]
+    pub schema: String,
+
+    /// Run as one of several instances sharing runs through this Redis (redis://host:port):
+    /// thread events, aborts, messages and approvals reach whichever instance drives a run,
+    /// and a run whose instance died is continued by another. Needs a PostgreSQL --db.
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+
+    /// With --redis: this instance's name among the others (default: a random one).
+    #[arg(long, value_name = "NAME", requires = "redis")]
+    pub instance_id: Option<String>,
+
+    /// With --redis: how long a run's or a thread's lease lasts without renewal, in
+    /// milliseconds: how soon another instance takes over the runs of one that died.
+    #[arg(long, value_name = "MS", requires = "redis", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
+    pub lease_ttl_ms: u64,
 
     /// A host name the server answers to besides localhost and IP addresses (its name behind
     /// a proxy or in DNS); repeat for several, `*.example.com` for subdomains. Requests for
@@ -121,6 +142,14 @@ pub struct DevArgs {
     /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
     #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
     pub model: Option<String>,
+}
+
+/// A SQLite path or a PostgreSQL URL.
+fn parse_db(target: &str) -> Result<kestrel_cli::dev::Database, String> {
+    if target.trim().is_empty() {
+        return Err("the database must be a file path or a postgres:// URL".to_owned());
+    }
+    Ok(kestrel_cli::dev::Database::parse(target))
 }
 
 /// An IP address, or `localhost`.
@@ -225,7 +254,11 @@ mod tests {
         };
         assert_eq!(args.port, 4111);
         assert!(args.host.is_loopback());
-        assert_eq!(args.db, std::path::PathBuf::from(".kestrel/dev.db"));
+        assert_eq!(
+            args.db,
+            kestrel_cli::dev::Database::Sqlite(".kestrel/dev.db".into())
+        );
+        assert!(args.redis.is_none());
         let cli =
             Cli::try_parse_from(["kestrel", "dev", "--host", "localhost", "-p", "0"]).unwrap();
         let Commands::Dev(args) = cli.command else {
@@ -233,6 +266,53 @@ mod tests {
         };
         assert!(args.host.is_loopback() && args.port == 0);
         assert!(Cli::try_parse_from(["kestrel", "dev", "--host", "example.com"]).is_err());
+    }
+
+    #[test]
+    fn dev_takes_a_postgres_url_and_a_redis_url() {
+        let cli = Cli::try_parse_from([
+            "kestrel",
+            "dev",
+            "--db",
+            "postgres://kestrel:secret@127.0.0.1/app",
+            "--redis",
+            "redis://127.0.0.1:6379",
+            "--instance-id",
+            "a",
+            "--lease-ttl-ms",
+            "2000",
+        ])
+        .unwrap();
+        let Commands::Dev(args) = cli.command else {
+            panic!("not dev: {cli:?}");
+        };
+        assert_eq!(
+            args.db,
+            kestrel_cli::dev::Database::Postgres("postgres://kestrel:secret@127.0.0.1/app".into())
+        );
+        assert_eq!(
+            args.db.to_string(),
+            "postgres://kestrel:***@127.0.0.1/app",
+            "the password is never printed"
+        );
+        assert_eq!(args.redis.as_deref(), Some("redis://127.0.0.1:6379"));
+        assert_eq!(
+            (args.instance_id.as_deref(), args.lease_ttl_ms),
+            (Some("a"), 2000)
+        );
+        // The cluster's settings need --redis; a lease shorter than 100 ms is refused.
+        assert!(Cli::try_parse_from(["kestrel", "dev", "--instance-id", "a"]).is_err());
+        assert!(
+            Cli::try_parse_from([
+                "kestrel",
+                "dev",
+                "--redis",
+                "redis://x",
+                "--lease-ttl-ms",
+                "5"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

@@ -31,11 +31,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kestrel::agent::{Agent, AgentBuildError};
+use kestrel::cluster::Cluster;
 use kestrel::kestrel::{Kestrel, KestrelError};
 use kestrel::memory::{Memory, MemoryBuildError, WorkingMemory};
 use kestrel::model::ModelSpec;
+use kestrel::pubsub::SharedPubSub;
 use kestrel::server::Server;
-use kestrel::storage::{SqliteStorage, Storage, StorageError};
+use kestrel::storage::{PgOptions, PostgresStorage, SqliteStorage, Storage, StorageError};
 use kestrel::tool::{Tool, create_tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -89,6 +91,18 @@ pub enum DevError {
         #[source]
         source: StorageError,
     },
+    /// The PostgreSQL database could not be reached or migrated.
+    #[error("cannot open the database {url}: {source}")]
+    Postgres {
+        /// The URL, its password hidden.
+        url: String,
+        /// Why.
+        #[source]
+        source: StorageError,
+    },
+    /// Redis could not be reached.
+    #[error("cannot connect to Redis: {0}")]
+    Redis(#[from] kestrel::redis::RedisError),
     /// The memory could not be built.
     #[error("cannot build the demo memory: {0}")]
     Memory(#[from] MemoryBuildError),
@@ -116,9 +130,115 @@ pub async fn open_storage(path: &Path) -> Result<SqliteStorage, DevError> {
         })
 }
 
+/// Where `kestrel dev` keeps threads, memory and runs: a SQLite file, or a PostgreSQL
+/// database (a `postgres://` or `postgresql://` URL) several instances can share.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Database {
+    /// A SQLite file (created when missing).
+    Sqlite(PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+impl Database {
+    /// A URL with a `postgres` scheme is PostgreSQL; anything else a SQLite path.
+    pub fn parse(target: &str) -> Self {
+        let lower = target.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Self::Postgres(target.to_owned())
+        } else {
+            Self::Sqlite(PathBuf::from(target))
+        }
+    }
+}
+
+impl std::fmt::Display for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(path) => write!(f, "{}", path.display()),
+            Self::Postgres(url) => f.write_str(&redact_url(url)),
+        }
+    }
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Database({self})")
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`.
+fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((user_info, host)) if user_info.contains(':') => {
+            let user = user_info.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// An open store of `kestrel dev`, closed cleanly at the end.
+#[derive(Clone, Debug)]
+pub enum OpenDatabase {
+    /// SQLite.
+    Sqlite(SqliteStorage),
+    /// PostgreSQL.
+    Postgres(PostgresStorage),
+}
+
+impl OpenDatabase {
+    /// The store.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        match self {
+            Self::Sqlite(s) => Arc::new(s.clone()),
+            Self::Postgres(s) => Arc::new(s.clone()),
+        }
+    }
+
+    /// Closes it (waits for writes in flight).
+    pub async fn close(self) {
+        match self {
+            Self::Sqlite(s) => s.close().await,
+            Self::Postgres(s) => s.close().await,
+        }
+    }
+}
+
+/// Opens `database`: a SQLite file as [`open_storage`] does, or the PostgreSQL database at
+/// its URL with Kestrel's tables in `schema` (created and migrated when missing).
+pub async fn open_database(database: &Database, schema: &str) -> Result<OpenDatabase, DevError> {
+    match database {
+        Database::Sqlite(path) => Ok(OpenDatabase::Sqlite(open_storage(path).await?)),
+        Database::Postgres(url) => {
+            PostgresStorage::connect(url, PgOptions::schema(schema.to_owned()))
+                .await
+                .map(OpenDatabase::Postgres)
+                .map_err(|source| DevError::Postgres {
+                    url: redact_url(url),
+                    source,
+                })
+        }
+    }
+}
+
 /// The demo instance on `model` (every agent uses it) and `storage` (its memory, runs and the
 /// server's memory routes).
 pub fn demo_kestrel(model: ModelSpec, storage: Arc<dyn Storage>) -> Result<Kestrel, DevError> {
+    demo_kestrel_in(model, storage, None)
+}
+
+/// [`demo_kestrel`] as one instance of a cluster: its thread events on `pubsub`, its runs
+/// shared through `cluster` (see `kestrel::cluster`).
+pub fn demo_kestrel_in(
+    model: ModelSpec,
+    storage: Arc<dyn Storage>,
+    cluster: Option<(SharedPubSub, Cluster)>,
+) -> Result<Kestrel, DevError> {
     let memory = Memory::builder(storage.clone())
         .last_messages(20)
         .working_memory(WorkingMemory::template(
@@ -157,15 +277,17 @@ pub fn demo_kestrel(model: ModelSpec, storage: Arc<dyn Storage>) -> Result<Kestr
 
     // The storage, given once: the instance saves its runs in the memory's database, and the
     // server's memory routes serve the same memory.
-    let kestrel = Kestrel::builder()
+    let mut builder = Kestrel::builder()
         .memory(memory.clone())
         .agent(assistant)
         .agent(supervisor)
         // The supervisor's sub-agents, once: in the instance they are the same agents.
         .agent(research)
-        .agent(writing)
-        .build()?;
-    Ok(kestrel)
+        .agent(writing);
+    if let Some((pubsub, cluster)) = cluster {
+        builder = builder.pubsub(pubsub).cluster(cluster);
+    }
+    Ok(builder.build()?)
 }
 
 /// The server of `kestrel dev`: `kestrel`'s agents, the Studio, the instance's memory behind the

@@ -8,7 +8,7 @@
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::time::Duration;
 
 use kestrel::model::{ModelRegistry, ModelSpec};
 use kestrel::server::{API_TOKEN_ENV, ServeError};
@@ -33,11 +33,33 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(model) => model,
         Err(error) => return fail(USAGE, error),
     };
-    let storage = match dev::open_storage(&args.db).await {
+    if args.redis.is_some() && matches!(args.db, dev::Database::Sqlite(_)) {
+        return fail(
+            USAGE,
+            "--redis shares runs between instances, which needs a database they share: give              --db a postgres:// URL",
+        );
+    }
+    let storage = match dev::open_database(&args.db, &args.schema).await {
         Ok(storage) => storage,
         Err(error) => return fail(USAGE, error),
     };
-    let kestrel = match dev::demo_kestrel(ModelSpec::Model(model), Arc::new(storage.clone())) {
+    let cluster = match &args.redis {
+        Some(url) => match kestrel::redis::RedisCluster::connect(url).await {
+            Ok(redis) => {
+                let mut cluster = redis
+                    .cluster()
+                    .lease_ttl(Duration::from_millis(args.lease_ttl_ms));
+                if let Some(id) = &args.instance_id {
+                    cluster = cluster.instance_id(id.clone());
+                }
+                Some((redis.pubsub(), cluster))
+            }
+            Err(error) => return fail(USAGE, dev::DevError::Redis(error)),
+        },
+        None => None,
+    };
+    let instance = cluster.as_ref().map(|(_, c)| c.id().to_owned());
+    let kestrel = match dev::demo_kestrel_in(ModelSpec::Model(model), storage.storage(), cluster) {
         Ok(kestrel) => kestrel,
         Err(error) => return fail(USAGE, error),
     };
@@ -56,7 +78,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         }
         Err(error) => return fail(USAGE, error),
     };
-    print_banner(bound, &spec, &args.db);
+    print_banner(bound, &spec, &args.db, instance.as_deref());
     let outcome = tokio::select! {
         served = server.serve_on(listener, bound) => served,
         () = shutdown() => Ok(()),
@@ -97,7 +119,7 @@ fn public_without_token(addr: SocketAddr) -> String {
 }
 
 /// Where to go, on stdout (the first line is the Studio's URL).
-fn print_banner(addr: SocketAddr, model: &str, db: &std::path::Path) {
+fn print_banner(addr: SocketAddr, model: &str, db: &dev::Database, instance: Option<&str>) {
     let host = if addr.ip().is_unspecified() {
         "localhost".to_owned()
     } else if addr.is_ipv6() {
@@ -109,7 +131,10 @@ fn print_banner(addr: SocketAddr, model: &str, db: &std::path::Path) {
     println!("Kestrel Studio: {base}/");
     println!("  API:      {base}/api (e.g. {base}/api/agents)");
     println!("  model:    {model}");
-    println!("  database: {}", db.display());
+    println!("  database: {db}");
+    if let Some(instance) = instance {
+        println!("  instance: {instance} (sharing runs through Redis)");
+    }
     println!(
         "  agents:   {} ({}; {} needs your approval; {} asks you for a time)",
         dev::ASSISTANT,

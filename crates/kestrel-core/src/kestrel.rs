@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::agent::Agent;
 use crate::cluster::Cluster;
+use crate::control::recovery;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
@@ -46,9 +47,19 @@ pub struct Kestrel {
 
 #[derive(Debug)]
 struct KestrelInner {
-    agents: BTreeMap<String, Agent>,
+    agents: Arc<BTreeMap<String, Agent>>,
     /// Shared by every agent of the instance.
     runtime: Arc<Runtime>,
+    /// In a cluster: the task that continues the runs of instances that died.
+    sweep: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for KestrelInner {
+    fn drop(&mut self) {
+        if let Some(sweep) = self.sweep.take() {
+            sweep.abort();
+        }
+    }
 }
 
 impl Kestrel {
@@ -95,6 +106,24 @@ impl Kestrel {
     /// in this process.
     pub fn abort_run(&self, run_id: &str) -> bool {
         self.inner.runtime.runs.abort_run(run_id)
+    }
+
+    /// In a cluster: looks now for runs left `running` (or waiting for a sub-agent) by an
+    /// instance that died, whose lease ran out, and continues them here from their last
+    /// snapshot; returns the ids of the runs taken over. The instance does this every
+    /// [`Cluster::sweep_interval`] by itself; outside a cluster it finds nothing.
+    pub async fn recover_runs(&self) -> Vec<String> {
+        recovery::recover_once(&self.inner.agents).await
+    }
+
+    /// This instance's id in its cluster, if it is in one.
+    pub fn instance_id(&self) -> Option<&str> {
+        self.inner
+            .runtime
+            .runs
+            .cluster
+            .as_ref()
+            .map(|c| c.instance())
     }
 
     /// How many runs of the instance's agents are in progress in this process (sub-agents'
@@ -220,8 +249,19 @@ impl KestrelBuilder {
                 return Err(KestrelError::DuplicateAgent { id });
             }
         }
+        let agents = Arc::new(agents);
+        let sweep = runtime.runs.cluster.as_ref().and_then(|cluster| {
+            let interval = cluster.config.sweep_interval;
+            let handle = tokio::runtime::Handle::try_current().ok()?;
+            (!interval.is_zero())
+                .then(|| handle.spawn(recovery::sweep(Arc::downgrade(&agents), interval)))
+        });
         Ok(Kestrel {
-            inner: Arc::new(KestrelInner { agents, runtime }),
+            inner: Arc::new(KestrelInner {
+                agents,
+                runtime,
+                sweep,
+            }),
         })
     }
 }

@@ -138,6 +138,16 @@ pub trait RunStore: Send + Sync + std::fmt::Debug {
     async fn list_suspended(
         &self,
         query: &SuspendedRunsQuery,
+    ) -> Result<SuspendedRunsPage, RunStoreError> {
+        self.list_in_phases(&[RunPhase::Suspended], query).await
+    }
+
+    /// Runs in one of `phases` matching `query`'s filters and page, newest first: how a
+    /// cluster finds the runs an instance that died left `running`.
+    async fn list_in_phases(
+        &self,
+        phases: &[RunPhase],
+        query: &SuspendedRunsQuery,
     ) -> Result<SuspendedRunsPage, RunStoreError>;
 
     /// Whether snapshots outlive this process. Runs save the snapshots that only serve a
@@ -351,8 +361,9 @@ impl RunStore for InMemoryRunStore {
             .cloned())
     }
 
-    async fn list_suspended(
+    async fn list_in_phases(
         &self,
+        phases: &[RunPhase],
         query: &SuspendedRunsQuery,
     ) -> Result<SuspendedRunsPage, RunStoreError> {
         let runs = self
@@ -366,7 +377,7 @@ impl RunStore for InMemoryRunStore {
         let mut found: Vec<StoredRun> = runs
             .by_id
             .values()
-            .filter(|r| r.phase == RunPhase::Suspended && !self.expired(r, now))
+            .filter(|r| phases.contains(&r.phase) && !self.expired(r, now))
             .filter(|r| {
                 query
                     .agent_id

@@ -9,6 +9,10 @@
 //! through which an abort, a message for a thread's active run or a pause reaches the
 //! instance that drives the run, and the answer comes back.
 //!
+//! [`RedisCluster`] connects both from one URL, for
+//! [`KestrelBuilder::pubsub`](kestrel_core::kestrel::KestrelBuilder::pubsub) and
+//! [`KestrelBuilder::cluster`](kestrel_core::kestrel::KestrelBuilder::cluster).
+//!
 //! [`RedisLeases`] grants leases with fencing tokens ([`kestrel_core::lease`]): one owner per
 //! run or thread across instances, and a token that only grows so that a store can refuse
 //! the writes of an owner that lost its lease.
@@ -23,10 +27,12 @@
 //! # Ok(()) }
 //! ```
 
+mod cluster;
 mod conn;
 mod lease;
 mod pubsub;
 
+pub use cluster::RedisCluster;
 pub use conn::RedisError;
 pub use lease::RedisLeases;
 pub use pubsub::{RedisPubSub, RedisPubSubOptions};

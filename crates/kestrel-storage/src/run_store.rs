@@ -141,15 +141,22 @@ impl RunStore for StorageRunStore {
         }
     }
 
-    async fn list_suspended(
+    async fn list_in_phases(
         &self,
+        phases: &[RunPhase],
         query: &SuspendedRunsQuery,
     ) -> Result<SuspendedRunsPage, RunStoreError> {
+        if phases.is_empty() {
+            return Ok(SuspendedRunsPage {
+                runs: Vec::new(),
+                total: 0,
+            });
+        }
         let filter = RunFilter {
             agent_id: query.agent_id.clone(),
             thread_id: query.thread_id.clone(),
             resource_id: query.resource_id.clone(),
-            statuses: vec![RunPhase::Suspended],
+            statuses: phases.to_vec(),
             page: PageRequest::new(query.page, query.page_size()),
             ..RunFilter::default()
         };

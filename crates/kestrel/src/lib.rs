@@ -146,6 +146,13 @@ pub mod server {
     pub use kestrel_server::*;
 }
 
+/// Several instances on one Redis: [`RedisCluster`](kestrel_redis::RedisCluster) gives the
+/// pub/sub and the cluster membership (feature `redis`). See [`kestrel_redis`].
+#[cfg(feature = "redis")]
+pub mod redis {
+    pub use kestrel_redis::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;

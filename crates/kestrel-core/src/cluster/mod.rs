@@ -36,6 +36,9 @@ use crate::pubsub::PubSubError;
 /// its last renewal (Mastra's thread lease is 15 s too).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 
+/// How often an instance looks for runs whose instance died, to continue them.
+pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
 /// How long a request to another instance waits for its answer.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -59,6 +62,7 @@ pub struct Cluster {
     pub(crate) bus: Arc<dyn ControlBus>,
     pub(crate) lease_ttl: Duration,
     pub(crate) request_timeout: Duration,
+    pub(crate) sweep_interval: Duration,
 }
 
 impl Cluster {
@@ -71,6 +75,7 @@ impl Cluster {
             bus,
             lease_ttl: DEFAULT_LEASE_TTL,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            sweep_interval: DEFAULT_SWEEP_INTERVAL,
         }
     }
 
@@ -102,6 +107,16 @@ impl Cluster {
     /// [`DEFAULT_REQUEST_TIMEOUT`]).
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = timeout.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How often the instance looks for runs left `running` (or waiting for a sub-agent)
+    /// by an instance that died, and continues them from their last snapshot (default
+    /// [`DEFAULT_SWEEP_INTERVAL`]; [`Duration::ZERO`] turns the sweep off, leaving
+    /// [`Kestrel::recover_runs`](crate::kestrel::Kestrel::recover_runs) to the caller). A run
+    /// is taken over at most the lease's time-to-live plus this long after its instance died.
+    pub fn sweep_interval(mut self, interval: Duration) -> Self {
+        self.sweep_interval = interval;
         self
     }
 

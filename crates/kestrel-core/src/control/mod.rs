@@ -3,12 +3,14 @@
 //!
 //! - [`decisions`]: approve or decline a tool call, resume a suspended tool, submit a client
 //!   tool's result ([`Continue`]), and find the runs that wait;
-//! - [`lifecycle`]: pause, resume and abort by id ([`RunRef`]), reaching sub-agents' runs.
+//! - [`lifecycle`]: pause, resume and abort by id ([`RunRef`]), reaching sub-agents' runs;
+//! - `recovery`: in a cluster, continuing the runs of an instance that died.
 //!
 //! Both are methods of [`crate::agent::Agent`], defined here over the runtime's stored runs.
 
 pub mod decisions;
 pub mod lifecycle;
+pub(crate) mod recovery;
 
 pub use decisions::{
     Continue, DEFAULT_DECLINE_REASON, RunControlError, SuspendedRun, SuspendedRuns, ToolCallRef,

@@ -562,12 +562,13 @@ impl kestrel_core::run_store::RunStore for Interfering {
         self.inner.load(run_id).await
     }
 
-    async fn list_suspended(
+    async fn list_in_phases(
         &self,
+        phases: &[RunPhase],
         query: &kestrel_core::run_store::SuspendedRunsQuery,
     ) -> Result<kestrel_core::run_store::SuspendedRunsPage, kestrel_core::run_store::RunStoreError>
     {
-        self.inner.list_suspended(query).await
+        self.inner.list_in_phases(phases, query).await
     }
 }
 

@@ -223,6 +223,19 @@ async fn thread_texts(store: &Store) -> Vec<(Role, String)> {
         .collect()
 }
 
+/// The thread holds one turn, each message once: the question, the tool call, its result,
+/// the answer.
+async fn assert_one_turn(store: &Store) {
+    let texts = thread_texts(store).await;
+    let roles: Vec<Role> = texts.iter().map(|(role, _)| *role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
+        "{texts:?}"
+    );
+    assert_eq!(texts[3].1, "heard: hello");
+}
+
 /// A run in progress on A: B refuses to resume it, and B's abort stops it on A.
 async fn a_run_on_one_instance_is_refused_and_aborted_from_another(store: Store) {
     let Started {
@@ -358,17 +371,58 @@ async fn a_paused_owner_loses_its_run_and_its_late_writes_are_refused(store: Sto
     );
     let stored = b.run_store().load(&run_id).await.unwrap().unwrap();
     assert_eq!(stored.phase, RunPhase::Completed, "B's end stands");
-    let texts = thread_texts(&store).await;
-    let roles: Vec<Role> = texts.iter().map(|(role, _)| *role).collect();
-    assert_eq!(
-        roles,
-        [Role::User, Role::Assistant, Role::Tool, Role::Assistant],
-        "{texts:?}"
+    assert_one_turn(&store).await;
+}
+
+/// A dies mid-tool (its lease runs out and it never comes back): B's sweep finds the run and
+/// finishes it from its last snapshot, with nobody asking.
+async fn a_dead_instances_run_is_taken_over_by_the_sweep(store: Store) {
+    let leases = Arc::new(PausableLeases::default());
+    let cluster = cluster(Arc::clone(&leases));
+    let gate = Arc::new(Semaphore::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let a = instance(&store, &cluster, "a", Some(gate), runs.clone());
+    let b = instance(
+        &store,
+        &cluster.clone().sweep_interval(Duration::from_millis(50)),
+        "b",
+        None,
+        runs.clone(),
     );
-    assert_eq!(texts[3].1, "heard: hello");
+    assert_eq!(b.instance_id(), Some("b"));
+    let stream = a
+        .agent("assistant")
+        .unwrap()
+        .stream("hello")
+        .memory(THREAD, RESOURCE)
+        .into_stream();
+    let run_id = stream.run_id().to_owned();
+    let _dead = tokio::spawn(stream.collect());
+    started(&runs, 1).await;
+    leases.pause("a");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = b.run_store().load(&run_id).await.unwrap().unwrap();
+        if stored.phase == RunPhase::Completed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not taken over: {:?}",
+            stored.phase
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert_one_turn(&store).await;
+    // Nothing is left to recover.
+    assert!(b.recover_runs().await.is_empty());
+    assert!(a.recover_runs().await.is_empty());
 }
 
 on_every_backend!(
+    a_dead_instances_run_is_taken_over_by_the_sweep,
     a_run_on_one_instance_is_refused_and_aborted_from_another,
     a_message_sent_on_another_instance_reaches_the_active_run,
     a_paused_owner_loses_its_run_and_its_late_writes_are_refused,
