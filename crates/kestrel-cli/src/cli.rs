@@ -124,6 +124,16 @@ pub struct DevArgs {
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
 
+    /// With --redis: put before every Redis key, so that several applications (or test runs)
+    /// can share one Redis.
+    #[arg(
+        long,
+        value_name = "PREFIX",
+        requires = "redis",
+        default_value = "kestrel:"
+    )]
+    pub redis_prefix: String,
+
     /// With --redis: this instance's name among the others (default: a random one).
     #[arg(long, value_name = "NAME", requires = "redis")]
     pub instance_id: Option<String>,

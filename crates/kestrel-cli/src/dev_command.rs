@@ -44,7 +44,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(error) => return fail(USAGE, error),
     };
     let cluster = match &args.redis {
-        Some(url) => match kestrel::redis::RedisCluster::connect(url).await {
+        Some(url) => match kestrel::redis::RedisCluster::connect_with(
+            url,
+            kestrel::redis::RedisPubSubOptions::default().key_prefix(&args.redis_prefix),
+        )
+        .await
+        {
             Ok(redis) => {
                 let mut cluster = redis
                     .cluster()

@@ -161,6 +161,9 @@ impl From<AgentError> for ApiError {
                 "run_driven_elsewhere",
                 error.to_string(),
             ),
+            AgentError::RunTakenOver { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "run_taken_over", error.to_string())
+            }
             AgentError::Cluster { .. } => {
                 tracing::warn!(%error, "the cluster failed");
                 ApiError::new(

@@ -4,6 +4,7 @@
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
 mod cli;
+mod cluster;
 mod dev;
 mod local_default;
 mod models;

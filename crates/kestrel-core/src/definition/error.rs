@@ -171,6 +171,14 @@ pub enum AgentError {
         /// The instance holding the run's lease.
         instance: String,
     },
+    /// Another instance took the run over (this one lost its lease: it was paused or cut
+    /// off too long), and the stores refuse this instance's writes for it. The run goes on
+    /// there; nothing more happens here.
+    #[error("run {run_id} was taken over by another instance; this instance's writes are refused")]
+    RunTakenOver {
+        /// The run.
+        run_id: String,
+    },
     /// The cluster's leases or bus failed.
     #[error("run {run_id}: the cluster failed: {source}")]
     Cluster {
@@ -217,6 +225,9 @@ impl AgentError {
                 format!("the run is in progress on instance {instance:?}")
             }
             AgentError::Cluster { source, .. } => format!("the cluster failed: {source}"),
+            AgentError::RunTakenOver { .. } => {
+                "the run was taken over by another instance".to_owned()
+            }
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -236,6 +247,7 @@ impl AgentError {
             | AgentError::RunIdTaken { run_id, .. }
             | AgentError::RunDrivenElsewhere { run_id, .. }
             | AgentError::Cluster { run_id, .. }
+            | AgentError::RunTakenOver { run_id }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -255,6 +267,7 @@ impl AgentError {
             AgentError::RunIdTaken { .. } => "run-id-taken",
             AgentError::RunDrivenElsewhere { .. } => "run-driven-elsewhere",
             AgentError::Cluster { .. } => "cluster",
+            AgentError::RunTakenOver { .. } => "run-taken-over",
             AgentError::Internal { .. } => "internal",
         }
     }

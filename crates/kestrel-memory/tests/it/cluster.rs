@@ -360,10 +360,14 @@ async fn a_paused_owner_loses_its_run_and_its_late_writes_are_refused(store: Sto
     );
 
     // A wakes up: its tool returns, and everything it writes is refused.
+    let run_id_of_a = run_id.clone();
     gate.add_permits(1);
     let (events, late) = driving.await.unwrap();
     let error = late.expect_err("A's run cannot go on");
-    assert!(error.to_string().contains("newer owner"), "{error}");
+    assert!(
+        matches!(error, kestrel_core::agent::AgentError::RunTakenOver { ref run_id } if *run_id == run_id_of_a),
+        "{error}"
+    );
     assert!(
         matches!(events.last().map(|e| &e.kind), Some(EventKind::Error(_))),
         "{:?}",

@@ -13,7 +13,7 @@ use crate::model::FinishReason;
 use crate::run::{
     IterationContext, RunStatus, Steer, StructuredOutcome, TaskContext, structured_outcome,
 };
-use crate::run_store::RunPhase;
+use crate::run_store::{RunPhase, RunStoreError};
 use crate::runtime::background::{BackgroundDone, BackgroundRuntime};
 use crate::runtime::registry::Lease;
 
@@ -275,9 +275,12 @@ impl AgentRun {
             .store
             .save(&self.state, phase, self.snapshot_version)
             .await
-            .map_err(|source| AgentError::RunStore {
-                run_id: self.state.run_id.clone(),
-                source,
+            .map_err(|source| match source {
+                RunStoreError::Fenced { run_id, .. } => AgentError::RunTakenOver { run_id },
+                source => AgentError::RunStore {
+                    run_id: self.state.run_id.clone(),
+                    source,
+                },
             })?;
         self.snapshot_version = Some(version);
         Ok(())

@@ -135,6 +135,11 @@ impl AgentRun {
     }
 
     pub(super) fn memory_error(&self, source: crate::memory::MemoryError) -> AgentError {
+        if source.is_fenced() {
+            return AgentError::RunTakenOver {
+                run_id: self.state.run_id.clone(),
+            };
+        }
         AgentError::Memory {
             run_id: self.state.run_id.clone(),
             source,
