@@ -178,6 +178,11 @@ pub struct CallProgress {
     pub sub_run: Option<SubRun>,
     /// Identifies this call with these arguments in this step: what a decision names.
     pub fingerprint: String,
+    /// A decided call (approved, or resumed with data) whose tool an instance of a cluster
+    /// started, recorded before it ran: should that instance stop before the result is
+    /// saved, the instance that continues the run does not run the tool a second time.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub started: bool,
 }
 
 impl CallProgress {
@@ -193,6 +198,7 @@ impl CallProgress {
             result: None,
             sub_run: None,
             fingerprint,
+            started: false,
         }
     }
 }

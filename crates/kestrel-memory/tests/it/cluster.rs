@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kestrel_core::agent::{Agent, RunControlError, RunRef, SendMessage};
+use kestrel_core::agent::{Agent, RunControlError, RunRef, SendMessage, ToolCallRef};
 use kestrel_core::cluster::{Cluster, InProcessBus};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
@@ -111,8 +111,18 @@ fn model() -> Arc<ScriptedModel> {
 
 /// A tool that waits for a permit of `gate` (none: it returns at once), counting its runs.
 fn wait_tool(gate: Option<Arc<Semaphore>>, runs: Arc<AtomicUsize>) -> FnTool {
+    wait_tool_approved(gate, runs, false)
+}
+
+/// [`wait_tool`], needing a person's approval when `approval`.
+fn wait_tool_approved(
+    gate: Option<Arc<Semaphore>>,
+    runs: Arc<AtomicUsize>,
+    approval: bool,
+) -> FnTool {
     create_tool("wait")
         .description("Waits")
+        .require_approval(approval)
         .input_schema(json!({"type": "object"}))
         .execute(move |_input: Value, _ctx| {
             let (gate, runs) = (gate.clone(), runs.clone());
@@ -133,13 +143,17 @@ fn instance(
     gate: Option<Arc<Semaphore>>,
     runs: Arc<AtomicUsize>,
 ) -> Kestrel {
+    instance_with(store, cluster, id, wait_tool(gate, runs))
+}
+
+fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Kestrel {
     let memory = Memory::builder(Arc::clone(store))
         .last_messages(20)
         .build()
         .unwrap();
     let agent = Agent::builder("assistant")
         .model(model())
-        .tool(wait_tool(gate, runs))
+        .tool(tool)
         .memory(memory.clone())
         .build()
         .unwrap();
@@ -425,7 +439,71 @@ async fn a_dead_instances_run_is_taken_over_by_the_sweep(store: Store) {
     assert!(a.recover_runs().await.is_empty());
 }
 
+/// An approved call runs at most once: A approves and starts the tool, then stops renewing
+/// its lease (paused); B continues the run and, finding the call started, settles it with an
+/// error instead of running the tool again.
+async fn an_approved_call_is_not_run_again_after_its_instance_stopped(store: Store) {
+    let leases = Arc::new(PausableLeases::default());
+    let cluster = cluster(Arc::clone(&leases));
+    let gate = Arc::new(Semaphore::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let a = instance_with(
+        &store,
+        &cluster,
+        "a",
+        wait_tool_approved(Some(gate.clone()), runs.clone(), true),
+    );
+    let b = instance_with(
+        &store,
+        &cluster,
+        "b",
+        wait_tool_approved(None, runs.clone(), true),
+    );
+    let stopped = a
+        .agent("assistant")
+        .unwrap()
+        .generate("hello")
+        .memory(THREAD, RESOURCE)
+        .await
+        .unwrap();
+    assert_eq!(stopped.finish_reason, FinishReason::Suspended);
+    let call = ToolCallRef::new(&stopped.run_id, "call-1");
+    let approved = a
+        .agent("assistant")
+        .unwrap()
+        .approve(call)
+        .stream()
+        .await
+        .unwrap();
+    let _dead = tokio::spawn(approved.collect());
+    started(&runs, 1).await;
+    leases.pause("a");
+    tokio::time::sleep(TTL * 2).await;
+
+    let (events, done) = b
+        .agent("assistant")
+        .unwrap()
+        .resume_run(RunRef::new(&stopped.run_id))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let done = done.unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the approved tool ran once");
+    let error = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolError(p) => Some(p.error.to_string()),
+            _ => None,
+        })
+        .expect("the interrupted call is settled with an error");
+    assert!(error.contains("interrupted"), "{error}");
+    assert!(done.text.starts_with("heard:"), "{}", done.text);
+    gate.add_permits(1);
+}
+
 on_every_backend!(
+    an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,
     a_run_on_one_instance_is_refused_and_aborted_from_another,
     a_message_sent_on_another_instance_reaches_the_active_run,

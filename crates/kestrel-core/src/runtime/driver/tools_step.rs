@@ -31,6 +31,12 @@ use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
 use crate::schema::schema_errors;
 use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
 
+/// The result of a decided call whose instance stopped while its tool ran: the tool may or
+/// may not have done its work, and is not run a second time.
+pub const INTERRUPTED_CALL: &str = "the tool call was interrupted: the instance running it \
+     stopped before its result was saved, and a decided call is not run a second time (it may \
+     or may not have taken effect)";
+
 impl AgentRun {
     /// The sub-agent a call delegates to, if it is a delegation call.
     pub(super) fn delegation_target(&self, tool_name: &str) -> Option<&AgentDefinition> {
@@ -54,6 +60,66 @@ impl AgentRun {
             .get(&call.tool_name)
             .is_some_and(|tool| tool.requires_approval(&call.args, &ctx));
         by_tool || self.approval.requires(&call.args, &ctx)
+    }
+
+    /// In a cluster: a decided call (approved, or resumed with data) runs at most once. One
+    /// that an instance started before it stopped is settled with an error instead of running
+    /// again; the others are marked started in the run's snapshot before they run.
+    async fn mark_decided_calls(
+        &mut self,
+        calls: &mut [CallProgress],
+        to_run: &mut Vec<(usize, Option<Value>)>,
+    ) -> Result<(), AgentError> {
+        let decided = |index: usize, resume: &Option<Value>, calls: &[CallProgress]| {
+            let progress = &calls[index];
+            (progress.approved || resume.is_some())
+                && progress.sub_run.is_none()
+                && self.delegation_target(&progress.call.tool_name).is_none()
+                && self
+                    .agent
+                    .inner
+                    .background
+                    .get(&progress.call.tool_name)
+                    .is_none()
+        };
+        let mut interrupted = Vec::new();
+        let mut marked = false;
+        to_run.retain(|(index, resume)| {
+            if !decided(*index, resume, calls) {
+                return true;
+            }
+            let progress = &mut calls[*index];
+            if progress.started {
+                interrupted.push(*index);
+                return false;
+            }
+            progress.started = true;
+            marked = true;
+            true
+        });
+        for index in interrupted {
+            let progress = &mut calls[index];
+            let record = ToolResultRecord {
+                tool_call_id: progress.call.tool_call_id.clone(),
+                tool_name: progress.call.tool_name.clone(),
+                args: progress.call.args.clone(),
+                result: Value::String(INTERRUPTED_CALL.to_owned()),
+                is_error: true,
+                denied: false,
+            };
+            tracing::warn!(run_id = %self.run_id, tool_call_id = %record.tool_call_id, "a decided tool call was interrupted when its instance stopped; it is not run again");
+            emit_result(&self.sink, &self.run_id, &record).await;
+            progress.result = Some(record);
+        }
+        if marked {
+            if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
+                *saved = calls.to_vec();
+            }
+            if let Err(e) = self.save_snapshot(RunPhase::Running).await {
+                return Err(self.fail(e).await);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn is_client_tool(&self, name: &str) -> bool {
@@ -85,13 +151,17 @@ impl AgentRun {
         let run_id = self.run_id.clone();
         // What runs now; decisions taken on the stopped run are acted on here.
         let CallPlan {
-            run: to_run,
+            run: mut to_run,
             settled,
         } = plan_calls(&mut calls, |name| self.is_client_tool(name));
         for index in settled {
             if let Some(result) = &calls[index].result {
                 emit_result(&sink, &run_id, result).await;
             }
+        }
+        if self.hold.is_some() && self.store.is_durable() {
+            // Boxed: single-process runs never await it.
+            Box::pin(self.mark_decided_calls(&mut calls, &mut to_run)).await?;
         }
         // Each delegation gets its sub-agent's run id before it starts, and the run is saved as
         // waiting for them: a restart finds the sub-agents' runs from here.
