@@ -67,6 +67,36 @@ pub(crate) async fn connect(url: &str) -> Result<(Client, ConnectionManager), Re
     Ok((client, manager))
 }
 
+/// Runs `op` (a command on a shared connection) again, up to twice, when the connection
+/// broke under it: the first command after Redis restarted finds the old socket dead, and the
+/// connection manager only reconnects once that command failed. A command that Redis ran
+/// but whose answer was lost may so run twice; the commands retried here are idempotent or
+/// tolerate it (lease scripts, an event appended twice in that rare case).
+pub(crate) async fn retrying<T, F, Fut>(mut op: F) -> redis::RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    let mut delay = Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        match op().await {
+            Err(e)
+                if attempt < 3
+                    && (e.is_io_error()
+                        || e.is_connection_dropped()
+                        || e.is_connection_refusal()) =>
+            {
+                tracing::debug!(error = %e, attempt, "a Redis command failed on a broken connection; retrying");
+                tokio::time::sleep(delay).await;
+                delay *= 5;
+                attempt += 1;
+            }
+            outcome => return outcome,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

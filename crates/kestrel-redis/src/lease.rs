@@ -15,7 +15,7 @@ use kestrel_core::lease::{Lease, LeaseError, LeaseProvider, check_lease_request}
 use redis::Script;
 use redis::aio::ConnectionManager;
 
-use crate::conn::{RedisError, redacted};
+use crate::conn::{RedisError, redacted, retrying};
 
 /// The Lua that takes the next token (into `token`) from the counter `KEYS[2]`: one above the
 /// last, and not below Redis's clock in microseconds.
@@ -118,6 +118,18 @@ impl RedisLeases {
         format!("{}lease-token", self.prefix)
     }
 
+    /// Runs a script on the shared connection, again when the connection broke under it.
+    async fn invoke<T: redis::FromRedisValue>(
+        &self,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> redis::RedisResult<T> {
+        retrying(|| {
+            let mut connection = self.connection.clone();
+            async move { invocation.invoke_async(&mut connection).await }
+        })
+        .await
+    }
+
     fn backend(key: &str, source: redis::RedisError) -> LeaseError {
         LeaseError::Backend {
             key: key.to_owned(),
@@ -144,14 +156,13 @@ impl LeaseProvider for RedisLeases {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         check_lease_request(key, holder, ttl)?;
-        let mut connection = self.connection.clone();
-        let token: Option<u64> = self
-            .acquire
-            .key(self.lease_key(key))
+        let mut invocation = self.acquire.key(self.lease_key(key));
+        invocation
             .key(self.counter_key())
             .arg(holder)
-            .arg(ttl_ms(ttl))
-            .invoke_async(&mut connection)
+            .arg(ttl_ms(ttl));
+        let token: Option<u64> = self
+            .invoke(&invocation)
             .await
             .map_err(|e| Self::backend(key, e))?;
         Ok(token.map(|token| Lease {
@@ -163,25 +174,20 @@ impl LeaseProvider for RedisLeases {
 
     async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, LeaseError> {
         check_lease_request(&lease.key, &lease.holder, ttl)?;
-        let mut connection = self.connection.clone();
+        let mut invocation = self.renew.key(self.lease_key(&lease.key));
+        invocation.arg(value(lease)).arg(ttl_ms(ttl));
         let renewed: i64 = self
-            .renew
-            .key(self.lease_key(&lease.key))
-            .arg(value(lease))
-            .arg(ttl_ms(ttl))
-            .invoke_async(&mut connection)
+            .invoke(&invocation)
             .await
             .map_err(|e| Self::backend(&lease.key, e))?;
         Ok(renewed == 1)
     }
 
     async fn release(&self, lease: &Lease) -> Result<bool, LeaseError> {
-        let mut connection = self.connection.clone();
+        let mut invocation = self.release.key(self.lease_key(&lease.key));
+        invocation.arg(value(lease));
         let released: i64 = self
-            .release
-            .key(self.lease_key(&lease.key))
-            .arg(value(lease))
-            .invoke_async(&mut connection)
+            .invoke(&invocation)
             .await
             .map_err(|e| Self::backend(&lease.key, e))?;
         Ok(released == 1)
@@ -194,15 +200,14 @@ impl LeaseProvider for RedisLeases {
         ttl: Duration,
     ) -> Result<Option<Lease>, LeaseError> {
         check_lease_request(&lease.key, to, ttl)?;
-        let mut connection = self.connection.clone();
-        let token: Option<u64> = self
-            .transfer
-            .key(self.lease_key(&lease.key))
+        let mut invocation = self.transfer.key(self.lease_key(&lease.key));
+        invocation
             .key(self.counter_key())
             .arg(value(lease))
             .arg(to)
-            .arg(ttl_ms(ttl))
-            .invoke_async(&mut connection)
+            .arg(ttl_ms(ttl));
+        let token: Option<u64> = self
+            .invoke(&invocation)
             .await
             .map_err(|e| Self::backend(&lease.key, e))?;
         Ok(token.map(|token| Lease {
@@ -213,12 +218,19 @@ impl LeaseProvider for RedisLeases {
     }
 
     async fn holder(&self, key: &str) -> Result<Option<Lease>, LeaseError> {
-        let mut connection = self.connection.clone();
-        let stored: Option<String> = redis::cmd("GET")
-            .arg(self.lease_key(key))
-            .query_async(&mut connection)
-            .await
-            .map_err(|e| Self::backend(key, e))?;
+        let lease_key = self.lease_key(key);
+        let stored: Option<String> = retrying(|| {
+            let mut connection = self.connection.clone();
+            let lease_key = &lease_key;
+            async move {
+                redis::cmd("GET")
+                    .arg(lease_key)
+                    .query_async(&mut connection)
+                    .await
+            }
+        })
+        .await
+        .map_err(|e| Self::backend(key, e))?;
         let Some(stored) = stored else {
             return Ok(None);
         };

@@ -32,7 +32,7 @@ use kestrel_core::pubsub::{
 };
 use redis::aio::{ConnectionManager, MultiplexedConnection};
 
-use crate::conn::{RedisError, redacted};
+use crate::conn::{RedisError, redacted, retrying};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
@@ -150,15 +150,19 @@ impl RedisPubSub {
 impl Inner {
     /// Creates the group at the stream's end (and the stream), unless it exists.
     async fn create_group(&self, key: &str, group: &str) -> redis::RedisResult<()> {
-        let mut connection = self.publisher.clone();
-        let created = redis::cmd("XGROUP")
+        let mut create = redis::cmd("XGROUP");
+        create
             .arg("CREATE")
             .arg(key)
             .arg(group)
             .arg("$")
-            .arg("MKSTREAM")
-            .query_async::<()>(&mut connection)
-            .await;
+            .arg("MKSTREAM");
+        let created = retrying(|| {
+            let mut connection = self.publisher.clone();
+            let create = &create;
+            async move { create.query_async::<()>(&mut connection).await }
+        })
+        .await;
         match created {
             Err(error) if error.code() == Some("BUSYGROUP") => Ok(()),
             other => other,
@@ -181,19 +185,22 @@ impl Inner {
 impl PubSub for RedisPubSub {
     async fn publish(&self, topic: &str, event: Event) -> Result<(), PubSubError> {
         let json = event.to_json();
-        let mut connection = self.inner.publisher.clone();
-        redis::cmd("XADD")
-            .arg(self.stream_key(topic))
+        let mut add = redis::cmd("XADD");
+        add.arg(self.stream_key(topic))
             .arg("MAXLEN")
             .arg("~")
             .arg(self.inner.options.max_len)
             .arg("*")
             .arg(EVENT_FIELD)
-            .arg(json)
-            .query_async::<String>(&mut connection)
-            .await
-            .map(drop)
-            .map_err(|e| Self::error(topic, e))
+            .arg(json);
+        retrying(|| {
+            let mut connection = self.inner.publisher.clone();
+            let add = &add;
+            async move { add.query_async::<String>(&mut connection).await }
+        })
+        .await
+        .map(drop)
+        .map_err(|e| Self::error(topic, e))
     }
 
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError> {
@@ -297,9 +304,8 @@ impl ControlBus for RedisPubSub {
     async fn send(&self, instance: &str, message: &ControlMessage) -> Result<(), PubSubError> {
         let key = self.inbox_key(instance);
         let json = serde_json::to_string(message).map_err(|e| Self::error(&key, e))?;
-        let mut connection = self.inner.publisher.clone();
-        redis::pipe()
-            .cmd("XADD")
+        let mut pipe = redis::pipe();
+        pipe.cmd("XADD")
             .arg(&key)
             .arg("MAXLEN")
             .arg("~")
@@ -311,10 +317,14 @@ impl ControlBus for RedisPubSub {
             .cmd("PEXPIRE")
             .arg(&key)
             .arg(INBOX_TTL_MS)
-            .ignore()
-            .query_async::<()>(&mut connection)
-            .await
-            .map_err(|e| Self::error(&key, e))
+            .ignore();
+        retrying(|| {
+            let mut connection = self.inner.publisher.clone();
+            let pipe = &pipe;
+            async move { pipe.query_async::<()>(&mut connection).await }
+        })
+        .await
+        .map_err(|e| Self::error(&key, e))
     }
 
     async fn inbox(
@@ -478,22 +488,23 @@ impl RedisAck {
 #[async_trait::async_trait]
 impl Acknowledge for RedisAck {
     async fn ack(&self, id: &str) -> Result<(), PubSubError> {
-        let mut connection = self.inner.publisher.clone();
-        redis::cmd("XACK")
-            .arg(&self.key)
-            .arg(&self.group)
-            .arg(id)
-            .query_async::<i64>(&mut connection)
-            .await
-            .map(drop)
-            .map_err(|e| RedisPubSub::error(&self.topic, e))
+        let mut ack = redis::cmd("XACK");
+        ack.arg(&self.key).arg(&self.group).arg(id);
+        retrying(|| {
+            let mut connection = self.inner.publisher.clone();
+            let ack = &ack;
+            async move { ack.query_async::<i64>(&mut connection).await }
+        })
+        .await
+        .map(drop)
+        .map_err(|e| RedisPubSub::error(&self.topic, e))
     }
 
     async fn nack(&self, id: &str, _attempt: u32) -> Result<(), PubSubError> {
         // Redis has no "give back": the entry is made as idle as a dead consumer's, so the
         // next reclaim of any consumer takes it (JUSTID: without counting a delivery).
-        let mut connection = self.inner.publisher.clone();
-        redis::cmd("XCLAIM")
+        let mut claim = redis::cmd("XCLAIM");
+        claim
             .arg(&self.key)
             .arg(&self.group)
             .arg(&self.consumer)
@@ -501,11 +512,15 @@ impl Acknowledge for RedisAck {
             .arg(id)
             .arg("IDLE")
             .arg(self.claim_idle_ms())
-            .arg("JUSTID")
-            .query_async::<redis::Value>(&mut connection)
-            .await
-            .map(drop)
-            .map_err(|e| RedisPubSub::error(&self.topic, e))
+            .arg("JUSTID");
+        retrying(|| {
+            let mut connection = self.inner.publisher.clone();
+            let claim = &claim;
+            async move { claim.query_async::<redis::Value>(&mut connection).await }
+        })
+        .await
+        .map(drop)
+        .map_err(|e| RedisPubSub::error(&self.topic, e))
     }
 }
 

@@ -641,3 +641,113 @@ async fn an_owner_stopped_past_its_lease_cannot_write_when_it_wakes() {
     b.kill().await;
     services.teardown().await;
 }
+
+/// A `redis-server` of the test's own on a free port, without persistence: a restart loses
+/// every key (streams, leases, the token counter), the worst case.
+struct OwnRedis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl OwnRedis {
+    fn start(port: u16) -> Self {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts (it is installed where Redis is)");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "redis-server did not come up"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        *self = Self::start(self.port);
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_instances_carry_on_after_redis_restarts_empty() {
+    let Some(mut services) = Services::from_env("the_instances_carry_on_after_redis_restarts")
+    else {
+        return;
+    };
+    let mut redis = OwnRedis::start(OwnRedis::free_port());
+    services.redis = format!("redis://127.0.0.1:{}", redis.port);
+    let (_model, a, b) = two_instances(&services).await;
+    let first = Events::follow(a.post("/agents/assistant/stream", run_body("hi")).await)
+        .end()
+        .await;
+    assert_eq!(first.last().unwrap()["type"], "finish");
+
+    redis.restart();
+    // Give the instances' readers a moment to find Redis again.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // A turn on B, watched from A; then a slow one on A, aborted from B.
+    let watched = Events::follow(
+        a.post(
+            "/agents/assistant/threads/subscribe",
+            json!({"resourceId": RESOURCE, "threadId": THREAD}),
+        )
+        .await,
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = Events::follow(
+        b.post("/agents/assistant/stream", run_body("hello again"))
+            .await,
+    )
+    .end()
+    .await;
+    assert_eq!(
+        second.last().unwrap()["type"],
+        "finish",
+        "{:?}",
+        types(&second)
+    );
+    let seen = watched.wait_for("finish").await;
+    assert!(seen.iter().any(|e| e["runId"] == second[0]["runId"]));
+    let (slow, run_id) = start_slow(&a, "slow please").await;
+    let aborted: Value = b
+        .post(&format!("/agents/assistant/runs/{run_id}/abort"), json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(aborted["storedRunsMarked"], 0, "A stopped it: {aborted}");
+    assert_eq!(slow.end().await.last().unwrap()["type"], "abort");
+
+    // Nothing stored was lost: both answered turns are in the thread, each once.
+    let messages = thread_messages(&b).await;
+    assert_each_once(&messages);
+    let answers = messages.iter().filter(|m| m["role"] == "assistant").count();
+    assert!(answers >= 2, "{messages:#?}");
+    a.kill().await;
+    b.kill().await;
+    services.teardown().await;
+}
