@@ -368,6 +368,11 @@ pub enum RunStatus {
     },
 }
 
+/// The id of the tool results' message of the step whose assistant message is `message_id`.
+pub fn tool_message_id(message_id: &str) -> String {
+    format!("{message_id}-tools")
+}
+
 /// The serialisable state of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -587,7 +592,13 @@ impl RunState {
                 denied: r.denied,
             })
             .collect();
-        self.messages.push(Message::new(Role::Tool, parts));
+        // Named after the step's assistant message: a step run again (continued from the
+        // snapshot before it, by another instance) stores the same ids, so never twice.
+        self.messages.push(Message {
+            id: tool_message_id(&step.message_id),
+            role: Role::Tool,
+            parts,
+        });
         step.tool_results = results;
         self.steps.push(step);
         if self.steps.len() >= self.max_steps as usize {
