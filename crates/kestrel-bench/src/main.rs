@@ -9,6 +9,8 @@
 //! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
 //! cargo run --release -p kestrel-bench -- w6          # stop for approval + approve on SQLite (see w6.rs)
 //! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
+//! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N]
+//!                                                     # two instances over Redis (see w8.rs)
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -27,6 +29,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod w4;
 mod w6;
 mod w7;
+mod w8;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -304,13 +307,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let streams = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w7::w7_client(addr, streams).await
         }
+        Some("w8") => {
+            let n = args.get(2).map(|s| s.parse()).transpose()?;
+            let outcome = match args.get(1).map(String::as_str) {
+                Some("events") => w8::events(n.unwrap_or(1000)).await,
+                Some("abort") => w8::abort(n.unwrap_or(300)).await,
+                Some("takeover") => w8::takeover(n.unwrap_or(3)).await,
+                Some("commands") => w8::commands(n.unwrap_or(1000)).await,
+                Some("scale") => w8::scale(n.unwrap_or(1000)).await,
+                _ => Err("w8 needs events, abort, takeover, commands or scale".into()),
+            };
+            outcome.map_err(|e| -> Box<dyn std::error::Error> { e.to_string().into() })
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N]"
             );
             std::process::exit(2);
         }
