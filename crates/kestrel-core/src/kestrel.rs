@@ -28,6 +28,13 @@ pub enum KestrelError {
     /// built inside a tokio runtime.
     #[error("an instance in a cluster must be built inside a tokio runtime")]
     NoRuntime,
+    /// A cluster instance id must have 1 to 200 bytes and no `/` (lease holders are
+    /// `<instance>/<run>`).
+    #[error("invalid cluster instance id {id:?}: it must have 1 to 200 bytes and no '/'")]
+    InvalidInstanceId {
+        /// The id given.
+        id: String,
+    },
     /// No agent has this id.
     #[error("agent {id:?} not found; registered agents: {}", known.join(", "))]
     AgentNotFound {
@@ -220,6 +227,10 @@ impl KestrelBuilder {
         }
         let registry = match self.cluster {
             Some(cluster) => {
+                let id = cluster.id();
+                if id.is_empty() || id.len() > 200 || id.contains('/') {
+                    return Err(KestrelError::InvalidInstanceId { id: id.to_owned() });
+                }
                 let handle =
                     tokio::runtime::Handle::try_current().map_err(|_| KestrelError::NoRuntime)?;
                 Arc::new_cyclic(|weak| {

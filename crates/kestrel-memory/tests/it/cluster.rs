@@ -502,6 +502,27 @@ async fn an_approved_call_is_not_run_again_after_its_instance_stopped(store: Sto
     gate.add_permits(1);
 }
 
+#[tokio::test]
+async fn instance_ids_are_checked() {
+    for bad in ["", "a/b", &"x".repeat(201)] {
+        let built = Kestrel::builder()
+            .cluster(Cluster::in_process().instance_id(bad))
+            .build();
+        assert!(
+            matches!(
+                built,
+                Err(kestrel_core::kestrel::KestrelError::InvalidInstanceId { .. })
+            ),
+            "{bad:?}: {built:?}"
+        );
+    }
+    let built = Kestrel::builder()
+        .cluster(Cluster::in_process().instance_id("web-1"))
+        .build()
+        .unwrap();
+    assert_eq!(built.instance_id(), Some("web-1"));
+}
+
 on_every_backend!(
     an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,
