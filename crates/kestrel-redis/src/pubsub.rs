@@ -209,6 +209,30 @@ impl PubSub for RedisPubSub {
         Ok(Subscription::new(Box::pin(queue)))
     }
 
+    async fn subscribe_replaying(
+        &self,
+        topic: &str,
+        run_id: &str,
+    ) -> Result<Subscription, PubSubError> {
+        let key = self.stream_key(topic);
+        let mut connection = self
+            .inner
+            .reader()
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        let start = first_entry_of_run(&mut connection, &key, run_id, self.inner.options.max_len)
+            .await
+            .map_err(|e| Self::error(topic, e))?;
+        let last = match start {
+            Some(id) => before(&id),
+            None => last_entry_id(&mut connection, &key)
+                .await
+                .map_err(|e| Self::error(topic, e))?,
+        };
+        let queue = self.read_from(topic, key, EVENT_FIELD, last, connection);
+        Ok(Subscription::new(Box::pin(queue)))
+    }
+
     async fn subscribe_group(
         &self,
         topic: &str,
@@ -267,6 +291,18 @@ impl RedisPubSub {
         let last = last_entry_id(&mut connection, &key)
             .await
             .map_err(|e| Self::error(topic, e))?;
+        Ok(self.read_from(topic, key, field, last, connection))
+    }
+
+    /// A queue of the entries of `key` after `last`, read on `connection`.
+    fn read_from<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        topic: &str,
+        key: String,
+        field: &'static str,
+        last: String,
+        connection: MultiplexedConnection,
+    ) -> Queue<T> {
         let (sender, receiver) = mpsc::channel(self.inner.options.backlog);
         let reader = Reader {
             inner: Arc::clone(&self.inner),
@@ -277,10 +313,10 @@ impl RedisPubSub {
             sender,
         };
         let task = tokio::spawn(reader.run(connection));
-        Ok(Queue {
+        Queue {
             receiver,
             task: AbortOnDrop(task),
-        })
+        }
     }
 
     /// The stream of an instance's inbox.
@@ -336,6 +372,62 @@ impl ControlBus for RedisPubSub {
             .read_from_end::<ControlMessage>(&key, key.clone(), MESSAGE_FIELD)
             .await?;
         Ok(Box::pin(queue))
+    }
+}
+
+/// The id of the oldest entry of run `run_id` in the stream, scanning back from its end
+/// through at most `limit` entries and stopping at the run's `start` event.
+async fn first_entry_of_run(
+    connection: &mut MultiplexedConnection,
+    key: &str,
+    run_id: &str,
+    limit: usize,
+) -> redis::RedisResult<Option<String>> {
+    const PAGE: usize = 256;
+    let mut end = "+".to_owned();
+    let mut found: Option<String> = None;
+    let mut scanned = 0;
+    while scanned < limit {
+        let page: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
+            .arg(key)
+            .arg(&end)
+            .arg("-")
+            .arg("COUNT")
+            .arg(PAGE)
+            .query_async(connection)
+            .await?;
+        let count = page.ids.len();
+        for entry in &page.ids {
+            scanned += 1;
+            let Ok(event) = entry_event(entry) else {
+                continue;
+            };
+            // Other runs' events (a sub-agent's) may be interleaved with the run's.
+            if &*event.run_id != run_id {
+                continue;
+            }
+            found = Some(entry.id.clone());
+            if matches!(event.kind, kestrel_core::event::EventKind::Start(_)) {
+                return Ok(found);
+            }
+        }
+        match page.ids.last() {
+            Some(oldest) if count == PAGE => end = before(&oldest.id),
+            _ => return Ok(found),
+        }
+    }
+    Ok(found)
+}
+
+/// The greatest stream id below `id` (`ms-seq`), for exclusive ranges.
+fn before(id: &str) -> String {
+    let parsed = id
+        .split_once('-')
+        .and_then(|(ms, seq)| Some((ms.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
+    match parsed {
+        Some((ms, seq)) if seq > 0 => format!("{ms}-{}", seq - 1),
+        Some((ms, _)) if ms > 0 => format!("{}-{}", ms - 1, u64::MAX),
+        _ => "0-0".to_owned(),
     }
 }
 

@@ -48,6 +48,19 @@ pub trait PubSub: Send + Sync + std::fmt::Debug {
     /// [`Subscription`] is dropped.
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError>;
 
+    /// Like [`PubSub::subscribe`], but starting with the events of run `run_id` already
+    /// published on `topic`, from its first one the backend still holds (and whatever came
+    /// after it): what a subscriber joining a thread while a run is active needs. A backend
+    /// that keeps no events (the in-process default) delivers only what comes next.
+    async fn subscribe_replaying(
+        &self,
+        topic: &str,
+        run_id: &str,
+    ) -> Result<Subscription, PubSubError> {
+        let _ = run_id;
+        self.subscribe(topic).await
+    }
+
     /// Joins `consumer` to `group` on `topic`: work shared by the group's consumers. Each
     /// event published once the group exists (from its first subscription on) goes to one
     /// consumer, which acknowledges it ([`Delivery::ack`]); one it gives back

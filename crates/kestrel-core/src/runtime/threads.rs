@@ -207,18 +207,22 @@ impl Agent {
     }
 
     /// Every event of every run on the thread from now on, each naming its run, until the
-    /// subscription is dropped.
+    /// subscription is dropped. With a pub/sub that keeps events (Redis), a run active on the
+    /// thread (here or on another instance) is streamed from its start.
     pub async fn subscribe_to_thread(
         &self,
         resource_id: &str,
         thread_id: &str,
     ) -> Result<ThreadSubscription, ThreadError> {
-        let events = self
-            .runtime
-            .runs
-            .pubsub
-            .subscribe(&thread_topic(resource_id, thread_id))
+        let runs = &self.runtime.runs;
+        let topic = thread_topic(resource_id, thread_id);
+        let active = runs
+            .active_run_anywhere(&key(resource_id, thread_id))
             .await?;
+        let events = match active {
+            Some(run_id) => runs.pubsub.subscribe_replaying(&topic, &run_id).await?,
+            None => runs.pubsub.subscribe(&topic).await?,
+        };
         Ok(ThreadSubscription {
             events,
             runs: Arc::clone(&self.runtime.runs),

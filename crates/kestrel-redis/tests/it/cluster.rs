@@ -96,26 +96,50 @@ fn instance(
         .unwrap()
 }
 
+/// Instances `a` and `b` on one Redis (a fresh prefix) and one run store (in a deployment:
+/// PostgreSQL), and the count of the `slow` tool's starts.
+struct Pair {
+    a: Kestrel,
+    b: Kestrel,
+    store: SharedRunStore,
+    started: Arc<AtomicUsize>,
+}
+
+impl Pair {
+    async fn connect(url: &str) -> Self {
+        let prefix = fresh_prefix();
+        let store: SharedRunStore = Arc::new(InMemoryRunStore::new());
+        let started = Arc::new(AtomicUsize::new(0));
+        let mut instances = Vec::new();
+        for id in ["a", "b"] {
+            let leases = RedisLeases::connect(url, prefix.clone()).await.unwrap();
+            let bus = RedisPubSub::connect(url, RedisPubSubOptions::default().key_prefix(&prefix))
+                .await
+                .unwrap();
+            instances.push(instance(leases, bus, &store, id, started.clone()));
+        }
+        let b = instances.pop().unwrap();
+        let a = instances.pop().unwrap();
+        Self {
+            a,
+            b,
+            store,
+            started,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_on_one_instance_is_aborted_from_another_through_redis() {
     let Some(url) = redis_url("a_run_on_one_instance_is_aborted_from_another_through_redis") else {
         return;
     };
-    let prefix = fresh_prefix();
-    let connect = || async {
-        let leases = RedisLeases::connect(&url, prefix.clone()).await.unwrap();
-        let bus = RedisPubSub::connect(&url, RedisPubSubOptions::default().key_prefix(&prefix))
-            .await
-            .unwrap();
-        (leases, bus)
-    };
-    // One store both instances save to (in a deployment: PostgreSQL).
-    let store: SharedRunStore = Arc::new(InMemoryRunStore::new());
-    let started = Arc::new(AtomicUsize::new(0));
-    let (leases, bus) = connect().await;
-    let a = instance(leases, bus, &store, "a", started.clone());
-    let (leases, bus) = connect().await;
-    let b = instance(leases, bus, &store, "b", started.clone());
+    let Pair {
+        a,
+        b,
+        store,
+        started,
+    } = Pair::connect(&url).await;
 
     let stream = a.agent("worker").unwrap().stream("go").into_stream();
     let run_id = stream.run_id().to_owned();
@@ -152,4 +176,49 @@ async fn a_run_on_one_instance_is_aborted_from_another_through_redis() {
     );
     // The run is over: B may not resume it, and nobody holds it any more.
     assert!(on_b.resume_run(RunRef::new(&run_id)).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_joining_mid_run_gets_the_run_from_its_start() {
+    let Some(url) = redis_url("a_subscriber_joining_mid_run_gets_the_run_from_its_start") else {
+        return;
+    };
+    let Pair { a, b, started, .. } = Pair::connect(&url).await;
+
+    let stream = a
+        .agent("worker")
+        .unwrap()
+        .stream("go")
+        .memory("thread-mid", "alice")
+        .into_stream();
+    let run_id = stream.run_id().to_owned();
+    let driving = tokio::spawn(stream.collect());
+    while started.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // B joins while the run waits in its tool: it gets the run from its start.
+    let mut watch = b
+        .agent("worker")
+        .unwrap()
+        .subscribe_to_thread("alice", "thread-mid")
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&*first.run_id, run_id.as_str());
+    assert!(matches!(first.kind, EventKind::Start(_)), "{first:?}");
+    let on_b = b.agent("worker").unwrap();
+    on_b.abort_stored_run(RunRef::new(&run_id)).await.unwrap();
+    let (events, _) = driving.await.unwrap();
+    let mut seen = vec![first];
+    while seen.len() < events.len() {
+        let next = tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .unwrap()
+            .unwrap();
+        seen.push(next);
+    }
+    assert_eq!(seen, events, "every event of the run, in order");
 }

@@ -257,3 +257,63 @@ async fn tokens_keep_growing_after_redis_loses_the_counter() {
     // Exact digits survive the round trip through the script and the key's value.
     assert_eq!(leases.holder("run:y").await.unwrap(), Some(after));
 }
+
+#[tokio::test]
+async fn a_replaying_subscription_starts_at_the_runs_first_event() {
+    use kestrel_core::event::StartPayload;
+    let Some(url) = redis_url("a_replaying_subscription_starts_at_the_runs_first_event") else {
+        return;
+    };
+    let pubsub = connect(&url, &fresh_prefix()).await;
+    let start = |run: &str| {
+        Event::agent(
+            run.into(),
+            EventKind::Start(StartPayload {
+                id: "agent".into(),
+                message_id: "m".into(),
+            }),
+        )
+    };
+    // An earlier run, then the active one: its start and a few deltas, with another run's
+    // event in between (a sub-agent's).
+    pubsub.publish("t", start("run-old")).await.unwrap();
+    pubsub.publish("t", delta(1)).await.unwrap();
+    pubsub.publish("t", start("run-now")).await.unwrap();
+    let mut now_delta = delta(2);
+    now_delta.run_id = "run-now".into();
+    pubsub.publish("t", now_delta.clone()).await.unwrap();
+    pubsub.publish("t", delta(3)).await.unwrap();
+    // Many more entries than one page of the backwards scan.
+    for _ in 0..300 {
+        pubsub.publish("t", now_delta.clone()).await.unwrap();
+    }
+    let mut replaying = pubsub.subscribe_replaying("t", "run-now").await.unwrap();
+    assert_eq!(
+        next(&mut replaying).await,
+        start("run-now"),
+        "from the run's start"
+    );
+    assert_eq!(next(&mut replaying).await, now_delta);
+    assert_eq!(
+        next(&mut replaying).await,
+        delta(3),
+        "and what came after it"
+    );
+    for _ in 0..300 {
+        assert_eq!(next(&mut replaying).await, now_delta);
+    }
+    // Then live.
+    pubsub.publish("t", delta(4)).await.unwrap();
+    assert_eq!(next(&mut replaying).await, delta(4));
+    // A run the stream does not hold: from now on.
+    let mut unknown = pubsub.subscribe_replaying("t", "run-none").await.unwrap();
+    pubsub.publish("t", delta(5)).await.unwrap();
+    assert_eq!(next(&mut unknown).await, delta(5));
+}
+
+async fn next(subscription: &mut kestrel_core::pubsub::Subscription) -> Event {
+    tokio::time::timeout(std::time::Duration::from_secs(5), subscription.next())
+        .await
+        .unwrap()
+        .unwrap()
+}
