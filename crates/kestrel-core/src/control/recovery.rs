@@ -11,8 +11,10 @@ use super::lifecycle::RunRef;
 use crate::run_store::{RunPhase, SuspendedRunsQuery};
 use crate::runtime::Agent;
 
-/// The most runs one sweep looks at.
+/// The runs one listing of a sweep reads, and the most listings of one sweep (so one sweep
+/// looks at up to 10,000 running runs).
 const SWEEP_PAGE: u32 = 100;
+const SWEEP_PAGES: u32 = 100;
 
 /// Looks once for abandoned top-level runs of `agents` and continues them in the background;
 /// returns the ids of the runs this instance took over.
@@ -24,20 +26,31 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
         return Vec::new();
     };
     let store = std::sync::Arc::clone(&any.runtime.run_store);
-    let query = SuspendedRunsQuery {
-        per_page: SWEEP_PAGE,
-        ..SuspendedRunsQuery::default()
-    };
-    let found = match store
-        .list_in_phases(&[RunPhase::Running, RunPhase::WaitingForSubtask], &query)
-        .await
-    {
-        Ok(page) => page.runs,
-        Err(error) => {
-            tracing::warn!(%error, "the recovery sweep could not list the running runs");
-            return Vec::new();
+    // Every page: the abandoned runs may be older than many live ones.
+    let mut found = Vec::new();
+    for page in 0..SWEEP_PAGES {
+        let query = SuspendedRunsQuery {
+            page,
+            per_page: SWEEP_PAGE,
+            ..SuspendedRunsQuery::default()
+        };
+        match store
+            .list_in_phases(&[RunPhase::Running, RunPhase::WaitingForSubtask], &query)
+            .await
+        {
+            Ok(listed) => {
+                let last = listed.runs.len() < SWEEP_PAGE as usize;
+                found.extend(listed.runs);
+                if last {
+                    break;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the recovery sweep could not list the running runs");
+                break;
+            }
         }
-    };
+    }
     let ttl_ms = i64::try_from(cluster.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

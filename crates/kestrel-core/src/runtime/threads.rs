@@ -166,13 +166,15 @@ fn key(resource_id: &str, thread_id: &str) -> ThreadKey {
 impl Agent {
     /// Aborts a run in progress in this process (with the agents of its `Kestrel` instance):
     /// it stops at its next step, or inside a tool that watches its abort signal; its stream
-    /// ends with `abort`. `false` when no such run is in progress.
+    /// ends with `abort`. `false` when no such run is in progress. In a cluster,
+    /// [`Agent::abort_stored_run`] also reaches a run another instance drives.
     pub fn abort_run(&self, run_id: &str) -> bool {
         self.runtime.runs.abort_run(run_id)
     }
 
-    /// Aborts every run in progress on a thread, whether running or waiting for the thread;
-    /// returns how many.
+    /// Aborts every run in progress on a thread in this process, whether running or waiting
+    /// for the thread; returns how many. In a cluster, [`Agent::abort_thread_anywhere`] also
+    /// reaches the thread's run on another instance.
     pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
         self.runtime.runs.abort_thread(&key(resource_id, thread_id))
     }

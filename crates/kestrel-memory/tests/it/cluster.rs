@@ -165,8 +165,10 @@ fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Ke
         .unwrap()
 }
 
+/// A cluster on `leases` whose instances do not sweep by themselves (a test that wants a
+/// sweep sets its interval, or calls `recover_runs`), so a takeover happens when the test says.
 fn cluster(leases: Arc<PausableLeases>) -> Cluster {
-    Cluster::new(leases, Arc::new(InProcessBus::default()))
+    Cluster::new(leases, Arc::new(InProcessBus::default())).sweep_interval(Duration::ZERO)
 }
 
 type Driving = tokio::task::JoinHandle<(
@@ -502,6 +504,62 @@ async fn an_approved_call_is_not_run_again_after_its_instance_stopped(store: Sto
     gate.add_permits(1);
 }
 
+/// More abandoned runs than one listing holds: one sweep finds and finishes every one.
+async fn one_sweep_recovers_more_runs_than_a_page(store: Store) {
+    use kestrel_core::agent::{RunSettings, RunState};
+    let leases = Arc::new(PausableLeases::default());
+    let cluster = cluster(leases);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let b = instance(&store, &cluster, "b", None, runs.clone());
+    // What an instance that died left behind: runs saved as running, nobody holding them.
+    let count = 150;
+    for n in 0..count {
+        let settings = RunSettings::default();
+        let state = RunState::new(
+            format!("orphan-{n}"),
+            "assistant".into(),
+            vec![kestrel_core::message::Message::user("hello")],
+            5,
+            settings,
+        );
+        b.run_store()
+            .save(&state, RunPhase::Running, None)
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(TTL * 2).await;
+    let mut taken = b.recover_runs().await;
+    assert_eq!(
+        taken.len(),
+        count,
+        "every abandoned run is taken over at once"
+    );
+    taken.sort();
+    taken.dedup();
+    assert_eq!(taken.len(), count);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    for n in 0..count {
+        loop {
+            let stored = b
+                .run_store()
+                .load(&format!("orphan-{n}"))
+                .await
+                .unwrap()
+                .unwrap();
+            if stored.phase == RunPhase::Completed {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "orphan-{n}: {:?}",
+                stored.phase
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), count);
+}
+
 #[tokio::test]
 async fn instance_ids_are_checked() {
     for bad in ["", "a/b", &"x".repeat(201)] {
@@ -524,6 +582,7 @@ async fn instance_ids_are_checked() {
 }
 
 on_every_backend!(
+    one_sweep_recovers_more_runs_than_a_page,
     an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,
     a_run_on_one_instance_is_refused_and_aborted_from_another,
