@@ -70,6 +70,17 @@ async fn instance(
         .build()?)
 }
 
+/// An instance of W2's agent (no model latency).
+async fn w2_instance(prefix: &str, id: &str, store: &SharedRunStore) -> Result<Kestrel, BoxError> {
+    instance(
+        prefix,
+        id,
+        w2_agent(None).map_err(|e| e.to_string())?,
+        store,
+    )
+    .await
+}
+
 fn report(name: &str, mut samples: Vec<Duration>) {
     samples.sort();
     println!(
@@ -85,20 +96,8 @@ fn report(name: &str, mut samples: Vec<Duration>) {
 pub async fn events(runs: usize) -> Result<(), BoxError> {
     let prefix = prefix();
     let store: SharedRunStore = Arc::new(InMemoryRunStore::new());
-    let a = instance(
-        &prefix,
-        "a",
-        w2_agent(None).map_err(|e| e.to_string())?,
-        &store,
-    )
-    .await?;
-    let b = instance(
-        &prefix,
-        "b",
-        w2_agent(None).map_err(|e| e.to_string())?,
-        &store,
-    )
-    .await?;
+    let a = w2_instance(&prefix, "a", &store).await?;
+    let b = w2_instance(&prefix, "b", &store).await?;
     let (on_a, on_b) = (a.agent("w2")?, b.agent("w2")?);
     let (mut on_a_samples, mut on_b_samples) = (Vec::new(), Vec::new());
     for n in 0..runs {
@@ -287,13 +286,7 @@ async fn commands_processed(client: &redis_client::Client) -> Result<u64, BoxErr
 pub async fn commands(runs: usize) -> Result<(), BoxError> {
     let prefix = prefix();
     let store: SharedRunStore = Arc::new(InMemoryRunStore::new());
-    let a = instance(
-        &prefix,
-        "a",
-        w2_agent(None).map_err(|e| e.to_string())?,
-        &store,
-    )
-    .await?;
+    let a = w2_instance(&prefix, "a", &store).await?;
     let on_a = a.agent("w2")?;
     let client = redis_client::Client::open(redis_url())?;
     let mut events = 0;

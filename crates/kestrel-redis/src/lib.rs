@@ -29,6 +29,7 @@
 
 mod cluster;
 mod conn;
+mod inbox;
 mod lease;
 mod pubsub;
 

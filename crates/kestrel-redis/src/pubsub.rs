@@ -23,8 +23,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::Stream;
-use futures::stream::BoxStream;
-use kestrel_core::cluster::{ControlBus, ControlMessage};
 use kestrel_core::event::Event;
 use kestrel_core::pubsub::{
     Acknowledge, DEFAULT_SUBSCRIBER_BACKLOG, Delivery, GroupOptions, GroupSubscription, PubSub,
@@ -139,7 +137,10 @@ impl RedisPubSub {
         format!("{}{topic}", self.inner.options.key_prefix)
     }
 
-    fn error(topic: &str, source: impl Into<kestrel_core::error::BoxError>) -> PubSubError {
+    pub(crate) fn error(
+        topic: &str,
+        source: impl Into<kestrel_core::error::BoxError>,
+    ) -> PubSubError {
         PubSubError {
             topic: topic.to_owned(),
             source: source.into(),
@@ -276,7 +277,7 @@ impl PubSub for RedisPubSub {
 impl RedisPubSub {
     /// A queue of what is added to the stream `key` from now on (the JSON of each entry's
     /// `field`), read on a connection of its own.
-    async fn read_from_end<T: serde::de::DeserializeOwned + Send + 'static>(
+    pub(crate) async fn read_from_end<T: serde::de::DeserializeOwned + Send + 'static>(
         &self,
         topic: &str,
         key: String,
@@ -292,6 +293,16 @@ impl RedisPubSub {
             .await
             .map_err(|e| Self::error(topic, e))?;
         Ok(self.read_from(topic, key, field, last, connection))
+    }
+
+    /// The key prefix of every stream.
+    pub(crate) fn key_prefix(&self) -> &str {
+        &self.inner.options.key_prefix
+    }
+
+    /// The shared connection commands go on.
+    pub(crate) fn publisher(&self) -> ConnectionManager {
+        self.inner.publisher.clone()
     }
 
     /// A queue of the entries of `key` after `last`, read on `connection`.
@@ -317,61 +328,6 @@ impl RedisPubSub {
             receiver,
             task: AbortOnDrop(task),
         }
-    }
-
-    /// The stream of an instance's inbox.
-    pub fn inbox_key(&self, instance: &str) -> String {
-        format!("{}inbox:{instance}", self.inner.options.key_prefix)
-    }
-}
-
-/// The stream field that holds a control message's JSON.
-const MESSAGE_FIELD: &str = "message";
-
-/// The entries an inbox keeps (about), and how long it lives after its last message (an
-/// instance that went away leaves its inbox behind that long).
-const INBOX_MAX_LEN: usize = 1_000;
-const INBOX_TTL_MS: u64 = 60 * 60 * 1000;
-
-/// Control messages between instances: one stream per instance's inbox, read from its end
-/// like a topic's subscription.
-#[async_trait::async_trait]
-impl ControlBus for RedisPubSub {
-    async fn send(&self, instance: &str, message: &ControlMessage) -> Result<(), PubSubError> {
-        let key = self.inbox_key(instance);
-        let json = serde_json::to_string(message).map_err(|e| Self::error(&key, e))?;
-        let mut pipe = redis::pipe();
-        pipe.cmd("XADD")
-            .arg(&key)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(INBOX_MAX_LEN)
-            .arg("*")
-            .arg(MESSAGE_FIELD)
-            .arg(json)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&key)
-            .arg(INBOX_TTL_MS)
-            .ignore();
-        retrying(|| {
-            let mut connection = self.inner.publisher.clone();
-            let pipe = &pipe;
-            async move { pipe.query_async::<()>(&mut connection).await }
-        })
-        .await
-        .map_err(|e| Self::error(&key, e))
-    }
-
-    async fn inbox(
-        &self,
-        instance: &str,
-    ) -> Result<BoxStream<'static, ControlMessage>, PubSubError> {
-        let key = self.inbox_key(instance);
-        let queue = self
-            .read_from_end::<ControlMessage>(&key, key.clone(), MESSAGE_FIELD)
-            .await?;
-        Ok(Box::pin(queue))
     }
 }
 
@@ -771,7 +727,7 @@ impl Drop for AbortOnDrop {
 
 /// What a reader task queued for its subscription (events, or a group's deliveries); the
 /// task stops when the subscription is dropped.
-struct Queue<T> {
+pub(crate) struct Queue<T> {
     receiver: mpsc::Receiver<T>,
     task: AbortOnDrop,
 }

@@ -3,6 +3,7 @@
 //!
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
+mod chaos;
 mod cli;
 mod cluster;
 mod dev;
