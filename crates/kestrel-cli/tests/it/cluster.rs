@@ -6,7 +6,8 @@
 //! - a run stopped for approval on A is approved on B; eight approvals racing over three
 //!   instances have one winner, and the tool runs once;
 //! - `kill -9` of the instance streaming a run: another instance finishes it, and the thread
-//!   holds each message once.
+//!   holds each message once;
+//! - a chat turn streaming on A is re-attached to on B: the same chunks, from the start.
 //!
 //! Needs `KESTREL_TEST_POSTGRES_URL` and `KESTREL_TEST_REDIS_URL` (`.ci/run` sets both);
 //! without them the tests say so and pass.
@@ -272,6 +273,27 @@ impl Instance {
         self.client
             .post(self.url(path))
             .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A chat turn (`POST /chat/assistant`, outside `/api`) with one user message.
+    async fn chat(&self, chat_id: &str, text: &str, version: &str) -> reqwest::Response {
+        let message = json!({"id": format!("{chat_id}-u"), "role": "user",
+            "parts": [{"type": "text", "text": text}]});
+        self.client
+            .post(format!("{}/chat/assistant", self.base))
+            .json(&json!({"id": chat_id, "messages": [message], "version": version}))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// `GET /chat/assistant/{chat_id}/stream`: re-attaching to the chat's running turn.
+    async fn reattach(&self, chat_id: &str) -> reqwest::Response {
+        self.client
+            .get(format!("{}/chat/assistant/{chat_id}/stream", self.base))
             .send()
             .await
             .unwrap()
@@ -607,6 +629,38 @@ async fn two_tabs_on_two_instances_take_turns_on_one_thread() {
         turns[1].1.contains("w39"),
         "the first answer is whole: {turns:#?}"
     );
+    a.kill().await;
+    b.kill().await;
+    services.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_turn_on_one_instance_is_re_attached_to_on_another() {
+    let Some(services) = Services::from_env("a_chat_turn_is_re_attached_to_on_another") else {
+        return;
+    };
+    let (_model, a, b) = two_instances(&services).await;
+
+    // A streams a slow answer; B re-attaches mid-way and gets the turn from its start.
+    let on_a = Events::follow(a.chat("chat-text", "slow please", "v5").await);
+    on_a.wait_for("text-delta").await;
+    let on_b = Events::follow(b.reattach("chat-text").await);
+    let (direct, attached) = (on_a.end().await, on_b.end().await);
+    assert_eq!(direct.last().unwrap()["type"], "finish", "{direct:?}");
+    assert_eq!(attached, direct, "every chunk, in order");
+    let ended = b.reattach("chat-text").await;
+    assert_eq!(ended.status(), 204, "no turn runs any more");
+
+    // A v6 turn that stops for an approval: B's stream ends where A's does, in v6.
+    let on_a = Events::follow(a.chat("chat-approval", "patiently email bob", "v6").await);
+    on_a.wait_for("start").await;
+    let on_b = Events::follow(b.reattach("chat-approval").await);
+    let (direct, attached) = (on_a.end().await, on_b.end().await);
+    assert!(
+        direct.iter().any(|c| c["type"] == "tool-approval-request"),
+        "{direct:?}"
+    );
+    assert_eq!(attached, direct);
     a.kill().await;
     b.kill().await;
     services.teardown().await;

@@ -128,6 +128,8 @@ pub struct ThreadSubscription {
     events: Subscription,
     runs: Arc<RunRegistry>,
     thread: ThreadKey,
+    /// The run active on the thread when the subscription was made.
+    replaying: Option<String>,
 }
 
 impl std::fmt::Debug for ThreadSubscription {
@@ -142,6 +144,13 @@ impl ThreadSubscription {
     /// The run active on the thread right now, if any.
     pub fn active_run_id(&self) -> Option<String> {
         self.runs.active_run(&self.thread)
+    }
+
+    /// The run that was active on the thread (here or on another instance) when the
+    /// subscription was made: with a pub/sub that keeps events, the subscription starts with
+    /// that run's first event.
+    pub fn replaying_run_id(&self) -> Option<&str> {
+        self.replaying.as_deref()
     }
 
     /// Stops the subscription (dropping it does the same).
@@ -221,14 +230,15 @@ impl Agent {
         let active = runs
             .active_run_anywhere(&key(resource_id, thread_id))
             .await?;
-        let events = match active {
-            Some(run_id) => runs.pubsub.subscribe_replaying(&topic, &run_id).await?,
+        let events = match &active {
+            Some(run_id) => runs.pubsub.subscribe_replaying(&topic, run_id).await?,
             None => runs.pubsub.subscribe(&topic).await?,
         };
         Ok(ThreadSubscription {
             events,
             runs: Arc::clone(&self.runtime.runs),
             thread: key(resource_id, thread_id),
+            replaying: active,
         })
     }
 

@@ -20,7 +20,8 @@
 //!   'v6' } })`. A body field, not a query, because `useChat` derives the re-attach URL from
 //!   `api`. v6 adds `tool-approval-request` and `tool-output-denied` (see [`ui_stream`]).
 //! - **`GET /chat/{agentId}/{chatId}/stream`** re-attaches to the chat's running turn: its
-//!   chunks so far, then live; 204 when none runs.
+//!   chunks so far, then live; 204 when none runs. In a cluster it reaches a turn running on
+//!   another instance too (the thread the chat id names), from its run's events.
 //! - **`GET /chat/{agentId}/{chatId}/messages?version=v6`** is the chat's stored history as
 //!   `{uiMessages}` (the thread named by the chat id), pending approvals and suspensions
 //!   included exactly as they streamed ([`history::thread_ui_messages`]).
@@ -32,6 +33,7 @@
 //! threads, runs and turns.
 
 mod decisions;
+mod elsewhere;
 pub(crate) mod history;
 mod new_turn;
 mod turns;
@@ -262,14 +264,16 @@ async fn chat(
                 )
                 .await?;
             }
+            let context = options.request_context.clone().unwrap_or_default();
             if let Some(replaced) = &replaced_messages {
-                let context = options.request_context.clone().unwrap_or_default();
                 context.set(
                     kestrel_core::context::HIDDEN_MESSAGES_KEY,
                     serde_json::json!(replaced.ids),
                 );
-                options = options.request_context(context);
             }
+            // So that another instance re-attaching to the turn speaks the same version.
+            context.set(elsewhere::CHAT_VERSION_KEY, json!(version.name()));
+            options = options.request_context(context);
             let resource = options
                 .memory
                 .as_ref()
@@ -440,17 +444,21 @@ impl TurnJob {
 }
 
 /// `GET /chat/{agentId}/{chatId}/stream`: the chat's running turn from its start, then live;
-/// 204 when none runs. Leaving it never aborts the turn.
+/// 204 when none runs. Leaving it never aborts the turn. In a cluster, a turn another
+/// instance runs is re-attached to through its run's events ([`elsewhere`]).
 async fn reattach(
     State(state): Shared,
     slot: crate::limits::StreamSlot,
     Extension(caller): Extension<Caller>,
     Path((agent_id, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id)?.clone();
     let key = TurnKey { agent_id, chat_id };
     let Some(turn) = state.chat_turns.get(&key) else {
-        return Ok(StatusCode::NO_CONTENT.into_response());
+        return match elsewhere::reattach_elsewhere(&state, &agent, &caller, &key.chat_id).await? {
+            Some(chunks) => Ok(ui_response(chunks, slot)),
+            None => Ok(StatusCode::NO_CONTENT.into_response()),
+        };
     };
     if caller.resource.is_some() && turn.resource != caller.resource {
         return Err(ApiError::not_found(format!(

@@ -42,6 +42,14 @@ pub(crate) enum Version {
 }
 
 impl Version {
+    /// Its name: `"v5"` or `"v6"`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Version::V5 => "v5",
+            Version::V6 => "v6",
+        }
+    }
+
     /// Parses `v5` / `v6` (as in a query string).
     pub(crate) fn parse(text: &str) -> Option<Self> {
         match text {
