@@ -38,7 +38,8 @@ const LEASE_TTL_MS: &str = "2000";
 // The fake model
 
 /// Answers by what it is asked: a tool result gets "Done.", a request to email gets a
-/// `send_email` call, "slow" gets its words one every 100 ms the first time (later at once),
+/// `send_email` call, one to delegate gets an `agent-research` call (asking for "slow
+/// research"), "slow" gets its words one every 100 ms the first time (later at once),
 /// anything else a short greeting; a request whose user says "patiently" waits 1.5 s first.
 #[derive(Clone, Default)]
 struct FakeModel {
@@ -108,6 +109,17 @@ fn email_call() -> Vec<String> {
     chunks
 }
 
+fn delegation_call() -> Vec<String> {
+    let arguments = json!({"prompt": "slow research on kestrels"});
+    let mut chunks = vec![data(json!({"choices": [{"index": 0, "delta": {
+        "role": "assistant",
+        "tool_calls": [{"index": 0, "id": "call-research", "type": "function",
+            "function": {"name": "agent-research", "arguments": arguments.to_string()}}]
+    }}]}))];
+    chunks.extend(finish("tool_calls"));
+    chunks
+}
+
 async fn chat_completions(State(model): State<FakeModel>, body: Bytes) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
@@ -136,6 +148,9 @@ async fn chat_completions(State(model): State<FakeModel>, body: Bytes) -> Respon
     }
     if last_user.contains("email") {
         return (sse, email_call().concat()).into_response();
+    }
+    if last_user.contains("delegate") {
+        return (sse, delegation_call().concat()).into_response();
     }
     if last_user.contains("slow") && !seen_before {
         let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
@@ -269,7 +284,7 @@ impl Instance {
         format!("{}/api{path}", self.base)
     }
 
-    async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+    pub(super) async fn post(&self, path: &str, body: Value) -> reqwest::Response {
         self.client
             .post(self.url(path))
             .json(&body)
@@ -330,7 +345,7 @@ async fn start_slow(instance: &Instance, text: &str) -> (Events, String) {
 }
 
 /// The fake model and instances `a` and `b` on it.
-async fn two_instances(services: &Services) -> (FakeServer, Instance, Instance) {
+pub(super) async fn two_instances(services: &Services) -> (FakeServer, Instance, Instance) {
     let model = FakeServer::start().await;
     let a = Instance::start(services, &model, "a").await;
     let b = Instance::start(services, &model, "b").await;
@@ -338,13 +353,13 @@ async fn two_instances(services: &Services) -> (FakeServer, Instance, Instance) 
 }
 
 /// Reads an SSE response's events as they come, into a shared list.
-struct Events {
+pub(super) struct Events {
     seen: Arc<Mutex<Vec<Value>>>,
     done: tokio::task::JoinHandle<()>,
 }
 
 impl Events {
-    fn follow(response: reqwest::Response) -> Self {
+    pub(super) fn follow(response: reqwest::Response) -> Self {
         assert_eq!(response.status(), 200);
         let seen = Arc::new(Mutex::new(Vec::new()));
         let done = tokio::spawn({
@@ -369,11 +384,11 @@ impl Events {
         Self { seen, done }
     }
 
-    fn all(&self) -> Vec<Value> {
+    pub(super) fn all(&self) -> Vec<Value> {
         self.seen.lock().unwrap().clone()
     }
 
-    async fn wait_for(&self, kind: &str) -> Vec<Value> {
+    pub(super) async fn wait_for(&self, kind: &str) -> Vec<Value> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
             let all = self.all();
@@ -388,7 +403,7 @@ impl Events {
         }
     }
 
-    async fn end(self) -> Vec<Value> {
+    pub(super) async fn end(self) -> Vec<Value> {
         tokio::time::timeout(Duration::from_secs(20), self.done)
             .await
             .expect("the stream did not end")
@@ -401,7 +416,7 @@ fn run_body(text: &str) -> Value {
     json!({"messages": text, "memory": {"thread": THREAD, "resource": RESOURCE}})
 }
 
-fn types(events: &[Value]) -> Vec<String> {
+pub(super) fn types(events: &[Value]) -> Vec<String> {
     events
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("?").to_owned())

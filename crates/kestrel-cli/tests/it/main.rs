@@ -10,3 +10,4 @@ mod dev;
 mod local_default;
 mod models;
 mod studio_browser;
+mod takeover;
