@@ -261,6 +261,11 @@ impl KestrelBuilder {
             }
         }
         let agents = Arc::new(agents);
+        if runtime.runs.cluster.is_some() {
+            let lazy = recovery::LazyRecovery::new(Arc::downgrade(&agents));
+            // Set once, here: the registry is this instance's own.
+            let _ = runtime.runs.thread_recovery.set(Arc::new(lazy));
+        }
         let sweep = runtime.runs.cluster.as_ref().and_then(|cluster| {
             let interval = cluster.config.sweep_interval;
             let handle = tokio::runtime::Handle::try_current().ok()?;

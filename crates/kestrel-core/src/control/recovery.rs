@@ -1,15 +1,21 @@
 //! Continuing the runs of an instance that died: a run left `running` (or waiting for its
 //! sub-agent) whose lease ran out is claimed, like a resume, and driven on from its last
-//! snapshot by whichever instance finds it first.
+//! snapshot by whichever instance finds it first: the periodic sweep, or (lazily) an
+//! instance about to start a new run on the run's thread, so that the old run goes first.
 
 use std::collections::BTreeMap;
 use std::sync::Weak;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
+
 use super::RunControlError;
 use super::lifecycle::RunRef;
-use crate::run_store::{RunPhase, SuspendedRunsQuery};
+use crate::run_store::{RunPhase, StoredRun, SuspendedRunsQuery};
 use crate::runtime::Agent;
+use crate::runtime::cluster::ThreadRecovery;
+use crate::runtime::registry::ThreadKey;
 
 /// The runs one listing of a sweep reads, and the most listings of one sweep (so one sweep
 /// looks at up to 10,000 running runs).
@@ -51,15 +57,10 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
             }
         }
     }
-    let ttl_ms = i64::try_from(cluster.config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let ttl = cluster.config.lease_ttl;
     let mut taken = Vec::new();
     for run in found {
-        // A run saved within the lease's time-to-live may well have a live owner; a
-        // delegated run is continued by its parent.
-        if now.saturating_sub(run.updated_at_ms) < ttl_ms || run.state.delegated_by.is_some() {
+        if !abandoned(&run, ttl) {
             continue;
         }
         let Some(agent) = agents.get(&run.state.agent_id) else {
@@ -81,6 +82,91 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
         }
     }
     taken
+}
+
+/// Whether a stored run looks abandoned: saved longer ago than the lease's time-to-live (a run
+/// with a live owner saves after every step and renews its lease), and not a delegated run,
+/// which its parent continues. Its lease decides: the claim is refused while it is held.
+fn abandoned(run: &StoredRun, ttl: Duration) -> bool {
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    now.saturating_sub(run.updated_at_ms) >= ttl_ms && run.state.delegated_by.is_none()
+}
+
+/// The most abandoned runs of one thread a new run looks for.
+const THREAD_RUNS: u32 = 20;
+
+/// The lazy side of recovery, called by a run about to take its thread (see
+/// [`ThreadRecovery`]).
+pub(crate) struct LazyRecovery {
+    agents: Weak<BTreeMap<String, Agent>>,
+}
+
+impl LazyRecovery {
+    pub(crate) fn new(agents: Weak<BTreeMap<String, Agent>>) -> Self {
+        Self { agents }
+    }
+
+    async fn recover_thread(&self, thread: &ThreadKey, new_run: &str) {
+        let Some(agents) = self.agents.upgrade() else {
+            return;
+        };
+        let Some(any) = agents.values().next() else {
+            return;
+        };
+        let Some(cluster) = any.runtime.runs.cluster.clone() else {
+            return;
+        };
+        let query = SuspendedRunsQuery {
+            thread_id: Some(thread.thread_id.clone()),
+            resource_id: Some(thread.resource_id.clone()),
+            per_page: THREAD_RUNS,
+            ..SuspendedRunsQuery::default()
+        };
+        let listed = match any
+            .runtime
+            .run_store
+            .list_in_phases(&[RunPhase::Running, RunPhase::WaitingForSubtask], &query)
+            .await
+        {
+            Ok(listed) => listed.runs,
+            Err(error) => {
+                tracing::warn!(%error, thread_id = %thread.thread_id, "looking for abandoned runs on a thread failed; the sweep will find them");
+                return;
+            }
+        };
+        let ttl = cluster.config.lease_ttl;
+        for run in listed {
+            if run.state.run_id == new_run || !abandoned(&run, ttl) {
+                continue;
+            }
+            let Some(agent) = agents.get(&run.state.agent_id) else {
+                continue;
+            };
+            let run_id = run.state.run_id;
+            match agent.resume_run(RunRef::new(&run_id)).await {
+                Ok(mut stream) => {
+                    tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped, before a new run on its thread");
+                    // Its first event comes once it holds the thread: the new run queues
+                    // behind it. Bounded, in case it waits behind a live run itself.
+                    let _ =
+                        tokio::time::timeout(cluster.config.request_timeout, stream.next()).await;
+                }
+                Err(RunControlError::NotResumable { .. } | RunControlError::Conflict { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(%run_id, %error, "could not take over a run whose instance stopped");
+                }
+            }
+        }
+    }
+}
+
+impl ThreadRecovery for LazyRecovery {
+    fn recover<'a>(&'a self, thread: &'a ThreadKey, new_run: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.recover_thread(thread, new_run))
+    }
 }
 
 /// Sweeps every `interval` until the instance goes.

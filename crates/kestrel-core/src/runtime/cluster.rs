@@ -13,6 +13,19 @@ use crate::cluster::{Cluster, ClusterError, Command, ControlMessage, Outcome, th
 use crate::lease::Lease;
 
 /// See the module docs.
+/// Lazy recovery of a thread: continues the runs an instance that died left on the thread
+/// (still `running` in the store, their lease free), so that they go before `new_run`, which
+/// is about to take the thread. Implemented where every agent is known (the run control
+/// layer); the periodic sweep finds the same runs when no new run comes.
+pub(crate) trait ThreadRecovery: Send + Sync {
+    /// Returns once the recovered runs hold the thread (or a bounded wait passed).
+    fn recover<'a>(
+        &'a self,
+        thread: &'a ThreadKey,
+        new_run: &'a str,
+    ) -> futures::future::BoxFuture<'a, ()>;
+}
+
 pub(crate) struct ClusterRuntime {
     pub(crate) config: Cluster,
     /// Requests sent, waiting for their answer.

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::cluster::{ClusterRuntime, Hold};
+use super::cluster::{ClusterRuntime, Hold, ThreadRecovery};
 use crate::abort::AbortSignal;
 use crate::cluster::ClusterError;
 use crate::message::Message;
@@ -60,6 +60,9 @@ pub(crate) struct RunRegistry {
     pub(crate) background: Arc<tokio::sync::Semaphore>,
     /// This instance's side of the cluster it shares runs with, if any.
     pub(crate) cluster: Option<Arc<ClusterRuntime>>,
+    /// In a cluster, what continues the runs a dead instance left on a thread before a new
+    /// run takes it (set once by the `Kestrel` instance, which knows every agent).
+    pub(crate) thread_recovery: std::sync::OnceLock<Arc<dyn ThreadRecovery>>,
 }
 
 impl std::fmt::Debug for RunRegistry {
@@ -92,6 +95,7 @@ impl RunRegistry {
                 crate::definition::background::DEFAULT_BACKGROUND_CONCURRENCY,
             )),
             cluster: None,
+            thread_recovery: std::sync::OnceLock::new(),
         }
     }
 

@@ -394,32 +394,52 @@ async fn a_paused_owner_loses_its_run_and_its_late_writes_are_refused(store: Sto
     assert_one_turn(&store).await;
 }
 
+/// Instance A, whose run's tool started and which then died (its leases run out, it never
+/// renews them), and instance B, sweeping every `b_sweeps` (zero: never).
+struct Dead {
+    a: Kestrel,
+    b: Kestrel,
+    runs: Arc<AtomicUsize>,
+    run_id: String,
+    _driving: Driving,
+}
+
+impl Dead {
+    async fn on(store: &Store, b_sweeps: Duration) -> Self {
+        let leases = Arc::new(PausableLeases::default());
+        let cluster = cluster(Arc::clone(&leases));
+        let gate = Arc::new(Semaphore::new(0));
+        let runs = Arc::new(AtomicUsize::new(0));
+        let a = instance(store, &cluster, "a", Some(gate), runs.clone());
+        let b_cluster = cluster.clone().sweep_interval(b_sweeps);
+        let b = instance(store, &b_cluster, "b", None, runs.clone());
+        let stream = a
+            .agent("assistant")
+            .unwrap()
+            .stream("hello")
+            .memory(THREAD, RESOURCE)
+            .into_stream();
+        let run_id = stream.run_id().to_owned();
+        let driving = tokio::spawn(stream.collect());
+        started(&runs, 1).await;
+        leases.pause("a");
+        Self {
+            a,
+            b,
+            runs,
+            run_id,
+            _driving: driving,
+        }
+    }
+}
+
 /// A dies mid-tool (its lease runs out and it never comes back): B's sweep finds the run and
 /// finishes it from its last snapshot, with nobody asking.
 async fn a_dead_instances_run_is_taken_over_by_the_sweep(store: Store) {
-    let leases = Arc::new(PausableLeases::default());
-    let cluster = cluster(Arc::clone(&leases));
-    let gate = Arc::new(Semaphore::new(0));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let a = instance(&store, &cluster, "a", Some(gate), runs.clone());
-    let b = instance(
-        &store,
-        &cluster.clone().sweep_interval(Duration::from_millis(50)),
-        "b",
-        None,
-        runs.clone(),
-    );
+    let Dead {
+        a, b, runs, run_id, ..
+    } = Dead::on(&store, Duration::from_millis(50)).await;
     assert_eq!(b.instance_id(), Some("b"));
-    let stream = a
-        .agent("assistant")
-        .unwrap()
-        .stream("hello")
-        .memory(THREAD, RESOURCE)
-        .into_stream();
-    let run_id = stream.run_id().to_owned();
-    let _dead = tokio::spawn(stream.collect());
-    started(&runs, 1).await;
-    leases.pause("a");
 
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
@@ -439,6 +459,44 @@ async fn a_dead_instances_run_is_taken_over_by_the_sweep(store: Store) {
     // Nothing is left to recover.
     assert!(b.recover_runs().await.is_empty());
     assert!(a.recover_runs().await.is_empty());
+}
+
+/// A dies mid-tool and no sweep runs: the next run on the thread, on B, first takes the dead
+/// instance's run over (lazily), which finishes before the new run takes the thread.
+async fn a_new_run_on_the_thread_first_finishes_a_dead_instances_run(store: Store) {
+    let Dead {
+        b, runs, run_id, ..
+    } = Dead::on(&store, Duration::ZERO).await;
+    // Past the lease, and past the age of the dead run's last snapshot.
+    tokio::time::sleep(TTL * 2).await;
+
+    let answer = b
+        .agent("assistant")
+        .unwrap()
+        .generate("again")
+        .memory(THREAD, RESOURCE)
+        .await
+        .unwrap();
+    assert_eq!(
+        answer.text, "heard: hello + again",
+        "the new run saw the old one's answer"
+    );
+    let stored = b.run_store().load(&run_id).await.unwrap().unwrap();
+    assert_eq!(stored.phase, RunPhase::Completed);
+    let texts = thread_texts(&store).await;
+    let answers: Vec<&str> = texts
+        .iter()
+        .filter(|(role, text)| *role == Role::Assistant && !text.is_empty())
+        .map(|(_, text)| text.as_str())
+        .collect();
+    assert_eq!(
+        answers,
+        ["heard: hello", "heard: hello + again"],
+        "{texts:?}"
+    );
+    // The dead run's step ran again on B; the new run's model, seeing a tool result in its
+    // history, answered at once.
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
 /// An approved call runs at most once: A approves and starts the tool, then stops renewing
@@ -585,6 +643,7 @@ on_every_backend!(
     one_sweep_recovers_more_runs_than_a_page,
     an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,
+    a_new_run_on_the_thread_first_finishes_a_dead_instances_run,
     a_run_on_one_instance_is_refused_and_aborted_from_another,
     a_message_sent_on_another_instance_reaches_the_active_run,
     a_paused_owner_loses_its_run_and_its_late_writes_are_refused,

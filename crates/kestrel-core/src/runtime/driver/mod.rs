@@ -578,6 +578,13 @@ impl AgentRun {
                 });
             }
         }
+        if runs.cluster.is_some()
+            && self.store.is_durable()
+            && let Some(recovery) = runs.thread_recovery.get()
+        {
+            // A run a dead instance left on the thread goes first, as it would have.
+            recovery.recover(&thread, &self.run_id).await;
+        }
         let abort = self.abort.clone();
         let lease = tokio::select! {
             biased;
