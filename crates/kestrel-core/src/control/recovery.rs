@@ -2,6 +2,8 @@
 //! sub-agent) whose lease ran out is claimed, like a resume, and driven on from its last
 //! snapshot by whichever instance finds it first: the periodic sweep, or (lazily) an
 //! instance about to start a new run on the run's thread, so that the old run goes first.
+//! A background task's run is continued the same way, and its result delivered to the thread
+//! of the run that started it.
 
 use std::collections::BTreeMap;
 use std::sync::Weak;
@@ -12,10 +14,15 @@ use futures::future::BoxFuture;
 
 use super::RunControlError;
 use super::lifecycle::RunRef;
+use crate::definition::AgentError;
+use crate::definition::background::DEFAULT_BACKGROUND_TIMEOUT;
+use crate::memory::MemoryScope;
+use crate::model::FinishReason;
 use crate::run_store::{RunPhase, StoredRun, SuspendedRunsQuery};
-use crate::runtime::Agent;
+use crate::runtime::background::{BackgroundDone, deliver_to_thread};
 use crate::runtime::cluster::ThreadRecovery;
 use crate::runtime::registry::ThreadKey;
+use crate::runtime::{Agent, AgentStream};
 
 /// The runs one listing of a sweep reads, and the most listings of one sweep (so one sweep
 /// looks at up to 10,000 running runs).
@@ -63,25 +70,104 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
         if !abandoned(&run, ttl) {
             continue;
         }
-        let Some(agent) = agents.get(&run.state.agent_id) else {
-            continue;
-        };
-        let run_id = run.state.run_id;
-        match agent.resume_run(RunRef::new(&run_id)).await {
-            Ok(stream) => {
-                tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped");
-                // Dropped, the stream hands the run to a background task that drives it.
-                drop(stream);
-                taken.push(run_id);
-            }
-            // Alive after all, or another instance was quicker.
-            Err(RunControlError::NotResumable { .. } | RunControlError::Conflict { .. }) => {}
-            Err(error) => {
-                tracing::warn!(%run_id, %error, "could not take over a run whose instance stopped");
-            }
+        let run_id = run.state.run_id.clone();
+        if let Some(taken_over) = take_over(agents, run).await {
+            tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped");
+            // Dropped, the stream hands the run to a background task that drives it.
+            drop(taken_over);
+            taken.push(run_id);
         }
     }
     taken
+}
+
+/// A run this instance took over.
+enum TakenOver {
+    /// Its stream: dropped, the run goes on in the background.
+    Run(Box<AgentStream>),
+    /// A background task, whose result a task of its own delivers when it ends.
+    BackgroundTask,
+}
+
+/// Claims an abandoned run and drives it on here (`None` when its lease is held after all,
+/// or another instance was quicker). A background task's result then goes to the thread of
+/// the run that started it, as it would have from the instance that stopped.
+async fn take_over(agents: &BTreeMap<String, Agent>, run: StoredRun) -> Option<TakenOver> {
+    let agent = agents.get(&run.state.agent_id)?;
+    let run_id = run.state.run_id;
+    let abort = crate::abort::AbortSignal::new();
+    let options = crate::definition::RunOptions::new().abort_signal(abort.clone());
+    let mut taken = RunRef::new(&run_id);
+    taken.options = options;
+    let stream = match agent.resume_run(taken).await {
+        Ok(stream) => stream,
+        Err(RunControlError::NotResumable { .. } | RunControlError::Conflict { .. }) => {
+            return None;
+        }
+        Err(error) => {
+            tracing::warn!(%run_id, %error, "could not take over a run whose instance stopped");
+            return None;
+        }
+    };
+    let Some(origin) = run.state.background_for else {
+        return Some(TakenOver::Run(Box::new(stream)));
+    };
+    let parent = agents.get(&origin.agent_id).cloned();
+    let timeout = parent
+        .as_ref()
+        .and_then(|p| p.inner.background.get(&origin.tool_name))
+        .map_or(DEFAULT_BACKGROUND_TIMEOUT, |config| config.timeout);
+    let sub_agent = agent.id().to_owned();
+    tokio::spawn(async move {
+        // The task's time counts again from the takeover.
+        let outcome = tokio::time::timeout(timeout, stream.result()).await;
+        let (text, is_error) = match outcome {
+            Ok(Ok(result))
+                if !matches!(
+                    result.finish_reason,
+                    FinishReason::Error | FinishReason::Abort
+                ) =>
+            {
+                (result.text, false)
+            }
+            Ok(Err(AgentError::RunTakenOver { .. })) => return,
+            Ok(_) => (
+                format!("The {sub_agent:?} agent could not complete the task."),
+                true,
+            ),
+            Err(_) => {
+                abort.abort();
+                (
+                    format!(
+                        "The {sub_agent:?} agent did not finish within {} ms and was stopped.",
+                        timeout.as_millis()
+                    ),
+                    true,
+                )
+            }
+        };
+        let done = BackgroundDone {
+            task_id: run_id,
+            tool_name: origin.tool_name,
+            tool_call_id: origin.tool_call_id,
+            text,
+            is_error,
+        };
+        match (parent, origin.thread_id, origin.resource_id) {
+            (Some(parent), Some(thread_id), Some(resource_id)) => {
+                let scope = MemoryScope {
+                    thread_id,
+                    resource_id,
+                };
+                deliver_to_thread(&parent, &scope, done).await;
+            }
+            _ => tracing::warn!(
+                task_id = %done.task_id,
+                "a background task taken over from a stopped instance ended; its run had no thread to deliver to, so its result is dropped"
+            ),
+        }
+    });
+    Some(TakenOver::BackgroundTask)
 }
 
 /// Whether a stored run looks abandoned: saved longer ago than the lease's time-to-live (a run
@@ -142,22 +228,12 @@ impl LazyRecovery {
             if run.state.run_id == new_run || !abandoned(&run, ttl) {
                 continue;
             }
-            let Some(agent) = agents.get(&run.state.agent_id) else {
-                continue;
-            };
-            let run_id = run.state.run_id;
-            match agent.resume_run(RunRef::new(&run_id)).await {
-                Ok(mut stream) => {
-                    tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped, before a new run on its thread");
-                    // Its first event comes once it holds the thread: the new run queues
-                    // behind it. Bounded, in case it waits behind a live run itself.
-                    let _ =
-                        tokio::time::timeout(cluster.config.request_timeout, stream.next()).await;
-                }
-                Err(RunControlError::NotResumable { .. } | RunControlError::Conflict { .. }) => {}
-                Err(error) => {
-                    tracing::warn!(%run_id, %error, "could not take over a run whose instance stopped");
-                }
+            let run_id = run.state.run_id.clone();
+            if let Some(TakenOver::Run(mut stream)) = take_over(&agents, run).await {
+                tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped, before a new run on its thread");
+                // Its first event comes once it holds the thread: the new run queues behind
+                // it. Bounded, in case it waits behind a live run itself.
+                let _ = tokio::time::timeout(cluster.config.request_timeout, stream.next()).await;
             }
         }
     }

@@ -18,8 +18,12 @@
 //!   [`Agent::send_message`](crate::agent::Agent::send_message) (into the thread's active run, or
 //!   stored for the next turn). A run without a thread has nowhere to put it: it is logged.
 //!
-//! Background tasks live in this process: a restart loses those still running (their
-//! delegations got no result references, and their sub-agents' threads keep what they stored).
+//! A task's run records the run that started it ([`crate::run::BackgroundOrigin`]). In a
+//! cluster ([`crate::cluster`]) its snapshots are saved like any run's, so when its instance
+//! dies another instance continues it (the recovery sweep) and delivers its result to the
+//! starting run's thread, as above; register the sub-agents on the `Kestrel` instance too, so
+//! the other instance knows them. In a single process, the tasks still running when it stops
+//! are lost (their sub-agents' threads keep what they stored).
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -17,7 +17,7 @@ use crate::event::{BackgroundTaskStartedPayload, EventKind};
 use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::model::FinishReason;
-use crate::run::{GenerateResult, RunStatus, Waiting};
+use crate::run::{BackgroundOrigin, GenerateResult, RunStatus, Waiting};
 use crate::run_store::StoredRun;
 use crate::runtime::AgentRun;
 use crate::runtime::background::{BackgroundCall, BackgroundDone, deliver_late};
@@ -35,7 +35,24 @@ impl DelegationTool {
         BackgroundCall { config, runtime }: BackgroundCall,
     ) -> Value {
         let id = self.agent.id().to_owned();
+        let mut run = run;
         let task_id = run.run_id().to_owned();
+        // Saved with the task's run: an instance that continues it after this one stopped
+        // knows where its result goes.
+        run.set_background_for(BackgroundOrigin {
+            agent_id: runtime
+                .fallback
+                .as_ref()
+                .map_or_else(String::new, |(agent, _)| agent.id().to_owned()),
+            run_id: ctx.run_id().to_owned(),
+            tool_name: self.shape.name.clone(),
+            tool_call_id: ctx.tool_call_id().to_owned(),
+            thread_id: runtime.fallback.as_ref().map(|(_, s)| s.thread_id.clone()),
+            resource_id: runtime
+                .fallback
+                .as_ref()
+                .map(|(_, s)| s.resource_id.clone()),
+        });
         runtime.started();
         ctx.writer()
             .emit(EventKind::BackgroundTaskStarted(
@@ -61,6 +78,12 @@ impl DelegationTool {
                     None
                 }
             };
+            if let Some(Err(AgentError::RunTakenOver { run_id })) = &outcome {
+                // This instance lost the task (it was paused or cut off past its lease):
+                // the instance that continues it delivers its result.
+                tracing::warn!(task_id = %run_id, "a background task was taken over by another instance");
+                return;
+            }
             let (text, is_error) = match outcome {
                 Some(outcome) => match tool.complete(outcome, scope, &ctx).await {
                     Ok(value) => (value.as_str().unwrap_or_default().to_owned(), false),

@@ -29,9 +29,9 @@ pub use machine::Action;
 pub use phase::RunPhase;
 pub use result::GenerateResult;
 pub use state::{
-    CallDecision, CallProgress, DelegatedBy, DelegationHop, MIN_RUN_STATE_VERSION,
-    RUN_STATE_VERSION, RunSettings, RunState, RunStatus, SavedApproval, StepResult, SubRun,
-    ToolCallRecord, ToolResultRecord, Waiting, WaitingCall, fingerprint,
+    BackgroundOrigin, CallDecision, CallProgress, DelegatedBy, DelegationHop,
+    MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, RunStatus, SavedApproval,
+    StepResult, SubRun, ToolCallRecord, ToolResultRecord, Waiting, WaitingCall, fingerprint,
 };
 pub use steer::{
     IterationContext, IterationDecision, Score, Steer, TaskContext, feedback_text,

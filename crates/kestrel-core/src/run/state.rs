@@ -140,6 +140,29 @@ pub struct SubRun {
     pub run_id: String,
 }
 
+/// The run that started this one as a background task, and where the task's result goes.
+/// The process that starts a task hands the result to its run in memory; one that continues
+/// the task after its instance stopped (a takeover) reads this to deliver it to the thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundOrigin {
+    /// The agent of the run that started the task.
+    pub agent_id: String,
+    /// The run that started it.
+    pub run_id: String,
+    /// The delegation tool.
+    pub tool_name: String,
+    /// The call it runs for.
+    pub tool_call_id: String,
+    /// The thread of the run that started it, where a late result goes (none: the run had no
+    /// thread, and a late result can only be logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// That thread's resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<String>,
+}
+
 /// The run that delegated this one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -420,6 +443,9 @@ pub struct RunState {
     /// the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegated_by: Option<DelegatedBy>,
+    /// When this run is a background task: the run that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_for: Option<BackgroundOrigin>,
     /// The token of the lease under which this snapshot is saved, when runs are shared
     /// between instances (see [`crate::lease`]): a store refuses a save whose token is below
     /// the greatest it has seen for this run, so an owner that lost its lease cannot
@@ -456,6 +482,7 @@ impl RunState {
             persisted: 0,
             context_len: 0,
             delegated_by: None,
+            background_for: None,
             lease_token: None,
         }
     }

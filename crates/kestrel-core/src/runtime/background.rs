@@ -123,6 +123,12 @@ pub(crate) async fn deliver_late(runtime: &BackgroundRuntime, done: BackgroundDo
         );
         return;
     };
+    deliver_to_thread(agent, scope, done).await;
+}
+
+/// Delivers a finished task's result to a thread, as [`Agent::send_signal`] does: into the
+/// thread's active run (here or on another instance), or stored for its next turn.
+pub(crate) async fn deliver_to_thread(agent: &Agent, scope: &MemoryScope, done: BackgroundDone) {
     let to = SendMessage::to(&scope.resource_id, &scope.thread_id)
         .if_active(IfActive::Deliver)
         .if_idle(IfIdle::Persist);

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kestrel_core::agent::{Agent, RunControlError, RunRef, SendMessage, ToolCallRef};
+use kestrel_core::agent::{
+    Agent, BackgroundTasks, BackgroundTool, RunControlError, RunRef, SendMessage, ToolCallRef,
+};
 use kestrel_core::cluster::{Cluster, InProcessBus};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
@@ -146,11 +148,16 @@ fn instance(
     instance_with(store, cluster, id, wait_tool(gate, runs))
 }
 
-fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(store))
+/// The instances' memory on `store`: the last 20 messages of a thread.
+fn memory(store: &Store) -> Memory {
+    Memory::builder(Arc::clone(store))
         .last_messages(20)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Kestrel {
+    let memory = memory(store);
     let agent = Agent::builder("assistant")
         .model(model())
         .tool(tool)
@@ -499,6 +506,94 @@ async fn a_new_run_on_the_thread_first_finishes_a_dead_instances_run(store: Stor
     assert_eq!(runs.load(Ordering::SeqCst), 2);
 }
 
+/// Instance `id` with `boss`, which hands work to `helper` in the background; the helper's
+/// tool waits for `gate` (none: at once).
+fn background_instance(
+    store: &Store,
+    cluster: &Cluster,
+    id: &str,
+    gate: Option<Arc<Semaphore>>,
+    runs: Arc<AtomicUsize>,
+) -> Kestrel {
+    let memory = memory(store);
+    let helper = Agent::builder("helper")
+        .description("Helps")
+        .model(model())
+        .tool(wait_tool(gate, runs))
+        .build()
+        .unwrap();
+    let boss_model = Arc::new(ScriptedModel::from_fn(|req| {
+        if req.messages.iter().any(|m| m.role == Role::Tool) {
+            ScriptedResponse::text("Started.")
+        } else {
+            ScriptedResponse::tool_call("call-help", "agent-helper", json!({"prompt": "help"}))
+        }
+    }));
+    let boss = Agent::builder("boss")
+        .model(boss_model)
+        .agents([helper.clone()])
+        .background_tasks(BackgroundTasks::new().tool("helper", BackgroundTool::enabled()))
+        .memory(memory.clone())
+        .build()
+        .unwrap();
+    Kestrel::builder()
+        .memory(memory)
+        .agent(boss)
+        .agent(helper)
+        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
+        .build()
+        .unwrap()
+}
+
+/// A dies while a background sub-agent it started works: B's sweep continues the task's run
+/// and delivers its result to the thread of the run that started it, once.
+async fn a_background_task_of_a_dead_instance_finishes_elsewhere(store: Store) {
+    let leases = Arc::new(PausableLeases::default());
+    let cluster = cluster(Arc::clone(&leases));
+    let gate = Arc::new(Semaphore::new(0));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let a = background_instance(&store, &cluster, "a", Some(gate), runs.clone());
+    let sweeping = cluster.clone().sweep_interval(Duration::from_millis(50));
+    let _b = background_instance(&store, &sweeping, "b", None, runs.clone());
+    let answer = a
+        .agent("boss")
+        .unwrap()
+        .generate("go")
+        .memory(THREAD, RESOURCE)
+        .await
+        .unwrap();
+    assert_eq!(answer.text, "Started.");
+    started(&runs, 1).await;
+    leases.pause("a");
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let reports = loop {
+        let reports: Vec<String> = thread_texts(&store)
+            .await
+            .into_iter()
+            .filter(|(role, text)| *role == Role::System && text.starts_with("[background task"))
+            .map(|(_, text)| text)
+            .collect();
+        if !reports.is_empty() {
+            break reports;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the background task was not finished elsewhere: {:?}",
+            thread_texts(&store).await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].contains("finished") && reports[0].ends_with("heard: go + help"),
+        "{reports:?}"
+    );
+    // The task's step ran again on B, its tool with it.
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+}
+
 /// An approved call runs at most once: A approves and starts the tool, then stops renewing
 /// its lease (paused); B continues the run and, finding the call started, settles it with an
 /// error instead of running the tool again.
@@ -644,6 +739,7 @@ on_every_backend!(
     an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,
     a_new_run_on_the_thread_first_finishes_a_dead_instances_run,
+    a_background_task_of_a_dead_instance_finishes_elsewhere,
     a_run_on_one_instance_is_refused_and_aborted_from_another,
     a_message_sent_on_another_instance_reaches_the_active_run,
     a_paused_owner_loses_its_run_and_its_late_writes_are_refused,

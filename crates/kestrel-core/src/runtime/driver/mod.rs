@@ -329,6 +329,11 @@ impl AgentRun {
         self
     }
 
+    /// Makes this run a background task of `origin`'s run (saved with its snapshots).
+    pub(crate) fn set_background_for(&mut self, origin: crate::run::BackgroundOrigin) {
+        self.state.background_for = Some(origin);
+    }
+
     /// The run's abort signal.
     pub fn abort_signal(&self) -> &AbortSignal {
         &self.abort
