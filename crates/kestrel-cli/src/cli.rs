@@ -143,6 +143,12 @@ pub struct DevArgs {
     #[arg(long, value_name = "MS", requires = "redis", default_value_t = 15_000, value_parser = clap::value_parser!(u64).range(100..=86_400_000))]
     pub lease_ttl_ms: u64,
 
+    /// How long the demo's get_weather and send_email take before they answer, in
+    /// milliseconds, as a real API would: to see what happens when an instance dies in the
+    /// middle of a tool call.
+    #[arg(long, value_name = "MS", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub tool_delay_ms: u64,
+
     /// A host name the server answers to besides localhost and IP addresses (its name behind
     /// a proxy or in DNS); repeat for several, `*.example.com` for subdomains. Requests for
     /// other names are refused, so a web page cannot reach the server by rebinding its own.

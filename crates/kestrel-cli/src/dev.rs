@@ -29,6 +29,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use kestrel::agent::{Agent, AgentBuildError};
 use kestrel::cluster::Cluster;
@@ -229,16 +230,31 @@ pub async fn open_database(database: &Database, schema: &str) -> Result<OpenData
 /// The demo instance on `model` (every agent uses it) and `storage` (its memory, runs and the
 /// server's memory routes).
 pub fn demo_kestrel(model: ModelSpec, storage: Arc<dyn Storage>) -> Result<Kestrel, DevError> {
-    demo_kestrel_in(model, storage, None)
+    demo_kestrel_with(model, storage, DemoOptions::default())
 }
 
-/// [`demo_kestrel`] as one instance of a cluster: its thread events on `pubsub`, its runs
-/// shared through `cluster` (see `kestrel::cluster`).
-pub fn demo_kestrel_in(
+/// What [`demo_kestrel_with`] changes in the demo instance.
+#[derive(Debug, Default)]
+pub struct DemoOptions {
+    /// Run as one instance of a cluster: thread events on this pub/sub, runs shared through
+    /// this cluster (see `kestrel::cluster`).
+    pub cluster: Option<(SharedPubSub, Cluster)>,
+    /// How long `get_weather` and `send_email` take before they answer, as a real API would
+    /// (zero, the default: at once). Long enough, it lets one see what happens when an
+    /// instance dies in the middle of a tool call.
+    pub tool_delay: Duration,
+}
+
+/// [`demo_kestrel`] with [`DemoOptions`]: as one instance of a cluster, or with slow tools.
+pub fn demo_kestrel_with(
     model: ModelSpec,
     storage: Arc<dyn Storage>,
-    cluster: Option<(SharedPubSub, Cluster)>,
+    options: DemoOptions,
 ) -> Result<Kestrel, DevError> {
+    let DemoOptions {
+        cluster,
+        tool_delay,
+    } = options;
     let memory = Memory::builder(storage.clone())
         .last_messages(20)
         .working_memory(WorkingMemory::template(
@@ -254,8 +270,8 @@ pub fn demo_kestrel_in(
              book a restaurant and send_email to send an email. Answer briefly.",
         )
         .model(model.clone())
-        .tool(weather_tool())
-        .tool(email_tool())
+        .tool(weather_tool(tool_delay))
+        .tool(email_tool(tool_delay))
         .tool(booking_tool())
         .memory(memory.clone())
         .build()?;
@@ -321,11 +337,14 @@ struct WeatherInput {
     city: String,
 }
 
-/// `get_weather`: made-up but stable weather, so the demo needs no network.
-fn weather_tool() -> impl Tool {
+/// `get_weather`: made-up but stable weather, so the demo needs no network; after `delay`.
+fn weather_tool(delay: Duration) -> impl Tool {
     create_tool(WEATHER_TOOL)
         .description("Gets today's weather for a city (demo data).")
-        .execute(|input: WeatherInput, _ctx| async move { Ok(demo_weather(&input.city)) })
+        .execute(move |input: WeatherInput, _ctx| async move {
+            tokio::time::sleep(delay).await;
+            Ok(demo_weather(&input.city))
+        })
 }
 
 /// The demo's weather for `city`: the same for the same name.
@@ -355,12 +374,13 @@ struct EmailInput {
     body: String,
 }
 
-/// `send_email`: waits for a person's approval, then pretends to send.
-fn email_tool() -> impl Tool {
+/// `send_email`: waits for a person's approval, then pretends to send (taking `delay`).
+fn email_tool(delay: Duration) -> impl Tool {
     create_tool(EMAIL_TOOL)
         .description("Sends an email. A person approves every email before it goes out.")
         .require_approval(true)
-        .execute(|email: EmailInput, _ctx| async move {
+        .execute(move |email: EmailInput, _ctx| async move {
+            tokio::time::sleep(delay).await;
             let words = email.body.split_whitespace().count();
             Ok(format!(
                 "Email \"{}\" to {} sent ({words} words; demo: nothing left this machine).",

@@ -36,7 +36,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if args.redis.is_some() && matches!(args.db, dev::Database::Sqlite(_)) {
         return fail(
             USAGE,
-            "--redis shares runs between instances, which needs a database they share: give              --db a postgres:// URL",
+            "--redis shares runs between instances, which needs a database they share: give \
+             --db a postgres:// URL",
         );
     }
     let storage = match dev::open_database(&args.db, &args.schema).await {
@@ -64,7 +65,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
         None => None,
     };
     let instance = cluster.as_ref().map(|(_, c)| c.id().to_owned());
-    let kestrel = match dev::demo_kestrel_in(ModelSpec::Model(model), storage.storage(), cluster) {
+    let options = dev::DemoOptions {
+        cluster,
+        tool_delay: Duration::from_millis(args.tool_delay_ms),
+    };
+    let kestrel = match dev::demo_kestrel_with(ModelSpec::Model(model), storage.storage(), options)
+    {
         Ok(kestrel) => kestrel,
         Err(error) => return fail(USAGE, error),
     };

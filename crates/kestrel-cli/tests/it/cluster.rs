@@ -38,7 +38,7 @@ const LEASE_TTL_MS: &str = "2000";
 // The fake model
 
 /// Answers by what it is asked: a tool result gets "Done.", a request to email gets a
-/// `send_email` call, one to delegate gets an `agent-research` call (asking for "slow
+/// `send_email` call, a weather question a `get_weather` call, one to delegate gets an `agent-research` call (asking for "slow
 /// research"), "slow" gets its words one every 100 ms the first time (later at once),
 /// anything else a short greeting; a request whose user says "patiently" waits 1.5 s first.
 #[derive(Clone, Default)]
@@ -98,23 +98,12 @@ fn text(words: &[&str]) -> Vec<String> {
     chunks
 }
 
-fn email_call() -> Vec<String> {
-    let arguments = json!({"to": "bob@example.com", "subject": "Hello", "body": "Hi Bob"});
+/// A streamed answer that calls tool `name` with `arguments` (call id `id`).
+fn tool_call(id: &str, name: &str, arguments: Value) -> Vec<String> {
     let mut chunks = vec![data(json!({"choices": [{"index": 0, "delta": {
         "role": "assistant",
-        "tool_calls": [{"index": 0, "id": "call-email", "type": "function",
-            "function": {"name": "send_email", "arguments": arguments.to_string()}}]
-    }}]}))];
-    chunks.extend(finish("tool_calls"));
-    chunks
-}
-
-fn delegation_call() -> Vec<String> {
-    let arguments = json!({"prompt": "slow research on kestrels"});
-    let mut chunks = vec![data(json!({"choices": [{"index": 0, "delta": {
-        "role": "assistant",
-        "tool_calls": [{"index": 0, "id": "call-research", "type": "function",
-            "function": {"name": "agent-research", "arguments": arguments.to_string()}}]
+        "tool_calls": [{"index": 0, "id": id, "type": "function",
+            "function": {"name": name, "arguments": arguments.to_string()}}]
     }}]}))];
     chunks.extend(finish("tool_calls"));
     chunks
@@ -147,10 +136,35 @@ async fn chat_completions(State(model): State<FakeModel>, body: Bytes) -> Respon
         return (sse, text(&["Done."]).concat()).into_response();
     }
     if last_user.contains("email") {
-        return (sse, email_call().concat()).into_response();
+        return (
+            sse,
+            tool_call(
+                "call-email",
+                "send_email",
+                json!({"to": "bob@example.com", "subject": "Hello", "body": "Hi Bob"}),
+            )
+            .concat(),
+        )
+            .into_response();
+    }
+    if last_user.contains("weather") {
+        return (
+            sse,
+            tool_call("call-weather", "get_weather", json!({"city": "Oslo"})).concat(),
+        )
+            .into_response();
     }
     if last_user.contains("delegate") {
-        return (sse, delegation_call().concat()).into_response();
+        return (
+            sse,
+            tool_call(
+                "call-research",
+                "agent-research",
+                json!({"prompt": "slow research on kestrels"}),
+            )
+            .concat(),
+        )
+            .into_response();
     }
     if last_user.contains("slow") && !seen_before {
         let words: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
@@ -212,6 +226,16 @@ pub(super) struct Instance {
 
 impl Instance {
     pub(super) async fn start(services: &Services, model: &FakeServer, id: &str) -> Self {
+        Self::start_with(services, model, id, &[]).await
+    }
+
+    /// [`Instance::start`] with more arguments of `kestrel dev`.
+    pub(super) async fn start_with(
+        services: &Services,
+        model: &FakeServer,
+        id: &str,
+        more: &[&str],
+    ) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kestrel"))
             .args([
                 "dev",
@@ -232,6 +256,7 @@ impl Instance {
                 "--lease-ttl-ms",
                 LEASE_TTL_MS,
             ])
+            .args(more)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", env!("CARGO_TARGET_TMPDIR"))
