@@ -9,7 +9,7 @@
 //! cargo run --release -p kestrel-bench -- w4          # W2 with Memory on SQLite, 500 runs (see w4.rs)
 //! cargo run --release -p kestrel-bench -- w6          # stop for approval + approve on SQLite (see w6.rs)
 //! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
-//! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N]
+//! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N] [sqlite]
 //!                                                     # two instances over Redis (see w8.rs)
 //! ```
 //!
@@ -310,7 +310,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("w8") => {
             let n = args.get(2).map(|s| s.parse()).transpose()?;
             let outcome = match args.get(1).map(String::as_str) {
-                Some("events") => w8::events(n.unwrap_or(1000)).await,
+                Some("events") => {
+                    let on_sqlite = args.get(3).is_some_and(|s| s == "sqlite");
+                    w8::events(n.unwrap_or(1000), on_sqlite).await
+                }
                 Some("abort") => w8::abort(n.unwrap_or(300)).await,
                 Some("takeover") => w8::takeover(n.unwrap_or(3)).await,
                 Some("commands") => w8::commands(n.unwrap_or(1000)).await,
@@ -325,7 +328,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite]"
             );
             std::process::exit(2);
         }

@@ -92,10 +92,17 @@ fn report(name: &str, mut samples: Vec<Duration>) {
     );
 }
 
-/// The first event of a run on A, seen on B.
-pub async fn events(runs: usize) -> Result<(), BoxError> {
+/// The first event of a run on A, seen on B; with `on_sqlite`, the runs are saved in SQLite
+/// (a durable store: each run's start also looks for runs a dead instance left on its thread).
+pub async fn events(runs: usize, on_sqlite: bool) -> Result<(), BoxError> {
     let prefix = prefix();
-    let store: SharedRunStore = Arc::new(InMemoryRunStore::new());
+    let dir = tempfile::tempdir()?;
+    let store: SharedRunStore = if on_sqlite {
+        let sqlite = kestrel_storage::SqliteStorage::open(&dir.path().join("w8.db")).await?;
+        Arc::new(kestrel_storage::StorageRunStore::new(Arc::new(sqlite)))
+    } else {
+        Arc::new(InMemoryRunStore::new())
+    };
     let a = w2_instance(&prefix, "a", &store).await?;
     let b = w2_instance(&prefix, "b", &store).await?;
     let (on_a, on_b) = (a.agent("w2")?, b.agent("w2")?);
