@@ -13,7 +13,7 @@
 //!
 //! Backends: [`InMemoryStorage`] (always), [`SqliteStorage`] (feature `sqlite`, the embedded
 //! default: one file, WAL, migrated on open) and [`PostgresStorage`] (feature `postgres`: a
-//! pool, migrations, a schema option). All pass the conformance suite in [`testing`] (feature
+//! pool, migrations, a schema option). All pass the conformance suite in the `testing` module (feature
 //! `testing`), which is how a new backend proves it behaves the same.
 //!
 //! ```no_run

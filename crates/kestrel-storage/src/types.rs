@@ -516,7 +516,7 @@ pub struct RunRecord {
     pub updated_at: DateTime<Utc>,
     /// The lease token this save is written under, when runs are shared between instances:
     /// the store keeps per run the greatest token a write carried and refuses a save with a
-    /// smaller one ([`StorageError::Fenced`](crate::StorageError::Fenced)). `None` is not
+    /// smaller one ([`crate::StorageError::Fenced`]). `None` is not
     /// checked, and keeps the token stored before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_token: Option<i64>,

@@ -213,7 +213,7 @@ impl SqliteStorage {
 
     /// Adds the messages appended since the last time to the trigram search index (one write
     /// transaction). Searches are right without it (they scan what the index lacks); it keeps
-    /// them fast. Runs on open and in the background after every [`SEARCH_INDEX_BATCH`] appended
+    /// them fast. Runs on open and in the background after every batch of appended
     /// messages.
     pub async fn catch_up_search_index(&self) -> Result<()> {
         const OP: &str = "catch_up_search_index";
