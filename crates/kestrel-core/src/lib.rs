@@ -12,6 +12,8 @@
 //! - [`control`]: run control: decisions for stopped runs, pause, resume and abort by id;
 //! - [`agent`]: the surface users write against: [`agent::Agent`], its builder, `generate` and
 //!   `stream`, and every type of the layers above, re-exported;
+//! - [`workflow`]: typed steps composed with then / parallel / branch into workflows whose
+//!   runs stream the same events;
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
@@ -47,3 +49,4 @@ pub mod run_store;
 pub mod runtime;
 pub mod schema;
 pub mod tool;
+pub mod workflow;

@@ -16,7 +16,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("delegation", 4),
     ("control", 4),
     ("agent", 5),
-    ("kestrel", 6),
+    ("workflow", 6),
+    ("kestrel", 7),
 ];
 
 fn layer(module: &str) -> Option<u8> {

@@ -17,7 +17,13 @@ use serde_json::Value;
 use crate::model::{FinishReason, Usage};
 
 mod sink;
+mod workflow;
 pub(crate) use sink::{EventQueue, EventSink, Tap};
+pub use workflow::{
+    EmptyPayload, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
+    WorkflowStartPayload, WorkflowStatus, WorkflowStepOutputPayload, WorkflowStepPayload,
+    WorkflowStepProgressPayload, WorkflowUsage,
+};
 
 /// Which kind of primitive produced an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -172,6 +178,24 @@ event_kinds! {
     BackgroundTaskCompleted(BackgroundTaskPayload) = "background-task-completed",
     /// A background task failed or timed out; the model is told in the next step.
     BackgroundTaskFailed(BackgroundTaskPayload) = "background-task-failed",
+    /// A workflow run started (also each resume).
+    WorkflowStart(WorkflowStartPayload) = "workflow-start",
+    /// A workflow step started.
+    WorkflowStepStart(WorkflowStepPayload) = "workflow-step-start",
+    /// A workflow step wrote output (`from: "USER"`), or its agent emitted an event.
+    WorkflowStepOutput(WorkflowStepOutputPayload) = "workflow-step-output",
+    /// A workflow step ended (success, failure, or a bail).
+    WorkflowStepResult(WorkflowStepPayload) = "workflow-step-result",
+    /// A workflow step suspended: the run waits for resume data.
+    WorkflowStepSuspended(WorkflowStepPayload) = "workflow-step-suspended",
+    /// A workflow sleeps.
+    WorkflowStepWaiting(WorkflowStepPayload) = "workflow-step-waiting",
+    /// One iteration of a foreach ended.
+    WorkflowStepProgress(WorkflowStepProgressPayload) = "workflow-step-progress",
+    /// The workflow run was canceled.
+    WorkflowCanceled(EmptyPayload) = "workflow-canceled",
+    /// The workflow run ended or stopped.
+    WorkflowFinish(WorkflowFinishPayload) = "workflow-finish",
 }
 
 /// Payload of `background-task-started`.

@@ -23,3 +23,4 @@ mod provider_openai;
 mod provider_openai_embeddings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod registry;
+mod workflow;

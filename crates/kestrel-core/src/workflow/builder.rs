@@ -1,0 +1,416 @@
+//! Composing steps: [`Workflow::builder`] with `then`, `parallel` and `branch`, checked by
+//! [`WorkflowBuilder::commit`].
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde_json::Value;
+
+use super::step::{IntoStep, Step, StepError};
+use crate::schema::schema_of;
+
+/// What a branch condition sees: the input of the branch (the previous entry's output), and
+/// the run's input and state.
+#[derive(Debug, Clone)]
+pub struct ConditionContext {
+    /// The branch's input.
+    pub input: Value,
+    /// The run's input.
+    pub init: Value,
+    /// The workflow state.
+    pub state: Value,
+}
+
+type ConditionFn =
+    dyn Fn(ConditionContext) -> BoxFuture<'static, Result<bool, StepError>> + Send + Sync;
+
+/// A branch arm's condition: whether its step runs.
+#[derive(Clone)]
+pub struct Condition(pub(crate) Arc<ConditionFn>);
+
+impl std::fmt::Debug for Condition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Condition")
+    }
+}
+
+/// A condition from an async function of the [`ConditionContext`]; an error fails the run,
+/// naming the branch.
+pub fn when<F, Fut>(f: F) -> Condition
+where
+    F: Fn(ConditionContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<bool, StepError>> + Send + 'static,
+{
+    Condition(Arc::new(move |ctx| f(ctx).boxed()))
+}
+
+/// One entry of a workflow's graph.
+#[derive(Clone)]
+pub(crate) enum Entry {
+    /// A step.
+    Step(Arc<dyn Step>),
+    /// Steps that run at once on the same input; the output is keyed by step id.
+    Parallel(Vec<Arc<dyn Step>>),
+    /// Every arm whose condition holds runs, at once; the output is keyed by step id.
+    Branch(Vec<(Condition, Arc<dyn Step>)>),
+}
+
+impl Entry {
+    /// The entry's id in the execution path: its step's, or its steps' ids joined.
+    pub(crate) fn path_id(&self) -> String {
+        match self {
+            Entry::Step(step) => step.id().to_owned(),
+            Entry::Parallel(steps) => ids(steps.iter()),
+            Entry::Branch(arms) => ids(arms.iter().map(|(_, s)| s)),
+        }
+    }
+
+    fn steps(&self) -> Vec<&Arc<dyn Step>> {
+        match self {
+            Entry::Step(step) => vec![step],
+            Entry::Parallel(steps) => steps.iter().collect(),
+            Entry::Branch(arms) => arms.iter().map(|(_, s)| s).collect(),
+        }
+    }
+}
+
+fn ids<'a>(steps: impl Iterator<Item = &'a Arc<dyn Step>>) -> String {
+    steps.map(|s| s.id()).collect::<Vec<_>>().join(",")
+}
+
+/// A committed workflow: cheap to clone, shared by its runs.
+#[derive(Clone)]
+pub struct Workflow {
+    pub(crate) inner: Arc<WorkflowInner>,
+}
+
+pub(crate) struct WorkflowInner {
+    pub id: Arc<str>,
+    pub description: String,
+    pub input_schema: Value,
+    pub output_schema: Value,
+    pub entries: Vec<Entry>,
+}
+
+impl std::fmt::Debug for Workflow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workflow")
+            .field("id", &self.inner.id)
+            .field("entries", &self.inner.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Workflow {
+    /// Starts building workflow `id` (Mastra's `createWorkflow`).
+    pub fn builder(id: impl Into<String>) -> WorkflowBuilder {
+        WorkflowBuilder {
+            id: id.into(),
+            description: String::new(),
+            input_schema: None,
+            output_schema: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// The workflow's id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// What it does.
+    pub fn description(&self) -> &str {
+        &self.inner.description
+    }
+
+    /// The JSON schema of a run's input.
+    pub fn input_schema(&self) -> &Value {
+        &self.inner.input_schema
+    }
+
+    /// The JSON schema of a run's output.
+    pub fn output_schema(&self) -> &Value {
+        &self.inner.output_schema
+    }
+}
+
+/// Why a workflow cannot be committed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkflowBuildError {
+    /// The workflow has no steps.
+    #[error("workflow {workflow:?} has no steps")]
+    Empty {
+        /// The workflow.
+        workflow: String,
+    },
+    /// An id is empty, too long, or has characters other than letters, digits, `_`, `-`
+    /// and `:`.
+    #[error(
+        "{what} id {id:?} of workflow {workflow:?} is invalid: use 1 to 128 letters, digits, '_', '-' or ':'"
+    )]
+    InvalidId {
+        /// The workflow.
+        workflow: String,
+        /// `"workflow"` or `"step"`.
+        what: &'static str,
+        /// The id.
+        id: String,
+    },
+    /// Two steps share an id.
+    #[error("workflow {workflow:?} has two steps with id {step:?}")]
+    DuplicateStep {
+        /// The workflow.
+        workflow: String,
+        /// The step.
+        step: String,
+    },
+    /// A parallel or branch entry has no steps.
+    #[error("workflow {workflow:?} has an empty {what} after {after:?}")]
+    EmptyGroup {
+        /// The workflow.
+        workflow: String,
+        /// `"parallel"` or `"branch"`.
+        what: &'static str,
+        /// The entry before it (or `"the start"`).
+        after: String,
+    },
+    /// A step needs an input field that what reaches it never has.
+    #[error(
+        "step {step:?} of workflow {workflow:?} needs input field {field:?}, which {from} does not give"
+    )]
+    InputMismatch {
+        /// The workflow.
+        workflow: String,
+        /// The step.
+        step: String,
+        /// The required field.
+        field: String,
+        /// What reaches it (`the workflow's input`, `step "a"`, `the parallel a,b`).
+        from: String,
+    },
+}
+
+/// Builder of a [`Workflow`]. See [`Workflow::builder`].
+pub struct WorkflowBuilder {
+    id: String,
+    description: String,
+    input_schema: Option<Value>,
+    output_schema: Option<Value>,
+    entries: Vec<Entry>,
+}
+
+impl std::fmt::Debug for WorkflowBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowBuilder")
+            .field("id", &self.id)
+            .field("entries", &self.entries.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkflowBuilder {
+    /// What the workflow does.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// The JSON schema of a run's input (default: the first step's input schema).
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
+        self
+    }
+
+    /// The run's input schema from a type.
+    pub fn input_type<T: JsonSchema>(self) -> Self {
+        self.input_schema(schema_of::<T>())
+    }
+
+    /// The JSON schema of a run's output (default: the last entry's output).
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// The run's output schema from a type.
+    pub fn output_type<T: JsonSchema>(self) -> Self {
+        self.output_schema(schema_of::<T>())
+    }
+
+    /// Runs `step` on the previous entry's output.
+    pub fn then(mut self, step: impl IntoStep) -> Self {
+        self.entries.push(Entry::Step(step.into_step()));
+        self
+    }
+
+    /// Runs `steps` at once, each on the previous entry's output; the output is an object
+    /// keyed by step id.
+    pub fn parallel<S: IntoStep>(mut self, steps: impl IntoIterator<Item = S>) -> Self {
+        let steps = steps.into_iter().map(IntoStep::into_step).collect();
+        self.entries.push(Entry::Parallel(steps));
+        self
+    }
+
+    /// Runs, at once, every arm whose condition holds on the previous entry's output (as
+    /// Mastra's code does: not only the first); the output is an object keyed by the ids of
+    /// the arms that ran.
+    pub fn branch<S: IntoStep>(mut self, arms: impl IntoIterator<Item = (Condition, S)>) -> Self {
+        let arms = arms.into_iter().map(|(c, s)| (c, s.into_step())).collect();
+        self.entries.push(Entry::Branch(arms));
+        self
+    }
+
+    /// Checks the graph and finishes the workflow: at least one step, valid and unique ids,
+    /// no empty group, and every step's required input fields given by what reaches it
+    /// (where both schemas say so).
+    pub fn commit(self) -> Result<Workflow, WorkflowBuildError> {
+        let workflow = self.id.clone();
+        if !valid_id(&self.id) {
+            return Err(WorkflowBuildError::InvalidId {
+                workflow,
+                what: "workflow",
+                id: self.id,
+            });
+        }
+        let Some(first) = self.entries.first() else {
+            return Err(WorkflowBuildError::Empty { workflow });
+        };
+        let mut seen = HashSet::new();
+        let mut after = "the start".to_owned();
+        for entry in &self.entries {
+            let steps = entry.steps();
+            if steps.is_empty() {
+                let what = match entry {
+                    Entry::Parallel(_) => "parallel",
+                    _ => "branch",
+                };
+                return Err(WorkflowBuildError::EmptyGroup {
+                    workflow,
+                    what,
+                    after,
+                });
+            }
+            for step in steps {
+                if !valid_id(step.id()) {
+                    return Err(WorkflowBuildError::InvalidId {
+                        workflow,
+                        what: "step",
+                        id: step.id().to_owned(),
+                    });
+                }
+                if !seen.insert(step.id().to_owned()) {
+                    return Err(WorkflowBuildError::DuplicateStep {
+                        workflow,
+                        step: step.id().to_owned(),
+                    });
+                }
+            }
+            after = entry.path_id();
+        }
+        let input_schema = match self.input_schema {
+            Some(schema) => schema,
+            None => first
+                .steps()
+                .first()
+                .map_or(Value::Bool(true), |s| s.input_schema().clone()),
+        };
+        check_inputs(&workflow, &input_schema, &self.entries)?;
+        let output_schema = self
+            .output_schema
+            .unwrap_or_else(|| self.entries.last().map_or(Value::Bool(true), reaching));
+        Ok(Workflow {
+            inner: Arc::new(WorkflowInner {
+                id: self.id.into(),
+                description: self.description,
+                input_schema,
+                output_schema,
+                entries: self.entries,
+            }),
+        })
+    }
+}
+
+/// Ids as the server's routes take them.
+fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':'))
+}
+
+/// The schema of what an entry hands to the next.
+fn reaching(entry: &Entry) -> Value {
+    match entry {
+        Entry::Step(step) => step.output_schema().clone(),
+        Entry::Parallel(steps) => keyed(steps.iter(), true),
+        // Which arms run is known only at run time: none of their keys is required.
+        Entry::Branch(arms) => keyed(arms.iter().map(|(_, s)| s), false),
+    }
+}
+
+fn keyed<'a>(steps: impl Iterator<Item = &'a Arc<dyn Step>>, required: bool) -> Value {
+    let mut properties = serde_json::Map::new();
+    let mut names = Vec::new();
+    for step in steps {
+        properties.insert(step.id().to_owned(), step.output_schema().clone());
+        names.push(Value::String(step.id().to_owned()));
+    }
+    let mut schema = serde_json::json!({"type": "object", "properties": properties});
+    if required {
+        schema["required"] = Value::Array(names);
+    }
+    schema
+}
+
+/// Every step's required input fields are among the fields of what reaches it, where both
+/// are object schemas that list them (anything less precise is checked at run time).
+fn check_inputs(
+    workflow: &str,
+    input_schema: &Value,
+    entries: &[Entry],
+) -> Result<(), WorkflowBuildError> {
+    let mut reaching_schema = input_schema.clone();
+    let mut from = "the workflow's input".to_owned();
+    for entry in entries {
+        for step in entry.steps() {
+            if let Some(field) = missing_field(step.input_schema(), &reaching_schema) {
+                return Err(WorkflowBuildError::InputMismatch {
+                    workflow: workflow.to_owned(),
+                    step: step.id().to_owned(),
+                    field,
+                    from,
+                });
+            }
+        }
+        reaching_schema = reaching(entry);
+        from = match entry {
+            Entry::Step(step) => format!("step {:?}", step.id()),
+            Entry::Parallel(_) => format!("the parallel {}", entry.path_id()),
+            Entry::Branch(_) => format!("the branch {}", entry.path_id()),
+        };
+    }
+    Ok(())
+}
+
+/// A field `needed` requires that `given` (an object schema with its properties listed)
+/// does not have.
+fn missing_field(needed: &Value, given: &Value) -> Option<String> {
+    let required = needed.get("required")?.as_array()?;
+    let properties = given.get("properties")?.as_object()?;
+    if given
+        .get("additionalProperties")
+        .is_some_and(|a| a != false)
+    {
+        return None;
+    }
+    required
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|field| !properties.contains_key(*field))
+        .map(str::to_owned)
+}
