@@ -11,6 +11,7 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::step::{IntoStep, Step, StepError};
+use super::store::{InMemoryWorkflowStore, SharedWorkflowStore};
 use crate::schema::schema_of;
 
 /// What a branch condition sees: the input of the branch (the previous entry's output), and
@@ -94,6 +95,7 @@ pub(crate) struct WorkflowInner {
     pub input_schema: Value,
     pub output_schema: Value,
     pub entries: Vec<Entry>,
+    pub store: SharedWorkflowStore,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -114,7 +116,38 @@ impl Workflow {
             input_schema: None,
             output_schema: None,
             entries: Vec::new(),
+            store: None,
         }
+    }
+
+    /// The same workflow keeping its runs in `store` (a `Kestrel` instance gives its
+    /// workflows its own store this way).
+    pub fn with_store(&self, store: SharedWorkflowStore) -> Workflow {
+        let inner = &self.inner;
+        Workflow {
+            inner: Arc::new(WorkflowInner {
+                id: Arc::clone(&inner.id),
+                description: inner.description.clone(),
+                input_schema: inner.input_schema.clone(),
+                output_schema: inner.output_schema.clone(),
+                entries: inner.entries.clone(),
+                store,
+            }),
+        }
+    }
+
+    /// Where the workflow's runs are kept.
+    pub fn store(&self) -> &SharedWorkflowStore {
+        &self.inner.store
+    }
+
+    /// The step `id`, wherever it is in the graph.
+    pub fn step(&self, id: &str) -> Option<&Arc<dyn Step>> {
+        self.inner
+            .entries
+            .iter()
+            .flat_map(Entry::steps)
+            .find(|step| step.id() == id)
     }
 
     /// The workflow's id.
@@ -202,6 +235,7 @@ pub struct WorkflowBuilder {
     input_schema: Option<Value>,
     output_schema: Option<Value>,
     entries: Vec<Entry>,
+    store: Option<SharedWorkflowStore>,
 }
 
 impl std::fmt::Debug for WorkflowBuilder {
@@ -240,6 +274,13 @@ impl WorkflowBuilder {
     /// The run's output schema from a type.
     pub fn output_type<T: JsonSchema>(self) -> Self {
         self.output_schema(schema_of::<T>())
+    }
+
+    /// Keeps the workflow's runs in `store` (default: an [`InMemoryWorkflowStore`] of its
+    /// own, so runs can be resumed while the process lives).
+    pub fn store(mut self, store: SharedWorkflowStore) -> Self {
+        self.store = Some(store);
+        self
     }
 
     /// Runs `step` on the previous entry's output.
@@ -330,6 +371,9 @@ impl WorkflowBuilder {
                 input_schema,
                 output_schema,
                 entries: self.entries,
+                store: self
+                    .store
+                    .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),
             }),
         })
     }

@@ -1,176 +1,38 @@
-//! Running a workflow: [`Workflow::create_run`], then [`WorkflowRun::start`] (the result) or
-//! [`WorkflowRun::stream`] (the events, then the result). Entries run in order, each on the
-//! previous one's output; a parallel entry's steps and a branch's chosen arms run at once.
+//! Executing a run: entries in order from the run's position, each on the previous one's
+//! output; a parallel entry's steps and a branch's chosen arms at once. A resumed run starts
+//! at the entry it was suspended in: the steps of that entry that had succeeded keep their
+//! outputs, the resumed step runs with its resume data, and the others stay suspended.
+//! Snapshots are saved when the run stops or ends, and (with a durable store) at every entry
+//! boundary.
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll};
+use std::sync::Arc;
 
-use futures::{FutureExt, Stream};
+use futures::FutureExt;
 use serde_json::{Map, Value, json};
 
 use super::builder::{ConditionContext, Entry, Workflow};
 use super::result::{StepResult, WorkflowResult};
 use super::step::{RunShared, Step, StepContext, StepError};
-use crate::abort::AbortSignal;
-use crate::context::RequestContext;
+use super::store::WorkflowSnapshot;
 use crate::event::{
-    Event, EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput,
-    WorkflowFinishPayload, WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
+    EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
+    WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
 };
 
-/// How many events a streamed run may have ahead of its reader before its steps wait.
-const STREAM_BACKLOG: usize = 256;
-
-/// Why a run could not be started.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkflowRunError {
-    /// The input does not match the workflow's input schema.
-    #[error("invalid input for workflow {workflow:?}: {}", errors.join("; "))]
-    InvalidInput {
-        /// The workflow.
-        workflow: String,
-        /// One message per violation, naming its path.
-        errors: Vec<String>,
-    },
-    /// The task driving a streamed run ended before the run did (its runtime shut down).
-    #[error("the workflow run was interrupted: {reason}")]
-    Interrupted {
-        /// Why.
-        reason: String,
-    },
-}
-
-impl Workflow {
-    /// A new run of the workflow, with a fresh id (Mastra's `createRun`).
-    pub fn create_run(&self) -> WorkflowRun {
-        self.create_run_with_id(crate::id::new_id())
-    }
-
-    /// A new run with the id `run_id`.
-    pub fn create_run_with_id(&self, run_id: impl Into<String>) -> WorkflowRun {
-        WorkflowRun {
-            workflow: self.clone(),
-            run_id: run_id.into().into(),
-            request_context: RequestContext::default(),
-            abort: AbortSignal::new(),
-        }
-    }
-}
-
-/// One run of a workflow. See [`Workflow::create_run`].
+/// What a resumed run resumes: the step, with its data.
 #[derive(Debug, Clone)]
-pub struct WorkflowRun {
-    workflow: Workflow,
-    run_id: Arc<str>,
-    request_context: RequestContext,
-    abort: AbortSignal,
-}
-
-impl WorkflowRun {
-    /// The run's id.
-    pub fn run_id(&self) -> &str {
-        &self.run_id
-    }
-
-    /// Gives the run's steps this request context.
-    pub fn request_context(mut self, context: RequestContext) -> Self {
-        self.request_context = context;
-        self
-    }
-
-    /// Cancels the run: steps that watch their abort signal stop, no further step starts,
-    /// and the run ends `canceled`.
-    pub fn cancel(&self) {
-        self.abort.abort();
-    }
-
-    /// Runs the workflow on `input` to its end (or its first suspension) and returns the
-    /// result.
-    pub async fn start(&self, input: Value) -> Result<WorkflowResult, WorkflowRunError> {
-        self.check_input(&input)?;
-        Ok(self.shared(input, None).run().await)
-    }
-
-    /// Runs the workflow on `input` in a task of its own and streams its events; the stream
-    /// ends with `workflow-finish`, and [`WorkflowStream::result`] gives the result. Dropping
-    /// the stream does not stop the run.
-    pub fn stream(&self, input: Value) -> Result<WorkflowStream, WorkflowRunError> {
-        self.check_input(&input)?;
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
-        let run = self.shared(input, Some(sender));
-        let task = tokio::spawn(async move { run.run().await });
-        Ok(WorkflowStream {
-            events: receiver,
-            task,
-        })
-    }
-
-    fn check_input(&self, input: &Value) -> Result<(), WorkflowRunError> {
-        let errors = crate::schema::schema_errors(self.workflow.input_schema(), input);
-        if errors.is_empty() {
-            Ok(())
-        } else {
-            Err(WorkflowRunError::InvalidInput {
-                workflow: self.workflow.id().to_owned(),
-                errors,
-            })
-        }
-    }
-
-    fn shared(&self, input: Value, events: Option<tokio::sync::mpsc::Sender<Event>>) -> Engine {
-        Engine {
-            workflow: self.workflow.clone(),
-            run: Arc::new(RunShared {
-                workflow_id: Arc::clone(&self.workflow.inner.id),
-                run_id: Arc::clone(&self.run_id),
-                init: input,
-                results: RwLock::new(BTreeMap::new()),
-                state: Mutex::new(Value::Object(Map::new())),
-                request_context: self.request_context.clone(),
-                abort: self.abort.clone(),
-                events,
-            }),
-        }
-    }
-}
-
-/// A streamed run: its events, then its result. See [`WorkflowRun::stream`].
-#[derive(Debug)]
-pub struct WorkflowStream {
-    events: tokio::sync::mpsc::Receiver<Event>,
-    task: tokio::task::JoinHandle<WorkflowResult>,
-}
-
-impl WorkflowStream {
-    /// Waits for the run's end and returns its result (the events not yet read are dropped).
-    pub async fn result(mut self) -> Result<WorkflowResult, WorkflowRunError> {
-        self.events.close();
-        // Step panics are caught; the task ends otherwise only with its runtime.
-        self.task
-            .await
-            .map_err(|error| WorkflowRunError::Interrupted {
-                reason: error.to_string(),
-            })
-    }
-}
-
-impl Stream for WorkflowStream {
-    type Item = Event;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.events.poll_recv(cx)
-    }
+pub(crate) struct Resume {
+    pub step: String,
+    pub data: Value,
 }
 
 /// How an entry ended.
 enum Flow {
     /// With this output, for the next entry.
     Next(Value),
-    /// With steps suspended (their paths and payloads are in the results).
+    /// With steps suspended (their payloads are in the results).
     Suspended,
     /// The run ends with this output.
     Bailed(Value),
@@ -180,15 +42,26 @@ enum Flow {
     Canceled,
 }
 
-struct Engine {
+/// One run being executed.
+pub(crate) struct Engine {
     workflow: Workflow,
     run: Arc<RunShared>,
+    resource_id: Option<String>,
+    /// The entry to start at.
+    position: usize,
+    /// Its input.
+    entry_input: Value,
+    /// The top-level steps that ran before.
+    path: Vec<String>,
+    /// The step resumed at `position`, if this is a resume.
+    resume: Option<Resume>,
 }
 
 /// A step that started: its input, when, and its event so far (when streamed).
 struct Started {
     input: Value,
     started_at: u64,
+    resumed: Option<(Value, u64)>,
     payload: Option<WorkflowStepPayload>,
 }
 
@@ -206,45 +79,96 @@ fn error_info(message: impl Into<String>) -> StepErrorInfo {
 }
 
 impl Engine {
-    async fn run(self) -> WorkflowResult {
-        let run = &self.run;
-        let workflow_id = run.workflow_id.to_string();
-        run.emit(
-            EventSource::Workflow,
-            EventKind::WorkflowStart(WorkflowStartPayload { workflow_id }),
-        )
-        .await;
-        let mut input = run.init.clone();
-        let mut path = Vec::new();
-        let mut outcome = Flow::Next(Value::Null);
-        for entry in &self.workflow.inner.entries {
-            if run.abort.is_aborted() {
+    pub(crate) fn new(
+        workflow: Workflow,
+        run: Arc<RunShared>,
+        resource_id: Option<String>,
+        position: usize,
+        entry_input: Value,
+        path: Vec<String>,
+        resume: Option<Resume>,
+    ) -> Self {
+        Self {
+            workflow,
+            run,
+            resource_id,
+            position,
+            entry_input,
+            path,
+            resume,
+        }
+    }
+
+    pub(crate) async fn run(mut self) -> WorkflowResult {
+        let workflow_id = self.run.workflow_id.to_string();
+        self.run
+            .emit(
+                EventSource::Workflow,
+                EventKind::WorkflowStart(WorkflowStartPayload { workflow_id }),
+            )
+            .await;
+        let durable = self.workflow.inner.store.is_durable();
+        if durable && self.resume.is_none() {
+            self.save(WorkflowStatus::Running, None, None).await;
+        }
+        let workflow = self.workflow.clone();
+        let mut outcome = Flow::Next(self.entry_input.clone());
+        for (index, entry) in workflow
+            .inner
+            .entries
+            .iter()
+            .enumerate()
+            .skip(self.position)
+        {
+            if self.run.abort.is_aborted() {
                 outcome = Flow::Canceled;
                 break;
             }
-            if let Entry::Step(step) = entry {
-                path.push(step.id().to_owned());
+            self.position = index;
+            if let Entry::Step(step) = entry
+                && self.path.last().is_none_or(|last| last != step.id())
+            {
+                self.path.push(step.id().to_owned());
             }
-            outcome = self.entry(entry, input).await;
-            match outcome {
-                Flow::Next(ref output) => input = output.clone(),
+            let resume = self.resume.take();
+            outcome = self
+                .entry(entry, self.entry_input.clone(), resume.as_ref())
+                .await;
+            match &outcome {
+                Flow::Next(output) => {
+                    self.entry_input = output.clone();
+                    self.position = index + 1;
+                    if durable && index + 1 < workflow.inner.entries.len() {
+                        self.save(WorkflowStatus::Running, None, None).await;
+                    }
+                }
                 _ => break,
             }
         }
-        if matches!(outcome, Flow::Next(_)) && run.abort.is_aborted() {
+        if matches!(outcome, Flow::Next(_)) && self.run.abort.is_aborted() {
             outcome = Flow::Canceled;
         }
-        self.finish(outcome, path).await
+        self.finish(outcome).await
     }
 
-    async fn entry(&self, entry: &Entry, input: Value) -> Flow {
+    async fn entry(&self, entry: &Entry, input: Value, resume: Option<&Resume>) -> Flow {
         match entry {
-            Entry::Step(step) => self.step(step, input).await,
+            Entry::Step(step) => self.step(step, input, resume).await,
             Entry::Parallel(steps) => {
                 let steps: Vec<&Arc<dyn Step>> = steps.iter().collect();
-                combine(self.group(&steps, &input).await)
+                combine(self.group(&steps, &input, resume).await)
             }
             Entry::Branch(arms) => {
+                // A resumed branch runs the arms that ran before; their conditions are not
+                // asked again.
+                if resume.is_some() {
+                    let chosen: Vec<&Arc<dyn Step>> = arms
+                        .iter()
+                        .map(|(_, step)| step)
+                        .filter(|step| self.prior(step.id()).is_some())
+                        .collect();
+                    return combine(self.group(&chosen, &input, resume).await);
+                }
                 let context = ConditionContext {
                     input: input.clone(),
                     init: self.run.init.clone(),
@@ -272,7 +196,7 @@ impl Engine {
                         }
                     }
                 }
-                combine(self.group(&chosen, &input).await)
+                combine(self.group(&chosen, &input, None).await)
             }
         }
     }
@@ -285,23 +209,53 @@ impl Engine {
             .clone()
     }
 
+    fn prior(&self, id: &str) -> Option<StepResult> {
+        let results = self.run.results.read().unwrap_or_else(|e| e.into_inner());
+        results.get(id).cloned()
+    }
+
     fn record(&self, id: &str, result: StepResult) {
         let mut results = self.run.results.write().unwrap_or_else(|e| e.into_inner());
         results.insert(id.to_owned(), result);
     }
 
-    /// Runs one step: its start event, its execution (a panic fails it), its result.
-    async fn step(&self, step: &Arc<dyn Step>, input: Value) -> Flow {
-        let started = self.begin(step, input).await;
-        self.execute(step, started).await
+    /// Runs one step: its start event, its execution (a panic fails it), its result. In a
+    /// resumed entry, a step that succeeded before keeps its output and one suspended and not
+    /// resumed stays suspended, without events.
+    async fn step(&self, step: &Arc<dyn Step>, input: Value, resume: Option<&Resume>) -> Flow {
+        match self.settled(step, resume) {
+            Some(flow) => flow,
+            None => {
+                let started = self.begin(step, input, resume).await;
+                self.execute(step, started).await
+            }
+        }
     }
 
-    /// A step's start: its time, and its `workflow-step-start` event (when streamed).
-    async fn begin(&self, step: &Arc<dyn Step>, input: Value) -> Started {
+    /// What a step of a resumed entry gives without running (see [`Engine::step`]).
+    fn settled(&self, step: &Arc<dyn Step>, resume: Option<&Resume>) -> Option<Flow> {
+        let resume = resume?;
+        let prior = self.prior(step.id())?;
+        match prior.status {
+            StepStatus::Success => Some(Flow::Next(prior.output.unwrap_or(Value::Null))),
+            StepStatus::Suspended if resume.step != step.id() => Some(Flow::Suspended),
+            _ => None,
+        }
+    }
+
+    /// A step's start: its time, and its `workflow-step-start` event (when streamed). A
+    /// resumed step keeps its first start time and adds its resume data.
+    async fn begin(&self, step: &Arc<dyn Step>, input: Value, resume: Option<&Resume>) -> Started {
         let id = step.id();
-        let started_at = now_ms();
-        let observed = self.run.events.is_some();
-        let payload = observed.then(|| WorkflowStepPayload {
+        let now = now_ms();
+        let resumed = resume
+            .filter(|r| r.step == id)
+            .map(|r| (r.data.clone(), now));
+        let started_at = match &resumed {
+            Some(_) => self.prior(id).map_or(now, |p| p.started_at),
+            None => now,
+        };
+        let payload = self.run.events.is_some().then(|| WorkflowStepPayload {
             step_name: id.to_owned(),
             id: id.to_owned(),
             step_call_id: Some(crate::id::new_id()),
@@ -313,8 +267,8 @@ impl Engine {
             error: None,
             suspend_payload: None,
             suspended_at: None,
-            resume_payload: None,
-            resumed_at: None,
+            resume_payload: resumed.as_ref().map(|(data, _)| data.clone()),
+            resumed_at: resumed.as_ref().map(|(_, at)| *at),
             metadata: None,
         });
         if let Some(start) = &payload {
@@ -328,6 +282,7 @@ impl Engine {
         Started {
             input,
             started_at,
+            resumed,
             payload,
         }
     }
@@ -337,17 +292,23 @@ impl Engine {
         &self,
         steps: &[&'a Arc<dyn Step>],
         input: &Value,
+        resume: Option<&Resume>,
     ) -> Vec<(&'a Arc<dyn Step>, Flow)> {
         let mut started = Vec::with_capacity(steps.len());
         for step in steps {
-            started.push(self.begin(step, input.clone()).await);
+            started.push(match self.settled(step, resume) {
+                Some(flow) => Err(flow),
+                None => Ok(self.begin(step, input.clone(), resume).await),
+            });
         }
-        let flows = futures::future::join_all(
-            steps
-                .iter()
-                .zip(started)
-                .map(|(step, started)| self.execute(step, started)),
-        )
+        let flows = futures::future::join_all(steps.iter().zip(started).map(
+            |(step, started)| async move {
+                match started {
+                    Ok(started) => self.execute(step, started).await,
+                    Err(flow) => flow,
+                }
+            },
+        ))
         .await;
         steps.iter().copied().zip(flows).collect()
     }
@@ -358,12 +319,13 @@ impl Engine {
         let Started {
             input,
             started_at,
+            resumed,
             mut payload,
         } = started;
         let ctx = StepContext {
             step_id: id.into(),
             input: input.clone(),
-            resume_data: None,
+            resume_data: resumed.as_ref().map(|(data, _)| data.clone()),
             retry_count: 0,
             run: Arc::clone(&self.run),
         };
@@ -372,17 +334,21 @@ impl Engine {
             .await
             .unwrap_or_else(|_| Err(StepError::new(format!("step {id:?} panicked"))));
         let ended_at = now_ms();
+        let (resume_payload, resumed_at) = match resumed {
+            Some((data, at)) => (Some(data), Some(at)),
+            None => (None, None),
+        };
         let mut result = StepResult {
             status: StepStatus::Success,
             payload: input,
             output: None,
             suspend_payload: None,
-            resume_payload: None,
+            resume_payload,
             error: None,
             started_at,
             ended_at: Some(ended_at),
             suspended_at: None,
-            resumed_at: None,
+            resumed_at,
         };
         let (flow, kind): (Flow, fn(WorkflowStepPayload) -> EventKind) = match outcome {
             Ok(output) => {
@@ -428,9 +394,42 @@ impl Engine {
         flow
     }
 
-    async fn finish(self, outcome: Flow, path: Vec<String>) -> WorkflowResult {
-        let run = &self.run;
-        let steps = std::mem::take(&mut *run.results.write().unwrap_or_else(|e| e.into_inner()));
+    /// Saves the run's snapshot; a store that fails is logged (the run goes on: its result
+    /// still reaches the caller).
+    async fn save(
+        &self,
+        status: WorkflowStatus,
+        result: Option<&Value>,
+        error: Option<&StepErrorInfo>,
+    ) {
+        let snapshot = WorkflowSnapshot {
+            workflow_id: self.run.workflow_id.to_string(),
+            run_id: self.run.run_id.to_string(),
+            resource_id: self.resource_id.clone(),
+            status,
+            input: self.run.init.clone(),
+            steps: self
+                .run
+                .results
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
+            state: self.state(),
+            position: self.position,
+            entry_input: self.entry_input.clone(),
+            step_execution_path: self.path.clone(),
+            result: result.cloned(),
+            error: error.cloned(),
+            request_context: self.run.request_context.to_map(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        if let Err(error) = self.workflow.inner.store.save(&snapshot).await {
+            tracing::warn!(run_id = %self.run.run_id, %error, "saving a workflow run's snapshot failed");
+        }
+    }
+
+    async fn finish(self, outcome: Flow) -> WorkflowResult {
         let (status, output, error) = match outcome {
             Flow::Next(output) | Flow::Bailed(output) => {
                 (WorkflowStatus::Success, Some(output), None)
@@ -439,6 +438,9 @@ impl Engine {
             Flow::Failed(error) => (WorkflowStatus::Failed, None, Some(error)),
             Flow::Canceled => (WorkflowStatus::Canceled, None, None),
         };
+        self.save(status, output.as_ref(), error.as_ref()).await;
+        let run = &self.run;
+        let steps = std::mem::take(&mut *run.results.write().unwrap_or_else(|e| e.into_inner()));
         let mut suspended = Vec::new();
         let mut suspend_payload = BTreeMap::new();
         for (id, step) in &steps {
@@ -475,7 +477,7 @@ impl Engine {
             run_id: run.run_id.to_string(),
             input: run.init.clone(),
             steps,
-            step_execution_path: path,
+            step_execution_path: self.path.clone(),
             result: output,
             error,
             suspended,

@@ -36,13 +36,19 @@
 mod builder;
 mod engine;
 mod result;
+mod run;
 mod step;
+mod store;
 
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
-pub use engine::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use result::{StepResult, WorkflowResult};
+pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};
+pub use store::{
+    InMemoryWorkflowStore, SharedWorkflowStore, WorkflowRunList, WorkflowRunsQuery,
+    WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
+};
 
 pub use crate::event::{StepStatus, WorkflowStatus};

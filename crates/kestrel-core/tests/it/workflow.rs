@@ -7,8 +7,8 @@
 use futures::StreamExt;
 use kestrel_core::event::Event;
 use kestrel_core::workflow::{
-    Step, StepError, StepStatus, Workflow, WorkflowBuildError, WorkflowRunError, WorkflowStatus,
-    create_step, when,
+    IntoStep, Step, StepError, StepStatus, Workflow, WorkflowBuildError, WorkflowRunError,
+    WorkflowStatus, create_step, when,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -101,7 +101,12 @@ async fn streamed(
     workflow: &Workflow,
     input: Value,
 ) -> (Vec<Event>, kestrel_core::workflow::WorkflowResult) {
-    let mut stream = workflow.create_run().stream(input).unwrap();
+    collect(workflow.create_run().stream(input).await.unwrap()).await
+}
+
+async fn collect(
+    mut stream: kestrel_core::workflow::WorkflowStream,
+) -> (Vec<Event>, kestrel_core::workflow::WorkflowResult) {
     let mut events = Vec::new();
     while let Some(event) = stream.next().await {
         events.push(event);
@@ -147,25 +152,205 @@ async fn start_returns_the_same_result_without_events() {
     assert_eq!(result.steps["a"].payload, json!({"v": 2}));
 }
 
-#[tokio::test]
-async fn a_suspending_step_stops_the_run_as_mastras_does() {
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+struct Approval {
+    ok: bool,
+}
+
+/// W10: the five steps with `ask` last, which suspends until it is resumed with `{ok}`.
+fn w10() -> Workflow {
     let ask = create_step("ask")
-        .execute(|_h: Hi, ctx| async move { Err::<V, _>(ctx.suspend(json!({"q": "approve?"}))) });
-    let (events, result) = streamed(&five_steps("w10", ask), json!({"v": 1})).await;
-    let expected = fixture("mastra-workflow-suspend-resume.json");
-    // Up to the first `workflow-finish` (the resume is the other half of the fixture).
-    let until_finish = expected
+        .resume_type::<Approval>()
+        .execute(|h: Hi, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"q": "approve?"}))),
+                Some(data) if data["ok"] == true => Ok(V { v: h.hi.v + 1 }),
+                Some(_) => Ok(V { v: 0 }),
+            }
+        });
+    five_steps("w10", ask)
+}
+
+#[tokio::test]
+async fn a_suspended_run_resumes_as_mastras_does() {
+    let workflow = w10();
+    let run = workflow.create_run();
+    let (first, suspended) = collect(run.stream(json!({"v": 1})).await.unwrap()).await;
+    let expected = normalized(fixture("mastra-workflow-suspend-resume.json"));
+    let split = expected
         .iter()
         .position(|e| e["type"] == "workflow-finish")
-        .unwrap();
+        .unwrap()
+        + 1;
+    assert_eq!(normalized(json_of(&first)), expected[..split]);
+    assert_eq!(suspended.status, WorkflowStatus::Suspended);
+    assert_eq!(suspended.suspended, vec![vec!["ask".to_owned()]]);
+    assert_eq!(suspended.suspend_payload["ask"], json!({"q": "approve?"}));
+
+    // Resumed through a fresh handle on the same run id, as another request would.
+    let again = workflow.create_run_with_id(run.run_id());
+    let (second, resumed) = collect(
+        again
+            .resume_stream(Some("ask"), json!({"ok": true}))
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(normalized(json_of(&second)), expected[split..]);
+    // The resumed step keeps its first start time.
     assert_eq!(
-        normalized(json_of(&events)),
-        normalized(expected[..=until_finish].to_vec())
+        second[1].kind_json()["startedAt"],
+        first.iter().rev().nth(2).unwrap().kind_json()["startedAt"]
     );
-    assert_eq!(result.status, WorkflowStatus::Suspended);
-    assert_eq!(result.suspended, vec![vec!["ask".to_owned()]]);
-    assert_eq!(result.suspend_payload["ask"], json!({"q": "approve?"}));
-    assert_eq!(result.steps["ask"].status, StepStatus::Suspended);
+    assert_eq!(resumed.status, WorkflowStatus::Success);
+    assert_eq!(resumed.result, Some(json!({"v": 11})));
+    assert_eq!(
+        resumed.steps["s1"].output,
+        Some(json!({"v": 2})),
+        "earlier results are kept"
+    );
+    assert_eq!(
+        resumed.steps["ask"].resume_payload,
+        Some(json!({"ok": true}))
+    );
+}
+
+/// The payload of an event, as JSON.
+trait KindJson {
+    fn kind_json(&self) -> Value;
+}
+
+impl KindJson for Event {
+    fn kind_json(&self) -> Value {
+        serde_json::to_value(self).unwrap()["payload"].clone()
+    }
+}
+
+#[tokio::test]
+async fn a_resume_is_checked_and_claimed_once() {
+    let workflow = w10();
+    let run = workflow.create_run();
+    assert_eq!(
+        run.start(json!({"v": 1})).await.unwrap().status,
+        WorkflowStatus::Suspended
+    );
+    let unknown = workflow
+        .create_run_with_id("nope")
+        .resume(None, json!({}))
+        .await;
+    assert!(
+        matches!(unknown, Err(WorkflowRunError::UnknownRun { .. })),
+        "{unknown:?}"
+    );
+    let wrong_step = run.resume(Some("s1"), json!({"ok": true})).await;
+    let Err(WorkflowRunError::NotSuspendedStep { suspended, .. }) = wrong_step else {
+        panic!("resumed the wrong step: {wrong_step:?}");
+    };
+    assert_eq!(suspended, ["ask"]);
+    let bad_data = run.resume(Some("ask"), json!({"ok": "yes"})).await;
+    let Err(WorkflowRunError::InvalidResumeData { step, errors }) = bad_data else {
+        panic!("took bad data: {bad_data:?}");
+    };
+    assert_eq!(step, "ask");
+    assert!(errors.iter().any(|e| e.contains("ok")), "{errors:?}");
+    let again = run.start(json!({"v": 1})).await;
+    assert!(
+        matches!(again, Err(WorkflowRunError::AlreadyStarted { .. })),
+        "{again:?}"
+    );
+
+    // Eight resumers race: one wins.
+    let racing = (0..8).map(|_| {
+        let run = workflow.create_run_with_id(run.run_id());
+        async move { run.resume(None, json!({"ok": true})).await }
+    });
+    let outcomes = futures::future::join_all(racing).await;
+    let won: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+    assert_eq!(won.len(), 1, "{outcomes:?}");
+    assert_eq!(won[0].result, Some(json!({"v": 11})));
+    // A loser that read the run before the winner's claim is told it lost the claim; one
+    // that read it after, that it is no longer suspended.
+    assert!(
+        outcomes.iter().all(|o| matches!(
+            o,
+            Ok(_)
+                | Err(WorkflowRunError::AlreadyClaimed { .. })
+                | Err(WorkflowRunError::NotSuspended { .. })
+        )),
+        "{outcomes:?}"
+    );
+    let done = run.resume(None, json!({"ok": true})).await;
+    assert!(
+        matches!(
+            done,
+            Err(WorkflowRunError::NotSuspended {
+                status: WorkflowStatus::Success,
+                ..
+            })
+        ),
+        "{done:?}"
+    );
+    let cancel = run.cancel().await;
+    assert!(
+        matches!(cancel, Err(WorkflowRunError::Ended { .. })),
+        "{cancel:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_suspended_parallel_arm_resumes_alone_and_a_suspended_run_can_be_canceled() {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    let quick = create_step("quick").execute(move |n: V, _ctx| {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(X { x: n.v })
+        }
+    });
+    let asks = create_step("asks").execute(|n: V, ctx| async move {
+        match ctx.resume_data() {
+            None => Err(ctx.suspend(json!({"why": "check"}))),
+            Some(extra) => Ok(Y {
+                y: n.v + extra["add"].as_i64().unwrap_or(0),
+            }),
+        }
+    });
+    let workflow = Workflow::builder("arms")
+        .parallel([quick.into_step(), asks.into_step()])
+        .commit()
+        .unwrap();
+    let run = workflow.create_run();
+    let stopped = run.start(json!({"v": 5})).await.unwrap();
+    assert_eq!(stopped.status, WorkflowStatus::Suspended);
+    assert_eq!(stopped.steps["quick"].status, StepStatus::Success);
+    let done = run.resume(Some("asks"), json!({"add": 2})).await.unwrap();
+    assert_eq!(
+        done.result,
+        Some(json!({"quick": {"x": 5}, "asks": {"y": 7}}))
+    );
+    assert_eq!(
+        runs.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the finished arm did not run again"
+    );
+
+    let other = workflow.create_run();
+    other.start(json!({"v": 1})).await.unwrap();
+    other.cancel().await.unwrap();
+    let snapshot = other.snapshot().await.unwrap().unwrap();
+    assert_eq!(snapshot.status, WorkflowStatus::Canceled);
+    let late = other.resume(None, json!({})).await;
+    assert!(
+        matches!(
+            late,
+            Err(WorkflowRunError::NotSuspended {
+                status: WorkflowStatus::Canceled,
+                ..
+            })
+        ),
+        "{late:?}"
+    );
 }
 
 #[tokio::test]
@@ -249,6 +434,10 @@ async fn a_condition_that_errors_fails_the_run_naming_the_arm() {
 #[tokio::test]
 async fn bad_input_is_refused_naming_the_field() {
     let refused = w9().create_run().start(json!({"v": "one"})).await;
+    let refused = refused.map_err(|e| match e {
+        e @ WorkflowRunError::InvalidInput { .. } => e,
+        other => panic!("{other}"),
+    });
     let Err(WorkflowRunError::InvalidInput { workflow, errors }) = refused else {
         panic!("accepted: {refused:?}");
     };

@@ -1,0 +1,266 @@
+//! Where workflow runs are kept: [`WorkflowSnapshot`]s in a [`WorkflowStore`].
+//!
+//! A run's snapshot says where it stands (its status, every step's result, the state, the
+//! entry it runs or waits at, and that entry's input), so a suspended run can be resumed by
+//! whoever loads it, and a run can be read back when it ended. A resume claims the run with a
+//! compare-and-set on its status (`suspended` → `running`): of two resumers, one wins.
+//!
+//! [`InMemoryWorkflowStore`] is the default; `kestrel-storage` keeps snapshots in SQLite and
+//! PostgreSQL, where a durable store also gets a snapshot at every step boundary.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::result::StepResult;
+use crate::error::BoxError;
+use crate::event::{StepErrorInfo, WorkflowStatus};
+
+/// A workflow run as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSnapshot {
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The resource the run acts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<String>,
+    /// Where it stands.
+    pub status: WorkflowStatus,
+    /// The run's input.
+    pub input: Value,
+    /// Each step's result so far.
+    pub steps: BTreeMap<String, StepResult>,
+    /// The workflow state.
+    pub state: Value,
+    /// The index of the entry the run is at (the next to run, or the one it is suspended in).
+    pub position: usize,
+    /// That entry's input.
+    pub entry_input: Value,
+    /// The top-level steps that ran, in order.
+    pub step_execution_path: Vec<String>,
+    /// The output, once it succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepErrorInfo>,
+    /// The request context's entries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub request_context: BTreeMap<String, Value>,
+    /// When it was created (milliseconds since the Unix epoch; set by the store).
+    #[serde(default)]
+    pub created_at_ms: i64,
+    /// When it was last saved (set by the store).
+    #[serde(default)]
+    pub updated_at_ms: i64,
+}
+
+/// Which runs [`WorkflowStore::list`] returns, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRunsQuery {
+    /// Only this workflow's runs.
+    pub workflow_id: Option<String>,
+    /// Only runs of this resource.
+    pub resource_id: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<WorkflowStatus>,
+    /// Zero-based page.
+    pub page: u32,
+    /// Runs per page (0: 50; at most 1,000).
+    pub per_page: u32,
+}
+
+impl WorkflowRunsQuery {
+    /// The page size asked for, or the default.
+    pub fn page_size(&self) -> u32 {
+        match self.per_page {
+            0 => 50,
+            n => n.min(1_000),
+        }
+    }
+}
+
+/// One page of runs, and how many match in all.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowRunList {
+    /// The runs of the page.
+    pub runs: Vec<WorkflowSnapshot>,
+    /// How many runs match the query.
+    pub total: u64,
+}
+
+/// A store failed.
+#[derive(Debug, thiserror::Error)]
+#[error("the workflow store failed: {0}")]
+pub struct WorkflowStoreError(#[source] pub BoxError);
+
+/// Keeps workflow runs' snapshots.
+#[async_trait::async_trait]
+pub trait WorkflowStore: Send + Sync + std::fmt::Debug {
+    /// Stores `snapshot` as its run's current one (creating the run or replacing it).
+    async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError>;
+
+    /// The run's snapshot, if it is stored.
+    async fn load(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowSnapshot>, WorkflowStoreError>;
+
+    /// Moves the run from status `from` to `to` if it is in `from` (a compare-and-set):
+    /// `false` when it is not (another resumer was first, or it never was).
+    async fn claim(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool, WorkflowStoreError>;
+
+    /// The runs matching `query`, newest first.
+    async fn list(&self, query: &WorkflowRunsQuery) -> Result<WorkflowRunList, WorkflowStoreError>;
+
+    /// Deletes a run; `false` when there was none.
+    async fn delete(&self, workflow_id: &str, run_id: &str) -> Result<bool, WorkflowStoreError>;
+
+    /// Whether snapshots outlive the process: a durable store gets one at every step
+    /// boundary (so a run can be continued after a crash), the in-memory one only when a run
+    /// stops or ends.
+    fn is_durable(&self) -> bool {
+        true
+    }
+}
+
+/// A shared workflow store.
+pub type SharedWorkflowStore = Arc<dyn WorkflowStore>;
+
+/// Workflow runs in this process's memory (the default): at most
+/// [`InMemoryWorkflowStore::DEFAULT_CAPACITY`] runs, the oldest forgotten first.
+#[derive(Debug)]
+pub struct InMemoryWorkflowStore {
+    runs: Mutex<HashMap<(String, String), WorkflowSnapshot>>,
+    capacity: usize,
+}
+
+impl Default for InMemoryWorkflowStore {
+    fn default() -> Self {
+        Self {
+            runs: Mutex::new(HashMap::new()),
+            capacity: Self::DEFAULT_CAPACITY,
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl InMemoryWorkflowStore {
+    /// How many runs the default store keeps.
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), WorkflowSnapshot>> {
+        // Only plain data lives behind the lock; a panic elsewhere leaves it consistent.
+        self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn key(workflow_id: &str, run_id: &str) -> (String, String) {
+    (workflow_id.to_owned(), run_id.to_owned())
+}
+
+#[async_trait::async_trait]
+impl WorkflowStore for InMemoryWorkflowStore {
+    async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
+        let now = now_ms();
+        let mut runs = self.lock();
+        let key = key(&snapshot.workflow_id, &snapshot.run_id);
+        let created = runs.get(&key).map_or(now, |s| s.created_at_ms);
+        if !runs.contains_key(&key) && runs.len() >= self.capacity {
+            // The oldest run makes room.
+            if let Some(oldest) = runs
+                .iter()
+                .min_by_key(|(_, s)| s.updated_at_ms)
+                .map(|(k, _)| k.clone())
+            {
+                runs.remove(&oldest);
+            }
+        }
+        let mut stored = snapshot.clone();
+        stored.created_at_ms = created;
+        stored.updated_at_ms = now;
+        runs.insert(key, stored);
+        Ok(())
+    }
+
+    async fn load(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowSnapshot>, WorkflowStoreError> {
+        Ok(self.lock().get(&key(workflow_id, run_id)).cloned())
+    }
+
+    async fn claim(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool, WorkflowStoreError> {
+        let mut runs = self.lock();
+        match runs.get_mut(&key(workflow_id, run_id)) {
+            Some(run) if run.status == from => {
+                run.status = to;
+                run.updated_at_ms = now_ms();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn list(&self, query: &WorkflowRunsQuery) -> Result<WorkflowRunList, WorkflowStoreError> {
+        let runs = self.lock();
+        let mut matching: Vec<&WorkflowSnapshot> = runs
+            .values()
+            .filter(|s| {
+                query
+                    .workflow_id
+                    .as_ref()
+                    .is_none_or(|w| *w == s.workflow_id)
+            })
+            .filter(|s| query.resource_id.is_none() || query.resource_id == s.resource_id)
+            .filter(|s| query.status.is_none_or(|status| status == s.status))
+            .collect();
+        matching.sort_by(|a, b| (b.created_at_ms, &b.run_id).cmp(&(a.created_at_ms, &a.run_id)));
+        let size = query.page_size() as usize;
+        let total = matching.len() as u64;
+        let runs = matching
+            .into_iter()
+            .skip(query.page as usize * size)
+            .take(size)
+            .cloned()
+            .collect();
+        Ok(WorkflowRunList { runs, total })
+    }
+
+    async fn delete(&self, workflow_id: &str, run_id: &str) -> Result<bool, WorkflowStoreError> {
+        Ok(self.lock().remove(&key(workflow_id, run_id)).is_some())
+    }
+
+    fn is_durable(&self) -> bool {
+        false
+    }
+}
