@@ -46,6 +46,7 @@ pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;
+mod workflow_store;
 
 pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
@@ -58,3 +59,4 @@ pub use sql_common::redact_url;
 pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
 pub use storage::Storage;
 pub use types::*;
+pub use workflow_store::StorageWorkflowStore;

@@ -209,3 +209,30 @@ mod tests {
         );
     }
 }
+
+/// A workflow run's record from its columns (shared by the SQL backends): the status name and
+/// the snapshot's JSON text decoded, a bad one reported as corrupt.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn workflow_run_record(
+    workflow_id: String,
+    run_id: String,
+    resource_id: Option<String>,
+    status: &str,
+    snapshot: &str,
+    created_at: chrono::DateTime<chrono::Utc>,
+    updated_at: chrono::DateTime<chrono::Utc>,
+) -> crate::error::Result<crate::types::WorkflowRunRecord> {
+    use crate::error::StorageError;
+    let status = crate::types::WorkflowStatus::parse(status)
+        .ok_or_else(|| StorageError::corrupt("workflow run status", status))?;
+    Ok(crate::types::WorkflowRunRecord {
+        workflow_id,
+        run_id,
+        resource_id,
+        status,
+        snapshot: serde_json::from_str(snapshot)
+            .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?,
+        created_at,
+        updated_at,
+    })
+}

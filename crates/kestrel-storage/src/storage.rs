@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::types::{
     CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
     Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
-    VectorMatch, VectorQuery, VectorRecord,
+    VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 /// Durable state of agents: threads and their messages, working memory, run snapshots,
@@ -182,6 +182,39 @@ pub trait Storage: Send + Sync {
 
     /// Deletes a run; `false` when there was none.
     async fn delete_run(&self, run_id: &str) -> Result<bool>;
+
+    // --- workflow runs -------------------------------------------------------------------
+
+    /// Stores a workflow run's snapshot: the run is created, or its stored snapshot replaced.
+    /// The record's `created_at` (kept from the first save) and `updated_at` are assigned by
+    /// the store; the saved record is returned.
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord>;
+
+    /// The workflow run, if any.
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>>;
+
+    /// Moves the run from status `from` to `to` if it is in `from` (a compare-and-set, so of
+    /// two resumers one wins); `false` when it is not, or there is no such run.
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool>;
+
+    /// Workflow runs matching the filter, newest first (ties by run id, descending).
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>>;
+
+    /// Deletes a workflow run; `false` when there was none.
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool>;
 
     // --- observations --------------------------------------------------------------------
 

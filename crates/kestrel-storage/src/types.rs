@@ -569,6 +569,65 @@ pub struct RunFilter {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Workflow runs
+
+pub use kestrel_core::event::WorkflowStatus;
+
+/// A workflow run as stored: its latest snapshot (JSON) and the columns runs are found by.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowRunRecord {
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The resource the run acts for.
+    pub resource_id: Option<String>,
+    /// Where it stands (the store's copy wins over the snapshot's own).
+    pub status: WorkflowStatus,
+    /// The snapshot.
+    pub snapshot: Value,
+    /// Assigned by the store on creation.
+    pub created_at: DateTime<Utc>,
+    /// Assigned by the store on every save.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl WorkflowRunRecord {
+    /// A record to save (the times are assigned by the store).
+    pub fn new(
+        workflow_id: impl Into<String>,
+        run_id: impl Into<String>,
+        status: WorkflowStatus,
+        snapshot: Value,
+    ) -> Self {
+        let now = crate::codec::now();
+        Self {
+            workflow_id: workflow_id.into(),
+            run_id: run_id.into(),
+            resource_id: None,
+            status,
+            snapshot,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+}
+
+/// Which workflow runs [`crate::Storage::list_workflow_runs`] returns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkflowRunFilter {
+    /// Only this workflow's runs.
+    pub workflow_id: Option<String>,
+    /// Only runs of this resource.
+    pub resource_id: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<WorkflowStatus>,
+    /// The page (newest first; ties by run id, descending).
+    pub page: PageRequest,
+}
+
+// ---------------------------------------------------------------------------------------------
 // Observations
 
 /// A dated note condensed from messages by observational memory.

@@ -24,6 +24,42 @@ pub enum WorkflowStatus {
     Canceled,
 }
 
+impl WorkflowStatus {
+    /// Every status.
+    pub const ALL: [WorkflowStatus; 7] = [
+        Self::Pending,
+        Self::Running,
+        Self::Success,
+        Self::Failed,
+        Self::Suspended,
+        Self::Waiting,
+        Self::Canceled,
+    ];
+
+    /// Its name (also its JSON form): `"suspended"`…
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::Suspended => "suspended",
+            Self::Waiting => "waiting",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// The status named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether the run has ended (success, failed, canceled).
+    pub fn is_ended(self) -> bool {
+        matches!(self, Self::Success | Self::Failed | Self::Canceled)
+    }
+}
+
 /// Where one step of a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -17,7 +17,8 @@ use crate::storage::Storage;
 use crate::types::{
     CloneThread, MessageList, MessageSearch, MetadataUpdate, NewMessage, NewObservation, NewThread,
     Observation, Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch,
-    ThreadQuery, VectorMatch, VectorQuery, VectorRecord,
+    ThreadQuery, VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord,
+    WorkflowStatus,
 };
 
 /// A store in process memory. Cheap to create; one mutex guards it (no lock is held across an
@@ -45,6 +46,8 @@ struct State {
     message_homes: HashMap<String, (String, i64)>,
     resource_memory: HashMap<String, String>,
     runs: HashMap<String, RunRecord>,
+    /// Workflow runs by workflow and run id.
+    workflow_runs: HashMap<(String, String), WorkflowRunRecord>,
     /// Per run, the greatest lease token a write carried.
     fences: HashMap<String, i64>,
     observations: HashMap<ObservationKey, Vec<Observation>>,
@@ -590,6 +593,85 @@ impl Storage for InMemoryStorage {
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
         Ok(self.state().runs.remove(run_id).is_some())
+    }
+
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        codec::check_id("workflow_id", &record.workflow_id)?;
+        codec::check_id("run_id", &record.run_id)?;
+        let mut state = self.state();
+        let key = (record.workflow_id.clone(), record.run_id.clone());
+        let now = codec::now();
+        let created_at = state
+            .workflow_runs
+            .get(&key)
+            .map_or(now, |stored| stored.created_at);
+        let saved = WorkflowRunRecord {
+            created_at,
+            updated_at: now,
+            ..record
+        };
+        state.workflow_runs.insert(key, saved.clone());
+        Ok(saved)
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        let key = (workflow_id.to_owned(), run_id.to_owned());
+        Ok(self.state().workflow_runs.get(&key).cloned())
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        let key = (workflow_id.to_owned(), run_id.to_owned());
+        let mut state = self.state();
+        match state.workflow_runs.get_mut(&key) {
+            Some(run) if run.status == from => {
+                run.status = to;
+                run.updated_at = codec::now();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        codec::check_page(filter.page)?;
+        let state = self.state();
+        let mut runs: Vec<&WorkflowRunRecord> = state
+            .workflow_runs
+            .values()
+            .filter(|r| {
+                filter
+                    .workflow_id
+                    .as_ref()
+                    .is_none_or(|w| *w == r.workflow_id)
+            })
+            .filter(|r| filter.resource_id.is_none() || filter.resource_id == r.resource_id)
+            .filter(|r| filter.status.is_none_or(|s| s == r.status))
+            .collect();
+        runs.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| b.run_id.cmp(&a.run_id))
+        });
+        let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
+        Ok(Page::new(items, filter.page, runs.len() as u64))
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        let key = (workflow_id.to_owned(), run_id.to_owned());
+        Ok(self.state().workflow_runs.remove(&key).is_some())
     }
 
     async fn add_observations(

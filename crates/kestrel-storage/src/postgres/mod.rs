@@ -23,6 +23,7 @@ mod search;
 mod sql;
 mod threads;
 mod vectors;
+mod workflows;
 mod working_memory;
 
 use std::time::Duration;
@@ -41,7 +42,7 @@ use crate::storage::Storage;
 use crate::types::{
     CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
     Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
-    VectorMatch, VectorQuery, VectorRecord,
+    VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 const BACKEND: &str = "postgres";
@@ -157,6 +158,37 @@ impl PostgresStorage {
 
     async fn conn(&self, operation: &'static str) -> Result<sqlx::pool::PoolConnection<Postgres>> {
         self.pool.acquire().await.map_err(err(operation))
+    }
+
+    /// One page of a listing, on one connection: the total that `count` gives, and the rows
+    /// of `select` (ordered already) with the page's `LIMIT` and `OFFSET` appended.
+    async fn count_and_page<R>(
+        &self,
+        operation: &'static str,
+        mut count: sqlx::QueryBuilder<'_, Postgres>,
+        mut select: sqlx::QueryBuilder<'_, Postgres>,
+        page: crate::types::PageRequest,
+    ) -> Result<(u64, Vec<R>)>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        select
+            .push(" LIMIT ")
+            .push_bind(i64::from(page.per_page))
+            .push(" OFFSET ")
+            .push_bind(page.offset() as i64);
+        let mut conn = self.conn(operation).await?;
+        let total: i64 = count
+            .build_query_scalar()
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(err(operation))?;
+        let rows: Vec<R> = select
+            .build_query_as()
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(err(operation))?;
+        Ok((u64::try_from(total).unwrap_or(0), rows))
     }
 }
 
@@ -295,6 +327,39 @@ impl Storage for PostgresStorage {
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
         runs::delete_run(self, run_id).await
+    }
+
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        workflows::save(self, record).await
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        workflows::get(self, workflow_id, run_id).await
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        workflows::claim(self, workflow_id, run_id, from, to).await
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        workflows::list(self, filter).await
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        workflows::delete(self, workflow_id, run_id).await
     }
 
     async fn add_observations(

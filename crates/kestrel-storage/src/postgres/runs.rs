@@ -168,28 +168,14 @@ pub(super) async fn list_runs(
     sql::push_run_filter(&mut count, &filter);
     let mut select = QueryBuilder::<Postgres>::new(sql::SELECT_RUNS);
     sql::push_run_filter(&mut select, &filter);
-    select
-        .push(sql::RUN_ORDER)
-        .push(" LIMIT ")
-        .push_bind(i64::from(filter.page.per_page))
-        .push(" OFFSET ")
-        .push_bind(filter.page.offset() as i64);
-    let mut conn = store.conn(OP).await?;
-    let total: i64 = count
-        .build_query_scalar()
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(err(OP))?;
-    let rows: Vec<RunRow> = select
-        .build_query_as()
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err(OP))?;
+    select.push(sql::RUN_ORDER);
+    let (total, rows): (u64, Vec<RunRow>) =
+        store.count_and_page(OP, count, select, filter.page).await?;
     let items = rows
         .into_iter()
         .map(RunRow::into_record)
         .collect::<Result<Vec<_>>>()?;
-    Ok(Page::new(items, filter.page, total as u64))
+    Ok(Page::new(items, filter.page, total))
 }
 
 pub(super) async fn delete_run(store: &PostgresStorage, run_id: &str) -> Result<bool> {

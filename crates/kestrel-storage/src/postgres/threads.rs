@@ -177,26 +177,12 @@ pub(super) async fn list_threads(
     sql::push_thread_filter(&mut count, resource, filter.clone());
     let mut select = QueryBuilder::<Postgres>::new(sql::SELECT_THREADS);
     sql::push_thread_filter(&mut select, resource, filter);
-    select
-        .push(sql::thread_order(query.order))
-        .push(" LIMIT ")
-        .push_bind(i64::from(query.page.per_page))
-        .push(" OFFSET ")
-        .push_bind(query.page.offset() as i64);
-    let mut conn = store.conn(OP).await?;
-    let total: i64 = count
-        .build_query_scalar()
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(err(OP))?;
-    let rows: Vec<ThreadRow> = select
-        .build_query_as()
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err(OP))?;
+    select.push(sql::thread_order(query.order));
+    let (total, rows): (u64, Vec<ThreadRow>) =
+        store.count_and_page(OP, count, select, query.page).await?;
     let items = rows
         .into_iter()
         .map(ThreadRow::into_thread)
         .collect::<Result<Vec<_>>>()?;
-    Ok(Page::new(items, query.page, total as u64))
+    Ok(Page::new(items, query.page, total))
 }

@@ -28,6 +28,7 @@ mod search;
 mod sql;
 mod threads;
 mod vectors;
+mod workflows;
 mod working_memory;
 
 use std::path::{Path, PathBuf};
@@ -49,7 +50,7 @@ use crate::storage::Storage;
 use crate::types::{
     CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
     Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
-    VectorMatch, VectorQuery, VectorRecord,
+    VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 const BACKEND: &str = "sqlite";
@@ -454,6 +455,39 @@ impl Storage for SqliteStorage {
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
         runs::delete_run(self, run_id).await
+    }
+
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        workflows::save(self, record).await
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        workflows::get(self, workflow_id, run_id).await
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        workflows::claim(self, workflow_id, run_id, from, to).await
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        workflows::list(self, filter).await
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        workflows::delete(self, workflow_id, run_id).await
     }
 
     async fn add_observations(

@@ -24,11 +24,14 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../../migrations/sqlite/0003_append_trigger_search_index.sql"
         )),
         M::up(include_str!("../../migrations/sqlite/0004_run_fences.sql")),
+        M::up(include_str!(
+            "../../migrations/sqlite/0005_workflow_runs.sql"
+        )),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 4;
+pub const SCHEMA_VERSION: usize = 5;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

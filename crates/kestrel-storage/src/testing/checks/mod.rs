@@ -8,6 +8,7 @@ mod observations;
 mod runs;
 mod threads;
 mod vectors;
+mod workflows;
 mod working_memory;
 
 pub use helpers::*;
@@ -16,4 +17,5 @@ pub use observations::*;
 pub use runs::*;
 pub use threads::*;
 pub use vectors::*;
+pub use workflows::*;
 pub use working_memory::*;

@@ -1,0 +1,15 @@
+-- Workflow runs: each run's latest snapshot (JSON), with the columns runs are found by.
+CREATE TABLE workflow_runs (
+    workflow_id TEXT NOT NULL,
+    run_id      TEXT NOT NULL,
+    resource_id TEXT,
+    status      TEXT NOT NULL,
+    snapshot    JSONB NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (workflow_id, run_id)
+);
+
+CREATE INDEX workflow_runs_by_created ON workflow_runs (workflow_id, created_at DESC, run_id DESC);
+CREATE INDEX workflow_runs_by_status ON workflow_runs (status, created_at DESC);
+CREATE INDEX workflow_runs_by_resource ON workflow_runs (resource_id, created_at DESC);

@@ -1,0 +1,161 @@
+//! The workflow runs of [`PostgresStorage`]: each run's latest snapshot, saved (created or
+//! replaced), claimed with a compare-and-set on its status, listed and deleted.
+
+use chrono::{DateTime, Utc};
+use sqlx::{Postgres, QueryBuilder};
+
+use super::{PostgresStorage, err};
+use crate::codec;
+use crate::error::{Result, StorageError};
+use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
+
+const COLUMNS: &str =
+    "workflow_id, run_id, resource_id, status, snapshot::text, created_at, updated_at";
+
+/// Creates the run, or replaces its snapshot (keeping its creation time).
+const UPSERT: &str = "INSERT INTO workflow_runs \
+     (workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $6) \
+     ON CONFLICT (workflow_id, run_id) DO UPDATE SET resource_id = excluded.resource_id, \
+     status = excluded.status, snapshot = excluded.snapshot, updated_at = excluded.updated_at \
+     RETURNING created_at";
+
+const CLAIM: &str = "UPDATE workflow_runs SET status = $4, updated_at = $5 \
+     WHERE workflow_id = $1 AND run_id = $2 AND status = $3";
+
+const DELETE: &str = "DELETE FROM workflow_runs WHERE workflow_id = $1 AND run_id = $2";
+
+/// A stored row, before its JSON is decoded.
+#[derive(sqlx::FromRow)]
+struct Row {
+    workflow_id: String,
+    run_id: String,
+    resource_id: Option<String>,
+    status: String,
+    snapshot: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl Row {
+    fn into_record(self) -> Result<WorkflowRunRecord> {
+        crate::sql_common::workflow_run_record(
+            self.workflow_id,
+            self.run_id,
+            self.resource_id,
+            &self.status,
+            &self.snapshot,
+            self.created_at,
+            self.updated_at,
+        )
+    }
+}
+
+pub(super) async fn save(
+    store: &PostgresStorage,
+    record: WorkflowRunRecord,
+) -> Result<WorkflowRunRecord> {
+    const OP: &str = "save_workflow_run";
+    codec::check_id("workflow_id", &record.workflow_id)?;
+    codec::check_id("run_id", &record.run_id)?;
+    let snapshot = serde_json::to_string(&record.snapshot)
+        .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?;
+    let now = codec::now();
+    let created_at: DateTime<Utc> = sqlx::query_scalar(UPSERT)
+        .bind(&record.workflow_id)
+        .bind(&record.run_id)
+        .bind(&record.resource_id)
+        .bind(record.status.as_str())
+        .bind(snapshot)
+        .bind(now)
+        .fetch_one(&store.pool)
+        .await
+        .map_err(err(OP))?;
+    Ok(WorkflowRunRecord {
+        created_at,
+        updated_at: now,
+        ..record
+    })
+}
+
+pub(super) async fn get(
+    store: &PostgresStorage,
+    workflow_id: &str,
+    run_id: &str,
+) -> Result<Option<WorkflowRunRecord>> {
+    let statement =
+        format!("SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = $1 AND run_id = $2");
+    let row: Option<Row> = sqlx::query_as(&statement)
+        .bind(workflow_id)
+        .bind(run_id)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(err("get_workflow_run"))?;
+    row.map(Row::into_record).transpose()
+}
+
+pub(super) async fn claim(
+    store: &PostgresStorage,
+    workflow_id: &str,
+    run_id: &str,
+    from: WorkflowStatus,
+    to: WorkflowStatus,
+) -> Result<bool> {
+    let done = sqlx::query(CLAIM)
+        .bind(workflow_id)
+        .bind(run_id)
+        .bind(from.as_str())
+        .bind(to.as_str())
+        .bind(codec::now())
+        .execute(&store.pool)
+        .await
+        .map_err(err("claim_workflow_run"))?;
+    Ok(done.rows_affected() == 1)
+}
+
+fn push_filter<'a>(query: &mut QueryBuilder<'a, Postgres>, filter: &'a WorkflowRunFilter) {
+    query.push(" WHERE TRUE");
+    if let Some(workflow_id) = &filter.workflow_id {
+        query.push(" AND workflow_id = ").push_bind(workflow_id);
+    }
+    if let Some(resource_id) = &filter.resource_id {
+        query.push(" AND resource_id = ").push_bind(resource_id);
+    }
+    if let Some(status) = filter.status {
+        query.push(" AND status = ").push_bind(status.as_str());
+    }
+}
+
+pub(super) async fn list(
+    store: &PostgresStorage,
+    filter: WorkflowRunFilter,
+) -> Result<Page<WorkflowRunRecord>> {
+    const OP: &str = "list_workflow_runs";
+    codec::check_page(filter.page)?;
+    let mut count = QueryBuilder::<Postgres>::new("SELECT COUNT(*) FROM workflow_runs");
+    push_filter(&mut count, &filter);
+    let mut select = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM workflow_runs"));
+    push_filter(&mut select, &filter);
+    select.push(" ORDER BY created_at DESC, run_id DESC");
+    let (total, rows): (u64, Vec<Row>) =
+        store.count_and_page(OP, count, select, filter.page).await?;
+    let items = rows
+        .into_iter()
+        .map(Row::into_record)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Page::new(items, filter.page, total))
+}
+
+pub(super) async fn delete(
+    store: &PostgresStorage,
+    workflow_id: &str,
+    run_id: &str,
+) -> Result<bool> {
+    let done = sqlx::query(DELETE)
+        .bind(workflow_id)
+        .bind(run_id)
+        .execute(&store.pool)
+        .await
+        .map_err(err("delete_workflow_run"))?;
+    Ok(done.rows_affected() > 0)
+}

@@ -1,0 +1,195 @@
+//! The workflow runs of [`SqliteStorage`]: each run's latest snapshot, saved (created or
+//! replaced), claimed with a compare-and-set on its status, listed and deleted.
+
+use rusqlite::params;
+
+use super::conn::Cost;
+use super::{SqliteStorage, count_and_page, err, optional_row, sql};
+use crate::codec;
+use crate::error::{Result, StorageError};
+use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
+
+const COLUMNS: &str = "workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at";
+
+/// Creates the run, or replaces its snapshot (keeping its creation time).
+const UPSERT: &str = "INSERT INTO workflow_runs \
+     (workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) \
+     ON CONFLICT (workflow_id, run_id) DO UPDATE SET resource_id = excluded.resource_id, \
+     status = excluded.status, snapshot = excluded.snapshot, updated_at = excluded.updated_at \
+     RETURNING created_at";
+
+const CLAIM: &str = "UPDATE workflow_runs SET status = ?4, updated_at = ?5 \
+     WHERE workflow_id = ?1 AND run_id = ?2 AND status = ?3";
+
+const DELETE: &str = "DELETE FROM workflow_runs WHERE workflow_id = ?1 AND run_id = ?2";
+
+/// A stored row, before its JSON and times are decoded.
+struct Row {
+    workflow_id: String,
+    run_id: String,
+    resource_id: Option<String>,
+    status: String,
+    snapshot: String,
+    created_at: i64,
+    updated_at: i64,
+}
+
+impl Row {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            workflow_id: row.get(0)?,
+            run_id: row.get(1)?,
+            resource_id: row.get(2)?,
+            status: row.get(3)?,
+            snapshot: row.get(4)?,
+            created_at: row.get(5)?,
+            updated_at: row.get(6)?,
+        })
+    }
+
+    fn into_record(self) -> Result<WorkflowRunRecord> {
+        crate::sql_common::workflow_run_record(
+            self.workflow_id,
+            self.run_id,
+            self.resource_id,
+            &self.status,
+            &self.snapshot,
+            codec::from_micros(self.created_at)?,
+            codec::from_micros(self.updated_at)?,
+        )
+    }
+}
+
+pub(super) async fn save(
+    store: &SqliteStorage,
+    record: WorkflowRunRecord,
+) -> Result<WorkflowRunRecord> {
+    const OP: &str = "save_workflow_run";
+    codec::check_id("workflow_id", &record.workflow_id)?;
+    codec::check_id("run_id", &record.run_id)?;
+    let snapshot = serde_json::to_string(&record.snapshot)
+        .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?;
+    let now = codec::now();
+    let at = codec::to_micros(now);
+    let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());
+    let (resource_id, status) = (record.resource_id.clone(), record.status.as_str());
+    let created: i64 = store
+        .conns
+        .write(OP, Cost::Short, move |conn| {
+            conn.prepare_cached(UPSERT)
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![workflow_id, run_id, resource_id, status, snapshot, at],
+                        |r| r.get(0),
+                    )
+                })
+                .map_err(err(OP))
+        })
+        .await?;
+    Ok(WorkflowRunRecord {
+        created_at: codec::from_micros(created)?,
+        updated_at: now,
+        ..record
+    })
+}
+
+pub(super) async fn get(
+    store: &SqliteStorage,
+    workflow_id: &str,
+    run_id: &str,
+) -> Result<Option<WorkflowRunRecord>> {
+    const OP: &str = "get_workflow_run";
+    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+    let statement =
+        format!("SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = ?1 AND run_id = ?2");
+    let row = store
+        .conns
+        .read(OP, Cost::Short, move |conn| {
+            optional_row(conn, &statement, [&workflow_id, &run_id], Row::from_row, OP)
+        })
+        .await?;
+    row.map(Row::into_record).transpose()
+}
+
+pub(super) async fn claim(
+    store: &SqliteStorage,
+    workflow_id: &str,
+    run_id: &str,
+    from: WorkflowStatus,
+    to: WorkflowStatus,
+) -> Result<bool> {
+    const OP: &str = "claim_workflow_run";
+    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+    let at = codec::to_micros(codec::now());
+    store
+        .conns
+        .write(OP, Cost::Short, move |conn| {
+            let changed = conn
+                .prepare_cached(CLAIM)
+                .and_then(|mut s| {
+                    s.execute(params![workflow_id, run_id, from.as_str(), to.as_str(), at])
+                })
+                .map_err(err(OP))?;
+            Ok(changed == 1)
+        })
+        .await
+}
+
+fn push_filter(query: &mut sql::Dynamic, filter: &WorkflowRunFilter) {
+    query.push(" WHERE 1 = 1");
+    if let Some(workflow_id) = &filter.workflow_id {
+        query.push(" AND workflow_id = ").bind(workflow_id.clone());
+    }
+    if let Some(resource_id) = &filter.resource_id {
+        query.push(" AND resource_id = ").bind(resource_id.clone());
+    }
+    if let Some(status) = filter.status {
+        query
+            .push(" AND status = ")
+            .bind(status.as_str().to_owned());
+    }
+}
+
+pub(super) async fn list(
+    store: &SqliteStorage,
+    filter: WorkflowRunFilter,
+) -> Result<Page<WorkflowRunRecord>> {
+    const OP: &str = "list_workflow_runs";
+    codec::check_page(filter.page)?;
+    let mut count = sql::Dynamic::new("SELECT COUNT(*) FROM workflow_runs");
+    push_filter(&mut count, &filter);
+    let mut select = sql::Dynamic::new(&format!("SELECT {COLUMNS} FROM workflow_runs"));
+    push_filter(&mut select, &filter);
+    select
+        .push(" ORDER BY created_at DESC, run_id DESC LIMIT ")
+        .bind(i64::from(filter.page.per_page))
+        .push(" OFFSET ")
+        .bind(filter.page.offset() as i64);
+    let (total, rows) = store
+        .conns
+        .read(OP, Cost::Short, move |conn| {
+            count_and_page(conn, &count, &select, Row::from_row, OP)
+        })
+        .await?;
+    let items = rows
+        .into_iter()
+        .map(Row::into_record)
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Page::new(items, filter.page, total as u64))
+}
+
+pub(super) async fn delete(store: &SqliteStorage, workflow_id: &str, run_id: &str) -> Result<bool> {
+    const OP: &str = "delete_workflow_run";
+    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+    store
+        .conns
+        .write(OP, Cost::Short, move |conn| {
+            let done = conn
+                .prepare_cached(DELETE)
+                .and_then(|mut s| s.execute([&workflow_id, &run_id]))
+                .map_err(err(OP))?;
+            Ok(done > 0)
+        })
+        .await
+}

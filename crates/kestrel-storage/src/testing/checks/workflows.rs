@@ -1,0 +1,207 @@
+//! The checks of workflow runs: saves that create and replace, the status claim, listing
+//! filters, deletes, and a workflow suspended in one "process" and resumed in the next.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use crate::storage::Storage;
+use crate::types::{PageRequest, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
+
+fn record(workflow: &str, run: &str, status: WorkflowStatus) -> WorkflowRunRecord {
+    WorkflowRunRecord::new(workflow, run, status, json!({"step": "one", "n": 1.5}))
+}
+
+/// A save creates the run, a later one replaces its snapshot and status (keeping its creation
+/// time); a claim moves it between statuses once; a delete removes it.
+pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
+    let mut first = record("w1", "r1", WorkflowStatus::Running);
+    first.resource_id = Some("alice".into());
+    let created = store.save_workflow_run(first.clone()).await.unwrap();
+    assert_eq!(created.snapshot, first.snapshot);
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(read.snapshot, json!({"step": "one", "n": 1.5}));
+    assert_eq!(read.resource_id.as_deref(), Some("alice"));
+    assert_eq!(read.status, WorkflowStatus::Running);
+    assert!(
+        store.get_workflow_run("w2", "r1").await.unwrap().is_none(),
+        "runs are per workflow"
+    );
+
+    let mut next = record("w1", "r1", WorkflowStatus::Suspended);
+    next.snapshot = json!({"step": "two"});
+    next.resource_id = Some("alice".into());
+    let replaced = store.save_workflow_run(next).await.unwrap();
+    assert_eq!(replaced.created_at, created.created_at, "created once");
+    assert!(replaced.updated_at >= created.updated_at);
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(
+        (read.status, read.snapshot),
+        (WorkflowStatus::Suspended, json!({"step": "two"}))
+    );
+
+    let claim = |from, to| store.claim_workflow_run("w1", "r1", from, to);
+    assert!(
+        claim(WorkflowStatus::Suspended, WorkflowStatus::Running)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !claim(WorkflowStatus::Suspended, WorkflowStatus::Running)
+            .await
+            .unwrap(),
+        "claimed once"
+    );
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(read.status, WorkflowStatus::Running);
+    assert!(
+        !store
+            .claim_workflow_run(
+                "w1",
+                "nope",
+                WorkflowStatus::Suspended,
+                WorkflowStatus::Running
+            )
+            .await
+            .unwrap()
+    );
+
+    assert!(store.delete_workflow_run("w1", "r1").await.unwrap());
+    assert!(!store.delete_workflow_run("w1", "r1").await.unwrap());
+    assert!(store.get_workflow_run("w1", "r1").await.unwrap().is_none());
+    let bad = store
+        .save_workflow_run(record("w1", "", WorkflowStatus::Running))
+        .await;
+    assert!(bad.is_err(), "an empty run id is refused");
+}
+
+/// Of eight claims racing on one suspended run, one wins.
+pub async fn workflow_runs_concurrent_claims(store: Arc<dyn Storage>) {
+    store
+        .save_workflow_run(record("w1", "race", WorkflowStatus::Suspended))
+        .await
+        .unwrap();
+    let claims = (0..8).map(|_| {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            store
+                .claim_workflow_run(
+                    "w1",
+                    "race",
+                    WorkflowStatus::Suspended,
+                    WorkflowStatus::Running,
+                )
+                .await
+                .unwrap()
+        })
+    });
+    let won = futures::future::join_all(claims)
+        .await
+        .into_iter()
+        .filter(|won| *won.as_ref().unwrap())
+        .count();
+    assert_eq!(won, 1);
+}
+
+/// Listings filter by workflow, resource and status, newest first, in pages with a total.
+pub async fn workflow_runs_list_filters(store: Arc<dyn Storage>) {
+    for (n, (workflow, resource, status)) in [
+        ("w1", "alice", WorkflowStatus::Success),
+        ("w1", "bob", WorkflowStatus::Suspended),
+        ("w1", "alice", WorkflowStatus::Suspended),
+        ("w2", "alice", WorkflowStatus::Failed),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut run = record(workflow, &format!("r{n}"), status);
+        run.resource_id = Some(resource.into());
+        store.save_workflow_run(run).await.unwrap();
+        // Distinct creation times, so the order is the order of the saves.
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let list = |filter: WorkflowRunFilter| store.list_workflow_runs(filter);
+    let ids = |page: crate::types::Page<WorkflowRunRecord>| {
+        page.items.into_iter().map(|r| r.run_id).collect::<Vec<_>>()
+    };
+    let w1 = WorkflowRunFilter {
+        workflow_id: Some("w1".into()),
+        page: PageRequest::new(0, 10),
+        ..WorkflowRunFilter::default()
+    };
+    assert_eq!(ids(list(w1.clone()).await.unwrap()), ["r2", "r1", "r0"]);
+    let suspended = WorkflowRunFilter {
+        status: Some(WorkflowStatus::Suspended),
+        ..w1.clone()
+    };
+    assert_eq!(ids(list(suspended).await.unwrap()), ["r2", "r1"]);
+    let alice = WorkflowRunFilter {
+        workflow_id: None,
+        resource_id: Some("alice".into()),
+        page: PageRequest::new(0, 10),
+        ..WorkflowRunFilter::default()
+    };
+    assert_eq!(ids(list(alice).await.unwrap()), ["r3", "r2", "r0"]);
+    let paged = list(WorkflowRunFilter {
+        page: PageRequest::new(1, 2),
+        ..w1
+    })
+    .await
+    .unwrap();
+    assert_eq!((paged.total, paged.items.len()), (3, 1));
+    assert_eq!(paged.items[0].run_id, "r0");
+}
+
+/// A workflow run suspended on one instance of the workflow is resumed by another on the same
+/// store (as after a restart), once: its earlier steps are not run again.
+pub async fn workflow_runs_resume_from_the_store(store: Arc<dyn Storage>) {
+    use kestrel_core::workflow::{Workflow, create_step};
+    let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let build = |store: Arc<dyn Storage>| {
+        let ran = Arc::clone(&ran);
+        let first = create_step("first").execute(move |n: serde_json::Value, _ctx| {
+            let ran = Arc::clone(&ran);
+            async move {
+                ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                Ok(n)
+            }
+        });
+        let ask = create_step("ask").execute(|n: serde_json::Value, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"q": "ok?"}))),
+                Some(answer) => Ok(json!({"n": n["n"], "answer": answer})),
+            }
+        });
+        Workflow::builder("durable")
+            .store(Arc::new(crate::StorageWorkflowStore::new(store)))
+            .then(first)
+            .then(ask)
+            .commit()
+            .unwrap()
+    };
+    let before = build(Arc::clone(&store));
+    let run = before.create_run();
+    let stopped = run.start(json!({"n": 7})).await.unwrap();
+    assert_eq!(stopped.status, WorkflowStatus::Suspended);
+    drop(before);
+
+    let after = build(Arc::clone(&store));
+    let resumed = after
+        .create_run_with_id(run.run_id())
+        .resume(Some("ask"), json!("yes"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, WorkflowStatus::Success);
+    assert_eq!(resumed.result, Some(json!({"n": 7, "answer": "yes"})));
+    assert_eq!(
+        ran.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the first step ran once"
+    );
+    let stored = store
+        .get_workflow_run("durable", run.run_id())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, WorkflowStatus::Success);
+}
