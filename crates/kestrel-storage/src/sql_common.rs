@@ -189,27 +189,6 @@ fn redact_password_param(url: &str) -> String {
     format!("{base}{}", params.join("&"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact_url("postgres://kestrel:s3cr:et@db.example:5432/app?sslmode=require"),
-            "postgres://kestrel:***@db.example:5432/app?sslmode=require"
-        );
-        assert_eq!(
-            redact_url("postgres://db/app?user=k&password=hunter2"),
-            "postgres://db/app?user=k&password=***"
-        );
-        assert_eq!(
-            redact_url("postgres://postgres@127.0.0.1/test"),
-            "postgres://postgres@127.0.0.1/test"
-        );
-    }
-}
-
 /// A workflow run's record from its columns (shared by the SQL backends): the status name and
 /// the snapshot's JSON text decoded, a bad one reported as corrupt.
 #[allow(clippy::too_many_arguments)]
@@ -235,4 +214,25 @@ pub(crate) fn workflow_run_record(
         created_at,
         updated_at,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact_url("postgres://kestrel:s3cr:et@db.example:5432/app?sslmode=require"),
+            "postgres://kestrel:***@db.example:5432/app?sslmode=require"
+        );
+        assert_eq!(
+            redact_url("postgres://db/app?user=k&password=hunter2"),
+            "postgres://db/app?user=k&password=***"
+        );
+        assert_eq!(
+            redact_url("postgres://postgres@127.0.0.1/test"),
+            "postgres://postgres@127.0.0.1/test"
+        );
+    }
 }
