@@ -13,6 +13,8 @@ use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::runtime::Runtime;
 use crate::runtime::cluster::ClusterRuntime;
 use crate::runtime::registry::{RunRegistry, ThreadKey};
+use crate::workflow::Workflow;
+use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
 /// Why a [`Kestrel`] instance could not be built or queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,6 +37,20 @@ pub enum KestrelError {
         /// The id given.
         id: String,
     },
+    /// Two workflows share an id.
+    #[error("duplicate workflow id {id:?}: every registered workflow needs a unique id")]
+    DuplicateWorkflow {
+        /// The id.
+        id: String,
+    },
+    /// No workflow has this id.
+    #[error("workflow {id:?} not found; registered workflows: {}", known.join(", "))]
+    WorkflowNotFound {
+        /// The id asked for.
+        id: String,
+        /// The registered ids.
+        known: Vec<String>,
+    },
     /// No agent has this id.
     #[error("agent {id:?} not found; registered agents: {}", known.join(", "))]
     AgentNotFound {
@@ -45,8 +61,7 @@ pub enum KestrelError {
     },
 }
 
-/// Registers agents (and, in later versions, workflows, storage and pub/sub) and finds them
-/// by id. Cheap to clone.
+/// Registers agents and workflows and finds them by id. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Kestrel {
     inner: Arc<KestrelInner>,
@@ -55,6 +70,7 @@ pub struct Kestrel {
 #[derive(Debug)]
 struct KestrelInner {
     agents: Arc<BTreeMap<String, Agent>>,
+    workflows: BTreeMap<String, Workflow>,
     /// Shared by every agent of the instance.
     runtime: Arc<Runtime>,
     /// In a cluster: the task that continues the runs of instances that died.
@@ -73,6 +89,22 @@ impl Kestrel {
     /// Starts building an instance.
     pub fn builder() -> KestrelBuilder {
         KestrelBuilder::default()
+    }
+
+    /// The workflow with this id.
+    pub fn workflow(&self, id: &str) -> Result<&Workflow, KestrelError> {
+        self.inner
+            .workflows
+            .get(id)
+            .ok_or_else(|| KestrelError::WorkflowNotFound {
+                id: id.to_string(),
+                known: self.inner.workflows.keys().cloned().collect(),
+            })
+    }
+
+    /// Every registered workflow, by id.
+    pub fn workflows(&self) -> impl Iterator<Item = &Workflow> {
+        self.inner.workflows.values()
     }
 
     /// The agent with this id.
@@ -153,6 +185,8 @@ impl Kestrel {
 #[derive(Default)]
 pub struct KestrelBuilder {
     agents: Vec<Agent>,
+    workflows: Vec<Workflow>,
+    workflow_store: Option<SharedWorkflowStore>,
     models: Option<ModelRegistry>,
     run_store: Option<SharedRunStore>,
     memory: Option<Arc<dyn AgentMemory>>,
@@ -165,6 +199,21 @@ impl KestrelBuilder {
     /// Registers an agent.
     pub fn agent(mut self, agent: Agent) -> Self {
         self.agents.push(agent);
+        self
+    }
+
+    /// Registers a workflow. Unless its builder was given a store, its runs are kept in the
+    /// instance's ([`KestrelBuilder::workflow_store`], else the memory's storage, else in
+    /// memory).
+    pub fn workflow(mut self, workflow: Workflow) -> Self {
+        self.workflows.push(workflow);
+        self
+    }
+
+    /// Keeps the runs of the registered workflows here (not needed with
+    /// [`KestrelBuilder::memory`] on a memory whose storage keeps them).
+    pub fn workflow_store(mut self, store: SharedWorkflowStore) -> Self {
+        self.workflow_store = Some(store);
         self
     }
 
@@ -261,6 +310,22 @@ impl KestrelBuilder {
             }
         }
         let agents = Arc::new(agents);
+        let workflow_store = self
+            .workflow_store
+            .or_else(|| runtime.memory.as_ref().and_then(|m| m.workflow_store()))
+            .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new()));
+        let mut workflows = BTreeMap::new();
+        for workflow in self.workflows {
+            let id = workflow.id().to_owned();
+            let workflow = if workflow.has_own_store() {
+                workflow
+            } else {
+                workflow.with_store(Arc::clone(&workflow_store))
+            };
+            if workflows.insert(id.clone(), workflow).is_some() {
+                return Err(KestrelError::DuplicateWorkflow { id });
+            }
+        }
         if runtime.runs.cluster.is_some() {
             let lazy = recovery::LazyRecovery::new(Arc::downgrade(&agents));
             // Set once, here: the registry is this instance's own.
@@ -275,6 +340,7 @@ impl KestrelBuilder {
         Ok(Kestrel {
             inner: Arc::new(KestrelInner {
                 agents,
+                workflows,
                 runtime,
                 sweep,
             }),

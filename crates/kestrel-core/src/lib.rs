@@ -18,6 +18,7 @@
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
+//! - [`workflow_store`]: where workflow runs are kept, as snapshots a resume claims;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
 //! - [`kestrel`]: the instance that registers agents;
 //! - [`schema`] (JSON schemas), [`error`] (the boxed error of user code), [`context`],
@@ -50,3 +51,4 @@ pub mod runtime;
 pub mod schema;
 pub mod tool;
 pub mod workflow;
+pub mod workflow_store;

@@ -181,6 +181,13 @@ pub trait AgentMemory: Send + Sync {
         None
     }
 
+    /// Where workflow runs are kept when this memory's storage keeps them too. A
+    /// [`crate::kestrel::Kestrel`] instance given this memory keeps its workflows' runs there
+    /// (unless a workflow or the instance was given a store of its own). The default: `None`.
+    fn workflow_store(&self) -> Option<crate::workflow_store::SharedWorkflowStore> {
+        None
+    }
+
     /// This memory as [`Any`], for layers that know its concrete type (the server serves
     /// `kestrel-memory`'s `Memory` behind its memory routes). The default: `None`.
     fn as_any(&self) -> Option<&dyn Any> {

@@ -491,6 +491,13 @@ impl AgentMemory for Memory {
         ))))
     }
 
+    /// The memory's storage keeps workflow runs too.
+    fn workflow_store(&self) -> Option<kestrel_core::workflow_store::SharedWorkflowStore> {
+        Some(Arc::new(kestrel_storage::StorageWorkflowStore::new(
+            Arc::clone(&self.inner.storage),
+        )))
+    }
+
     fn as_any(&self) -> Option<&dyn Any> {
         Some(self)
     }

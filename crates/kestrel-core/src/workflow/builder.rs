@@ -11,8 +11,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::step::{IntoStep, Step, StepError};
-use super::store::{InMemoryWorkflowStore, SharedWorkflowStore};
 use crate::schema::schema_of;
+use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
 /// What a branch condition sees: the input of the branch (the previous entry's output), and
 /// the run's input and state.
@@ -96,6 +96,8 @@ pub(crate) struct WorkflowInner {
     pub output_schema: Value,
     pub entries: Vec<Entry>,
     pub store: SharedWorkflowStore,
+    /// The builder was given the store (a `Kestrel` instance keeps it).
+    pub own_store: bool,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -121,7 +123,7 @@ impl Workflow {
     }
 
     /// The same workflow keeping its runs in `store` (a `Kestrel` instance gives its
-    /// workflows its own store this way).
+    /// workflows its store this way, unless their builder was given one).
     pub fn with_store(&self, store: SharedWorkflowStore) -> Workflow {
         let inner = &self.inner;
         Workflow {
@@ -132,6 +134,7 @@ impl Workflow {
                 output_schema: inner.output_schema.clone(),
                 entries: inner.entries.clone(),
                 store,
+                own_store: true,
             }),
         }
     }
@@ -139,6 +142,11 @@ impl Workflow {
     /// Where the workflow's runs are kept.
     pub fn store(&self) -> &SharedWorkflowStore {
         &self.inner.store
+    }
+
+    /// Whether its builder was given a store ([`WorkflowBuilder::store`]).
+    pub fn has_own_store(&self) -> bool {
+        self.inner.own_store
     }
 
     /// The step `id`, wherever it is in the graph.
@@ -371,6 +379,7 @@ impl WorkflowBuilder {
                 input_schema,
                 output_schema,
                 entries: self.entries,
+                own_store: self.store.is_some(),
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

@@ -13,13 +13,14 @@ use futures::FutureExt;
 use serde_json::{Map, Value, json};
 
 use super::builder::{ConditionContext, Entry, Workflow};
-use super::result::{StepResult, WorkflowResult};
+use super::result::WorkflowResult;
 use super::step::{RunShared, Step, StepContext, StepError};
-use super::store::WorkflowSnapshot;
 use crate::event::{
     EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
     WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
 };
+use crate::workflow_store::StepResult;
+use crate::workflow_store::WorkflowSnapshot;
 
 /// What a resumed run resumes: the step, with its data.
 #[derive(Debug, Clone)]

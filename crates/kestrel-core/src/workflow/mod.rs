@@ -38,17 +38,16 @@ mod engine;
 mod result;
 mod run;
 mod step;
-mod store;
 
+pub use crate::workflow_store::{
+    InMemoryWorkflowStore, SharedWorkflowStore, StepResult, WorkflowRunList, WorkflowRunsQuery,
+    WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
+};
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
-pub use result::{StepResult, WorkflowResult};
+pub use result::WorkflowResult;
 pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};
-pub use store::{
-    InMemoryWorkflowStore, SharedWorkflowStore, WorkflowRunList, WorkflowRunsQuery,
-    WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
-};
 
 pub use crate::event::{StepStatus, WorkflowStatus};

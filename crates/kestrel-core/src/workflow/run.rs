@@ -14,10 +14,10 @@ use super::builder::Workflow;
 use super::engine::{Engine, Resume};
 use super::result::WorkflowResult;
 use super::step::RunShared;
-use super::store::{WorkflowSnapshot, WorkflowStoreError};
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::{Event, StepStatus, WorkflowStatus};
+use crate::workflow_store::{WorkflowSnapshot, WorkflowStoreError};
 
 /// How many events a streamed run may have ahead of its reader before its steps wait.
 const STREAM_BACKLOG: usize = 256;
@@ -348,7 +348,7 @@ impl WorkflowRun {
     fn shared(
         &self,
         input: Value,
-        results: BTreeMap<String, super::result::StepResult>,
+        results: BTreeMap<String, crate::workflow_store::StepResult>,
         state: Value,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
     ) -> Arc<RunShared> {

@@ -18,7 +18,7 @@ use crate::context::RequestContext;
 use crate::event::{Event, EventKind, EventSource, WorkflowStepOutputPayload};
 use crate::schema::schema_of;
 
-use super::result::StepResult;
+use crate::workflow_store::StepResult;
 
 /// One unit of a workflow: JSON in, JSON out, with schemas for both (Mastra's `createStep`).
 /// Build one with [`create_step`], or implement it for a type of your own.

@@ -14,3 +14,4 @@ mod durable_runs;
 mod live_threads;
 mod observational_memory;
 mod semantic_recall;
+mod workflows;

@@ -6,7 +6,8 @@
 //! compare-and-set on its status (`suspended` → `running`): of two resumers, one wins.
 //!
 //! [`InMemoryWorkflowStore`] is the default; `kestrel-storage` keeps snapshots in SQLite and
-//! PostgreSQL, where a durable store also gets a snapshot at every step boundary.
+//! PostgreSQL, where a durable store also gets a snapshot at every step boundary. The
+//! workflows themselves are in [`crate::workflow`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,9 +15,51 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::result::StepResult;
 use crate::error::BoxError;
-use crate::event::{StepErrorInfo, WorkflowStatus};
+use crate::event::{StepErrorInfo, StepStatus, WorkflowStatus};
+
+/// One step's result in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepResult {
+    /// Where it stands (a bailed step is stored as `success`).
+    pub status: StepStatus,
+    /// Its input.
+    pub payload: Value,
+    /// Its output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// What it suspended with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_payload: Option<Value>,
+    /// The data it was resumed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_payload: Option<Value>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StepErrorInfo>,
+    /// When it first started (milliseconds since the Unix epoch).
+    pub started_at: u64,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<u64>,
+    /// When it suspended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_at: Option<u64>,
+    /// When it was resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<u64>,
+}
+
+impl StepResult {
+    /// Its output, if it succeeded.
+    pub fn success_output(&self) -> Option<&Value> {
+        match self.status {
+            StepStatus::Success => self.output.as_ref(),
+            _ => None,
+        }
+    }
+}
 
 /// A workflow run as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
