@@ -52,6 +52,23 @@ pub struct StepResult {
 }
 
 impl StepResult {
+    /// A step's result that is only begun: its input and start time, status `success`
+    /// until the step says otherwise, nothing else.
+    pub fn begun(payload: Value, started_at: u64) -> Self {
+        Self {
+            status: StepStatus::Success,
+            payload,
+            output: None,
+            suspend_payload: None,
+            resume_payload: None,
+            error: None,
+            started_at,
+            ended_at: None,
+            suspended_at: None,
+            resumed_at: None,
+        }
+    }
+
     /// Its output, if it succeeded.
     pub fn success_output(&self) -> Option<&Value> {
         match self.status {

@@ -14,16 +14,19 @@ use super::step::{IntoStep, Step, StepError};
 use crate::schema::schema_of;
 use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
-/// What a branch condition sees: the input of the branch (the previous entry's output), and
-/// the run's input and state.
+/// What a condition sees: for a branch, its input (the previous entry's output); for a loop,
+/// the output of the iteration that just ran, and how many have; and the run's input and
+/// state.
 #[derive(Debug, Clone)]
 pub struct ConditionContext {
-    /// The branch's input.
+    /// The branch's input, or the loop step's last output.
     pub input: Value,
     /// The run's input.
     pub init: Value,
     /// The workflow state.
     pub state: Value,
+    /// A loop's iterations so far (1 after the first); 0 for a branch.
+    pub iteration_count: u32,
 }
 
 type ConditionFn =
@@ -58,23 +61,53 @@ pub(crate) enum Entry {
     Parallel(Vec<Arc<dyn Step>>),
     /// Every arm whose condition holds runs, at once; the output is keyed by step id.
     Branch(Vec<(Condition, Arc<dyn Step>)>),
+    /// A step run again on its own output while (`until: false`) or until (`until: true`)
+    /// the condition holds on that output.
+    Loop {
+        step: Arc<dyn Step>,
+        condition: Condition,
+        until: bool,
+    },
+    /// A step run on each item of an array input, `concurrency` at a time; the output is
+    /// the array of their outputs, in the input's order.
+    Foreach {
+        step: Arc<dyn Step>,
+        concurrency: usize,
+    },
+    /// A pause that hands its input on.
+    Sleep { id: String, wait: Wait },
+}
+
+/// How long a sleep lasts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// This long.
+    For(std::time::Duration),
+    /// Until this time.
+    Until(std::time::SystemTime),
 }
 
 impl Entry {
     /// The entry's id in the execution path: its step's, or its steps' ids joined.
     pub(crate) fn path_id(&self) -> String {
         match self {
-            Entry::Step(step) => step.id().to_owned(),
+            Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
+                step.id().to_owned()
+            }
             Entry::Parallel(steps) => ids(steps.iter()),
             Entry::Branch(arms) => ids(arms.iter().map(|(_, s)| s)),
+            Entry::Sleep { id, .. } => id.clone(),
         }
     }
 
     fn steps(&self) -> Vec<&Arc<dyn Step>> {
         match self {
-            Entry::Step(step) => vec![step],
+            Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
+                vec![step]
+            }
             Entry::Parallel(steps) => steps.iter().collect(),
             Entry::Branch(arms) => arms.iter().map(|(_, s)| s).collect(),
+            Entry::Sleep { .. } => Vec::new(),
         }
     }
 }
@@ -98,6 +131,8 @@ pub(crate) struct WorkflowInner {
     pub store: SharedWorkflowStore,
     /// The builder was given the store (a `Kestrel` instance keeps it).
     pub own_store: bool,
+    /// How failed steps are retried, unless a step says otherwise.
+    pub retry: Retry,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -119,6 +154,7 @@ impl Workflow {
             output_schema: None,
             entries: Vec::new(),
             store: None,
+            retry: Retry::default(),
         }
     }
 
@@ -135,6 +171,7 @@ impl Workflow {
                 entries: inner.entries.clone(),
                 store,
                 own_store: true,
+                retry: inner.retry,
             }),
         }
     }
@@ -244,6 +281,14 @@ pub struct WorkflowBuilder {
     output_schema: Option<Value>,
     entries: Vec<Entry>,
     store: Option<SharedWorkflowStore>,
+    retry: Retry,
+}
+
+/// How failed steps are retried: `attempts` more times, `delay` apart.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Retry {
+    pub attempts: u32,
+    pub delay: std::time::Duration,
 }
 
 impl std::fmt::Debug for WorkflowBuilder {
@@ -314,6 +359,84 @@ impl WorkflowBuilder {
         self
     }
 
+    /// Runs `step`, then again on its own output while `condition` holds on that output
+    /// (Mastra's `dowhile`). Each iteration's `workflow-step-start` carries
+    /// `metadata.iterationCount`.
+    pub fn dowhile(mut self, step: impl IntoStep, condition: Condition) -> Self {
+        self.entries.push(Entry::Loop {
+            step: step.into_step(),
+            condition,
+            until: false,
+        });
+        self
+    }
+
+    /// Runs `step`, then again on its own output until `condition` holds on that output
+    /// (Mastra's `dountil`).
+    pub fn dountil(mut self, step: impl IntoStep, condition: Condition) -> Self {
+        self.entries.push(Entry::Loop {
+            step: step.into_step(),
+            condition,
+            until: true,
+        });
+        self
+    }
+
+    /// Runs `step` on each item of the previous entry's output (an array), `concurrency`
+    /// at a time (at least 1); the output is the array of the items' outputs, in order, and a
+    /// `workflow-step-progress` event follows each item.
+    pub fn foreach(mut self, step: impl IntoStep, concurrency: usize) -> Self {
+        self.entries.push(Entry::Foreach {
+            step: step.into_step(),
+            concurrency: concurrency.max(1),
+        });
+        self
+    }
+
+    /// Turns the previous entry's output into the next one's input with `f` (Mastra's
+    /// `map`): a step of its own, `mapping_<workflow>_<n>`.
+    pub fn map<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(Value, super::step::StepContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Value, StepError>> + Send + 'static,
+    {
+        let id = format!("mapping_{}_{}", self.id, self.entries.len());
+        let step = super::step::create_step(id)
+            .input_schema(Value::Bool(true))
+            .output_schema(Value::Bool(true))
+            .execute(f);
+        self.entries.push(Entry::Step(step.into_step()));
+        self
+    }
+
+    /// Waits `duration`, handing the previous entry's output on (a `workflow-step-waiting`
+    /// event, then a result).
+    pub fn sleep(mut self, duration: std::time::Duration) -> Self {
+        let id = format!("sleep_{}", self.entries.len());
+        self.entries.push(Entry::Sleep {
+            id,
+            wait: Wait::For(duration),
+        });
+        self
+    }
+
+    /// Waits until `time` (at once if it has passed), handing the previous entry's output on.
+    pub fn sleep_until(mut self, time: std::time::SystemTime) -> Self {
+        let id = format!("sleep_{}", self.entries.len());
+        self.entries.push(Entry::Sleep {
+            id,
+            wait: Wait::Until(time),
+        });
+        self
+    }
+
+    /// Retries a failed step up to `attempts` more times, `delay` apart, unless the step
+    /// says otherwise ([`super::Step::retries`]); default none (Mastra's `retryConfig`).
+    pub fn retry(mut self, attempts: u32, delay: std::time::Duration) -> Self {
+        self.retry = Retry { attempts, delay };
+        self
+    }
+
     /// Checks the graph and finishes the workflow: at least one step, valid and unique ids,
     /// no empty group, and every step's required input fields given by what reaches it
     /// (where both schemas say so).
@@ -326,18 +449,19 @@ impl WorkflowBuilder {
                 id: self.id,
             });
         }
-        let Some(first) = self.entries.first() else {
+        let Some(first) = self.entries.iter().find(|e| !e.steps().is_empty()) else {
             return Err(WorkflowBuildError::Empty { workflow });
         };
         let mut seen = HashSet::new();
         let mut after = "the start".to_owned();
         for entry in &self.entries {
             let steps = entry.steps();
-            if steps.is_empty() {
-                let what = match entry {
-                    Entry::Parallel(_) => "parallel",
-                    _ => "branch",
-                };
+            let group = match entry {
+                Entry::Parallel(_) => Some("parallel"),
+                Entry::Branch(_) => Some("branch"),
+                _ => None,
+            };
+            if let (true, Some(what)) = (steps.is_empty(), group) {
                 return Err(WorkflowBuildError::EmptyGroup {
                     workflow,
                     what,
@@ -369,9 +493,13 @@ impl WorkflowBuilder {
                 .map_or(Value::Bool(true), |s| s.input_schema().clone()),
         };
         check_inputs(&workflow, &input_schema, &self.entries)?;
-        let output_schema = self
-            .output_schema
-            .unwrap_or_else(|| self.entries.last().map_or(Value::Bool(true), reaching));
+        let output_schema = self.output_schema.unwrap_or_else(|| {
+            self.entries
+                .iter()
+                .fold(input_schema.clone(), |before, entry| {
+                    reaching(entry, &before)
+                })
+        });
         Ok(Workflow {
             inner: Arc::new(WorkflowInner {
                 id: self.id.into(),
@@ -380,6 +508,7 @@ impl WorkflowBuilder {
                 output_schema,
                 entries: self.entries,
                 own_store: self.store.is_some(),
+                retry: self.retry,
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),
@@ -397,9 +526,13 @@ fn valid_id(id: &str) -> bool {
 }
 
 /// The schema of what an entry hands to the next.
-fn reaching(entry: &Entry) -> Value {
+fn reaching(entry: &Entry, before: &Value) -> Value {
     match entry {
-        Entry::Step(step) => step.output_schema().clone(),
+        Entry::Step(step) | Entry::Loop { step, .. } => step.output_schema().clone(),
+        Entry::Foreach { step, .. } => {
+            serde_json::json!({"type": "array", "items": step.output_schema()})
+        }
+        Entry::Sleep { .. } => before.clone(),
         Entry::Parallel(steps) => keyed(steps.iter(), true),
         // Which arms run is known only at run time: none of their keys is required.
         Entry::Branch(arms) => keyed(arms.iter().map(|(_, s)| s), false),
@@ -430,8 +563,16 @@ fn check_inputs(
     let mut reaching_schema = input_schema.clone();
     let mut from = "the workflow's input".to_owned();
     for entry in entries {
+        // A foreach's step takes the items.
+        let reaching_item = match entry {
+            Entry::Foreach { .. } => reaching_schema
+                .get("items")
+                .cloned()
+                .unwrap_or(Value::Bool(true)),
+            _ => reaching_schema.clone(),
+        };
         for step in entry.steps() {
-            if let Some(field) = missing_field(step.input_schema(), &reaching_schema) {
+            if let Some(field) = missing_field(step.input_schema(), &reaching_item) {
                 return Err(WorkflowBuildError::InputMismatch {
                     workflow: workflow.to_owned(),
                     step: step.id().to_owned(),
@@ -440,11 +581,14 @@ fn check_inputs(
                 });
             }
         }
-        reaching_schema = reaching(entry);
+        reaching_schema = reaching(entry, &reaching_schema);
         from = match entry {
-            Entry::Step(step) => format!("step {:?}", step.id()),
+            Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
+                format!("step {:?}", step.id())
+            }
             Entry::Parallel(_) => format!("the parallel {}", entry.path_id()),
             Entry::Branch(_) => format!("the branch {}", entry.path_id()),
+            Entry::Sleep { .. } => from,
         };
     }
     Ok(())

@@ -17,7 +17,7 @@ use super::result::WorkflowResult;
 use super::step::{RunShared, Step, StepContext, StepError};
 use crate::event::{
     EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
-    WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
+    WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload, WorkflowStepProgressPayload,
 };
 use crate::workflow_store::StepResult;
 use crate::workflow_store::WorkflowSnapshot;
@@ -70,6 +70,51 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A step event's payload with the start's fields.
+fn step_payload(
+    id: &str,
+    step_call_id: Option<String>,
+    input: Value,
+    started_at: u64,
+) -> WorkflowStepPayload {
+    WorkflowStepPayload {
+        step_name: id.to_owned(),
+        id: id.to_owned(),
+        step_call_id,
+        status: StepStatus::Running,
+        payload: input,
+        started_at,
+        output: None,
+        ended_at: None,
+        error: None,
+        suspend_payload: None,
+        suspended_at: None,
+        resume_payload: None,
+        resumed_at: None,
+        metadata: None,
+    }
+}
+
+/// The message of a condition's error.
+fn error_message(error: StepError) -> String {
+    match error {
+        StepError::Failed { message } => message,
+        other => format!("{other:?}"),
+    }
+}
+
+/// What kind of JSON value this is, for messages.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn error_info(message: impl Into<String>) -> StepErrorInfo {
@@ -174,6 +219,7 @@ impl Engine {
                     input: input.clone(),
                     init: self.run.init.clone(),
                     state: self.state(),
+                    iteration_count: 0,
                 };
                 let decided = futures::future::join_all(arms.iter().map(|(condition, step)| {
                     let context = context.clone();
@@ -186,20 +232,220 @@ impl Engine {
                         Ok(true) => chosen.push(step),
                         Ok(false) => {}
                         Err(error) => {
-                            let message = match error {
-                                StepError::Failed { message } => message,
-                                other => format!("{other:?}"),
-                            };
                             return Flow::Failed(error_info(format!(
-                                "the condition of branch arm {:?} failed: {message}",
-                                step.id()
+                                "the condition of branch arm {:?} failed: {}",
+                                step.id(),
+                                error_message(error)
                             )));
                         }
                     }
                 }
                 combine(self.group(&chosen, &input, None).await)
             }
+            Entry::Loop {
+                step,
+                condition,
+                until,
+            } => self.repeat(step, condition, *until, input, resume).await,
+            Entry::Foreach { step, concurrency } => self.each(step, *concurrency, input).await,
+            Entry::Sleep { id, wait } => self.sleep(id, *wait, input).await,
         }
+    }
+
+    /// A loop: the step, then its condition on the step's output, again and again.
+    async fn repeat(
+        &self,
+        step: &Arc<dyn Step>,
+        condition: &super::builder::Condition,
+        until: bool,
+        mut input: Value,
+        mut resume: Option<&Resume>,
+    ) -> Flow {
+        let mut iteration: u32 = 0;
+        loop {
+            if self.run.abort.is_aborted() {
+                return Flow::Canceled;
+            }
+            iteration = iteration.saturating_add(1);
+            let flow = match self.settled(step, resume) {
+                Some(flow) => flow,
+                None => {
+                    let metadata = Some(json!({"iterationCount": iteration}));
+                    let started = self.begin_with(step, input, resume.take(), metadata).await;
+                    self.execute(step, started).await
+                }
+            };
+            let Flow::Next(output) = flow else {
+                return flow;
+            };
+            let context = ConditionContext {
+                input: output.clone(),
+                init: self.run.init.clone(),
+                state: self.state(),
+                iteration_count: iteration,
+            };
+            match (condition.0)(context).await {
+                Ok(holds) if holds == until => return Flow::Next(output),
+                Ok(_) => input = output,
+                Err(error) => {
+                    return Flow::Failed(error_info(format!(
+                        "the loop condition after step {:?} failed: {}",
+                        step.id(),
+                        error_message(error)
+                    )));
+                }
+            }
+        }
+    }
+
+    /// A foreach: the step on each item, `concurrency` at a time, a progress event per item,
+    /// the outputs in the items' order.
+    async fn each(&self, step: &Arc<dyn Step>, concurrency: usize, input: Value) -> Flow {
+        use futures::StreamExt;
+        let id = step.id();
+        let Value::Array(items) = &input else {
+            return Flow::Failed(error_info(format!(
+                "foreach step {id:?} needs an array input, not {}",
+                kind_of(&input)
+            )));
+        };
+        let started_at = now_ms();
+        let observed = self.run.events.is_some();
+        let mut event = observed.then(|| step_payload(id, None, input.clone(), started_at));
+        if let Some(start) = &event {
+            self.run
+                .emit(
+                    EventSource::Workflow,
+                    EventKind::WorkflowStepStart(start.clone()),
+                )
+                .await;
+        }
+        let total = items.len();
+        let mut outputs: Vec<Option<Value>> = vec![None; total];
+        let mut failure = None;
+        let mut suspended = false;
+        let mut completed = 0;
+        let mut runs = futures::stream::iter(items.iter().cloned().enumerate())
+            .map(|(index, item)| async move { (index, self.attempt(step, item, None).await) })
+            .buffer_unordered(concurrency);
+        while let Some((index, outcome)) = runs.next().await {
+            completed += 1;
+            let (status, output) = match outcome {
+                Ok(output) | Err(StepError::Bail { value: output }) => {
+                    outputs[index] = Some(output.clone());
+                    (StepStatus::Success, Some(output))
+                }
+                Err(StepError::Suspend { .. }) => {
+                    suspended = true;
+                    (StepStatus::Suspended, None)
+                }
+                Err(StepError::Failed { message }) => {
+                    failure.get_or_insert((index, message));
+                    (StepStatus::Failed, None)
+                }
+            };
+            if observed {
+                let progress = WorkflowStepProgressPayload {
+                    step_name: id.to_owned(),
+                    id: id.to_owned(),
+                    completed_count: completed,
+                    total_count: total,
+                    current_index: index,
+                    iteration_status: status,
+                    iteration_output: output,
+                };
+                self.run
+                    .emit(
+                        EventSource::Workflow,
+                        EventKind::WorkflowStepProgress(progress),
+                    )
+                    .await;
+            }
+        }
+        drop(runs);
+        let ended_at = now_ms();
+        let mut result = StepResult {
+            ended_at: Some(ended_at),
+            ..StepResult::begun(input, started_at)
+        };
+        let flow = if let Some((index, message)) = failure {
+            let info = error_info(format!("item {index} of foreach step {id:?}: {message}"));
+            result.status = StepStatus::Failed;
+            result.error = Some(info.clone());
+            Flow::Failed(info)
+        } else if suspended {
+            result.status = StepStatus::Failed;
+            let info = error_info(format!(
+                "an item of foreach step {id:?} suspended; suspending inside a foreach is not supported yet"
+            ));
+            result.error = Some(info.clone());
+            Flow::Failed(info)
+        } else {
+            let output = Value::Array(outputs.into_iter().map(Option::unwrap_or_default).collect());
+            result.output = Some(output.clone());
+            Flow::Next(output)
+        };
+        if let Some(event) = &mut event {
+            event.status = result.status;
+            event.output.clone_from(&result.output);
+            event.error.clone_from(&result.error);
+            event.ended_at = result.ended_at;
+        }
+        self.record(id, result);
+        if let Some(event) = event {
+            self.run
+                .emit(EventSource::Workflow, EventKind::WorkflowStepResult(event))
+                .await;
+        }
+        flow
+    }
+
+    /// A sleep: a waiting event, the wait (cut short by a cancel), then its result.
+    async fn sleep(&self, id: &str, wait: super::builder::Wait, input: Value) -> Flow {
+        let started_at = now_ms();
+        let observed = self.run.events.is_some();
+        let mut event = observed.then(|| {
+            let mut payload = step_payload(id, None, input.clone(), started_at);
+            payload.status = StepStatus::Waiting;
+            payload
+        });
+        if let Some(waiting) = &event {
+            self.run
+                .emit(
+                    EventSource::Workflow,
+                    EventKind::WorkflowStepWaiting(waiting.clone()),
+                )
+                .await;
+        }
+        let duration = match wait {
+            super::builder::Wait::For(duration) => duration,
+            super::builder::Wait::Until(time) => time
+                .duration_since(std::time::SystemTime::now())
+                .unwrap_or_default(),
+        };
+        tokio::select! {
+            () = tokio::time::sleep(duration) => {}
+            () = self.run.abort.aborted() => return Flow::Canceled,
+        }
+        let ended_at = now_ms();
+        self.record(
+            id,
+            StepResult {
+                output: Some(input.clone()),
+                ended_at: Some(ended_at),
+                ..StepResult::begun(input.clone(), started_at)
+            },
+        );
+        if let Some(event) = &mut event {
+            event.status = StepStatus::Success;
+            event.output = Some(input.clone());
+            event.ended_at = Some(ended_at);
+            let event = event.clone();
+            self.run
+                .emit(EventSource::Workflow, EventKind::WorkflowStepResult(event))
+                .await;
+        }
+        Flow::Next(input)
     }
 
     fn state(&self) -> Value {
@@ -247,6 +493,17 @@ impl Engine {
     /// A step's start: its time, and its `workflow-step-start` event (when streamed). A
     /// resumed step keeps its first start time and adds its resume data.
     async fn begin(&self, step: &Arc<dyn Step>, input: Value, resume: Option<&Resume>) -> Started {
+        self.begin_with(step, input, resume, None).await
+    }
+
+    /// [`Engine::begin`], with the start event's `metadata` (a loop's iteration count).
+    async fn begin_with(
+        &self,
+        step: &Arc<dyn Step>,
+        input: Value,
+        resume: Option<&Resume>,
+        metadata: Option<Value>,
+    ) -> Started {
         let id = step.id();
         let now = now_ms();
         let resumed = resume
@@ -256,21 +513,13 @@ impl Engine {
             Some(_) => self.prior(id).map_or(now, |p| p.started_at),
             None => now,
         };
-        let payload = self.run.events.is_some().then(|| WorkflowStepPayload {
-            step_name: id.to_owned(),
-            id: id.to_owned(),
-            step_call_id: Some(crate::id::new_id()),
-            status: StepStatus::Running,
-            payload: input.clone(),
-            started_at,
-            output: None,
-            ended_at: None,
-            error: None,
-            suspend_payload: None,
-            suspended_at: None,
-            resume_payload: resumed.as_ref().map(|(data, _)| data.clone()),
-            resumed_at: resumed.as_ref().map(|(_, at)| *at),
-            metadata: None,
+        let payload = self.run.events.is_some().then(|| {
+            let mut payload =
+                step_payload(id, Some(crate::id::new_id()), input.clone(), started_at);
+            payload.resume_payload = resumed.as_ref().map(|(data, _)| data.clone());
+            payload.resumed_at = resumed.as_ref().map(|(_, at)| *at);
+            payload.metadata = metadata;
+            payload
         });
         if let Some(start) = &payload {
             self.run
@@ -323,33 +572,23 @@ impl Engine {
             resumed,
             mut payload,
         } = started;
-        let ctx = StepContext {
-            step_id: id.into(),
-            input: input.clone(),
-            resume_data: resumed.as_ref().map(|(data, _)| data.clone()),
-            retry_count: 0,
-            run: Arc::clone(&self.run),
-        };
-        let outcome = AssertUnwindSafe(step.execute(ctx))
-            .catch_unwind()
-            .await
-            .unwrap_or_else(|_| Err(StepError::new(format!("step {id:?} panicked"))));
+        let outcome = self
+            .attempt(
+                step,
+                input.clone(),
+                resumed.as_ref().map(|(data, _)| data.clone()),
+            )
+            .await;
         let ended_at = now_ms();
         let (resume_payload, resumed_at) = match resumed {
             Some((data, at)) => (Some(data), Some(at)),
             None => (None, None),
         };
         let mut result = StepResult {
-            status: StepStatus::Success,
-            payload: input,
-            output: None,
-            suspend_payload: None,
             resume_payload,
-            error: None,
-            started_at,
             ended_at: Some(ended_at),
-            suspended_at: None,
             resumed_at,
+            ..StepResult::begun(input, started_at)
         };
         let (flow, kind): (Flow, fn(WorkflowStepPayload) -> EventKind) = match outcome {
             Ok(output) => {
@@ -393,6 +632,42 @@ impl Engine {
             self.run.emit(EventSource::Workflow, kind(event)).await;
         }
         flow
+    }
+
+    /// Executes a step until it succeeds, stops, or fails more often than its retries allow
+    /// (a panic fails it).
+    async fn attempt(
+        &self,
+        step: &Arc<dyn Step>,
+        input: Value,
+        resume_data: Option<Value>,
+    ) -> Result<Value, StepError> {
+        let id = step.id();
+        let retry = self.workflow.inner.retry;
+        let attempts = step.retries().unwrap_or(retry.attempts);
+        let mut retry_count = 0;
+        loop {
+            let ctx = StepContext {
+                step_id: id.into(),
+                input: input.clone(),
+                resume_data: resume_data.clone(),
+                retry_count,
+                run: Arc::clone(&self.run),
+            };
+            let outcome = AssertUnwindSafe(step.execute(ctx))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(StepError::new(format!("step {id:?} panicked"))));
+            match outcome {
+                Err(StepError::Failed { .. })
+                    if retry_count < attempts && !self.run.abort.is_aborted() =>
+                {
+                    retry_count += 1;
+                    tokio::time::sleep(retry.delay).await;
+                }
+                outcome => return outcome,
+            }
+        }
     }
 
     /// Saves the run's snapshot; a store that fails is logged (the run goes on: its result

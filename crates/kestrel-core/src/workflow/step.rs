@@ -48,6 +48,12 @@ pub trait Step: Send + Sync {
         None
     }
 
+    /// How many more times a failure is retried (`None`: the workflow's
+    /// [`super::WorkflowBuilder::retry`]).
+    fn retries(&self) -> Option<u32> {
+        None
+    }
+
     /// Runs the step on `ctx.input()`.
     async fn execute(&self, ctx: StepContext) -> Result<Value, StepError>;
 }
@@ -271,6 +277,7 @@ pub fn create_step(id: impl Into<String>) -> StepBuilder {
         output_schema: None,
         resume_schema: None,
         suspend_schema: None,
+        retries: None,
     }
 }
 
@@ -283,9 +290,16 @@ pub struct StepBuilder {
     output_schema: Option<Value>,
     resume_schema: Option<Value>,
     suspend_schema: Option<Value>,
+    retries: Option<u32>,
 }
 
 impl StepBuilder {
+    /// Retries a failure up to `retries` more times (instead of the workflow's setting).
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = Some(retries);
+        self
+    }
+
     /// What the step does.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         self.description = description.into();
@@ -349,6 +363,7 @@ impl StepBuilder {
             output_schema,
             resume_schema: self.resume_schema,
             suspend_schema: self.suspend_schema,
+            retries: self.retries,
             exec,
         }
     }
@@ -365,6 +380,7 @@ pub struct FnStep {
     output_schema: Value,
     resume_schema: Option<Value>,
     suspend_schema: Option<Value>,
+    retries: Option<u32>,
     exec: Arc<ExecFn>,
 }
 
@@ -401,6 +417,10 @@ impl Step for FnStep {
 
     fn suspend_schema(&self) -> Option<&Value> {
         self.suspend_schema.as_ref()
+    }
+
+    fn retries(&self) -> Option<u32> {
+        self.retries
     }
 
     async fn execute(&self, ctx: StepContext) -> Result<Value, StepError> {

@@ -523,3 +523,163 @@ fn commit_refuses_bad_graphs_naming_what_is_wrong() {
         ("hi", "a", "step \"s\"")
     );
 }
+
+#[tokio::test]
+async fn loops_run_until_their_condition_says_and_count_iterations() {
+    let inc = || create_step("inc").execute(|n: V, _ctx| async move { Ok(V { v: n.v + 1 }) });
+    let until = Workflow::builder("until")
+        .dountil(
+            inc(),
+            when(|c| async move { Ok(c.input["v"].as_i64() >= Some(5)) }),
+        )
+        .commit()
+        .unwrap();
+    let (events, result) = streamed(&until, json!({"v": 1})).await;
+    assert_eq!(result.result, Some(json!({"v": 5})));
+    let counts: Vec<Value> = json_of(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "workflow-step-start")
+        .map(|e| e["payload"]["metadata"]["iterationCount"].clone())
+        .collect();
+    assert_eq!(counts, [json!(1), json!(2), json!(3), json!(4)]);
+
+    let dowhile = Workflow::builder("while")
+        .dowhile(inc(), when(|c| async move { Ok(c.iteration_count < 3) }))
+        .commit()
+        .unwrap();
+    let result = dowhile.create_run().start(json!({"v": 0})).await.unwrap();
+    assert_eq!(result.result, Some(json!({"v": 3})), "three iterations");
+}
+
+#[tokio::test]
+async fn foreach_keeps_the_items_order_and_reports_progress() {
+    let double = create_step("double").execute(|n: i64, _ctx| async move {
+        // Later items finish first: the output keeps the input's order anyway.
+        tokio::time::sleep(std::time::Duration::from_millis(30 - 10 * n as u64)).await;
+        Ok(n * 2)
+    });
+    let workflow = Workflow::builder("each")
+        .input_schema(json!({"type": "array", "items": {"type": "integer"}}))
+        .foreach(double, 3)
+        .commit()
+        .unwrap();
+    let (events, result) = streamed(&workflow, json!([1, 2, 3])).await;
+    assert_eq!(result.result, Some(json!([2, 4, 6])));
+    let events = json_of(&events);
+    let progress: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "workflow-step-progress")
+        .collect();
+    assert_eq!(progress.len(), 3);
+    assert_eq!(progress[2]["payload"]["completedCount"], 3);
+    assert_eq!(
+        progress[0]["payload"]["currentIndex"], 2,
+        "the fastest item first"
+    );
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "workflow-step-result")
+        .unwrap();
+    assert_eq!(done["payload"]["output"], json!([2, 4, 6]));
+
+    let not_a_list = Workflow::builder("each-bad")
+        .foreach(
+            create_step("double").execute(|n: i64, _ctx| async move { Ok(n * 2) }),
+            1,
+        )
+        .commit()
+        .unwrap();
+    let result = not_a_list.create_run().start(json!(3)).await;
+    // The workflow's input schema is the step's (an integer), so 3 passes it; the foreach
+    // itself refuses a non-array.
+    let result = result.unwrap();
+    assert_eq!(result.status, WorkflowStatus::Failed);
+    assert!(result.error.unwrap().message.contains("needs an array"));
+}
+
+#[tokio::test]
+async fn map_sleep_and_retries() {
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = attempts.clone();
+    let flaky = create_step("flaky").retries(2).execute(move |n: V, ctx| {
+        let seen = seen.clone();
+        async move {
+            seen.store(ctx.retry_count(), std::sync::atomic::Ordering::SeqCst);
+            if ctx.retry_count() < 2 {
+                return Err(StepError::new("try again"));
+            }
+            Ok(n)
+        }
+    });
+    let workflow = Workflow::builder("misc")
+        .then(flaky)
+        .map(|input, _ctx| async move { Ok(json!({"v": input["v"].as_i64().unwrap() * 10})) })
+        .sleep(std::time::Duration::from_millis(20))
+        .commit()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let (events, result) = streamed(&workflow, json!({"v": 4})).await;
+    assert!(started.elapsed() >= std::time::Duration::from_millis(20));
+    assert_eq!(result.result, Some(json!({"v": 40})));
+    assert_eq!(
+        attempts.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "retried twice"
+    );
+    let types: Vec<String> = json_of(&events)
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap(),
+                e["payload"]["id"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert!(
+        types.contains(&"workflow-step-result mapping_misc_1".to_owned()),
+        "{types:?}"
+    );
+    assert!(
+        types.contains(&"workflow-step-waiting sleep_2".to_owned()),
+        "{types:?}"
+    );
+
+    let never = create_step("never")
+        .execute(|_n: V, _ctx| async move { Err::<V, _>(StepError::new("always")) });
+    let workflow = Workflow::builder("no-retry").then(never).commit().unwrap();
+    let result = workflow.create_run().start(json!({"v": 1})).await.unwrap();
+    assert_eq!(result.status, WorkflowStatus::Failed);
+}
+
+#[tokio::test]
+async fn a_canceled_run_stops_and_says_so() {
+    let workflow = Workflow::builder("slow")
+        .then(create_step("first").execute(|n: V, _ctx| async move { Ok(n) }))
+        .sleep(std::time::Duration::from_secs(30))
+        .then(create_step("never").execute(|_n: V, _ctx| async move {
+            panic!("ran after a cancel");
+            #[allow(unreachable_code)]
+            Ok(V { v: 0 })
+        }))
+        .commit()
+        .unwrap();
+    let run = workflow.create_run();
+    let mut stream = run.stream(json!({"v": 1})).await.unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        if event.type_name() == "workflow-step-waiting" {
+            run.cancel().await.unwrap();
+        }
+        events.push(event);
+    }
+    let result = stream.result().await.unwrap();
+    assert_eq!(result.status, WorkflowStatus::Canceled);
+    let types: Vec<&str> = events.iter().map(Event::type_name).collect();
+    assert_eq!(
+        &types[types.len() - 2..],
+        ["workflow-canceled", "workflow-finish"]
+    );
+    let snapshot = run.snapshot().await.unwrap().unwrap();
+    assert_eq!(snapshot.status, WorkflowStatus::Canceled);
+}
