@@ -742,7 +742,9 @@ impl Engine {
             let finish = WorkflowFinishPayload {
                 workflow_status: status,
                 metadata,
-                output: WorkflowFinishOutput::default(),
+                output: WorkflowFinishOutput {
+                    usage: *run.usage.lock().unwrap_or_else(|e| e.into_inner()),
+                },
                 final_workflow_result: output.clone().filter(|_| status == WorkflowStatus::Success),
             };
             run.emit(EventSource::Workflow, EventKind::WorkflowFinish(finish))

@@ -12,6 +12,8 @@
 //!   [`crate::event::Event`] as agents, `from: "WORKFLOW"`, with Mastra's `workflow-*` types
 //!   and fields (`workflow-start`, `workflow-step-start`, `workflow-step-result`,
 //!   `workflow-step-suspended`, `workflow-step-output` from a step's writer, `workflow-finish`).
+//! - An agent is a step too ([`AgentStep`]: `{prompt}` in, `{text}` out, its events in the
+//!   workflow's stream as `workflow-step-output`), and so is a tool ([`ToolStep`]).
 //! - A step stops early through [`StepError`]: a failure, [`StepContext::suspend`] (the run
 //!   stops `suspended`) or [`StepContext::bail`] (the run ends `success` with that value).
 //!
@@ -35,6 +37,7 @@
 
 mod builder;
 mod engine;
+mod primitives;
 mod result;
 mod run;
 mod step;
@@ -46,6 +49,7 @@ pub use crate::workflow_store::{
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
+pub use primitives::{AgentStep, ToolStep};
 pub use result::WorkflowResult;
 pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};

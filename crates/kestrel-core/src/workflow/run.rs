@@ -361,6 +361,7 @@ impl WorkflowRun {
             request_context: self.request_context.clone(),
             abort: self.abort.clone(),
             events,
+            usage: Mutex::default(),
         })
     }
 }

@@ -124,9 +124,21 @@ pub(crate) struct RunShared {
     pub request_context: RequestContext,
     pub abort: AbortSignal,
     pub events: Option<tokio::sync::mpsc::Sender<Event>>,
+    /// The model usage of the run's agent steps.
+    pub usage: Mutex<crate::event::WorkflowUsage>,
 }
 
 impl RunShared {
+    /// Adds an agent step's usage to the run's.
+    pub(crate) fn add_usage(&self, usage: &crate::model::Usage) {
+        let mut total = lock(&self.usage);
+        total.input_tokens += usage.input_tokens;
+        total.output_tokens += usage.output_tokens;
+        total.total_tokens += usage.total_tokens;
+        total.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0);
+        total.cached_input_tokens += usage.cached_input_tokens.unwrap_or(0);
+    }
+
     /// Sends `kind` to the run's stream, when it is streamed.
     pub(crate) async fn emit(&self, from: EventSource, kind: EventKind) {
         if let Some(events) = &self.events {

@@ -683,3 +683,76 @@ async fn a_canceled_run_stops_and_says_so() {
     let snapshot = run.snapshot().await.unwrap().unwrap();
     assert_eq!(snapshot.status, WorkflowStatus::Canceled);
 }
+
+#[tokio::test]
+async fn agents_and_tools_are_steps() {
+    use kestrel_core::agent::Agent;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_core::workflow::{AgentStep, ToolStep};
+    let model = std::sync::Arc::new(ScriptedModel::from_fn(|req| {
+        let asked = req.messages.last().unwrap().text();
+        ScriptedResponse::text(format!("about {asked}"))
+    }));
+    let writer = Agent::builder("writer").model(model).build().unwrap();
+    #[derive(Deserialize, JsonSchema)]
+    struct Words {
+        text: String,
+    }
+    let count = kestrel_core::tool::create_tool("count")
+        .description("Counts words")
+        .execute(|input: Words, _ctx| async move {
+            Ok(json!({"words": input.text.split_whitespace().count()}))
+        });
+    let workflow = Workflow::builder("write")
+        .map(|topic, _ctx| async move { Ok(json!({"prompt": topic["topic"]})) })
+        .then(AgentStep::new(writer))
+        .then(ToolStep::new(count))
+        .commit()
+        .unwrap();
+    let (events, result) = streamed(&workflow, json!({"topic": "kestrels"})).await;
+    assert_eq!(result.status, WorkflowStatus::Success, "{result:?}");
+    assert_eq!(
+        result.steps["writer"].output,
+        Some(json!({"text": "about kestrels"}))
+    );
+    assert_eq!(result.result, Some(json!({"words": 2})));
+    let events = json_of(&events);
+    let agent_events: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "workflow-step-output" && e["payload"]["stepName"] == "writer")
+        .map(|e| &e["payload"]["output"])
+        .collect();
+    assert_eq!(agent_events.first().unwrap()["type"], "start");
+    assert_eq!(agent_events.last().unwrap()["type"], "finish");
+    assert!(agent_events.iter().all(|e| e["from"] == "AGENT"));
+    let finish = events.last().unwrap();
+    assert!(
+        finish["payload"]["output"]["usage"]["totalTokens"]
+            .as_u64()
+            .is_some(),
+        "{finish}"
+    );
+
+    // A tool step checks its input against the tool's schema.
+    let count = kestrel_core::tool::create_tool("count")
+        .description("Counts words")
+        .execute(|input: Words, _ctx| async move { Ok(input.text.len()) });
+    let strict = Workflow::builder("strict")
+        .input_schema(json!(true))
+        .then(ToolStep::new(count))
+        .commit()
+        .unwrap();
+    let result = strict
+        .create_run()
+        .start(json!({"txt": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(result.status, WorkflowStatus::Failed);
+    assert!(
+        result
+            .error
+            .unwrap()
+            .message
+            .contains("invalid input for tool step")
+    );
+}

@@ -1,0 +1,155 @@
+//! Agents and tools as workflow steps: [`AgentStep`] (a prompt in, the answer's text out,
+//! the agent's events in the workflow's stream) and [`ToolStep`] (the tool's input in, its
+//! output out).
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::step::{Step, StepContext, StepError};
+use crate::agent::{Agent, RunOptions};
+use crate::tool::{Tool, ToolContext};
+
+/// An agent as a step (Mastra's `createStep(agent)`): input `{prompt}`, output `{text}`.
+/// Every event of the agent's run reaches the workflow's stream as a `workflow-step-output`
+/// whose `output` is the agent's event, and its usage is added to the run's.
+#[derive(Debug, Clone)]
+pub struct AgentStep {
+    agent: Agent,
+    input_schema: Value,
+    output_schema: Value,
+}
+
+impl AgentStep {
+    /// A step running `agent`; its id is the agent's.
+    pub fn new(agent: Agent) -> Self {
+        Self {
+            agent,
+            input_schema: json!({
+                "type": "object",
+                "properties": {"prompt": {"type": "string"}},
+                "required": ["prompt"],
+            }),
+            output_schema: json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"],
+            }),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Step for AgentStep {
+    fn id(&self) -> &str {
+        self.agent.id()
+    }
+
+    fn description(&self) -> &str {
+        self.agent.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    fn output_schema(&self) -> &Value {
+        &self.output_schema
+    }
+
+    async fn execute(&self, ctx: StepContext) -> Result<Value, StepError> {
+        let Some(prompt) = ctx.input().get("prompt").and_then(Value::as_str) else {
+            return Err(StepError::new(format!(
+                "agent step {:?} needs a \"prompt\" string",
+                self.id()
+            )));
+        };
+        let options = RunOptions::new()
+            .request_context(ctx.request_context().clone())
+            .abort_signal(ctx.abort_signal().child());
+        let mut stream = self.agent.stream(prompt).options(options).into_stream();
+        while let Some(event) = stream.next().await {
+            ctx.write(&event).await;
+        }
+        let result = stream
+            .result()
+            .await
+            .map_err(|e| StepError::new(format!("agent {:?} failed: {e}", self.id())))?;
+        ctx.run.add_usage(&result.usage);
+        Ok(json!({"text": result.text}))
+    }
+}
+
+/// A tool as a step (Mastra's `createStep(tool)`): the tool's input in (checked against its
+/// schema), its output out.
+#[derive(Clone)]
+pub struct ToolStep {
+    tool: Arc<dyn Tool>,
+    output_schema: Value,
+}
+
+impl std::fmt::Debug for ToolStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolStep")
+            .field("tool", &self.tool.id())
+            .finish()
+    }
+}
+
+impl ToolStep {
+    /// A step running `tool`; its id is the tool's.
+    pub fn new(tool: impl Tool + 'static) -> Self {
+        Self::shared(Arc::new(tool))
+    }
+
+    /// A step running a shared tool.
+    pub fn shared(tool: Arc<dyn Tool>) -> Self {
+        let output_schema = tool.output_schema().cloned().unwrap_or(Value::Bool(true));
+        Self {
+            tool,
+            output_schema,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Step for ToolStep {
+    fn id(&self) -> &str {
+        self.tool.id()
+    }
+
+    fn description(&self) -> &str {
+        self.tool.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        self.tool.input_schema()
+    }
+
+    fn output_schema(&self) -> &Value {
+        &self.output_schema
+    }
+
+    async fn execute(&self, ctx: StepContext) -> Result<Value, StepError> {
+        let errors = crate::schema::schema_errors(self.tool.input_schema(), ctx.input());
+        if !errors.is_empty() {
+            return Err(StepError::new(format!(
+                "invalid input for tool step {:?}: {}",
+                self.id(),
+                errors.join("; ")
+            )));
+        }
+        let mut tool_ctx = ToolContext::standalone(self.tool.id())
+            .with_request_context(ctx.request_context().clone())
+            .with_abort_signal(ctx.abort_signal().child());
+        tool_ctx.run_id = Arc::clone(&ctx.run.run_id);
+        if let Some(data) = ctx.resume_data() {
+            tool_ctx = tool_ctx.with_resume_data(data.clone());
+        }
+        self.tool
+            .execute(ctx.input().clone(), tool_ctx)
+            .await
+            .map_err(|e| StepError::new(format!("tool {:?} failed: {}", self.id(), e.message())))
+    }
+}
