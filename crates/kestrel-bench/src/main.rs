@@ -11,6 +11,7 @@
 //! cargo run --release -p kestrel-bench -- w7 1000     # N concurrent SSE streams of W2 (see w7.rs)
 //! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N] [sqlite]
 //!                                                     # two instances over Redis (see w8.rs)
+//! cargo run --release -p kestrel-bench -- w9 10000    # the five-step workflow, start and stream
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -30,6 +31,7 @@ mod w4;
 mod w6;
 mod w7;
 mod w8;
+mod w9;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -322,13 +324,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             outcome.map_err(|e| -> Box<dyn std::error::Error> { e.to_string().into() })
         }
+        Some("w9") => {
+            let runs = args
+                .get(1)
+                .map(|s| s.parse())
+                .transpose()?
+                .unwrap_or(10_000);
+            w9::w9_bench(runs).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS]"
             );
             std::process::exit(2);
         }

@@ -203,14 +203,21 @@ pub type SharedWorkflowStore = Arc<dyn WorkflowStore>;
 /// [`InMemoryWorkflowStore::DEFAULT_CAPACITY`] runs, the oldest forgotten first.
 #[derive(Debug)]
 pub struct InMemoryWorkflowStore {
-    runs: Mutex<HashMap<(String, String), WorkflowSnapshot>>,
+    runs: Mutex<Runs>,
     capacity: usize,
+}
+
+#[derive(Debug, Default)]
+struct Runs {
+    by_key: HashMap<(String, String), WorkflowSnapshot>,
+    /// The runs in the order they were created, oldest first: the first to forget.
+    created: std::collections::VecDeque<(String, String)>,
 }
 
 impl Default for InMemoryWorkflowStore {
     fn default() -> Self {
         Self {
-            runs: Mutex::new(HashMap::new()),
+            runs: Mutex::new(Runs::default()),
             capacity: Self::DEFAULT_CAPACITY,
         }
     }
@@ -231,7 +238,7 @@ impl InMemoryWorkflowStore {
         Self::default()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), WorkflowSnapshot>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Runs> {
         // Only plain data lives behind the lock; a panic elsewhere leaves it consistent.
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -247,21 +254,24 @@ impl WorkflowStore for InMemoryWorkflowStore {
         let now = now_ms();
         let mut runs = self.lock();
         let key = key(&snapshot.workflow_id, &snapshot.run_id);
-        let created = runs.get(&key).map_or(now, |s| s.created_at_ms);
-        if !runs.contains_key(&key) && runs.len() >= self.capacity {
-            // The oldest run makes room.
-            if let Some(oldest) = runs
-                .iter()
-                .min_by_key(|(_, s)| s.updated_at_ms)
-                .map(|(k, _)| k.clone())
-            {
-                runs.remove(&oldest);
+        let created = match runs.by_key.get(&key) {
+            Some(stored) => stored.created_at_ms,
+            None => {
+                // The oldest runs make room (a deleted one may still be in the queue).
+                while runs.by_key.len() >= self.capacity {
+                    let Some(oldest) = runs.created.pop_front() else {
+                        break;
+                    };
+                    runs.by_key.remove(&oldest);
+                }
+                runs.created.push_back(key.clone());
+                now
             }
-        }
+        };
         let mut stored = snapshot.clone();
         stored.created_at_ms = created;
         stored.updated_at_ms = now;
-        runs.insert(key, stored);
+        runs.by_key.insert(key, stored);
         Ok(())
     }
 
@@ -270,7 +280,7 @@ impl WorkflowStore for InMemoryWorkflowStore {
         workflow_id: &str,
         run_id: &str,
     ) -> Result<Option<WorkflowSnapshot>, WorkflowStoreError> {
-        Ok(self.lock().get(&key(workflow_id, run_id)).cloned())
+        Ok(self.lock().by_key.get(&key(workflow_id, run_id)).cloned())
     }
 
     async fn claim(
@@ -281,7 +291,7 @@ impl WorkflowStore for InMemoryWorkflowStore {
         to: WorkflowStatus,
     ) -> Result<bool, WorkflowStoreError> {
         let mut runs = self.lock();
-        match runs.get_mut(&key(workflow_id, run_id)) {
+        match runs.by_key.get_mut(&key(workflow_id, run_id)) {
             Some(run) if run.status == from => {
                 run.status = to;
                 run.updated_at_ms = now_ms();
@@ -294,6 +304,7 @@ impl WorkflowStore for InMemoryWorkflowStore {
     async fn list(&self, query: &WorkflowRunsQuery) -> Result<WorkflowRunList, WorkflowStoreError> {
         let runs = self.lock();
         let mut matching: Vec<&WorkflowSnapshot> = runs
+            .by_key
             .values()
             .filter(|s| {
                 query
@@ -317,7 +328,10 @@ impl WorkflowStore for InMemoryWorkflowStore {
     }
 
     async fn delete(&self, workflow_id: &str, run_id: &str) -> Result<bool, WorkflowStoreError> {
-        Ok(self.lock().remove(&key(workflow_id, run_id)).is_some())
+        let mut runs = self.lock();
+        let key = key(workflow_id, run_id);
+        runs.created.retain(|k| *k != key);
+        Ok(runs.by_key.remove(&key).is_some())
     }
 
     fn is_durable(&self) -> bool {

@@ -133,6 +133,8 @@ pub(crate) struct WorkflowInner {
     pub own_store: bool,
     /// How failed steps are retried, unless a step says otherwise.
     pub retry: Retry,
+    /// The input schema, compiled once.
+    pub input_validator: Arc<jsonschema::Validator>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -172,6 +174,7 @@ impl Workflow {
                 store,
                 own_store: true,
                 retry: inner.retry,
+                input_validator: Arc::clone(&inner.input_validator),
             }),
         }
     }
@@ -256,6 +259,14 @@ pub enum WorkflowBuildError {
         what: &'static str,
         /// The entry before it (or `"the start"`).
         after: String,
+    },
+    /// The workflow's input schema is not a valid JSON schema.
+    #[error("the input schema of workflow {workflow:?} is invalid: {message}")]
+    InvalidSchema {
+        /// The workflow.
+        workflow: String,
+        /// Why.
+        message: String,
     },
     /// A step needs an input field that what reaches it never has.
     #[error(
@@ -493,6 +504,12 @@ impl WorkflowBuilder {
                 .map_or(Value::Bool(true), |s| s.input_schema().clone()),
         };
         check_inputs(&workflow, &input_schema, &self.entries)?;
+        let input_validator = jsonschema::validator_for(&input_schema).map_err(|e| {
+            WorkflowBuildError::InvalidSchema {
+                workflow: workflow.clone(),
+                message: e.to_string(),
+            }
+        })?;
         let output_schema = self.output_schema.unwrap_or_else(|| {
             self.entries
                 .iter()
@@ -509,6 +526,7 @@ impl WorkflowBuilder {
                 entries: self.entries,
                 own_store: self.store.is_some(),
                 retry: self.retry,
+                input_validator: Arc::new(input_validator),
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

@@ -235,7 +235,7 @@ impl WorkflowRun {
         input: Value,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
     ) -> Result<Engine, WorkflowRunError> {
-        let errors = crate::schema::schema_errors(self.workflow.input_schema(), &input);
+        let errors = crate::schema::violations(&self.workflow.inner.input_validator, &input);
         if !errors.is_empty() {
             return Err(WorkflowRunError::InvalidInput {
                 workflow: self.workflow.id().to_owned(),
