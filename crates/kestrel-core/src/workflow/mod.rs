@@ -13,7 +13,8 @@
 //!   and fields (`workflow-start`, `workflow-step-start`, `workflow-step-result`,
 //!   `workflow-step-suspended`, `workflow-step-output` from a step's writer, `workflow-finish`).
 //! - An agent is a step too ([`AgentStep`]: `{prompt}` in, `{text}` out, its events in the
-//!   workflow's stream as `workflow-step-output`), and so is a tool ([`ToolStep`]).
+//!   workflow's stream as `workflow-step-output`), and so is a tool ([`ToolStep`]); a
+//!   workflow is an agent's tool through [`WorkflowTool`].
 //! - A step stops early through [`StepError`]: a failure, [`StepContext::suspend`] (the run
 //!   stops `suspended`) or [`StepContext::bail`] (the run ends `success` with that value).
 //!
@@ -49,7 +50,7 @@ pub use crate::workflow_store::{
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
-pub use primitives::{AgentStep, ToolStep};
+pub use primitives::{AgentStep, ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
 pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};

@@ -153,3 +153,99 @@ impl Step for ToolStep {
             .map_err(|e| StepError::new(format!("tool {:?} failed: {}", self.id(), e.message())))
     }
 }
+
+/// A workflow as an agent's tool (`.tool(WorkflowTool::new(workflow))`): the model calls it
+/// with the workflow's input, and reads the workflow's output.
+///
+/// Each call is one run of the workflow, named by the agent's run and the call
+/// (`<run>-<call>`), so a call that runs again (after a takeover) finds its run instead of
+/// starting another. A run that suspends suspends the call with
+/// `{workflowId, runId, suspended, suspendPayload}`; resuming the call
+/// ([`crate::agent::Agent::resume`]) resumes the workflow with the resume data.
+#[derive(Debug, Clone)]
+pub struct WorkflowTool {
+    workflow: super::Workflow,
+    name: String,
+}
+
+impl WorkflowTool {
+    /// The tool of `workflow`, called `workflow-<id>`.
+    pub fn new(workflow: super::Workflow) -> Self {
+        let name = format!("workflow-{}", workflow.id());
+        Self { workflow, name }
+    }
+}
+
+#[async_trait::async_trait]
+impl Tool for WorkflowTool {
+    fn id(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> &str {
+        self.workflow.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        self.workflow.input_schema()
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(self.workflow.output_schema())
+    }
+
+    async fn execute(
+        &self,
+        input: Value,
+        ctx: ToolContext,
+    ) -> Result<Value, crate::tool::ToolError> {
+        use super::{WorkflowRunError, WorkflowStatus};
+        use crate::tool::ToolError;
+        let run_id = format!("{}-{}", ctx.run_id(), ctx.tool_call_id());
+        let run = self
+            .workflow
+            .create_run_with_id(&run_id)
+            .request_context(ctx.request_context().clone());
+        let run = match ctx.resource_id() {
+            Some(resource) => run.resource(resource),
+            None => run,
+        };
+        let outcome = match ctx.resume_data() {
+            Some(data) => run.resume(None, data.clone()).await,
+            None => match run.start(input).await {
+                // The call ran before (its run was taken over): read what its run did.
+                Err(WorkflowRunError::AlreadyStarted { .. }) => match run.snapshot().await {
+                    Ok(Some(stored)) if stored.status == WorkflowStatus::Success => {
+                        return Ok(stored.result.unwrap_or(Value::Null));
+                    }
+                    _ => {
+                        return Err(ToolError::new(format!(
+                            "workflow {:?} run {run_id:?} was started before and has not succeeded",
+                            self.workflow.id()
+                        )));
+                    }
+                },
+                other => other,
+            },
+        };
+        let result = outcome.map_err(|e| ToolError::new(e.to_string()))?;
+        match result.status {
+            WorkflowStatus::Success => Ok(result.result.unwrap_or(Value::Null)),
+            WorkflowStatus::Suspended => Err(ctx.suspend(json!({
+                "workflowId": self.workflow.id(),
+                "runId": run_id,
+                "suspended": result.suspended,
+                "suspendPayload": result.suspend_payload,
+            }))),
+            status => Err(ToolError::new(match result.error {
+                Some(error) => format!(
+                    "workflow {:?} {}: {}",
+                    self.workflow.id(),
+                    status.as_str(),
+                    error.message
+                ),
+                None => format!("workflow {:?} {}", self.workflow.id(), status.as_str()),
+            })),
+        }
+    }
+}

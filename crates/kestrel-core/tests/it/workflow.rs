@@ -756,3 +756,61 @@ async fn agents_and_tools_are_steps() {
             .contains("invalid input for tool step")
     );
 }
+
+#[tokio::test]
+async fn a_workflow_is_an_agents_tool_and_its_suspension_the_calls() {
+    use kestrel_core::agent::{Agent, ToolCallRef};
+    use kestrel_core::message::Role;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_core::workflow::WorkflowTool;
+    let review = create_step("review").execute(|n: V, ctx| async move {
+        if n.v > 10 && ctx.resume_data().is_none() {
+            return Err(ctx.suspend(json!({"question": "that many?"})));
+        }
+        Ok(V { v: n.v * 2 })
+    });
+    let workflow = Workflow::builder("double")
+        .description("Doubles a number (big ones need a review)")
+        .then(review)
+        .commit()
+        .unwrap();
+    let model = std::sync::Arc::new(ScriptedModel::from_fn(|req| {
+        let last = req.messages.last().unwrap();
+        if last.role == Role::Tool {
+            let parts = serde_json::to_string(&last.parts).unwrap();
+            return ScriptedResponse::text(format!("done: {parts}"));
+        }
+        let v: i64 = last.text().trim().parse().unwrap_or(1);
+        ScriptedResponse::tool_call("call-1", "workflow-double", json!({"v": v}))
+    }));
+    let agent = Agent::builder("doubler")
+        .model(model)
+        .tool(WorkflowTool::new(workflow.clone()))
+        .build()
+        .unwrap();
+
+    let answer = agent.generate("4").await.unwrap();
+    assert!(answer.text.contains("8"), "{}", answer.text);
+
+    let stopped = agent.generate("20").await.unwrap();
+    assert_eq!(stopped.waiting.len(), 1, "the call waits: {stopped:?}");
+    let resumed = agent
+        .resume(
+            ToolCallRef::new(&stopped.run_id, "call-1"),
+            json!({"ok": true}),
+        )
+        .await
+        .unwrap();
+    assert!(resumed.text.contains("40"), "{}", resumed.text);
+    let run = workflow
+        .create_run_with_id(format!("{}-call-1", stopped.run_id))
+        .snapshot()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        run.status,
+        WorkflowStatus::Success,
+        "the same workflow run was resumed"
+    );
+}
