@@ -2,6 +2,7 @@
 //! agents; it passes the same conformance suite as the database backends.
 
 mod listing;
+mod workflows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -596,22 +597,7 @@ impl Storage for InMemoryStorage {
     }
 
     async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
-        codec::check_id("workflow_id", &record.workflow_id)?;
-        codec::check_id("run_id", &record.run_id)?;
-        let mut state = self.state();
-        let key = (record.workflow_id.clone(), record.run_id.clone());
-        let now = codec::now();
-        let created_at = state
-            .workflow_runs
-            .get(&key)
-            .map_or(now, |stored| stored.created_at);
-        let saved = WorkflowRunRecord {
-            created_at,
-            updated_at: now,
-            ..record
-        };
-        state.workflow_runs.insert(key, saved.clone());
-        Ok(saved)
+        workflows::save(&mut self.state(), record)
     }
 
     async fn get_workflow_run(
@@ -619,8 +605,7 @@ impl Storage for InMemoryStorage {
         workflow_id: &str,
         run_id: &str,
     ) -> Result<Option<WorkflowRunRecord>> {
-        let key = (workflow_id.to_owned(), run_id.to_owned());
-        Ok(self.state().workflow_runs.get(&key).cloned())
+        Ok(workflows::get(&self.state(), workflow_id, run_id))
     }
 
     async fn claim_workflow_run(
@@ -630,43 +615,20 @@ impl Storage for InMemoryStorage {
         from: WorkflowStatus,
         to: WorkflowStatus,
     ) -> Result<bool> {
-        let key = (workflow_id.to_owned(), run_id.to_owned());
-        let mut state = self.state();
-        match state.workflow_runs.get_mut(&key) {
-            Some(run) if run.status == from => {
-                run.status = to;
-                run.updated_at = codec::now();
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        Ok(workflows::claim(
+            &mut self.state(),
+            workflow_id,
+            run_id,
+            from,
+            to,
+        ))
     }
 
     async fn list_workflow_runs(
         &self,
         filter: WorkflowRunFilter,
     ) -> Result<Page<WorkflowRunRecord>> {
-        codec::check_page(filter.page)?;
-        let state = self.state();
-        let mut runs: Vec<&WorkflowRunRecord> = state
-            .workflow_runs
-            .values()
-            .filter(|r| {
-                filter
-                    .workflow_id
-                    .as_ref()
-                    .is_none_or(|w| *w == r.workflow_id)
-            })
-            .filter(|r| filter.resource_id.is_none() || filter.resource_id == r.resource_id)
-            .filter(|r| filter.status.is_none_or(|s| s == r.status))
-            .collect();
-        runs.sort_by(|a, b| {
-            b.created_at
-                .cmp(&a.created_at)
-                .then_with(|| b.run_id.cmp(&a.run_id))
-        });
-        let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
-        Ok(Page::new(items, filter.page, runs.len() as u64))
+        workflows::list(&self.state(), filter)
     }
 
     async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {

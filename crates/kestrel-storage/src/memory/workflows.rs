@@ -1,0 +1,77 @@
+//! The workflow runs of [`super::InMemoryStorage`]: each run's latest snapshot by workflow
+//! and run id, saved, claimed with a compare-and-set on its status, and listed.
+
+use super::State;
+use super::listing::paginate;
+use crate::codec;
+use crate::error::Result;
+use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
+
+fn key(workflow_id: &str, run_id: &str) -> (String, String) {
+    (workflow_id.to_owned(), run_id.to_owned())
+}
+
+/// Creates the run or replaces its snapshot, keeping its creation time.
+pub(super) fn save(state: &mut State, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+    codec::check_id("workflow_id", &record.workflow_id)?;
+    codec::check_id("run_id", &record.run_id)?;
+    let key = key(&record.workflow_id, &record.run_id);
+    let now = codec::now();
+    let created_at = state
+        .workflow_runs
+        .get(&key)
+        .map_or(now, |stored| stored.created_at);
+    let saved = WorkflowRunRecord {
+        created_at,
+        updated_at: now,
+        ..record
+    };
+    state.workflow_runs.insert(key, saved.clone());
+    Ok(saved)
+}
+
+pub(super) fn get(state: &State, workflow_id: &str, run_id: &str) -> Option<WorkflowRunRecord> {
+    state.workflow_runs.get(&key(workflow_id, run_id)).cloned()
+}
+
+/// Moves the run from `from` to `to` if it is in `from`.
+pub(super) fn claim(
+    state: &mut State,
+    workflow_id: &str,
+    run_id: &str,
+    from: WorkflowStatus,
+    to: WorkflowStatus,
+) -> bool {
+    match state.workflow_runs.get_mut(&key(workflow_id, run_id)) {
+        Some(run) if run.status == from => {
+            run.status = to;
+            run.updated_at = codec::now();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// The runs matching `filter`, newest first (ties by run id, descending).
+pub(super) fn list(state: &State, filter: WorkflowRunFilter) -> Result<Page<WorkflowRunRecord>> {
+    codec::check_page(filter.page)?;
+    let mut runs: Vec<&WorkflowRunRecord> = state
+        .workflow_runs
+        .values()
+        .filter(|r| {
+            filter
+                .workflow_id
+                .as_ref()
+                .is_none_or(|w| *w == r.workflow_id)
+        })
+        .filter(|r| filter.resource_id.is_none() || filter.resource_id == r.resource_id)
+        .filter(|r| filter.status.is_none_or(|s| s == r.status))
+        .collect();
+    runs.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
+    Ok(Page::new(items, filter.page, runs.len() as u64))
+}
