@@ -75,11 +75,16 @@ struct KestrelInner {
     runtime: Arc<Runtime>,
     /// In a cluster: the task that continues the runs of instances that died.
     sweep: Option<tokio::task::JoinHandle<()>>,
+    /// In a cluster: the same for workflow runs.
+    workflow_sweep: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for KestrelInner {
     fn drop(&mut self) {
-        if let Some(sweep) = self.sweep.take() {
+        for sweep in [self.sweep.take(), self.workflow_sweep.take()]
+            .into_iter()
+            .flatten()
+        {
             sweep.abort();
         }
     }
@@ -155,6 +160,16 @@ impl Kestrel {
         recovery::recover_once(&self.inner.agents).await
     }
 
+    /// Restarts the workflow runs left `running` or sleeping by a process that died
+    /// ([`Workflow::restart_active_runs`] for each registered workflow): call it when a
+    /// process starts (`kestrel dev` does). In a cluster, runs another live instance drives
+    /// are left to it, and the instance does this every [`Cluster::sweep_interval`] by
+    /// itself. Returns `(workflow id, run id)` of each run restarted; a workflow whose store
+    /// fails is logged and skipped.
+    pub async fn recover_workflow_runs(&self) -> Vec<(String, String)> {
+        recover_workflows(self.inner.workflows.values()).await
+    }
+
     /// This instance's id in its cluster, if it is in one.
     pub fn instance_id(&self) -> Option<&str> {
         self.inner
@@ -165,10 +180,11 @@ impl Kestrel {
             .map(|c| c.instance())
     }
 
-    /// How many runs of the instance's agents are in progress in this process (sub-agents'
-    /// and background tasks' runs included).
+    /// How many runs of the instance's agents and workflows are in progress in this process
+    /// (sub-agents' and background tasks' runs included).
     pub fn runs_in_progress(&self) -> usize {
-        self.inner.runtime.runs.len()
+        let workflows: usize = self.workflows().map(Workflow::runs_in_progress).sum();
+        self.inner.runtime.runs.len() + workflows
     }
 
     /// Aborts every run in progress on a thread (running, or waiting for the thread), whatever
@@ -314,6 +330,7 @@ impl KestrelBuilder {
             .workflow_store
             .or_else(|| runtime.memory.as_ref().and_then(|m| m.workflow_store()))
             .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new()));
+        let cluster = runtime.runs.cluster.as_ref().map(|c| c.config.clone());
         let mut workflows = BTreeMap::new();
         for workflow in self.workflows {
             let id = workflow.id().to_owned();
@@ -322,6 +339,7 @@ impl KestrelBuilder {
             } else {
                 workflow.with_store(Arc::clone(&workflow_store))
             };
+            let workflow = workflow.with_cluster(cluster.clone());
             if workflows.insert(id.clone(), workflow).is_some() {
                 return Err(KestrelError::DuplicateWorkflow { id });
             }
@@ -337,13 +355,48 @@ impl KestrelBuilder {
             (!interval.is_zero())
                 .then(|| handle.spawn(recovery::sweep(Arc::downgrade(&agents), interval)))
         });
+        let workflow_sweep = cluster.as_ref().and_then(|cluster| {
+            let interval = cluster.sweep_interval;
+            let handle = tokio::runtime::Handle::try_current().ok()?;
+            let swept: Vec<Workflow> = workflows.values().cloned().collect();
+            (!interval.is_zero() && !swept.is_empty())
+                .then(|| handle.spawn(sweep_workflows(swept, interval)))
+        });
         Ok(Kestrel {
             inner: Arc::new(KestrelInner {
                 agents,
                 workflows,
                 runtime,
                 sweep,
+                workflow_sweep,
             }),
         })
+    }
+}
+
+/// [`Kestrel::recover_workflow_runs`] over `workflows`.
+async fn recover_workflows<'a>(
+    workflows: impl Iterator<Item = &'a Workflow>,
+) -> Vec<(String, String)> {
+    let mut restarted = Vec::new();
+    for workflow in workflows {
+        match workflow.restart_active_runs().await {
+            Ok(runs) => {
+                restarted.extend(runs.into_iter().map(|run| (workflow.id().to_owned(), run)));
+            }
+            Err(error) => {
+                tracing::warn!(workflow = %workflow.id(), %error, "looking for workflow runs to restart failed");
+            }
+        }
+    }
+    restarted
+}
+
+/// In a cluster: every `interval`, restarts the workflow runs whose instance died (their
+/// lease ran out).
+async fn sweep_workflows(workflows: Vec<Workflow>, interval: std::time::Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        recover_workflows(workflows.iter()).await;
     }
 }

@@ -100,7 +100,7 @@ impl Entry {
         }
     }
 
-    fn steps(&self) -> Vec<&Arc<dyn Step>> {
+    pub(crate) fn steps(&self) -> Vec<&Arc<dyn Step>> {
         match self {
             Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
                 vec![step]
@@ -135,6 +135,10 @@ pub(crate) struct WorkflowInner {
     pub retry: Retry,
     /// The input schema, compiled once.
     pub input_validator: Arc<jsonschema::Validator>,
+    /// The runs going on in this process.
+    pub live: Arc<super::live::LiveRuns>,
+    /// The cluster of the instance it is registered on, if any: runs hold leases in it.
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -163,6 +167,24 @@ impl Workflow {
     /// The same workflow keeping its runs in `store` (a `Kestrel` instance gives its
     /// workflows its store this way, unless their builder was given one).
     pub fn with_store(&self, store: SharedWorkflowStore) -> Workflow {
+        self.rebuilt(store, self.inner.cluster.clone())
+    }
+
+    /// The same workflow, its runs leased in `cluster` (a `Kestrel` instance in a cluster
+    /// gives its workflows its cluster this way).
+    pub(crate) fn with_cluster(&self, cluster: Option<crate::cluster::Cluster>) -> Workflow {
+        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), cluster);
+        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
+            inner.own_store = self.inner.own_store;
+        }
+        workflow
+    }
+
+    fn rebuilt(
+        &self,
+        store: SharedWorkflowStore,
+        cluster: Option<crate::cluster::Cluster>,
+    ) -> Workflow {
         let inner = &self.inner;
         Workflow {
             inner: Arc::new(WorkflowInner {
@@ -175,6 +197,8 @@ impl Workflow {
                 own_store: true,
                 retry: inner.retry,
                 input_validator: Arc::clone(&inner.input_validator),
+                live: Arc::clone(&inner.live),
+                cluster,
             }),
         }
     }
@@ -527,6 +551,8 @@ impl WorkflowBuilder {
                 own_store: self.store.is_some(),
                 retry: self.retry,
                 input_validator: Arc::new(input_validator),
+                live: Arc::default(),
+                cluster: None,
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

@@ -22,11 +22,19 @@ use crate::event::{
 use crate::workflow_store::StepResult;
 use crate::workflow_store::WorkflowSnapshot;
 
-/// What a resumed run resumes: the step, with its data.
+/// How a run continues at its position: a resume (the step given its data) or a restart
+/// (`step: None`: the entry runs again, but for its steps that had succeeded).
 #[derive(Debug, Clone)]
 pub(crate) struct Resume {
-    pub step: String,
+    pub step: Option<String>,
     pub data: Value,
+}
+
+impl Resume {
+    /// Whether `id` is the step resumed with data.
+    fn is(&self, id: &str) -> bool {
+        self.step.as_deref() == Some(id)
+    }
 }
 
 /// How an entry ended.
@@ -54,8 +62,10 @@ pub(crate) struct Engine {
     entry_input: Value,
     /// The top-level steps that ran before.
     path: Vec<String>,
-    /// The step resumed at `position`, if this is a resume.
+    /// The step resumed at `position`, if this is a resume (or a restart).
     resume: Option<Resume>,
+    /// In a cluster: this instance's lease on the run.
+    lease: Option<super::lease::RunLease>,
 }
 
 /// A step that started: its input, when, and its event so far (when streamed).
@@ -142,7 +152,14 @@ impl Engine {
             entry_input,
             path,
             resume,
+            lease: None,
         }
+    }
+
+    /// Drives the run holding `lease` (in a cluster).
+    pub(crate) fn with_lease(mut self, lease: Option<super::lease::RunLease>) -> Self {
+        self.lease = lease;
+        self
     }
 
     pub(crate) async fn run(mut self) -> WorkflowResult {
@@ -206,8 +223,9 @@ impl Engine {
             }
             Entry::Branch(arms) => {
                 // A resumed branch runs the arms that ran before; their conditions are not
-                // asked again.
-                if resume.is_some() {
+                // asked again. (A restarted one asks them again: conditions decide, steps
+                // act.)
+                if resume.is_some_and(|r| r.step.is_some()) {
                     let chosen: Vec<&Arc<dyn Step>> = arms
                         .iter()
                         .map(|(_, step)| step)
@@ -240,7 +258,7 @@ impl Engine {
                         }
                     }
                 }
-                combine(self.group(&chosen, &input, None).await)
+                combine(self.group(&chosen, &input, resume).await)
             }
             Entry::Loop {
                 step,
@@ -248,7 +266,7 @@ impl Engine {
                 until,
             } => self.repeat(step, condition, *until, input, resume).await,
             Entry::Foreach { step, concurrency } => self.each(step, *concurrency, input).await,
-            Entry::Sleep { id, wait } => self.sleep(id, *wait, input).await,
+            Entry::Sleep { id, wait } => self.sleep(id, *wait, input, resume.is_some()).await,
         }
     }
 
@@ -400,9 +418,20 @@ impl Engine {
         flow
     }
 
-    /// A sleep: a waiting event, the wait (cut short by a cancel), then its result.
-    async fn sleep(&self, id: &str, wait: super::builder::Wait, input: Value) -> Flow {
-        let started_at = now_ms();
+    /// A sleep: a waiting event, the run stored `waiting`, the wait (cut short by a cancel),
+    /// then its result. A restarted sleep waits only what is left of it.
+    async fn sleep(
+        &self,
+        id: &str,
+        wait: super::builder::Wait,
+        input: Value,
+        restarted: bool,
+    ) -> Flow {
+        let now = now_ms();
+        let started_at = match self.prior(id) {
+            Some(prior) if restarted && prior.status == StepStatus::Waiting => prior.started_at,
+            _ => now,
+        };
         let observed = self.run.events.is_some();
         let mut event = observed.then(|| {
             let mut payload = step_payload(id, None, input.clone(), started_at);
@@ -417,8 +446,23 @@ impl Engine {
                 )
                 .await;
         }
+        if self.workflow.inner.store.is_durable() {
+            // Stored with its start, so that a process that takes the run over after a crash
+            // wakes it when it was due.
+            self.record(
+                id,
+                StepResult {
+                    status: StepStatus::Waiting,
+                    ..StepResult::begun(input.clone(), started_at)
+                },
+            );
+            self.save(WorkflowStatus::Waiting, None, None).await;
+        }
         let duration = match wait {
-            super::builder::Wait::For(duration) => duration,
+            super::builder::Wait::For(duration) => {
+                let waited = std::time::Duration::from_millis(now.saturating_sub(started_at));
+                duration.saturating_sub(waited)
+            }
             super::builder::Wait::Until(time) => time
                 .duration_since(std::time::SystemTime::now())
                 .unwrap_or_default(),
@@ -485,7 +529,7 @@ impl Engine {
         let prior = self.prior(step.id())?;
         match prior.status {
             StepStatus::Success => Some(Flow::Next(prior.output.unwrap_or(Value::Null))),
-            StepStatus::Suspended if resume.step != step.id() => Some(Flow::Suspended),
+            StepStatus::Suspended if !resume.is(step.id()) => Some(Flow::Suspended),
             _ => None,
         }
     }
@@ -506,9 +550,7 @@ impl Engine {
     ) -> Started {
         let id = step.id();
         let now = now_ms();
-        let resumed = resume
-            .filter(|r| r.step == id)
-            .map(|r| (r.data.clone(), now));
+        let resumed = resume.filter(|r| r.is(id)).map(|r| (r.data.clone(), now));
         let started_at = match &resumed {
             Some(_) => self.prior(id).map_or(now, |p| p.started_at),
             None => now,
@@ -551,10 +593,18 @@ impl Engine {
                 None => Ok(self.begin(step, input.clone(), resume).await),
             });
         }
+        // Each arm that ends is a step boundary: stored, so a crash re-runs only the others.
+        let boundaries = steps.len() > 1 && self.workflow.inner.store.is_durable();
         let flows = futures::future::join_all(steps.iter().zip(started).map(
             |(step, started)| async move {
                 match started {
-                    Ok(started) => self.execute(step, started).await,
+                    Ok(started) => {
+                        let flow = self.execute(step, started).await;
+                        if boundaries && matches!(flow, Flow::Next(_)) {
+                            self.save(WorkflowStatus::Running, None, None).await;
+                        }
+                        flow
+                    }
                     Err(flow) => flow,
                 }
             },
@@ -678,6 +728,10 @@ impl Engine {
         result: Option<&Value>,
         error: Option<&StepErrorInfo>,
     ) {
+        if self.lease.as_ref().is_some_and(|lease| lease.is_lost()) {
+            // Another instance drives the run now: its snapshots are the run's.
+            return;
+        }
         let snapshot = WorkflowSnapshot {
             workflow_id: self.run.workflow_id.to_string(),
             run_id: self.run.run_id.to_string(),
@@ -705,7 +759,7 @@ impl Engine {
         }
     }
 
-    async fn finish(self, outcome: Flow) -> WorkflowResult {
+    async fn finish(mut self, outcome: Flow) -> WorkflowResult {
         let (status, output, error) = match outcome {
             Flow::Next(output) | Flow::Bailed(output) => {
                 (WorkflowStatus::Success, Some(output), None)
@@ -715,6 +769,9 @@ impl Engine {
             Flow::Canceled => (WorkflowStatus::Canceled, None, None),
         };
         self.save(status, output.as_ref(), error.as_ref()).await;
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
         let run = &self.run;
         let steps = std::mem::take(&mut *run.results.write().unwrap_or_else(|e| e.into_inner()));
         let mut suspended = Vec::new();

@@ -38,7 +38,11 @@
 
 mod builder;
 mod engine;
+mod graph;
+mod lease;
+mod live;
 mod primitives;
+mod recovery;
 mod result;
 mod run;
 mod step;

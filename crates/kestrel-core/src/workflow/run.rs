@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 use super::builder::Workflow;
 use super::engine::{Engine, Resume};
+use super::lease::RunLease;
+use super::live::LiveGuard;
 use super::result::WorkflowResult;
 use super::step::RunShared;
 use crate::abort::AbortSignal;
@@ -95,6 +97,28 @@ pub enum WorkflowRunError {
     /// The workflow store failed.
     #[error(transparent)]
     Store(#[from] WorkflowStoreError),
+    /// The run is neither running nor sleeping, so there is nothing to restart.
+    #[error(
+        "run {run_id:?} is not running or sleeping (it is {status:?}): only such a run is restarted"
+    )]
+    NotActive {
+        /// The run.
+        run_id: String,
+        /// Where it stands.
+        status: WorkflowStatus,
+    },
+    /// The run is going on in this process.
+    #[error("run {run_id:?} is in progress in this process")]
+    InProgress {
+        /// The run.
+        run_id: String,
+    },
+    /// Another live instance of the cluster drives the run (it holds the run's lease).
+    #[error("run {run_id:?} is driven by another instance")]
+    DrivenElsewhere {
+        /// The run.
+        run_id: String,
+    },
     /// The task driving a streamed run ended before the run did (its runtime shut down).
     #[error("the workflow run was interrupted: {reason}")]
     Interrupted {
@@ -109,14 +133,19 @@ impl Workflow {
         self.create_run_with_id(crate::id::new_id())
     }
 
-    /// The run `run_id`: a new one, or (to resume or cancel it) a stored one.
+    /// The run `run_id`: a new one, or (to resume or cancel it) a stored one. A handle on a
+    /// run going on in this process shares its abort signal, so its
+    /// [`WorkflowRun::cancel`] stops that run.
     pub fn create_run_with_id(&self, run_id: impl Into<String>) -> WorkflowRun {
+        let run_id: Arc<str> = run_id.into().into();
+        let abort = self.inner.live.signal(&run_id).unwrap_or_default();
         WorkflowRun {
             workflow: self.clone(),
-            run_id: run_id.into().into(),
+            run_id,
             resource_id: None,
             request_context: RequestContext::default(),
-            abort: AbortSignal::new(),
+            initial_state: None,
+            abort,
         }
     }
 }
@@ -128,6 +157,7 @@ pub struct WorkflowRun {
     run_id: Arc<str>,
     resource_id: Option<String>,
     request_context: RequestContext,
+    initial_state: Option<Value>,
     abort: AbortSignal,
 }
 
@@ -146,6 +176,43 @@ impl WorkflowRun {
     /// Gives the run's steps this request context.
     pub fn request_context(mut self, context: RequestContext) -> Self {
         self.request_context = context;
+        self
+    }
+
+    /// Stores the run as `pending` (as Mastra's `createRun` does), so that it is listed, and
+    /// can be started by its id, before it starts; a run stored already is left as it is.
+    /// Returns the run's stored status. Of two starts of a `pending` run, one runs it and
+    /// the other gets [`WorkflowRunError::AlreadyStarted`].
+    pub async fn create(&self) -> Result<WorkflowStatus, WorkflowRunError> {
+        let store = &self.workflow.inner.store;
+        if let Some(stored) = store.load(self.workflow.id(), &self.run_id).await? {
+            return Ok(stored.status);
+        }
+        let snapshot = WorkflowSnapshot {
+            workflow_id: self.workflow.id().to_owned(),
+            run_id: self.run_id.to_string(),
+            resource_id: self.resource_id.clone(),
+            status: WorkflowStatus::Pending,
+            input: Value::Null,
+            steps: BTreeMap::new(),
+            state: Value::Object(Map::new()),
+            position: 0,
+            entry_input: Value::Null,
+            step_execution_path: Vec::new(),
+            result: None,
+            error: None,
+            request_context: self.request_context.to_map(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        store.save(&snapshot).await?;
+        Ok(WorkflowStatus::Pending)
+    }
+
+    /// The workflow state a fresh run starts with (an empty object by default; Mastra's
+    /// `initialState`).
+    pub fn initial_state(mut self, state: Value) -> Self {
+        self.initial_state = Some(state);
         self
     }
 
@@ -190,9 +257,10 @@ impl WorkflowRun {
         Ok(WorkflowStream::spawn(engine, receiver))
     }
 
-    /// Cancels the run: in this process, its steps' abort signal fires and no further step
-    /// starts (it ends `canceled`); a suspended or sleeping run is marked `canceled` in the
-    /// store. An ended run is refused.
+    /// Cancels the run: going on in this process (through any handle on it), its steps'
+    /// abort signal fires and no further step starts (it ends `canceled`); a created,
+    /// suspended or sleeping run, or one left `running` by a process that died, is marked
+    /// `canceled` in the store. An ended run is refused with [`WorkflowRunError::Ended`].
     pub async fn cancel(&self) -> Result<(), WorkflowRunError> {
         self.abort.abort();
         let store = &self.workflow.inner.store;
@@ -215,7 +283,21 @@ impl WorkflowRun {
                     .await?;
                 Ok(())
             }
-            WorkflowStatus::Running => Ok(()),
+            // Going on here: the signal stops it, and it stores itself `canceled`.
+            WorkflowStatus::Running if self.workflow.inner.live.contains(&self.run_id) => Ok(()),
+            // Stored `running` but not going on here: left by a process that died (or run by
+            // another instance, which finds it canceled when it next loads it).
+            WorkflowStatus::Running => {
+                store
+                    .claim(
+                        workflow,
+                        &self.run_id,
+                        WorkflowStatus::Running,
+                        WorkflowStatus::Canceled,
+                    )
+                    .await?;
+                Ok(())
+            }
         }
     }
 
@@ -227,6 +309,47 @@ impl WorkflowRun {
             .store
             .load(self.workflow.id(), &self.run_id)
             .await?)
+    }
+
+    /// Continues a run left `running` (or sleeping) by a process that died, from its last
+    /// step boundary (Mastra's `restart`): the entry it was in runs again, but for the steps
+    /// of it that had succeeded, and a sleep waits only what is left of it. Steps run at
+    /// least once: one in flight when its process died runs again. A run going on in this
+    /// process is refused ([`WorkflowRunError::InProgress`]), and so is, in a cluster, one
+    /// another live instance drives ([`WorkflowRunError::DrivenElsewhere`]).
+    pub async fn restart(&self) -> Result<WorkflowResult, WorkflowRunError> {
+        let engine = self.restarted(None).await?;
+        Ok(engine.run().await)
+    }
+
+    /// [`WorkflowRun::restart`], streamed: a new `workflow-start`, then the rest of the run.
+    pub async fn restart_stream(&self) -> Result<WorkflowStream, WorkflowRunError> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let engine = self.restarted(Some(sender)).await?;
+        Ok(WorkflowStream::spawn(engine, receiver))
+    }
+
+    /// Lists the run as going on in this process, unless it is already.
+    fn go_live(&self) -> Option<LiveGuard> {
+        self.workflow
+            .inner
+            .live
+            .register(Arc::clone(&self.run_id), self.abort.clone())
+    }
+
+    /// In a cluster: this instance's lease on the run (`Ok(None)` outside one);
+    /// `Err(None)` when another instance holds it.
+    async fn lease(&self) -> Result<Option<RunLease>, Option<WorkflowRunError>> {
+        let Some(cluster) = &self.workflow.inner.cluster else {
+            return Ok(None);
+        };
+        match RunLease::take(cluster, self.workflow.id(), &self.run_id, &self.abort).await {
+            Ok(Some(lease)) => Ok(Some(lease)),
+            Ok(None) => Err(None),
+            Err(error) => Err(Some(WorkflowRunError::Store(WorkflowStoreError(Box::new(
+                error,
+            ))))),
+        }
     }
 
     /// The engine of a fresh run: the input checked, the id not taken.
@@ -243,28 +366,52 @@ impl WorkflowRun {
             });
         }
         let store = &self.workflow.inner.store;
-        if let Some(stored) = store.load(self.workflow.id(), &self.run_id).await? {
-            return Err(WorkflowRunError::AlreadyStarted {
-                workflow: self.workflow.id().to_owned(),
-                run_id: self.run_id.to_string(),
-                status: stored.status,
-            });
+        let workflow = self.workflow.id();
+        let taken = |status| WorkflowRunError::AlreadyStarted {
+            workflow: workflow.to_owned(),
+            run_id: self.run_id.to_string(),
+            status,
+        };
+        let live = self.go_live().ok_or(taken(WorkflowStatus::Running))?;
+        let lease = self
+            .lease()
+            .await
+            .map_err(|e| e.unwrap_or(taken(WorkflowStatus::Running)))?;
+        let mut resource_id = self.resource_id.clone();
+        if let Some(stored) = store.load(workflow, &self.run_id).await? {
+            if stored.status != WorkflowStatus::Pending {
+                return Err(taken(stored.status));
+            }
+            // A created run: whoever moves it out of `pending` runs it.
+            let claimed = store
+                .claim(
+                    workflow,
+                    &self.run_id,
+                    WorkflowStatus::Pending,
+                    WorkflowStatus::Running,
+                )
+                .await?;
+            if !claimed {
+                return Err(taken(WorkflowStatus::Running));
+            }
+            resource_id = resource_id.or(stored.resource_id);
         }
-        let shared = self.shared(
-            input.clone(),
-            BTreeMap::new(),
-            Value::Object(Map::new()),
-            events,
-        );
+        let state = self
+            .initial_state
+            .clone()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        let context = self.request_context.clone();
+        let shared = self.shared(input.clone(), BTreeMap::new(), state, context, events, live);
         Ok(Engine::new(
             self.workflow.clone(),
             shared,
-            self.resource_id.clone(),
+            resource_id,
             0,
             input,
             Vec::new(),
             None,
-        ))
+        )
+        .with_lease(lease))
     }
 
     /// The engine of a resumed run: the snapshot loaded, the step and data checked, the run
@@ -320,6 +467,11 @@ impl WorkflowRun {
                 });
             }
         }
+        let lost = || WorkflowRunError::AlreadyClaimed {
+            run_id: self.run_id.to_string(),
+        };
+        let live = self.go_live().ok_or_else(lost)?;
+        let lease = self.lease().await.map_err(|e| e.unwrap_or_else(lost))?;
         let claimed = store
             .claim(
                 workflow,
@@ -329,20 +481,110 @@ impl WorkflowRun {
             )
             .await?;
         if !claimed {
-            return Err(WorkflowRunError::AlreadyClaimed {
+            return Err(lost());
+        }
+        let resume = Resume {
+            step: Some(chosen),
+            data,
+        };
+        Ok(self.continued(stored, resume, events, live, lease))
+    }
+
+    /// The engine of a restarted run: a run stored `running` or `waiting` that no one
+    /// drives, taken over at its position.
+    async fn restarted(
+        &self,
+        events: Option<tokio::sync::mpsc::Sender<Event>>,
+    ) -> Result<Engine, WorkflowRunError> {
+        let store = &self.workflow.inner.store;
+        let workflow = self.workflow.id();
+        let Some(stored) = store.load(workflow, &self.run_id).await? else {
+            return Err(WorkflowRunError::UnknownRun {
+                workflow: workflow.to_owned(),
                 run_id: self.run_id.to_string(),
             });
+        };
+        let not_active = |status| WorkflowRunError::NotActive {
+            run_id: self.run_id.to_string(),
+            status,
+        };
+        if !matches!(
+            stored.status,
+            WorkflowStatus::Running | WorkflowStatus::Waiting
+        ) {
+            return Err(not_active(stored.status));
         }
-        let shared = self.shared(stored.input, stored.steps, stored.state, events);
-        Ok(Engine::new(
+        let live = self.go_live().ok_or_else(|| WorkflowRunError::InProgress {
+            run_id: self.run_id.to_string(),
+        })?;
+        let lease = self.lease().await.map_err(|e| {
+            e.unwrap_or_else(|| WorkflowRunError::DrivenElsewhere {
+                run_id: self.run_id.to_string(),
+            })
+        })?;
+        // Its status may have moved since it was read (a cancel, another restarter).
+        let claimed = store
+            .claim(
+                workflow,
+                &self.run_id,
+                stored.status,
+                WorkflowStatus::Running,
+            )
+            .await?;
+        if !claimed {
+            let now = store
+                .load(workflow, &self.run_id)
+                .await?
+                .map_or(WorkflowStatus::Canceled, |s| s.status);
+            return Err(not_active(now));
+        }
+        let resume = Resume {
+            step: None,
+            data: Value::Null,
+        };
+        Ok(self.continued(stored, resume, events, live, lease))
+    }
+
+    /// The engine that continues the stored run at its position.
+    fn continued(
+        &self,
+        stored: WorkflowSnapshot,
+        resume: Resume,
+        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        live: LiveGuard,
+        lease: Option<RunLease>,
+    ) -> Engine {
+        let context = self.context_over(stored.request_context);
+        let shared = self.shared(
+            stored.input,
+            stored.steps,
+            stored.state,
+            context,
+            events,
+            live,
+        );
+        Engine::new(
             self.workflow.clone(),
             shared,
             stored.resource_id.or_else(|| self.resource_id.clone()),
             stored.position,
             stored.entry_input,
             stored.step_execution_path,
-            Some(Resume { step: chosen, data }),
-        ))
+            Some(resume),
+        )
+        .with_lease(lease)
+    }
+
+    /// The run's stored request context, with this handle's entries over it.
+    fn context_over(&self, stored: BTreeMap<String, Value>) -> RequestContext {
+        if stored.is_empty() {
+            return self.request_context.clone();
+        }
+        let context = RequestContext::from(stored);
+        for (key, value) in self.request_context.to_map() {
+            context.set(key, value);
+        }
+        context
     }
 
     fn shared(
@@ -350,7 +592,9 @@ impl WorkflowRun {
         input: Value,
         results: BTreeMap<String, crate::workflow_store::StepResult>,
         state: Value,
+        request_context: RequestContext,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
+        live: LiveGuard,
     ) -> Arc<RunShared> {
         Arc::new(RunShared {
             workflow_id: Arc::clone(&self.workflow.inner.id),
@@ -358,10 +602,11 @@ impl WorkflowRun {
             init: input,
             results: RwLock::new(results),
             state: Mutex::new(state),
-            request_context: self.request_context.clone(),
+            request_context,
             abort: self.abort.clone(),
             events,
             usage: Mutex::default(),
+            _live: live,
         })
     }
 }

@@ -126,6 +126,8 @@ pub(crate) struct RunShared {
     pub events: Option<tokio::sync::mpsc::Sender<Event>>,
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
+    /// Lists the run among the workflow's live runs while it goes on.
+    pub _live: super::live::LiveGuard,
 }
 
 impl RunShared {

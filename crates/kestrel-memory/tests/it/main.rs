@@ -14,4 +14,5 @@ mod durable_runs;
 mod live_threads;
 mod observational_memory;
 mod semantic_recall;
+mod workflow_restart;
 mod workflows;

@@ -1,0 +1,71 @@
+//! Continuing the runs a process left behind: [`Workflow::restart_active_runs`] restarts every
+//! stored run that is `running` or `waiting` (sleeping) and that no one drives, each in a
+//! task of its own. A `Kestrel` instance does it for all its workflows in
+//! `recover_workflow_runs`, and, in a cluster, every sweep interval (a run whose instance died
+//! is found by its lease having run out).
+
+use super::builder::Workflow;
+use super::run::WorkflowRunError;
+use crate::event::WorkflowStatus;
+use crate::workflow_store::WorkflowRunsQuery;
+
+/// How many runs one listing asks the store for.
+const PAGE: u32 = 1_000;
+
+impl Workflow {
+    /// Restarts ([`crate::workflow::WorkflowRun::restart`]) each stored run of this workflow
+    /// that is `running` or `waiting` and that neither this process nor (in a cluster) a
+    /// live instance drives; each goes on in a task of its own. Returns their ids. A sleeping
+    /// run sleeps what is left of its sleep. With a store that does not outlive the process
+    /// there is nothing to find.
+    pub async fn restart_active_runs(&self) -> Result<Vec<String>, WorkflowRunError> {
+        let store = self.store();
+        if !store.is_durable() {
+            return Ok(Vec::new());
+        }
+        let mut candidates = Vec::new();
+        for status in [WorkflowStatus::Running, WorkflowStatus::Waiting] {
+            let mut page = 0;
+            loop {
+                let listed = store
+                    .list(&WorkflowRunsQuery {
+                        workflow_id: Some(self.id().to_owned()),
+                        resource_id: None,
+                        status: Some(status),
+                        page,
+                        per_page: PAGE,
+                    })
+                    .await?;
+                let count = listed.runs.len();
+                candidates.extend(listed.runs.into_iter().map(|run| run.run_id));
+                if count < PAGE as usize {
+                    break;
+                }
+                page += 1;
+            }
+        }
+        let mut restarted = Vec::new();
+        for run_id in candidates {
+            if self.is_run_in_progress(&run_id) {
+                continue;
+            }
+            match self.create_run_with_id(&run_id).restart_stream().await {
+                // Dropping the stream leaves the run going on in its task.
+                Ok(stream) => {
+                    drop(stream);
+                    tracing::info!(workflow = %self.id(), %run_id, "restarted a workflow run left behind");
+                    restarted.push(run_id);
+                }
+                // Someone else drives it, or it moved on since it was listed.
+                Err(
+                    WorkflowRunError::InProgress { .. }
+                    | WorkflowRunError::DrivenElsewhere { .. }
+                    | WorkflowRunError::NotActive { .. }
+                    | WorkflowRunError::UnknownRun { .. },
+                ) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(restarted)
+    }
+}
