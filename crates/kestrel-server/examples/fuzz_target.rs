@@ -28,6 +28,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::{Tool, ToolError, create_tool};
+use kestrel_core::workflow::{Workflow, create_step};
 use kestrel_memory::{Memory, ObservationalMemory, WorkingMemory};
 use kestrel_server::Server;
 use kestrel_storage::{SqliteStorage, Storage};
@@ -89,6 +90,8 @@ async fn main() -> Result<(), Error> {
         .agent(assistant)
         .agent(supervisor)
         .agent(tool_agent("research").build()?)
+        .workflow(numbers_workflow()?)
+        .workflow(approval_workflow()?)
         .build()?;
 
     let server = Server::new(kestrel);
@@ -108,6 +111,72 @@ async fn main() -> Result<(), Error> {
     // Dropping the directory removes the database.
     drop(dir);
     Ok(())
+}
+
+#[derive(Deserialize, serde::Serialize, JsonSchema)]
+struct Number {
+    n: i64,
+}
+
+#[derive(Deserialize, serde::Serialize, JsonSchema)]
+struct Parts {
+    add: Number,
+    square: Number,
+}
+
+#[derive(Deserialize, serde::Serialize, JsonSchema)]
+struct Approval {
+    approved: bool,
+}
+
+/// `numbers`: `double` → parallel(`add`, `square`) → `total`, on `{n}` (saturating, so no
+/// input overflows).
+fn numbers_workflow() -> Result<Workflow, Error> {
+    let double = create_step("double").execute(|x: Number, _ctx| async move {
+        Ok(Number {
+            n: x.n.saturating_mul(2),
+        })
+    });
+    let add = create_step("add").execute(|x: Number, _ctx| async move {
+        Ok(Number {
+            n: x.n.saturating_add(1),
+        })
+    });
+    let square = create_step("square").execute(|x: Number, _ctx| async move {
+        Ok(Number {
+            n: x.n.saturating_mul(x.n),
+        })
+    });
+    let total = create_step("total").execute(|p: Parts, _ctx| async move {
+        Ok(Number {
+            n: p.add.n.saturating_add(p.square.n),
+        })
+    });
+    Ok(Workflow::builder("numbers")
+        .description("Doubles n, then adds one to it and squares it at once, and sums them")
+        .then(double)
+        .parallel([add, square])
+        .then(total)
+        .commit()?)
+}
+
+/// `approval`: `ask` suspends for `{approved}`, then `finish` says what was decided.
+fn approval_workflow() -> Result<Workflow, Error> {
+    let ask = create_step("ask")
+        .resume_type::<Approval>()
+        .execute(|x: Number, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"question": format!("Approve {}?", x.n)}))),
+                Some(data) => Ok(json!({"n": x.n, "approved": data["approved"]})),
+            }
+        });
+    let finish = create_step("finish")
+        .execute(|decided: serde_json::Value, _ctx| async move { Ok(decided) });
+    Ok(Workflow::builder("approval")
+        .description("Asks a person to approve n")
+        .then(ask)
+        .then(finish)
+        .commit()?)
 }
 
 /// A scripted model answering with `answer`, without recording (a fuzz run makes thousands of

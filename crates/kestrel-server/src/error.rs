@@ -236,3 +236,27 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
         }
     }
 }
+
+impl From<kestrel_core::workflow::WorkflowRunError> for ApiError {
+    fn from(error: kestrel_core::workflow::WorkflowRunError) -> Self {
+        use kestrel_core::workflow::WorkflowRunError as E;
+        let (status, code) = match &error {
+            E::InvalidInput { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"),
+            E::InvalidResumeData { .. } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, "invalid_resume_data")
+            }
+            E::UnknownRun { .. } => return ApiError::not_found(error.to_string()),
+            E::AlreadyStarted { .. } => (StatusCode::CONFLICT, "already_started"),
+            E::NotSuspended { .. } => (StatusCode::CONFLICT, "not_suspended"),
+            E::NotSuspendedStep { .. } => (StatusCode::CONFLICT, "not_suspended_step"),
+            // Mastra's WORKFLOW_RESUME_ALREADY_CLAIMED: another resumer won the run.
+            E::AlreadyClaimed { .. } => (StatusCode::CONFLICT, "already_claimed"),
+            E::Ended { .. } => (StatusCode::CONFLICT, "run_ended"),
+            E::NotActive { .. } => (StatusCode::CONFLICT, "not_active"),
+            E::InProgress { .. } => (StatusCode::CONFLICT, "run_in_progress"),
+            E::DrivenElsewhere { .. } => (StatusCode::CONFLICT, "run_driven_elsewhere"),
+            _ => return ApiError::internal(&error),
+        };
+        ApiError::new(status, code, error.to_string())
+    }
+}

@@ -1,9 +1,10 @@
 //! Kestrel's HTTP server: the agents of a [`Kestrel`] instance behind Mastra's routes.
 //!
 //! Every route lives under `/api` with Mastra's paths, methods and camelCase JSON bodies, so a
-//! front end written for Mastra's HTTP API keeps working. Streams are server-sent events: one
-//! `data: <event JSON>` per [`kestrel_core::event::Event`] (the same JSON the library, the CLI
-//! and the tests see), then `data: [DONE]`.
+//! front end written for Mastra's HTTP API keeps working. Agents' streams are server-sent
+//! events: one `data: <event JSON>` per [`kestrel_core::event::Event`] (the same JSON the
+//! library, the CLI and the tests see), then `data: [DONE]`. Workflows' streams are in
+//! Mastra's format for them: `text/plain`, each event's JSON followed by `\x1E`.
 //!
 //! ```no_run
 //! # async fn run(kestrel: kestrel_core::kestrel::Kestrel) -> Result<(), kestrel_server::ServeError> {
@@ -45,6 +46,7 @@ mod routes;
 mod sse;
 mod studio;
 mod wire;
+mod workflows;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -309,7 +311,10 @@ impl Server {
                     auth::require_token,
                 ))
         };
-        let (api, mut operations) = routes::api().merge(memory::routes()).into_parts("/api");
+        let (api, mut operations) = routes::api()
+            .merge(memory::routes())
+            .merge(workflows::routes())
+            .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");
         operations.extend(chat_operations);
         operations.push(openapi::Operation::new(

@@ -25,6 +25,9 @@ pub(crate) enum Answer {
     UiStream,
     /// SSE comments and events of a thread subscription.
     Subscription,
+    /// A workflow's events as Mastra streams them: `text/plain`, each event's JSON followed
+    /// by the record separator `\x1E`.
+    Records,
 }
 
 /// What the document says about one operation.
@@ -37,6 +40,8 @@ pub(crate) struct Doc {
     query: Option<fn(&mut SchemaGenerator) -> Schema>,
     /// Statuses besides 200 (and the 4xx every route may give) worth naming.
     created: bool,
+    /// When it answers 409 Conflict.
+    conflict: Option<&'static str>,
 }
 
 impl Doc {
@@ -49,6 +54,7 @@ impl Doc {
             body: None,
             query: None,
             created: false,
+            conflict: None,
         }
     }
 
@@ -73,6 +79,12 @@ impl Doc {
     /// It answers 201 Created.
     pub(crate) fn created(mut self) -> Self {
         self.created = true;
+        self
+    }
+
+    /// It answers 409 Conflict when `description` holds.
+    pub(crate) fn conflict(mut self, description: &'static str) -> Self {
+        self.conflict = Some(description);
         self
     }
 }
@@ -269,6 +281,10 @@ fn success_response(answer: Answer) -> Value {
             "description": "Server-sent events: `: connected`, then the thread's events, with `: heartbeat` comments",
             "content": {"text/event-stream": {"schema": sse_event_schema()}},
         }),
+        Answer::Records => json!({
+            "description": "The run's events, each as its JSON followed by the record separator U+001E (no `[DONE]`): the stream ends with `workflow-finish`",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }),
     }
 }
 
@@ -354,6 +370,9 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
             );
         }
         responses.insert("404".into(), error_response("Nothing by that id"));
+        if let Some(conflict) = op.doc.conflict {
+            responses.insert("409".into(), error_response(conflict));
+        }
         let mut operation = json!({
             "summary": op.doc.summary,
             "tags": [op.doc.tag],

@@ -263,7 +263,7 @@ async fn stream(
 
 /// Runs `run` in a task of its own, so that a request that times out (or whose client goes
 /// away) leaves the run to finish and be stored instead of cutting it off mid-step.
-async fn in_task<T: Send + 'static>(
+pub(crate) async fn in_task<T: Send + 'static>(
     run: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::spawn(run)

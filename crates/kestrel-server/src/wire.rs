@@ -29,32 +29,72 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let (parts, body) = req.into_parts();
-        let bytes =
-            match axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state)
-                .await
-            {
-                Ok(bytes) => bytes,
-                Err(rejection) => {
-                    let status = rejection.status();
-                    let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                        "body_too_large"
-                    } else {
-                        "invalid_body"
-                    };
-                    return Err(ApiError::new(status, code, rejection.body_text()));
-                }
+        let (parts, bytes) = read(req, state).await?;
+        parse(parts, bytes, state).await.map(Body)
+    }
+}
+
+/// [`Body`], or `T::default()` for a request with no body at all (Mastra's clients leave it
+/// out on some routes).
+pub(crate) struct MaybeBody<T>(pub T);
+
+impl<S, T> FromRequest<S> for MaybeBody<T>
+where
+    T: DeserializeOwned + Default,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (parts, bytes) = read(req, state).await?;
+        if bytes.is_empty() {
+            return Ok(MaybeBody(T::default()));
+        }
+        parse(parts, bytes, state).await.map(MaybeBody)
+    }
+}
+
+/// The request's body, whole (413 past the body limit), with its head.
+async fn read<S: Send + Sync>(
+    req: Request,
+    state: &S,
+) -> Result<(axum::http::request::Parts, axum::body::Bytes), ApiError> {
+    let (parts, body) = req.into_parts();
+    match axum::body::Bytes::from_request(Request::from_parts(parts.clone(), body), state).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        Err(rejection) => {
+            let status = rejection.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "body_too_large"
+            } else {
+                "invalid_body"
             };
-        if holds_nul(&bytes) {
-            return Err(ApiError::invalid(
-                "a string in the body holds a NUL character (U+0000), which is not stored",
-            ));
+            Err(ApiError::new(status, code, rejection.body_text()))
         }
-        let req = Request::from_parts(parts, axum::body::Body::from(bytes));
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(value)) => Ok(Body(value)),
-            Err(rejection) => Err(rejected(rejection)),
-        }
+    }
+}
+
+/// `bytes`, sent with `parts`, as a `T` (see [`Body`] for the rejections).
+async fn parse<S: Send + Sync, T: DeserializeOwned>(
+    parts: axum::http::request::Parts,
+    bytes: axum::body::Bytes,
+    state: &S,
+) -> Result<T, ApiError> {
+    if holds_nul(&bytes) {
+        return Err(ApiError::invalid(
+            "a string in the body holds a NUL character (U+0000), which is not stored",
+        ));
+    }
+    // Every body is a JSON object: serde would read an array into a struct by position.
+    let object = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'{');
+    let req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    match axum::Json::<T>::from_request(req, state).await {
+        Ok(_) if !object => Err(ApiError::invalid("the body must be a JSON object")),
+        Ok(axum::Json(value)) => Ok(value),
+        Err(rejection) => Err(rejected(rejection)),
     }
 }
 

@@ -42,8 +42,8 @@ const RECORD_SEPARATOR: char = '\u{1e}';
 pub(crate) fn routes() -> Routes<Arc<AppState>> {
     const WORKFLOWS: &str = "workflows";
     const RUNS: &str = "workflow runs";
-    const STARTED: &str =
-        "The run was started already (or its id is another resource's run)";
+    const STARTED: &str = "The run was started already (or its id is another resource's run)";
+    const NOT_ACTIVE: &str = "The run is not running or sleeping, or something drives it";
     const NOT_SUSPENDED: &str =
         "The run is not suspended at that step, or another resumer claimed it first";
     Routes::new()
@@ -55,7 +55,10 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         .get(
             "/workflows/run-counts",
             run_counts,
-            Doc::json(WORKFLOWS, "Count each workflow's running and suspended runs"),
+            Doc::json(
+                WORKFLOWS,
+                "Count each workflow's running and suspended runs",
+            ),
         )
         .get(
             "/workflows/{workflow_id}",
@@ -99,7 +102,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
         .post(
             "/workflows/{workflow_id}/start-async",
-            start_async,
+            start::<RESULT>,
             Doc::json(RUNS, "Start a run and answer with its result")
                 .query::<RunIdQuery>()
                 .body::<StartBody>()
@@ -107,7 +110,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
         .post(
             "/workflows/{workflow_id}/start",
-            start,
+            start::<MESSAGE>,
             Doc::json(RUNS, "Start a run in the background")
                 .query::<RunIdQuery>()
                 .body::<StartBody>()
@@ -124,7 +127,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
         .post(
             "/workflows/{workflow_id}/resume-async",
-            resume_async,
+            resume::<RESULT>,
             Doc::json(RUNS, "Resume a suspended run and answer with its result")
                 .query::<RunIdQuery>()
                 .body::<ResumeBody>()
@@ -132,7 +135,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
         .post(
             "/workflows/{workflow_id}/resume",
-            resume::<false>,
+            resume::<MESSAGE>,
             Doc::json(RUNS, "Resume a suspended run in the background")
                 .query::<RunIdQuery>()
                 .body::<ResumeBody>()
@@ -140,14 +143,44 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
         .post(
             "/workflows/{workflow_id}/resume-no-wait",
-            resume::<true>,
+            resume::<RUN_ID>,
             Doc::json(
                 RUNS,
                 "Resume a suspended run in the background, answering with its id",
             )
             .query::<RunIdQuery>()
             .body::<ResumeBody>()
-                .conflict(NOT_SUSPENDED),
+            .conflict(NOT_SUSPENDED),
+        )
+        .post(
+            "/workflows/{workflow_id}/restart",
+            restart::<MESSAGE>,
+            Doc::json(
+                RUNS,
+                "Restart a run left running by a process that died, in the background",
+            )
+            .query::<RunIdQuery>()
+            .body::<RestartBody>()
+            .conflict(NOT_ACTIVE),
+        )
+        .post(
+            "/workflows/{workflow_id}/restart-async",
+            restart::<RESULT>,
+            Doc::json(
+                RUNS,
+                "Restart a run left running by a process that died, answering with its result",
+            )
+            .query::<RunIdQuery>()
+            .body::<RestartBody>()
+            .conflict(NOT_ACTIVE),
+        )
+        .post(
+            "/workflows/{workflow_id}/restart-all-active-workflow-runs",
+            restart_all,
+            Doc::json(
+                RUNS,
+                "Restart every run of the workflow left running or sleeping by a process that died",
+            ),
         )
         .post(
             "/workflows/{workflow_id}/runs/{run_id}/cancel",
@@ -387,7 +420,7 @@ impl RunsQuery {
                 },
             };
             let offset = self.offset.unwrap_or(0);
-            if offset % size != 0 {
+            if !offset.is_multiple_of(size) {
                 return Err(ApiError::invalid_query(format!(
                     "offset ({offset}) must be a multiple of limit ({size})"
                 )));
@@ -534,7 +567,11 @@ async fn get_run(
     let fields: Vec<&str> = match &run.fields {
         None => RUN_FIELDS.to_vec(),
         Some(list) => {
-            let asked: Vec<&str> = list.split(',').map(str::trim).filter(|f| !f.is_empty()).collect();
+            let asked: Vec<&str> = list
+                .split(',')
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .collect();
             if let Some(unknown) = asked.iter().find(|f| !RUN_FIELDS.contains(f)) {
                 return Err(ApiError::invalid_query(format!(
                     "fields: {unknown:?} is not one of {}",
@@ -811,25 +848,34 @@ async fn stream(
     Ok(records(run.stream(input).await?, slot))
 }
 
-async fn start_async(
-    State(state): Shared,
-    _run: RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
-    Body(body): Body<StartBody>,
+/// How a route that does not stream answers for the run it set going.
+const RESULT: u8 = 0;
+/// With `{message}`, at once: the run goes on in the background.
+const MESSAGE: u8 = 1;
+/// With `{runId}`, at once.
+const RUN_ID: u8 = 2;
+
+/// The answer `HOW` ([`RESULT`], [`MESSAGE`] or [`RUN_ID`]) for a run set going as `stream`.
+/// The run was started (or resumed) before, so bad input is answered at once; it is waited
+/// for in a task of its own, so a request that times out leaves it to finish; a stream
+/// dropped leaves the run going on in its task.
+async fn answer<const HOW: u8>(
+    stream: WorkflowStream,
+    run_id: &str,
+    message: &str,
 ) -> Result<Json<Value>, ApiError> {
-    let run_id = query(run)?.run_id;
-    let workflow = workflow(&state, &workflow_id)?;
-    let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;
-    // Started here, so bad input is answered at once; waited for in a task of its own, so a
-    // request that times out leaves the run to finish.
-    let stream = run.stream(input).await?;
-    let result = crate::routes::in_task(stream.result()).await??;
-    Ok(Json(json!(result)))
+    match HOW {
+        RESULT => {
+            let result = crate::routes::in_task(stream.result()).await??;
+            Ok(Json(json!(result)))
+        }
+        MESSAGE => Ok(Json(json!({"message": message, "runId": run_id}))),
+        _ => Ok(Json(json!({"runId": run_id}))),
+    }
 }
 
-async fn start(
+/// `start-async` ([`RESULT`]) and `start` ([`MESSAGE`]).
+async fn start<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
@@ -840,11 +886,8 @@ async fn start(
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;
-    // Dropping the stream leaves the run going on in its task.
-    drop(run.stream(input).await?);
-    Ok(Json(
-        json!({"message": "Workflow run started", "runId": run.run_id()}),
-    ))
+    let stream = run.stream(input).await?;
+    answer::<HOW>(stream, run.run_id(), "Workflow run started").await
 }
 
 /// The step a resume names: an id, or a path of ids (a nested workflow's step).
@@ -930,10 +973,14 @@ async fn resume_stream(
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, step, data) = resumed_run(workflow, &caller, run_id, body).await?;
-    Ok(records(run.resume_stream(step.as_deref(), data).await?, slot))
+    Ok(records(
+        run.resume_stream(step.as_deref(), data).await?,
+        slot,
+    ))
 }
 
-async fn resume_async(
+/// `resume-async` ([`RESULT`]), `resume` ([`MESSAGE`]) and `resume-no-wait` ([`RUN_ID`]).
+async fn resume<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
@@ -945,29 +992,64 @@ async fn resume_async(
     let workflow = workflow(&state, &workflow_id)?;
     let (run, step, data) = resumed_run(workflow, &caller, run_id, body).await?;
     let stream = run.resume_stream(step.as_deref(), data).await?;
-    let result = crate::routes::in_task(stream.result()).await??;
-    Ok(Json(json!(result)))
+    answer::<HOW>(stream, run.run_id(), "Workflow run resumed").await
 }
 
-/// `resume` (`NO_WAIT`: false) answers `{message}`, `resume-no-wait` `{runId}`; both leave
-/// the run going on in the background.
-async fn resume<const NO_WAIT: bool>(
+/// The body of the restart routes.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct RestartBody {
+    /// Values the steps read from their request context (over the run's own).
+    #[serde(default)]
+    request_context: Option<Map<String, Value>>,
+    #[allow(dead_code)] // Taken, so a Mastra client's body or query parses.
+    /// Accepted for Mastra's clients; not used yet.
+    #[serde(default)]
+    tracing_options: Option<Value>,
+}
+
+/// `restart-async` ([`RESULT`]) and `restart` ([`MESSAGE`]).
+async fn restart<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
     run: Result<Query<RunIdQuery>, QueryRejection>,
-    Body(body): Body<ResumeBody>,
+    MaybeBody(body): MaybeBody<RestartBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let Some(run_id) = query(run)?.run_id else {
+        return Err(ApiError::invalid_query(
+            "runId is required to restart a run",
+        ));
+    };
     let workflow = workflow(&state, &workflow_id)?;
-    let (run, step, data) = resumed_run(workflow, &caller, run_id, body).await?;
-    drop(run.resume_stream(step.as_deref(), data).await?);
-    if NO_WAIT {
-        Ok(Json(json!({"runId": run.run_id()})))
-    } else {
-        Ok(Json(json!({"message": "Workflow run resumed"})))
+    visible(workflow, &caller, &run_id).await?;
+    let run = workflow
+        .create_run_with_id(run_id)
+        .request_context(run_context(&caller, body.request_context));
+    let stream = run.restart_stream().await?;
+    answer::<HOW>(stream, run.run_id(), "Workflow run restarted").await
+}
+
+async fn restart_all(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(workflow_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    // Other resources' runs are theirs to restart.
+    if caller.resource.is_some() {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a token pinned to a resource restarts its runs one by one",
+        ));
     }
+    let workflow = workflow(&state, &workflow_id)?;
+    let restarted = workflow.restart_active_runs().await?;
+    Ok(Json(json!({
+        "message": "Restarted all active workflow runs",
+        "runIds": restarted,
+    })))
 }
 
 async fn cancel(

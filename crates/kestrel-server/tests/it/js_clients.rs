@@ -1,5 +1,6 @@
 //! The server driven by the JavaScript clients front ends really use: `@mastra/client-js`
-//! (a front end written for Mastra's HTTP API) and the AI SDK's chat (the core of `useChat`).
+//! (a front end written for Mastra's HTTP API, its agents and its workflows) and the AI SDK's
+//! chat (the core of `useChat`).
 //! The scripts live in `compat-tests/`; `npm ci --prefix compat-tests` installs their pinned
 //! packages. Without them (and without `KESTREL_TEST_JS`) the tests skip and say so; with
 //! `KESTREL_TEST_JS=1` (as `.ci/run` sets) a missing `node` or package fails them.
@@ -119,13 +120,15 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .memory(memory.clone())
         .build()
         .unwrap();
-    Kestrel::builder()
+    let mut builder = Kestrel::builder()
         .memory(memory.clone())
         .agent(echo)
         .agent(mailer)
-        .agent(asker)
-        .build()
-        .unwrap()
+        .agent(asker);
+    for workflow in crate::workflows::workflows() {
+        builder = builder.workflow(workflow);
+    }
+    builder.build().unwrap()
 }
 
 /// Serves the agents and runs `node compat-tests/<script> <base URL>`.
@@ -158,6 +161,13 @@ async fn run_script(script: &str) {
 async fn the_mastra_client_works_against_kestrel() {
     if available() {
         run_script("mastra-client.mjs").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mastra_client_drives_workflows_against_kestrel() {
+    if available() {
+        run_script("mastra-workflows.mjs").await;
     }
 }
 

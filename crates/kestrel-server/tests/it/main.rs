@@ -9,3 +9,4 @@ mod hardening;
 mod js_clients;
 mod memory;
 mod openapi;
+mod workflows;

@@ -61,10 +61,13 @@ pub(crate) fn workflows() -> Vec<Workflow> {
                 }),
             }
         });
-    let after = create_step("after").execute(|d: Decided, _ctx| async move {
-        Ok(json!({"done": d.approved, "v": d.v}))
-    });
-    let gate = Workflow::builder("gate").then(ask).then(after).commit().unwrap();
+    let after = create_step("after")
+        .execute(|d: Decided, _ctx| async move { Ok(json!({"done": d.approved, "v": d.v})) });
+    let gate = Workflow::builder("gate")
+        .then(ask)
+        .then(after)
+        .commit()
+        .unwrap();
     let wait = create_step("wait").execute(|n: N, ctx| async move {
         tokio::select! {
             () = ctx.abort_signal().aborted() => {}
@@ -122,16 +125,36 @@ impl Fixture {
 
     async fn create_run(&self, workflow: &str) -> String {
         let created = self
-            .ok(self.post(&format!("/workflows/{workflow}/create-run"), json!({})).await)
+            .ok(self
+                .post(&format!("/workflows/{workflow}/create-run"), json!({}))
+                .await)
             .await;
         created["runId"].as_str().unwrap().to_owned()
+    }
+
+    /// A run of `gate` on `{v}`, suspended at `ask`.
+    async fn suspended_gate(&self, v: i64) -> String {
+        let run_id = self.create_run("gate").await;
+        let path = format!("/workflows/gate/start-async?runId={run_id}");
+        let started = self
+            .ok(self.post(&path, json!({"inputData": {"v": v}})).await)
+            .await;
+        assert_eq!(started["status"], "suspended");
+        run_id
+    }
+
+    /// The records of the stream `path` answers `body` with.
+    async fn stream(&self, path: &str, body: Value) -> Vec<Value> {
+        records(self.post(path, body).await).await
     }
 
     /// The run's stored status, once it is `status` (runs started in the background).
     async fn wait_for(&self, workflow: &str, run_id: &str, status: &str) -> Value {
         for _ in 0..200 {
             let run = self
-                .ok(self.get(&format!("/workflows/{workflow}/runs/{run_id}")).await)
+                .ok(self
+                    .get(&format!("/workflows/{workflow}/runs/{run_id}"))
+                    .await)
                 .await;
             if run["status"] == status {
                 return run;
@@ -146,10 +169,16 @@ impl Fixture {
 /// followed by `\x1E`, no `[DONE]`).
 async fn records(response: reqwest::Response) -> Vec<Value> {
     assert_eq!(response.status(), 200);
-    let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(content_type.starts_with("text/plain"), "{content_type}");
     let text = response.text().await.unwrap();
-    assert!(text.ends_with('\u{1e}'), "every record ends with the separator: {text:?}");
+    assert!(
+        text.ends_with('\u{1e}'),
+        "every record ends with the separator: {text:?}"
+    );
     assert!(!text.contains("[DONE]"));
     text.split_terminator('\u{1e}')
         .map(|record| serde_json::from_str(record).unwrap())
@@ -163,7 +192,11 @@ fn types(events: &[Value]) -> Vec<&str> {
 async fn error_of(response: reqwest::Response, status: u16, code: &str) -> String {
     let got = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
-    assert_eq!((got, body["error"]["code"].as_str()), (status, Some(code)), "{body}");
+    assert_eq!(
+        (got, body["error"]["code"].as_str()),
+        (status, Some(code)),
+        "{body}"
+    );
     body["error"]["message"].as_str().unwrap().to_owned()
 }
 
@@ -185,7 +218,10 @@ async fn workflows_are_listed_and_described_as_mastra_does() {
     // Schemas are JSON strings of `{"json": schema}`, as Mastra (superjson) gives them.
     assert_eq!(schema(&numbers["inputSchema"])["required"], json!(["v"]));
     assert_eq!(numbers["steps"]["s1"]["description"], "Adds one");
-    assert_eq!(schema(&numbers["steps"]["sum"]["inputSchema"])["required"], json!(["a", "b"]));
+    assert_eq!(
+        schema(&numbers["steps"]["sum"]["inputSchema"])["required"],
+        json!(["a", "b"])
+    );
     let graph: Vec<&str> = numbers["stepGraph"]
         .as_array()
         .unwrap()
@@ -195,7 +231,10 @@ async fn workflows_are_listed_and_described_as_mastra_does() {
     assert_eq!(graph, ["step", "parallel", "step"]);
     assert_eq!(numbers["stepGraph"][1]["steps"][1]["step"]["id"], "b");
     let gate = f.ok(f.get("/workflows/gate").await).await;
-    assert_eq!(schema(&gate["steps"]["ask"]["resumeSchema"])["required"], json!(["approved"]));
+    assert_eq!(
+        schema(&gate["steps"]["ask"]["resumeSchema"])["required"],
+        json!(["approved"])
+    );
     assert_eq!(gate["stepGraph"][0]["step"]["canSuspend"], true);
     let partial = f.ok(f.get("/workflows?partial=true").await).await;
     assert_eq!(partial["numbers"]["stepCount"], 4);
@@ -208,16 +247,16 @@ async fn workflows_are_listed_and_described_as_mastra_does() {
 async fn a_created_run_streams_in_mastras_record_format_and_starts_once() {
     let f = serve(|s| s).await;
     let run_id = f.create_run("numbers").await;
-    let pending = f.ok(f.get(&format!("/workflows/numbers/runs/{run_id}")).await).await;
+    let pending = f
+        .ok(f.get(&format!("/workflows/numbers/runs/{run_id}")).await)
+        .await;
     assert_eq!(pending["status"], "pending");
-    let events = records(
-        f.post(
+    let events = f
+        .stream(
             &format!("/workflows/numbers/stream?runId={run_id}"),
             json!({"inputData": {"v": 1}}),
         )
-        .await,
-    )
-    .await;
+        .await;
     assert_eq!(
         types(&events),
         [
@@ -241,7 +280,9 @@ async fn a_created_run_streams_in_mastras_record_format_and_starts_once() {
     assert_eq!(finish["payload"]["workflowStatus"], "success");
     // s1: 2; a: 4, b: 6; sum: 10.
     assert_eq!(events[8]["payload"]["output"], json!({"v": 10}));
-    let run = f.ok(f.get(&format!("/workflows/numbers/runs/{run_id}")).await).await;
+    let run = f
+        .ok(f.get(&format!("/workflows/numbers/runs/{run_id}")).await)
+        .await;
     assert_eq!(run["status"], "success");
     assert_eq!(run["result"], json!({"v": 10}));
     assert_eq!(run["payload"], json!({"v": 1}));
@@ -261,7 +302,12 @@ async fn a_created_run_streams_in_mastras_record_format_and_starts_once() {
 async fn start_async_answers_with_the_result_and_start_does_not_wait() {
     let f = serve(|s| s).await;
     let result = f
-        .ok(f.post("/workflows/numbers/start-async", json!({"inputData": {"v": 2}})).await)
+        .ok(f
+            .post(
+                "/workflows/numbers/start-async",
+                json!({"inputData": {"v": 2}}),
+            )
+            .await)
         .await;
     assert_eq!(result["status"], "success");
     assert_eq!(result["result"], json!({"v": 15}));
@@ -269,7 +315,10 @@ async fn start_async_answers_with_the_result_and_start_does_not_wait() {
     let run_id = f.create_run("slow").await;
     let started = f
         .ok(f
-            .post(&format!("/workflows/slow/start?runId={run_id}"), json!({"inputData": {"v": 1}}))
+            .post(
+                &format!("/workflows/slow/start?runId={run_id}"),
+                json!({"inputData": {"v": 1}}),
+            )
             .await)
         .await;
     assert_eq!(started["message"], "Workflow run started");
@@ -286,17 +335,26 @@ async fn start_async_answers_with_the_result_and_start_does_not_wait() {
     error_of(busy, 409, "run_in_progress").await;
     // Canceling it reaches the run going on (through its abort signal).
     let canceled = f
-        .ok(f.post(&format!("/workflows/slow/runs/{run_id}/cancel"), json!({})).await)
+        .ok(f
+            .post(&format!("/workflows/slow/runs/{run_id}/cancel"), json!({}))
+            .await)
         .await;
     assert_eq!(canceled["message"], "Workflow run cancelled");
     f.wait_for("slow", &run_id, "canceled").await;
-    let again = f.post(&format!("/workflows/slow/runs/{run_id}/cancel"), json!({})).await;
+    let again = f
+        .post(&format!("/workflows/slow/runs/{run_id}/cancel"), json!({}))
+        .await;
     error_of(again, 409, "run_ended").await;
     let fields = f
-        .ok(f.get(&format!("/workflows/slow/runs/{run_id}?fields=payload")).await)
+        .ok(f
+            .get(&format!("/workflows/slow/runs/{run_id}?fields=payload"))
+            .await)
         .await;
     assert_eq!(fields["payload"], json!({"v": 1}));
-    assert!(fields.get("steps").is_none(), "only the fields asked for: {fields}");
+    assert!(
+        fields.get("steps").is_none(),
+        "only the fields asked for: {fields}"
+    );
     let deleted = f
         .http
         .delete(format!("{}/workflows/slow/runs/{run_id}", f.base))
@@ -304,34 +362,66 @@ async fn start_async_answers_with_the_result_and_start_does_not_wait() {
         .await
         .unwrap();
     assert_eq!(f.ok(deleted).await["message"], "Workflow run deleted");
-    error_of(f.get(&format!("/workflows/slow/runs/{run_id}")).await, 404, "not_found").await;
+    error_of(
+        f.get(&format!("/workflows/slow/runs/{run_id}")).await,
+        404,
+        "not_found",
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn a_suspended_run_is_resumed_once_with_checked_data() {
     let f = serve(|s| s).await;
     let run_id = f.create_run("gate").await;
-    let events = records(
-        f.post(&format!("/workflows/gate/stream?runId={run_id}"), json!({"inputData": {"v": 7}}))
-            .await,
-    )
-    .await;
+    let events = f
+        .stream(
+            &format!("/workflows/gate/stream?runId={run_id}"),
+            json!({"inputData": {"v": 7}}),
+        )
+        .await;
     assert_eq!(
         types(&events),
-        ["workflow-start", "workflow-step-start", "workflow-step-suspended", "workflow-finish"]
+        [
+            "workflow-start",
+            "workflow-step-start",
+            "workflow-step-suspended",
+            "workflow-finish"
+        ]
     );
-    assert_eq!(events[2]["payload"]["suspendPayload"], json!({"question": "approve?"}));
+    assert_eq!(
+        events[2]["payload"]["suspendPayload"],
+        json!({"question": "approve?"})
+    );
     assert_eq!(events[3]["payload"]["workflowStatus"], "suspended");
-    let listed = f.ok(f.get("/workflows/gate/runs?status=suspended").await).await;
+    let listed = f
+        .ok(f.get("/workflows/gate/runs?status=suspended").await)
+        .await;
     assert_eq!(listed["total"], 1);
     assert_eq!(listed["runs"][0]["runId"], run_id.as_str());
-    assert_eq!(listed["runs"][0]["snapshot"]["suspendedPaths"], json!({"ask": [0]}));
-    assert_eq!(listed["runs"][0]["snapshot"]["context"]["input"], json!({"v": 7}));
+    assert_eq!(
+        listed["runs"][0]["snapshot"]["suspendedPaths"],
+        json!({"ask": [0]})
+    );
+    assert_eq!(
+        listed["runs"][0]["snapshot"]["context"]["input"],
+        json!({"v": 7})
+    );
     let resume = format!("/workflows/gate/resume-async?runId={run_id}");
-    let bad = f.post(&resume, json!({"step": "ask", "resumeData": {"approved": "yes"}})).await;
+    let bad = f
+        .post(
+            &resume,
+            json!({"step": "ask", "resumeData": {"approved": "yes"}}),
+        )
+        .await;
     let message = error_of(bad, 422, "invalid_resume_data").await;
     assert!(message.contains("approved"), "{message}");
-    let wrong = f.post(&resume, json!({"step": "after", "resumeData": {"approved": true}})).await;
+    let wrong = f
+        .post(
+            &resume,
+            json!({"step": "after", "resumeData": {"approved": true}}),
+        )
+        .await;
     error_of(wrong, 409, "not_suspended_step").await;
     // Two resumers at once: one runs the rest, the other is told it lost.
     let body = json!({"step": ["ask"], "resumeData": {"approved": true}});
@@ -341,33 +431,39 @@ async fn a_suspended_run_is_resumed_once_with_checked_data() {
     assert_eq!(statuses, [200, 409]);
     let run = f.wait_for("gate", &run_id, "success").await;
     assert_eq!(run["result"], json!({"done": true, "v": 7}));
-    assert_eq!(run["steps"]["ask"]["resumePayload"], json!({"approved": true}));
+    assert_eq!(
+        run["steps"]["ask"]["resumePayload"],
+        json!({"approved": true})
+    );
     error_of(f.post(&resume, body).await, 409, "not_suspended").await;
 }
 
 #[tokio::test]
 async fn resume_stream_streams_the_rest_and_the_background_forms_answer_at_once() {
     let f = serve(|s| s).await;
-    let first = f.create_run("gate").await;
-    f.ok(f.post(&format!("/workflows/gate/start-async?runId={first}"), json!({"inputData": {"v": 1}})).await)
-        .await;
-    let events = records(
-        f.post(
+    let first = f.suspended_gate(1).await;
+    let events = f
+        .stream(
             &format!("/workflows/gate/resume-stream?runId={first}"),
             json!({"resumeData": {"approved": false}}),
         )
-        .await,
-    )
-    .await;
+        .await;
     let kinds = types(&events);
     assert_eq!(kinds.first(), Some(&"workflow-start"));
     assert_eq!(kinds.last(), Some(&"workflow-finish"));
-    let resumed = events.iter().find(|e| e["type"] == "workflow-step-start").unwrap();
-    assert_eq!(resumed["payload"]["resumePayload"], json!({"approved": false}));
-    assert_eq!(events.last().unwrap()["payload"]["workflowStatus"], "success");
-    let second = f.create_run("gate").await;
-    f.ok(f.post(&format!("/workflows/gate/start-async?runId={second}"), json!({"inputData": {"v": 2}})).await)
-        .await;
+    let resumed = events
+        .iter()
+        .find(|e| e["type"] == "workflow-step-start")
+        .unwrap();
+    assert_eq!(
+        resumed["payload"]["resumePayload"],
+        json!({"approved": false})
+    );
+    assert_eq!(
+        events.last().unwrap()["payload"]["workflowStatus"],
+        "success"
+    );
+    let second = f.suspended_gate(2).await;
     let no_wait = f
         .ok(f
             .post(
@@ -379,13 +475,17 @@ async fn resume_stream_streams_the_rest_and_the_background_forms_answer_at_once(
     assert_eq!(no_wait["runId"], second.as_str());
     f.wait_for("gate", &second, "success").await;
     // A suspended run can be canceled too.
-    let third = f.create_run("gate").await;
-    f.ok(f.post(&format!("/workflows/gate/start-async?runId={third}"), json!({"inputData": {"v": 3}})).await)
+    let third = f.suspended_gate(3).await;
+    f.ok(f
+        .post(&format!("/workflows/gate/runs/{third}/cancel"), json!({}))
+        .await)
         .await;
-    f.ok(f.post(&format!("/workflows/gate/runs/{third}/cancel"), json!({})).await).await;
     f.wait_for("gate", &third, "canceled").await;
     let resume = f
-        .post(&format!("/workflows/gate/resume?runId={third}"), json!({"resumeData": {"approved": true}}))
+        .post(
+            &format!("/workflows/gate/resume?runId={third}"),
+            json!({"resumeData": {"approved": true}}),
+        )
         .await;
     error_of(resume, 409, "not_suspended").await;
 }
@@ -394,61 +494,118 @@ async fn resume_stream_streams_the_rest_and_the_background_forms_answer_at_once(
 async fn bad_requests_are_typed_errors_that_name_the_problem() {
     let f = serve(|s| s).await;
     let message = error_of(
-        f.post("/workflows/numbers/start-async", json!({"inputData": {"v": "one"}})).await,
+        f.post(
+            "/workflows/numbers/start-async",
+            json!({"inputData": {"v": "one"}}),
+        )
+        .await,
         422,
         "invalid_input",
     )
     .await;
-    assert!(message.contains("/v") || message.contains("\"v\""), "{message}");
-    error_of(f.post("/workflows/ghost/start-async", json!({})).await, 404, "not_found").await;
+    assert!(
+        message.contains("/v") || message.contains("\"v\""),
+        "{message}"
+    );
     error_of(
-        f.post("/workflows/numbers/stream", json!({"inputData": {"v": 1}, "perStep": true})).await,
+        f.post("/workflows/ghost/start-async", json!({})).await,
+        404,
+        "not_found",
+    )
+    .await;
+    error_of(
+        f.post(
+            "/workflows/numbers/stream",
+            json!({"inputData": {"v": 1}, "perStep": true}),
+        )
+        .await,
         422,
         "invalid_body",
     )
     .await;
     error_of(
-        f.post("/workflows/numbers/start-async", json!({"inputData": {"v": 1}, "initialState": 3}))
-            .await,
+        f.post(
+            "/workflows/numbers/start-async",
+            json!({"inputData": {"v": 1}, "initialState": 3}),
+        )
+        .await,
         422,
         "invalid_body",
     )
     .await;
     error_of(
-        f.post("/workflows/numbers/stream?runId=a%01b", json!({"inputData": {"v": 1}})).await,
+        f.post(
+            "/workflows/numbers/stream?runId=a%01b",
+            json!({"inputData": {"v": 1}}),
+        )
+        .await,
         400,
         "invalid_query",
     )
     .await;
-    error_of(f.post("/workflows/gate/resume-async", json!({"resumeData": {}})).await, 400, "invalid_query")
-        .await;
     error_of(
-        f.post("/workflows/gate/resume-async?runId=nope", json!({"resumeData": {}})).await,
+        f.post("/workflows/gate/resume-async", json!({"resumeData": {}}))
+            .await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    error_of(
+        f.post(
+            "/workflows/gate/resume-async?runId=nope",
+            json!({"resumeData": {}}),
+        )
+        .await,
         404,
         "not_found",
     )
     .await;
     error_of(
-        f.post("/workflows/gate/resume-async?runId=x", json!({"step": ["a", "b"]})).await,
+        f.post(
+            "/workflows/gate/resume-async?runId=x",
+            json!({"step": ["a", "b"]}),
+        )
+        .await,
         404,
         "not_found",
     )
     .await;
-    error_of(f.get("/workflows/numbers/runs?status=lost").await, 400, "invalid_query").await;
-    error_of(f.get("/workflows/numbers/runs?perPage=5000").await, 400, "invalid_query").await;
-    error_of(f.get("/workflows/numbers/runs?limit=10&offset=5").await, 400, "invalid_query").await;
-    error_of(f.get("/workflows/numbers/runs?fromDate=2026-01-01").await, 400, "invalid_query").await;
+    error_of(
+        f.get("/workflows/numbers/runs?status=lost").await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    error_of(
+        f.get("/workflows/numbers/runs?perPage=5000").await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    error_of(
+        f.get("/workflows/numbers/runs?limit=10&offset=5").await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    error_of(
+        f.get("/workflows/numbers/runs?fromDate=2026-01-01").await,
+        400,
+        "invalid_query",
+    )
+    .await;
     let run_id = f.create_run("numbers").await;
     error_of(
-        f.get(&format!("/workflows/numbers/runs/{run_id}?fields=result,secrets")).await,
+        f.get(&format!(
+            "/workflows/numbers/runs/{run_id}?fields=result,secrets"
+        ))
+        .await,
         400,
         "invalid_query",
     )
     .await;
     // A step path into a nested workflow names what is wrong, on a run that exists.
-    let gate = f.create_run("gate").await;
-    f.ok(f.post(&format!("/workflows/gate/start-async?runId={gate}"), json!({"inputData": {"v": 1}})).await)
-        .await;
+    let gate = f.suspended_gate(1).await;
     let nested = error_of(
         f.post(
             &format!("/workflows/gate/resume-async?runId={gate}"),
@@ -466,26 +623,44 @@ async fn bad_requests_are_typed_errors_that_name_the_problem() {
 async fn runs_are_paged_and_filtered() {
     let f = serve(|s| s).await;
     for v in 0..5 {
-        f.ok(f.post("/workflows/numbers/start-async", json!({"inputData": {"v": v}})).await).await;
+        f.ok(f
+            .post(
+                "/workflows/numbers/start-async",
+                json!({"inputData": {"v": v}}),
+            )
+            .await)
+            .await;
     }
-    let page = f.ok(f.get("/workflows/numbers/runs?page=1&perPage=2").await).await;
+    let page = f
+        .ok(f.get("/workflows/numbers/runs?page=1&perPage=2").await)
+        .await;
     assert_eq!(page["total"], 5);
     assert_eq!(page["runs"].as_array().unwrap().len(), 2);
-    let by_limit = f.ok(f.get("/workflows/numbers/runs?limit=2&offset=4").await).await;
+    let by_limit = f
+        .ok(f.get("/workflows/numbers/runs?limit=2&offset=4").await)
+        .await;
     assert_eq!(by_limit["runs"].as_array().unwrap().len(), 1);
-    let all = f.ok(f.get("/workflows/numbers/runs?limit=false").await).await;
+    let all = f
+        .ok(f.get("/workflows/numbers/runs?limit=false").await)
+        .await;
     assert_eq!(all["runs"].as_array().unwrap().len(), 5);
     for run in all["runs"].as_array().unwrap() {
         assert_eq!(run["workflowName"], "numbers");
         assert_eq!(run["snapshot"]["status"], "success");
     }
-    let none = f.ok(f.get("/workflows/numbers/runs?status=suspended").await).await;
+    let none = f
+        .ok(f.get("/workflows/numbers/runs?status=suspended").await)
+        .await;
     assert_eq!(none["total"], 0);
 }
 
 #[tokio::test]
 async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
-    let f = serve(|s| s.resource_token("alice-token", "alice").resource_token("bob-token", "bob")).await;
+    let f = serve(|s| {
+        s.resource_token("alice-token", "alice")
+            .resource_token("bob-token", "bob")
+    })
+    .await;
     let as_who = |token: &'static str| {
         let http = f.http.clone();
         let base = f.base.clone();
@@ -505,7 +680,12 @@ async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
     let alice = as_who("alice-token");
     let bob = as_who("bob-token");
     let created = f
-        .ok(alice(reqwest::Method::POST, "/workflows/gate/create-run".into(), json!({})).await)
+        .ok(alice(
+            reqwest::Method::POST,
+            "/workflows/gate/create-run".into(),
+            json!({}),
+        )
+        .await)
         .await;
     let run_id = created["runId"].as_str().unwrap().to_owned();
     let started = alice(
@@ -517,12 +697,29 @@ async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
     assert_eq!(f.ok(started).await["status"], "suspended");
     // Bob neither sees, resumes, cancels nor deletes Alice's run.
     for (method, path) in [
-        (reqwest::Method::GET, format!("/workflows/gate/runs/{run_id}")),
-        (reqwest::Method::POST, format!("/workflows/gate/resume-async?runId={run_id}")),
-        (reqwest::Method::POST, format!("/workflows/gate/runs/{run_id}/cancel")),
-        (reqwest::Method::DELETE, format!("/workflows/gate/runs/{run_id}")),
+        (
+            reqwest::Method::GET,
+            format!("/workflows/gate/runs/{run_id}"),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/workflows/gate/resume-async?runId={run_id}"),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/workflows/gate/runs/{run_id}/cancel"),
+        ),
+        (
+            reqwest::Method::DELETE,
+            format!("/workflows/gate/runs/{run_id}"),
+        ),
     ] {
-        let response = bob(method, path.clone(), json!({"resumeData": {"approved": true}})).await;
+        let response = bob(
+            method,
+            path.clone(),
+            json!({"resumeData": {"approved": true}}),
+        )
+        .await;
         assert_eq!(response.status(), 404, "{path}");
     }
     let taken = bob(
@@ -533,7 +730,12 @@ async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
     .await;
     error_of(taken, 409, "run_id_taken").await;
     let listed = f
-        .ok(bob(reqwest::Method::GET, "/workflows/gate/runs".into(), json!({})).await)
+        .ok(bob(
+            reqwest::Method::GET,
+            "/workflows/gate/runs".into(),
+            json!({}),
+        )
+        .await)
         .await;
     assert_eq!(listed["total"], 0);
     let forbidden = bob(
@@ -544,7 +746,12 @@ async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
     .await;
     error_of(forbidden, 403, "forbidden").await;
     let own = f
-        .ok(alice(reqwest::Method::GET, "/workflows/gate/runs".into(), json!({})).await)
+        .ok(alice(
+            reqwest::Method::GET,
+            "/workflows/gate/runs".into(),
+            json!({}),
+        )
+        .await)
         .await;
     assert_eq!(own["runs"][0]["resourceId"], "alice");
     let resumed = alice(
@@ -554,4 +761,109 @@ async fn a_caller_pinned_to_a_resource_reaches_only_its_own_runs() {
     )
     .await;
     assert_eq!(f.ok(resumed).await["status"], "success");
+}
+
+/// `hang`: `first`, then `second`, which never ends when `stuck` (the process dies in it).
+fn hanging(stuck: bool) -> Workflow {
+    let first = create_step("first").execute(|n: N, _ctx| async move { Ok(N { v: n.v + 1 }) });
+    let second = create_step("second").execute(move |n: N, _ctx| async move {
+        if stuck {
+            std::future::pending::<()>().await;
+        }
+        Ok(N { v: n.v * 10 })
+    });
+    Workflow::builder("hang")
+        .then(first)
+        .then(second)
+        .commit()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_run_left_behind_is_restarted_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: std::sync::Arc<dyn kestrel_storage::Storage> = std::sync::Arc::new(
+        kestrel_storage::SqliteStorage::open(dir.path().join("runs.db"))
+            .await
+            .unwrap(),
+    );
+    let on = |stuck: bool| {
+        let memory = kestrel_memory::Memory::new(std::sync::Arc::clone(&storage));
+        Kestrel::builder()
+            .memory(memory)
+            .workflow(hanging(stuck))
+            .workflow(workflows().remove(1))
+            .build()
+            .unwrap()
+    };
+    // A process that dies in `second`.
+    let dying = on(true);
+    let run = dying.workflow("hang").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+    let probe = dying.workflow("hang").unwrap().create_run_with_id(&run_id);
+    while probe
+        .snapshot()
+        .await
+        .unwrap()
+        .is_none_or(|s| s.position == 0)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    task.abort();
+    let _ = task.await;
+    drop(dying);
+
+    let server = Server::new(on(false));
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let f = Fixture {
+        base: format!("http://{addr}/api"),
+        http: reqwest::Client::new(),
+    };
+    let left = f
+        .ok(f.get(&format!("/workflows/hang/runs/{run_id}")).await)
+        .await;
+    assert_eq!(left["status"], "running");
+    let done = f
+        .ok(f
+            .post(
+                &format!("/workflows/hang/restart-async?runId={run_id}"),
+                json!({}),
+            )
+            .await)
+        .await;
+    assert_eq!(done["status"], "success");
+    assert_eq!(done["result"], json!({"v": 20}));
+    let again = f
+        .post(
+            &format!("/workflows/hang/restart?runId={run_id}"),
+            json!({}),
+        )
+        .await;
+    error_of(again, 409, "not_active").await;
+    error_of(
+        f.post("/workflows/hang/restart", json!({})).await,
+        400,
+        "invalid_query",
+    )
+    .await;
+    let all = f
+        .ok(f
+            .post(
+                "/workflows/hang/restart-all-active-workflow-runs",
+                json!({}),
+            )
+            .await)
+        .await;
+    assert_eq!(all["runIds"], json!([]));
+    // A suspended run is resumed, not restarted.
+    let gate = f.suspended_gate(1).await;
+    let suspended = f
+        .post(
+            &format!("/workflows/gate/restart-async?runId={gate}"),
+            json!({}),
+        )
+        .await;
+    error_of(suspended, 409, "not_active").await;
 }
