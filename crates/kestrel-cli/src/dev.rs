@@ -7,7 +7,9 @@
 //!   which time to book, with a resume schema the Studio turns into a form);
 //! - **`supervisor`**, which delegates to two sub-agents, **`research`** (facts as bullet
 //!   points) and **`writing`** (a paragraph from notes); both are also registered on their
-//!   own, so they can be talked to directly.
+//!   own, so they can be talked to directly;
+//! - three workflows: **`weather-report`** (parallel arms and a branch), **`publish-post`** (a step that suspends for a person's review) and
+//!   **`research-brief`** (an agent step).
 //!
 //! The store is given once, as the instance's [`Memory`]: the assistant and the supervisor
 //! remember their threads in it, the server's `/api/memory` routes read it, and every stopped
@@ -26,6 +28,10 @@
 //!     .await?;
 //! # Ok(()) }
 //! ```
+
+mod workflows;
+
+pub use workflows::{PUBLISH_POST, RESEARCH_BRIEF, WEATHER_REPORT};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -113,6 +119,9 @@ pub enum DevError {
     /// The instance could not be built.
     #[error("cannot build the demo instance: {0}")]
     Instance(#[from] KestrelError),
+    /// A workflow could not be committed.
+    #[error("cannot build a demo workflow: {0}")]
+    Workflow(#[from] kestrel::workflow::WorkflowBuildError),
 }
 
 /// Opens (creating it and its directory when needed) the SQLite database at `path`.
@@ -239,9 +248,10 @@ pub struct DemoOptions {
     /// Run as one instance of a cluster: thread events on this pub/sub, runs shared through
     /// this cluster (see `kestrel::cluster`).
     pub cluster: Option<(SharedPubSub, Cluster)>,
-    /// How long `get_weather` and `send_email` take before they answer, as a real API would
-    /// (zero, the default: at once). Long enough, it lets one see what happens when an
-    /// instance dies in the middle of a tool call.
+    /// How long `get_weather` and `send_email` take before they answer, as a real API would,
+    /// and each plain step of the demo workflows takes (zero, the default: at once). Long
+    /// enough, it lets one see what happens when an instance dies in the middle of a tool
+    /// call or between two steps.
     pub tool_delay: Duration,
 }
 
@@ -298,8 +308,11 @@ pub fn demo_kestrel_with(
         .agent(assistant)
         .agent(supervisor)
         // The supervisor's sub-agents, once: in the instance they are the same agents.
-        .agent(research)
+        .agent(research.clone())
         .agent(writing);
+    for workflow in workflows::demo_workflows(research, tool_delay)? {
+        builder = builder.workflow(workflow);
+    }
     if let Some((pubsub, cluster)) = cluster {
         builder = builder.pubsub(pubsub).cluster(cluster);
     }

@@ -74,6 +74,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(kestrel) => kestrel,
         Err(error) => return fail(USAGE, error),
     };
+    // Workflow runs a process that died left running (or sleeping) go on from their last
+    // step boundary.
+    let restarted = kestrel.recover_workflow_runs().await;
     let server = dev::server(kestrel).allowed_hosts(args.allowed_hosts.clone());
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
@@ -90,6 +93,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(error) => return fail(USAGE, error),
     };
     print_banner(bound, &spec, &args.db, instance.as_deref());
+    for (workflow, run) in &restarted {
+        println!(
+            "  restarted workflow run {run} of {workflow}, left behind by a process that died"
+        );
+    }
     let outcome = tokio::select! {
         served = server.serve_on(listener, bound) => served,
         () = shutdown() => Ok(()),

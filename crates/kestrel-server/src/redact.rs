@@ -5,7 +5,8 @@
 //! stream the server writes (the `/api` streams, thread subscriptions, the chat route) passes
 //! its events through [`public_event`] first: the text goes to the log, the client gets a
 //! message that says only what kind of thing failed. Sub-agents' events travel inside
-//! `tool-output` events, so those are searched too.
+//! `tool-output` events, and an agent step's inside `workflow-step-output`: those are
+//! searched too.
 
 use std::borrow::Cow;
 
@@ -48,6 +49,14 @@ pub(crate) fn public_event(event: &Event) -> Cow<'_, Event> {
         EventKind::ToolOutput(output) if holds_error(&output.output) => {
             let mut redacted = event.clone();
             if let EventKind::ToolOutput(output) = &mut redacted.kind {
+                redact_nested(&mut output.output);
+            }
+            Cow::Owned(redacted)
+        }
+        // An agent step's events travel inside `workflow-step-output`.
+        EventKind::WorkflowStepOutput(output) if holds_error(&output.output) => {
+            let mut redacted = event.clone();
+            if let EventKind::WorkflowStepOutput(output) = &mut redacted.kind {
                 redact_nested(&mut output.output);
             }
             Cow::Owned(redacted)
@@ -153,5 +162,23 @@ mod tests {
         let json = public_event(&outer).to_json();
         assert!(!json.contains("hunter2"), "{json}");
         assert!(json.contains("run run-1: the run failed"), "{json}");
+    }
+
+    #[test]
+    fn an_agent_steps_errors_are_replaced() {
+        let inner = error("model", "401: sk-SECRET").to_json();
+        let nested: Value = serde_json::from_str(&inner).unwrap_or_default();
+        let outer = Event {
+            run_id: "wf-run".into(),
+            from: kestrel_core::event::EventSource::Workflow,
+            kind: EventKind::WorkflowStepOutput(kestrel_core::event::WorkflowStepOutputPayload {
+                step_name: "research".into(),
+                output: nested,
+                run_id: "wf-run".into(),
+            }),
+        };
+        let json = public_event(&outer).to_json();
+        assert!(!json.contains("SECRET"), "{json}");
+        assert!(json.contains("the model provider failed"), "{json}");
     }
 }

@@ -120,7 +120,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/workflows/{workflow_id}/resume-stream",
             resume_stream,
             Doc::json(RUNS, "Resume a suspended run, streaming its events")
-                .query::<RunIdQuery>()
+                .query::<StoredRunQuery>()
                 .body::<ResumeBody>()
                 .conflict(NOT_SUSPENDED)
                 .answering(Answer::Records),
@@ -129,7 +129,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/workflows/{workflow_id}/resume-async",
             resume::<RESULT>,
             Doc::json(RUNS, "Resume a suspended run and answer with its result")
-                .query::<RunIdQuery>()
+                .query::<StoredRunQuery>()
                 .body::<ResumeBody>()
                 .conflict(NOT_SUSPENDED),
         )
@@ -137,7 +137,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/workflows/{workflow_id}/resume",
             resume::<MESSAGE>,
             Doc::json(RUNS, "Resume a suspended run in the background")
-                .query::<RunIdQuery>()
+                .query::<StoredRunQuery>()
                 .body::<ResumeBody>()
                 .conflict(NOT_SUSPENDED),
         )
@@ -148,7 +148,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Resume a suspended run in the background, answering with its id",
             )
-            .query::<RunIdQuery>()
+            .query::<StoredRunQuery>()
             .body::<ResumeBody>()
             .conflict(NOT_SUSPENDED),
         )
@@ -159,7 +159,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Restart a run left running by a process that died, in the background",
             )
-            .query::<RunIdQuery>()
+            .query::<StoredRunQuery>()
             .body::<RestartBody>()
             .conflict(NOT_ACTIVE),
         )
@@ -170,7 +170,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Restart a run left running by a process that died, answering with its result",
             )
-            .query::<RunIdQuery>()
+            .query::<StoredRunQuery>()
             .body::<RestartBody>()
             .conflict(NOT_ACTIVE),
         )
@@ -380,67 +380,91 @@ struct RunsQuery {
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
     per_page: Option<u32>,
-    /// Runs per page, as `limit`/`offset` clients page (`false`: as many as a page holds,
-    /// 1,000).
+    /// Runs per page, as `limit`/`offset` clients page: 1 to 1,000, or `false` for as many
+    /// as a page holds (1,000). Over `perPage`.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^(false|[1-9][0-9]{0,2}|1000)$"))]
     limit: Option<String>,
-    /// How many runs to skip: a multiple of `limit`.
+    /// How many runs to skip, besides the pages before `page`.
     #[serde(default)]
     offset: Option<u32>,
     /// Only this resource's runs.
     #[serde(default)]
     resource_id: Option<String>,
-    /// Only runs in this status (`pending`, `running`, `suspended`, `waiting`, `success`,
-    /// `failed`, `canceled`).
+    /// Only runs in this status.
     #[serde(default)]
+    #[schemars(extend("enum" = ["pending", "running", "suspended", "waiting", "success", "failed", "canceled"]))]
     status: Option<String>,
-    /// Not supported: refused rather than ignored.
+    /// Not supported: refused rather than ignored (so not in the document).
     #[serde(default)]
+    #[schemars(skip)]
     from_date: Option<String>,
-    /// Not supported: refused rather than ignored.
+    /// Not supported: refused rather than ignored (so not in the document).
     #[serde(default)]
+    #[schemars(skip)]
     to_date: Option<String>,
 }
 
 const MAX_PAGE: u32 = 1_000;
 
 impl RunsQuery {
-    /// The store's page and page size.
-    fn paging(&self) -> Result<(u32, u32), ApiError> {
-        if let Some(limit) = &self.limit {
-            let size = match limit.as_str() {
-                "false" => MAX_PAGE,
-                text => match text.parse::<u32>() {
-                    Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
-                    _ => {
-                        return Err(ApiError::invalid_query(format!(
-                            "limit must be a number from 1 to {MAX_PAGE} or false, not {text:?}"
-                        )));
-                    }
-                },
-            };
-            let offset = self.offset.unwrap_or(0);
-            if !offset.is_multiple_of(size) {
-                return Err(ApiError::invalid_query(format!(
-                    "offset ({offset}) must be a multiple of limit ({size})"
-                )));
-            }
-            return Ok((offset / size, size));
-        }
-        if self.offset.is_some() {
-            return Err(ApiError::invalid_query("offset needs limit"));
-        }
-        let size = match self.per_page {
-            None => 50,
-            Some(n) if (1..=MAX_PAGE).contains(&n) => n,
-            Some(n) => {
-                return Err(ApiError::invalid_query(format!(
-                    "perPage must be from 1 to {MAX_PAGE}, not {n}"
-                )));
-            }
+    /// The page size, and how many runs to skip.
+    fn paging(&self) -> Result<(u32, u64), ApiError> {
+        let size = match self.limit.as_deref() {
+            Some("false") => MAX_PAGE,
+            Some(text) => match text.parse::<u32>() {
+                Ok(n) if (1..=MAX_PAGE).contains(&n) => n,
+                _ => {
+                    return Err(ApiError::invalid_query(format!(
+                        "limit must be a number from 1 to {MAX_PAGE} or false, not {text:?}"
+                    )));
+                }
+            },
+            None => match self.per_page {
+                None => 50,
+                Some(n) if (1..=MAX_PAGE).contains(&n) => n,
+                Some(n) => {
+                    return Err(ApiError::invalid_query(format!(
+                        "perPage must be from 1 to {MAX_PAGE}, not {n}"
+                    )));
+                }
+            },
         };
-        Ok((self.page.unwrap_or(0), size))
+        let skip = u64::from(self.page.unwrap_or(0)) * u64::from(size)
+            + u64::from(self.offset.unwrap_or(0));
+        Ok((size, skip))
     }
+}
+
+/// `size` runs matching `query` after the first `skip` of them, and how many match.
+async fn runs_page(
+    workflow: &Workflow,
+    mut query: WorkflowRunsQuery,
+    size: u32,
+    skip: u64,
+) -> Result<(Vec<WorkflowSnapshot>, u64), ApiError> {
+    let store_error = |e: kestrel_core::workflow::WorkflowStoreError| ApiError::internal(&e);
+    let Ok(page) = u32::try_from(skip / u64::from(size)) else {
+        // Past any store's end: nothing, but the count.
+        query.per_page = 1;
+        let counted = workflow.store().list(&query).await.map_err(store_error)?;
+        return Ok((Vec::new(), counted.total));
+    };
+    query.page = page;
+    query.per_page = size;
+    let first = workflow.store().list(&query).await.map_err(store_error)?;
+    let within = usize::try_from(skip % u64::from(size)).unwrap_or_default();
+    if within == 0 {
+        return Ok((first.runs, first.total));
+    }
+    // An offset inside a page: the rest of that page, and the start of the next.
+    let mut runs: Vec<WorkflowSnapshot> = first.runs.into_iter().skip(within).collect();
+    if let Some(next) = page.checked_add(1) {
+        query.page = next;
+        let second = workflow.store().list(&query).await.map_err(store_error)?;
+        runs.extend(second.runs.into_iter().take(within));
+    }
+    Ok((runs, first.total))
 }
 
 async fn list_runs(
@@ -456,7 +480,7 @@ async fn list_runs(
             "fromDate and toDate are not supported: page through the runs (newest first)",
         ));
     }
-    let (page, per_page) = runs.paging()?;
+    let (size, skip) = runs.paging()?;
     let status = match runs.status.as_deref() {
         None => None,
         Some(text) => Some(WorkflowStatus::parse(text).ok_or_else(|| {
@@ -473,19 +497,15 @@ async fn list_runs(
         }
         resource_id = Some(own.clone());
     }
-    let listed = workflow
-        .store()
-        .list(&WorkflowRunsQuery {
-            workflow_id: Some(workflow_id),
-            resource_id,
-            status,
-            page,
-            per_page,
-        })
-        .await
-        .map_err(|e| ApiError::internal(&e))?;
+    let query = WorkflowRunsQuery {
+        workflow_id: Some(workflow_id),
+        resource_id,
+        status,
+        page: 0,
+        per_page: size,
+    };
+    let (listed, total) = runs_page(workflow, query, size, skip).await?;
     let runs: Vec<Value> = listed
-        .runs
         .iter()
         .map(|run| {
             json!({
@@ -498,7 +518,7 @@ async fn list_runs(
             })
         })
         .collect();
-    Ok(Json(json!({"runs": runs, "total": listed.total})))
+    Ok(Json(json!({"runs": runs, "total": total})))
 }
 
 /// The stored run `run_id` of `workflow`, if the caller may reach it (another resource's run
@@ -541,6 +561,9 @@ struct RunQuery {
     /// A comma-separated list of `result`, `error`, `payload`, `steps`, `activeStepsPath`,
     /// `serializedStepGraph` (absent: all of them). The ids, times and status always come.
     #[serde(default)]
+    #[schemars(regex(
+        pattern = r"^[\s,]*((result|error|payload|steps|activeStepsPath|serializedStepGraph)([\s,]+|$))*$"
+    ))]
     fields: Option<String>,
     /// Accepted for Mastra's clients (nested workflows' steps are always included).
     #[serde(default)]
@@ -568,8 +591,7 @@ async fn get_run(
         None => RUN_FIELDS.to_vec(),
         Some(list) => {
             let asked: Vec<&str> = list
-                .split(',')
-                .map(str::trim)
+                .split(|c: char| c == ',' || c.is_whitespace())
                 .filter(|f| !f.is_empty())
                 .collect();
             if let Some(unknown) = asked.iter().find(|f| !RUN_FIELDS.contains(f)) {
@@ -639,6 +661,16 @@ struct RunIdQuery {
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
     #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
     run_id: Option<String>,
+}
+
+/// The `runId` query parameter of the routes that act on a stored run.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct StoredRunQuery {
+    /// The run.
+    #[serde(deserialize_with = "crate::wire::id")]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    run_id: String,
 }
 
 /// The body of `create-run`.
@@ -713,9 +745,9 @@ struct StartBody {
     /// The run's input, checked against the workflow's input schema.
     #[serde(default)]
     input_data: Value,
-    /// The workflow state the run starts with (an object; absent: `{}`).
+    /// The workflow state the run starts with (absent: `{}`).
     #[serde(default)]
-    initial_state: Option<Value>,
+    initial_state: Option<Map<String, Value>>,
     /// Values the steps read from their request context.
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
@@ -726,9 +758,11 @@ struct StartBody {
     /// Only `true` (the default): a stream ends when its run suspends, and `resume-stream`
     /// streams the rest.
     #[serde(default)]
+    #[schemars(extend("const" = true))]
     close_on_suspend: Option<bool>,
-    /// Not supported: a run goes on to its end or its first suspension.
+    /// Only `false` (the default): a run goes on to its end or its first suspension.
     #[serde(default)]
+    #[schemars(extend("const" = false))]
     per_step: Option<bool>,
     /// Accepted for Mastra's clients; not used yet.
     #[serde(default)]
@@ -798,10 +832,8 @@ async fn fresh_run(
     if let Some(resource) = resource {
         run = run.resource(resource);
     }
-    match body.initial_state {
-        None | Some(Value::Null) => {}
-        Some(state @ Value::Object(_)) => run = run.initial_state(state),
-        Some(_) => return Err(ApiError::invalid("initialState must be an object")),
+    if let Some(state) = body.initial_state {
+        run = run.initial_state(Value::Object(state));
     }
     // Stored `pending` first (unless it was created already), so the run is listed from its
     // start on whatever store, and of two starts of one id only one claims it.
@@ -896,8 +928,8 @@ async fn start<const HOW: u8>(
 enum StepPath {
     /// A step id.
     Id(String),
-    /// The path of ids to a step.
-    Path(Vec<String>),
+    /// The path of ids to a step (one id: these workflows nest none).
+    Path(#[schemars(length(min = 1, max = 1))] Vec<String>),
 }
 
 /// The body of the resume routes.
@@ -913,11 +945,14 @@ struct ResumeBody {
     /// Values the steps read from their request context (over the run's own).
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
-    /// Not supported yet: a foreach step resumes as a whole.
+    /// Not supported yet (a foreach step resumes as a whole): refused rather than ignored,
+    /// so not in the document.
     #[serde(default)]
-    for_each_index: Option<u32>,
-    /// Not supported: a run goes on to its end or its next suspension.
+    #[schemars(skip)]
+    for_each_index: Option<Value>,
+    /// Only `false` (the default): a run goes on to its end or its next suspension.
     #[serde(default)]
+    #[schemars(extend("const" = false))]
     per_step: Option<bool>,
     /// Accepted for Mastra's clients; not used yet.
     #[serde(default)]
@@ -929,7 +964,7 @@ struct ResumeBody {
 async fn resumed_run(
     workflow: &Workflow,
     caller: &Caller,
-    run_id: Option<String>,
+    run_id: String,
     body: ResumeBody,
 ) -> Result<(WorkflowRun, Option<String>, Value), ApiError> {
     unsupported_per_step(body.per_step)?;
@@ -938,9 +973,6 @@ async fn resumed_run(
             "forEachIndex is not supported yet: a foreach step resumes as a whole",
         ));
     }
-    let Some(run_id) = run_id else {
-        return Err(ApiError::invalid_query("runId is required to resume a run"));
-    };
     visible(workflow, caller, &run_id).await?;
     let step = match body.step {
         None => None,
@@ -967,7 +999,7 @@ async fn resume_stream(
     slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
+    run: Result<Query<StoredRunQuery>, QueryRejection>,
     Body(body): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
     let run_id = query(run)?.run_id;
@@ -985,7 +1017,7 @@ async fn resume<const HOW: u8>(
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
+    run: Result<Query<StoredRunQuery>, QueryRejection>,
     Body(body): Body<ResumeBody>,
 ) -> Result<Json<Value>, ApiError> {
     let run_id = query(run)?.run_id;
@@ -1014,14 +1046,10 @@ async fn restart<const HOW: u8>(
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
+    run: Result<Query<StoredRunQuery>, QueryRejection>,
     MaybeBody(body): MaybeBody<RestartBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(run_id) = query(run)?.run_id else {
-        return Err(ApiError::invalid_query(
-            "runId is required to restart a run",
-        ));
-    };
+    let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     visible(workflow, &caller, &run_id).await?;
     let run = workflow

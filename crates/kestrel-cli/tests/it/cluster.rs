@@ -236,27 +236,31 @@ impl Instance {
         id: &str,
         more: &[&str],
     ) -> Self {
+        let prefix = format!("{}:", services.schema);
+        let mut args = vec![
+            "--db",
+            &services.postgres,
+            "--schema",
+            &services.schema,
+            "--redis",
+            &services.redis,
+            "--redis-prefix",
+            &prefix,
+            "--instance-id",
+            id,
+            "--lease-ttl-ms",
+            LEASE_TTL_MS,
+        ];
+        args.extend_from_slice(more);
+        Self::launch(model, &args).await
+    }
+
+    /// `kestrel dev --port 0 --model openai/fake` with `args`, on `model`; returns once it
+    /// serves.
+    pub(super) async fn launch(model: &FakeServer, args: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kestrel"))
-            .args([
-                "dev",
-                "--port",
-                "0",
-                "--model",
-                "openai/fake",
-                "--db",
-                &services.postgres,
-                "--schema",
-                &services.schema,
-                "--redis",
-                &services.redis,
-                "--redis-prefix",
-                &format!("{}:", services.schema),
-                "--instance-id",
-                id,
-                "--lease-ttl-ms",
-                LEASE_TTL_MS,
-            ])
-            .args(more)
+            .args(["dev", "--port", "0", "--model", "openai/fake"])
+            .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", env!("CARGO_TARGET_TMPDIR"))

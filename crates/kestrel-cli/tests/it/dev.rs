@@ -145,3 +145,76 @@ async fn a_public_host_needs_a_token() {
     );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
+
+#[tokio::test]
+async fn the_demo_workflows_run_branch_suspend_and_call_their_agent() {
+    use futures::StreamExt;
+    use kestrel::workflow::{StepStatus, WorkflowStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dev::open_storage(&dir.path().join("dev.db")).await.unwrap();
+    let notes = ModelSpec::Model(Arc::new(ScriptedModel::from_fn(|_| {
+        ScriptedResponse::text_deltas(["- kestrels ", "hover"])
+    })));
+    let kestrel = dev::demo_kestrel(notes, Arc::new(storage.clone())).unwrap();
+    let ids: Vec<&str> = kestrel.workflows().map(|w| w.id()).collect();
+    assert_eq!(
+        ids,
+        [dev::PUBLISH_POST, dev::RESEARCH_BRIEF, dev::WEATHER_REPORT]
+    );
+
+    // Parallel readings, then the one branch arm that holds.
+    let report = kestrel.workflow(dev::WEATHER_REPORT).unwrap();
+    let done = report
+        .create_run()
+        .start(json!({"city": "Lisbon"}))
+        .await
+        .unwrap();
+    assert_eq!(done.status, WorkflowStatus::Success, "{done:?}");
+    let celsius = done.steps["temperature"].output.as_ref().unwrap()["celsius"]
+        .as_i64()
+        .unwrap();
+    let (held, skipped) = if celsius >= 18 {
+        ("warm", "cool")
+    } else {
+        ("cool", "warm")
+    };
+    assert_eq!(done.steps[held].status, StepStatus::Success);
+    assert!(!done.steps.contains_key(skipped), "{done:?}");
+    let text = done.result.unwrap()["report"].as_str().unwrap().to_owned();
+    assert!(text.starts_with("Lisbon: "), "{text}");
+    let bad = report.create_run().start(json!({"town": "Lisbon"})).await;
+    assert!(bad.is_err(), "the input schema names the city");
+
+    // A person's review: the run suspends with the draft, and the review resumes it.
+    let post = kestrel.workflow(dev::PUBLISH_POST).unwrap();
+    let run = post.create_run();
+    let waiting = run.start(json!({"topic": "kestrels"})).await.unwrap();
+    assert_eq!(waiting.status, WorkflowStatus::Suspended);
+    assert_eq!(waiting.suspend_payload["review"]["topic"], "kestrels");
+    assert!(post.step("review").unwrap().resume_schema().is_some());
+    let published = run
+        .resume(Some("review"), json!({"approved": true, "note": "fine"}))
+        .await
+        .unwrap();
+    assert_eq!(published.result.unwrap()["published"], true);
+
+    // The agent step: its events reach the workflow's stream.
+    let brief = kestrel.workflow(dev::RESEARCH_BRIEF).unwrap();
+    let stream = brief
+        .create_run()
+        .stream(json!({"topic": "kestrels"}))
+        .await
+        .unwrap();
+    let events: Vec<_> = stream.collect().await;
+    let deltas = events
+        .iter()
+        .filter(|e| e.to_json().contains(r#""type":"text-delta""#))
+        .count();
+    assert!(deltas >= 2, "the agent's text reached the stream");
+    let finish = events.last().unwrap().to_json();
+    assert!(
+        finish.contains("Brief on kestrels:\\n- kestrels hover"),
+        "{finish}"
+    );
+    storage.close().await;
+}

@@ -11,3 +11,4 @@ mod local_default;
 mod models;
 mod studio_browser;
 mod takeover;
+mod workflow_takeover;

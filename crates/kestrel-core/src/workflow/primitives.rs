@@ -72,10 +72,16 @@ impl Step for AgentStep {
         while let Some(event) = stream.next().await {
             ctx.write(&event).await;
         }
-        let result = stream
-            .result()
-            .await
-            .map_err(|e| StepError::new(format!("agent {:?} failed: {e}", self.id())))?;
+        let result = stream.result().await.map_err(|error| {
+            // The error's text may hold a provider's answer: it is logged, and the step's
+            // failure (which clients read) names the run to look up.
+            tracing::warn!(agent = %self.id(), %error, "an agent step failed");
+            StepError::new(format!(
+                "agent {:?} failed (its run {})",
+                self.id(),
+                error.run_id()
+            ))
+        })?;
         ctx.run.add_usage(&result.usage);
         Ok(json!({"text": result.text}))
     }

@@ -583,7 +583,7 @@ async fn bad_requests_are_typed_errors_that_name_the_problem() {
     )
     .await;
     error_of(
-        f.get("/workflows/numbers/runs?limit=10&offset=5").await,
+        f.get("/workflows/numbers/runs?limit=1001").await,
         400,
         "invalid_query",
     )
@@ -640,6 +640,26 @@ async fn runs_are_paged_and_filtered() {
         .ok(f.get("/workflows/numbers/runs?limit=2&offset=4").await)
         .await;
     assert_eq!(by_limit["runs"].as_array().unwrap().len(), 1);
+    // An offset inside a page: the runs after it, across the page's end, newest first.
+    let all_ids = |page: &Value| -> Vec<String> {
+        page["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["runId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let everything = all_ids(&f.ok(f.get("/workflows/numbers/runs").await).await);
+    let shifted = f
+        .ok(f.get("/workflows/numbers/runs?limit=2&offset=1").await)
+        .await;
+    assert_eq!(all_ids(&shifted), everything[1..3]);
+    let paged = f
+        .ok(f
+            .get("/workflows/numbers/runs?page=1&perPage=2&offset=1")
+            .await)
+        .await;
+    assert_eq!(all_ids(&paged), everything[3..5]);
     let all = f
         .ok(f.get("/workflows/numbers/runs?limit=false").await)
         .await;
