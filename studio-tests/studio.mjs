@@ -209,6 +209,76 @@ async function run() {
   check(declined.includes("Declined by you"), `the card does not say the call was declined: ${declined}`);
   check(declined.includes("not today"), `the model did not get the reason: ${declined}`);
 
+  step = "a workflow's graph";
+  await page.getByTestId("workflow-weather-report").click();
+  await page.getByTestId("workflow-graph").waitFor();
+  check(page.url().includes("#workflow/weather-report"), `the workflow is not in the URL: ${page.url()}`);
+  const drawn = await page.getByTestId("workflow-step").evaluateAll((els) => els.map((e) => e.dataset.step));
+  check(JSON.stringify(drawn) === JSON.stringify(["forecast", "temperature", "sky", "warm", "cool", "report"]), `the graph's steps: ${JSON.stringify(drawn)}`);
+  check((await page.getByTestId("workflow-parallel").count()) === 1, "the parallel arms are not drawn as a group");
+  check((await page.getByTestId("workflow-branch").count()) === 1, "the branch is not drawn as a group");
+  check(!(await page.getByTestId("messages").isVisible()), "the chat is still shown beside the workflow");
+
+  step = "running a workflow from its input form, lit live";
+  const stepBox = (id) => page.locator(`[data-testid="workflow-step"][data-step="${id}"]`);
+  const runForm = page.getByTestId("workflow-run-form");
+  await runForm.getByLabel("City").fill("Lisbon");
+  await runForm.getByTestId("resume").click();
+  // Each plain step takes a moment here: the graph shows it running, then done.
+  await page.locator('[data-testid="workflow-step"][data-step="forecast"][data-status="running"]').waitFor();
+  await page.locator('[data-testid="workflow-run-status"][data-status="success"]').waitFor();
+  for (const id of ["forecast", "temperature", "sky", "report"]) {
+    check((await stepBox(id).getAttribute("data-status")) === "success", `${id} is not shown as done`);
+  }
+  const arms = [await stepBox("warm").getAttribute("data-status"), await stepBox("cool").getAttribute("data-status")];
+  check(arms.filter((a) => a === "success").length === 1 && arms.includes("pending"), `one branch arm runs, the other not: ${arms}`);
+  check((await page.getByTestId("workflow-result").innerText()).includes("Lisbon: "), "the run's result is not shown");
+  check(/#workflow\/weather-report\/.+/.test(page.url()), `the run is not in the URL: ${page.url()}`);
+
+  step = "a step's input and output";
+  await stepBox("forecast").click();
+  const forecastDetail = page.locator('[data-testid="step-detail"][data-step="forecast"]');
+  await forecastDetail.waitFor();
+  check((await page.getByTestId("step-detail").count()) === 1, "choosing a step does not narrow the details to it");
+  const detailText = await forecastDetail.innerText();
+  check(detailText.includes("Lisbon") && detailText.includes("temperatureC"), `the step's input and output are not shown: ${detailText}`);
+
+  step = "a workflow step that waits for a person, after a reload";
+  await page.getByTestId("workflow-publish-post").click();
+  const postForm = page.getByTestId("workflow-run-form");
+  await postForm.getByLabel("Topic").fill("kestrels");
+  await postForm.getByTestId("resume").click();
+  await page.locator('[data-testid="workflow-run-status"][data-status="suspended"]').waitFor();
+  check((await stepBox("review").getAttribute("data-status")) === "suspended", "the review step is not shown waiting");
+  await page.getByTestId("workflow-resume-form").waitFor();
+  await page.reload();
+  const resumeForm = page.locator('[data-testid="workflow-suspension"][data-step="review"] [data-testid="workflow-resume-form"]');
+  await resumeForm.waitFor();
+  check((await page.getByTestId("workflow-suspension").innerText()).includes("Notes on kestrels"), "the suspension does not show the draft");
+  await resumeForm.getByLabel("Approved").check();
+  await resumeForm.getByLabel("Note").fill("ship it");
+  await resumeForm.getByTestId("resume").click();
+  await page.locator('[data-testid="workflow-run-status"][data-status="success"]').waitFor();
+  check((await stepBox("publish").getAttribute("data-status")) === "success", "publish is not shown as done");
+  const published = await page.locator('[data-testid="step-detail"][data-step="publish"]').innerText();
+  check(published.includes("ship it"), `the published post does not carry the review: ${published}`);
+  await page.getByTestId("workflow-resume-form").waitFor({ state: "detached" });
+
+  step = "a workflow's runs";
+  await page.getByTestId("workflow-weather-report").click();
+  const runItem = page.getByTestId("workflow-run-item").first();
+  await runItem.waitFor();
+  check((await runItem.getAttribute("data-status")) === "success", "the run history does not show the run's status");
+  await runItem.click();
+  await page.locator('[data-testid="workflow-run-status"][data-status="success"]').waitFor();
+  check((await page.getByTestId("step-detail").count()) >= 5, "the run read back does not show its steps");
+
+  step = "back to the chat";
+  await page.getByTestId("agent-assistant").click();
+  await page.getByTestId("messages").waitFor();
+  check(await page.getByTestId("prompt").isVisible(), "the chat is not shown again");
+  check(!(await page.getByTestId("workflow-view").isVisible()), "the workflow view is still shown");
+
   if (tokenUrl && tokenValue) {
     step = "asking for the token";
     const guarded = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();

@@ -51,6 +51,7 @@ const ASSETS: &[Asset] = &[
     asset!("runs.js", JS),
     asset!("render.js", JS),
     asset!("forms.js", JS),
+    asset!("workflows.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

@@ -166,3 +166,45 @@ function frameEnd(buffer) {
   if (crlf < 0) return lf;
   return Math.min(lf, crlf);
 }
+
+/**
+ * A workflow stream (Mastra's format, not SSE): POSTs `body` and calls `onEvent` with each
+ * record (JSON followed by the record separator U+001E) until the body ends. `onOpen` runs
+ * once the server has taken the request (a refusal throws its `ApiError` before).
+ */
+export async function records(path, body, onEvent, { signal, onOpen } = {}) {
+  const response = await send(path, {
+    method: "POST",
+    body: JSON.stringify(body),
+    signal,
+  });
+  if (onOpen) onOpen();
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  const flush = (final) => {
+    let end;
+    while ((end = buffer.indexOf("\u001e")) >= 0) {
+      const record = buffer.slice(0, end);
+      buffer = buffer.slice(end + 1);
+      emit(record);
+    }
+    if (final && buffer.trim()) emit(buffer);
+  };
+  const emit = (record) => {
+    if (!record.trim()) return;
+    try {
+      onEvent(JSON.parse(record));
+    } catch {
+      // A record that is not JSON: skipped, as the Mastra client would fail on it.
+    }
+  };
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    flush(false);
+  }
+  buffer += decoder.decode();
+  flush(true);
+}

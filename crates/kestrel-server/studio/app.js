@@ -1,7 +1,8 @@
 // Kestrel Studio: chat with the server's agents, watch their runs, decide on what waits.
 //
-// The page keeps its place in the URL (`#/<agent>/<thread>`), so a reload shows the same
-// agent and thread, whose history comes back from the memory routes. Everything else comes
+// The page keeps its place in the URL (`#/<agent>/<thread>`, or `#workflow/<id>/<run>` for
+// a workflow and its run: see workflows.js), so a reload shows the same agent and thread,
+// whose history comes back from the memory routes, or the same workflow run. Everything else comes
 // from the agents routes: runs stream as SSE, and approvals, declines and resumes continue
 // the same run in the same chat bubble.
 
@@ -9,6 +10,7 @@ import { ApiError, api, onTokenNeeded, query, setToken, stream, token } from "./
 import { schemaForm } from "./forms.js";
 import { ago, delegationTree, h, json, pill, runBody, runFooter, storedBody, storedTurns, timeline, value } from "./render.js";
 import { Run, asText, clip, questionOf } from "./runs.js";
+import { closeWorkflow, hasWorkflow, loadWorkflows, mountWorkflows, openWorkflow } from "./workflows.js";
 
 const RESOURCE_KEY = "kestrel.studio.resource";
 const DEFAULT_RESOURCE = "studio";
@@ -39,6 +41,13 @@ const state = {
 // Start
 
 onTokenNeeded(askToken);
+mountWorkflows({
+  resource,
+  navigate: (hash) => {
+    if (location.hash !== hash) history.pushState(null, "", hash);
+    route();
+  },
+});
 window.addEventListener("DOMContentLoaded", boot);
 
 async function boot() {
@@ -84,10 +93,7 @@ async function boot() {
       selectTab(next.id.replace("tab-", ""));
     });
   }
-  window.addEventListener("hashchange", () => {
-    const { agentId, threadId } = fromHash();
-    if (agentId !== state.agentId || threadId !== state.threadId) openConversation(agentId, threadId, { push: false });
-  });
+  window.addEventListener("hashchange", route);
   await loadAgents();
 }
 
@@ -96,6 +102,40 @@ function resource() {
     return localStorage.getItem(RESOURCE_KEY) || DEFAULT_RESOURCE;
   } catch {
     return DEFAULT_RESOURCE;
+  }
+}
+
+/** The workflow the URL names (`#workflow/<id>/<run>`), if it names one. */
+function workflowFromHash() {
+  if (!location.hash.startsWith("#workflow/")) return null;
+  const [workflowId, runId] = location.hash.slice("#workflow/".length).split("/").map((s) => (s ? decodeURIComponent(s) : null));
+  return workflowId ? { workflowId, runId: runId || null } : null;
+}
+
+/** Shows what the URL names: a workflow (and run), or an agent's thread. */
+function route() {
+  const wanted = workflowFromHash();
+  if (wanted && hasWorkflow(wanted.workflowId)) {
+    showWorkflows(true);
+    openWorkflow(wanted.workflowId, wanted.runId);
+    return;
+  }
+  showWorkflows(false);
+  const { agentId, threadId } = fromHash();
+  const id = state.agents[agentId] ? agentId : state.agentId || Object.keys(state.agents)[0];
+  if (id !== state.agentId || threadId !== state.threadId || !state.shown) openConversation(id, state.agents[agentId] ? threadId : null, { push: false });
+}
+
+/** Switches the page between the workflow view and the chat. */
+function showWorkflows(on) {
+  document.querySelector(".layout").classList.toggle("workflow-mode", on);
+  $("workflow-view").hidden = !on;
+  if (on) {
+    state.shown = false;
+    state.agentId = null;
+    drawAgentList();
+  } else {
+    closeWorkflow();
   }
 }
 
@@ -118,9 +158,14 @@ async function loadAgents() {
     return;
   }
   const ids = Object.keys(state.agents);
-  setConnection("ok", `Connected · ${ids.length} agent${ids.length === 1 ? "" : "s"}`);
+  const workflows = await loadWorkflows();
+  setConnection("ok", `Connected · ${ids.length} agent${ids.length === 1 ? "" : "s"}${workflows.length ? ` · ${workflows.length} workflow${workflows.length === 1 ? "" : "s"}` : ""}`);
   $("token-button").hidden = !token();
   drawAgentList();
+  if (workflowFromHash()) {
+    route();
+    return;
+  }
   if (!ids.length) {
     $("messages").replaceChildren(notice("info", "No agents", "This server has no agents registered."));
     return;
@@ -208,6 +253,8 @@ function badges(a) {
 /** Shows `agentId`'s thread `threadId` (its stored history), or a new conversation. */
 async function openConversation(agentId, threadId, { push = true } = {}) {
   if (!agentId || !state.agents[agentId]) return;
+  if (!$("workflow-view").hidden) showWorkflows(false);
+  state.shown = true;
   if (state.busy && (agentId !== state.agentId || threadId !== state.threadId)) {
     // The run goes on on the server; its bubble belongs to the page that started it.
     state.busy = false;

@@ -84,7 +84,7 @@ let counter = 0;
  * A form for `schema`. `onSubmit(data)` gets the resume data; it may return a promise, during
  * which the form is disabled. Returns the form element.
  */
-export function schemaForm(schema, onSubmit, { submitLabel = "Resume", testId = "resume-form" } = {}) {
+export function schemaForm(schema, onSubmit, { submitLabel = "Resume", testId = "resume-form", jsonLabel = "Resume data (JSON)" } = {}) {
   const root = parseSchema(schema) || {};
   const top = resolve(root, root);
   const fields = [];
@@ -135,7 +135,7 @@ export function schemaForm(schema, onSubmit, { submitLabel = "Resume", testId = 
   } else {
     const id = `${uid}-json`;
     const input = h("textarea", { id, rows: "4", class: "mono", "data-field": "json", placeholder: "{ }" });
-    form.append(h("div", { class: "field" }, h("label", { for: id }, "Resume data (JSON)"), input));
+    form.append(h("div", { class: "field" }, h("label", { for: id }, jsonLabel), input));
     fields.push({ name: null, kind: "json", input, required: true });
   }
 
@@ -168,7 +168,7 @@ export function schemaForm(schema, onSubmit, { submitLabel = "Resume", testId = 
 
 function collect(fields) {
   if (fields.length === 1 && fields[0].name === null) {
-    return parseJson(fields[0].input.value, "The resume data");
+    return parseJson(fields[0].input.value, "The data");
   }
   const data = {};
   for (const field of fields) {

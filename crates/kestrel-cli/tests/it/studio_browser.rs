@@ -241,9 +241,16 @@ async fn the_studio_works_in_a_browser() {
     let storage = dev::open_storage(&dir.path().join("nested/dev.db"))
         .await
         .unwrap();
-    let kestrel = dev::demo_kestrel(
+    // The demo's tools and workflow steps take a moment, as real work would: the page shows
+    // them running before they are done.
+    let options = dev::DemoOptions {
+        tool_delay: Duration::from_millis(300),
+        ..dev::DemoOptions::default()
+    };
+    let kestrel = dev::demo_kestrel_with(
         ModelSpec::Model(Arc::new(scripted_model())),
         Arc::new(storage.clone()),
+        options,
     )
     .unwrap();
     // The same agents behind a token, for the Studio's token prompt.
