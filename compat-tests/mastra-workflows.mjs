@@ -4,7 +4,8 @@
 // The server (crates/kestrel-server/tests/it/js_clients.rs) has the workflows of
 // crates/kestrel-server/tests/it/workflows.rs: `numbers` (s1: v + 1, then a: v × 2 and
 // b: v × 3 in parallel, then sum), `gate` (`ask` suspends until resumed with {approved},
-// then `after`) and `slow` (`wait` waits for its abort signal).
+// then `after`), `slow` (`wait` waits for its abort signal) and `wrapped` (`lift`: v + 100,
+// then the nested workflow `checks`, whose `check` suspends until resumed with {approved}).
 import assert from 'node:assert/strict';
 import { runChecks } from './checks.mjs';
 import { MastraClient } from '@mastra/client-js';
@@ -33,7 +34,7 @@ async function until(check) {
 const checks = {
   async 'listWorkflows, details and getSchema'() {
     const workflows = await client.listWorkflows();
-    assert.deepEqual(Object.keys(workflows).sort(), ['gate', 'numbers', 'slow']);
+    assert.deepEqual(Object.keys(workflows).sort(), ['gate', 'numbers', 'slow', 'wrapped']);
     const details = await client.getWorkflow('numbers').details();
     assert.equal(details.name, 'numbers');
     assert.deepEqual(Object.keys(details.steps).sort(), ['a', 'b', 's1', 'sum']);
@@ -133,6 +134,16 @@ const checks = {
     const deleted = await workflow.deleteRunById('client-stream-1');
     assert.equal(deleted.message, 'Workflow run deleted');
     await assert.rejects(() => workflow.runById('client-stream-1'), /404/);
+  },
+
+  async 'a nested step is resumed by its path'() {
+    const run = await client.getWorkflow('wrapped').createRun();
+    const suspended = await run.startAsync({ inputData: { v: 1 } });
+    assert.equal(suspended.status, 'suspended');
+    assert.deepEqual(suspended.suspended, [['checks', 'check']]);
+    const done = await run.resumeAsync({ step: ['checks', 'check'], resumeData: { approved: true } });
+    assert.equal(done.status, 'success');
+    assert.deepEqual(done.result, { v: 101, sure: true });
   },
 
   async 'errors carry the status'() {

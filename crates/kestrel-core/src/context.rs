@@ -40,6 +40,10 @@ pub const HIDDEN_MESSAGES_KEY: &str = "kestrel.hiddenMessageIds";
 /// request bodies: a caller cannot claim another identity or depth through them.
 pub const RESERVED_KEY_PREFIX: &str = "kestrel.";
 
+/// The key under which a nested workflow's run names the workflow that runs it: such a run is
+/// continued by its outer run (a restart of the outer run restarts it), not on its own.
+pub const PARENT_WORKFLOW_KEY: &str = "kestrel.parentWorkflow";
+
 /// Whether `key` is one the framework reserves ([`RESERVED_KEY_PREFIX`]).
 pub fn is_reserved_key(key: &str) -> bool {
     key.starts_with(RESERVED_KEY_PREFIX)

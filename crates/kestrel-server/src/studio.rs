@@ -52,6 +52,7 @@ const ASSETS: &[Asset] = &[
     asset!("render.js", JS),
     asset!("forms.js", JS),
     asset!("workflows.js", JS),
+    asset!("workflow-runs.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

@@ -218,6 +218,18 @@ fn step_json(step: &Arc<dyn kestrel_core::workflow::Step>) -> Value {
     object
 }
 
+/// Every step of `workflow`, nested workflows' too, by their prefixed ids (`nested.inner`),
+/// as Mastra's `allSteps`.
+fn every_step(workflow: &Workflow, prefix: &str, into: &mut Map<String, Value>) {
+    for step in workflow.steps() {
+        let id = format!("{prefix}{}", step.id());
+        into.insert(id.clone(), step_json(step));
+        if let Some(inner) = step.nested_workflow() {
+            every_step(inner, &format!("{id}."), into);
+        }
+    }
+}
+
 /// A workflow as Mastra's `WorkflowInfo`; `partial` leaves the steps out (and counts them).
 fn workflow_json(workflow: &Workflow, partial: bool) -> Value {
     let steps: Map<String, Value> = if partial {
@@ -229,13 +241,17 @@ fn workflow_json(workflow: &Workflow, partial: bool) -> Value {
             .map(|step| (step.id().to_owned(), step_json(step)))
             .collect()
     };
+    let mut all_steps = Map::new();
+    if !partial {
+        every_step(workflow, "", &mut all_steps);
+    }
     let mut info = json!({
         "name": workflow.id(),
         "description": workflow.description(),
         "metadata": {},
         "origin": "code",
         "steps": steps,
-        "allSteps": steps,
+        "allSteps": all_steps,
         "stepGraph": workflow.serialized_step_graph(),
         "inputSchema": schema_string(workflow.input_schema()),
         "outputSchema": schema_string(workflow.output_schema()),
@@ -928,8 +944,8 @@ async fn start<const HOW: u8>(
 enum StepPath {
     /// A step id.
     Id(String),
-    /// The path of ids to a step (one id: these workflows nest none).
-    Path(#[schemars(length(min = 1, max = 1))] Vec<String>),
+    /// The path of ids to a step inside nested workflows (`["nested", "inner"]`).
+    Path(#[schemars(length(min = 1, max = 32))] Vec<String>),
 }
 
 /// The body of the resume routes.
@@ -960,13 +976,17 @@ struct ResumeBody {
     tracing_options: Option<Value>,
 }
 
-/// The run a resume body names, the step and the data; the run must be the caller's.
+fn as_strs(path: &[String]) -> Vec<&str> {
+    path.iter().map(String::as_str).collect()
+}
+
+/// The run a resume body names, the step's path and the data; the run must be the caller's.
 async fn resumed_run(
     workflow: &Workflow,
     caller: &Caller,
     run_id: String,
     body: ResumeBody,
-) -> Result<(WorkflowRun, Option<String>, Value), ApiError> {
+) -> Result<(WorkflowRun, Vec<String>, Value), ApiError> {
     unsupported_per_step(body.per_step)?;
     if body.for_each_index.is_some() {
         return Err(ApiError::invalid(
@@ -974,23 +994,18 @@ async fn resumed_run(
         ));
     }
     visible(workflow, caller, &run_id).await?;
-    let step = match body.step {
-        None => None,
-        Some(StepPath::Id(id)) => Some(id),
-        Some(StepPath::Path(path)) => match <[String; 1]>::try_from(path) {
-            Ok([id]) => Some(id),
-            Err(path) => {
-                return Err(ApiError::invalid(format!(
-                    "step path {path:?} names a nested workflow's step; this workflow has \
-                     none: name the step by its id"
-                )));
-            }
-        },
+    let path = match body.step {
+        None => Vec::new(),
+        Some(StepPath::Id(id)) => vec![id],
+        Some(StepPath::Path(path)) => path,
     };
+    if let Some(problem) = path.iter().find_map(|id| crate::wire::id_problem(id)) {
+        return Err(ApiError::invalid(format!("step: {problem}")));
+    }
     let run = workflow
         .create_run_with_id(run_id)
         .request_context(run_context(caller, body.request_context));
-    Ok((run, step, body.resume_data))
+    Ok((run, path, body.resume_data))
 }
 
 async fn resume_stream(
@@ -1004,9 +1019,9 @@ async fn resume_stream(
 ) -> Result<Response, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
-    let (run, step, data) = resumed_run(workflow, &caller, run_id, body).await?;
+    let (run, path, data) = resumed_run(workflow, &caller, run_id, body).await?;
     Ok(records(
-        run.resume_stream(step.as_deref(), data).await?,
+        run.resume_at_stream(&as_strs(&path), data).await?,
         slot,
     ))
 }
@@ -1022,8 +1037,8 @@ async fn resume<const HOW: u8>(
 ) -> Result<Json<Value>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
-    let (run, step, data) = resumed_run(workflow, &caller, run_id, body).await?;
-    let stream = run.resume_stream(step.as_deref(), data).await?;
+    let (run, path, data) = resumed_run(workflow, &caller, run_id, body).await?;
+    let stream = run.resume_at_stream(&as_strs(&path), data).await?;
     answer::<HOW>(stream, run.run_id(), "Workflow run resumed").await
 }
 

@@ -9,6 +9,7 @@
 import { api, query, records } from "./api.js";
 import { schemaForm } from "./forms.js";
 import { ago, h, value } from "./render.js";
+import { fold, suspendedPath, unwrapSchema } from "./workflow-runs.js";
 
 /** A run's or a step's status, as its pill says it. */
 const LABELS = {
@@ -103,21 +104,6 @@ function drawWorkflowList() {
       );
     }),
   );
-}
-
-/** A schema as the workflow routes give it: a JSON string of `{"json": schema}`. */
-export function unwrapSchema(schema) {
-  if (!schema) return null;
-  let parsed = schema;
-  if (typeof schema === "string") {
-    try {
-      parsed = JSON.parse(schema);
-    } catch {
-      return null;
-    }
-  }
-  if (parsed && typeof parsed === "object" && !Array.isArray(parsed) && "json" in parsed) return parsed.json;
-  return parsed;
 }
 
 /** Shows workflow `id`, and its run `runId` when given (read back from the server). */
@@ -220,21 +206,22 @@ function stepPill(status) {
   return h("span", { class: `pill pill-${TONE[status] || "idle"}`, "data-testid": "step-status" }, LABELS[status] || status);
 }
 
-/** One step's box: its id, its description, its status. */
-function stepBox(step, label) {
-  const status = statusOf(step.id);
-  const live = ws.run && ws.run.steps[step.id] && ws.run.steps[step.id].progress;
+/** One step's box: its id, its description, its status. `prefix` names a nested workflow's. */
+function stepBox(step, label, prefix = "") {
+  const key = `${prefix}${step.id}`;
+  const status = statusOf(key);
+  const live = ws.run && ws.run.steps[key] && ws.run.steps[key].progress;
   return h(
     "button",
     {
       type: "button",
-      class: `wf-step${ws.selected === step.id ? " selected" : ""}`,
+      class: `wf-step${ws.selected === key ? " selected" : ""}`,
       "data-testid": "workflow-step",
-      "data-step": step.id,
+      "data-step": key,
       "data-status": status,
-      "aria-label": `${step.id}: ${LABELS[status] || status}`,
+      "aria-label": `${key}: ${LABELS[status] || status}`,
       onclick: () => {
-        ws.selected = step.id;
+        ws.selected = key;
         drawGraph();
         drawSteps();
       },
@@ -250,32 +237,33 @@ function group(kind, title, ...children) {
   return h("div", { class: `wf-group wf-${kind}`, "data-testid": `workflow-${kind}` }, h("div", { class: "wf-group-title" }, title), ...children);
 }
 
-/** One entry of a serialized step graph. */
-function entry(node) {
+/** One entry of a serialized step graph; a nested workflow's steps are `<its id>.<step>`. */
+function entry(node, prefix) {
+  const each = (nodes) => nodes.map((n) => entry(n, prefix));
   switch (node.type) {
     case "step":
       return node.step.serializedStepFlow
-        ? group("nested", `workflow ${node.step.id}`, stepBox(node.step), graphOf(node.step.serializedStepFlow))
-        : stepBox(node.step);
+        ? group("nested", `workflow ${node.step.id}`, stepBox(node.step, null, prefix), graphOf(node.step.serializedStepFlow, `${prefix}${node.step.id}.`))
+        : stepBox(node.step, null, prefix);
     case "parallel":
-      return group("parallel", "at once", h("div", { class: "wf-row" }, node.steps.map(entry)));
+      return group("parallel", "at once", h("div", { class: "wf-row" }, each(node.steps)));
     case "conditional":
-      return group("branch", "each arm whose condition holds", h("div", { class: "wf-row" }, node.steps.map(entry)));
+      return group("branch", "each arm whose condition holds", h("div", { class: "wf-row" }, each(node.steps)));
     case "loop":
-      return group("loop", node.loopType === "dountil" ? "repeat until the condition holds" : "repeat while the condition holds", stepBox(node.step));
+      return group("loop", node.loopType === "dountil" ? "repeat until the condition holds" : "repeat while the condition holds", stepBox(node.step, null, prefix));
     case "foreach":
-      return group("foreach", `for each item, ${node.opts && node.opts.concurrency > 1 ? `${node.opts.concurrency} at a time` : "one at a time"}`, stepBox(node.step));
+      return group("foreach", `for each item, ${node.opts && node.opts.concurrency > 1 ? `${node.opts.concurrency} at a time` : "one at a time"}`, stepBox(node.step, null, prefix));
     case "sleep":
-      return stepBox({ id: node.id }, `sleep ${node.duration} ms`);
+      return stepBox({ id: node.id }, `sleep ${node.duration} ms`, prefix);
     case "sleepUntil":
-      return stepBox({ id: node.id }, `sleep until ${new Date(node.date).toLocaleString()}`);
+      return stepBox({ id: node.id }, `sleep until ${new Date(node.date).toLocaleString()}`, prefix);
     default:
       return h("div", { class: "muted" }, `(${node.type})`);
   }
 }
 
-function graphOf(entries) {
-  return h("ol", { class: "wf-graph" }, (entries || []).map((node) => h("li", {}, entry(node))));
+function graphOf(entries, prefix = "") {
+  return h("ol", { class: "wf-graph" }, (entries || []).map((node) => h("li", {}, entry(node, prefix))));
 }
 
 function drawGraph() {
@@ -326,13 +314,14 @@ function drawResume() {
   const info = ws.list[ws.id];
   el.replaceChildren(
     ...waiting.map(([id, step]) => {
-      const described = (info.allSteps || info.steps || {})[id] || {};
+      const path = suspendedPath(id, step);
+      const described = (info.allSteps || info.steps || {})[path.join(".")] || {};
       return h(
         "div",
         { class: "card wf-suspension", "data-testid": "workflow-suspension", "data-step": id },
-        h("p", {}, h("strong", {}, id), " waits for you."),
+        h("p", {}, h("strong", {}, path.join(" › ")), " waits for you."),
         step.suspendPayload !== undefined ? h("div", { class: "card-row" }, h("span", { class: "muted" }, "Asks"), value(step.suspendPayload)) : null,
-        schemaForm(unwrapSchema(described.resumeSchema), (data) => resumeRun(id, data), { testId: "workflow-resume-form" }),
+        schemaForm(unwrapSchema(described.resumeSchema), (data) => resumeRun(path, data), { testId: "workflow-resume-form" }),
       );
     }),
   );
@@ -398,53 +387,6 @@ function drawRuns() {
 // ---------------------------------------------------------------------------------------
 // Running
 
-/** Folds one event of the run's stream into the run. */
-export function fold(run, event) {
-  const payload = event.payload || {};
-  const id = payload.id;
-  const step = (status) => {
-    run.steps[id] = { ...(run.steps[id] || {}), ...payload, status };
-  };
-  switch (event.type) {
-    case "workflow-start":
-      run.status = "running";
-      break;
-    case "workflow-step-start":
-      step("running");
-      break;
-    case "workflow-step-result":
-      step(payload.status || "success");
-      break;
-    case "workflow-step-suspended":
-      step("suspended");
-      break;
-    case "workflow-step-waiting":
-      step("waiting");
-      break;
-    case "workflow-step-progress":
-      if (run.steps[id]) run.steps[id].progress = `${payload.completedCount}/${payload.totalCount}`;
-      break;
-    case "workflow-step-output": {
-      // An agent step's text, as it comes.
-      const output = payload.output || {};
-      const target = run.steps[payload.stepName];
-      if (target && output.type === "text-delta" && output.payload) target.live = (target.live || "") + (output.payload.text || "");
-      break;
-    }
-    case "workflow-canceled":
-      run.status = "canceled";
-      break;
-    case "workflow-finish":
-      run.status = payload.workflowStatus;
-      if (payload.finalWorkflowResult !== undefined) run.result = payload.finalWorkflowResult;
-      if (payload.metadata && payload.metadata.error) run.error = payload.metadata.error;
-      break;
-    default:
-      break;
-  }
-  return run;
-}
-
 /** Streams `path` into the open run, then reads the run back. */
 async function follow(path, body) {
   const { id, runId } = ws;
@@ -483,8 +425,8 @@ async function startRun(input) {
   await follow(`/api/workflows/${encodeURIComponent(id)}/stream${query({ runId: ws.runId })}`, { inputData: input, resourceId });
 }
 
-async function resumeRun(stepId, data) {
-  await follow(`/api/workflows/${encodeURIComponent(ws.id)}/resume-stream${query({ runId: ws.runId })}`, { step: stepId, resumeData: data });
+async function resumeRun(path, data) {
+  await follow(`/api/workflows/${encodeURIComponent(ws.id)}/resume-stream${query({ runId: ws.runId })}`, { step: path, resumeData: data });
 }
 
 async function cancelRun() {

@@ -206,14 +206,14 @@ async fn the_studio_folds_events_into_runs() {
         return;
     }
     let output = tokio::process::Command::new("node")
-        .args(["--test", "runs.test.mjs"])
+        .args(["--test", "runs.test.mjs", "workflow-runs.test.mjs"])
         .current_dir(repo_root().join("studio-tests"))
         .output()
         .await
         .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
     assert!(
         output.status.success(),
-        "studio-tests/runs.test.mjs failed:\n{}\n{}",
+        "studio-tests/runs.test.mjs or workflow-runs.test.mjs failed:\n{}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );

@@ -28,6 +28,8 @@ use crate::workflow_store::WorkflowSnapshot;
 pub(crate) struct Resume {
     pub step: Option<String>,
     pub data: Value,
+    /// Below `step`, when it is a nested workflow: the path of its suspended step.
+    pub path: Vec<String>,
 }
 
 impl Resume {
@@ -72,8 +74,15 @@ pub(crate) struct Engine {
 struct Started {
     input: Value,
     started_at: u64,
-    resumed: Option<(Value, u64)>,
+    resumed: Option<(Given, u64)>,
     payload: Option<WorkflowStepPayload>,
+}
+
+/// What a resumed step is given: the data, and (a nested workflow) the path below it.
+#[derive(Debug, Clone)]
+pub(crate) struct Given {
+    pub data: Value,
+    pub path: Vec<String>,
 }
 
 fn now_ms() -> u64 {
@@ -550,7 +559,13 @@ impl Engine {
     ) -> Started {
         let id = step.id();
         let now = now_ms();
-        let resumed = resume.filter(|r| r.is(id)).map(|r| (r.data.clone(), now));
+        let resumed = resume.filter(|r| r.is(id)).map(|r| {
+            let given = Given {
+                data: r.data.clone(),
+                path: r.path.clone(),
+            };
+            (given, now)
+        });
         let started_at = match &resumed {
             Some(_) => self.prior(id).map_or(now, |p| p.started_at),
             None => now,
@@ -558,7 +573,7 @@ impl Engine {
         let payload = self.run.events.is_some().then(|| {
             let mut payload =
                 step_payload(id, Some(crate::id::new_id()), input.clone(), started_at);
-            payload.resume_payload = resumed.as_ref().map(|(data, _)| data.clone());
+            payload.resume_payload = resumed.as_ref().map(|(given, _)| given.data.clone());
             payload.resumed_at = resumed.as_ref().map(|(_, at)| *at);
             payload.metadata = metadata;
             payload
@@ -626,12 +641,12 @@ impl Engine {
             .attempt(
                 step,
                 input.clone(),
-                resumed.as_ref().map(|(data, _)| data.clone()),
+                resumed.as_ref().map(|(given, _)| given.clone()),
             )
             .await;
         let ended_at = now_ms();
         let (resume_payload, resumed_at) = match resumed {
-            Some((data, at)) => (Some(data), Some(at)),
+            Some((given, at)) => (Some(given.data), Some(at)),
             None => (None, None),
         };
         let mut result = StepResult {
@@ -690,8 +705,12 @@ impl Engine {
         &self,
         step: &Arc<dyn Step>,
         input: Value,
-        resume_data: Option<Value>,
+        given: Option<Given>,
     ) -> Result<Value, StepError> {
+        let (resume_data, resume_path) = match given {
+            Some(Given { data, path }) => (Some(data), path),
+            None => (None, Vec::new()),
+        };
         let id = step.id();
         let retry = self.workflow.inner.retry;
         let attempts = step.retries().unwrap_or(retry.attempts);
@@ -701,6 +720,7 @@ impl Engine {
                 step_id: id.into(),
                 input: input.clone(),
                 resume_data: resume_data.clone(),
+                resume_path: resume_path.clone(),
                 retry_count,
                 run: Arc::clone(&self.run),
             };
@@ -778,7 +798,8 @@ impl Engine {
         let mut suspend_payload = BTreeMap::new();
         for (id, step) in &steps {
             if step.status == StepStatus::Suspended {
-                suspended.push(vec![id.clone()]);
+                let payload = step.suspend_payload.as_ref().unwrap_or(&Value::Null);
+                suspended.push(super::nested::path_of(id, payload));
                 if let Some(payload) = &step.suspend_payload {
                     suspend_payload.insert(id.clone(), payload.clone());
                 }

@@ -29,7 +29,8 @@ impl Workflow {
     /// `type` `step`, `parallel`, `conditional`, `loop` (with `loopType` `dowhile` or
     /// `dountil`), `foreach` (with `opts.concurrency`), `sleep` (with `duration` in
     /// milliseconds) or `sleepUntil` (with `date`, milliseconds since the Unix epoch).
-    /// Conditions are closures: they appear by id only.
+    /// Conditions are closures: they appear by id only. A nested workflow's step has
+    /// `component: "WORKFLOW"` and its own graph as `serializedStepFlow`.
     pub fn serialized_step_graph(&self) -> Value {
         Value::Array(self.inner.entries.iter().map(entry_json).collect())
     }
@@ -40,11 +41,17 @@ fn step_json(step: &Arc<dyn Step>) -> Value {
 }
 
 fn step_object(step: &Arc<dyn Step>) -> Value {
-    json!({
+    let mut object = json!({
         "id": step.id(),
         "description": step.description(),
         "canSuspend": step.resume_schema().is_some() || step.suspend_schema().is_some(),
-    })
+    });
+    // A nested workflow carries its own graph, as Mastra's does.
+    if let Some(inner) = step.nested_workflow() {
+        object["component"] = json!("WORKFLOW");
+        object["serializedStepFlow"] = inner.serialized_step_graph();
+    }
+    object
 }
 
 fn condition_id(step: &Arc<dyn Step>) -> Value {

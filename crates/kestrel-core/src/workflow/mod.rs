@@ -41,6 +41,7 @@ mod engine;
 mod graph;
 mod lease;
 mod live;
+mod nested;
 mod primitives;
 mod recovery;
 mod result;

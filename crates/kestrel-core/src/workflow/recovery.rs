@@ -37,7 +37,17 @@ impl Workflow {
                     })
                     .await?;
                 let count = listed.runs.len();
-                candidates.extend(listed.runs.into_iter().map(|run| run.run_id));
+                // A nested workflow's run is continued by its outer run's restart.
+                candidates.extend(
+                    listed
+                        .runs
+                        .into_iter()
+                        .filter(|run| {
+                            !run.request_context
+                                .contains_key(crate::context::PARENT_WORKFLOW_KEY)
+                        })
+                        .map(|run| run.run_id),
+                );
                 if count < PAGE as usize {
                     break;
                 }

@@ -241,8 +241,8 @@ impl WorkflowRun {
         step: Option<&str>,
         data: Value,
     ) -> Result<WorkflowResult, WorkflowRunError> {
-        let engine = self.resumed(step, data, None).await?;
-        Ok(engine.run().await)
+        let path: Vec<&str> = step.into_iter().collect();
+        self.resume_at(&path, data).await
     }
 
     /// [`WorkflowRun::resume`], streamed: a new `workflow-start`, the resumed step's events,
@@ -252,9 +252,40 @@ impl WorkflowRun {
         step: Option<&str>,
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
+        let path: Vec<&str> = step.into_iter().collect();
+        self.resume_at_stream(&path, data).await
+    }
+
+    /// [`WorkflowRun::resume`] at a path of step ids (Mastra's `step` as an array): a step
+    /// of this workflow, then, through nested workflows, the step inside them that waits
+    /// (`["nested", "inner"]`, as the result's `suspended` gives it). An empty path is the
+    /// run's only suspended step; a path that stops at a nested workflow, its only suspended
+    /// step. The data is checked against the innermost step's resume schema.
+    pub async fn resume_at(
+        &self,
+        path: &[&str],
+        data: Value,
+    ) -> Result<WorkflowResult, WorkflowRunError> {
+        let engine = self.resumed(path, data, None).await?;
+        Ok(engine.run().await)
+    }
+
+    /// [`WorkflowRun::resume_at`], streamed.
+    pub async fn resume_at_stream(
+        &self,
+        path: &[&str],
+        data: Value,
+    ) -> Result<WorkflowStream, WorkflowRunError> {
         let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
-        let engine = self.resumed(step, data, Some(sender)).await?;
+        let engine = self.resumed(path, data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
+    }
+
+    /// The same run with this abort signal (a nested workflow's run stops with its outer
+    /// run's).
+    pub(crate) fn with_abort(mut self, abort: AbortSignal) -> Self {
+        self.abort = abort;
+        self
     }
 
     /// Cancels the run: going on in this process (through any handle on it), its steps'
@@ -418,7 +449,7 @@ impl WorkflowRun {
     /// claimed.
     async fn resumed(
         &self,
-        step: Option<&str>,
+        path: &[&str],
         data: Value,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
     ) -> Result<Engine, WorkflowRunError> {
@@ -442,6 +473,7 @@ impl WorkflowRun {
             .filter(|(_, r)| r.status == StepStatus::Suspended)
             .map(|(id, _)| id.clone())
             .collect();
+        let step = path.first().copied();
         let chosen = match step {
             Some(step) => suspended.iter().find(|s| *s == step),
             None if suspended.len() == 1 => suspended.first(),
@@ -454,18 +486,9 @@ impl WorkflowRun {
                 suspended,
             });
         };
-        if let Some(schema) = self
-            .workflow
-            .step(&chosen)
-            .and_then(|s| s.resume_schema().cloned())
-        {
-            let errors = crate::schema::schema_errors(&schema, &data);
-            if !errors.is_empty() {
-                return Err(WorkflowRunError::InvalidResumeData {
-                    step: chosen,
-                    errors,
-                });
-            }
+        let inner: Vec<String> = path.iter().skip(1).map(|s| (*s).to_owned()).collect();
+        if let Some(found) = self.workflow.step(&chosen) {
+            super::nested::check_resume(found, store, &self.run_id, &inner, &data).await?;
         }
         let lost = || WorkflowRunError::AlreadyClaimed {
             run_id: self.run_id.to_string(),
@@ -486,6 +509,7 @@ impl WorkflowRun {
         let resume = Resume {
             step: Some(chosen),
             data,
+            path: inner,
         };
         Ok(self.continued(stored, resume, events, live, lease))
     }
@@ -541,6 +565,7 @@ impl WorkflowRun {
         let resume = Resume {
             step: None,
             data: Value::Null,
+            path: Vec::new(),
         };
         Ok(self.continued(stored, resume, events, live, lease))
     }
@@ -606,6 +631,7 @@ impl WorkflowRun {
             abort: self.abort.clone(),
             events,
             usage: Mutex::default(),
+            store: Arc::clone(&self.workflow.inner.store),
             _live: live,
         })
     }

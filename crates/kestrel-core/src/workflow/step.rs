@@ -54,6 +54,12 @@ pub trait Step: Send + Sync {
         None
     }
 
+    /// The workflow this step runs, when it is a nested workflow (a [`super::Workflow`] is
+    /// a step of another).
+    fn nested_workflow(&self) -> Option<&super::Workflow> {
+        None
+    }
+
     /// Runs the step on `ctx.input()`.
     async fn execute(&self, ctx: StepContext) -> Result<Value, StepError>;
 }
@@ -126,6 +132,8 @@ pub(crate) struct RunShared {
     pub events: Option<tokio::sync::mpsc::Sender<Event>>,
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
+    /// Where the run is kept (a nested workflow keeps its runs there too).
+    pub store: crate::workflow_store::SharedWorkflowStore,
     /// Lists the run among the workflow's live runs while it goes on.
     pub _live: super::live::LiveGuard,
 }
@@ -162,6 +170,8 @@ pub struct StepContext {
     pub(crate) step_id: Arc<str>,
     pub(crate) input: Value,
     pub(crate) resume_data: Option<Value>,
+    /// A nested workflow's resume: the path of the suspended step inside it.
+    pub(crate) resume_path: Vec<String>,
     pub(crate) retry_count: u32,
     pub(crate) run: Arc<RunShared>,
 }

@@ -24,3 +24,4 @@ mod provider_openai_embeddings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod registry;
 mod workflow;
+mod workflow_nested;

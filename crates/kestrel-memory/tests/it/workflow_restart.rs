@@ -241,6 +241,61 @@ async fn a_restart_is_refused_for_a_run_not_left_behind(store: Store) {
     );
 }
 
+/// `wrapper`: `first`, then the nested `inner` (`slow`, which hangs when `hang`), then
+/// `last`.
+fn nesting(hang: bool, slow_runs: &Arc<AtomicUsize>) -> (Workflow, Workflow) {
+    let runs = Arc::clone(slow_runs);
+    let slow = create_step("slow").execute(move |n: Value, _ctx| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            Ok(json!({"v": n["v"].as_i64().unwrap() + 1}))
+        }
+    });
+    let inner = Workflow::builder("inner").then(slow).commit().unwrap();
+    let first = create_step("first").execute(|n: Value, _ctx| async move { Ok(n) });
+    let last =
+        create_step("last").execute(|n: Value, _ctx| async move { Ok(json!({"out": n["v"]})) });
+    let wrapper = Workflow::builder("wrapper")
+        .then(first)
+        .then(inner.clone())
+        .then(last)
+        .commit()
+        .unwrap();
+    (wrapper, inner)
+}
+
+async fn a_nested_run_left_behind_is_continued_by_its_outer_run(store: Store) {
+    let slow_runs = Arc::new(AtomicUsize::new(0));
+    let (wrapper, inner) = nesting(true, &slow_runs);
+    let dying = instance(&store, vec![wrapper, inner]);
+    let run = dying.workflow("wrapper").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+    // The inner run is stored running (the nested step is in flight) under its own id.
+    stored_as(&dying, "inner", &run_id, WorkflowStatus::Running).await;
+    task.abort();
+    let _ = task.await;
+    drop(dying);
+
+    let (wrapper, inner) = nesting(false, &slow_runs);
+    let next = instance(&store, vec![wrapper, inner]);
+    // Only the outer run is restarted: it continues the inner one.
+    let restarted = next.recover_workflow_runs().await;
+    assert_eq!(restarted, vec![("wrapper".to_owned(), run_id.clone())]);
+    let done = stored_as(&next, "wrapper", &run_id, WorkflowStatus::Success).await;
+    assert_eq!(done.result, Some(json!({"out": 2})));
+    assert_eq!(
+        slow_runs.load(Ordering::SeqCst),
+        2,
+        "the step in flight ran again"
+    );
+    let inner_run = stored_as(&next, "inner", &run_id, WorkflowStatus::Success).await;
+    assert_eq!(inner_run.result, Some(json!({"v": 2})));
+}
+
 async fn a_run_left_behind_can_be_canceled(store: Store) {
     let counts = Arc::new(Counts::default());
     let dying = instance(&store, vec![workflow(&counts, true)]);
@@ -264,11 +319,13 @@ on_every_backend!(@backend sqlite_store, sqlite;
     a_run_left_mid_step_is_continued_from_its_last_boundary,
     a_sleeping_run_wakes_after_a_restart,
     a_restart_is_refused_for_a_run_not_left_behind,
-    a_run_left_behind_can_be_canceled
+    a_run_left_behind_can_be_canceled,
+    a_nested_run_left_behind_is_continued_by_its_outer_run
 );
 on_every_backend!(@backend postgres_store, postgres;
     a_run_left_mid_step_is_continued_from_its_last_boundary,
     a_sleeping_run_wakes_after_a_restart,
     a_restart_is_refused_for_a_run_not_left_behind,
-    a_run_left_behind_can_be_canceled
+    a_run_left_behind_can_be_canceled,
+    a_nested_run_left_behind_is_continued_by_its_outer_run
 );

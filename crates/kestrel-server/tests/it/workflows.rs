@@ -36,6 +36,8 @@ struct Decided {
 
 /// `numbers`: s1 (v + 1) → parallel(a: v × 2, b: v × 3) → sum. `gate`: `ask` suspends for
 /// `{approved}`, then `after`. `slow`: `wait` waits for its abort signal (or 30 s).
+/// `wrapped`: `lift` (v + 100), then the nested workflow `checks`, whose `check` suspends
+/// for `{approved}`.
 pub(crate) fn workflows() -> Vec<Workflow> {
     let s1 = create_step("s1")
         .description("Adds one")
@@ -76,7 +78,22 @@ pub(crate) fn workflows() -> Vec<Workflow> {
         Ok(n)
     });
     let slow = Workflow::builder("slow").then(wait).commit().unwrap();
-    vec![numbers, gate, slow]
+    let check = create_step("check")
+        .resume_type::<Approval>()
+        .execute(|n: N, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"question": "sure?"}))),
+                Some(data) => Ok(json!({"v": n.v, "sure": data["approved"]})),
+            }
+        });
+    let checks = Workflow::builder("checks").then(check).commit().unwrap();
+    let lift = create_step("lift").execute(|n: N, _ctx| async move { Ok(N { v: n.v + 100 }) });
+    let wrapped = Workflow::builder("wrapped")
+        .then(lift)
+        .then(checks)
+        .commit()
+        .unwrap();
+    vec![numbers, gate, slow, wrapped]
 }
 
 struct Fixture {
@@ -211,7 +228,7 @@ async fn workflows_are_listed_and_described_as_mastra_does() {
     let all = f.ok(f.get("/workflows").await).await;
     let mut ids: Vec<&String> = all.as_object().unwrap().keys().collect();
     ids.sort();
-    assert_eq!(ids, ["gate", "numbers", "slow"]);
+    assert_eq!(ids, ["gate", "numbers", "slow", "wrapped"]);
     let numbers = f.ok(f.get("/workflows/numbers").await).await;
     assert_eq!(numbers["name"], "numbers");
     assert_eq!(numbers["description"], "Adds and multiplies");
@@ -604,19 +621,19 @@ async fn bad_requests_are_typed_errors_that_name_the_problem() {
         "invalid_query",
     )
     .await;
-    // A step path into a nested workflow names what is wrong, on a run that exists.
+    // A step path that leads nowhere names the steps that wait, on a run that exists.
     let gate = f.suspended_gate(1).await;
-    let nested = error_of(
+    let nowhere = error_of(
         f.post(
             &format!("/workflows/gate/resume-async?runId={gate}"),
-            json!({"step": ["inner", "ask"], "resumeData": {"approved": true}}),
+            json!({"step": ["ask", "deeper"], "resumeData": {"approved": true}}),
         )
         .await,
-        422,
-        "invalid_body",
+        409,
+        "not_suspended_step",
     )
     .await;
-    assert!(nested.contains("nested"), "{nested}");
+    assert!(nowhere.contains("deeper"), "{nowhere}");
 }
 
 #[tokio::test]
@@ -886,4 +903,59 @@ async fn a_run_left_behind_is_restarted_over_http() {
         )
         .await;
     error_of(suspended, 409, "not_active").await;
+}
+
+#[tokio::test]
+async fn a_nested_step_streams_with_its_path_and_is_resumed_by_it() {
+    let f = serve(|s| s).await;
+    let run_id = f.create_run("wrapped").await;
+    let events = f
+        .stream(
+            &format!("/workflows/wrapped/stream?runId={run_id}"),
+            json!({"inputData": {"v": 1}}),
+        )
+        .await;
+    let ids: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "workflow-step-suspended")
+        .map(|e| e["payload"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["checks.check", "checks"]);
+    let info = f.ok(f.get("/workflows/wrapped").await).await;
+    assert_eq!(
+        info["stepGraph"][1]["step"]["serializedStepFlow"][0]["step"]["id"], "check",
+        "the nested workflow's graph is drawn inside its step"
+    );
+    assert!(
+        info["allSteps"]["checks.check"]["resumeSchema"].is_string(),
+        "allSteps has the nested steps: {}",
+        info["allSteps"]
+    );
+    let run = f
+        .ok(f.get(&format!("/workflows/wrapped/runs/{run_id}")).await)
+        .await;
+    assert_eq!(
+        run["steps"]["checks"]["suspendPayload"]["__workflow_meta"]["path"],
+        json!(["check"])
+    );
+    let resume = format!("/workflows/wrapped/resume-stream?runId={run_id}");
+    let refused = f
+        .post(
+            &resume,
+            json!({"step": ["checks", "check"], "resumeData": {"approved": 1}}),
+        )
+        .await;
+    error_of(refused, 422, "invalid_resume_data").await;
+    let rest = f
+        .stream(
+            &resume,
+            json!({"step": ["checks", "check"], "resumeData": {"approved": true}}),
+        )
+        .await;
+    let finish = rest.last().unwrap();
+    assert_eq!(finish["payload"]["workflowStatus"], "success");
+    assert_eq!(
+        finish["payload"]["finalWorkflowResult"],
+        json!({"v": 101, "sure": true})
+    );
 }
