@@ -5,7 +5,8 @@
 // crates/kestrel-server/tests/it/workflows.rs: `numbers` (s1: v + 1, then a: v × 2 and
 // b: v × 3 in parallel, then sum), `gate` (`ask` suspends until resumed with {approved},
 // then `after`), `slow` (`wait` waits for its abort signal) and `wrapped` (`lift`: v + 100,
-// then the nested workflow `checks`, whose `check` suspends until resumed with {approved}).
+// then the nested workflow `checks`, whose `check` suspends until resumed with {approved})
+// and `batch` (a foreach whose odd items suspend until resumed with {approved}).
 import assert from 'node:assert/strict';
 import { runChecks } from './checks.mjs';
 import { MastraClient } from '@mastra/client-js';
@@ -34,7 +35,7 @@ async function until(check) {
 const checks = {
   async 'listWorkflows, details and getSchema'() {
     const workflows = await client.listWorkflows();
-    assert.deepEqual(Object.keys(workflows).sort(), ['gate', 'numbers', 'slow', 'wrapped']);
+    assert.deepEqual(Object.keys(workflows).sort(), ['batch', 'gate', 'numbers', 'slow', 'wrapped']);
     const details = await client.getWorkflow('numbers').details();
     assert.equal(details.name, 'numbers');
     assert.deepEqual(Object.keys(details.steps).sort(), ['a', 'b', 's1', 'sum']);
@@ -144,6 +145,15 @@ const checks = {
     const done = await run.resumeAsync({ step: ['checks', 'check'], resumeData: { approved: true } });
     assert.equal(done.status, 'success');
     assert.deepEqual(done.result, { v: 101, sure: true });
+  },
+
+  async 'a foreach item is resumed by forEachIndex'() {
+    const run = await client.getWorkflow('batch').createRun();
+    const suspended = await run.startAsync({ inputData: [1, 2] });
+    assert.equal(suspended.status, 'suspended');
+    const done = await run.resumeAsync({ step: 'item', forEachIndex: 0, resumeData: { approved: true } });
+    assert.equal(done.status, 'success');
+    assert.deepEqual(done.result, [10, 2]);
   },
 
   async 'errors carry the status'() {

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 
 // workflow-runs.js imports nothing: load it as a module whatever the folder's package type.
 const source = await readFile(new URL("../crates/kestrel-server/studio/workflow-runs.js", import.meta.url), "utf8");
-const { fold, suspendedPath, unwrapSchema } = await import(`data:text/javascript,${encodeURIComponent(source)}`);
+const { fold, suspendedItems, suspendedPath, unwrapSchema } = await import(`data:text/javascript,${encodeURIComponent(source)}`);
 
 const ev = (type, payload, from = "WORKFLOW") => ({ type, runId: "r1", from, payload });
 const fresh = () => ({ status: "running", steps: {} });
@@ -61,6 +61,12 @@ test("an agent step's text grows as it streams; sleeps, foreach progress and a c
   assert.equal(run.status, "canceled");
   fold(run, ev("workflow-finish", { workflowStatus: "success", finalWorkflowResult: { ok: 1 }, metadata: {} }));
   assert.deepEqual(run.result, { ok: 1 });
+});
+
+test("a suspended foreach lists its waiting items", () => {
+  const items = [{ index: 1, payload: { check: 1 } }, { index: 3, payload: { check: 3 } }];
+  assert.deepEqual(suspendedItems({ suspendPayload: { check: 1, __foreach_meta: { items } } }), items);
+  assert.equal(suspendedItems({ suspendPayload: { q: 1 } }), null);
 });
 
 test("schemas come as JSON strings of {json: schema}", () => {

@@ -249,6 +249,7 @@ impl From<kestrel_core::workflow::WorkflowRunError> for ApiError {
             E::AlreadyStarted { .. } => (StatusCode::CONFLICT, "already_started"),
             E::NotSuspended { .. } => (StatusCode::CONFLICT, "not_suspended"),
             E::NotSuspendedStep { .. } => (StatusCode::CONFLICT, "not_suspended_step"),
+            E::NotSuspendedItem { .. } => (StatusCode::CONFLICT, "not_suspended_item"),
             // Mastra's WORKFLOW_RESUME_ALREADY_CLAIMED: another resumer won the run.
             E::AlreadyClaimed { .. } => (StatusCode::CONFLICT, "already_claimed"),
             E::Ended { .. } => (StatusCode::CONFLICT, "run_ended"),

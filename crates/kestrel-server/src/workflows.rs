@@ -961,11 +961,10 @@ struct ResumeBody {
     /// Values the steps read from their request context (over the run's own).
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
-    /// Not supported yet (a foreach step resumes as a whole): refused rather than ignored,
-    /// so not in the document.
-    #[serde(default)]
-    #[schemars(skip)]
-    for_each_index: Option<Value>,
+    /// A foreach step's suspended item to resume (absent: its only suspended item).
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
+    #[schemars(with = "Option<u32>")]
+    for_each_index: Option<u32>,
     /// Only `false` (the default): a run goes on to its end or its next suspension.
     #[serde(default)]
     #[schemars(extend("const" = false))]
@@ -986,13 +985,8 @@ async fn resumed_run(
     caller: &Caller,
     run_id: String,
     body: ResumeBody,
-) -> Result<(WorkflowRun, Vec<String>, Value), ApiError> {
+) -> Result<(Resumed, Value), ApiError> {
     unsupported_per_step(body.per_step)?;
-    if body.for_each_index.is_some() {
-        return Err(ApiError::invalid(
-            "forEachIndex is not supported yet: a foreach step resumes as a whole",
-        ));
-    }
     visible(workflow, caller, &run_id).await?;
     let path = match body.step {
         None => Vec::new(),
@@ -1005,7 +999,34 @@ async fn resumed_run(
     let run = workflow
         .create_run_with_id(run_id)
         .request_context(run_context(caller, body.request_context));
-    Ok((run, path, body.resume_data))
+    let item = body.for_each_index.map(|i| i as usize);
+    if item.is_some() && path.len() > 1 {
+        return Err(ApiError::invalid(
+            "forEachIndex names an item of a foreach step of this workflow: give step as its id",
+        ));
+    }
+    Ok((Resumed { run, path, item }, body.resume_data))
+}
+
+/// A run to resume, at a step path (and a foreach item).
+struct Resumed {
+    run: WorkflowRun,
+    path: Vec<String>,
+    item: Option<usize>,
+}
+
+impl Resumed {
+    async fn stream(&self, data: Value) -> Result<WorkflowStream, ApiError> {
+        let path = as_strs(&self.path);
+        Ok(match self.item {
+            Some(index) => {
+                self.run
+                    .resume_item_stream(path.first().copied(), index, data)
+                    .await?
+            }
+            None => self.run.resume_at_stream(&path, data).await?,
+        })
+    }
 }
 
 async fn resume_stream(
@@ -1019,11 +1040,8 @@ async fn resume_stream(
 ) -> Result<Response, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
-    let (run, path, data) = resumed_run(workflow, &caller, run_id, body).await?;
-    Ok(records(
-        run.resume_at_stream(&as_strs(&path), data).await?,
-        slot,
-    ))
+    let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
+    Ok(records(resumed.stream(data).await?, slot))
 }
 
 /// `resume-async` ([`RESULT`]), `resume` ([`MESSAGE`]) and `resume-no-wait` ([`RUN_ID`]).
@@ -1037,9 +1055,9 @@ async fn resume<const HOW: u8>(
 ) -> Result<Json<Value>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
-    let (run, path, data) = resumed_run(workflow, &caller, run_id, body).await?;
-    let stream = run.resume_at_stream(&as_strs(&path), data).await?;
-    answer::<HOW>(stream, run.run_id(), "Workflow run resumed").await
+    let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
+    let stream = resumed.stream(data).await?;
+    answer::<HOW>(stream, resumed.run.run_id(), "Workflow run resumed").await
 }
 
 /// The body of the restart routes.

@@ -22,6 +22,12 @@ export function suspendedPath(id, step) {
   return [id, ...((meta && Array.isArray(meta.path) && meta.path) || [])];
 }
 
+/** A suspended foreach step's waiting items (`[{index, payload}]`), or null for another step. */
+export function suspendedItems(step) {
+  const meta = step && step.suspendPayload && step.suspendPayload.__foreach_meta;
+  return meta && Array.isArray(meta.items) ? meta.items : null;
+}
+
 /** Folds one event of the run's stream into the run. */
 export function fold(run, event) {
   const payload = event.payload || {};

@@ -9,7 +9,7 @@
 import { api, query, records } from "./api.js";
 import { schemaForm } from "./forms.js";
 import { ago, h, value } from "./render.js";
-import { fold, suspendedPath, unwrapSchema } from "./workflow-runs.js";
+import { fold, suspendedItems, suspendedPath, unwrapSchema } from "./workflow-runs.js";
 
 /** A run's or a step's status, as its pill says it. */
 const LABELS = {
@@ -313,16 +313,19 @@ function drawResume() {
   ws.resumeKey = key;
   const info = ws.list[ws.id];
   el.replaceChildren(
-    ...waiting.map(([id, step]) => {
+    ...waiting.flatMap(([id, step]) => {
       const path = suspendedPath(id, step);
       const described = (info.allSteps || info.steps || {})[path.join(".")] || {};
-      return h(
+      const schema = unwrapSchema(described.resumeSchema);
+      // A foreach waits once per suspended item: one form each, resumed by its index.
+      const items = suspendedItems(step) || [{ index: null, payload: step.suspendPayload }];
+      return items.map(({ index, payload }) => h(
         "div",
-        { class: "card wf-suspension", "data-testid": "workflow-suspension", "data-step": id },
-        h("p", {}, h("strong", {}, path.join(" › ")), " waits for you."),
-        step.suspendPayload !== undefined ? h("div", { class: "card-row" }, h("span", { class: "muted" }, "Asks"), value(step.suspendPayload)) : null,
-        schemaForm(unwrapSchema(described.resumeSchema), (data) => resumeRun(path, data), { testId: "workflow-resume-form" }),
-      );
+        { class: "card wf-suspension", "data-testid": "workflow-suspension", "data-step": id, "data-item": index === null ? null : String(index) },
+        h("p", {}, h("strong", {}, path.join(" › ")), index === null ? "" : ` (item ${index})`, " waits for you."),
+        payload !== undefined ? h("div", { class: "card-row" }, h("span", { class: "muted" }, "Asks"), value(payload)) : null,
+        schemaForm(schema, (data) => resumeRun(path, data, index), { testId: "workflow-resume-form" }),
+      ));
     }),
   );
 }
@@ -425,8 +428,10 @@ async function startRun(input) {
   await follow(`/api/workflows/${encodeURIComponent(id)}/stream${query({ runId: ws.runId })}`, { inputData: input, resourceId });
 }
 
-async function resumeRun(path, data) {
-  await follow(`/api/workflows/${encodeURIComponent(ws.id)}/resume-stream${query({ runId: ws.runId })}`, { step: path, resumeData: data });
+async function resumeRun(path, data, index = null) {
+  const body = { step: path, resumeData: data };
+  if (index !== null) body.forEachIndex = index;
+  await follow(`/api/workflows/${encodeURIComponent(ws.id)}/resume-stream${query({ runId: ws.runId })}`, body);
 }
 
 async function cancelRun() {

@@ -522,10 +522,16 @@ impl WorkflowBuilder {
         }
         let input_schema = match self.input_schema {
             Some(schema) => schema,
-            None => first
-                .steps()
-                .first()
-                .map_or(Value::Bool(true), |s| s.input_schema().clone()),
+            // The first step's input; a foreach takes an array of them.
+            None => match first {
+                Entry::Foreach { step, .. } => {
+                    serde_json::json!({"type": "array", "items": step.input_schema()})
+                }
+                _ => first
+                    .steps()
+                    .first()
+                    .map_or(Value::Bool(true), |s| s.input_schema().clone()),
+            },
         };
         check_inputs(&workflow, &input_schema, &self.entries)?;
         let input_validator = jsonschema::validator_for(&input_schema).map_err(|e| {

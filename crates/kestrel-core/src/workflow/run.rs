@@ -11,7 +11,7 @@ use futures::Stream;
 use serde_json::{Map, Value};
 
 use super::builder::Workflow;
-use super::engine::{Engine, Resume};
+use super::engine::{Engine, Resume, foreach_suspended};
 use super::lease::RunLease;
 use super::live::LiveGuard;
 use super::result::WorkflowResult;
@@ -71,6 +71,21 @@ pub enum WorkflowRunError {
         step: Option<String>,
         /// The steps it waits at.
         suspended: Vec<String>,
+    },
+    /// The item named is not one of the foreach step's that wait (or none was named and
+    /// several wait).
+    #[error(
+        "item {index:?} of foreach step {step:?} in run {run_id:?} does not wait; the items that wait: {suspended:?}"
+    )]
+    NotSuspendedItem {
+        /// The run.
+        run_id: String,
+        /// The foreach step.
+        step: String,
+        /// The item asked for (`None`: none was named).
+        index: Option<usize>,
+        /// The items that wait.
+        suspended: Vec<usize>,
     },
     /// The resume data does not match the step's resume schema.
     #[error("invalid resume data for step {step:?}: {}", errors.join("; "))]
@@ -266,7 +281,7 @@ impl WorkflowRun {
         path: &[&str],
         data: Value,
     ) -> Result<WorkflowResult, WorkflowRunError> {
-        let engine = self.resumed(path, data, None).await?;
+        let engine = self.resumed(path, None, data, None).await?;
         Ok(engine.run().await)
     }
 
@@ -277,7 +292,35 @@ impl WorkflowRun {
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
         let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
-        let engine = self.resumed(path, data, Some(sender)).await?;
+        let engine = self.resumed(path, None, data, Some(sender)).await?;
+        Ok(WorkflowStream::spawn(engine, receiver))
+    }
+
+    /// Resumes one suspended item of a foreach step (Mastra's `forEachIndex`): item `index`
+    /// of `step` (or of the run's only suspended step) runs with `data`; the items that had
+    /// ended keep their outputs, and the other suspended items stay suspended (the step ends
+    /// when none is left).
+    pub async fn resume_item(
+        &self,
+        step: Option<&str>,
+        index: usize,
+        data: Value,
+    ) -> Result<WorkflowResult, WorkflowRunError> {
+        let path: Vec<&str> = step.into_iter().collect();
+        let engine = self.resumed(&path, Some(index), data, None).await?;
+        Ok(engine.run().await)
+    }
+
+    /// [`WorkflowRun::resume_item`], streamed.
+    pub async fn resume_item_stream(
+        &self,
+        step: Option<&str>,
+        index: usize,
+        data: Value,
+    ) -> Result<WorkflowStream, WorkflowRunError> {
+        let path: Vec<&str> = step.into_iter().collect();
+        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let engine = self.resumed(&path, Some(index), data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
 
@@ -450,6 +493,7 @@ impl WorkflowRun {
     async fn resumed(
         &self,
         path: &[&str],
+        item: Option<usize>,
         data: Value,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
     ) -> Result<Engine, WorkflowRunError> {
@@ -490,6 +534,27 @@ impl WorkflowRun {
         if let Some(found) = self.workflow.step(&chosen) {
             super::nested::check_resume(found, store, &self.run_id, &inner, &data).await?;
         }
+        // A foreach step: the item must be one that waits (or, unnamed, the only one).
+        let waiting = foreach_suspended(
+            stored
+                .steps
+                .get(&chosen)
+                .and_then(|r| r.suspend_payload.as_ref()),
+        );
+        if item.is_some() || waiting.len() > 1 {
+            let ok = match item {
+                Some(index) => waiting.contains_key(&index),
+                None => false,
+            };
+            if !ok {
+                return Err(WorkflowRunError::NotSuspendedItem {
+                    run_id: self.run_id.to_string(),
+                    step: chosen,
+                    index: item,
+                    suspended: waiting.keys().copied().collect(),
+                });
+            }
+        }
         let lost = || WorkflowRunError::AlreadyClaimed {
             run_id: self.run_id.to_string(),
         };
@@ -510,6 +575,7 @@ impl WorkflowRun {
             step: Some(chosen),
             data,
             path: inner,
+            item,
         };
         Ok(self.continued(stored, resume, events, live, lease))
     }
@@ -566,6 +632,7 @@ impl WorkflowRun {
             step: None,
             data: Value::Null,
             path: Vec::new(),
+            item: None,
         };
         Ok(self.continued(stored, resume, events, live, lease))
     }

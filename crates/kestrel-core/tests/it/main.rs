@@ -24,4 +24,5 @@ mod provider_openai_embeddings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod registry;
 mod workflow;
+mod workflow_foreach;
 mod workflow_nested;

@@ -582,17 +582,25 @@ async fn foreach_keeps_the_items_order_and_reports_progress() {
         .unwrap();
     assert_eq!(done["payload"]["output"], json!([2, 4, 6]));
 
-    let not_a_list = Workflow::builder("each-bad")
-        .foreach(
-            create_step("double").execute(|n: i64, _ctx| async move { Ok(n * 2) }),
-            1,
-        )
+    let double = || create_step("double").execute(|n: i64, _ctx| async move { Ok(n * 2) });
+    // A workflow that starts with a foreach takes an array of the step's inputs.
+    let first = Workflow::builder("each-first")
+        .foreach(double(), 1)
         .commit()
         .unwrap();
-    let result = not_a_list.create_run().start(json!(3)).await;
-    // The workflow's input schema is the step's (an integer), so 3 passes it; the foreach
-    // itself refuses a non-array.
-    let result = result.unwrap();
+    let refused = first.create_run().start(json!(3)).await;
+    assert!(
+        matches!(refused, Err(WorkflowRunError::InvalidInput { .. })),
+        "{refused:?}"
+    );
+    // What reaches a foreach at run time must be an array too.
+    let three = create_step("three").execute(|_: Value, _ctx| async move { Ok(json!(3)) });
+    let not_a_list = Workflow::builder("each-bad")
+        .then(three)
+        .foreach(double(), 1)
+        .commit()
+        .unwrap();
+    let result = not_a_list.create_run().start(json!({})).await.unwrap();
     assert_eq!(result.status, WorkflowStatus::Failed);
     assert!(result.error.unwrap().message.contains("needs an array"));
 }

@@ -37,7 +37,8 @@ struct Decided {
 /// `numbers`: s1 (v + 1) → parallel(a: v × 2, b: v × 3) → sum. `gate`: `ask` suspends for
 /// `{approved}`, then `after`. `slow`: `wait` waits for its abort signal (or 30 s).
 /// `wrapped`: `lift` (v + 100), then the nested workflow `checks`, whose `check` suspends
-/// for `{approved}`.
+/// for `{approved}`. `batch`: a foreach over integers whose odd items suspend for
+/// `{approved}`.
 pub(crate) fn workflows() -> Vec<Workflow> {
     let s1 = create_step("s1")
         .description("Adds one")
@@ -93,7 +94,20 @@ pub(crate) fn workflows() -> Vec<Workflow> {
         .then(checks)
         .commit()
         .unwrap();
-    vec![numbers, gate, slow, wrapped]
+    let item = create_step("item")
+        .resume_type::<Approval>()
+        .execute(|v: i64, ctx| async move {
+            match ctx.resume_data() {
+                None if v % 2 == 1 => Err(ctx.suspend(json!({"item": v}))),
+                None => Ok(json!(v)),
+                Some(data) => Ok(json!(if data["approved"] == true { v * 10 } else { 0 })),
+            }
+        });
+    let batch = Workflow::builder("batch")
+        .foreach(item, 2)
+        .commit()
+        .unwrap();
+    vec![numbers, gate, slow, wrapped, batch]
 }
 
 struct Fixture {
@@ -228,7 +242,7 @@ async fn workflows_are_listed_and_described_as_mastra_does() {
     let all = f.ok(f.get("/workflows").await).await;
     let mut ids: Vec<&String> = all.as_object().unwrap().keys().collect();
     ids.sort();
-    assert_eq!(ids, ["gate", "numbers", "slow", "wrapped"]);
+    assert_eq!(ids, ["batch", "gate", "numbers", "slow", "wrapped"]);
     let numbers = f.ok(f.get("/workflows/numbers").await).await;
     assert_eq!(numbers["name"], "numbers");
     assert_eq!(numbers["description"], "Adds and multiplies");
@@ -958,4 +972,47 @@ async fn a_nested_step_streams_with_its_path_and_is_resumed_by_it() {
         finish["payload"]["finalWorkflowResult"],
         json!({"v": 101, "sure": true})
     );
+}
+
+#[tokio::test]
+async fn a_foreach_item_is_resumed_by_its_index() {
+    let f = serve(|s| s).await;
+    let run_id = f.create_run("batch").await;
+    let start = format!("/workflows/batch/start-async?runId={run_id}");
+    let stopped = f
+        .ok(f.post(&start, json!({"inputData": [1, 2, 3]})).await)
+        .await;
+    assert_eq!(stopped["status"], "suspended");
+    let resume = format!("/workflows/batch/resume-async?runId={run_id}");
+    let unnamed = f
+        .post(&resume, json!({"resumeData": {"approved": true}}))
+        .await;
+    error_of(unnamed, 409, "not_suspended_item").await;
+    let ended = f
+        .post(
+            &resume,
+            json!({"forEachIndex": 1, "resumeData": {"approved": true}}),
+        )
+        .await;
+    error_of(ended, 409, "not_suspended_item").await;
+    let first = f
+        .ok(f
+            .post(
+                &resume,
+                json!({"forEachIndex": 2.0, "resumeData": {"approved": true}}),
+            )
+            .await)
+        .await;
+    assert_eq!(first["status"], "suspended");
+    assert_eq!(first["steps"]["item"]["output"], json!([null, 2, 30]));
+    let done = f
+        .ok(f
+            .post(
+                &resume,
+                json!({"step": "item", "forEachIndex": 0, "resumeData": {"approved": false}}),
+            )
+            .await)
+        .await;
+    assert_eq!(done["status"], "success");
+    assert_eq!(done["result"], json!([0, 2, 30]));
 }
