@@ -156,6 +156,15 @@ const checks = {
     assert.deepEqual(done.result, [10, 2]);
   },
 
+  async 'timeTravelAsync runs a run again from a step'() {
+    const run = await client.getWorkflow('numbers').createRun();
+    await run.startAsync({ inputData: { v: 1 } });
+    const again = await run.timeTravelAsync({ step: 'sum', inputData: { a: { v: 5 }, b: { v: 6 } } });
+    assert.equal(again.status, 'success');
+    assert.deepEqual(again.result, { v: 11 });
+    assert.deepEqual(again.steps.s1.output, { v: 2 });
+  },
+
   async 'errors carry the status'() {
     await assert.rejects(() => client.getWorkflow('ghost').details(), /404/);
     const run = await client.getWorkflow('numbers').createRun();

@@ -254,6 +254,8 @@ impl From<kestrel_core::workflow::WorkflowRunError> for ApiError {
             E::AlreadyClaimed { .. } => (StatusCode::CONFLICT, "already_claimed"),
             E::Ended { .. } => (StatusCode::CONFLICT, "run_ended"),
             E::NotActive { .. } => (StatusCode::CONFLICT, "not_active"),
+            E::TravelRefused { .. } => (StatusCode::CONFLICT, "travel_refused"),
+            E::UnknownStep { .. } => return ApiError::not_found(error.to_string()),
             E::InProgress { .. } => (StatusCode::CONFLICT, "run_in_progress"),
             E::DrivenElsewhere { .. } => (StatusCode::CONFLICT, "run_driven_elsewhere"),
             _ => return ApiError::internal(&error),

@@ -47,6 +47,7 @@ mod recovery;
 mod result;
 mod run;
 mod step;
+mod travel;
 
 pub use crate::workflow_store::{
     InMemoryWorkflowStore, SharedWorkflowStore, StepResult, WorkflowRunList, WorkflowRunsQuery,
@@ -59,5 +60,6 @@ pub use primitives::{AgentStep, ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
 pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};
+pub use travel::TimeTravel;
 
 pub use crate::event::{StepStatus, WorkflowStatus};

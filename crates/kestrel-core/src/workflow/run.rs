@@ -22,7 +22,7 @@ use crate::event::{Event, StepStatus, WorkflowStatus};
 use crate::workflow_store::{WorkflowSnapshot, WorkflowStoreError};
 
 /// How many events a streamed run may have ahead of its reader before its steps wait.
-const STREAM_BACKLOG: usize = 256;
+pub(crate) const STREAM_BACKLOG: usize = 256;
 
 /// Why a run could not be started, resumed or canceled.
 #[derive(Debug, thiserror::Error)]
@@ -133,6 +133,22 @@ pub enum WorkflowRunError {
     DrivenElsewhere {
         /// The run.
         run_id: String,
+    },
+    /// The run cannot travel in time: it is in progress (or only created).
+    #[error("run {run_id:?} is {status:?}: time travel takes a run that has ended or is suspended")]
+    TravelRefused {
+        /// The run.
+        run_id: String,
+        /// Where it stands.
+        status: WorkflowStatus,
+    },
+    /// The workflow has no such step.
+    #[error("workflow {workflow:?} has no step {step:?}")]
+    UnknownStep {
+        /// The workflow.
+        workflow: String,
+        /// The step asked for.
+        step: String,
     },
     /// The task driving a streamed run ended before the run did (its runtime shut down).
     #[error("the workflow run was interrupted: {reason}")]
@@ -577,7 +593,7 @@ impl WorkflowRun {
             path: inner,
             item,
         };
-        Ok(self.continued(stored, resume, events, live, lease))
+        Ok(self.continued(stored, Some(resume), events, live, lease))
     }
 
     /// The engine of a restarted run: a run stored `running` or `waiting` that no one
@@ -634,14 +650,54 @@ impl WorkflowRun {
             path: Vec::new(),
             item: None,
         };
-        Ok(self.continued(stored, resume, events, live, lease))
+        Ok(self.continued(stored, Some(resume), events, live, lease))
+    }
+
+    /// The engine that continues `stored` from `from` at its position (time travel): `None`
+    /// when someone else drives the run (here, through its lease, or a status claimed
+    /// first). The snapshot is stored first, `running`, so a crash continues from it.
+    pub(crate) async fn take_over(
+        &self,
+        mut stored: WorkflowSnapshot,
+        from: WorkflowStatus,
+        resume: Option<Resume>,
+        events: Option<tokio::sync::mpsc::Sender<Event>>,
+    ) -> Result<Option<Engine>, WorkflowRunError> {
+        let Some(live) = self.go_live() else {
+            return Ok(None);
+        };
+        let lease = match self.lease().await {
+            Ok(lease) => lease,
+            Err(None) => return Ok(None),
+            Err(Some(error)) => return Err(error),
+        };
+        let store = &self.workflow.inner.store;
+        if !store
+            .claim(
+                self.workflow.id(),
+                &self.run_id,
+                from,
+                WorkflowStatus::Running,
+            )
+            .await?
+        {
+            return Ok(None);
+        }
+        stored.status = WorkflowStatus::Running;
+        store.save(&stored).await?;
+        Ok(Some(self.continued(stored, resume, events, live, lease)))
+    }
+
+    /// The run's workflow.
+    pub(crate) fn workflow(&self) -> &Workflow {
+        &self.workflow
     }
 
     /// The engine that continues the stored run at its position.
     fn continued(
         &self,
         stored: WorkflowSnapshot,
-        resume: Resume,
+        resume: Option<Resume>,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
         live: LiveGuard,
         lease: Option<RunLease>,
@@ -662,7 +718,7 @@ impl WorkflowRun {
             stored.position,
             stored.entry_input,
             stored.step_execution_path,
-            Some(resume),
+            resume,
         )
         .with_lease(lease)
     }
@@ -712,7 +768,7 @@ pub struct WorkflowStream {
 }
 
 impl WorkflowStream {
-    fn spawn(engine: Engine, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
+    pub(crate) fn spawn(engine: Engine, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
         let task = tokio::spawn(engine.run());
         Self { events, task }
     }

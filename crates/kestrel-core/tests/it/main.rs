@@ -26,3 +26,4 @@ mod registry;
 mod workflow;
 mod workflow_foreach;
 mod workflow_nested;
+mod workflow_travel;

@@ -1016,3 +1016,59 @@ async fn a_foreach_item_is_resumed_by_its_index() {
     assert_eq!(done["status"], "success");
     assert_eq!(done["result"], json!([0, 2, 30]));
 }
+
+#[tokio::test]
+async fn a_run_travels_back_to_a_step_over_http() {
+    let f = serve(|s| s).await;
+    let run_id = f.create_run("numbers").await;
+    let start = format!("/workflows/numbers/start-async?runId={run_id}");
+    assert_eq!(
+        f.ok(f.post(&start, json!({"inputData": {"v": 1}})).await)
+            .await["result"],
+        json!({"v": 10})
+    );
+    let travel = format!("/workflows/numbers/time-travel-async?runId={run_id}");
+    let again = f
+        .ok(f
+            .post(
+                &travel,
+                json!({"step": "sum", "inputData": {"a": {"v": 1}, "b": {"v": 2}}}),
+            )
+            .await)
+        .await;
+    assert_eq!(again["status"], "success");
+    assert_eq!(again["result"], json!({"v": 3}));
+    assert_eq!(again["steps"]["s1"]["output"], json!({"v": 2}), "kept");
+    let events = f
+        .stream(
+            &format!("/workflows/numbers/time-travel-stream?runId={run_id}"),
+            json!({"step": ["a"]}),
+        )
+        .await;
+    let started: Vec<&str> = events
+        .iter()
+        .filter(|e| e["type"] == "workflow-step-start")
+        .map(|e| e["payload"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        started,
+        ["a", "b", "sum"],
+        "the parallel entry runs again, then what follows"
+    );
+    let unknown = f.post(&travel, json!({"step": "nope"})).await;
+    error_of(unknown, 404, "not_found").await;
+    let unsupported = f.post(&travel, json!({"step": "sum", "context": {}})).await;
+    error_of(unsupported, 422, "invalid_body").await;
+    let bad_input = f
+        .post(&travel, json!({"step": "sum", "inputData": {"a": 1}}))
+        .await;
+    error_of(bad_input, 422, "invalid_input").await;
+    let pending = f.create_run("numbers").await;
+    let refused = f
+        .post(
+            &format!("/workflows/numbers/time-travel-async?runId={pending}"),
+            json!({"step": "s1", "inputData": {"v": 1}}),
+        )
+        .await;
+    error_of(refused, 409, "travel_refused").await;
+}
