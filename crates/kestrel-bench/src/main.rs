@@ -12,6 +12,8 @@
 //! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N] [sqlite]
 //!                                                     # two instances over Redis (see w8.rs)
 //! cargo run --release -p kestrel-bench -- w9 10000    # the five-step workflow, start and stream
+//! cargo run --release -p kestrel-bench -- w10 1000    # ... suspended and resumed, on SQLite
+//! cargo run --release -p kestrel-bench -- w11 10000   # 10,000 runs at once, steps waiting 10 ms
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -332,13 +334,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or(10_000);
             w9::w9_bench(runs).await
         }
+        Some("w10") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            w9::w10_bench(runs).await
+        }
+        Some("w11") => {
+            let runs = args
+                .get(1)
+                .map(|s| s.parse())
+                .transpose()?
+                .unwrap_or(10_000);
+            w9::w11_bench(runs).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] | w10 [RUNS] | w11 [RUNS]"
             );
             std::process::exit(2);
         }

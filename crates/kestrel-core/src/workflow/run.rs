@@ -254,9 +254,10 @@ impl WorkflowRun {
         Ok(engine.run().await)
     }
 
-    /// Runs the workflow on `input` in a task of its own and streams its events; the stream
-    /// ends with `workflow-finish`, and [`WorkflowStream::result`] gives the result. Dropping
-    /// the stream does not stop the run.
+    /// Runs the workflow on `input`, streaming its events: the run goes on as the stream is
+    /// read (on the reader's task), the stream ends with `workflow-finish`, and
+    /// [`WorkflowStream::result`] gives the result. Dropping the stream does not stop the run:
+    /// it goes on in a task of its own.
     pub async fn stream(&self, input: Value) -> Result<WorkflowStream, WorkflowRunError> {
         let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
         let engine = self.fresh(input, Some(sender)).await?;
@@ -761,34 +762,88 @@ impl WorkflowRun {
 }
 
 /// A streamed run: its events, then its result. See [`WorkflowRun::stream`].
-#[derive(Debug)]
+///
+/// The run is driven by whoever reads the stream, on the reader's own task: each event goes
+/// from the step that emits it to the reader without a hand-off between threads. A stream
+/// dropped before the run's end hands the run to a task of its own, where it goes on to its
+/// end (or its next stop) and is stored as usual.
 pub struct WorkflowStream {
     events: tokio::sync::mpsc::Receiver<Event>,
-    task: tokio::task::JoinHandle<WorkflowResult>,
+    engine: Option<futures::future::BoxFuture<'static, WorkflowResult>>,
+    result: Option<WorkflowResult>,
+}
+
+impl std::fmt::Debug for WorkflowStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowStream")
+            .field("ended", &self.engine.is_none())
+            .finish_non_exhaustive()
+    }
 }
 
 impl WorkflowStream {
     pub(crate) fn spawn(engine: Engine, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
-        let task = tokio::spawn(engine.run());
-        Self { events, task }
+        Self {
+            events,
+            engine: Some(Box::pin(engine.run())),
+            result: None,
+        }
     }
 
     /// Waits for the run's end and returns its result (the events not yet read are dropped).
     pub async fn result(mut self) -> Result<WorkflowResult, WorkflowRunError> {
+        if let Some(result) = self.result.take() {
+            return Ok(result);
+        }
+        // Events no one reads are not kept: the run's sends fail at once from here on.
         self.events.close();
-        // Step panics are caught; the task ends otherwise only with its runtime.
-        self.task
-            .await
-            .map_err(|error| WorkflowRunError::Interrupted {
-                reason: error.to_string(),
-            })
+        match self.engine.take() {
+            Some(engine) => Ok(engine.await),
+            None => Err(WorkflowRunError::Interrupted {
+                reason: "the run's result was already taken".to_owned(),
+            }),
+        }
+    }
+}
+
+impl Drop for WorkflowStream {
+    fn drop(&mut self) {
+        let Some(engine) = self.engine.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(engine);
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "a workflow stream was dropped outside a tokio runtime: its run stops here"
+                );
+            }
+        }
     }
 }
 
 impl Stream for WorkflowStream {
     type Item = Event;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        self.events.poll_recv(cx)
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        let this = self.get_mut();
+        loop {
+            let Some(engine) = this.engine.as_mut() else {
+                // The run ended: what it sent before is still to read.
+                return Poll::Ready(this.events.try_recv().ok());
+            };
+            if let Poll::Ready(event) = this.events.poll_recv(cx) {
+                return Poll::Ready(event);
+            }
+            match engine.as_mut().poll(cx) {
+                Poll::Ready(result) => {
+                    this.result = Some(result);
+                    this.engine = None;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
