@@ -11,14 +11,16 @@ use super::step::{Step, StepContext, StepError};
 use crate::agent::{Agent, RunOptions};
 use crate::tool::{Tool, ToolContext};
 
-/// An agent as a step (Mastra's `createStep(agent)`): input `{prompt}`, output `{text}`.
-/// Every event of the agent's run reaches the workflow's stream as a `workflow-step-output`
-/// whose `output` is the agent's event, and its usage is added to the run's.
+/// An agent as a step (Mastra's `createStep(agent)`): input `{prompt}`, output `{text}`, or
+/// with [`AgentStep::structured_output`] the object the agent answers with. Every event of
+/// the agent's run reaches the workflow's stream as a `workflow-step-output` whose `output`
+/// is the agent's event, and its usage is added to the run's.
 #[derive(Debug, Clone)]
 pub struct AgentStep {
     agent: Agent,
     input_schema: Value,
     output_schema: Value,
+    structured: Option<crate::run::StructuredOutput>,
 }
 
 impl AgentStep {
@@ -36,7 +38,21 @@ impl AgentStep {
                 "properties": {"text": {"type": "string"}},
                 "required": ["text"],
             }),
+            structured: None,
         }
+    }
+
+    /// Asks the agent for structured output: the step's output is the object it answers
+    /// with (its schema the step's output schema); no object fails the step.
+    pub fn structured_output(mut self, output: crate::run::StructuredOutput) -> Self {
+        self.output_schema = output.schema.clone();
+        self.structured = Some(output);
+        self
+    }
+
+    /// [`AgentStep::structured_output`] of the JSON schema of `T`.
+    pub fn output_type<T: schemars::JsonSchema>(self) -> Self {
+        self.structured_output(crate::run::StructuredOutput::of::<T>())
     }
 }
 
@@ -65,9 +81,12 @@ impl Step for AgentStep {
                 self.id()
             )));
         };
-        let options = RunOptions::new()
+        let mut options = RunOptions::new()
             .request_context(ctx.request_context().clone())
             .abort_signal(ctx.abort_signal().child());
+        if let Some(structured) = &self.structured {
+            options = options.structured_output(structured.clone());
+        }
         let mut stream = self.agent.stream(prompt).options(options).into_stream();
         while let Some(event) = stream.next().await {
             ctx.write(&event).await;
@@ -83,7 +102,15 @@ impl Step for AgentStep {
             ))
         })?;
         ctx.run.add_usage(&result.usage);
-        Ok(json!({"text": result.text}))
+        match (&self.structured, result.object) {
+            (None, _) => Ok(json!({"text": result.text})),
+            (Some(_), Some(object)) => Ok(object),
+            // Mastra's STRUCTURED_OUTPUT_OBJECT_UNDEFINED.
+            (Some(_), None) => Err(StepError::new(format!(
+                "agent {:?} gave no structured output",
+                self.id()
+            ))),
+        }
     }
 }
 

@@ -145,3 +145,52 @@ async fn a_workflow_is_an_agents_tool_and_its_suspension_the_calls() {
         "the same workflow run was resumed"
     );
 }
+
+#[tokio::test]
+async fn an_agent_step_with_structured_output_gives_its_object() {
+    use kestrel_core::agent::Agent;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_core::workflow::AgentStep;
+
+    #[derive(Deserialize, JsonSchema)]
+    #[allow(dead_code)]
+    struct Title {
+        title: String,
+    }
+    let answers = |text: &'static str| {
+        std::sync::Arc::new(ScriptedModel::from_fn(move |_| {
+            ScriptedResponse::text(text)
+        }))
+    };
+    let titler = Agent::builder("titler")
+        .model(answers(r#"{"title": "Kestrels"}"#))
+        .build()
+        .unwrap();
+    let step = AgentStep::new(titler).output_type::<Title>();
+    let workflow = Workflow::builder("titles").then(step).commit().unwrap();
+    let done = workflow
+        .create_run()
+        .start(json!({"prompt": "a title please"}))
+        .await
+        .unwrap();
+    assert_eq!(done.status, WorkflowStatus::Success, "{done:?}");
+    assert_eq!(done.result, Some(json!({"title": "Kestrels"})));
+
+    // An answer that is not the object fails the step, naming the agent.
+    let rambler = Agent::builder("rambler")
+        .model(answers("no idea"))
+        .build()
+        .unwrap();
+    let workflow = Workflow::builder("rambles")
+        .then(AgentStep::new(rambler).output_type::<Title>())
+        .commit()
+        .unwrap();
+    let failed = workflow
+        .create_run()
+        .start(json!({"prompt": "a title please"}))
+        .await
+        .unwrap();
+    assert_eq!(failed.status, WorkflowStatus::Failed);
+    let message = failed.error.unwrap().message;
+    assert!(message.contains("rambler"), "{message}");
+}
