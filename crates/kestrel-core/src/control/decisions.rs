@@ -401,7 +401,9 @@ impl Agent {
         );
         let version = match top.store.save_all(&saves).await {
             Ok(versions) => versions.first().copied().unwrap_or(top.version + 1),
-            Err(RunStoreError::Conflict { run_id, .. }) => {
+            // Another decision won: it saved first, or took the run's lease over (so this
+            // save's token is fenced off).
+            Err(RunStoreError::Conflict { run_id, .. } | RunStoreError::Fenced { run_id, .. }) => {
                 return Err(RunControlError::Conflict { run_id });
             }
             Err(source) => return Err(RunControlError::Store { run_id, source }),

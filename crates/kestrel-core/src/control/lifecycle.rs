@@ -144,7 +144,7 @@ impl Agent {
             .await
         {
             Ok(version) => version,
-            Err(RunStoreError::Conflict { .. }) => {
+            Err(RunStoreError::Conflict { .. } | RunStoreError::Fenced { .. }) => {
                 return Err(RunControlError::Conflict { run_id });
             }
             Err(source) => return Err(RunControlError::Store { run_id, source }),
@@ -311,7 +311,9 @@ impl Agent {
             state.end(FinishReason::Abort);
             match store.save(&state, RunPhase::Aborted, Some(version)).await {
                 Ok(_) => Ok(marked + 1),
-                Err(RunStoreError::Conflict { .. }) => Err(RunControlError::Conflict { run_id }),
+                Err(RunStoreError::Conflict { .. } | RunStoreError::Fenced { .. }) => {
+                    Err(RunControlError::Conflict { run_id })
+                }
                 Err(source) => Err(RunControlError::Store { run_id, source }),
             }
         })

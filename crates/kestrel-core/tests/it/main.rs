@@ -8,6 +8,7 @@ mod agent_memory;
 mod agent_runs;
 mod agent_tools;
 mod approval;
+mod approval_fenced;
 mod background;
 mod delegation;
 mod delegation_control;
