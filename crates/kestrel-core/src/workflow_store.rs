@@ -188,6 +188,12 @@ pub trait WorkflowStore: Send + Sync + std::fmt::Debug {
     /// Deletes a run; `false` when there was none.
     async fn delete(&self, workflow_id: &str, run_id: &str) -> Result<bool, WorkflowStoreError>;
 
+    /// [`WorkflowStore::save`] of a snapshot the caller gives up: a store that keeps
+    /// snapshots as they are (the in-memory one) keeps this one without a copy.
+    async fn save_owned(&self, snapshot: WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
+        self.save(&snapshot).await
+    }
+
     /// Whether snapshots outlive the process: a durable store gets one at every step
     /// boundary (so a run can be continued after a crash), the in-memory one only when a run
     /// stops or ends.
@@ -242,15 +248,11 @@ impl InMemoryWorkflowStore {
         // Only plain data lives behind the lock; a panic elsewhere leaves it consistent.
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
 
-fn key(workflow_id: &str, run_id: &str) -> (String, String) {
-    (workflow_id.to_owned(), run_id.to_owned())
-}
+    /// Keeps `snapshot` as its run's, making room (the oldest runs go) when full.
+    fn put(&self, snapshot: WorkflowSnapshot) {
+        let mut evicted = Vec::new();
 
-#[async_trait::async_trait]
-impl WorkflowStore for InMemoryWorkflowStore {
-    async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
         let now = now_ms();
         let mut runs = self.lock();
         let key = key(&snapshot.workflow_id, &snapshot.run_id);
@@ -262,16 +264,35 @@ impl WorkflowStore for InMemoryWorkflowStore {
                     let Some(oldest) = runs.created.pop_front() else {
                         break;
                     };
-                    runs.by_key.remove(&oldest);
+                    evicted.extend(runs.by_key.remove(&oldest));
                 }
                 runs.created.push_back(key.clone());
                 now
             }
         };
-        let mut stored = snapshot.clone();
+        let mut stored = snapshot;
         stored.created_at_ms = created;
         stored.updated_at_ms = now;
-        runs.by_key.insert(key, stored);
+        evicted.extend(runs.by_key.insert(key, stored));
+        drop(runs);
+        // Freed outside the lock: a big snapshot takes a while to free.
+        drop(evicted);
+    }
+}
+
+fn key(workflow_id: &str, run_id: &str) -> (String, String) {
+    (workflow_id.to_owned(), run_id.to_owned())
+}
+
+#[async_trait::async_trait]
+impl WorkflowStore for InMemoryWorkflowStore {
+    async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
+        self.put(snapshot.clone());
+        Ok(())
+    }
+
+    async fn save_owned(&self, snapshot: WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
+        self.put(snapshot);
         Ok(())
     }
 

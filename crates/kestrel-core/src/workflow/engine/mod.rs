@@ -680,7 +680,7 @@ impl Engine {
             created_at_ms: 0,
             updated_at_ms: 0,
         };
-        if let Err(error) = self.workflow.inner.store.save(&snapshot).await {
+        if let Err(error) = self.workflow.inner.store.save_owned(snapshot).await {
             tracing::warn!(run_id = %self.run.run_id, %error, "saving a workflow run's snapshot failed");
         }
     }
