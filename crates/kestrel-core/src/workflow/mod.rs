@@ -44,6 +44,7 @@ mod live;
 mod nested;
 mod primitives;
 mod recovery;
+mod restart;
 mod result;
 mod run;
 mod step;

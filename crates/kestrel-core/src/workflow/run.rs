@@ -402,26 +402,8 @@ impl WorkflowRun {
             .await?)
     }
 
-    /// Continues a run left `running` (or sleeping) by a process that died, from its last
-    /// step boundary (Mastra's `restart`): the entry it was in runs again, but for the steps
-    /// of it that had succeeded, and a sleep waits only what is left of it. Steps run at
-    /// least once: one in flight when its process died runs again. A run going on in this
-    /// process is refused ([`WorkflowRunError::InProgress`]), and so is, in a cluster, one
-    /// another live instance drives ([`WorkflowRunError::DrivenElsewhere`]).
-    pub async fn restart(&self) -> Result<WorkflowResult, WorkflowRunError> {
-        let engine = self.restarted(None).await?;
-        Ok(engine.run().await)
-    }
-
-    /// [`WorkflowRun::restart`], streamed: a new `workflow-start`, then the rest of the run.
-    pub async fn restart_stream(&self) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
-        let engine = self.restarted(Some(sender)).await?;
-        Ok(WorkflowStream::spawn(engine, receiver))
-    }
-
     /// Lists the run as going on in this process, unless it is already.
-    fn go_live(&self) -> Option<LiveGuard> {
+    pub(super) fn go_live(&self) -> Option<LiveGuard> {
         self.workflow
             .inner
             .live
@@ -430,7 +412,7 @@ impl WorkflowRun {
 
     /// In a cluster: this instance's lease on the run (`Ok(None)` outside one);
     /// `Err(None)` when another instance holds it.
-    async fn lease(&self) -> Result<Option<RunLease>, Option<WorkflowRunError>> {
+    pub(super) async fn lease(&self) -> Result<Option<RunLease>, Option<WorkflowRunError>> {
         let Some(cluster) = &self.workflow.inner.cluster else {
             return Ok(None);
         };
@@ -597,63 +579,6 @@ impl WorkflowRun {
         Ok(self.continued(stored, Some(resume), events, live, lease))
     }
 
-    /// The engine of a restarted run: a run stored `running` or `waiting` that no one
-    /// drives, taken over at its position.
-    async fn restarted(
-        &self,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
-    ) -> Result<Engine, WorkflowRunError> {
-        let store = &self.workflow.inner.store;
-        let workflow = self.workflow.id();
-        let Some(stored) = store.load(workflow, &self.run_id).await? else {
-            return Err(WorkflowRunError::UnknownRun {
-                workflow: workflow.to_owned(),
-                run_id: self.run_id.to_string(),
-            });
-        };
-        let not_active = |status| WorkflowRunError::NotActive {
-            run_id: self.run_id.to_string(),
-            status,
-        };
-        if !matches!(
-            stored.status,
-            WorkflowStatus::Running | WorkflowStatus::Waiting
-        ) {
-            return Err(not_active(stored.status));
-        }
-        let live = self.go_live().ok_or_else(|| WorkflowRunError::InProgress {
-            run_id: self.run_id.to_string(),
-        })?;
-        let lease = self.lease().await.map_err(|e| {
-            e.unwrap_or_else(|| WorkflowRunError::DrivenElsewhere {
-                run_id: self.run_id.to_string(),
-            })
-        })?;
-        // Its status may have moved since it was read (a cancel, another restarter).
-        let claimed = store
-            .claim(
-                workflow,
-                &self.run_id,
-                stored.status,
-                WorkflowStatus::Running,
-            )
-            .await?;
-        if !claimed {
-            let now = store
-                .load(workflow, &self.run_id)
-                .await?
-                .map_or(WorkflowStatus::Canceled, |s| s.status);
-            return Err(not_active(now));
-        }
-        let resume = Resume {
-            step: None,
-            data: Value::Null,
-            path: Vec::new(),
-            item: None,
-        };
-        Ok(self.continued(stored, Some(resume), events, live, lease))
-    }
-
     /// The engine that continues `stored` from `from` at its position (time travel): `None`
     /// when someone else drives the run (here, through its lease, or a status claimed
     /// first). The snapshot is stored first, `running`, so a crash continues from it.
@@ -695,7 +620,7 @@ impl WorkflowRun {
     }
 
     /// The engine that continues the stored run at its position.
-    fn continued(
+    pub(super) fn continued(
         &self,
         stored: WorkflowSnapshot,
         resume: Option<Resume>,

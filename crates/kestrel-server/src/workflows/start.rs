@@ -26,26 +26,7 @@ pub(super) async fn create_run(
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let resource = run_resource(&caller, body.resource_id)?;
-    let run = match run_id {
-        Some(id) => {
-            // An id taken by another resource's run is refused without saying so.
-            let exists = workflow
-                .store()
-                .load(workflow.id(), &id)
-                .await
-                .map_err(|e| ApiError::internal(&e))?;
-            if exists.is_some_and(|s| caller.resource.is_some() && s.resource_id != caller.resource)
-            {
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "run_id_taken",
-                    format!("run id {id:?} cannot be used: leave runId out for a fresh one"),
-                ));
-            }
-            workflow.create_run_with_id(id)
-        }
-        None => workflow.create_run(),
-    };
+    let run = named_run(workflow, &caller, run_id).await?;
     let run = match resource {
         Some(resource) => run.resource(resource),
         None => run,
@@ -101,28 +82,7 @@ pub(super) async fn fresh_run(
         ));
     }
     let resource = run_resource(caller, body.resource_id)?;
-    let run = match run_id {
-        Some(id) => {
-            let exists = workflow
-                .store()
-                .load(workflow.id(), &id)
-                .await
-                .map_err(|e| ApiError::internal(&e))?;
-            // Another resource's run is not revealed: its id is simply taken.
-            if let Some(snapshot) = exists
-                && caller.resource.is_some()
-                && snapshot.resource_id != caller.resource
-            {
-                return Err(ApiError::new(
-                    StatusCode::CONFLICT,
-                    "run_id_taken",
-                    format!("run id {id:?} cannot be used: leave runId out for a fresh one"),
-                ));
-            }
-            workflow.create_run_with_id(id)
-        }
-        None => workflow.create_run(),
-    };
+    let run = named_run(workflow, caller, run_id).await?;
     let mut run = run.request_context(run_context(caller, body.request_context));
     if let Some(resource) = resource {
         run = run.resource(resource);
@@ -165,4 +125,32 @@ pub(super) async fn start<const HOW: u8>(
     let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;
     let stream = run.stream(input).await?;
     answer::<HOW>(stream, run.run_id(), "Workflow run started").await
+}
+
+/// The run `run_id` names (a fresh one without it). An id of another resource's run is
+/// refused without saying so: it is simply taken.
+async fn named_run(
+    workflow: &Workflow,
+    caller: &Caller,
+    run_id: Option<String>,
+) -> Result<WorkflowRun, ApiError> {
+    let Some(id) = run_id else {
+        return Ok(workflow.create_run());
+    };
+    let exists = workflow
+        .store()
+        .load(workflow.id(), &id)
+        .await
+        .map_err(|e| ApiError::internal(&e))?;
+    if let Some(snapshot) = exists
+        && caller.resource.is_some()
+        && snapshot.resource_id != caller.resource
+    {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "run_id_taken",
+            format!("run id {id:?} cannot be used: leave runId out for a fresh one"),
+        ));
+    }
+    Ok(workflow.create_run_with_id(id))
 }
