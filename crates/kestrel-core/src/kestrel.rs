@@ -316,6 +316,7 @@ impl KestrelBuilder {
             memory: self.memory,
             runs: registry,
             models: self.models.unwrap_or_else(ModelRegistry::from_env),
+            network_runs: std::sync::OnceLock::new(),
         });
         let mut agents = BTreeMap::new();
         for agent in self.agents {
@@ -330,6 +331,8 @@ impl KestrelBuilder {
             .workflow_store
             .or_else(|| runtime.memory.as_ref().and_then(|m| m.workflow_store()))
             .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new()));
+        // Networks of agents whose memory keeps no workflow runs keep theirs here too.
+        let _ = runtime.network_runs.set(Arc::clone(&workflow_store));
         let cluster = runtime.runs.cluster.as_ref().map(|c| c.config.clone());
         let mut workflows = BTreeMap::new();
         for workflow in self.workflows {

@@ -42,6 +42,7 @@ pub mod lease;
 pub mod memory;
 pub mod message;
 pub mod model;
+pub mod network;
 #[cfg(feature = "http")]
 pub mod providers;
 pub mod pubsub;

@@ -40,3 +40,13 @@ pub fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<Strin
         })
         .collect()
 }
+
+/// A model's JSON answer without the Markdown fence some models wrap it in.
+pub(crate) fn unfenced(text: &str) -> &str {
+    let body = text.trim();
+    body.strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+        .and_then(|b| b.strip_suffix("```"))
+        .unwrap_or(body)
+        .trim()
+}

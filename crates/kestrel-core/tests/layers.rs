@@ -17,6 +17,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("control", 4),
     ("agent", 5),
     ("workflow", 6),
+    ("network", 7),
     ("kestrel", 7),
 ];
 

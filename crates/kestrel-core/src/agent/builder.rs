@@ -46,6 +46,10 @@ pub struct AgentBuilder {
     memory: Option<Arc<dyn AgentMemory>>,
     run_store: Option<SharedRunStore>,
     sub_agents: Vec<Agent>,
+    /// The workflows of `workflow(..)`, by id, type-erased (they live in a layer above).
+    workflows: Vec<(String, Arc<dyn std::any::Any + Send + Sync>)>,
+    /// The names of the tools that stand for a sub-agent or a workflow.
+    primitive_tools: Vec<String>,
     background: BackgroundTasks,
 }
 
@@ -70,8 +74,24 @@ impl AgentBuilder {
             memory: None,
             run_store: None,
             sub_agents: Vec::new(),
+            workflows: Vec::new(),
+            primitive_tools: Vec::new(),
             background: BackgroundTasks::new(),
         }
+    }
+
+    /// Adds a workflow the agent holds: `tool` (its tool) joins the agent's tools, and
+    /// `workflow` is kept by id for the layers that read it back (networks).
+    pub(crate) fn with_workflow(
+        mut self,
+        id: String,
+        workflow: Arc<dyn std::any::Any + Send + Sync>,
+        tool: SharedTool,
+    ) -> Self {
+        self.primitive_tools.push(tool.id().to_owned());
+        self.tools.push(tool);
+        self.workflows.push((id, workflow));
+        self
     }
 
     /// Where runs that stop for a person (approvals, suspended tools, client tools) are saved.
@@ -145,8 +165,9 @@ impl AgentBuilder {
     /// [`crate::agent::delegation`]). The sub-agents are shared, never changed.
     pub fn agents(mut self, agents: impl IntoIterator<Item = Agent>) -> Self {
         for agent in agents {
-            self.tools
-                .push(Arc::new(DelegationTool::new(agent.clone())));
+            let tool = DelegationTool::new(agent.clone());
+            self.primitive_tools.push(tool.id().to_owned());
+            self.tools.push(Arc::new(tool));
             self.sub_agents.push(agent);
         }
         self
@@ -223,6 +244,12 @@ impl AgentBuilder {
             }
             ModelChoice::Dynamic(source) => source,
         };
+        let own_tools: Vec<String> = self
+            .tools
+            .iter()
+            .map(|tool| tool.id().to_owned())
+            .filter(|id| !self.primitive_tools.contains(id))
+            .collect();
         let mut tools = ToolSet::new();
         let memory_tools: Vec<_> = self.memory.iter().flat_map(|m| m.tools()).collect();
         let memory_tool_names: Vec<String> =
@@ -252,6 +279,8 @@ impl AgentBuilder {
             memory: self.memory,
             own_run_store: self.run_store,
             sub_agents,
+            workflows: self.workflows.into_iter().collect(),
+            own_tools,
             background: self.background,
             tool_definitions,
         };

@@ -179,16 +179,10 @@ impl Scorer for RubricScorer {
                 text.push_str(&delta);
             }
         }
-        let body = text.trim();
-        let body = body
-            .strip_prefix("```json")
-            .or_else(|| body.strip_prefix("```"))
-            .and_then(|b| b.strip_suffix("```"))
-            .unwrap_or(body)
-            .trim();
-        let mut score: Score = serde_json::from_str(body).map_err(|e| {
-            format!("the rubric judge's answer is not the expected JSON ({e}): {text:?}")
-        })?;
+        let mut score: Score =
+            serde_json::from_str(crate::schema::unfenced(&text)).map_err(|e| {
+                format!("the rubric judge's answer is not the expected JSON ({e}): {text:?}")
+            })?;
         score.scorer = self.name.clone();
         Ok(score)
     }

@@ -16,8 +16,18 @@ use serde_json::Value;
 
 use crate::model::{FinishReason, Usage};
 
+mod network;
 mod sink;
 mod workflow;
+pub use network::{
+    AgentExecutionEndPayload, AgentExecutionStartPayload, AgentExecutionWaitPayload,
+    NetworkFinishPayload, NetworkStepFinishPayload, NetworkValidationEndPayload,
+    NetworkValidationStartPayload, PrimitiveAbortPayload, PrimitiveType, RoutingAgentEndPayload,
+    RoutingAgentStartPayload, RoutingAgentTextDeltaPayload, RoutingAgentTextStartPayload,
+    RoutingDecision, RoutingInput, ScorerResult, ToolExecutionArgs, ToolExecutionEndPayload,
+    ToolExecutionStartPayload, ToolExecutionWaitPayload, WorkflowExecutionEndPayload,
+    WorkflowExecutionStartPayload, WorkflowExecutionSuspendedPayload,
+};
 pub(crate) use sink::{EventQueue, EventSink, Tap};
 pub use workflow::{
     EmptyPayload, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
@@ -104,27 +114,105 @@ impl<'de> Deserialize<'de> for Event {
     }
 }
 
+/// The type prefix of the events of an agent a network delegated to.
+pub const AGENT_EXECUTION_EVENT_PREFIX: &str = "agent-execution-event-";
+/// The type prefix of the events of a workflow a network delegated to.
+pub const WORKFLOW_EXECUTION_EVENT_PREFIX: &str = "workflow-execution-event-";
+
 macro_rules! event_kinds {
     ($( $(#[$doc:meta])* $variant:ident($payload:ty) = $name:literal, )*) => {
         /// What happened. The serde tag of each variant is its wire name.
-        #[derive(Debug, Clone, PartialEq, Deserialize)]
-        #[serde(tag = "type", content = "payload")]
+        #[derive(Debug, Clone, PartialEq)]
         #[non_exhaustive]
         pub enum EventKind {
-            $( $(#[$doc])* #[serde(rename = $name)] $variant($payload), )*
+            $( $(#[$doc])* $variant($payload), )*
+            /// An event of a sub-agent a network delegated to, whole: its type is
+            /// `agent-execution-event-<the event's type>` and its payload the event.
+            AgentExecutionEvent(Box<Event>),
+            /// An event of a workflow a network delegated to, whole
+            /// (`workflow-execution-event-<type>`).
+            WorkflowExecutionEvent(Box<Event>),
+        }
+
+        /// The kinds with a fixed name, as serde reads them.
+        #[derive(Deserialize)]
+        #[serde(tag = "type", content = "payload")]
+        enum FixedKind {
+            $( #[serde(rename = $name)] $variant($payload), )*
+        }
+
+        impl From<FixedKind> for EventKind {
+            fn from(kind: FixedKind) -> Self {
+                match kind { $( FixedKind::$variant(p) => EventKind::$variant(p), )* }
+            }
         }
 
         impl EventKind {
             /// The wire name (`"text-delta"`…).
             pub fn type_name(&self) -> &'static str {
-                match self { $( EventKind::$variant(_) => $name, )* }
+                match self {
+                    $( EventKind::$variant(_) => $name, )*
+                    EventKind::AgentExecutionEvent(inner) => inner.kind.nested_name(false),
+                    EventKind::WorkflowExecutionEvent(inner) => inner.kind.nested_name(true),
+                }
+            }
+
+            /// The name of this event inside a network's stream, under an agent's or a
+            /// workflow's execution. Only fixed kinds are ever nested; another nested
+            /// event gets the bare prefix.
+            fn nested_name(&self, workflow: bool) -> &'static str {
+                match (self, workflow) {
+                    $(
+                        (EventKind::$variant(_), false) => concat!("agent-execution-event-", $name),
+                        (EventKind::$variant(_), true) => concat!("workflow-execution-event-", $name),
+                    )*
+                    (_, false) => "agent-execution-event",
+                    (_, true) => "workflow-execution-event",
+                }
             }
 
             fn serialize_payload<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
-                match self { $( EventKind::$variant(p) => map.serialize_entry("payload", p), )* }
+                match self {
+                    $( EventKind::$variant(p) => map.serialize_entry("payload", p), )*
+                    EventKind::AgentExecutionEvent(inner)
+                    | EventKind::WorkflowExecutionEvent(inner) => {
+                        map.serialize_entry("payload", &**inner)
+                    }
+                }
             }
         }
     };
+}
+
+impl<'de> Deserialize<'de> for EventKind {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        // Read whole first: the nested kinds are told apart by their type's prefix.
+        let value = Value::deserialize(deserializer)?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let nested = if kind.starts_with(AGENT_EXECUTION_EVENT_PREFIX) {
+            Some(EventKind::AgentExecutionEvent as fn(Box<Event>) -> EventKind)
+        } else if kind.starts_with(WORKFLOW_EXECUTION_EVENT_PREFIX) {
+            Some(EventKind::WorkflowExecutionEvent as fn(Box<Event>) -> EventKind)
+        } else {
+            None
+        };
+        match nested {
+            Some(wrap) => {
+                let payload = value
+                    .get("payload")
+                    .ok_or_else(|| D::Error::missing_field("payload"))?;
+                let inner = Event::deserialize(payload).map_err(D::Error::custom)?;
+                Ok(wrap(Box::new(inner)))
+            }
+            None => FixedKind::deserialize(value)
+                .map(EventKind::from)
+                .map_err(D::Error::custom),
+        }
+    }
 }
 
 event_kinds! {
@@ -196,6 +284,52 @@ event_kinds! {
     WorkflowCanceled(EmptyPayload) = "workflow-canceled",
     /// The workflow run ended or stopped.
     WorkflowFinish(WorkflowFinishPayload) = "workflow-finish",
+    /// A network's routing agent starts choosing the primitive of an iteration.
+    RoutingAgentStart(RoutingAgentStartPayload) = "routing-agent-start",
+    /// The completion check starts writing the final answer.
+    RoutingAgentTextStart(RoutingAgentTextStartPayload) = "routing-agent-text-start",
+    /// A piece of the final answer.
+    RoutingAgentTextDelta(RoutingAgentTextDeltaPayload) = "routing-agent-text-delta",
+    /// The routing agent chose a primitive, with its reason.
+    RoutingAgentEnd(RoutingAgentEndPayload) = "routing-agent-end",
+    /// The network was aborted while routing.
+    RoutingAgentAbort(PrimitiveAbortPayload) = "routing-agent-abort",
+    /// A delegated sub-agent starts.
+    AgentExecutionStart(AgentExecutionStartPayload) = "agent-execution-start",
+    /// A delegated sub-agent answered.
+    AgentExecutionEnd(AgentExecutionEndPayload) = "agent-execution-end",
+    /// A delegated sub-agent's tool call waits for approval: the network stops.
+    AgentExecutionApproval(AgentExecutionWaitPayload) = "agent-execution-approval",
+    /// A delegated sub-agent's tool suspended: the network stops.
+    AgentExecutionSuspended(AgentExecutionWaitPayload) = "agent-execution-suspended",
+    /// The network was aborted while a sub-agent ran.
+    AgentExecutionAbort(PrimitiveAbortPayload) = "agent-execution-abort",
+    /// A delegated workflow starts.
+    WorkflowExecutionStart(WorkflowExecutionStartPayload) = "workflow-execution-start",
+    /// A delegated workflow ended.
+    WorkflowExecutionEnd(WorkflowExecutionEndPayload) = "workflow-execution-end",
+    /// A delegated workflow suspended: the network stops.
+    WorkflowExecutionSuspended(WorkflowExecutionSuspendedPayload) = "workflow-execution-suspended",
+    /// The network was aborted while a workflow ran.
+    WorkflowExecutionAbort(PrimitiveAbortPayload) = "workflow-execution-abort",
+    /// A network's tool starts.
+    ToolExecutionStart(ToolExecutionStartPayload) = "tool-execution-start",
+    /// A network's tool ended.
+    ToolExecutionEnd(ToolExecutionEndPayload) = "tool-execution-end",
+    /// A network's tool waits for approval: the network stops.
+    ToolExecutionApproval(ToolExecutionWaitPayload) = "tool-execution-approval",
+    /// A network's tool suspended: the network stops.
+    ToolExecutionSuspended(ToolExecutionWaitPayload) = "tool-execution-suspended",
+    /// The network was aborted while a tool ran.
+    ToolExecutionAbort(PrimitiveAbortPayload) = "tool-execution-abort",
+    /// An iteration whose router chose `none` ended.
+    NetworkStepFinish(NetworkStepFinishPayload) = "network-execution-event-step-finish",
+    /// The completion checks of an iteration start.
+    NetworkValidationStart(NetworkValidationStartPayload) = "network-validation-start",
+    /// The completion checks of an iteration ended.
+    NetworkValidationEnd(NetworkValidationEndPayload) = "network-validation-end",
+    /// The network run ended.
+    NetworkFinish(NetworkFinishPayload) = "network-execution-event-finish",
 }
 
 /// Payload of `background-task-started`.

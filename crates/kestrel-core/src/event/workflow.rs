@@ -202,6 +202,27 @@ pub struct WorkflowUsage {
     pub reasoning_tokens: u64,
 }
 
+impl WorkflowUsage {
+    /// Adds one model call's (or run's) usage.
+    pub fn add(&mut self, usage: &crate::model::Usage) {
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        self.total_tokens += usage.total_tokens;
+        self.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0);
+        self.cached_input_tokens += usage.cached_input_tokens.unwrap_or(0);
+    }
+
+    /// Adds another run's usage.
+    pub fn add_all(&mut self, other: &WorkflowUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.total_tokens += other.total_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
+    }
+}
+
 /// `output` of `workflow-finish`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkflowFinishOutput {

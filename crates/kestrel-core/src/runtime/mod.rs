@@ -45,6 +45,9 @@ pub(crate) struct Runtime {
     pub(crate) memory: Option<Arc<dyn AgentMemory>>,
     pub(crate) runs: Arc<RunRegistry>,
     pub(crate) models: ModelRegistry,
+    /// Where network runs of agents whose memory keeps no workflow runs are kept: the
+    /// instance's workflow store, or (standalone) one in this process's memory.
+    pub(crate) network_runs: std::sync::OnceLock<crate::workflow_store::SharedWorkflowStore>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -59,6 +62,14 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// Where network runs are kept when the agent's memory keeps no workflow runs.
+    pub(crate) fn network_runs(&self) -> crate::workflow_store::SharedWorkflowStore {
+        Arc::clone(
+            self.network_runs
+                .get_or_init(|| Arc::new(crate::workflow_store::InMemoryWorkflowStore::new())),
+        )
+    }
+
     /// A runtime of its own: an in-process run store and registry, no instance memory.
     pub(crate) fn standalone(models: ModelRegistry) -> Self {
         Self {
@@ -66,6 +77,7 @@ impl Runtime {
             memory: None,
             runs: Default::default(),
             models,
+            network_runs: std::sync::OnceLock::new(),
         }
     }
 }
@@ -197,5 +209,55 @@ impl Agent {
             .own_run_store
             .as_ref()
             .unwrap_or(&self.runtime.run_store)
+    }
+}
+
+impl Agent {
+    /// The agent's instructions for a request: fixed, or computed from `ctx`.
+    pub(crate) async fn instructions_for(
+        &self,
+        ctx: &crate::context::RequestContext,
+    ) -> Result<String, crate::definition::BoxError> {
+        match &self.inner.instructions {
+            Instructions::Static(s) => Ok(s.to_string()),
+            Instructions::Dynamic(f) => f(ctx.clone()).await,
+        }
+    }
+
+    /// The ids of the tools given to the agent as tools (not its sub-agents', workflows'
+    /// or memory's), in the order given.
+    pub(crate) fn own_tool_ids(&self) -> &[String] {
+        &self.inner.own_tools
+    }
+
+    /// An agent of the framework's own (a network's routing agent): this agent's model,
+    /// registry and runtime with other instructions, and no tools, memory or sub-agents.
+    pub(crate) fn helper(&self, id: &str, name: &str, instructions: String) -> Agent {
+        use std::collections::{BTreeMap, HashMap};
+        let tools = ToolSet::new();
+        let tool_definitions =
+            crate::definition::tools::ToolDefinitions::new(&tools, &HashMap::new(), &[]);
+        let definition = AgentDefinition {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            description: String::new(),
+            instructions: Instructions::Static(instructions.into()),
+            model: self.inner.model.clone(),
+            tools,
+            max_steps: 1,
+            defaults: crate::definition::RunOptions::default(),
+            own_registry: self.inner.own_registry.clone(),
+            memory: None,
+            own_run_store: None,
+            sub_agents: HashMap::new(),
+            workflows: BTreeMap::new(),
+            own_tools: Vec::new(),
+            background: crate::definition::BackgroundTasks::new(),
+            tool_definitions,
+        };
+        Agent {
+            inner: Arc::new(definition),
+            runtime: Arc::clone(&self.runtime),
+        }
     }
 }

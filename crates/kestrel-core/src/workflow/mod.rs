@@ -39,6 +39,7 @@
 mod builder;
 mod engine;
 mod graph;
+mod held;
 mod lease;
 mod live;
 mod nested;

@@ -141,12 +141,7 @@ pub(crate) struct RunShared {
 impl RunShared {
     /// Adds an agent step's usage to the run's.
     pub(crate) fn add_usage(&self, usage: &crate::model::Usage) {
-        let mut total = lock(&self.usage);
-        total.input_tokens += usage.input_tokens;
-        total.output_tokens += usage.output_tokens;
-        total.total_tokens += usage.total_tokens;
-        total.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0);
-        total.cached_input_tokens += usage.cached_input_tokens.unwrap_or(0);
+        lock(&self.usage).add(usage);
     }
 
     /// Sends `kind` to the run's stream, when it is streamed.
@@ -170,6 +165,8 @@ pub struct StepContext {
     pub(crate) step_id: Arc<str>,
     pub(crate) input: Value,
     pub(crate) resume_data: Option<Value>,
+    /// What the step suspended with, when it is resumed.
+    pub(crate) suspend_data: Option<Value>,
     /// A nested workflow's resume: the path of the suspended step inside it.
     pub(crate) resume_path: Vec<String>,
     pub(crate) retry_count: u32,
@@ -190,6 +187,12 @@ impl StepContext {
     /// The data the step was resumed with (`None` on its first run).
     pub fn resume_data(&self) -> Option<&Value> {
         self.resume_data.as_ref()
+    }
+
+    /// What the step suspended with, when it runs again on a resume (Mastra's
+    /// `suspendData`): a step can keep there what it needs to go on where it stopped.
+    pub fn suspend_data(&self) -> Option<&Value> {
+        self.suspend_data.as_ref()
     }
 
     /// The step's id.

@@ -691,3 +691,23 @@ async fn a_canceled_run_stops_and_says_so() {
     let snapshot = run.snapshot().await.unwrap().unwrap();
     assert_eq!(snapshot.status, WorkflowStatus::Canceled);
 }
+
+#[tokio::test]
+async fn a_resumed_step_reads_what_it_suspended_with() {
+    let ask = create_step("ask").execute(|_n: Value, ctx| async move {
+        match (ctx.resume_data(), ctx.suspend_data()) {
+            (None, None) => Err(ctx.suspend(json!({"asked": "a name", "attempt": 1}))),
+            (Some(data), Some(suspended)) => {
+                Ok(json!({"name": data["name"], "asked": suspended["asked"]}))
+            }
+            other => Err(StepError::new(format!("unexpected {other:?}"))),
+        }
+    });
+    let workflow = Workflow::builder("asking").then(ask).commit().unwrap();
+    let run = workflow.create_run();
+    let first = run.start(json!({})).await.unwrap();
+    assert_eq!(first.status, WorkflowStatus::Suspended);
+    let done = run.resume(None, json!({"name": "Ada"})).await.unwrap();
+    assert_eq!(done.status, WorkflowStatus::Success, "{done:?}");
+    assert_eq!(done.result, Some(json!({"name": "Ada", "asked": "a name"})));
+}

@@ -12,6 +12,7 @@ mod cluster;
 mod delegation_memory;
 mod durable_runs;
 mod live_threads;
+mod networks;
 mod observational_memory;
 mod semantic_recall;
 mod workflow_restart;

@@ -79,6 +79,7 @@ impl Engine {
                     let given = resumed.map(|r| Given {
                         data: r.data.clone(),
                         path: Vec::new(),
+                        suspended: waiting.get(&index).cloned(),
                     });
                     return Some((index, item, given));
                 }

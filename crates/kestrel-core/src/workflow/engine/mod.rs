@@ -89,6 +89,8 @@ struct Started {
 pub(crate) struct Given {
     pub data: Value,
     pub path: Vec<String>,
+    /// What the step suspended with (Mastra's `suspendData`).
+    pub suspended: Option<Value>,
 }
 
 fn now_ms() -> u64 {
@@ -469,6 +471,7 @@ impl Engine {
             let given = Given {
                 data: r.data.clone(),
                 path: r.path.clone(),
+                suspended: self.prior(id).and_then(|prior| prior.suspend_payload),
             };
             (given, now)
         });
@@ -613,9 +616,13 @@ impl Engine {
         input: Value,
         given: Option<Given>,
     ) -> Result<Value, StepError> {
-        let (resume_data, resume_path) = match given {
-            Some(Given { data, path }) => (Some(data), path),
-            None => (None, Vec::new()),
+        let (resume_data, resume_path, suspend_data) = match given {
+            Some(Given {
+                data,
+                path,
+                suspended,
+            }) => (Some(data), path, suspended),
+            None => (None, Vec::new(), None),
         };
         let id = step.id();
         let retry = self.workflow.inner.retry;
@@ -626,6 +633,7 @@ impl Engine {
                 step_id: id.into(),
                 input: input.clone(),
                 resume_data: resume_data.clone(),
+                suspend_data: suspend_data.clone(),
                 resume_path: resume_path.clone(),
                 retry_count,
                 run: Arc::clone(&self.run),
