@@ -824,6 +824,100 @@ async fn an_abort_reaches_the_delegated_agent(store: Store) {
     assert!(!kinds.contains(&"agent-execution-end"), "{kinds:?}");
 }
 
+#[derive(schemars::JsonSchema)]
+#[allow(dead_code)]
+struct Nights {
+    nights: u32,
+}
+
+async fn a_suspended_workflow_is_resumed_with_the_network_run_id(store: Store) {
+    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    let ask = create_step("ask")
+        .resume_type::<Nights>()
+        .execute(|_n: Value, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"question": "How many nights?"}))),
+                Some(data) => Ok(json!({"booked": data["nights"]})),
+            }
+        });
+    let booking = Workflow::builder("booking")
+        .description("Books a room")
+        .input_schema(json!({"type": "object"}))
+        .then(ask)
+        .commit()
+        .unwrap();
+    let router = scripted(vec![
+        route("booking", "workflow", "{}", "booking is a workflow"),
+        verdict(true, "booked", "Booked for 3 nights."),
+    ]);
+    let agent = Agent::builder("router")
+        .model(router)
+        .memory(memory.clone())
+        .workflow(booking)
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .memory(memory)
+        .agent(agent)
+        .build()
+        .unwrap();
+    let agent = kestrel.agent("router").unwrap();
+    let (events, result) = agent
+        .network("Book a room")
+        .memory(THREAD, RESOURCE)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Suspended, "{result:?}");
+    let json = wire(&events);
+    let suspended = payload_of(&json, "workflow-execution-suspended");
+    assert_eq!(
+        keys(suspended),
+        set(&[
+            "args",
+            "workflowId",
+            "suspendPayload",
+            "resumeSchema",
+            "name",
+            "runId",
+            "usage",
+            "selectionReason",
+            "toolName",
+            "toolCallId"
+        ])
+    );
+    assert_eq!(
+        suspended["suspendPayload"],
+        json!({"question": "How many nights?"})
+    );
+    assert!(
+        suspended["resumeSchema"]
+            .as_str()
+            .unwrap()
+            .contains("nights")
+    );
+    let workflow_run = suspended["runId"].as_str().unwrap().to_owned();
+    let (events, result) = agent
+        .resume_network(&result.run_id, json!({"nights": 3}))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Complete, "{result:?}");
+    assert_eq!(result.result, "Booked for 3 nights.");
+    let json = wire(&events);
+    let end = payload_of(&json, "workflow-execution-end");
+    assert_eq!(
+        end["runId"],
+        workflow_run.as_str(),
+        "the same workflow run went on"
+    );
+    assert_eq!(end["result"]["result"], json!({"booked": 3}));
+}
+
 async fn a_network_needs_memory_and_a_thread(store: Store) {
     let _ = store;
     let bare = Agent::builder("bare")
@@ -879,5 +973,6 @@ on_every_backend!(
     a_network_tool_that_needs_approval_can_be_declined,
     scorers_decide_and_their_feedback_reaches_the_router,
     an_abort_reaches_the_delegated_agent,
+    a_suspended_workflow_is_resumed_with_the_network_run_id,
     a_network_needs_memory_and_a_thread,
 );
