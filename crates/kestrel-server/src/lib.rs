@@ -40,6 +40,7 @@ mod error;
 mod guard;
 mod limits;
 mod memory;
+mod network;
 mod openapi;
 mod redact;
 mod routes;
@@ -313,6 +314,7 @@ impl Server {
         };
         let (api, mut operations) = routes::api()
             .merge(memory::routes())
+            .merge(network::routes())
             .merge(workflows::routes())
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");

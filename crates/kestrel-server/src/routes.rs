@@ -206,6 +206,11 @@ fn agent_json(agent: &Agent) -> Value {
         "modelId": agent.model_name(),
         "tools": tools,
         "agents": agent.sub_agent_ids(),
+        "workflows": agent
+            .workflows()
+            .iter()
+            .map(|w| (w.id().to_owned(), json!({"name": w.id(), "description": w.description()})))
+            .collect::<BTreeMap<String, Value>>(),
         "defaultOptions": {"maxSteps": agent.max_steps()},
         "hasMemory": agent.memory().is_some(),
     })

@@ -13,12 +13,12 @@ use kestrel_core::agent::AgentStream;
 /// run to finish in the background (and be stored), or, with `abort_on_disconnect`, aborts it
 /// (the run records its abort: an `abort` event, the snapshot and the partial answer stored
 /// as aborted).
-pub(crate) fn run_events(
-    stream: AgentStream,
+pub(crate) fn run_events<S: LiveEvents>(
+    stream: S,
     abort_on_disconnect: bool,
     slot: crate::limits::StreamSlot,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let stream = on_disconnect(stream, move |stream: &mut AgentStream| {
+    let stream = on_disconnect(stream, move |stream: &mut S| {
         if abort_on_disconnect {
             tracing::debug!(run_id = %stream.run_id(), "the client went away: aborting its run");
             stream.abort();
@@ -34,6 +34,37 @@ pub(crate) fn run_events(
         event
     });
     Sse::new(FlushFirst::new(body)).keep_alive(KeepAlive::default())
+}
+
+/// The live events of a run (an agent's or a network's), which a client that goes away may
+/// abort.
+pub(crate) trait LiveEvents:
+    Stream<Item = kestrel_core::event::Event> + Unpin + Send + 'static
+{
+    /// The run's id.
+    fn run_id(&self) -> &str;
+    /// Aborts the run.
+    fn abort(&self);
+}
+
+impl LiveEvents for AgentStream {
+    fn run_id(&self) -> &str {
+        AgentStream::run_id(self)
+    }
+
+    fn abort(&self) {
+        AgentStream::abort(self);
+    }
+}
+
+impl LiveEvents for kestrel_core::network::NetworkStream {
+    fn run_id(&self) -> &str {
+        kestrel_core::network::NetworkStream::run_id(self)
+    }
+
+    fn abort(&self) {
+        kestrel_core::network::NetworkStream::abort(self);
+    }
 }
 
 /// An event's JSON as a client may read it (see [`crate::redact`]).

@@ -282,6 +282,12 @@ pub enum NetworkError {
         /// The agent.
         agent: String,
     },
+    /// A start for a resource the caller may not act for ([`NetworkRequest::resource`]).
+    #[error("this caller acts for another resource than {resource:?}")]
+    ForeignResource {
+        /// The thread's resource.
+        resource: String,
+    },
     /// `max_steps` of 0.
     #[error("max_steps must be at least 1 (a network runs at least one iteration)")]
     ZeroMaxSteps,
@@ -307,6 +313,7 @@ impl NetworkError {
             NetworkError::ThreadRequired { .. } => "AGENT_NETWORK_THREAD_REQUIRED",
             NetworkError::NoPrimitives { .. } => "AGENT_NETWORK_NO_PRIMITIVES",
             NetworkError::ZeroMaxSteps => "AGENT_NETWORK_ZERO_MAX_STEPS",
+            NetworkError::ForeignResource { .. } => "AGENT_NETWORK_FOREIGN_RESOURCE",
             NetworkError::NotFound { .. } => "AGENT_NETWORK_RUN_NOT_FOUND",
             NetworkError::Run(_) => "AGENT_NETWORK_RUN",
         }

@@ -181,6 +181,7 @@ pub struct NetworkRequest {
     agent: Agent,
     kind: RequestKind,
     options: NetworkOptions,
+    pinned: Option<String>,
 }
 
 enum RequestKind {
@@ -234,6 +235,13 @@ impl NetworkRequest {
         self
     }
 
+    /// Reaches only runs of this resource: a decision on another resource's run finds none
+    /// ([`NetworkError::NotFound`]), and a start must name it as the thread's resource.
+    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
+        self.pinned = Some(resource_id.into());
+        self
+    }
+
     /// Starts (or continues) the run and waits for its result.
     pub async fn result(self) -> Result<NetworkResult, NetworkError> {
         self.await?.result().await
@@ -267,6 +275,13 @@ impl NetworkRequest {
                         agent: agent.id().to_owned(),
                     });
                 };
+                if let Some(pinned) = &self.pinned
+                    && pinned != &resource_id
+                {
+                    return Err(NetworkError::ForeignResource {
+                        resource: resource_id,
+                    });
+                }
                 let run_id = self
                     .options
                     .run_id
@@ -305,7 +320,12 @@ impl NetworkRequest {
                     None => run,
                 };
                 match run.snapshot().await? {
-                    Some(snapshot) if snapshot.status == WorkflowStatus::Suspended => {}
+                    Some(snapshot)
+                        if snapshot.status == WorkflowStatus::Suspended
+                            && self
+                                .pinned
+                                .as_ref()
+                                .is_none_or(|p| snapshot.resource_id.as_ref() == Some(p)) => {}
                     _ => {
                         return Err(NetworkError::NotFound {
                             agent: agent.id().to_owned(),
@@ -373,6 +393,7 @@ impl Agent {
             agent: self.clone(),
             kind: RequestKind::Start(task.into()),
             options: NetworkOptions::default(),
+            pinned: None,
         }
     }
 
@@ -402,6 +423,7 @@ impl Agent {
                 data,
             },
             options: NetworkOptions::default(),
+            pinned: None,
         }
     }
 }

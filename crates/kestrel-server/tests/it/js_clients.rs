@@ -134,7 +134,12 @@ fn kestrel(memory: &Memory) -> Kestrel {
 /// Serves the agents and runs `node compat-tests/<script> <base URL>`.
 async fn run_script(script: &str) {
     let memory = Memory::new(Arc::new(InMemoryStorage::new()));
-    let server = Server::new(kestrel(&memory));
+    run_script_on(script, kestrel(&memory)).await;
+}
+
+/// Serves `kestrel` and runs `node compat-tests/<script> <base URL>`.
+async fn run_script_on(script: &str, kestrel: Kestrel) {
+    let server = Server::new(kestrel);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let output = tokio::process::Command::new("node")
@@ -168,6 +173,20 @@ async fn the_mastra_client_works_against_kestrel() {
 async fn the_mastra_client_drives_workflows_against_kestrel() {
     if available() {
         run_script("mastra-workflows.mjs").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mastra_client_drives_networks_against_kestrel() {
+    if available() {
+        let memory = Memory::new(Arc::new(InMemoryStorage::new()));
+        let unlocks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut builder = Kestrel::builder().memory(memory.clone());
+        for agent in crate::networks::network_agents(&memory, Arc::clone(&unlocks)) {
+            builder = builder.agent(agent);
+        }
+        run_script_on("mastra-networks.mjs", builder.build().unwrap()).await;
+        assert_eq!(unlocks.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
 

@@ -8,5 +8,6 @@ mod chat;
 mod hardening;
 mod js_clients;
 mod memory;
+mod networks;
 mod openapi;
 mod workflows;
