@@ -10,7 +10,6 @@ use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use kestrel_core::agent::Agent;
 use kestrel_core::network::{NetworkError, NetworkOptions, NetworkRequest};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
 use crate::openapi::{Answer, Doc, Routes};
+use crate::routes::agent;
 use crate::wire::{Body, BodyRules, RunBody, client_context};
 use crate::{ApiError, AppState};
 
@@ -108,13 +108,6 @@ pub(crate) struct NetworkResumeBody {
     /// Values the primitives read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
-}
-
-fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
-    state
-        .kestrel
-        .agent(id)
-        .map_err(|e| ApiError::not_found(e.to_string()))
 }
 
 impl From<NetworkError> for ApiError {

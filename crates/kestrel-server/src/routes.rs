@@ -162,7 +162,8 @@ pub(crate) async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
 }
 
-fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
+/// The agent with this id, or a 404.
+pub(crate) fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
     state
         .kestrel
         .agent(id)
