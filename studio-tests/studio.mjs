@@ -190,6 +190,37 @@ async function run() {
   const nested = await page.getByTestId("timeline").innerText();
   check(nested.includes("Delegated to research") && nested.includes("writing"), "the timeline does not show the delegations");
 
+  step = "a network run, iteration by iteration";
+  await page.getByTestId("agent-coordinator").click();
+  await page.getByTestId("network-mode").check();
+  await send("Tell me about kestrels, and the weather in Lisbon");
+  const network = page.getByTestId("message-network").last();
+  const first = network.locator('[data-testid="network-iteration"][data-iteration="0"]');
+  await first.waitFor();
+  // The research agent's text arrives live inside the first iteration.
+  await first.locator('[data-testid="network-output"]', { hasText: "They hunt voles" }).waitFor();
+  await page
+    .waitForFunction(() => {
+      const bubbles = document.querySelectorAll('[data-testid="message-network"]');
+      const last = bubbles[bubbles.length - 1];
+      return last && last.dataset.status === "done";
+    })
+    .catch(async () => {
+      throw new Error(`the network did not finish; it shows: ${(await network.innerText()).slice(0, 800)}`);
+    });
+  const iterations = network.getByTestId("network-iteration");
+  check((await iterations.count()) === 2, `the network shows ${await iterations.count()} iterations, not 2`);
+  check((await first.getAttribute("data-primitive")) === "research", "the first iteration is not routed to research");
+  check((await first.getByTestId("network-reason").innerText()).includes("research agent finds facts"), "the first routing reason is not shown");
+  check((await first.getByTestId("network-validation").getAttribute("data-passed")) === "false", "the first check is not shown as failed");
+  check((await first.getByTestId("network-validation").innerText()).includes("the weather is still missing"), "the first check's reason is not shown");
+  const second = iterations.nth(1);
+  check((await second.getAttribute("data-primitive")) === "weather-report", "the second iteration is not the workflow");
+  check((await second.getByTestId("network-output").innerText()).includes("forecast"), "the workflow's steps are not shown");
+  check((await second.getByTestId("network-validation").getAttribute("data-passed")) === "true", "the second check is not shown as passed");
+  const answer = await network.getByTestId("network-result").innerText();
+  check(answer.includes("Kestrels hover") && answer.includes("Lisbon"), `the network's answer is wrong: ${answer}`);
+
   step = "stopping a run";
   await page.getByTestId("agent-assistant").click();
   await page.getByTestId("new-thread").click();

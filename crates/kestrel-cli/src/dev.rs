@@ -29,7 +29,10 @@
 //! # Ok(()) }
 //! ```
 
+mod network;
 mod workflows;
+
+pub use network::COORDINATOR;
 
 pub use workflows::{PUBLISH_POST, RESEARCH_BRIEF, WEATHER_REPORT};
 
@@ -303,14 +306,27 @@ pub fn demo_kestrel_with(
 
     // The storage, given once: the instance saves its runs in the memory's database, and the
     // server's memory routes serve the same memory.
+    let demo_workflows = workflows::demo_workflows(research.clone(), tool_delay)?;
+    let weather_report = demo_workflows
+        .iter()
+        .find(|w| w.id() == workflows::WEATHER_REPORT)
+        .cloned();
+    let coordinator = network::coordinator(
+        model.clone(),
+        memory.clone(),
+        [research.clone(), writing.clone()],
+        weather_report,
+        weather_tool(tool_delay),
+    )?;
     let mut builder = Kestrel::builder()
         .memory(memory.clone())
         .agent(assistant)
         .agent(supervisor)
+        .agent(coordinator)
         // The supervisor's sub-agents, once: in the instance they are the same agents.
         .agent(research.clone())
         .agent(writing);
-    for workflow in workflows::demo_workflows(research, tool_delay)? {
+    for workflow in demo_workflows {
         builder = builder.workflow(workflow);
     }
     if let Some((pubsub, cluster)) = cluster {

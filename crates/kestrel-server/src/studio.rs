@@ -53,6 +53,8 @@ const ASSETS: &[Asset] = &[
     asset!("forms.js", JS),
     asset!("workflows.js", JS),
     asset!("workflow-runs.js", JS),
+    asset!("networks.js", JS),
+    asset!("network-runs.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

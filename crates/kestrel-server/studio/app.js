@@ -11,6 +11,8 @@ import { schemaForm } from "./forms.js";
 import { ago, delegationTree, h, json, pill, runBody, runFooter, storedBody, storedTurns, timeline, value } from "./render.js";
 import { Run, asText, clip, questionOf } from "./runs.js";
 import { closeWorkflow, hasWorkflow, loadWorkflows, mountWorkflows, openWorkflow } from "./workflows.js";
+import { NetworkRun } from "./network-runs.js";
+import { networkBody } from "./networks.js";
 
 const RESOURCE_KEY = "kestrel.studio.resource";
 const DEFAULT_RESOURCE = "studio";
@@ -377,7 +379,15 @@ async function loadHistory() {
 // ---------------------------------------------------------------------------------------
 // Chat
 
+/** Whether the agent can run as a network: it has memory and primitives to route to. */
+function canNetwork(a) {
+  return !!(a && a.hasMemory && ((a.agents || []).length || Object.keys(a.workflows || {}).length));
+}
+
 function drawComposer() {
+  const toggle = $("network-toggle");
+  toggle.hidden = !canNetwork(agent());
+  if (toggle.hidden) $("network-mode").checked = false;
   $("send").disabled = state.busy;
   $("stop").hidden = !state.busy;
   $("prompt").disabled = false;
@@ -424,6 +434,7 @@ function entryElement(entry, swap) {
     return h("div", { class: "message user", "data-testid": "message-user" }, h("div", { class: "bubble" }, entry.text));
   }
   if (entry.kind === "notice") return entry.el;
+  if (entry.kind === "network") return networkElement(entry.run);
   if (entry.kind === "stored") {
     const turn = entry.turn;
     return h(
@@ -482,7 +493,10 @@ function schedule() {
     frame = 0;
     const box = $("messages");
     const nearBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 120;
-    for (const entry of state.entries) if (entry.kind === "run") runElement(entry.run);
+    for (const entry of state.entries) {
+      if (entry.kind === "run") runElement(entry.run);
+      else if (entry.kind === "network") networkElement(entry.run);
+    }
     if (nearBottom) box.scrollTop = box.scrollHeight;
     drawInspector();
     drawComposer();
@@ -523,7 +537,14 @@ async function sendPrompt() {
   drawChat();
   const body = { messages: [...history, { role: "user", content: text }] };
   if (memory) body.memory = memory;
-  await runStream(`/api/agents/${encodeURIComponent(a.id)}/stream`, body, null);
+  if (memory && $("network-mode").checked && canNetwork(a)) {
+    const run = new NetworkRun(a.id);
+    state.entries.push({ kind: "network", run });
+    drawChat();
+    await networkStream(`/api/agents/${encodeURIComponent(a.id)}/network`, { ...body, maxSteps: a.defaultOptions && a.defaultOptions.maxSteps }, run);
+  } else {
+    await runStream(`/api/agents/${encodeURIComponent(a.id)}/stream`, body, null);
+  }
   state.busy = state.current !== null;
   drawComposer();
   refreshAfterRun();
@@ -592,9 +613,76 @@ async function runStream(path, body, run) {
   schedule();
 }
 
+/** A network run's bubble, redrawn only when the run changed. */
+function networkElement(run) {
+  const key = run.runId || "pending-network";
+  let el = document.querySelector(`[data-network-id="${CSS.escape(key)}"]`);
+  if (!el) el = h("div", { class: "message assistant network", "data-testid": "message-network", "data-network-id": key });
+  el.dataset.status = run.status;
+  if (state.drawn.get(el) !== run.version) {
+    state.drawn.set(el, run.version);
+    el.replaceChildren(h("div", { class: "avatar", "aria-hidden": "true" }, initial()), h("div", { class: "bubble" }, networkBody(run, (how) => decideNetwork(run, how))));
+  }
+  return el;
+}
+
+/** Streams a network route's events into `run`. */
+async function networkStream(path, body, run) {
+  const controller = new AbortController();
+  const entry = state.entries.find((e) => e.kind === "network" && e.run === run);
+  state.current = { controller, entry, agentId: run.agentId, network: true };
+  try {
+    await stream(
+      path,
+      body,
+      (event) => {
+        const pending = !run.runId;
+        run.apply(event);
+        if (pending && run.runId) {
+          const el = document.querySelector('[data-network-id="pending-network"]');
+          if (el) el.dataset.networkId = run.runId;
+        }
+        schedule();
+      },
+      { signal: controller.signal },
+    );
+    run.ended();
+  } catch (error) {
+    if (error.name !== "AbortError") {
+      run.status = "error";
+      run.error = error instanceof ApiError ? error.message : `The stream failed: ${error.message}`;
+      run.version += 1;
+    }
+  } finally {
+    if (state.current && state.current.controller === controller) state.current = null;
+  }
+  schedule();
+}
+
+/** Approves, declines or resumes what a network run waits for, streaming the rest. */
+async function decideNetwork(run, how) {
+  if (state.busy || !run.runId) return;
+  state.busy = true;
+  drawComposer();
+  const base = `/api/agents/${encodeURIComponent(run.agentId)}`;
+  run.waiting = null;
+  run.status = "running";
+  run.version += 1;
+  if (how === "approve") await networkStream(`${base}/approve-network-tool-call`, { runId: run.runId }, run);
+  else if (how === "decline") await networkStream(`${base}/decline-network-tool-call`, { runId: run.runId }, run);
+  else await networkStream(`${base}/resume-network`, { runId: run.runId, resumeData: how.resumeData }, run);
+  state.busy = state.current !== null;
+  drawComposer();
+  refreshAfterRun();
+}
+
 async function stopRun() {
   const current = state.current;
   if (!current) return;
+  if (current.network) {
+    current.controller.abort();
+    return;
+  }
   const runId = current.entry.run.runId;
   if (runId) {
     try {

@@ -78,7 +78,13 @@ async fn the_demo_has_its_agents_and_tools() {
     let ids: Vec<&str> = kestrel.agents().map(|a| a.id()).collect();
     assert_eq!(
         ids,
-        [dev::ASSISTANT, dev::RESEARCH, dev::SUPERVISOR, dev::WRITING]
+        [
+            dev::ASSISTANT,
+            dev::COORDINATOR,
+            dev::RESEARCH,
+            dev::SUPERVISOR,
+            dev::WRITING
+        ]
     );
     let assistant = kestrel.agent(dev::ASSISTANT).unwrap();
     for tool in [dev::WEATHER_TOOL, dev::EMAIL_TOOL, dev::BOOKING_TOOL] {
@@ -90,6 +96,17 @@ async fn the_demo_has_its_agents_and_tools() {
         kestrel.agent(dev::SUPERVISOR).unwrap().sub_agent_ids(),
         [dev::RESEARCH, dev::WRITING]
     );
+    // The demo network: the two agents, the weather-report workflow and the weather tool.
+    let coordinator = kestrel.agent(dev::COORDINATOR).unwrap();
+    assert_eq!(coordinator.sub_agent_ids(), [dev::RESEARCH, dev::WRITING]);
+    let workflows: Vec<String> = coordinator
+        .workflows()
+        .iter()
+        .map(|w| w.id().to_owned())
+        .collect();
+    assert_eq!(workflows, ["weather-report"]);
+    assert!(coordinator.tools().get(dev::WEATHER_TOOL).is_some());
+    assert!(coordinator.memory().is_some());
     storage.close().await;
 }
 

@@ -4,8 +4,8 @@
 //!
 //! The script chats with the assistant (streamed text, a plain tool), approves the
 //! approval-gated tool in the page, answers the suspending tool's form, reloads and finds the
-//! same history, and watches the supervisor's delegation tree fill with both sub-agents'
-//! output; then, on a second server that needs a bearer token, it refuses a wrong token and
+//! same history, watches the supervisor's delegation tree fill with both sub-agents'
+//! output, and runs the coordinator as a network (two iterations, their reasons and checks); then, on a second server that needs a bearer token, it refuses a wrong token and
 //! keeps the right one. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
 //! with it set, a missing browser, `node` or `studio-tests/node_modules` is a failure.
 //!
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kestrel::model::{ModelEvent, ModelRequest, ModelSpec, ScriptStep};
+use kestrel::model::{ModelEvent, ModelRequest, ModelSpec, ResponseFormat, ScriptStep};
 use kestrel::prelude::*;
 use kestrel_cli::dev;
 use serde_json::json;
@@ -96,6 +96,47 @@ fn system_text(req: &ModelRequest) -> String {
         .collect()
 }
 
+/// The coordinator's network: its routing agent sends the task to `research`, then to the
+/// `weather-report` workflow, then finds it done; its completion check passes once both ran.
+fn network_answer(req: &ModelRequest) -> Option<ScriptedResponse> {
+    let Some(ResponseFormat::Json {
+        name: Some(name), ..
+    }) = &req.response_format
+    else {
+        return None;
+    };
+    let records = req
+        .messages
+        .iter()
+        .filter(|m| m.text().contains("\"isNetwork\":true"))
+        .count();
+    let answer = match (name.as_str(), records) {
+        ("routing", 0) => json!({
+            "primitiveId": "research", "primitiveType": "agent",
+            "prompt": "Facts about the common kestrel",
+            "selectionReason": "the research agent finds facts"
+        }),
+        ("routing", 1) => json!({
+            "primitiveId": "weather-report", "primitiveType": "workflow",
+            "prompt": "{\"city\": \"Lisbon\"}",
+            "selectionReason": "the weather-report workflow knows the weather"
+        }),
+        ("routing", _) => json!({
+            "primitiveId": "none", "primitiveType": "none", "prompt": "",
+            "selectionReason": "both parts are there"
+        }),
+        ("completion", 0 | 1) => json!({
+            "isComplete": false, "completionReason": "the weather is still missing", "finalResult": ""
+        }),
+        ("completion", _) => json!({
+            "isComplete": true, "completionReason": "facts and weather are there",
+            "finalResult": "Kestrels hover in the wind and hunt voles; in Lisbon it is sunny today."
+        }),
+        _ => return None,
+    };
+    Some(ScriptedResponse::text(answer.to_string()))
+}
+
 /// One scripted model for every demo agent, answering by which agent asks (told apart by
 /// their tools and instructions) and by the turn so far.
 fn scripted_model() -> ScriptedModel {
@@ -103,6 +144,9 @@ fn scripted_model() -> ScriptedModel {
     ScriptedModel::from_fn(move |req| {
         let n = calls.fetch_add(1, Ordering::Relaxed);
         let call_id = |what: &str| format!("call-{what}-{n}");
+        if let Some(answer) = network_answer(req) {
+            return answer;
+        }
         if has_tool(req, "agent-research") {
             // The supervisor: research, then writing, then the paragraph.
             let results: Vec<String> = turn_results(req).into_iter().map(|(_, r)| r).collect();
@@ -206,14 +250,19 @@ async fn the_studio_folds_events_into_runs() {
         return;
     }
     let output = tokio::process::Command::new("node")
-        .args(["--test", "runs.test.mjs", "workflow-runs.test.mjs"])
+        .args([
+            "--test",
+            "runs.test.mjs",
+            "workflow-runs.test.mjs",
+            "network-runs.test.mjs",
+        ])
         .current_dir(repo_root().join("studio-tests"))
         .output()
         .await
         .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
     assert!(
         output.status.success(),
-        "studio-tests/runs.test.mjs or workflow-runs.test.mjs failed:\n{}\n{}",
+        "studio-tests/runs.test.mjs, workflow-runs.test.mjs or network-runs.test.mjs failed:\n{}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
