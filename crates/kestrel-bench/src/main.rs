@@ -14,6 +14,7 @@
 //! cargo run --release -p kestrel-bench -- w9 10000    # the five-step workflow, start and stream
 //! cargo run --release -p kestrel-bench -- w10 1000    # ... suspended and resumed, on SQLite
 //! cargo run --release -p kestrel-bench -- w11 10000   # 10,000 runs at once, steps waiting 10 ms
+//! cargo run --release -p kestrel-bench -- w12 1000    # a network: agent, workflow, tool, then none
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -29,6 +30,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod w12;
 mod w4;
 mod w6;
 mod w7;
@@ -338,6 +340,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w9::w10_bench(runs).await
         }
+        Some("w12") => {
+            let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
+            let batches = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(11);
+            w12::w12(runs, batches).await
+        }
         Some("w11") => {
             let runs = args
                 .get(1)
@@ -352,7 +359,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] | w10 [RUNS] | w11 [RUNS]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] | w10 [RUNS] | w11 [RUNS] | w12 [RUNS] [BATCHES]"
             );
             std::process::exit(2);
         }

@@ -178,17 +178,35 @@ The user sees only the final answer, not the intermediate results.",
 }
 
 /// The prompt of one routing call.
-pub(crate) fn prompt(task: &str, verbose: bool) -> String {
+pub(crate) fn prompt(task: &str, primitives: &Primitives, verbose: bool) -> String {
     let why = if verbose {
         "why you chose the primitive, and why not the others"
     } else {
         "why you chose the primitive"
     };
+    let listed: Vec<String> = primitives
+        .agents
+        .iter()
+        .map(|(id, _)| format!("{id} (agent)"))
+        .chain(
+            primitives
+                .workflows
+                .iter()
+                .map(|(id, _, _)| format!("{id} (workflow)")),
+        )
+        .chain(
+            primitives
+                .tools
+                .iter()
+                .map(|(id, _, _)| format!("{id} (tool)")),
+        )
+        .collect();
     format!(
-        "The task: {task}\n\nChoose the one primitive that should act next on this task (or \
-\"none\" when it is complete), and the prompt to give it. Answer with JSON: {{\"primitiveId\": \
-string, \"primitiveType\": \"agent\" | \"workflow\" | \"tool\" | \"none\", \"prompt\": string, \
-\"selectionReason\": {why}}}."
+        "The task: {task}\n\nChoose the primitive that should act next on this task: {}. Give \
+it the prompt it needs. Only when the conversation shows the task already done, choose \"none\". \
+Answer with JSON: {{\"primitiveId\": string, \"primitiveType\": \"agent\" | \"workflow\" | \
+\"tool\" | \"none\", \"prompt\": string, \"selectionReason\": {why}}}.",
+        listed.join(", ")
     )
 }
 

@@ -312,7 +312,7 @@ impl NetworkStep {
         }))
         .await;
         let history = exec.history().await;
-        let prompt = routing::prompt(&init.task, init.verbose_introspection);
+        let prompt = routing::prompt(&init.task, primitives, init.verbose_introspection);
         let routed = match routing::route(router, schema, history.clone(), prompt, call).await {
             Ok(routed) => routed,
             Err(RoutingFailure::Aborted) => {

@@ -789,6 +789,64 @@ async fn scorers_decide_and_their_feedback_reaches_the_router(store: Store) {
     assert!(seen.contains("too short: say more"), "{seen}");
 }
 
+async fn the_rubric_scorer_any_strategy_timeout_and_suppressed_feedback(store: Store) {
+    use kestrel_core::definition::iteration::{CompletionStrategy, RubricScorer};
+    let router = scripted(vec![route("shout", "tool", r#"{"text": "hi"}"#, "shout it")]);
+    let kestrel = instance(&store, router, scripted(vec![]), None, false, Arc::default());
+    let agent = kestrel.agent("router").unwrap();
+    // The rubric judge passes the answer; a slow scorer runs out of time; `any` completes.
+    let judge = scripted(vec![ScriptedResponse::text(
+        json!({"passed": true, "score": 1.0, "reason": "it is loud"}).to_string(),
+    )]);
+    let rubric = RubricScorer::new(judge, ["The answer is in capitals"]);
+    let slow = ScorerFn::new("slow", |_task| async move {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok(Score {
+            scorer: String::new(),
+            passed: true,
+            score: 1.0,
+            reason: None,
+        })
+    });
+    let completion = NetworkCompletion::new()
+        .scorer(rubric)
+        .scorer(slow)
+        .strategy(CompletionStrategy::Any)
+        .timeout(Duration::from_millis(200))
+        .suppress_feedback(true);
+    let (events, result) = agent
+        .network("Shout hi")
+        .memory(THREAD, RESOURCE)
+        .completion(completion)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Complete, "{result:?}");
+    let json = wire(&events);
+    let check = payload_of(&json, "network-validation-end");
+    assert_eq!(check["timedOut"], true);
+    assert_eq!(check["suppressFeedback"], true);
+    assert_eq!(check["results"][0]["scorerName"], "rubric");
+    assert_eq!(check["results"][0]["passed"], true);
+    assert_eq!(check["results"][1]["passed"], false);
+    assert!(
+        check["results"][1]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("did not finish before the completion timeout")
+    );
+    assert_eq!(payload_of(&json, "network-validation-start")["checksCount"], 2);
+    // No default check ran (no routing-agent-text-*), and no feedback reached the thread.
+    assert!(!types(&events).contains(&"routing-agent-text-start"));
+    let thread = thread_texts(&store).await;
+    assert!(
+        thread.iter().all(|(_, text)| !text.starts_with("#### Completion Check Results")),
+        "{thread:#?}"
+    );
+}
+
 async fn an_abort_reaches_the_delegated_agent(store: Store) {
     let router = scripted(vec![route(
         "helper",
@@ -973,6 +1031,7 @@ on_every_backend!(
     a_network_tool_that_needs_approval_can_be_declined,
     scorers_decide_and_their_feedback_reaches_the_router,
     an_abort_reaches_the_delegated_agent,
+    the_rubric_scorer_any_strategy_timeout_and_suppressed_feedback,
     a_suspended_workflow_is_resumed_with_the_network_run_id,
     a_network_needs_memory_and_a_thread,
 );
