@@ -13,10 +13,12 @@ import assert from "node:assert/strict";
 // folder of their own, whatever the Studio folder's package type.
 const dir = await mkdtemp(join(tmpdir(), "kestrel-studio-"));
 await writeFile(join(dir, "package.json"), '{"type": "module"}');
-for (const file of ["runs.js", "workflow-runs.js", "network-runs.js"]) {
+for (const file of ["runs.js", "workflow-runs.js", "network-runs.js", "render.js"]) {
   await copyFile(new URL(`../crates/kestrel-server/studio/${file}`, import.meta.url), join(dir, file));
 }
 const { NetworkRun } = await import(pathToFileURL(join(dir, "network-runs.js")).href);
+// render.js draws with `document` only when called: its readers of stored threads run here.
+const { networkItem, storedTurns } = await import(pathToFileURL(join(dir, "render.js")).href);
 
 const NET = "net-1";
 const ev = (type, payload) => ({ type, runId: NET, from: "NETWORK", payload });
@@ -115,4 +117,24 @@ test("an abort, an error and a stream that ends early", () => {
   cut.apply(ev("routing-agent-start", { inputData: { iteration: 0 } }));
   cut.ended();
   assert.equal(cut.status, "error");
+});
+
+test("a network's thread read back: its iterations and checks, not raw JSON", () => {
+  const record = { isNetwork: true, primitiveType: "agent", primitiveId: "research", selectionReason: "facts first", input: "facts", finalResult: { text: "Kestrels hover." } };
+  const text = (t) => [{ type: "text", text: t }];
+  const turns = storedTurns([
+    { id: "u", role: "user", parts: text("Tell me about kestrels") },
+    { id: "a1", role: "assistant", parts: text(JSON.stringify(record)) },
+    { id: "a2", role: "assistant", parts: text("#### Completion Check Results\n\nOverall: ✅ COMPLETE\nDuration: 3ms") },
+    { id: "a3", role: "assistant", parts: text("Kestrels hover.") },
+  ]);
+  assert.equal(turns.length, 2);
+  const kinds = turns[1].items.map((i) => i.kind);
+  assert.deepEqual(kinds, ["network-record", "network-check", "text"]);
+  assert.equal(turns[1].items[0].primitiveId, "research");
+  assert.equal(turns[1].items[0].finalResult.text, "Kestrels hover.");
+  assert.equal(turns[1].items[1].passed, true);
+  assert.equal(networkItem('{"isNetwork": false}'), null);
+  assert.equal(networkItem("{not json"), null);
+  assert.equal(networkItem("plain text"), null);
 });

@@ -221,6 +221,15 @@ async function run() {
   const answer = await network.getByTestId("network-result").innerText();
   check(answer.includes("Kestrels hover") && answer.includes("Lisbon"), `the network's answer is wrong: ${answer}`);
 
+  step = "a network's thread, after a reload";
+  await page.reload();
+  const records = page.getByTestId("network-record");
+  await records.first().waitFor();
+  check((await records.count()) === 2, `the reloaded thread shows ${await records.count()} network records, not 2`);
+  check((await records.first().getAttribute("data-primitive")) === "research", "the first stored record is not research's");
+  check((await records.first().innerText()).includes("research agent finds facts"), "the stored record does not show its reason");
+  check(!(await page.getByTestId("messages").innerText()).includes('"isNetwork"'), "the reloaded thread shows raw JSON records");
+
   step = "stopping a run";
   await page.getByTestId("agent-assistant").click();
   await page.getByTestId("new-thread").click();

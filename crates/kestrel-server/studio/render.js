@@ -120,10 +120,27 @@ export function delegationCard(call, sub, swap) {
 /** A run's text, reasoning and tool calls, in order (`swap`: see `toolCard`). */
 export function runBody(run, swap) {
   return run.items.map((item) => {
+    if (item.kind === "network-record") return networkRecordCard(item);
+    if (item.kind === "network-check") {
+      return h("details", { class: `network-check ${item.passed ? "passed" : "failed"}`, "data-testid": "network-check-stored" }, h("summary", {}, item.passed ? "✓ Completion check passed" : "✗ Completion check: not complete"), h("pre", {}, item.text));
+    }
     if (item.kind === "text") return item.text ? h("div", { class: "assistant-text", "data-testid": "assistant-text" }, item.text) : null;
     if (item.kind === "reasoning") return item.text ? h("details", { class: "reasoning" }, h("summary", {}, "Reasoning"), h("div", {}, item.text)) : null;
     return toolCard(item.call, swap);
   });
+}
+
+/** A stored network iteration: where the router sent the task, why, and what came back. */
+function networkRecordCard(item) {
+  const result = item.finalResult || {};
+  const shown = result.error !== undefined ? result.error : result.text !== undefined ? result.text : result.runResult !== undefined ? result.runResult : result.result;
+  return h(
+    "div",
+    { class: "card network-iteration", "data-testid": "network-record", "data-primitive": item.primitiveId },
+    h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "⇢"), h("span", {}, `Network: ${item.primitiveType} `), h("code", {}, item.primitiveId)),
+    item.selectionReason ? h("p", { class: "network-reason" }, item.selectionReason) : null,
+    shown !== undefined ? h("div", { class: "card-row" }, h("span", { class: "label" }, result.error !== undefined ? "Error" : "Result"), value(shown)) : null,
+  );
 }
 
 /** The footer of a run: status, steps, tokens, time. */
@@ -208,7 +225,9 @@ export function storedTurns(messages) {
     }
     if (m.status && m.status !== "complete") current.status = m.status;
     for (const p of m.parts || []) {
-      if (p.type === "text" && p.text) current.items.push({ kind: "text", text: p.text });
+      const record = p.type === "text" && p.text ? networkItem(p.text) : null;
+      if (record) current.items.push(record);
+      else if (p.type === "text" && p.text) current.items.push({ kind: "text", text: p.text });
       else if (p.type === "reasoning" && p.text) current.items.push({ kind: "reasoning", text: p.text });
       else if (p.type === "tool-call") {
         const r = results.get(p.toolCallId);
@@ -229,6 +248,33 @@ export function storedTurns(messages) {
     }
   }
   return turns;
+}
+
+/**
+ * A network's own record in a thread, read back: an iteration (`{"isNetwork": true, …}`, as
+ * Mastra saves it) or a completion check's feedback; null for any other text.
+ */
+export function networkItem(text) {
+  const trimmed = text.trimStart();
+  if (trimmed.startsWith("#### Completion Check Results")) {
+    return { kind: "network-check", passed: trimmed.includes("✅ COMPLETE"), text: trimmed };
+  }
+  if (!trimmed.startsWith("{")) return null;
+  let record;
+  try {
+    record = JSON.parse(trimmed);
+  } catch {
+    return null;
+  }
+  if (!record || record.isNetwork !== true) return null;
+  return {
+    kind: "network-record",
+    primitiveType: record.primitiveType,
+    primitiveId: record.primitiveId,
+    selectionReason: record.selectionReason,
+    input: record.input,
+    finalResult: record.finalResult,
+  };
 }
 
 function textOf(message) {

@@ -791,8 +791,20 @@ async fn scorers_decide_and_their_feedback_reaches_the_router(store: Store) {
 
 async fn the_rubric_scorer_any_strategy_timeout_and_suppressed_feedback(store: Store) {
     use kestrel_core::definition::iteration::{CompletionStrategy, RubricScorer};
-    let router = scripted(vec![route("shout", "tool", r#"{"text": "hi"}"#, "shout it")]);
-    let kestrel = instance(&store, router, scripted(vec![]), None, false, Arc::default());
+    let router = scripted(vec![route(
+        "shout",
+        "tool",
+        r#"{"text": "hi"}"#,
+        "shout it",
+    )]);
+    let kestrel = instance(
+        &store,
+        router,
+        scripted(vec![]),
+        None,
+        false,
+        Arc::default(),
+    );
     let agent = kestrel.agent("router").unwrap();
     // The rubric judge passes the answer; a slow scorer runs out of time; `any` completes.
     let judge = scripted(vec![ScriptedResponse::text(
@@ -837,12 +849,17 @@ async fn the_rubric_scorer_any_strategy_timeout_and_suppressed_feedback(store: S
             .unwrap()
             .contains("did not finish before the completion timeout")
     );
-    assert_eq!(payload_of(&json, "network-validation-start")["checksCount"], 2);
+    assert_eq!(
+        payload_of(&json, "network-validation-start")["checksCount"],
+        2
+    );
     // No default check ran (no routing-agent-text-*), and no feedback reached the thread.
     assert!(!types(&events).contains(&"routing-agent-text-start"));
     let thread = thread_texts(&store).await;
     assert!(
-        thread.iter().all(|(_, text)| !text.starts_with("#### Completion Check Results")),
+        thread
+            .iter()
+            .all(|(_, text)| !text.starts_with("#### Completion Check Results")),
         "{thread:#?}"
     );
 }
