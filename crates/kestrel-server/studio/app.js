@@ -680,6 +680,17 @@ async function stopRun() {
   const current = state.current;
   if (!current) return;
   if (current.network) {
+    // A network is aborted by its run id (the sub-agent, workflow or tool it runs with it);
+    // its stream then ends with the abort.
+    const networkId = current.entry && current.entry.run.runId;
+    if (networkId) {
+      try {
+        await api(`/api/agents/${encodeURIComponent(current.agentId)}/runs/${encodeURIComponent(networkId)}/abort`, { method: "POST" });
+        return;
+      } catch (error) {
+        toast(`Could not stop the network: ${error.message}`);
+      }
+    }
     current.controller.abort();
     return;
   }

@@ -27,7 +27,9 @@
 //! network tool that needs approval stops the network (`*-approval` / `*-suspended`); decide
 //! with the network's run id: [`Agent::approve_network`], [`Agent::decline_network`],
 //! [`Agent::resume_network`], also in another process after a restart (the run is kept in the
-//! memory's workflow store). Aborting the network aborts the primitive that runs.
+//! memory's workflow store). Aborting the network ([`NetworkStream::abort`], its
+//! [`NetworkOptions::abort_signal`], or by its run id with
+//! [`crate::agent::Agent::abort_stored_run`] while it runs) aborts the primitive that runs.
 //!
 //! Mastra has since deprecated networks in favour of supervisor agents (an agent with
 //! sub-agents, [`crate::agent::AgentBuilder::agents`]), which Kestrel has too: prefer one when

@@ -249,21 +249,32 @@ impl NetworkRequest {
 
     async fn open(self) -> Result<NetworkStream, NetworkError> {
         let agent = self.agent;
-        if agent.memory().is_none() {
-            return Err(NetworkError::MemoryRequired {
+        let refusal = if agent.memory().is_none() {
+            Some(NetworkError::MemoryRequired {
                 agent: agent.id().to_owned(),
-            });
-        }
-        if agent.sub_agent_ids().is_empty()
+            })
+        } else if agent.sub_agent_ids().is_empty()
             && agent.workflows().is_empty()
             && agent.own_tool_ids().is_empty()
         {
-            return Err(NetworkError::NoPrimitives {
+            Some(NetworkError::NoPrimitives {
                 agent: agent.id().to_owned(),
-            });
-        }
-        if self.options.max_steps == Some(0) {
-            return Err(NetworkError::ZeroMaxSteps);
+            })
+        } else if self.options.max_steps == Some(0) {
+            Some(NetworkError::ZeroMaxSteps)
+        } else {
+            None
+        };
+        match (refusal, &self.kind) {
+            (Some(refusal), RequestKind::Start(_)) => return Err(refusal),
+            // An agent that cannot run a network has no stopped one to decide on.
+            (Some(_), RequestKind::Resume { run_id, .. }) => {
+                return Err(NetworkError::NotFound {
+                    agent: agent.id().to_owned(),
+                    run_id: run_id.clone(),
+                });
+            }
+            (None, _) => {}
         }
         let abort = self.options.abort_signal.clone().unwrap_or_default();
         let network = Arc::new(Network::new(agent.clone(), self.options.clone()));

@@ -147,6 +147,21 @@ impl Step for NetworkStep {
         let init: NetworkInit = serde_json::from_value(ctx.init_data().clone())
             .map_err(|e| StepError::new(format!("the network run's input is malformed: {e}")))?;
         let memory = network.memory()?;
+        // Listed among the runtime's runs while it goes on, so an abort by its id reaches it
+        // (`Agent::abort_stored_run`, the server's `runs/{runId}/abort`). Ids are unique; a
+        // live agent run with this one would keep it (the network then is not listed).
+        let _listed = network
+            .agent
+            .runtime
+            .runs
+            .register(
+                ctx.run_id(),
+                ctx.abort_signal().clone(),
+                crate::abort::AbortSignal::new(),
+                None,
+                Some(init.resource_id.clone()),
+            )
+            .ok();
         let scope = MemoryScope {
             thread_id: init.thread_id.clone(),
             resource_id: init.resource_id.clone(),

@@ -993,6 +993,124 @@ async fn a_suspended_workflow_is_resumed_with_the_network_run_id(store: Store) {
     assert_eq!(end["result"]["result"], json!({"booked": 3}));
 }
 
+/// `book`: suspends for `{nights}`, then books.
+fn booking_tool() -> kestrel_core::tool::FnTool {
+    create_tool("book")
+        .description("Books a room")
+        .input_schema(json!({"type": "object"}))
+        .resume_type::<Nights>()
+        .execute(|_input: Value, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"question": "How many nights?"}))),
+                Some(data) => Ok(format!("booked for {} nights", data["nights"])),
+            }
+        })
+}
+
+async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed(store: Store) {
+    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    // The sub-agent's own tool suspends: agent-execution-suspended.
+    let helper = Agent::builder("helper")
+        .description("Books rooms")
+        .model(scripted(vec![
+            ScriptedResponse::tool_call("c1", "book", json!({})),
+            ScriptedResponse::text("Booked."),
+        ]))
+        .tool(booking_tool())
+        .build()
+        .unwrap();
+    let router = scripted(vec![
+        route("helper", "agent", "book a room", "helper books"),
+        verdict(true, "booked", ""),
+        route("book", "tool", "{}", "the network books itself"),
+        verdict(true, "booked", ""),
+    ]);
+    let agent = Agent::builder("router")
+        .model(router)
+        .memory(memory.clone())
+        .agents([helper])
+        .tool(booking_tool())
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .memory(memory)
+        .agent(agent)
+        .build()
+        .unwrap();
+    let agent = kestrel.agent("router").unwrap();
+    let (events, result) = agent
+        .network("Book a room")
+        .memory(THREAD, RESOURCE)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Suspended, "{result:?}");
+    let json = wire(&events);
+    let suspended = payload_of(&json, "agent-execution-suspended");
+    assert_eq!(
+        suspended["suspendPayload"],
+        json!({"question": "How many nights?"})
+    );
+    assert!(
+        suspended["resumeSchema"]
+            .as_str()
+            .unwrap()
+            .contains("nights")
+    );
+    let (events, result) = agent
+        .resume_network(&result.run_id, json!({"nights": 2}))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Complete, "{result:?}");
+    assert_eq!(result.result, "Booked.");
+    let json = wire(&events);
+    let tool_result = payload_of(&json, "agent-execution-event-tool-result");
+    assert_eq!(tool_result["payload"]["result"], "booked for 2 nights");
+
+    // The network's own tool suspends: tool-execution-suspended.
+    let (events, result) = agent
+        .network("Book another room")
+        .memory("net-thread-2", RESOURCE)
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Suspended, "{result:?}");
+    let json = wire(&events);
+    let suspended = payload_of(&json, "tool-execution-suspended");
+    assert_eq!(
+        keys(suspended),
+        set(&[
+            "toolName",
+            "toolCallId",
+            "args",
+            "selectionReason",
+            "runId",
+            "resumeSchema",
+            "suspendPayload"
+        ])
+    );
+    let call = suspended["toolCallId"].as_str().unwrap().to_owned();
+    let (events, result) = agent
+        .resume_network(&result.run_id, json!({"nights": 3}))
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let result = result.unwrap();
+    assert_eq!(result.status, NetworkStatus::Complete, "{result:?}");
+    let json = wire(&events);
+    let end = payload_of(&json, "tool-execution-end");
+    assert_eq!(end["result"], "booked for 3 nights");
+    assert_eq!(end["toolCallId"], call.as_str(), "the same call went on");
+}
+
 async fn a_network_needs_memory_and_a_thread(store: Store) {
     let _ = store;
     let bare = Agent::builder("bare")
@@ -1050,5 +1168,6 @@ on_every_backend!(
     an_abort_reaches_the_delegated_agent,
     the_rubric_scorer_any_strategy_timeout_and_suppressed_feedback,
     a_suspended_workflow_is_resumed_with_the_network_run_id,
+    suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed,
     a_network_needs_memory_and_a_thread,
 );

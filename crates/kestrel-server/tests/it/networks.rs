@@ -49,8 +49,9 @@ fn router(primitive: &'static str, kind: &'static str, prompt: &'static str) -> 
     }))
 }
 
-/// `coordinator` (routes to its sub-agent `greeter`) and `gatekeeper` (routes to its tool
-/// `unlock`, which needs approval; `unlocks` counts its runs).
+/// `coordinator` (routes to its sub-agent `greeter`), `gatekeeper` (routes to its tool
+/// `unlock`, which needs approval; `unlocks` counts its runs) and `dawdler` (routes to
+/// `slowpoke`, which takes 30 s to answer).
 pub(crate) fn network_agents(memory: &Memory, unlocks: Arc<AtomicUsize>) -> Vec<Agent> {
     let greeter = Agent::builder("greeter")
         .description("Greets people")
@@ -84,7 +85,21 @@ pub(crate) fn network_agents(memory: &Memory, unlocks: Arc<AtomicUsize>) -> Vec<
         .tool(unlock)
         .build()
         .unwrap();
-    vec![coordinator, gatekeeper]
+    let slowpoke = Agent::builder("slowpoke")
+        .description("Takes its time")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::text("eventually").with_delay(std::time::Duration::from_secs(30))
+        })))
+        .build()
+        .unwrap();
+    let dawdler = Agent::builder("dawdler")
+        .instructions("Ask the slowpoke.")
+        .model(router("slowpoke", "agent", "take your time"))
+        .memory(memory.clone())
+        .agents([slowpoke])
+        .build()
+        .unwrap();
+    vec![coordinator, gatekeeper, dawdler]
 }
 
 struct Fixture {
@@ -208,6 +223,14 @@ async fn a_network_without_memory_or_thread_is_refused() {
     assert_eq!(response.status(), 400);
     let body: Value = response.json().await.unwrap();
     assert_eq!(body["error"]["code"], "network_memory_required", "{body}");
+    // An agent that cannot run a network has no stopped one: a decision finds nothing.
+    let response = fixture
+        .post(
+            "/agents/echo/approve-network-tool-call",
+            json!({"runId": "no-such-run"}),
+        )
+        .await;
+    assert_eq!(response.status(), 404);
     let response = fixture
         .post("/agents/coordinator/network", json!({"messages": "Hi"}))
         .await;
@@ -285,4 +308,46 @@ async fn a_network_tool_approval_is_decided_with_the_network_run_id() {
         "Tool call was not approved by the user: not today"
     );
     assert_eq!(fixture.unlocks.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_network_is_aborted_by_its_run_id() {
+    let fixture = serve().await;
+    let mut response = fixture
+        .post(
+            "/agents/dawdler/network",
+            json!({
+                "messages": "Ask slowly",
+                "memory": {"thread": "slow", "resource": "u1"},
+                "runId": "slow-network"
+            }),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    // Read until the sub-agent runs (it would take 30 s to answer).
+    let mut body = String::new();
+    while !body.contains("agent-execution-start") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), response.chunk())
+            .await
+            .expect("the network streams")
+            .unwrap()
+            .expect("the stream goes on");
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let aborted = fixture
+        .post("/agents/dawdler/runs/slow-network/abort", json!({}))
+        .await;
+    assert_eq!(aborted.status(), 200);
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(10), response.text())
+        .await
+        .expect("the abort ends the stream")
+        .unwrap();
+    body.push_str(&rest);
+    assert!(body.contains("agent-execution-event-abort"), "{body}");
+    assert!(
+        body.contains("\"type\":\"agent-execution-abort\""),
+        "{body}"
+    );
+    assert!(body.contains("network-execution-event-finish"), "{body}");
+    assert!(body.trim_end().ends_with("data: [DONE]"), "{body}");
 }
