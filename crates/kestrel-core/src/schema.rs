@@ -19,10 +19,34 @@ pub fn schema_of<T: JsonSchema>() -> Value {
 /// What is wrong with `value` under `schema`, one message per violation naming its path (or
 /// the schema's own error, when it is not a valid schema); empty when it matches.
 pub fn schema_errors(schema: &Value, value: &Value) -> Vec<String> {
-    match jsonschema::validator_for(schema) {
+    match compiled(schema) {
         Ok(validator) => violations(&validator, value),
         Err(e) => vec![format!("the schema is invalid: {e}")],
     }
+}
+
+/// How many compiled schemas [`compiled`] keeps.
+const COMPILED_CAPACITY: usize = 256;
+
+/// The validator of `schema`, compiled once: structured output and resume data check their
+/// answers against the same few schemas again and again, and compiling one costs far more
+/// than writing it out as the key. The cache is bounded (emptied when full).
+fn compiled(schema: &Value) -> Result<std::sync::Arc<jsonschema::Validator>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let key = schema.to_string();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(found) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(Arc::clone(found));
+    }
+    let validator = Arc::new(jsonschema::validator_for(schema).map_err(|e| e.to_string())?);
+    let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if cache.len() >= COMPILED_CAPACITY {
+        cache.clear();
+    }
+    cache.insert(key, Arc::clone(&validator));
+    Ok(validator)
 }
 
 /// What is wrong with `value` under `validator`: one message per violation, prefixed with the

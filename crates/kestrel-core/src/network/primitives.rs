@@ -332,9 +332,15 @@ fn parse_prompt(prompt: &str) -> Result<Value, String> {
         .map_err(|e| format!("the prompt is not valid JSON ({e}): {prompt:?}"))
 }
 
-fn checked_input(prompt: &str, schema: &Value, what: &str) -> Result<Value, String> {
+/// The prompt of a workflow or a tool, parsed, and what is wrong with it under the
+/// primitive's input schema (`violations`, from its validator compiled once).
+fn checked_input(
+    prompt: &str,
+    what: &str,
+    violations: impl FnOnce(&Value) -> Vec<String>,
+) -> Result<Value, String> {
     let input = parse_prompt(prompt).map_err(|e| format!("{what}: {e}"))?;
-    let errors = crate::schema::schema_errors(schema, &input);
+    let errors = violations(&input);
     if errors.is_empty() {
         Ok(input)
     } else {
@@ -375,7 +381,9 @@ async fn workflow(
         Some((Wait::Workflow { run_id, input }, data)) => (run_id, input, Some(data)),
         _ => {
             let what = format!("workflow {id:?}");
-            match checked_input(&decision.prompt, workflow.input_schema(), &what) {
+            let check =
+                |input: &Value| crate::schema::violations(&workflow.inner.input_validator, input);
+            match checked_input(&decision.prompt, &what, check) {
                 Ok(input) => (crate::id::new_id(), input, None),
                 Err(error) => return exec.failed(decision, json!(decision.prompt), error).await,
             }
@@ -541,7 +549,11 @@ async fn tool(
         )) => (tool_call_id, input, Some((approval, data))),
         _ => {
             let what = format!("tool {id:?}");
-            match checked_input(&decision.prompt, tool.input_schema(), &what) {
+            let check = |input: &Value| match agent.tools().validate(id, input) {
+                Err(crate::tool::ToolCallError::InvalidInput { errors, .. }) => errors,
+                _ => Vec::new(),
+            };
+            match checked_input(&decision.prompt, &what, check) {
                 Ok(input) => (crate::id::new_id(), input, None),
                 Err(error) => return exec.failed(decision, json!(decision.prompt), error).await,
             }
