@@ -74,3 +74,30 @@ pub(crate) fn unfenced(text: &str) -> &str {
         .unwrap_or(body)
         .trim()
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_cached_validator_judges_as_a_fresh_one_also_past_the_bound() {
+        let schema = json!({"type": "object", "required": ["a"]});
+        assert!(schema_errors(&schema, &json!({"a": 1})).is_empty());
+        assert_eq!(
+            schema_errors(&schema, &json!({})).len(),
+            1,
+            "the same schema, cached"
+        );
+        // More distinct schemas than the cache keeps: each still judges by its own rule.
+        for n in 0..(COMPILED_CAPACITY + 10) {
+            let schema = json!({"type": "integer", "maximum": n});
+            assert!(schema_errors(&schema, &json!(n)).is_empty());
+            assert_eq!(schema_errors(&schema, &json!(n + 1)).len(), 1);
+        }
+        assert_eq!(schema_errors(&schema, &json!({})).len(), 1);
+        let invalid = json!({"type": 12});
+        assert!(schema_errors(&invalid, &json!(1))[0].starts_with("the schema is invalid"));
+    }
+}
