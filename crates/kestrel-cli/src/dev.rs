@@ -4,7 +4,8 @@
 //!
 //! - **`assistant`**, a tool-using agent: `get_weather` (a plain tool, made-up data),
 //!   `send_email` (needs a person's approval; sends nothing) and `book_table` (suspends to ask
-//!   which time to book, with a resume schema the Studio turns into a form);
+//!   which time to book, with a resume schema the Studio turns into a form), and a skill,
+//!   **`weather-briefing`** (what to wear, with a clothing reference it reads on demand);
 //! - **`supervisor`**, which delegates to two sub-agents, **`research`** (facts as bullet
 //!   points) and **`writing`** (a paragraph from notes); both are also registered on their
 //!   own, so they can be talked to directly;
@@ -47,6 +48,7 @@ use kestrel::memory::{Memory, MemoryBuildError, WorkingMemory};
 use kestrel::model::ModelSpec;
 use kestrel::pubsub::SharedPubSub;
 use kestrel::server::Server;
+use kestrel::skill::{Skill, SkillError, create_skill};
 use kestrel::storage::{PgOptions, PostgresStorage, SqliteStorage, Storage, StorageError};
 use kestrel::tool::{Tool, create_tool};
 use schemars::JsonSchema;
@@ -125,6 +127,9 @@ pub enum DevError {
     /// A workflow could not be committed.
     #[error("cannot build a demo workflow: {0}")]
     Workflow(#[from] kestrel::workflow::WorkflowBuildError),
+    /// A demo skill is invalid.
+    #[error("cannot build a demo skill: {0}")]
+    Skill(#[from] SkillError),
 }
 
 /// Opens (creating it and its directory when needed) the SQLite database at `path`.
@@ -286,6 +291,7 @@ pub fn demo_kestrel_with(
         .tool(weather_tool(tool_delay))
         .tool(email_tool(tool_delay))
         .tool(booking_tool())
+        .skills([weather_briefing_skill()?])
         .memory(memory.clone())
         .build()?;
 
@@ -367,6 +373,21 @@ struct WeatherInput {
 }
 
 /// `get_weather`: made-up but stable weather, so the demo needs no network; after `delay`.
+/// The name of the assistant's demo skill.
+pub const WEATHER_BRIEFING: &str = "weather-briefing";
+
+/// The assistant's skill: how to brief someone on the weather, with a clothing reference.
+fn weather_briefing_skill() -> Result<Skill, SkillError> {
+    create_skill(
+        WEATHER_BRIEFING,
+        "Briefs someone on the day's weather: what it will be like and what to wear.",
+        include_str!("dev/skills/weather-briefing.md"),
+    )
+    .reference("clothing.md", include_str!("dev/skills/clothing.md"))
+    .license("MIT")
+    .build()
+}
+
 fn weather_tool(delay: Duration) -> impl Tool {
     create_tool(WEATHER_TOOL)
         .description("Gets today's weather for a city (demo data).")

@@ -15,6 +15,7 @@
 //! - [`workflow`]: typed steps composed with then / parallel / branch into workflows whose
 //!   runs stream the same events;
 //! - [`event`]: the one event enum whose JSON is the wire format;
+//! - [`skill`]: skills (`SKILL.md` folders and inline skills), their catalog and tools;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
@@ -50,6 +51,7 @@ pub mod run;
 pub mod run_store;
 pub mod runtime;
 pub mod schema;
+pub mod skill;
 pub mod tool;
 pub mod workflow;
 pub mod workflow_store;

@@ -44,6 +44,7 @@ mod network;
 mod openapi;
 mod redact;
 mod routes;
+mod skills;
 mod sse;
 mod studio;
 mod wire;
@@ -315,6 +316,7 @@ impl Server {
         let (api, mut operations) = routes::api()
             .merge(memory::routes())
             .merge(network::routes())
+            .merge(skills::routes())
             .merge(workflows::routes())
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");

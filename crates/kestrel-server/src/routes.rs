@@ -197,8 +197,9 @@ fn tools_json(agent: &Agent) -> serde_json::Map<String, Value> {
 }
 
 /// An agent as the agents routes describe it.
-fn agent_json(agent: &Agent) -> Value {
+async fn agent_json(agent: &Agent) -> Value {
     let tools = tools_json(agent);
+    let skills = crate::skills::skills_json(agent).await;
     json!({
         "id": agent.id(),
         "name": agent.name(),
@@ -214,15 +215,15 @@ fn agent_json(agent: &Agent) -> Value {
             .collect::<BTreeMap<String, Value>>(),
         "defaultOptions": {"maxSteps": agent.max_steps()},
         "hasMemory": agent.memory().is_some(),
+        "skills": skills,
     })
 }
 
 async fn list_agents(State(state): Shared) -> Json<Value> {
-    let agents: BTreeMap<String, Value> = state
-        .kestrel
-        .agents()
-        .map(|a| (a.id().to_owned(), agent_json(a)))
-        .collect();
+    let mut agents = BTreeMap::new();
+    for agent in state.kestrel.agents() {
+        agents.insert(agent.id().to_owned(), agent_json(agent).await);
+    }
     Json(json!(agents))
 }
 
@@ -230,7 +231,7 @@ async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(agent_json(agent(&state, &agent_id)?)))
+    Ok(Json(agent_json(agent(&state, &agent_id)?).await))
 }
 
 async fn generate(

@@ -55,6 +55,7 @@ const ASSETS: &[Asset] = &[
     asset!("workflow-runs.js", JS),
     asset!("networks.js", JS),
     asset!("network-runs.js", JS),
+    asset!("skills.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

@@ -13,6 +13,7 @@ import { Run, asText, clip, questionOf } from "./runs.js";
 import { closeWorkflow, hasWorkflow, loadWorkflows, mountWorkflows, openWorkflow } from "./workflows.js";
 import { NetworkRun } from "./network-runs.js";
 import { networkBody } from "./networks.js";
+import { skillsSection } from "./skills.js";
 
 const RESOURCE_KEY = "kestrel.studio.resource";
 const DEFAULT_RESOURCE = "studio";
@@ -939,6 +940,7 @@ function drawAgentInfo() {
     tools.length
       ? h("ul", { class: "tool-list" }, tools.map((t) => h("li", {}, h("strong", {}, t.id), t.resumeSchema ? h("span", { class: "chip" }, "asks for input") : null, t.clientTool ? h("span", { class: "chip" }, "client tool") : null, t.description ? h("div", { class: "muted" }, t.description) : null, json(t.inputSchema, "input schema"))))
       : h("p", { class: "muted" }, "No tools."),
+    skillsSection(a),
     h("h4", {}, "Sub-agents"),
     (a.agents || []).length
       ? h("ul", { class: "tool-list" }, a.agents.map((id) => h("li", {}, state.agents[id] ? h("button", { type: "button", class: "link", onclick: () => openConversation(id, null) }, id) : h("strong", {}, id))))

@@ -167,5 +167,6 @@ pub mod prelude {
     pub use kestrel_core::model::{
         FinishReason, LanguageModel, ModelRegistry, ScriptedModel, ScriptedResponse, Usage,
     };
+    pub use kestrel_core::skill::{Skill, create_skill};
     pub use kestrel_core::tool::{Tool, ToolContext, ToolError, TypedTool, create_tool};
 }

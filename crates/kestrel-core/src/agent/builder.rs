@@ -16,6 +16,8 @@ use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::{ModelRegistry, ModelSpec};
 use crate::run_store::SharedRunStore;
 use crate::runtime::{Agent, Runtime};
+use crate::skill::tools::skill_tools;
+use crate::skill::{DynSkills, Skill, SkillSet, SkillsSource};
 use crate::tool::{SharedTool, Tool, ToolSet};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
@@ -51,6 +53,13 @@ pub struct AgentBuilder {
     /// The names of the tools that stand for a sub-agent or a workflow.
     primitive_tools: Vec<String>,
     background: BackgroundTasks,
+    skills: SkillChoice,
+}
+
+/// The skills given to the builder.
+enum SkillChoice {
+    Fixed(Vec<Skill>),
+    Dynamic(Arc<DynSkills>),
 }
 
 enum ModelChoice {
@@ -77,6 +86,7 @@ impl AgentBuilder {
             workflows: Vec::new(),
             primitive_tools: Vec::new(),
             background: BackgroundTasks::new(),
+            skills: SkillChoice::Fixed(Vec::new()),
         }
     }
 
@@ -173,6 +183,45 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds skills (see [`crate::skill`]): the model sees a catalog of their names and
+    /// descriptions and gets the tools `skill`, `skill_read` and `skill_search`. Two skills with
+    /// one name fail [`AgentBuilder::build`]. Replaces a [`AgentBuilder::skills_fn`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use kestrel_core::agent::Agent;
+    /// use kestrel_core::model::ScriptedModel;
+    /// use kestrel_core::skill::create_skill;
+    ///
+    /// let agent = Agent::builder("writer")
+    ///     .model(Arc::new(ScriptedModel::new()))
+    ///     .skills([create_skill("haiku", "Writes haiku.", "Five, seven, five syllables.").build()?])
+    ///     .build()?;
+    /// assert!(agent.tools().get("skill_read").is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn skills(mut self, skills: impl IntoIterator<Item = Skill>) -> Self {
+        match &mut self.skills {
+            SkillChoice::Fixed(list) => list.extend(skills),
+            SkillChoice::Dynamic(_) => {
+                self.skills = SkillChoice::Fixed(skills.into_iter().collect())
+            }
+        }
+        self
+    }
+
+    /// Skills chosen from the request context for each run (and each skill tool call): per
+    /// user, per plan, per workspace. Two skills with one name fail the run. Replaces
+    /// [`AgentBuilder::skills`].
+    pub fn skills_fn<F, Fut>(mut self, f: F) -> Self
+    where
+        F: Fn(RequestContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Vec<Skill>, BoxError>> + Send + 'static,
+    {
+        self.skills = SkillChoice::Dynamic(Arc::new(move |ctx| f(ctx).boxed()));
+        self
+    }
+
     /// Adds a shared tool.
     pub fn shared_tool(mut self, tool: SharedTool) -> Self {
         self.tools.push(tool);
@@ -244,6 +293,21 @@ impl AgentBuilder {
             }
             ModelChoice::Dynamic(source) => source,
         };
+        let skills = match self.skills {
+            SkillChoice::Fixed(list) if list.is_empty() => None,
+            SkillChoice::Fixed(list) => match SkillSet::unique(list) {
+                Ok(set) => Some(SkillsSource::Fixed(Arc::new(set))),
+                Err(duplicate) => {
+                    return Err(AgentBuildError::DuplicateSkill {
+                        agent,
+                        name: duplicate.name,
+                        first: duplicate.first,
+                        second: duplicate.second,
+                    });
+                }
+            },
+            SkillChoice::Dynamic(f) => Some(SkillsSource::Dynamic(f)),
+        };
         let own_tools: Vec<String> = self
             .tools
             .iter()
@@ -251,10 +315,16 @@ impl AgentBuilder {
             .filter(|id| !self.primitive_tools.contains(id))
             .collect();
         let mut tools = ToolSet::new();
+        let skill_tools = skills.as_ref().map(skill_tools).unwrap_or_default();
         let memory_tools: Vec<_> = self.memory.iter().flat_map(|m| m.tools()).collect();
         let memory_tool_names: Vec<String> =
             memory_tools.iter().map(|t| t.id().to_owned()).collect();
-        for tool in self.tools.into_iter().chain(memory_tools) {
+        for tool in self
+            .tools
+            .into_iter()
+            .chain(skill_tools)
+            .chain(memory_tools)
+        {
             tools.insert(tool).map_err(|source| AgentBuildError::Tool {
                 agent: agent.clone(),
                 source,
@@ -283,6 +353,7 @@ impl AgentBuilder {
             own_tools,
             background: self.background,
             tool_definitions,
+            skills,
         };
         let unknown = inner.background.unknown(&inner);
         if !unknown.is_empty() {

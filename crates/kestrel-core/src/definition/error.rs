@@ -33,6 +33,18 @@ pub enum AgentBuildError {
         /// Why.
         source: ToolDefinitionError,
     },
+    /// Two skills of the agent share a name.
+    #[error("agent {agent:?}: two skills are named {name:?}: {first} and {second}")]
+    DuplicateSkill {
+        /// The agent id.
+        agent: String,
+        /// The name.
+        name: String,
+        /// Where the first is.
+        first: String,
+        /// Where the second is.
+        second: String,
+    },
     /// The agent id is empty.
     #[error("an agent needs a non-empty id")]
     EmptyId,

@@ -88,4 +88,6 @@ pub(crate) struct AgentDefinition {
     pub(crate) background: BackgroundTasks,
     /// The tools' definitions as models get them.
     pub(crate) tool_definitions: ToolDefinitions,
+    /// The agent's skills (their tools are in `tools`).
+    pub(crate) skills: Option<crate::skill::SkillsSource>,
 }

@@ -144,6 +144,23 @@ impl Agent {
         &self.inner.tools
     }
 
+    /// The agent's skills for a run with this request context (none when it has none): the
+    /// fixed ones, or what its skills function gives.
+    pub async fn skills(
+        &self,
+        request_context: &crate::context::RequestContext,
+    ) -> Result<Arc<crate::skill::SkillSet>, crate::skill::SkillError> {
+        match &self.inner.skills {
+            Some(source) => source.resolve(request_context).await,
+            None => Ok(Arc::default()),
+        }
+    }
+
+    /// Whether the agent has skills (fixed, or a skills function).
+    pub fn has_skills(&self) -> bool {
+        self.inner.skills.is_some()
+    }
+
     /// The agent's memory, if it has one.
     pub fn memory(&self) -> Option<&Arc<dyn AgentMemory>> {
         self.inner.memory.as_ref()
@@ -254,6 +271,7 @@ impl Agent {
             own_tools: Vec::new(),
             background: crate::definition::BackgroundTasks::new(),
             tool_definitions,
+            skills: None,
         };
         Agent {
             inner: Arc::new(definition),

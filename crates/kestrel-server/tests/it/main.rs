@@ -10,4 +10,5 @@ mod js_clients;
 mod memory;
 mod networks;
 mod openapi;
+mod skills;
 mod workflows;

@@ -70,6 +70,9 @@ pub struct AgentRun {
     sink: EventSink,
     model: Option<SharedModel>,
     system: Option<Option<String>>,
+    /// The skills' catalog and how to use it (system messages after the instructions),
+    /// resolved with the instructions.
+    skill_system: Vec<String>,
     /// The run-level approval policy (the tools' own are asked too).
     approval: ApprovalPolicy,
     /// The version of the run's saved snapshot, once it has one.
@@ -297,6 +300,7 @@ impl AgentRun {
             sink: EventSink::discard(),
             model: None,
             system: None,
+            skill_system: Vec::new(),
             approval: ApprovalPolicy::Never,
             snapshot_version: None,
             busy: BusyThread::Wait,

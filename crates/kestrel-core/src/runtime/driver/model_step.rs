@@ -58,6 +58,17 @@ impl AgentRun {
                 (!s.is_empty()).then_some(s)
             }
         };
+        if let Some(skills) = &inner.skills {
+            let skills = skills
+                .resolve(&self.request_context)
+                .await
+                .map_err(|source| AgentError::Dynamic {
+                    run_id: self.state.run_id.clone(),
+                    what: "skills",
+                    source: Box::new(source),
+                })?;
+            self.skill_system = crate::skill::system_messages(&skills);
+        }
         self.model = Some(model.clone());
         self.system = Some(system.clone());
         Ok((model, system))
@@ -290,6 +301,9 @@ impl AgentRun {
         let mut messages = Vec::with_capacity(self.state.messages.len() + 1);
         if let Some(system) = system {
             messages.push(Message::system(system));
+        }
+        for skills in &self.skill_system {
+            messages.push(Message::system(skills.clone()));
         }
         for extra in &self.state.memory_system {
             messages.push(Message::system(extra.clone()));

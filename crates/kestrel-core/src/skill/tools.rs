@@ -1,0 +1,172 @@
+//! The three tools an agent with skills gets: `skill`, `skill_read` and `skill_search`. They
+//! hold no state of their own: each call resolves the agent's skills for its request context.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{LineRange, SkillError, SkillFileContent, SkillsSource, search};
+use crate::tool::{SharedTool, ToolContext, TypedTool};
+
+/// The most hits one search returns.
+const MAX_TOP_K: usize = 20;
+
+/// The three tools, over these skills.
+pub(crate) fn skill_tools(source: &SkillsSource) -> Vec<SharedTool> {
+    vec![
+        std::sync::Arc::new(SkillTool(source.clone())),
+        std::sync::Arc::new(SkillReadTool(source.clone())),
+        std::sync::Arc::new(SkillSearchTool(source.clone())),
+    ]
+}
+
+struct SkillTool(SkillsSource);
+
+/// The input of `skill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SkillInput {
+    /// The skill's name, as the catalog lists it.
+    name: String,
+}
+
+impl TypedTool for SkillTool {
+    const NAME: &'static str = "skill";
+    const DESCRIPTION: &'static str = "Loads a skill from <available_skills>: returns its \
+        instructions and the lists of its reference, script and asset files.";
+    type Input = SkillInput;
+    type Output = String;
+    type Error = SkillError;
+
+    async fn call(&self, input: SkillInput, ctx: ToolContext) -> Result<String, SkillError> {
+        let skills = self.0.resolve(ctx.request_context()).await?;
+        let skill = skills.require(&input.name)?;
+        let files = skill.files().await?;
+        let mut out = skill.instructions().to_owned();
+        for (title, list) in [
+            ("References", &files.references),
+            ("Scripts", &files.scripts),
+            ("Assets", &files.assets),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("\n\n## {title}\n"));
+            for path in list {
+                out.push_str(&format!("\n- {path}"));
+            }
+        }
+        Ok(out)
+    }
+}
+
+struct SkillReadTool(SkillsSource);
+
+/// The input of `skill_read`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SkillReadInput {
+    /// The skill's name.
+    skill_name: String,
+    /// The file, relative to the skill's folder (`references/guide.md`, `SKILL.md`).
+    path: String,
+    /// The first line to read (1-based); from the start when left out.
+    #[serde(default)]
+    start_line: Option<u64>,
+    /// The last line to read (inclusive); to the end when left out.
+    #[serde(default)]
+    end_line: Option<u64>,
+}
+
+impl TypedTool for SkillReadTool {
+    const NAME: &'static str = "skill_read";
+    const DESCRIPTION: &'static str = "Reads a file of a skill by its path inside the skill \
+        (as the `skill` tool lists them), optionally only lines startLine to endLine. Binary \
+        files give only their size.";
+    type Input = SkillReadInput;
+    type Output = String;
+    type Error = SkillError;
+
+    async fn call(&self, input: SkillReadInput, ctx: ToolContext) -> Result<String, SkillError> {
+        let skills = self.0.resolve(ctx.request_context()).await?;
+        let skill = skills.require(&input.skill_name)?;
+        let lines = LineRange {
+            start: input.start_line,
+            end: input.end_line,
+        };
+        Ok(match skill.read(&input.path, lines).await? {
+            SkillFileContent::Text {
+                text,
+                start_line,
+                end_line,
+                total_lines,
+            } => {
+                if lines == LineRange::default() {
+                    text
+                } else {
+                    format!(
+                        "{} (lines {start_line}-{end_line} of {total_lines})\n{text}",
+                        input.path
+                    )
+                }
+            }
+            SkillFileContent::Binary { size } => {
+                format!("{} is a binary file of {size} bytes", input.path)
+            }
+        })
+    }
+}
+
+struct SkillSearchTool(SkillsSource);
+
+/// The input of `skill_search`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SkillSearchInput {
+    /// What to look for.
+    query: String,
+    /// Search only these skills; all of them when left out.
+    #[serde(default)]
+    skill_names: Option<Vec<String>>,
+    /// How many passages to return (1 to 20; 5 when left out).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 20))]
+    top_k: Option<u32>,
+}
+
+impl TypedTool for SkillSearchTool {
+    const NAME: &'static str = "skill_search";
+    const DESCRIPTION: &'static str = "Searches the text of the skills (instructions and \
+        references) and returns the best matching passages with their skill, file and lines.";
+    type Input = SkillSearchInput;
+    type Output = String;
+    type Error = SkillError;
+
+    async fn call(&self, input: SkillSearchInput, ctx: ToolContext) -> Result<String, SkillError> {
+        let skills = self.0.resolve(ctx.request_context()).await?;
+        let chosen = match &input.skill_names {
+            Some(names) => names
+                .iter()
+                .map(|name| skills.require(name))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => skills.iter().collect(),
+        };
+        let top_k = input.top_k.map_or(5, |k| k as usize).clamp(1, MAX_TOP_K);
+        let hits = search::search(&chosen, &input.query, top_k).await?;
+        if hits.is_empty() {
+            return Ok(format!(
+                "No passage of the skills matches {:?}.",
+                input.query
+            ));
+        }
+        Ok(hits
+            .iter()
+            .map(|hit| {
+                format!(
+                    "[{}] {} (lines {}-{}) (score {:.2}) {}",
+                    hit.skill_name, hit.path, hit.start_line, hit.end_line, hit.score, hit.preview
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+}
