@@ -319,6 +319,28 @@ async function run() {
   check(await page.getByTestId("prompt").isVisible(), "the chat is not shown again");
   check(!(await page.getByTestId("workflow-view").isVisible()), "the workflow view is still shown");
 
+  step = "a skill the assistant loads and reads";
+  await send("What should I wear today?");
+  const dressed = await waitDone("the skill answer");
+  check(dressed.includes("wear light layers"), `no answer after the skill: ${dressed}`);
+  for (const tool of ["skill", "skill_read"]) {
+    const card = lastAssistant().locator(`[data-testid="tool-call"][data-tool="${tool}"]`);
+    await card.waitFor();
+    check((await card.getAttribute("data-status")) === "done", `${tool} is not shown as done`);
+  }
+
+  step = "the assistant's skills in the Agent tab";
+  await page.getByTestId("tab-agent").click();
+  const skill = page.getByTestId("skill-item").filter({ hasText: "weather-briefing" });
+  await skill.waitFor();
+  check((await skill.innerText()).includes("what to wear"), "the skill's description is not listed");
+  await page.getByTestId("skill-show-weather-briefing").click();
+  const detail = page.getByTestId("skill-detail-weather-briefing");
+  await detail.waitFor();
+  const skillText = await detail.innerText();
+  check(skillText.includes("Weather briefing") && skillText.includes("references/clothing.md"), `the skill is not shown whole: ${skillText}`);
+  await page.getByTestId("tab-run").click();
+
   if (tokenUrl && tokenValue) {
     step = "asking for the token";
     const guarded = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();

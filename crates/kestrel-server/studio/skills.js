@@ -54,5 +54,5 @@ export function skillsSection(a) {
         }),
       )
     : h("p", { class: "muted" }, "No skills.");
-  return [h("h4", {}, "Skills"), list];
+  return h("div", { "data-testid": "agent-skills" }, h("h4", {}, "Skills"), list);
 }

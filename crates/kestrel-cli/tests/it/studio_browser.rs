@@ -167,6 +167,15 @@ fn scripted_model() -> ScriptedModel {
         if has_tool(req, dev::EMAIL_TOOL) {
             if let Some((tool, result)) = turn_results(req).pop() {
                 return match tool.as_str() {
+                    // The skill's instructions say to read its clothing reference.
+                    "skill" => ScriptedResponse::tool_call(
+                        call_id("skill-read"),
+                        "skill_read",
+                        json!({"skillName": dev::WEATHER_BRIEFING, "path": "references/clothing.md"}),
+                    ),
+                    "skill_read" if result.contains("light layers") => {
+                        ScriptedResponse::text("Mild and sunny: wear light layers.")
+                    }
                     dev::WEATHER_TOOL => ScriptedResponse::text(format!("The forecast: {result}")),
                     dev::EMAIL_TOOL => ScriptedResponse::text(format!("Done. {result}")),
                     _ => ScriptedResponse::text(format!("All set. {result}")),
@@ -188,6 +197,12 @@ fn scripted_model() -> ScriptedModel {
                     call_id("book"),
                     dev::BOOKING_TOOL,
                     json!({"restaurant": "Nora", "guests": 2}),
+                )
+            } else if asked.contains("wear") {
+                ScriptedResponse::tool_call(
+                    call_id("skill"),
+                    "skill",
+                    json!({"name": dev::WEATHER_BRIEFING}),
                 )
             } else if asked.contains("weather") {
                 ScriptedResponse::tool_call(
