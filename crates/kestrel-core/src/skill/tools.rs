@@ -1,22 +1,69 @@
 //! The three tools an agent with skills gets: `skill`, `skill_read` and `skill_search`. They
 //! hold no state of their own: each call resolves the agent's skills for its request context.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::{Value, json};
 
 use super::{LineRange, SkillError, SkillFileContent, SkillsSource, search};
-use crate::tool::{SharedTool, ToolContext, TypedTool};
+use crate::tool::{SharedTool, Tool, ToolContext, ToolError, TypedTool};
 
 /// The most hits one search returns.
 const MAX_TOP_K: usize = 20;
 
-/// The three tools, over these skills.
+/// The three tools, over these skills. With a fixed set, the schemas list the skills' names
+/// as the only values of `name` and `skillName`: a model under a grammar (the local model)
+/// can then only name a skill that exists.
 pub(crate) fn skill_tools(source: &SkillsSource) -> Vec<SharedTool> {
+    let names = match source {
+        SkillsSource::Fixed(set) => Some(set.names()),
+        SkillsSource::Dynamic(_) => None,
+    };
     vec![
-        std::sync::Arc::new(SkillTool(source.clone())),
-        std::sync::Arc::new(SkillReadTool(source.clone())),
-        std::sync::Arc::new(SkillSearchTool(source.clone())),
+        Named::shared(SkillTool(source.clone()), "name", names.as_deref()),
+        Named::shared(SkillReadTool(source.clone()), "skillName", names.as_deref()),
+        Arc::new(SkillSearchTool(source.clone())),
     ]
+}
+
+/// A typed tool whose input schema names the skills there are.
+struct Named<T> {
+    tool: T,
+    schema: Value,
+}
+
+impl<T: TypedTool> Named<T> {
+    fn shared(tool: T, field: &str, names: Option<&[String]>) -> SharedTool {
+        let mut schema = tool.input_schema().clone();
+        if let Some(names) = names
+            && let Some(property) = schema.pointer_mut(&format!("/properties/{field}"))
+            && let Value::Object(property) = property
+        {
+            property.insert("enum".into(), json!(names));
+        }
+        Arc::new(Named { tool, schema })
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: TypedTool> Tool for Named<T> {
+    fn id(&self) -> &str {
+        self.tool.id()
+    }
+
+    fn description(&self) -> &str {
+        self.tool.description()
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.schema
+    }
+
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        self.tool.execute(input, ctx).await
+    }
 }
 
 struct SkillTool(SkillsSource);

@@ -92,6 +92,48 @@ async fn agent_calls_the_tool_and_answers_with_its_result() {
 }
 
 #[tokio::test]
+async fn the_skill_tools_work_under_the_grammar() {
+    let Some(model) = model("the_skill_tools_work_under_the_grammar") else {
+        return;
+    };
+    let haiku = kestrel_core::skill::create_skill(
+        "haiku",
+        "Writes haiku about any topic.",
+        "Write three lines of five, seven and five syllables.",
+    )
+    .build()
+    .unwrap();
+    let agent = Agent::builder("poet")
+        .instructions("You are a poet. Load a skill before you write.")
+        .model(model)
+        .skills([haiku])
+        .build()
+        .unwrap();
+    // The first step must load a skill; the grammar only admits the names there are.
+    let result = agent
+        .generate("Write a haiku about the sea.")
+        .tool_choice(ToolChoice::Tool("skill".into()))
+        .max_steps(2)
+        .await
+        .unwrap();
+    println!(
+        "calls {:?}; results {:?}; answer {:?}",
+        result.tool_calls, result.tool_results, result.text
+    );
+    assert_eq!(result.tool_calls[0].tool_name, "skill");
+    assert_eq!(result.tool_calls[0].args, json!({"name": "haiku"}));
+    assert!(
+        !result.tool_results[0].is_error,
+        "{:?}",
+        result.tool_results
+    );
+    assert_eq!(
+        result.tool_results[0].result,
+        json!("Write three lines of five, seven and five syllables.")
+    );
+}
+
+#[tokio::test]
 async fn tool_calls_stream_like_hosted_providers() {
     let Some(model) = model("tool_calls_stream_like_hosted_providers") else {
         return;

@@ -178,10 +178,20 @@ async fn the_model_sees_the_catalog_and_loads_reads_and_searches_skills() {
     let (_, unknown, failed) = &results[5];
     assert!(failed);
     let unknown = text_of(unknown);
+    // A fixed set's names are the only values the schema allows.
     assert!(
-        unknown.contains("no skill is named \"no-such-skill\"")
-            && unknown.contains("code-review, release-notes"),
+        unknown.contains("\"no-such-skill\" is not one of \"code-review\" or \"release-notes\""),
         "{unknown}"
+    );
+    let schema = agent
+        .tools()
+        .get("skill_read")
+        .unwrap()
+        .input_schema()
+        .clone();
+    assert_eq!(
+        schema["properties"]["skillName"]["enum"],
+        json!(["code-review", "release-notes"])
     );
 }
 
@@ -304,7 +314,12 @@ async fn skills_can_depend_on_the_request_context() {
         .build()
         .unwrap();
     let free = agent.generate("go").await.unwrap();
-    assert!(results(&free)[0].2, "the free plan has no pro-report skill");
+    let (_, refused, failed) = &results(&free)[0];
+    assert!(failed, "the free plan has no pro-report skill");
+    assert_eq!(
+        text_of(refused),
+        "no skill is named \"pro-report\"; the skills are: basics"
+    );
     assert!(
         !model.requests()[0].messages[0]
             .text()
