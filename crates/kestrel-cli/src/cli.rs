@@ -83,7 +83,8 @@ pub enum Commands {
             configured), and a SQLite database that keeps the threads, their memory and the \
             runs waiting for a person, across restarts.\n\n\
             Demo agents: `assistant` (a weather tool, an email tool that needs your approval, \
-            and a booking tool that asks you for a time), and `supervisor`, which delegates to \
+            a booking tool that asks you for a time, and a skill, `weather-briefing`), and \
+            `supervisor`, which delegates to \
             the `research` and `writing` sub-agents.",
         after_help = "Only this machine can connect unless --host says otherwise; any other \
             address needs KESTREL_API_TOKEN, which the Studio then asks for.\n\n\

@@ -155,11 +155,12 @@ fn print_banner(addr: SocketAddr, model: &str, db: &dev::Database, instance: Opt
         println!("  instance: {instance} (sharing runs through Redis)");
     }
     println!(
-        "  agents:   {} ({}; {} needs your approval; {} asks you for a time)",
+        "  agents:   {} ({}; {} needs your approval; {} asks you for a time; skill {})",
         dev::ASSISTANT,
         dev::WEATHER_TOOL,
         dev::EMAIL_TOOL,
-        dev::BOOKING_TOOL
+        dev::BOOKING_TOOL,
+        dev::WEATHER_BRIEFING
     );
     println!(
         "            {} (delegates to {} and {})",

@@ -117,10 +117,13 @@ struct SkillReadInput {
     /// The file, relative to the skill's folder (`references/guide.md`, `SKILL.md`).
     path: String,
     /// The first line to read (1-based); from the start when left out.
+    // Plain integers in the schema (optional, never null): grammars of local models take them.
     #[serde(default)]
+    #[schemars(with = "u64", range(min = 1))]
     start_line: Option<u64>,
     /// The last line to read (inclusive); to the end when left out.
     #[serde(default)]
+    #[schemars(with = "u64", range(min = 1))]
     end_line: Option<u64>,
 }
 
@@ -173,10 +176,11 @@ struct SkillSearchInput {
     query: String,
     /// Search only these skills; all of them when left out.
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     skill_names: Option<Vec<String>>,
     /// How many passages to return (1 to 20; 5 when left out).
     #[serde(default)]
-    #[schemars(range(min = 1, max = 20))]
+    #[schemars(with = "u32", range(min = 1, max = 20))]
     top_k: Option<u32>,
 }
 
@@ -215,5 +219,27 @@ impl TypedTool for SkillSearchTool {
             })
             .collect::<Vec<_>>()
             .join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use crate::skill::{SkillSet, create_skill};
+
+    #[test]
+    fn optional_inputs_are_plain_optional_fields() {
+        let set = SkillSet::new([create_skill("a", "A.", "x").build().unwrap()]).unwrap();
+        let tools = skill_tools(&SkillsSource::Fixed(Arc::new(set)));
+        let read = tools[1].input_schema();
+        assert_eq!(read["required"], json!(["skillName", "path"]));
+        assert_eq!(read["properties"]["startLine"]["type"], "integer");
+        assert_eq!(read["properties"]["startLine"]["minimum"], 1);
+        let search = tools[2].input_schema();
+        assert_eq!(search["required"], json!(["query"]));
+        assert_eq!(search["properties"]["topK"]["type"], "integer");
+        assert_eq!(search["properties"]["skillNames"]["type"], "array");
     }
 }
