@@ -99,6 +99,41 @@ impl MemoryError {
     }
 }
 
+/// Why a thread could not be forked ([`AgentMemory::fork_thread`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForkError {
+    /// There is no thread to fork.
+    #[error("thread {thread_id:?} does not exist, so it cannot be forked")]
+    ThreadNotFound {
+        /// The thread.
+        thread_id: String,
+    },
+    /// The thread belongs to another resource than the one the fork acts for.
+    #[error("thread {thread_id:?} belongs to another resource than {resource_id:?}")]
+    ThreadOfOtherResource {
+        /// The thread.
+        thread_id: String,
+        /// The resource the fork acts for.
+        resource_id: String,
+    },
+    /// The new thread's id is taken.
+    #[error("thread {thread_id:?} already exists; a fork needs a new thread id")]
+    ThreadExists {
+        /// The id asked for.
+        thread_id: String,
+    },
+    /// The memory cannot copy threads.
+    #[error("this memory cannot fork thread {thread_id:?}")]
+    Unsupported {
+        /// The thread.
+        thread_id: String,
+    },
+    /// The memory failed.
+    #[error(transparent)]
+    Memory(#[from] MemoryError),
+}
+
 /// Loads a run's context and stores its messages. Implemented by `kestrel-memory` on top of a
 /// storage backend; implement it yourself to plug in another store.
 #[async_trait::async_trait]
@@ -163,6 +198,22 @@ pub trait AgentMemory: Send + Sync {
     ) -> Result<(), MemoryError> {
         let _ = fence;
         self.persist_aborted(scope, message).await
+    }
+
+    /// Copies thread `source` (its messages so far, in order) into a new thread of the same
+    /// resource, `new_thread_id` or a fresh id, titled `title` or like the source, and returns
+    /// the new thread's id. The source is left as it was. A thread of another resource is
+    /// refused ([`ForkError::ThreadOfOtherResource`]). The default cannot fork.
+    async fn fork_thread(
+        &self,
+        source: &MemoryScope,
+        new_thread_id: Option<&str>,
+        title: Option<&str>,
+    ) -> Result<String, ForkError> {
+        let _ = (new_thread_id, title);
+        Err(ForkError::Unsupported {
+            thread_id: source.thread_id.clone(),
+        })
     }
 
     /// Called once the run finished successfully, in a background task.

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use kestrel_core::agent::GenerateResult;
 use kestrel_core::context::RequestContext;
 use kestrel_core::lease::Fence;
-use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
+use kestrel_core::memory::{AgentMemory, ForkError, MemoryError, MemoryScope, RecalledContext};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
 use kestrel_core::run_store::SharedRunStore;
@@ -489,6 +489,44 @@ impl AgentMemory for Memory {
         Some(Arc::new(StorageRunStore::new(Arc::clone(
             &self.inner.storage,
         ))))
+    }
+
+    /// Clones the thread in the storage (messages in order, new ids; the clone's metadata names
+    /// its source). Working memory, observations and vectors stay with the source.
+    async fn fork_thread(
+        &self,
+        source: &MemoryScope,
+        new_thread_id: Option<&str>,
+        title: Option<&str>,
+    ) -> Result<String, ForkError> {
+        let options = kestrel_storage::CloneThread {
+            resource_id: source.resource_id.clone(),
+            new_thread_id: new_thread_id.map(str::to_owned),
+            title: title.map(str::to_owned),
+        };
+        match self
+            .inner
+            .storage
+            .clone_thread(&source.thread_id, options)
+            .await
+        {
+            Ok(thread) => Ok(thread.id),
+            Err(StorageError::ThreadNotFound { thread_id }) => {
+                Err(ForkError::ThreadNotFound { thread_id })
+            }
+            Err(StorageError::ThreadOwnedByOtherResource {
+                thread_id,
+                requested,
+                ..
+            }) => Err(ForkError::ThreadOfOtherResource {
+                thread_id,
+                resource_id: requested,
+            }),
+            Err(StorageError::ThreadExists { thread_id }) => {
+                Err(ForkError::ThreadExists { thread_id })
+            }
+            Err(e) => Err(MemoryError::with_source("forking the thread failed", e).into()),
+        }
     }
 
     /// The memory's storage keeps workflow runs too.

@@ -224,6 +224,25 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "no_memory", error.to_string())
             }
             kestrel_core::agent::ThreadError::Memory(source) => memory_error(source),
+            kestrel_core::agent::ThreadError::Fork(fork) => {
+                use kestrel_core::memory::ForkError as F;
+                match fork {
+                    // Another resource's thread is "not found", as on the memory routes: its
+                    // existence is not revealed.
+                    F::ThreadNotFound { thread_id }
+                    | F::ThreadOfOtherResource { thread_id, .. } => {
+                        ApiError::not_found(format!("thread {thread_id:?} not found"))
+                    }
+                    F::ThreadExists { .. } => {
+                        ApiError::new(StatusCode::CONFLICT, "thread_exists", error.to_string())
+                    }
+                    F::Unsupported { .. } => {
+                        ApiError::new(StatusCode::CONFLICT, "fork_unsupported", error.to_string())
+                    }
+                    F::Memory(source) => memory_error(source),
+                    _ => ApiError::internal(&error),
+                }
+            }
             kestrel_core::agent::ThreadError::Cluster(_) => {
                 tracing::warn!(%error, "the cluster failed");
                 ApiError::new(

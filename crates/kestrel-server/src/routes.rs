@@ -562,7 +562,7 @@ fn pinned_target(
 
 /// What a sent message did. A run it woke goes on in the background.
 fn sent_json(sent: kestrel_core::agent::Sent) -> Value {
-    json!({"accepted": sent.accepted, "runId": sent.run_id})
+    json!({"accepted": sent.accepted, "runId": sent.run_id, "threadId": sent.thread_id})
 }
 
 /// How long a thread subscription waits between heartbeats.

@@ -580,6 +580,32 @@ pub(crate) struct SendBody {
     pub if_active: Option<IfActiveBody>,
     #[serde(default)]
     pub if_idle: Option<IfIdleBody>,
+    #[serde(default)]
+    pub fork: Option<ForkBody>,
+}
+
+/// `fork`: `true` copies the thread into a new one with a fresh id (and the message goes
+/// there); an object chooses the new thread's id and title.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum ForkBody {
+    /// Fork (`true`) or not (`false`).
+    Flag(bool),
+    /// Fork into this thread.
+    Into(ForkInto),
+}
+
+/// The new thread of a fork.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct ForkInto {
+    /// The new thread's id; a fresh one when left out.
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    pub thread_id: Option<String>,
+    /// The new thread's title; the original's when left out.
+    #[serde(default)]
+    pub title: Option<String>,
 }
 
 /// The text of a sent message or signal, as documented: a string, or an object with a
@@ -609,6 +635,8 @@ pub(crate) struct SendMessageDoc {
     thread_id: String,
     if_active: Option<IfActiveBody>,
     if_idle: Option<IfIdleBody>,
+    /// Send the message to a copy of the thread (the answer's `threadId` names it).
+    fork: Option<ForkBody>,
 }
 
 /// The body of `signals` as the document shows it (read as a [`SendBody`]).
@@ -625,6 +653,8 @@ pub(crate) struct SignalDoc {
     thread_id: String,
     if_active: Option<IfActiveBody>,
     if_idle: Option<IfIdleBody>,
+    /// Send the signal to a copy of the thread (the answer's `threadId` names it).
+    fork: Option<ForkBody>,
 }
 
 /// `ifActive`.
@@ -693,6 +723,16 @@ impl SendBody {
                 IfIdleBody::Persist => IfIdle::Persist,
                 IfIdleBody::Discard => IfIdle::Discard,
             });
+        }
+        match &self.fork {
+            None | Some(ForkBody::Flag(false)) => {}
+            Some(ForkBody::Flag(true)) => to = to.fork(),
+            Some(ForkBody::Into(into)) => {
+                to.fork = Some(kestrel_core::agent::Fork {
+                    thread_id: into.thread_id.clone(),
+                    title: into.title.clone(),
+                });
+            }
         }
         Ok(to)
     }

@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
 pub use stream::{AgentStream, TextStream};
-pub use threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
+pub use threads::{Fork, IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
 use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::memory::AgentMemory;

@@ -19,7 +19,7 @@ use crate::cluster::{ClusterError, Command, Outcome};
 use crate::context::RequestContext;
 use crate::definition::RunOptions;
 use crate::event::Event;
-use crate::memory::{MemoryError, MemoryScope};
+use crate::memory::{ForkError, MemoryError, MemoryScope};
 use crate::message::Message;
 use crate::pubsub::{PubSubError, Subscription, thread_topic};
 
@@ -60,6 +60,18 @@ pub struct SendMessage {
     pub if_idle: IfIdle,
     /// Options of a woken run (its memory is set to the thread).
     pub options: RunOptions,
+    /// Send the message to a copy of the thread instead (see [`SendMessage::fork`]).
+    pub fork: Option<Fork>,
+}
+
+/// A fork: the thread copied up to now into a new thread, where the message goes; the original
+/// is left untouched (its active run, if any, too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fork {
+    /// The new thread's id; a fresh one when `None`.
+    pub thread_id: Option<String>,
+    /// The new thread's title; the original's when `None`.
+    pub title: Option<String>,
 }
 
 impl SendMessage {
@@ -89,6 +101,25 @@ impl SendMessage {
         self.options = options;
         self
     }
+
+    /// Forks the thread: copies its messages so far into a new thread of the same resource
+    /// and sends the message there ([`Sent::thread_id`] names it). `if_active` does not apply
+    /// (the new thread has no run); `if_idle` does. Needs a memory that can fork
+    /// (`kestrel-memory`'s does).
+    pub fn fork(mut self) -> Self {
+        self.fork = Some(Fork::default());
+        self
+    }
+
+    /// [`SendMessage::fork`] into a new thread with this id and title (`None`: the
+    /// original's).
+    pub fn fork_into(mut self, thread_id: impl Into<String>, title: Option<String>) -> Self {
+        self.fork = Some(Fork {
+            thread_id: Some(thread_id.into()),
+            title,
+        });
+        self
+    }
 }
 
 /// What became of a sent message.
@@ -96,6 +127,8 @@ impl SendMessage {
 pub struct Sent {
     /// Whether the message was delivered, stored or started a run (`false`: discarded).
     pub accepted: bool,
+    /// The thread the message went to: the one it was sent to, or the fork.
+    pub thread_id: String,
     /// The thread's active run, or the run the message woke.
     pub run_id: Option<String>,
     /// The woken run's events (dropping it does not stop the run).
@@ -121,6 +154,9 @@ pub enum ThreadError {
     /// The instance whose run is active on the thread could not be reached.
     #[error(transparent)]
     Cluster(#[from] ClusterError),
+    /// The thread could not be forked.
+    #[error(transparent)]
+    Fork(#[from] ForkError),
 }
 
 /// Every event of every run on a thread, from now until dropped. Each event names its run.
@@ -262,7 +298,10 @@ impl Agent {
         self.send(Message::system(text), to).await
     }
 
-    async fn send(&self, message: Message, to: SendMessage) -> Result<Sent, ThreadError> {
+    async fn send(&self, message: Message, mut to: SendMessage) -> Result<Sent, ThreadError> {
+        if let Some(fork) = to.fork.take() {
+            to.thread_id = self.fork_thread(&to, &fork).await?;
+        }
         let thread = key(&to.resource_id, &to.thread_id);
         let runs = &self.runtime.runs;
         let mut message = Some(message);
@@ -281,6 +320,7 @@ impl Agent {
                         match runs.deliver(&thread, m) {
                             Ok(run_id) => {
                                 return Ok(Sent {
+                                    thread_id: to.thread_id.clone(),
                                     accepted: true,
                                     run_id: Some(run_id),
                                     stream: None,
@@ -296,6 +336,7 @@ impl Agent {
                         self.store_in_thread(&to, m).await?;
                     }
                     return Ok(Sent {
+                        thread_id: to.thread_id.clone(),
                         accepted: true,
                         run_id: Some(active),
                         stream: None,
@@ -303,6 +344,7 @@ impl Agent {
                 }
                 IfActive::Discard => {
                     return Ok(Sent {
+                        thread_id: to.thread_id.clone(),
                         accepted: false,
                         run_id: Some(active),
                         stream: None,
@@ -312,6 +354,7 @@ impl Agent {
         }
         let Some(message) = message else {
             return Ok(Sent {
+                thread_id: to.thread_id.clone(),
                 accepted: false,
                 run_id: None,
                 stream: None,
@@ -322,6 +365,7 @@ impl Agent {
                 let options = to.options.clone().memory(&to.thread_id, &to.resource_id);
                 let stream = self.stream(message).options(options).into_stream();
                 Ok(Sent {
+                    thread_id: to.thread_id.clone(),
                     accepted: true,
                     run_id: Some(stream.run_id().to_owned()),
                     stream: Some(stream),
@@ -330,12 +374,14 @@ impl Agent {
             IfIdle::Persist => {
                 self.store_in_thread(&to, message).await?;
                 Ok(Sent {
+                    thread_id: to.thread_id.clone(),
                     accepted: true,
                     run_id: None,
                     stream: None,
                 })
             }
             IfIdle::Discard => Ok(Sent {
+                thread_id: to.thread_id.clone(),
                 accepted: false,
                 run_id: None,
                 stream: None,
@@ -354,6 +400,7 @@ impl Agent {
     ) -> Result<Result<Sent, Message>, ThreadError> {
         let Some(message) = message else {
             return Ok(Ok(Sent {
+                thread_id: to.thread_id.clone(),
                 accepted: false,
                 run_id: active,
                 stream: None,
@@ -361,6 +408,7 @@ impl Agent {
         };
         let answered = |accepted, run_id| {
             Ok(Ok(Sent {
+                thread_id: to.thread_id.clone(),
                 accepted,
                 run_id,
                 stream: None,
@@ -387,6 +435,24 @@ impl Agent {
             }
             IfActive::Discard => answered(false, active),
         }
+    }
+
+    /// Copies `to`'s thread as `fork` says; the new thread's id.
+    async fn fork_thread(&self, to: &SendMessage, fork: &Fork) -> Result<String, ThreadError> {
+        let memory = self
+            .inner
+            .memory
+            .clone()
+            .ok_or_else(|| ThreadError::NoMemory {
+                agent: self.id().to_owned(),
+            })?;
+        let source = MemoryScope {
+            thread_id: to.thread_id.clone(),
+            resource_id: to.resource_id.clone(),
+        };
+        Ok(memory
+            .fork_thread(&source, fork.thread_id.as_deref(), fork.title.as_deref())
+            .await?)
     }
 
     /// Stores a message in the thread without a run: memory loads the thread (creating it if

@@ -11,6 +11,7 @@ mod agent_memory;
 mod cluster;
 mod delegation_memory;
 mod durable_runs;
+mod forked_threads;
 mod live_threads;
 mod networks;
 mod observational_memory;

@@ -507,3 +507,111 @@ async fn a_pinned_caller_reaches_only_its_resources_threads() {
     let (status, _) = alice.get("/memory/threads/a-1/messages").await;
     assert_eq!(status, 200);
 }
+
+/// The texts of a thread's messages, oldest first.
+async fn thread_texts(f: &Fixture, thread: &str) -> Vec<String> {
+    let (status, listed) = f.get(&format!("/memory/threads/{thread}/messages")).await;
+    assert_eq!(status, 200, "{listed}");
+    listed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn send_message_forks_a_thread_into_a_new_one() {
+    let f = start(Some(in_memory()), |s| s).await;
+    let (status, _) = f
+        .post(
+            "/agents/echo/generate",
+            json!({"messages": "first", "memory": {"thread": "t1", "resource": "ada"}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, sent) = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": "branch", "resourceId": "ada", "threadId": "t1", "fork": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["accepted"], true);
+    let fork = sent["threadId"].as_str().unwrap().to_owned();
+    assert_ne!(fork, "t1");
+    // The woken run goes on in the background: wait for its answer in the fork.
+    let mut texts = Vec::new();
+    for _ in 0..200 {
+        texts = thread_texts(&f, &fork).await;
+        if texts.len() == 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(texts, ["first", "echo: first", "branch", "echo: branch"]);
+    assert_eq!(thread_texts(&f, "t1").await, ["first", "echo: first"]);
+
+    let (status, sent) = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": "note", "resourceId": "ada", "threadId": "t1",
+                   "fork": {"threadId": "t1-copy", "title": "Copy"}, "ifIdle": "persist"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{sent}");
+    assert_eq!(sent["threadId"], "t1-copy");
+    assert_eq!(sent["runId"], Value::Null);
+    assert_eq!(
+        thread_texts(&f, "t1-copy").await,
+        ["first", "echo: first", "note"]
+    );
+    let (_, thread) = f.get("/memory/threads/t1-copy").await;
+    assert_eq!(thread["title"], "Copy");
+
+    // Another resource's thread is "not found"; a taken id is a conflict; bad bodies are 422.
+    let (status, body) = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": "x", "resourceId": "eve", "threadId": "t1", "fork": true}),
+        )
+        .await;
+    assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+    let (status, body) = f
+        .post(
+            "/agents/echo/send-message",
+            json!({"message": "x", "resourceId": "ada", "threadId": "t1", "fork": {"threadId": "t1-copy"}}),
+        )
+        .await;
+    assert_eq!(
+        (status, error_code(&body)),
+        (409, "thread_exists"),
+        "{body}"
+    );
+    for fork in [
+        json!("yes"),
+        json!({"threadId": ""}),
+        json!({"thread": "x"}),
+    ] {
+        let (status, body) = f
+            .post(
+                "/agents/echo/send-message",
+                json!({"message": "x", "resourceId": "ada", "threadId": "t1", "fork": fork}),
+            )
+            .await;
+        assert_eq!(
+            (status, error_code(&body)),
+            (422, "invalid_body"),
+            "{fork}: {body}"
+        );
+    }
+    let (_, listed) = f.get("/memory/threads?resourceId=ada").await;
+    assert_eq!(listed["total"], 3, "{listed}");
+}
