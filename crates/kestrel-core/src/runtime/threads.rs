@@ -437,15 +437,19 @@ impl Agent {
         }
     }
 
-    /// Copies `to`'s thread as `fork` says; the new thread's id.
-    async fn fork_thread(&self, to: &SendMessage, fork: &Fork) -> Result<String, ThreadError> {
-        let memory = self
-            .inner
+    /// The memory that stores threads' messages, or why there is none.
+    fn thread_memory(&self) -> Result<Arc<dyn crate::memory::AgentMemory>, ThreadError> {
+        self.inner
             .memory
             .clone()
             .ok_or_else(|| ThreadError::NoMemory {
                 agent: self.id().to_owned(),
-            })?;
+            })
+    }
+
+    /// Copies `to`'s thread as `fork` says; the new thread's id.
+    async fn fork_thread(&self, to: &SendMessage, fork: &Fork) -> Result<String, ThreadError> {
+        let memory = self.thread_memory()?;
         let source = MemoryScope {
             thread_id: to.thread_id.clone(),
             resource_id: to.resource_id.clone(),
@@ -458,13 +462,7 @@ impl Agent {
     /// Stores a message in the thread without a run: memory loads the thread (creating it if
     /// needed) with the message as input, then stores it.
     async fn store_in_thread(&self, to: &SendMessage, message: Message) -> Result<(), ThreadError> {
-        let memory = self
-            .inner
-            .memory
-            .clone()
-            .ok_or_else(|| ThreadError::NoMemory {
-                agent: self.id().to_owned(),
-            })?;
+        let memory = self.thread_memory()?;
         let scope = MemoryScope {
             thread_id: to.thread_id.clone(),
             resource_id: to.resource_id.clone(),
