@@ -329,6 +329,25 @@ async function run() {
     check((await card.getAttribute("data-status")) === "done", `${tool} is not shown as done`);
   }
 
+  step = "forking the thread";
+  const original = page.url();
+  const originalThread = original.split("/").pop();
+  await page.getByTestId("fork-mode").check();
+  await send("Fork this: and tomorrow?");
+  const forked = await waitDone("the forked answer");
+  check(forked.includes("I can check the weather"), `no answer in the fork: ${forked}`);
+  const forkThread = page.url().split("/").pop();
+  check(forkThread !== originalThread, "the page did not move to the fork");
+  check(!(await page.getByTestId("fork-mode").isChecked()), "the fork switch stays on after a fork");
+  await page.getByTestId("thread-item").filter({ hasText: "Fork: Fork this" }).waitFor();
+  // The fork holds the conversation so far and the new message; the original does not.
+  await page.reload();
+  await page.getByTestId("messages").getByText("What should I wear today?").first().waitFor();
+  await page.getByTestId("messages").getByText("Fork this: and tomorrow?").first().waitFor();
+  await page.goto(original);
+  await page.getByTestId("messages").getByText("What should I wear today?").first().waitFor();
+  check((await page.getByTestId("messages").getByText("Fork this: and tomorrow?").count()) === 0, "the original thread shows the fork's message");
+
   step = "the assistant's skills in the Agent tab";
   await page.getByTestId("tab-agent").click();
   const skill = page.getByTestId("skill-item").filter({ hasText: "weather-briefing" });

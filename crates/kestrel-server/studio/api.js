@@ -121,15 +121,25 @@ export function query(params) {
 
 /**
  * An SSE route: POSTs `body` and calls `onEvent` with each `data:` event (parsed JSON) until
- * `data: [DONE]` or the end of the body. Comments (`: heartbeat`) are skipped.
+ * `data: [DONE]` or the end of the body. Comments (`: heartbeat`) are skipped. `onOpen` runs
+ * once the server has answered (a failure in it ends the stream with its error).
  */
-export async function stream(path, body, onEvent, { signal } = {}) {
+export async function stream(path, body, onEvent, { signal, onOpen } = {}) {
   const response = await send(path, {
     method: "POST",
     body: JSON.stringify(body),
     signal,
   });
   const reader = response.body.getReader();
+  if (onOpen) {
+    // The server has taken the request (a thread subscription exists by now).
+    try {
+      await onOpen();
+    } catch (error) {
+      reader.cancel().catch(() => {});
+      throw error;
+    }
+  }
   const decoder = new TextDecoder();
   let buffer = "";
   for (;;) {

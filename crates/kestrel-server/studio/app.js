@@ -389,6 +389,10 @@ function drawComposer() {
   const toggle = $("network-toggle");
   toggle.hidden = !canNetwork(agent());
   if (toggle.hidden) $("network-mode").checked = false;
+  // A fork copies a stored thread: an agent with memory, in a thread that exists.
+  const fork = $("fork-toggle");
+  fork.hidden = !(agent() && agent().hasMemory && state.threadId);
+  if (fork.hidden) $("fork-mode").checked = false;
   $("send").disabled = state.busy;
   $("stop").hidden = !state.busy;
   $("prompt").disabled = false;
@@ -517,6 +521,14 @@ async function sendPrompt() {
   $("prompt").value = "";
   state.busy = true;
   drawComposer();
+  if (a.hasMemory && state.threadId && $("fork-mode").checked) {
+    $("fork-mode").checked = false;
+    await forkPrompt(a, text);
+    state.busy = state.current !== null;
+    drawComposer();
+    refreshAfterRun();
+    return;
+  }
   let memory;
   if (a.hasMemory) {
     if (!state.threadId) {
@@ -551,6 +563,32 @@ async function sendPrompt() {
   refreshAfterRun();
 }
 
+/**
+ * Sends `text` to a fork of the current thread: the page follows the new thread (subscribed
+ * before the message is sent, so no event is missed) and shows the run the message wakes
+ * there; the original thread is left as it was.
+ */
+async function forkPrompt(a, text) {
+  const source = state.threadId;
+  const forkId = newThreadId();
+  const agentPath = `/api/agents/${encodeURIComponent(a.id)}`;
+  state.threadId = forkId;
+  setHash(a.id, forkId);
+  // The fork starts with the original's conversation, which the page shows already.
+  state.entries.push({ kind: "user", text });
+  drawChat();
+  await runStream(`${agentPath}/threads/subscribe`, { resourceId: resource(), threadId: forkId }, null, {
+    untilFinished: true,
+    onOpen: async () => {
+      await api(`${agentPath}/send-message`, {
+        method: "POST",
+        body: { message: text, resourceId: resource(), threadId: source, fork: { threadId: forkId, title: `Fork: ${clip(text, 50)}` } },
+      });
+      loadThreads();
+    },
+  });
+}
+
 /** The conversation of this page, for an agent without memory. */
 function pageHistory() {
   const out = [];
@@ -565,7 +603,7 @@ function pageHistory() {
  * Streams `path` into `run` (a run of this page being continued), or into a new bubble whose
  * run is named by the first event.
  */
-async function runStream(path, body, run) {
+async function runStream(path, body, run, { onOpen, untilFinished = false } = {}) {
   const agentId = state.agentId;
   let entry = run ? state.entries.find((e) => e.kind === "run" && e.run === run) : null;
   if (!entry) {
@@ -595,13 +633,20 @@ async function runStream(path, body, run) {
         }
         target.apply(event);
         schedule();
+        // A thread subscription never ends by itself: it is left once its run has ended or
+        // stopped for a person (a moment later, for the other calls of that step).
+        if (untilFinished && event.runId === target.runId) {
+          if (["finish", "error", "abort"].includes(event.type)) controller.abort();
+          else if (["tool-call-approval", "tool-call-suspended"].includes(event.type)) setTimeout(() => controller.abort(), 300);
+        }
       },
-      { signal: controller.signal },
+      { signal: controller.signal, onOpen },
     );
     entry.run.ended();
   } catch (error) {
     const r = entry.run;
-    if (error.name !== "AbortError") {
+    if (error.name === "AbortError" && untilFinished) r.ended();
+    else if (error.name !== "AbortError") {
       r.status = "error";
       r.error = error instanceof ApiError ? error.message : `The stream failed: ${error.message}`;
       r.endedAt = Date.now();
