@@ -200,6 +200,29 @@ pub fn parse_parts(text: &str) -> Result<Vec<Part>> {
     serde_json::from_str(text).map_err(|e| StorageError::corrupt("message parts", e))
 }
 
+/// Serialises a queued message.
+pub fn message_text(message: &kestrel_core::message::Message) -> Result<String> {
+    serde_json::to_string(message).map_err(|e| StorageError::corrupt("queued message", e))
+}
+
+/// Parses a stored queued message.
+pub fn parse_message(text: &str) -> Result<kestrel_core::message::Message> {
+    serde_json::from_str(text).map_err(|e| StorageError::corrupt("queued message", e))
+}
+
+/// Checks a message to queue: ids present and the message not empty.
+pub fn check_queued(message: &crate::types::NewQueuedMessage) -> Result<()> {
+    check_id("id", &message.id)?;
+    check_id("run_id", &message.run_id)?;
+    check_id("agent_id", &message.agent_id)?;
+    check_id("thread_id", &message.thread_id)
+}
+
+/// A queued id that is taken.
+pub fn queued_exists(id: &str) -> StorageError {
+    StorageError::invalid("id", format!("a queued message `{id}` exists already"))
+}
+
 /// Parses a stored role.
 pub fn parse_role(text: &str) -> Result<kestrel_core::message::Role> {
     serde_json::from_value(Value::String(text.to_owned()))

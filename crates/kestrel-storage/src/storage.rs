@@ -5,9 +5,10 @@ use kestrel_core::lease::Fence;
 
 use crate::error::Result;
 use crate::types::{
-    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
-    Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
-    VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
+    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewQueuedMessage,
+    NewThread, Observation, Page, QueuedMessage, QueuedThread, RunFilter, RunRecord, Scope,
+    Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery,
+    VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 /// Durable state of agents: threads and their messages, working memory, run snapshots,
@@ -53,6 +54,35 @@ pub trait Storage: Send + Sync {
     /// `"clone": {"sourceThreadId", "clonedAt"}`. Working memory, observations and vectors are
     /// not copied.
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread>;
+
+    // --- queued messages ---------------------------------------------------------------
+
+    /// Adds a message at the end of the queue of a thread owned by `message.resource_id`. A
+    /// queued id that exists is [`StorageError::InvalidArgument`](crate::StorageError::InvalidArgument).
+    async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage>;
+
+    /// The queue of a thread owned by `resource_id`, oldest first.
+    async fn queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+    ) -> Result<Vec<QueuedMessage>>;
+
+    /// Removes a queued message (a run took it); `false` when it was not queued.
+    async fn remove_queued_message(&self, id: &str) -> Result<bool>;
+
+    /// Removes the queued messages of a thread owned by `resource_id`: those with these ids,
+    /// or all of them; returns those removed, oldest first.
+    async fn cancel_queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<QueuedMessage>>;
+
+    /// Every thread with queued messages (the agent of its oldest), oldest queue first: what a
+    /// process that starts drains.
+    async fn queued_threads(&self) -> Result<Vec<QueuedThread>>;
 
     /// Threads by resource and/or metadata filter, paginated and ordered.
     async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>>;

@@ -2,6 +2,7 @@
 //! agents; it passes the same conformance suite as the database backends.
 
 mod listing;
+mod queue;
 mod workflows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -16,10 +17,10 @@ use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::storage::Storage;
 use crate::types::{
-    CloneThread, MessageList, MessageSearch, MetadataUpdate, NewMessage, NewObservation, NewThread,
-    Observation, Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch,
-    ThreadQuery, VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord,
-    WorkflowStatus,
+    CloneThread, MessageList, MessageSearch, MetadataUpdate, NewMessage, NewObservation,
+    NewQueuedMessage, NewThread, Observation, Page, QueuedMessage, QueuedThread, RunFilter,
+    RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch,
+    VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 /// A store in process memory. Cheap to create; one mutex guards it (no lock is held across an
@@ -53,6 +54,10 @@ struct State {
     fences: HashMap<String, i64>,
     observations: HashMap<ObservationKey, Vec<Observation>>,
     indexes: HashMap<String, VectorIndex>,
+    /// Every queued message, oldest first.
+    queue: Vec<QueuedMessage>,
+    /// The seq of the last queued message.
+    queue_seq: i64,
 }
 
 #[derive(Debug)]
@@ -288,10 +293,40 @@ impl Storage for InMemoryStorage {
         state
             .observations
             .remove(&ObservationKey::Thread(thread_id.to_owned()));
+        state.queue.retain(|q| q.thread_id != thread_id);
         state.remove_vectors_where(|r| {
             codec::meta_str(&r.metadata, "thread_id").as_deref() != Some(thread_id)
         });
         Ok(true)
+    }
+
+    async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {
+        queue::enqueue(&mut self.state(), message)
+    }
+
+    async fn queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+    ) -> Result<Vec<QueuedMessage>> {
+        queue::list(&self.state(), thread_id, resource_id)
+    }
+
+    async fn remove_queued_message(&self, id: &str) -> Result<bool> {
+        Ok(queue::remove(&mut self.state(), id))
+    }
+
+    async fn cancel_queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<QueuedMessage>> {
+        queue::cancel(&mut self.state(), thread_id, resource_id, ids.as_deref())
+    }
+
+    async fn queued_threads(&self) -> Result<Vec<QueuedThread>> {
+        Ok(queue::threads(&self.state()))
     }
 
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {

@@ -16,6 +16,7 @@
 
 mod messages;
 mod observations;
+mod queue;
 mod rows;
 mod runs;
 mod schema;
@@ -40,9 +41,10 @@ use crate::error::{Result, StorageError};
 use crate::sql_common::{db_err, migrate_err, open_err, redact_url};
 use crate::storage::Storage;
 use crate::types::{
-    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewThread, Observation,
-    Page, RunFilter, RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery,
-    VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
+    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewQueuedMessage,
+    NewThread, Observation, Page, QueuedMessage, QueuedThread, RunFilter, RunRecord, Scope,
+    Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery,
+    VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 const BACKEND: &str = "postgres";
@@ -240,6 +242,35 @@ impl Storage for PostgresStorage {
 
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {
         threads::clone_thread(self, source_thread_id, options).await
+    }
+
+    async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {
+        queue::enqueue_message(self, message).await
+    }
+
+    async fn queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+    ) -> Result<Vec<QueuedMessage>> {
+        queue::queued_messages(self, thread_id, resource_id).await
+    }
+
+    async fn remove_queued_message(&self, id: &str) -> Result<bool> {
+        queue::remove_queued_message(self, id).await
+    }
+
+    async fn cancel_queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<QueuedMessage>> {
+        queue::cancel_queued_messages(self, thread_id, resource_id, ids).await
+    }
+
+    async fn queued_threads(&self) -> Result<Vec<QueuedThread>> {
+        queue::queued_threads(self).await
     }
 
     async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>> {

@@ -368,3 +368,20 @@ pub const SCAN_RESOURCE_VECTORS: &str = "SELECT id, embedding, metadata FROM vec
      WHERE index_name = $1 AND resource_id = $2";
 
 pub const DELETE_VECTORS: &str = "DELETE FROM vectors WHERE index_name = $1 AND id = ANY($2)";
+
+// --- queued messages -------------------------------------------------------------------------
+
+/// A taken id inserts nothing and returns no row.
+pub const INSERT_QUEUED: &str = "INSERT INTO queued_messages \
+     (id, run_id, agent_id, thread_id, resource_id, message, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING RETURNING seq";
+
+pub const LIST_QUEUED: &str = "SELECT id, run_id, agent_id, thread_id, resource_id, message, seq, \
+     created_at FROM queued_messages WHERE thread_id = $1 ORDER BY seq";
+
+pub const DELETE_QUEUED: &str = "DELETE FROM queued_messages WHERE id = $1";
+
+/// Each thread with a queue, with the agent of its oldest message, oldest queue first.
+pub const QUEUED_THREADS: &str = "SELECT agent_id, thread_id, resource_id FROM \
+     (SELECT DISTINCT ON (thread_id) agent_id, thread_id, resource_id, seq \
+      FROM queued_messages ORDER BY thread_id, seq) firsts ORDER BY seq";

@@ -27,11 +27,14 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../../migrations/sqlite/0005_workflow_runs.sql"
         )),
+        M::up(include_str!(
+            "../../migrations/sqlite/0006_queued_messages.sql"
+        )),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 5;
+pub const SCHEMA_VERSION: usize = 6;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

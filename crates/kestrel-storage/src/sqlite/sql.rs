@@ -525,3 +525,30 @@ pub const SCAN_RESOURCE_VECTORS: &str = "SELECT id, embedding, metadata FROM vec
 /// ?1 index, ?2 JSON array of ids.
 pub const DELETE_VECTORS: &str = "DELETE FROM vectors WHERE index_name = ?1 \
      AND id IN (SELECT value FROM json_each(?2))";
+
+// --- queued messages -------------------------------------------------------------------------
+
+macro_rules! queued_cols {
+    () => {
+        "id, run_id, agent_id, thread_id, resource_id, message, seq, created_at"
+    };
+}
+
+/// A taken id inserts nothing (and is reported as such).
+pub const INSERT_QUEUED: &str = "INSERT INTO queued_messages \
+     (id, run_id, agent_id, thread_id, resource_id, message, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (id) DO NOTHING";
+
+pub const LIST_QUEUED: &str = concat!(
+    "SELECT ",
+    queued_cols!(),
+    " FROM queued_messages WHERE thread_id = ?1 ORDER BY seq"
+);
+
+pub const DELETE_QUEUED: &str = "DELETE FROM queued_messages WHERE id = ?1";
+
+/// Each thread with a queue, with the agent of its oldest message, oldest queue first.
+pub const QUEUED_THREADS: &str = "SELECT q.agent_id, q.thread_id, q.resource_id \
+     FROM queued_messages q \
+     WHERE q.seq = (SELECT min(seq) FROM queued_messages WHERE thread_id = q.thread_id) \
+     ORDER BY q.seq";

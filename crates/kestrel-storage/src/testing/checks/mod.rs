@@ -5,6 +5,7 @@
 mod helpers;
 mod messages;
 mod observations;
+mod queue;
 mod runs;
 mod threads;
 mod vectors;
@@ -14,6 +15,7 @@ mod working_memory;
 pub use helpers::*;
 pub use messages::*;
 pub use observations::*;
+pub use queue::*;
 pub use runs::*;
 pub use threads::*;
 pub use vectors::*;

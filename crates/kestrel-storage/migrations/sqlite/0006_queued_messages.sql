@@ -1,0 +1,13 @@
+-- Messages queued for a thread's next runs, in order (deleted with the thread).
+CREATE TABLE queued_messages (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    id          TEXT NOT NULL UNIQUE,
+    run_id      TEXT NOT NULL,
+    agent_id    TEXT NOT NULL,
+    thread_id   TEXT NOT NULL REFERENCES threads (id) ON DELETE CASCADE,
+    resource_id TEXT NOT NULL,
+    message     TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE INDEX queued_messages_by_thread ON queued_messages (thread_id, seq);
