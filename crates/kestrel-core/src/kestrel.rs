@@ -170,6 +170,45 @@ impl Kestrel {
         recover_workflows(self.inner.workflows.values()).await
     }
 
+    /// Starts draining the message queues a previous process left (messages queued with
+    /// [`Agent::queue_message`] that no run took yet): call it when a process starts
+    /// (`kestrel dev` does). Each thread's messages run in order, in the background, on the
+    /// agent that queued them. Returns how many threads have a queue; without a memory that
+    /// keeps queues, none.
+    pub async fn drain_message_queues(&self) -> usize {
+        let Some(queue) = self
+            .inner
+            .runtime
+            .memory
+            .as_ref()
+            .and_then(|memory| memory.message_queue())
+        else {
+            return 0;
+        };
+        let threads = match queue.threads().await {
+            Ok(threads) => threads,
+            Err(e) => {
+                tracing::warn!(error = %e, "the message queues could not be read");
+                return 0;
+            }
+        };
+        let mut draining = 0;
+        for thread in threads {
+            match self.inner.agents.get(&thread.agent_id) {
+                Some(agent) => {
+                    agent.drain(std::sync::Arc::clone(&queue), thread.scope);
+                    draining += 1;
+                }
+                None => tracing::warn!(
+                    agent = %thread.agent_id,
+                    thread = %thread.scope.thread_id,
+                    "messages are queued for an agent this instance does not have; left queued"
+                ),
+            }
+        }
+        draining
+    }
+
     /// This instance's id in its cluster, if it is in one.
     pub fn instance_id(&self) -> Option<&str> {
         self.inner
@@ -317,6 +356,7 @@ impl KestrelBuilder {
             runs: registry,
             models: self.models.unwrap_or_else(ModelRegistry::from_env),
             network_runs: std::sync::OnceLock::new(),
+            drains: Default::default(),
         });
         let mut agents = BTreeMap::new();
         for agent in self.agents {

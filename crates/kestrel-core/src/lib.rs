@@ -18,6 +18,7 @@
 //! - [`skill`]: skills (`SKILL.md` folders and inline skills), their catalog and tools;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
+//! - [`queue`]: where messages wait for a thread's next runs;
 //! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
 //! - [`workflow_store`]: where workflow runs are kept, as snapshots a resume claims;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
@@ -47,6 +48,7 @@ pub mod network;
 #[cfg(feature = "http")]
 pub mod providers;
 pub mod pubsub;
+pub mod queue;
 pub mod run;
 pub mod run_store;
 pub mod runtime;

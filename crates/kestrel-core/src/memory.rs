@@ -239,6 +239,13 @@ pub trait AgentMemory: Send + Sync {
         None
     }
 
+    /// Where messages queued for a thread's next runs wait
+    /// ([`crate::agent::Agent::queue_message`]): a memory whose storage keeps them gives its
+    /// queue. The default: `None` (the agent cannot queue messages).
+    fn message_queue(&self) -> Option<crate::queue::SharedMessageQueue> {
+        None
+    }
+
     /// This memory as [`Any`], for layers that know its concrete type (the server serves
     /// `kestrel-memory`'s `Memory` behind its memory routes). The default: `None`.
     fn as_any(&self) -> Option<&dyn Any> {

@@ -529,6 +529,13 @@ impl AgentMemory for Memory {
         }
     }
 
+    /// The memory's storage keeps message queues too.
+    fn message_queue(&self) -> Option<kestrel_core::queue::SharedMessageQueue> {
+        Some(Arc::new(kestrel_storage::StorageMessageQueue::new(
+            Arc::clone(&self.inner.storage),
+        )))
+    }
+
     /// The memory's storage keeps workflow runs too.
     fn workflow_store(&self) -> Option<kestrel_core::workflow_store::SharedWorkflowStore> {
         Some(Arc::new(kestrel_storage::StorageWorkflowStore::new(

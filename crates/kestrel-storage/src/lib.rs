@@ -35,6 +35,7 @@
 pub mod codec;
 pub mod error;
 pub mod memory;
+mod message_queue;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod run_store;
@@ -50,6 +51,7 @@ mod workflow_store;
 
 pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
+pub use message_queue::StorageMessageQueue;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PostgresStorage};
 pub use run_store::StorageRunStore;

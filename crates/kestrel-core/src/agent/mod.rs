@@ -32,8 +32,8 @@ pub use crate::run::{
     ToolResultRecord, Waiting, WaitingCall,
 };
 pub use crate::runtime::{
-    APPROVAL_RESUME_SCHEMA, Agent, AgentRun, AgentStream, Fork, IfActive, IfIdle, SendMessage,
-    Sent, TextStream, ThreadError, ThreadSubscription,
+    APPROVAL_RESUME_SCHEMA, Agent, AgentRun, AgentStream, Fork, IfActive, IfIdle,
+    MAX_QUEUED_PER_THREAD, Queued, SendMessage, Sent, TextStream, ThreadError, ThreadSubscription,
 };
 pub use builder::AgentBuilder;
 pub use request::{GenerateRequest, StreamRequest};

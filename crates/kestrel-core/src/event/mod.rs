@@ -330,6 +330,40 @@ event_kinds! {
     NetworkValidationEnd(NetworkValidationEndPayload) = "network-validation-end",
     /// The network run ended.
     NetworkFinish(NetworkFinishPayload) = "network-execution-event-finish",
+    /// A message was queued for a thread's next run (the event's run id is that run's).
+    MessageQueued(MessageQueuedPayload) = "message-queued",
+    /// A queued message's run took it: the run's own events follow.
+    QueuedMessageStarted(QueuedMessagePayload) = "queued-message-started",
+    /// A queued message was cancelled before a run took it.
+    QueuedMessageCancelled(QueuedMessagePayload) = "queued-message-cancelled",
+}
+
+/// Payload of `message-queued`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageQueuedPayload {
+    /// The queued message's id (also the message's id in the thread, once a run takes it).
+    pub id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// Its owner.
+    pub resource_id: String,
+    /// The message's text.
+    pub text: String,
+    /// Its place in the queue (0: next).
+    pub position: usize,
+}
+
+/// Payload of `queued-message-started` and `queued-message-cancelled`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueuedMessagePayload {
+    /// The queued message's id.
+    pub id: String,
+    /// The thread.
+    pub thread_id: String,
+    /// Its owner.
+    pub resource_id: String,
 }
 
 /// Payload of `background-task-started`.

@@ -15,6 +15,7 @@
 pub(crate) mod background;
 pub(crate) mod cluster;
 pub(crate) mod driver;
+mod queue;
 pub(crate) mod registry;
 mod stream;
 pub(crate) mod subrun;
@@ -23,6 +24,7 @@ mod threads;
 use std::sync::Arc;
 
 pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
+pub use queue::{MAX_QUEUED_PER_THREAD, Queued};
 pub use stream::{AgentStream, TextStream};
 pub use threads::{Fork, IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
@@ -48,6 +50,8 @@ pub(crate) struct Runtime {
     /// Where network runs of agents whose memory keeps no workflow runs are kept: the
     /// instance's workflow store, or (standalone) one in this process's memory.
     pub(crate) network_runs: std::sync::OnceLock<crate::workflow_store::SharedWorkflowStore>,
+    /// The threads whose message queue this process is draining.
+    pub(crate) drains: queue::Drains,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -78,6 +82,7 @@ impl Runtime {
             runs: Default::default(),
             models,
             network_runs: std::sync::OnceLock::new(),
+            drains: queue::Drains::default(),
         }
     }
 }

@@ -157,6 +157,9 @@ pub enum ThreadError {
     /// The thread could not be forked.
     #[error(transparent)]
     Fork(#[from] ForkError),
+    /// The message queue refused or failed.
+    #[error(transparent)]
+    Queue(#[from] crate::queue::QueueError),
 }
 
 /// Every event of every run on a thread, from now until dropped. Each event names its run.

@@ -15,6 +15,7 @@ mod forked_threads;
 mod live_threads;
 mod networks;
 mod observational_memory;
+mod queued_messages;
 mod semantic_recall;
 mod workflow_restart;
 mod workflows;
