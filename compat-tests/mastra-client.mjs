@@ -122,6 +122,30 @@ const checks = {
     await assert.rejects(() => thread.get(), /404/);
   },
 
+  async 'sendMessage with a fork, and queueMessage'() {
+    const echo = client.getAgent('echo');
+    await echo.generate('first words', { memory: { thread: 'dana-1', resource: 'dana' } });
+    const sent = await echo.sendMessage({ message: 'a branch', resourceId: 'dana', threadId: 'dana-1', fork: true });
+    assert.equal(sent.accepted, true);
+    assert.notEqual(sent.threadId, 'dana-1');
+    const texts = async (threadId, n) => {
+      for (let i = 0; i < 200; i++) {
+        const { messages } = await client.listThreadMessages(threadId, { agentId: 'echo' });
+        if (messages.length >= n) return messages.map((m) => m.content?.parts?.map((p) => p.text).join('') ?? m.parts?.map((p) => p.text).join(''));
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      throw new Error(`thread ${threadId} never held ${n} messages`);
+    };
+    assert.equal((await texts(sent.threadId, 4)).length, 4);
+    const original = await client.listThreadMessages('dana-1', { agentId: 'echo' });
+    assert.equal(original.messages.length, 2, 'the original thread is untouched');
+
+    const queued = await echo.queueMessage({ message: 'later please', resourceId: 'dana', threadId: 'dana-1' });
+    assert.equal(queued.accepted, true);
+    assert.equal(typeof queued.runId, 'string');
+    assert.equal((await texts('dana-1', 4)).length, 4);
+  },
+
   async 'memory status'() {
     const status = await client.getMemoryStatus('echo');
     assert.equal(status.result, true);

@@ -77,6 +77,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     // Workflow runs a process that died left running (or sleeping) go on from their last
     // step boundary.
     let restarted = kestrel.recover_workflow_runs().await;
+    // Messages queued on threads that no run took yet run now, in order.
+    let queues = kestrel.drain_message_queues().await;
     let server = dev::server(kestrel).allowed_hosts(args.allowed_hosts.clone());
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
@@ -93,6 +95,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(error) => return fail(USAGE, error),
     };
     print_banner(bound, &spec, &args.db, instance.as_deref());
+    if queues > 0 {
+        println!("  running the messages queued on {queues} thread(s) by a previous process");
+    }
     for (workflow, run) in &restarted {
         println!(
             "  restarted workflow run {run} of {workflow}, left behind by a process that died"

@@ -243,6 +243,18 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
                     _ => ApiError::internal(&error),
                 }
             }
+            kestrel_core::agent::ThreadError::Queue(queue) => {
+                use kestrel_core::queue::QueueError as Q;
+                match queue {
+                    Q::ThreadOfOtherResource { thread_id, .. } => {
+                        ApiError::not_found(format!("thread {thread_id:?} not found"))
+                    }
+                    Q::Full { .. } => {
+                        ApiError::new(StatusCode::CONFLICT, "queue_full", error.to_string())
+                    }
+                    _ => ApiError::internal(&error),
+                }
+            }
             kestrel_core::agent::ThreadError::Cluster(_) => {
                 tracing::warn!(%error, "the cluster failed");
                 ApiError::new(

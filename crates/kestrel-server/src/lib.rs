@@ -42,6 +42,7 @@ mod limits;
 mod memory;
 mod network;
 mod openapi;
+mod queue;
 mod redact;
 mod routes;
 mod skills;
@@ -317,6 +318,7 @@ impl Server {
             .merge(memory::routes())
             .merge(network::routes())
             .merge(skills::routes())
+            .merge(queue::routes())
             .merge(workflows::routes())
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");

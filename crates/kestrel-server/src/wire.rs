@@ -610,7 +610,7 @@ pub(crate) struct ForkInto {
 
 /// The text of a sent message or signal, as documented: a string, or an object with a
 /// `content` (or `text`) string; not blank.
-fn sent_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn sent_text_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let text = serde_json::json!({"type": "string", "pattern": "\\S"});
     schemars::json_schema!({
         "anyOf": [

@@ -615,3 +615,79 @@ async fn send_message_forks_a_thread_into_a_new_one() {
     let (_, listed) = f.get("/memory/threads?resourceId=ada").await;
     assert_eq!(listed["total"], 3, "{listed}");
 }
+
+#[tokio::test]
+async fn queue_message_runs_on_the_thread_and_bad_queues_are_named() {
+    let f = start(Some(in_memory()), |s| s).await;
+    let (status, queued) = f
+        .post(
+            "/agents/echo/queue-message",
+            json!({"message": "queued hello", "resourceId": "ada", "threadId": "q1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{queued}");
+    assert_eq!(queued["accepted"], true);
+    assert_eq!(queued["threadId"], "q1");
+    assert_eq!(queued["position"], 0);
+    assert!(queued["runId"].is_string() && queued["id"].is_string());
+    let mut texts = Vec::new();
+    for _ in 0..200 {
+        texts = thread_texts(&f, "q1").await;
+        if texts.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(texts, ["queued hello", "echo: queued hello"]);
+    let (status, listed) = f
+        .post(
+            "/agents/echo/threads/queue",
+            json!({"resourceId": "ada", "threadId": "q1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["messages"], json!([]));
+    let (status, cancelled) = f
+        .post(
+            "/agents/echo/threads/queue/cancel",
+            json!({"resourceId": "ada", "threadId": "q1"}),
+        )
+        .await;
+    assert_eq!((status, &cancelled["cancelled"]), (200, &json!([])));
+
+    for (path, body, want) in [
+        (
+            "/agents/echo/queue-message",
+            json!({"message": "x", "resourceId": "eve", "threadId": "q1"}),
+            (404, "not_found"),
+        ),
+        (
+            "/agents/echo/queue-message",
+            json!({"message": "x", "resourceId": "ada", "threadId": "q1", "fork": true}),
+            (422, "invalid_body"),
+        ),
+        (
+            "/agents/echo/queue-message",
+            json!({"resourceId": "ada", "threadId": "q1"}),
+            (422, "invalid_body"),
+        ),
+        (
+            "/agents/echo/threads/queue",
+            json!({"resourceId": "eve", "threadId": "q1"}),
+            (404, "not_found"),
+        ),
+        (
+            "/agents/echo/threads/queue/cancel",
+            json!({"resourceId": "ada", "threadId": "q1", "ids": vec!["x"; 101]}),
+            (422, "invalid_body"),
+        ),
+        (
+            "/agents/echo/threads/queue/cancel",
+            json!({"resourceId": "ada", "threadId": "q1", "all": true}),
+            (422, "invalid_body"),
+        ),
+    ] {
+        let (status, error) = f.post(path, body.clone()).await;
+        assert_eq!((status, error_code(&error)), want, "{path} {body}: {error}");
+    }
+}
