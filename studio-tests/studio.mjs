@@ -348,6 +348,25 @@ async function run() {
   await page.getByTestId("messages").getByText("What should I wear today?").first().waitFor();
   check((await page.getByTestId("messages").getByText("Fork this: and tomorrow?").count()) === 0, "the original thread shows the fork's message");
 
+  step = "queueing messages while a run streams";
+  await send("Hello again");
+  await page.getByTestId("queue").waitFor();
+  await page.getByTestId("prompt").fill("And the weather there?");
+  await page.getByTestId("queue").click();
+  await page.getByTestId("prompt").fill("Just a note");
+  await page.getByTestId("queue").click();
+  await page.getByTestId("queued-message").nth(1).waitFor();
+  check((await page.getByTestId("queued-message").first().innerText()).includes("And the weather there?"), "the first queued message is not shown first");
+  await page.getByTestId("queued-message").nth(1).getByTestId("queued-cancel").click();
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="queued-message"]').length === 1);
+  await page.getByTestId("queued").waitFor({ state: "hidden", timeout: 30_000 });
+  await page.getByTestId("messages").getByText("And the weather there?").waitFor();
+  await page.waitForFunction(() => {
+    const text = document.querySelector('[data-testid="messages"]').innerText;
+    return text.lastIndexOf("The forecast:") > text.indexOf("And the weather there?");
+  });
+  check(!(await page.getByTestId("messages").innerText()).includes("Just a note"), "a cancelled message ran");
+
   step = "the assistant's skills in the Agent tab";
   await page.getByTestId("tab-agent").click();
   const skill = page.getByTestId("skill-item").filter({ hasText: "weather-briefing" });

@@ -125,9 +125,11 @@ async fn list_queue(
     let queued = agent
         .queued_messages(&body.resource_id, &body.thread_id)
         .await?;
-    Ok(Json(
-        json!({"messages": queued.iter().map(queued_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(json!({
+        "messages": queued.iter().map(queued_json).collect::<Vec<_>>(),
+        // What the queue waits for: the thread's run in this process, if any.
+        "activeRunId": agent.active_run_on(&body.resource_id, &body.thread_id),
+    })))
 }
 
 async fn cancel_queue(

@@ -56,6 +56,7 @@ const ASSETS: &[Asset] = &[
     asset!("networks.js", JS),
     asset!("network-runs.js", JS),
     asset!("skills.js", JS),
+    asset!("queue.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

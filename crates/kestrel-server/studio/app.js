@@ -14,11 +14,15 @@ import { closeWorkflow, hasWorkflow, loadWorkflows, mountWorkflows, openWorkflow
 import { NetworkRun } from "./network-runs.js";
 import { networkBody } from "./networks.js";
 import { skillsSection } from "./skills.js";
+import { QueuePanel } from "./queue.js";
 
 const RESOURCE_KEY = "kestrel.studio.resource";
 const DEFAULT_RESOURCE = "studio";
 
 const $ = (id) => document.getElementById(id);
+
+/** The thread's queued messages, above the composer; once they have run, the history again. */
+let queuePanel = null;
 
 const state = {
   agents: {},
@@ -76,6 +80,14 @@ async function boot() {
     }
   });
   $("stop").addEventListener("click", stopRun);
+  queuePanel = new QueuePanel($("queued"), {
+    onDrained: () => {
+      state.entries = [];
+      loadHistory();
+      refreshAfterRun();
+    },
+  });
+  $("queue").addEventListener("click", queuePrompt);
   $("new-thread").addEventListener("click", () => openConversation(state.agentId, null));
   $("run-select").addEventListener("change", () => {
     state.selectedRunId = $("run-select").value || null;
@@ -395,6 +407,11 @@ function drawComposer() {
   if (fork.hidden) $("fork-mode").checked = false;
   $("send").disabled = state.busy;
   $("stop").hidden = !state.busy;
+  // While a run is active, a message can wait for the thread's next run.
+  const a = agent();
+  const queueable = !!(a && a.hasMemory && state.threadId);
+  $("queue").hidden = !(state.busy && queueable);
+  if (queuePanel) queuePanel.follow(state.agentId, resource(), queueable ? state.threadId : null);
   $("prompt").disabled = false;
 }
 
@@ -561,6 +578,18 @@ async function sendPrompt() {
   state.busy = state.current !== null;
   drawComposer();
   refreshAfterRun();
+}
+
+/** Queues the composer's text for the thread's next run. */
+async function queuePrompt() {
+  const text = $("prompt").value.trim();
+  if (!text || !queuePanel) return;
+  try {
+    await queuePanel.queue(text);
+    $("prompt").value = "";
+  } catch (error) {
+    toast(error.message || String(error));
+  }
 }
 
 /**

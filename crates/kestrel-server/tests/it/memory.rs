@@ -647,6 +647,7 @@ async fn queue_message_runs_on_the_thread_and_bad_queues_are_named() {
         .await;
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["messages"], json!([]));
+    assert_eq!(listed["activeRunId"], Value::Null);
     let (status, cancelled) = f
         .post(
             "/agents/echo/threads/queue/cancel",
