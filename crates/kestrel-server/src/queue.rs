@@ -21,6 +21,8 @@ type Shared = State<Arc<AppState>>;
 
 pub(crate) fn routes() -> Routes<Arc<AppState>> {
     const RUNS: &str = "runs";
+    const NO_QUEUE: &str =
+        "The agent has no memory to queue messages in, or the thread's queue is full";
     Routes::new()
         .post(
             "/agents/{agent_id}/queue-message",
@@ -29,18 +31,22 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Queue a message for the thread's next run (after the active one; at once on an idle thread)",
             )
-            .body::<QueueMessageDoc>(),
+            .body::<QueueMessageDoc>()
+            .conflict(NO_QUEUE),
         )
         .post(
             "/agents/{agent_id}/threads/queue",
             list_queue,
-            Doc::json(RUNS, "List the thread's queued messages, oldest first").body::<ThreadBody>(),
+            Doc::json(RUNS, "List the thread's queued messages, oldest first")
+                .body::<ThreadBody>()
+                .conflict(NO_QUEUE),
         )
         .post(
             "/agents/{agent_id}/threads/queue/cancel",
             cancel_queue,
             Doc::json(RUNS, "Cancel queued messages of the thread (these ids, or all)")
-                .body::<CancelBody>(),
+                .body::<CancelBody>()
+                .conflict(NO_QUEUE),
         )
 }
 
