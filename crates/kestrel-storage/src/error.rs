@@ -114,6 +114,36 @@ pub enum StorageError {
         /// The vector's length.
         got: usize,
     },
+    /// No stored agent has this id.
+    #[error("stored agent `{agent_id}` not found")]
+    AgentNotFound {
+        /// The id asked for.
+        agent_id: String,
+    },
+    /// A stored agent with this id exists already.
+    #[error("stored agent `{agent_id}` already exists")]
+    AgentExists {
+        /// The id that was taken.
+        agent_id: String,
+    },
+    /// The agent has no version with this id (it may be another agent's).
+    #[error("agent `{agent_id}` has no version `{version_id}`")]
+    VersionNotFound {
+        /// The agent.
+        agent_id: String,
+        /// The version asked for.
+        version_id: String,
+    },
+    /// The published version cannot be deleted.
+    #[error(
+        "version `{version_id}` is agent `{agent_id}`'s published version; publish another first"
+    )]
+    VersionPublished {
+        /// The agent.
+        agent_id: String,
+        /// The version.
+        version_id: String,
+    },
     /// The database could not be opened (or migrated on open).
     #[error("cannot open {target}: {reason}")]
     Open {

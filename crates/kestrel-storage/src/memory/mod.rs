@@ -1,6 +1,7 @@
 //! [`InMemoryStorage`]: everything in process memory, lost on exit. For tests and throwaway
 //! agents; it passes the same conformance suite as the database backends.
 
+mod agents;
 mod listing;
 mod queue;
 mod workflows;
@@ -17,10 +18,11 @@ use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::storage::Storage;
 use crate::types::{
-    CloneThread, MessageList, MessageSearch, MetadataUpdate, NewMessage, NewObservation,
-    NewQueuedMessage, NewThread, Observation, Page, QueuedMessage, QueuedThread, RunFilter,
-    RunRecord, Scope, Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch,
-    VectorQuery, VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
+    AgentVersion, CloneThread, MessageList, MessageSearch, MetadataUpdate, NewAgentVersion,
+    NewMessage, NewObservation, NewQueuedMessage, NewStoredAgent, NewThread, Observation, Page,
+    QueuedMessage, QueuedThread, RunFilter, RunRecord, Scope, Selection, StoredAgent,
+    StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery, VectorRecord,
+    WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
 };
 
 /// A store in process memory. Cheap to create; one mutex guards it (no lock is held across an
@@ -54,6 +56,10 @@ struct State {
     fences: HashMap<String, i64>,
     observations: HashMap<ObservationKey, Vec<Observation>>,
     indexes: HashMap<String, VectorIndex>,
+    /// Stored agents by id.
+    stored_agents: BTreeMap<String, StoredAgent>,
+    /// Each stored agent's versions.
+    agent_versions: HashMap<String, Vec<AgentVersion>>,
     /// Every queued message, oldest first.
     queue: Vec<QueuedMessage>,
     /// The seq of the last queued message.
@@ -298,6 +304,53 @@ impl Storage for InMemoryStorage {
             codec::meta_str(&r.metadata, "thread_id").as_deref() != Some(thread_id)
         });
         Ok(true)
+    }
+
+    async fn create_stored_agent(
+        &self,
+        agent: NewStoredAgent,
+    ) -> Result<(StoredAgent, AgentVersion)> {
+        agents::create(&mut self.state(), agent)
+    }
+
+    async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
+        Ok(agents::get(&self.state(), agent_id))
+    }
+
+    async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
+        Ok(agents::list(&self.state()))
+    }
+
+    async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
+        Ok(agents::delete(&mut self.state(), agent_id))
+    }
+
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        version: NewAgentVersion,
+    ) -> Result<AgentVersion> {
+        agents::add_version(&mut self.state(), agent_id, version)
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
+        agents::get_version(&self.state(), agent_id, version_id)
+    }
+
+    async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
+        agents::list_versions(&self.state(), agent_id)
+    }
+
+    async fn activate_agent_version(
+        &self,
+        agent_id: &str,
+        version_id: Option<&str>,
+    ) -> Result<StoredAgent> {
+        agents::activate(&mut self.state(), agent_id, version_id)
+    }
+
+    async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
+        agents::delete_version(&mut self.state(), agent_id, version_id)
     }
 
     async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {

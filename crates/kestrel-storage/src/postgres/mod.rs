@@ -14,6 +14,7 @@
 //! and the in-memory store's. [`PostgresStorage::has_pgvector`] reports whether the server has
 //! the pgvector extension; an approximate index on it is a later, opt-in addition.
 
+mod agents;
 mod messages;
 mod observations;
 mod queue;
@@ -41,10 +42,11 @@ use crate::error::{Result, StorageError};
 use crate::sql_common::{db_err, migrate_err, open_err, redact_url};
 use crate::storage::Storage;
 use crate::types::{
-    CloneThread, MessageList, MessageSearch, NewMessage, NewObservation, NewQueuedMessage,
-    NewThread, Observation, Page, QueuedMessage, QueuedThread, RunFilter, RunRecord, Scope,
-    Selection, StoredMessage, Thread, ThreadPatch, ThreadQuery, VectorMatch, VectorQuery,
-    VectorRecord, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus,
+    AgentVersion, CloneThread, MessageList, MessageSearch, NewAgentVersion, NewMessage,
+    NewObservation, NewQueuedMessage, NewStoredAgent, NewThread, Observation, Page, QueuedMessage,
+    QueuedThread, RunFilter, RunRecord, Scope, Selection, StoredAgent, StoredMessage, Thread,
+    ThreadPatch, ThreadQuery, VectorMatch, VectorQuery, VectorRecord, WorkflowRunFilter,
+    WorkflowRunRecord, WorkflowStatus,
 };
 
 const BACKEND: &str = "postgres";
@@ -242,6 +244,53 @@ impl Storage for PostgresStorage {
 
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {
         threads::clone_thread(self, source_thread_id, options).await
+    }
+
+    async fn create_stored_agent(
+        &self,
+        agent: NewStoredAgent,
+    ) -> Result<(StoredAgent, AgentVersion)> {
+        agents::create(self, agent).await
+    }
+
+    async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
+        agents::get(self, agent_id).await
+    }
+
+    async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
+        agents::list(self).await
+    }
+
+    async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
+        agents::delete(self, agent_id).await
+    }
+
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        version: NewAgentVersion,
+    ) -> Result<AgentVersion> {
+        agents::add_version(self, agent_id, version).await
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
+        agents::get_version(self, agent_id, version_id).await
+    }
+
+    async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
+        agents::list_versions(self, agent_id).await
+    }
+
+    async fn activate_agent_version(
+        &self,
+        agent_id: &str,
+        version_id: Option<&str>,
+    ) -> Result<StoredAgent> {
+        agents::activate(self, agent_id, version_id).await
+    }
+
+    async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
+        agents::delete_version(self, agent_id, version_id).await
     }
 
     async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {

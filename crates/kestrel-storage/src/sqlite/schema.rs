@@ -30,11 +30,14 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../../migrations/sqlite/0006_queued_messages.sql"
         )),
+        M::up(include_str!(
+            "../../migrations/sqlite/0007_stored_agents.sql"
+        )),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 6;
+pub const SCHEMA_VERSION: usize = 7;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

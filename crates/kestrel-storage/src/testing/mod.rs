@@ -57,6 +57,8 @@ macro_rules! conformance_tests {
             workflow_runs_resume_from_the_store,
             observations_scopes_and_replace,
             queue_order_and_removal,
+            stored_agents_versions_lifecycle,
+            stored_agents_concurrent_versions,
             queue_ownership_cancel_and_delete,
             vectors_index_lifecycle,
             vectors_dimension_mismatch,

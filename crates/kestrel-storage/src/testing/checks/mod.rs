@@ -2,6 +2,7 @@
 //!
 //! One module per area checked; every check (and the public helpers) is re-exported here.
 
+mod agents;
 mod helpers;
 mod messages;
 mod observations;
@@ -12,6 +13,7 @@ mod vectors;
 mod workflows;
 mod working_memory;
 
+pub use agents::*;
 pub use helpers::*;
 pub use messages::*;
 pub use observations::*;
