@@ -16,6 +16,7 @@
 //!   runs stream the same events;
 //! - [`event`]: the one event enum whose JSON is the wire format;
 //! - [`skill`]: skills (`SKILL.md` folders and inline skills), their catalog and tools;
+//! - [`version`]: versions of agents (drafts, one published) and the choice of one per run;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
 //! - [`queue`]: where messages wait for a thread's next runs;
@@ -55,5 +56,6 @@ pub mod runtime;
 pub mod schema;
 pub mod skill;
 pub mod tool;
+pub mod version;
 pub mod workflow;
 pub mod workflow_store;
