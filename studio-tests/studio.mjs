@@ -349,7 +349,7 @@ async function run() {
   check((await page.getByTestId("messages").getByText("Fork this: and tomorrow?").count()) === 0, "the original thread shows the fork's message");
 
   step = "queueing messages while a run streams";
-  await send("Hello again");
+  await send("Reply slowly please");
   await page.getByTestId("queue").waitFor();
   await page.getByTestId("prompt").fill("And the weather there?");
   await page.getByTestId("queue").click();

@@ -198,6 +198,9 @@ fn scripted_model() -> ScriptedModel {
                     dev::BOOKING_TOOL,
                     json!({"restaurant": "Nora", "guests": 2}),
                 )
+            } else if asked.contains("slowly") {
+                // Long enough for the page to queue and cancel messages behind it.
+                slow_text(&["Taking ", "my ", "time."], Duration::from_millis(2500))
             } else if asked.contains("wear") {
                 ScriptedResponse::tool_call(
                     call_id("skill"),
