@@ -248,9 +248,18 @@ pub struct KestrelBuilder {
     pubsub: Option<SharedPubSub>,
     background_concurrency: Option<usize>,
     cluster: Option<Cluster>,
+    versions: crate::version::Versions,
 }
 
 impl KestrelBuilder {
+    /// The versions the instance's runs use unless a run chooses
+    /// ([`RunOptions::versions`](crate::agent::RunOptions::versions)): Mastra's
+    /// `new Mastra({versions})`. Agents it does not name use their published version.
+    pub fn versions(mut self, versions: crate::version::Versions) -> Self {
+        self.versions = versions;
+        self
+    }
+
     /// Registers an agent.
     pub fn agent(mut self, agent: Agent) -> Self {
         self.agents.push(agent);
@@ -357,6 +366,7 @@ impl KestrelBuilder {
             models: self.models.unwrap_or_else(ModelRegistry::from_env),
             network_runs: std::sync::OnceLock::new(),
             drains: Default::default(),
+            versions: self.versions.clone(),
         });
         let mut agents = BTreeMap::new();
         for agent in self.agents {

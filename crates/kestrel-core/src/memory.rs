@@ -246,6 +246,12 @@ pub trait AgentMemory: Send + Sync {
         None
     }
 
+    /// Where the versions of agents are kept ([`crate::version`]): a memory whose storage
+    /// keeps them gives its store. The default: `None` (runs use the agents' own definitions).
+    fn agent_versions(&self) -> Option<crate::version::SharedAgentVersions> {
+        None
+    }
+
     /// This memory as [`Any`], for layers that know its concrete type (the server serves
     /// `kestrel-memory`'s `Memory` behind its memory routes). The default: `None`.
     fn as_any(&self) -> Option<&dyn Any> {

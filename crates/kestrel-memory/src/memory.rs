@@ -529,6 +529,13 @@ impl AgentMemory for Memory {
         }
     }
 
+    /// The memory's storage keeps agents' versions too.
+    fn agent_versions(&self) -> Option<kestrel_core::version::SharedAgentVersions> {
+        Some(Arc::new(kestrel_storage::StorageAgentVersions::new(
+            Arc::clone(&self.inner.storage),
+        )))
+    }
+
     /// The memory's storage keeps message queues too.
     fn message_queue(&self) -> Option<kestrel_core::queue::SharedMessageQueue> {
         Some(Arc::new(kestrel_storage::StorageMessageQueue::new(

@@ -32,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agent_versions;
 pub mod codec;
 pub mod error;
 pub mod memory;
@@ -49,6 +50,7 @@ pub mod testing;
 pub mod types;
 mod workflow_store;
 
+pub use agent_versions::StorageAgentVersions;
 pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
 pub use message_queue::StorageMessageQueue;

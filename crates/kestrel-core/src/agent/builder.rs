@@ -54,6 +54,7 @@ pub struct AgentBuilder {
     primitive_tools: Vec<String>,
     background: BackgroundTasks,
     skills: SkillChoice,
+    editable: crate::version::Editable,
 }
 
 /// The skills given to the builder.
@@ -87,6 +88,7 @@ impl AgentBuilder {
             primitive_tools: Vec::new(),
             background: BackgroundTasks::new(),
             skills: SkillChoice::Fixed(Vec::new()),
+            editable: crate::version::Editable::default(),
         }
     }
 
@@ -222,6 +224,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Which fields of this agent its stored versions may change (see [`crate::version`]):
+    /// none unless opted in, e.g. `Editable::instructions().and_tool_descriptions()`. A run
+    /// that would use a version setting other fields fails with a typed error.
+    pub fn editable(mut self, editable: crate::version::Editable) -> Self {
+        self.editable = editable;
+        self
+    }
+
     /// Adds a shared tool.
     pub fn shared_tool(mut self, tool: SharedTool) -> Self {
         self.tools.push(tool);
@@ -354,6 +364,7 @@ impl AgentBuilder {
             background: self.background,
             tool_definitions,
             skills,
+            editable: self.editable,
         };
         let unknown = inner.background.unknown(&inner);
         if !unknown.is_empty() {

@@ -46,6 +46,12 @@ macro_rules! run_option_setters {
             self
         }
 
+        /// Which version of each agent the run uses ([`RunOptions::versions`]).
+        pub fn versions(mut self, versions: crate::version::Versions) -> Self {
+            self.options = self.options.versions(versions);
+            self
+        }
+
         /// Uses this run id ([`RunOptions::run_id`]).
         pub fn run_id(mut self, run_id: impl Into<String>) -> Self {
             self.options = self.options.run_id(run_id);

@@ -200,6 +200,16 @@ pub enum AgentError {
         #[source]
         source: crate::cluster::ClusterError,
     },
+    /// The version chosen for the run's agent cannot be used (an unknown version id, fields
+    /// the agent does not let versions change, tools it does not have).
+    #[error("run {run_id}: {source}")]
+    Version {
+        /// The run.
+        run_id: String,
+        /// Why.
+        #[source]
+        source: crate::version::VersionError,
+    },
     /// The run's task failed unexpectedly.
     #[error("run {run_id}: internal error: {message}")]
     Internal {
@@ -240,6 +250,7 @@ impl AgentError {
             AgentError::RunTakenOver { .. } => {
                 "the run was taken over by another instance".to_owned()
             }
+            AgentError::Version { source, .. } => source.to_string(),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -260,6 +271,7 @@ impl AgentError {
             | AgentError::RunDrivenElsewhere { run_id, .. }
             | AgentError::Cluster { run_id, .. }
             | AgentError::RunTakenOver { run_id }
+            | AgentError::Version { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -280,6 +292,7 @@ impl AgentError {
             AgentError::RunDrivenElsewhere { .. } => "run-driven-elsewhere",
             AgentError::Cluster { .. } => "cluster",
             AgentError::RunTakenOver { .. } => "run-taken-over",
+            AgentError::Version { .. } => "version",
             AgentError::Internal { .. } => "internal",
         }
     }

@@ -90,4 +90,6 @@ pub(crate) struct AgentDefinition {
     pub(crate) tool_definitions: ToolDefinitions,
     /// The agent's skills (their tools are in `tools`).
     pub(crate) skills: Option<crate::skill::SkillsSource>,
+    /// What its stored versions may change.
+    pub(crate) editable: crate::version::Editable,
 }

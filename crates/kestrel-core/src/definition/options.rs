@@ -68,6 +68,9 @@ pub struct RunOptions {
     /// Keep the run (and its stream) going until every background task it started has ended
     /// and its result was answered (Mastra's `untilIdle`).
     pub until_idle: Option<bool>,
+    /// Which version of each agent the run and its delegations use (Mastra's `versions`);
+    /// over the instance's defaults. Agents it does not name use their published version.
+    pub versions: Option<crate::version::Versions>,
 }
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
@@ -94,6 +97,13 @@ impl RunOptions {
     /// Default options.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Which version of each agent the run and every delegation in it use (see
+    /// [`crate::version`]): `Versions::new().agent("writing", VersionChoice::id("…"))`.
+    pub fn versions(mut self, versions: crate::version::Versions) -> Self {
+        self.versions = Some(versions);
+        self
     }
 
     /// Requires approval for every tool call (`true`), or for the calls a policy selects

@@ -215,6 +215,9 @@ impl DelegationTool {
         if let Some(max_steps) = max_steps {
             run_options = run_options.max_steps(max_steps);
         }
+        if let Some(versions) = ctx.extension::<crate::runtime::driver::RunVersions>() {
+            run_options = run_options.versions(versions.0.clone());
+        }
         let stable = options.is_some_and(|o| o.stable_threads);
         let scope = self.sub_agent_scope(ctx, stable);
         if let (Some(scope), Some(memory)) = (&scope, self.agent.memory()) {

@@ -343,6 +343,16 @@ pub struct RunSettings {
     /// The run-level approval policy, as far as it can be saved.
     #[serde(default)]
     pub tool_approval: SavedApproval,
+    /// Which version of each agent the run and its delegations use.
+    #[serde(default, skip_serializing_if = "crate::run::state::no_versions")]
+    pub versions: crate::version::Versions,
+    /// The version of this run's agent it runs, once chosen: a resume uses the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+}
+
+fn no_versions(versions: &crate::version::Versions) -> bool {
+    versions.agents.is_empty()
 }
 
 /// The run-level approval policy in a saved state (a function cannot be saved).

@@ -20,6 +20,7 @@ pub(crate) mod registry;
 mod stream;
 pub(crate) mod subrun;
 mod threads;
+mod versioned;
 
 use std::sync::Arc;
 
@@ -52,6 +53,8 @@ pub(crate) struct Runtime {
     pub(crate) network_runs: std::sync::OnceLock<crate::workflow_store::SharedWorkflowStore>,
     /// The threads whose message queue this process is draining.
     pub(crate) drains: queue::Drains,
+    /// The instance's default choice of versions, under each run's own.
+    pub(crate) versions: crate::version::Versions,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -83,6 +86,7 @@ impl Runtime {
             models,
             network_runs: std::sync::OnceLock::new(),
             drains: queue::Drains::default(),
+            versions: crate::version::Versions::default(),
         }
     }
 }
@@ -277,6 +281,7 @@ impl Agent {
             background: crate::definition::BackgroundTasks::new(),
             tool_definitions,
             skills: None,
+            editable: crate::version::Editable::default(),
         };
         Agent {
             inner: Arc::new(definition),

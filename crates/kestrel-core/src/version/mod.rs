@@ -8,8 +8,11 @@
 //! the latest draft, or a version by id.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::BoxError;
 
 /// What a version of an agent sets; every field left out keeps the agent's own.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -248,6 +251,71 @@ impl Versions {
         Versions { agents }
     }
 }
+
+/// A version a run uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedVersion {
+    /// Its id.
+    pub id: String,
+    /// Its number (1 for the first).
+    pub number: i64,
+    /// What it sets.
+    pub config: AgentConfig,
+}
+
+/// Why a run could not use the version chosen for it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VersionError {
+    /// The agent has no version with this id (another agent's version included).
+    #[error("agent {agent_id:?} has no version {version_id:?}")]
+    UnknownVersion {
+        /// The agent.
+        agent_id: String,
+        /// The version asked for.
+        version_id: String,
+    },
+    /// The version sets fields the agent does not let versions change.
+    #[error("version {version_id:?} of agent {agent_id:?} sets {}, which the agent does not let versions change", .fields.join(", "))]
+    NotEditable {
+        /// The agent.
+        agent_id: String,
+        /// The version.
+        version_id: String,
+        /// The fields refused.
+        fields: Vec<String>,
+    },
+    /// The version names what the agent does not have, or is malformed.
+    #[error("version {version_id:?} of agent {agent_id:?} cannot be used: {reason}")]
+    Invalid {
+        /// The agent.
+        agent_id: String,
+        /// The version.
+        version_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The store failed.
+    #[error("reading the agent's versions failed: {0}")]
+    Store(#[source] BoxError),
+}
+
+/// Where agents' versions are kept, as runs read them. `kestrel-storage` implements it on
+/// every backend; `kestrel-memory`'s `Memory` hands an agent its storage's.
+#[async_trait::async_trait]
+pub trait AgentVersionStore: Send + Sync {
+    /// The version of `agent_id` that `choice` names: `None` when the agent has no stored
+    /// versions, or none is published and the choice is the published one (the agent's own
+    /// definition is used then). A version id the agent does not have is an error.
+    async fn resolve(
+        &self,
+        agent_id: &str,
+        choice: &VersionChoice,
+    ) -> Result<Option<ResolvedVersion>, VersionError>;
+}
+
+/// A version store shared by an instance's agents.
+pub type SharedAgentVersions = Arc<dyn AgentVersionStore>;
 
 #[cfg(test)]
 mod tests {

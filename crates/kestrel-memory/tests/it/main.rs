@@ -17,5 +17,6 @@ mod networks;
 mod observational_memory;
 mod queued_messages;
 mod semantic_recall;
+mod versions;
 mod workflow_restart;
 mod workflows;

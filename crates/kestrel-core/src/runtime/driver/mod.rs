@@ -52,6 +52,7 @@ mod between_steps;
 mod memory_io;
 mod model_step;
 mod tools_step;
+pub(crate) use tools_step::RunVersions;
 
 /// How long tools that watch the abort signal may take to return after an abort.
 const ABORT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -108,6 +109,11 @@ pub struct AgentRun {
     until_idle: bool,
     /// The caller chose the run id of this new run: it must not be a stored run's.
     chosen_id: bool,
+    /// The caller (or the agent's defaults) chose the bound on steps: a version's does not
+    /// apply.
+    max_steps_chosen: bool,
+    /// Whether the agent's version was looked up for this run (in this process).
+    version_resolved: bool,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -153,6 +159,13 @@ impl AgentRun {
                 .map(|m| m.resource.clone())
                 .or_else(|| options.resource.clone()),
             tool_approval: SavedApproval::Never,
+            versions: options
+                .versions
+                .clone()
+                .or_else(|| d.versions.clone())
+                .unwrap_or_default()
+                .over(&agent.runtime.versions),
+            version_id: None,
         };
         let approval = approval_policy(
             options.require_tool_approval,
@@ -164,6 +177,7 @@ impl AgentRun {
             .run_id
             .or_else(|| d.run_id.clone())
             .unwrap_or_else(crate::id::new_id);
+        let max_steps_chosen = options.max_steps.is_some() || d.max_steps.is_some();
         let max_steps = options
             .max_steps
             .or(d.max_steps)
@@ -195,6 +209,7 @@ impl AgentRun {
         run.busy = busy;
         run.until_idle = until_idle;
         run.chosen_id = chosen_id;
+        run.max_steps_chosen = max_steps_chosen;
         run.with_hooks(
             options.delegation,
             options.on_iteration_complete,
@@ -293,6 +308,8 @@ impl AgentRun {
             background: None,
             until_idle: false,
             chosen_id: false,
+            max_steps_chosen: false,
+            version_resolved: false,
             agent,
             state,
             abort,

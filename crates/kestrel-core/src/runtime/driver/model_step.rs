@@ -25,6 +25,9 @@ impl AgentRun {
         if let (Some(model), Some(system)) = (&self.model, &self.system) {
             return Ok((model.clone(), system.clone()));
         }
+        if !self.version_resolved {
+            self.use_version().await?;
+        }
         let inner = &self.agent.inner;
         let run_id = self.state.run_id.clone();
         let model = match &inner.model {
@@ -72,6 +75,42 @@ impl AgentRun {
         self.model = Some(model.clone());
         self.system = Some(system.clone());
         Ok((model, system))
+    }
+
+    /// Runs the agent's version the run chose (or, resumed, the one it ran before): the agent
+    /// is seen through it for the rest of the run. An agent without stored versions, or
+    /// whose chosen status has none, runs its own definition.
+    async fn use_version(&mut self) -> Result<(), AgentError> {
+        self.version_resolved = true;
+        let Some(store) = self.agent.version_store() else {
+            return Ok(());
+        };
+        let settings = &self.state.settings;
+        let agent_id = self.agent.id().to_owned();
+        let choice = match &settings.version_id {
+            Some(id) => crate::version::VersionChoice::id(id),
+            None => settings.versions.choice_for(&agent_id),
+        };
+        let failed = |source: crate::version::VersionError| AgentError::Version {
+            run_id: self.state.run_id.clone(),
+            source,
+        };
+        let Some(version) = store.resolve(&agent_id, &choice).await.map_err(failed)? else {
+            return Ok(());
+        };
+        self.agent = self.agent.with_version(&version).map_err(failed)?;
+        if let Some(max_steps) = version
+            .config
+            .default_options
+            .as_ref()
+            .and_then(|o| o.max_steps)
+            && !self.max_steps_chosen
+            && self.state.settings.version_id.is_none()
+        {
+            self.state.max_steps = max_steps.max(1);
+        }
+        self.state.settings.version_id = Some(version.id);
+        Ok(())
     }
 
     pub(super) async fn model_phase(&mut self) -> Result<(), AgentError> {

@@ -219,6 +219,7 @@ impl AgentRun {
             store: Arc::clone(&self.store),
             pause: self.pause.clone(),
             agent_id: self.agent.id().to_owned(),
+            versions: self.state.settings.versions.clone(),
         });
         let background_of = |index: usize| {
             let config = background.iter().find(|(i, _)| *i == index)?.1;
@@ -402,7 +403,13 @@ struct CallBase {
     store: SharedRunStore,
     pause: AbortSignal,
     agent_id: String,
+    /// The run's choice of versions, which its delegations carry.
+    versions: crate::version::Versions,
 }
+
+/// The versions a delegating run chose, for its sub-agents' runs.
+#[derive(Debug, Clone)]
+pub(crate) struct RunVersions(pub(crate) crate::version::Versions);
 
 /// What one call brings beyond the call itself.
 struct CallExtras {
@@ -487,6 +494,8 @@ async fn run_tool(
     if sub_run.is_some() || background.is_some() {
         // The sub-agent runs in this run's runtime.
         extensions.insert(Arc::clone(&agent.runtime));
+        // The sub-agent runs the versions this run chose (seed 000's `versions`).
+        extensions.insert(RunVersions(base.versions.clone()));
         if let Some(delegation) = &base.delegation {
             extensions.insert(Arc::clone(delegation));
         }

@@ -1,0 +1,222 @@
+//! An agent seen through one of its versions: the version's instructions, model, tools,
+//! sub-agents and tool descriptions over the agent's own, as far as the agent lets versions
+//! change them ([`crate::version::Editable`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::Agent;
+use crate::definition::tools::{DELEGATION_TOOL_PREFIX, ToolDefinitions};
+use crate::definition::{AgentDefinition, Instructions, ModelSource};
+use crate::model::ModelSpec;
+use crate::tool::{ApprovalContext, SharedTool, Tool, ToolContext, ToolError, ToolSet};
+use crate::version::{ResolvedVersion, SharedAgentVersions, VersionError};
+
+impl Agent {
+    /// Where this agent's versions are kept: its memory's store, else its instance's.
+    pub(crate) fn version_store(&self) -> Option<SharedAgentVersions> {
+        let own = self.inner.memory.as_ref().and_then(|m| m.agent_versions());
+        own.or_else(|| {
+            self.runtime
+                .memory
+                .as_ref()
+                .and_then(|m| m.agent_versions())
+        })
+    }
+
+    /// This agent with `version` over its own definition.
+    pub(crate) fn with_version(&self, version: &ResolvedVersion) -> Result<Agent, VersionError> {
+        let inner = &self.inner;
+        let config = &version.config;
+        let refused = inner.editable.refused(config);
+        if !refused.is_empty() {
+            return Err(VersionError::NotEditable {
+                agent_id: inner.id.clone(),
+                version_id: version.id.clone(),
+                fields: refused.into_iter().map(str::to_owned).collect(),
+            });
+        }
+        let invalid = |reason: String| VersionError::Invalid {
+            agent_id: inner.id.clone(),
+            version_id: version.id.clone(),
+            reason,
+        };
+        let unknown = |kind: &str, names: Vec<&String>| {
+            invalid(format!(
+                "it names {kind} the agent does not have: {}",
+                names
+                    .iter()
+                    .map(|n| format!("{n:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        };
+        if let Some(tools) = &config.tools {
+            let missing: Vec<&String> = tools
+                .iter()
+                .filter(|t| !inner.own_tools.contains(t))
+                .collect();
+            if !missing.is_empty() {
+                return Err(unknown("tools", missing));
+            }
+        }
+        if let Some(agents) = &config.agents {
+            let missing: Vec<&String> = agents
+                .iter()
+                .filter(|a| !inner.sub_agents.contains_key(*a))
+                .collect();
+            if !missing.is_empty() {
+                return Err(unknown("sub-agents", missing));
+            }
+        }
+        let sub_agents: HashMap<String, Arc<AgentDefinition>> = inner
+            .sub_agents
+            .iter()
+            .filter(|(id, _)| config.agents.as_ref().is_none_or(|keep| keep.contains(id)))
+            .map(|(id, agent)| (id.clone(), Arc::clone(agent)))
+            .collect();
+        let mut tools = ToolSet::new();
+        for name in inner.tools.names() {
+            let Some(tool) = inner.tools.get(&name) else {
+                continue;
+            };
+            let dropped_own = inner.own_tools.contains(&name)
+                && config
+                    .tools
+                    .as_ref()
+                    .is_some_and(|keep| !keep.contains(&name));
+            let dropped_sub_agent = name.strip_prefix(DELEGATION_TOOL_PREFIX).is_some_and(|id| {
+                inner.sub_agents.contains_key(id) && !sub_agents.contains_key(id)
+            });
+            if dropped_own || dropped_sub_agent {
+                continue;
+            }
+            let tool = match config.tool_descriptions.get(&name) {
+                Some(description) => Arc::new(Described {
+                    tool: Arc::clone(tool),
+                    description: description.clone(),
+                }) as SharedTool,
+                None => Arc::clone(tool),
+            };
+            tools
+                .insert(tool)
+                .map_err(|e| invalid(format!("its tools do not fit together: {e}")))?;
+        }
+        let described: Vec<&String> = config
+            .tool_descriptions
+            .keys()
+            .filter(|name| tools.get(name).is_none())
+            .collect();
+        if !described.is_empty() {
+            return Err(unknown("tool descriptions for tools", described));
+        }
+        let model = match &config.model {
+            Some(model) => {
+                let registry = inner.own_registry.as_ref().unwrap_or(&self.runtime.models);
+                let resolved = ModelSpec::Id(model.clone())
+                    .resolve(registry)
+                    .map_err(|e| invalid(format!("its model cannot be used: {e}")))?;
+                ModelSource::Fixed(resolved)
+            }
+            None => inner.model.clone(),
+        };
+        let memory_tools: Vec<String> = inner
+            .memory
+            .iter()
+            .flat_map(|m| m.tools())
+            .map(|t| t.id().to_owned())
+            .collect();
+        let tool_definitions = ToolDefinitions::new(&tools, &sub_agents, &memory_tools);
+        let definition = AgentDefinition {
+            id: inner.id.clone(),
+            name: config.name.clone().unwrap_or_else(|| inner.name.clone()),
+            description: config
+                .description
+                .clone()
+                .unwrap_or_else(|| inner.description.clone()),
+            instructions: match &config.instructions {
+                Some(text) => Instructions::Static(text.as_str().into()),
+                None => inner.instructions.clone(),
+            },
+            model,
+            tools,
+            max_steps: config
+                .default_options
+                .as_ref()
+                .and_then(|o| o.max_steps)
+                .unwrap_or(inner.max_steps)
+                .max(1),
+            defaults: inner.defaults.clone(),
+            own_registry: inner.own_registry.clone(),
+            memory: inner.memory.clone(),
+            own_run_store: inner.own_run_store.clone(),
+            sub_agents,
+            workflows: inner.workflows.clone(),
+            own_tools: inner
+                .own_tools
+                .iter()
+                .filter(|t| config.tools.as_ref().is_none_or(|keep| keep.contains(t)))
+                .cloned()
+                .collect(),
+            background: inner.background.clone(),
+            tool_definitions,
+            skills: inner.skills.clone(),
+            editable: inner.editable,
+        };
+        Ok(Agent {
+            inner: Arc::new(definition),
+            runtime: Arc::clone(&self.runtime),
+        })
+    }
+}
+
+/// A tool with another description (a version's).
+struct Described {
+    tool: SharedTool,
+    description: String,
+}
+
+#[async_trait::async_trait]
+impl Tool for Described {
+    fn id(&self) -> &str {
+        self.tool.id()
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> &Value {
+        self.tool.input_schema()
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        self.tool.output_schema()
+    }
+
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        self.tool.execute(input, ctx).await
+    }
+
+    fn requires_approval(&self, input: &Value, ctx: &ApprovalContext<'_>) -> bool {
+        self.tool.requires_approval(input, ctx)
+    }
+
+    fn is_client_tool(&self) -> bool {
+        self.tool.is_client_tool()
+    }
+
+    fn suspend_schema(&self) -> Option<&Value> {
+        self.tool.suspend_schema()
+    }
+
+    fn resume_schema(&self) -> Option<&Value> {
+        self.tool.resume_schema()
+    }
+
+    fn needs_conversation(&self) -> bool {
+        self.tool.needs_conversation()
+    }
+}
