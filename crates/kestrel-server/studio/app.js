@@ -584,10 +584,12 @@ async function sendPrompt() {
 async function queuePrompt() {
   const text = $("prompt").value.trim();
   if (!text || !queuePanel) return;
+  // Cleared at once: the next message may be typed while this one is on its way.
+  $("prompt").value = "";
   try {
     await queuePanel.queue(text);
-    $("prompt").value = "";
   } catch (error) {
+    if (!$("prompt").value) $("prompt").value = text;
     toast(error.message || String(error));
   }
 }

@@ -55,13 +55,17 @@ export class QueuePanel {
     clearTimeout(this.timer);
     const thread = this.thread;
     if (!thread) return;
+    // Answers may come back out of order: only the newest read is drawn.
+    const read = (this.reads = (this.reads || 0) + 1);
     let answer;
     try {
       answer = await api(this.path("/threads/queue"), { method: "POST", body: this.body() });
     } catch {
+      // Read again a little later: the queue is still there.
+      if (read === this.reads) this.timer = setTimeout(() => this.refresh(), POLL_MS * 2);
       return;
     }
-    if (thread !== this.thread) return;
+    if (thread !== this.thread || read !== this.reads) return;
     const had = this.messages.length > 0 || this.waiting;
     this.messages = (answer && answer.messages) || [];
     this.waiting = this.messages.length > 0 || (had && answer && answer.activeRunId);
