@@ -39,6 +39,7 @@ pub mod memory;
 mod message_queue;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod records;
 pub mod run_store;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;

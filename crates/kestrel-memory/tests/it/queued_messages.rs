@@ -187,7 +187,7 @@ async fn cancelled_messages_never_run(store: Store) {
     let agent = agent_on(&store);
     let mut watch = agent.subscribe_to_thread(RESOURCE, THREAD).await.unwrap();
     let slow = start_slow(&agent).await;
-    let keep = agent
+    agent
         .queue_message("keep", SendMessage::to(RESOURCE, THREAD))
         .await
         .unwrap();
@@ -220,7 +220,6 @@ async fn cancelled_messages_never_run(store: Store) {
             break;
         }
     }
-    let _ = keep;
 }
 
 async fn a_queue_left_by_a_dead_process_is_drained_by_the_next(store: Store) {

@@ -161,7 +161,7 @@ async fn delegations_carry_the_version_each_agent_runs(store: Store) {
 }
 
 async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
-    let (_, draft) = writing_versions(&store).await;
+    writing_versions(&store).await;
     let memory = Memory::new(Arc::clone(&store));
     let build = |memory: Memory| {
         let model = Arc::new(ScriptedModel::from_fn(|req| {
@@ -230,7 +230,6 @@ async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
         .await
         .unwrap();
     assert_eq!(done.text, "sent with [Write like a pirate.]");
-    let _ = draft;
 }
 
 async fn bad_versions_fail_the_run_with_typed_errors(store: Store) {
