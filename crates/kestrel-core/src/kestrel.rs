@@ -13,8 +13,11 @@ use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::runtime::Runtime;
 use crate::runtime::cluster::ClusterRuntime;
 use crate::runtime::registry::{RunRegistry, ThreadKey};
+use crate::tool::{SharedTool, Tool};
 use crate::workflow::Workflow;
 use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
+
+mod stored;
 
 /// Why a [`Kestrel`] instance could not be built or queried.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -59,6 +62,20 @@ pub enum KestrelError {
         /// The registered ids.
         known: Vec<String>,
     },
+    /// Two tools given to [`KestrelBuilder::tool`] share an id.
+    #[error("duplicate tool id {id:?}: every tool of the instance needs a unique id")]
+    DuplicateTool {
+        /// The id.
+        id: String,
+    },
+    /// An agent defined in the storage could not be read or built from its version.
+    #[error("stored agent {id:?} cannot be used: {message}")]
+    StoredAgent {
+        /// The agent.
+        id: String,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Registers agents and workflows and finds them by id. Cheap to clone.
@@ -70,6 +87,8 @@ pub struct Kestrel {
 #[derive(Debug)]
 struct KestrelInner {
     agents: Arc<BTreeMap<String, Agent>>,
+    /// The tools agents defined in the storage may name, by id.
+    tools: BTreeMap<String, SharedTool>,
     workflows: BTreeMap<String, Workflow>,
     /// Shared by every agent of the instance.
     runtime: Arc<Runtime>,
@@ -240,6 +259,7 @@ impl Kestrel {
 #[derive(Default)]
 pub struct KestrelBuilder {
     agents: Vec<Agent>,
+    tools: Vec<SharedTool>,
     workflows: Vec<Workflow>,
     workflow_store: Option<SharedWorkflowStore>,
     models: Option<ModelRegistry>,
@@ -263,6 +283,20 @@ impl KestrelBuilder {
     /// Registers an agent.
     pub fn agent(mut self, agent: Agent) -> Self {
         self.agents.push(agent);
+        self
+    }
+
+    /// Registers a tool that agents defined in the storage may name by id
+    /// ([`Kestrel::find_agent`]). Agents written in code are given their tools by their
+    /// builders.
+    pub fn tool(mut self, tool: impl Tool + 'static) -> Self {
+        self.tools.push(Arc::new(tool));
+        self
+    }
+
+    /// Registers shared tools, as [`KestrelBuilder::tool`].
+    pub fn tools(mut self, tools: impl IntoIterator<Item = SharedTool>) -> Self {
+        self.tools.extend(tools);
         self
     }
 
@@ -377,6 +411,13 @@ impl KestrelBuilder {
             }
         }
         let agents = Arc::new(agents);
+        let mut tools = BTreeMap::new();
+        for tool in self.tools {
+            let id = tool.id().to_owned();
+            if tools.insert(id.clone(), tool).is_some() {
+                return Err(KestrelError::DuplicateTool { id });
+            }
+        }
         let workflow_store = self
             .workflow_store
             .or_else(|| runtime.memory.as_ref().and_then(|m| m.workflow_store()))
@@ -418,6 +459,7 @@ impl KestrelBuilder {
         Ok(Kestrel {
             inner: Arc::new(KestrelInner {
                 agents,
+                tools,
                 workflows,
                 runtime,
                 sweep,

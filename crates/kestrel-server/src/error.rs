@@ -139,6 +139,19 @@ impl From<AgentError> for ApiError {
             AgentError::ModelResolution { .. } | AgentError::Dynamic { .. } => {
                 ApiError::internal(&error)
             }
+            AgentError::Version { source, .. } => match source {
+                kestrel_core::version::VersionError::UnknownVersion { .. } => ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "version_not_found",
+                    error.to_string(),
+                ),
+                kestrel_core::version::VersionError::Store(_) => ApiError::internal(&error),
+                _ => ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "invalid_version",
+                    error.to_string(),
+                ),
+            },
             AgentError::StructuredOutput { .. } => ApiError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 "structured_output",

@@ -47,6 +47,7 @@ mod redact;
 mod routes;
 mod skills;
 mod sse;
+mod stored;
 mod studio;
 mod wire;
 mod workflows;
@@ -319,6 +320,7 @@ impl Server {
             .merge(network::routes())
             .merge(skills::routes())
             .merge(queue::routes())
+            .merge(stored::routes())
             .merge(workflows::routes())
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");

@@ -104,7 +104,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
 }
 
 /// The server's memory, or 404 naming how to configure one.
-fn memory(state: &AppState) -> Result<&Memory, ApiError> {
+pub(crate) fn memory(state: &AppState) -> Result<&Memory, ApiError> {
     state.memory.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -114,18 +114,10 @@ fn memory(state: &AppState) -> Result<&Memory, ApiError> {
     })
 }
 
-/// The agent `id`, or 404.
-fn agent_named<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
-    state
-        .kestrel
-        .agent(id)
-        .map_err(|e| ApiError::not_found(e.to_string()))
-}
-
 /// Checks that `agentId`, when given, names an agent.
-fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError> {
+async fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError> {
     if let Some(id) = agent_id {
-        agent_named(state, id)?;
+        crate::routes::agent(state, id).await?;
     }
     Ok(())
 }
@@ -186,7 +178,7 @@ async fn thread_of<'a>(
     agent_id: Option<&str>,
     resource_id: Option<&str>,
 ) -> Result<(&'a Memory, Thread), ApiError> {
-    check_agent(state, agent_id)?;
+    check_agent(state, agent_id).await?;
     let memory = memory(state)?;
     let thread = visible_thread(memory.storage().as_ref(), caller, thread_id, resource_id).await?;
     Ok((memory, thread))
@@ -329,7 +321,7 @@ async fn list_threads(
     query: Result<Query<ListQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let query = parsed(query)?;
-    check_agent(&state, query.agent_id.as_deref())?;
+    check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     let resource_id = match (&caller.resource, query.resource_id) {
         (Some(own), Some(asked)) => {
@@ -434,7 +426,7 @@ async fn create_thread(
     Body(body): Body<CreateBody>,
 ) -> Result<(StatusCode, Json<Thread>), ApiError> {
     let query = parsed(query)?;
-    check_agent(&state, query.agent_id.as_deref())?;
+    check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     caller.check_resource(&body.resource_id)?;
     if body.resource_id.trim().is_empty() {
@@ -595,11 +587,11 @@ async fn list_messages(
     // A pending approval or suspension shows as the chat stream showed it: from the named
     // agent's runs, or from any agent's.
     let mut pending = Vec::new();
-    let agents: Vec<&Agent> = match query.agent_id.as_deref() {
-        Some(id) => vec![agent_named(&state, id)?],
-        None => state.kestrel.agents().collect(),
+    let agents: Vec<Agent> = match query.agent_id.as_deref() {
+        Some(id) => vec![crate::routes::agent(&state, id).await?],
+        None => state.kestrel.agents().cloned().collect(),
     };
-    for agent in agents {
+    for agent in &agents {
         pending
             .extend(history::thread_pending_calls(agent, &thread.id, &thread.resource_id).await?);
     }
@@ -664,7 +656,7 @@ async fn set_working_memory(
     Body(body): Body<WorkingMemoryBody>,
 ) -> Result<Json<Value>, ApiError> {
     let query = parsed(query)?;
-    check_agent(&state, query.agent_id.as_deref())?;
+    check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     let Some(options) = memory.working_memory() else {
         return Err(ApiError::new(

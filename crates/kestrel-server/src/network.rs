@@ -145,8 +145,8 @@ async fn network(
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
-    let (input, run) = body.into_run(&caller, BodyRules::of(agent, &state))?;
+    let agent = agent(&state, &agent_id).await?;
+    let (input, run) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let mut options = NetworkOptions::new();
     if let Some(memory) = run.memory {
         options = options.memory(memory.thread, memory.resource);
@@ -188,7 +188,7 @@ async fn decide<const APPROVE: bool>(
     Path(agent_id): Path<String>,
     Body(body): Body<NetworkDecisionBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let request = if APPROVE {
         agent.approve_network(body.run_id)
     } else {
@@ -206,7 +206,7 @@ async fn resume(
     Path(agent_id): Path<String>,
     Body(body): Body<NetworkResumeBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let request = agent.resume_network(body.run_id, body.resume_data);
     let stream = with_context(request, body.request_context, &caller).await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())

@@ -101,7 +101,7 @@ async fn queue_message(
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let target = body.target()?;
@@ -126,7 +126,7 @@ async fn list_queue(
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let queued = agent
         .queued_messages(&body.resource_id, &body.thread_id)
@@ -144,7 +144,7 @@ async fn cancel_queue(
     Path(agent_id): Path<String>,
     Body(body): Body<CancelBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     if body
         .ids

@@ -9,6 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
 use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::version::{VersionChoice, VersionError, VersionStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -38,7 +39,11 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
         .get(
             "/agents/{agent_id}",
             get_agent,
-            Doc::json(AGENTS, "Describe an agent"),
+            Doc::json(
+                AGENTS,
+                "Describe an agent (through its published version, a draft, or a version by id)",
+            )
+            .query::<AgentQuery>(),
         )
         .post(
             "/agents/{agent_id}/generate",
@@ -163,11 +168,13 @@ pub(crate) async fn not_found() -> ApiError {
 }
 
 /// The agent with this id, or a 404.
-pub(crate) fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
-    state
-        .kestrel
-        .agent(id)
-        .map_err(|e| ApiError::not_found(e.to_string()))
+pub(crate) async fn agent(state: &AppState, id: &str) -> Result<Agent, ApiError> {
+    state.kestrel.find_agent(id).await.map_err(|e| match e {
+        e @ kestrel_core::kestrel::KestrelError::AgentNotFound { .. } => {
+            ApiError::not_found(e.to_string())
+        }
+        e => ApiError::internal(&e),
+    })
 }
 
 /// A tool as the routes describe it.
@@ -200,6 +207,17 @@ fn tools_json(agent: &Agent) -> serde_json::Map<String, Value> {
 async fn agent_json(agent: &Agent) -> Value {
     let tools = tools_json(agent);
     let skills = crate::skills::skills_json(agent).await;
+    let editable = agent.editable();
+    let editable = (!editable.is_none()).then(|| {
+        json!({
+            "instructions": editable.instructions,
+            "toolDescriptions": editable.tool_descriptions,
+            "tools": editable.tools,
+            "model": editable.model,
+            "defaultOptions": editable.default_options,
+            "profile": editable.profile,
+        })
+    });
     json!({
         "id": agent.id(),
         "name": agent.name(),
@@ -216,22 +234,90 @@ async fn agent_json(agent: &Agent) -> Value {
         "defaultOptions": {"maxSteps": agent.max_steps()},
         "hasMemory": agent.memory().is_some(),
         "skills": skills,
+        "source": if agent.is_stored() { "stored" } else { "code" },
+        "editable": editable,
+        "resolvedVersionId": agent.version_id(),
     })
+}
+
+/// `agent` as its runs see it by default: through its published version, if it has one.
+/// A published version this instance cannot run is logged, and the agent shown as it is.
+async fn published(agent: Agent) -> Agent {
+    match agent.at_version(&VersionChoice::published()).await {
+        Ok(seen) => seen,
+        Err(error) => {
+            tracing::warn!(agent = agent.id(), %error, "the agent's published version cannot be used");
+            agent
+        }
+    }
 }
 
 async fn list_agents(State(state): Shared) -> Json<Value> {
     let mut agents = BTreeMap::new();
     for agent in state.kestrel.agents() {
-        agents.insert(agent.id().to_owned(), agent_json(agent).await);
+        let agent = published(agent.clone()).await;
+        agents.insert(agent.id().to_owned(), agent_json(&agent).await);
+    }
+    // Agents defined in the storage alone; a store that fails leaves the code agents listed.
+    let stored = state
+        .kestrel
+        .stored_agent_ids()
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%error, "listing the stored agents failed");
+            Vec::new()
+        });
+    for id in stored {
+        match state.kestrel.find_agent(&id).await {
+            Ok(agent) => {
+                agents.insert(id, agent_json(&agent).await);
+            }
+            Err(error) => tracing::warn!(agent = %id, %error, "a stored agent cannot be listed"),
+        }
     }
     Json(json!(agents))
+}
+
+/// Which version of an agent to describe: at most one of the two.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct AgentQuery {
+    /// `published` (the default) or `draft` (the latest version).
+    #[serde(default)]
+    status: Option<VersionStatus>,
+    /// A version by id.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256))]
+    version_id: Option<String>,
 }
 
 async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
+    query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(agent_json(agent(&state, &agent_id)?).await))
+    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    let choice = match (query.status, query.version_id) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_query(
+                "give status or versionId, not both",
+            ));
+        }
+        (Some(status), None) => VersionChoice::Status { status },
+        (None, Some(id)) => VersionChoice::id(id),
+        (None, None) => VersionChoice::published(),
+    };
+    let agent = agent(&state, &agent_id).await?;
+    let agent = agent.at_version(&choice).await.map_err(|e| match e {
+        e @ VersionError::UnknownVersion { .. } => ApiError::not_found(e.to_string()),
+        VersionError::Store(e) => ApiError::internal(&e),
+        e => ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_version",
+            e.to_string(),
+        ),
+    })?;
+    Ok(Json(agent_json(&agent).await))
 }
 
 async fn generate(
@@ -241,8 +327,8 @@ async fn generate(
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
+    let agent = agent(&state, &agent_id).await?;
+    let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let agent = agent.clone();
     let result = in_task(async move { agent.generate(input).options(options).await })
         .await?
@@ -258,8 +344,8 @@ async fn stream(
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
-    let (input, options) = body.into_run(&caller, BodyRules::of(agent, &state))?;
+    let agent = agent(&state, &agent_id).await?;
+    let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let stream = agent
         .stream(input)
         .options(options)
@@ -313,7 +399,7 @@ async fn decide_stream<const APPROVE: bool>(
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let stream = if APPROVE {
         agent.approve(call).stream().await?
@@ -331,7 +417,7 @@ async fn decide_generate<const APPROVE: bool>(
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let agent = agent.clone();
     let result = in_task(async move {
@@ -353,10 +439,10 @@ async fn resume_stream(
     Path(agent_id): Path<String>,
     Body(body): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let tool_call_id = match body.tool_call_id {
         Some(id) => id,
-        None => only_suspended_call(agent, &caller, &body.run_id).await?,
+        None => only_suspended_call(&agent, &caller, &body.run_id).await?,
     };
     let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
     let stream = agent.resume(call, body.resume_data).stream().await?;
@@ -435,7 +521,7 @@ async fn suspended_runs(
     query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let max = kestrel_core::run_store::MAX_SUSPENDED_PAGE;
     if let Some(asked) = query.per_page.filter(|n| *n > max) {
         return Err(ApiError::invalid_query(format!(
@@ -479,7 +565,7 @@ async fn abort_thread(
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let aborted = agent
         .abort_thread_anywhere(&body.resource_id, &body.thread_id)
@@ -492,7 +578,7 @@ async fn abort_run(
     Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
     let marked = agent.abort_stored_run(run_ref(&caller, &run_id)).await?;
     Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
@@ -505,7 +591,7 @@ async fn resume_run(
     Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let stream = agent.resume_run(run_ref(&caller, &run_id)).await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
@@ -517,7 +603,7 @@ async fn send_message(
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let sent = agent
@@ -533,7 +619,7 @@ async fn signal(
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
     let sent = agent
@@ -578,7 +664,7 @@ async fn subscribe(
     caller.check_resource(&body.resource_id)?;
     use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
     use futures::StreamExt;
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let subscription = agent
         .subscribe_to_thread(&body.resource_id, &body.thread_id)
         .await
@@ -599,14 +685,16 @@ async fn list_tools(
     State(state): Shared,
     Path(agent_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    Ok(Json(Value::Object(tools_json(agent(&state, &agent_id)?))))
+    Ok(Json(Value::Object(tools_json(
+        &agent(&state, &agent_id).await?,
+    ))))
 }
 
 async fn get_tool(
     State(state): Shared,
     Path((agent_id, tool_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let tool = agent.tools().get(&tool_id).ok_or_else(|| {
         ApiError::not_found(format!(
             "agent {agent_id:?} has no tool {tool_id:?}; its tools: {}",
@@ -635,7 +723,7 @@ async fn execute_tool(
     Body(body): Body<ExecuteBody>,
 ) -> Result<Json<Value>, ApiError> {
     use kestrel_core::tool::{ApprovalContext, ToolCallError, ToolContext};
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let args = if body.data.is_null() {
         json!({})
     } else {

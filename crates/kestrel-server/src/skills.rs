@@ -54,7 +54,7 @@ async fn get_skill(
     State(state): State<Arc<AppState>>,
     Path((agent_id, skill_name)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let skills = agent
         .skills(&RequestContext::new())
         .await

@@ -57,6 +57,7 @@ const ASSETS: &[Asset] = &[
     asset!("network-runs.js", JS),
     asset!("skills.js", JS),
     asset!("queue.js", JS),
+    asset!("versions.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

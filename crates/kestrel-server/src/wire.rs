@@ -288,6 +288,36 @@ pub(crate) struct RunBody {
     /// Keep the stream open until background tasks have finished.
     #[serde(default)]
     pub until_idle: Option<bool>,
+    /// Which stored version each agent of the run uses (Mastra's `versions`), carried
+    /// through every delegation: `{"agents": {"<id>": {"status": "draft"} | {"versionId": "…"}}}`.
+    #[serde(default)]
+    pub versions: Option<kestrel_core::version::Versions>,
+}
+
+/// At most this many agents in a body's `versions`.
+const MAX_VERSION_CHOICES: usize = 64;
+
+/// Refuses a `versions` naming too many agents, or ids that cannot be ids.
+fn check_versions(versions: &kestrel_core::version::Versions) -> Result<(), ApiError> {
+    use kestrel_core::version::VersionChoice;
+    if versions.agents.len() > MAX_VERSION_CHOICES {
+        return Err(ApiError::invalid(format!(
+            "versions.agents may name at most {MAX_VERSION_CHOICES} agents"
+        )));
+    }
+    for (agent, choice) in &versions.agents {
+        let version = match choice {
+            VersionChoice::Id { version_id } => Some(version_id.as_str()),
+            VersionChoice::Status { .. } => None,
+        };
+        if let Some(problem) = std::iter::once(agent.as_str())
+            .chain(version)
+            .find_map(id_problem)
+        {
+            return Err(ApiError::invalid(format!("versions.agents: {problem}")));
+        }
+    }
+    Ok(())
 }
 
 /// What a request body may ask of a run, whatever token the caller holds.
@@ -374,6 +404,10 @@ impl RunBody {
         }
         if let Some(until_idle) = self.until_idle {
             options = options.until_idle(until_idle);
+        }
+        if let Some(versions) = self.versions {
+            check_versions(&versions)?;
+            options = options.versions(versions);
         }
         Ok((messages, options))
     }

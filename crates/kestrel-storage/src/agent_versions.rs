@@ -106,4 +106,13 @@ impl AgentVersionStore for StorageAgentVersions {
         };
         resolved(version).map(Some)
     }
+
+    async fn agent_ids(&self) -> Result<Vec<String>, VersionError> {
+        let agents = self
+            .storage
+            .list_stored_agents()
+            .await
+            .map_err(store_error)?;
+        Ok(agents.into_iter().map(|a| a.id).collect())
+    }
 }

@@ -55,6 +55,8 @@ pub struct AgentBuilder {
     background: BackgroundTasks,
     skills: SkillChoice,
     editable: crate::version::Editable,
+    /// Defined in the storage alone ([`crate::kestrel::Kestrel::find_agent`]).
+    stored: bool,
 }
 
 /// The skills given to the builder.
@@ -89,7 +91,16 @@ impl AgentBuilder {
             background: BackgroundTasks::new(),
             skills: SkillChoice::Fixed(Vec::new()),
             editable: crate::version::Editable::default(),
+            stored: false,
         }
+    }
+
+    /// Marks the agent as defined in the storage alone: its versions name every tool and
+    /// sub-agent it has.
+    pub(crate) fn stored_definition(mut self) -> Self {
+        self.stored = true;
+        self.editable = crate::version::Editable::all();
+        self
     }
 
     /// Adds a workflow the agent holds: `tool` (its tool) joins the agent's tools, and
@@ -365,6 +376,10 @@ impl AgentBuilder {
             tool_definitions,
             skills,
             editable: self.editable,
+            versioning: crate::definition::Versioning {
+                stored: self.stored,
+                ..Default::default()
+            },
         };
         let unknown = inner.background.unknown(&inner);
         if !unknown.is_empty() {

@@ -92,4 +92,20 @@ pub(crate) struct AgentDefinition {
     pub(crate) skills: Option<crate::skill::SkillsSource>,
     /// What its stored versions may change.
     pub(crate) editable: crate::version::Editable,
+    /// Where it stands among versions: defined in code or in the storage, and the version
+    /// it is seen through.
+    pub(crate) versioning: Versioning,
+}
+
+/// Where a definition stands among stored versions.
+#[derive(Clone, Default)]
+pub(crate) struct Versioning {
+    /// Defined in the storage alone (no code): every field comes from a version, and a
+    /// version's tools and sub-agents are the ones it names (none when it names none).
+    pub(crate) stored: bool,
+    /// The definition versions apply to, when this one is already seen through a version:
+    /// a version always applies to the base, never on top of another version.
+    pub(crate) base: Option<Arc<AgentDefinition>>,
+    /// The version this definition is seen through.
+    pub(crate) version_id: Option<String>,
 }

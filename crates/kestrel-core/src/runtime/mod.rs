@@ -282,6 +282,7 @@ impl Agent {
             tool_definitions,
             skills: None,
             editable: crate::version::Editable::default(),
+            versioning: Default::default(),
         };
         Agent {
             inner: Arc::new(definition),

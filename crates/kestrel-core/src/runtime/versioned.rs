@@ -12,7 +12,7 @@ use crate::definition::tools::{DELEGATION_TOOL_PREFIX, ToolDefinitions};
 use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::model::ModelSpec;
 use crate::tool::{ApprovalContext, SharedTool, Tool, ToolContext, ToolError, ToolSet};
-use crate::version::{ResolvedVersion, SharedAgentVersions, VersionError};
+use crate::version::{Editable, ResolvedVersion, SharedAgentVersions, VersionChoice, VersionError};
 
 impl Agent {
     /// Where this agent's versions are kept: its memory's store, else its instance's.
@@ -26,10 +26,82 @@ impl Agent {
         })
     }
 
+    /// The version of this agent that `choice` names in `store`. A stored agent with no
+    /// published version runs its latest (it has nothing else to run).
+    pub(crate) async fn resolve_version(
+        &self,
+        store: &SharedAgentVersions,
+        choice: &VersionChoice,
+    ) -> Result<Option<ResolvedVersion>, VersionError> {
+        let resolved = store.resolve(self.id(), choice).await?;
+        if resolved.is_none()
+            && self.inner.versioning.stored
+            && *choice == VersionChoice::published()
+        {
+            return store.resolve(self.id(), &VersionChoice::draft()).await;
+        }
+        Ok(resolved)
+    }
+
+    /// This agent as a run choosing `choice` would see it: through the stored version the
+    /// choice names, or as it is when it has no stored versions (or none published, for the
+    /// published choice). What `GET /api/agents/{id}?status=draft` describes.
+    pub async fn at_version(&self, choice: &VersionChoice) -> Result<Agent, VersionError> {
+        let Some(store) = self.version_store() else {
+            return match choice {
+                VersionChoice::Id { version_id } => Err(VersionError::UnknownVersion {
+                    agent_id: self.id().to_owned(),
+                    version_id: version_id.clone(),
+                }),
+                VersionChoice::Status { .. } => Ok(self.clone()),
+            };
+        };
+        match self.resolve_version(&store, choice).await? {
+            Some(version) => self.with_version(&version),
+            None => Ok(match &self.inner.versioning.base {
+                // Seen through a version already: back to the definition in code.
+                Some(base) if !self.inner.versioning.stored => Agent {
+                    inner: Arc::clone(base),
+                    runtime: Arc::clone(&self.runtime),
+                },
+                _ => self.clone(),
+            }),
+        }
+    }
+
+    /// What the agent's stored versions may change (everything, for a stored agent).
+    pub fn editable(&self) -> Editable {
+        self.inner.editable
+    }
+
+    /// Whether the agent is defined in the storage alone, with no code
+    /// ([`crate::kestrel::Kestrel::find_agent`]).
+    pub fn is_stored(&self) -> bool {
+        self.inner.versioning.stored
+    }
+
+    /// The stored version this agent is seen through, if any.
+    pub fn version_id(&self) -> Option<&str> {
+        self.inner.versioning.version_id.as_deref()
+    }
+
     /// This agent with `version` over its own definition.
     pub(crate) fn with_version(&self, version: &ResolvedVersion) -> Result<Agent, VersionError> {
-        let inner = &self.inner;
-        let config = &version.config;
+        // A version applies to the definition in code (or a stored agent's base), never on
+        // top of another version.
+        let base = self.inner.versioning.base.as_ref().unwrap_or(&self.inner);
+        let inner = &**base;
+        let stored_config;
+        let config = if inner.versioning.stored {
+            // A stored agent has exactly the tools and sub-agents its version names.
+            let mut config = version.config.clone();
+            config.tools.get_or_insert_with(Vec::new);
+            config.agents.get_or_insert_with(Vec::new);
+            stored_config = config;
+            &stored_config
+        } else {
+            &version.config
+        };
         let refused = inner.editable.refused(config);
         if !refused.is_empty() {
             return Err(VersionError::NotEditable {
@@ -112,7 +184,23 @@ impl Agent {
         if !described.is_empty() {
             return Err(unknown("tool descriptions for tools", described));
         }
-        let model = match &config.model {
+        // A stored agent's version without a model runs on the default model.
+        let default_model;
+        let chosen_model = match &config.model {
+            None if inner.versioning.stored => {
+                default_model =
+                    crate::model::default_model(crate::model::process_env).ok_or_else(|| {
+                        invalid(
+                            "it sets no model, and no default model is configured \
+                             (KESTREL_MODEL, an API key, or the local model)"
+                                .to_owned(),
+                        )
+                    })?;
+                Some(&default_model)
+            }
+            other => other.as_ref(),
+        };
+        let model = match chosen_model {
             Some(model) => {
                 let registry = inner.own_registry.as_ref().unwrap_or(&self.runtime.models);
                 let resolved = ModelSpec::Id(model.clone())
@@ -164,6 +252,11 @@ impl Agent {
             tool_definitions,
             skills: inner.skills.clone(),
             editable: inner.editable,
+            versioning: crate::definition::Versioning {
+                stored: inner.versioning.stored,
+                base: Some(Arc::clone(base)),
+                version_id: Some(version.id.clone()),
+            },
         };
         Ok(Agent {
             inner: Arc::new(definition),

@@ -165,7 +165,7 @@ impl Editable {
 }
 
 /// Which version of an agent a run uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum VersionChoice {
     /// By status: `{"status": "published"}` or `{"status": "draft"}` (the latest version).
@@ -205,7 +205,7 @@ impl VersionChoice {
 }
 
 /// A version's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VersionStatus {
     /// The published version.
@@ -216,7 +216,7 @@ pub enum VersionStatus {
 
 /// The version each agent of a run uses (Mastra's `versions: {agents: {id: …}}`), carried
 /// through every delegation. An agent it does not name uses its published version.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Versions {
     /// By agent id.
@@ -312,6 +312,9 @@ pub trait AgentVersionStore: Send + Sync {
         agent_id: &str,
         choice: &VersionChoice,
     ) -> Result<Option<ResolvedVersion>, VersionError>;
+
+    /// The ids of every agent with stored versions (agents in code with versions included).
+    async fn agent_ids(&self) -> Result<Vec<String>, VersionError>;
 }
 
 /// A version store shared by an instance's agents.

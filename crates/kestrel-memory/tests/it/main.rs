@@ -17,6 +17,7 @@ mod networks;
 mod observational_memory;
 mod queued_messages;
 mod semantic_recall;
+mod stored_agents;
 mod versions;
 mod workflow_restart;
 mod workflows;

@@ -64,6 +64,7 @@ use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
 
 use crate::auth::Caller;
 use crate::openapi::{Answer, Doc, Routes};
+use crate::routes::agent;
 use crate::wire::{Body, MemoryBody};
 use crate::{ApiError, AppState};
 
@@ -103,13 +104,6 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(CHAT, "The chat's stored history as AI SDK UIMessages")
                 .query::<HistoryQuery>(),
         )
-}
-
-fn agent<'a>(state: &'a AppState, id: &str) -> Result<&'a Agent, ApiError> {
-    state
-        .kestrel
-        .agent(id)
-        .map_err(|e| ApiError::not_found(e.to_string()))
 }
 
 /// The body `useChat` posts, with Mastra's extras.
@@ -198,7 +192,7 @@ async fn chat(
     Path(agent_id): Path<String>,
     Body(body): Body<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?.clone();
+    let agent = agent(&state, &agent_id).await?;
     let version = body.version.unwrap_or_default();
     let chat_id = body.id.clone().filter(|id| !id.trim().is_empty());
     let key = chat_id.clone().map(|chat_id| TurnKey {
@@ -452,7 +446,7 @@ async fn reattach(
     Extension(caller): Extension<Caller>,
     Path((agent_id, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id)?.clone();
+    let agent = agent(&state, &agent_id).await?;
     let key = TurnKey { agent_id, chat_id };
     let Some(turn) = state.chat_turns.get(&key) else {
         return match elsewhere::reattach_elsewhere(&state, &agent, &caller, &key.chat_id).await? {
@@ -508,7 +502,7 @@ async fn messages(
         Some(text) => Version::parse(text)
             .ok_or_else(|| ApiError::invalid_query(format!("version {text:?} is not v5 or v6")))?,
     };
-    let agent = agent(&state, &agent_id)?;
+    let agent = agent(&state, &agent_id).await?;
     let Some(memory) = &state.memory else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -527,6 +521,6 @@ async fn messages(
     if caller.resource.is_some() && caller.resource.as_ref() != Some(&thread.resource_id) {
         return Err(ApiError::not_found(format!("thread {chat_id:?} not found")));
     }
-    let ui = thread_ui_messages(&state, agent, &chat_id, &thread.resource_id, version).await?;
+    let ui = thread_ui_messages(&state, &agent, &chat_id, &thread.resource_id, version).await?;
     Ok(Json(json!({"uiMessages": ui})))
 }

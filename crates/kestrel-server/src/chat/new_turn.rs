@@ -94,6 +94,7 @@ pub(super) fn new_turn(
         run_id: body.run_id.filter(|id| !id.trim().is_empty()),
         max_steps: body.max_steps,
         until_idle: None,
+        versions: None,
     };
     let (mut input, options) = run.into_run(caller, rules)?;
     // One message per UIMessage: they keep the client's ids, so the stored ones are the same

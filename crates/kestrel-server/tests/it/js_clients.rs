@@ -191,6 +191,43 @@ async fn the_mastra_client_drives_networks_against_kestrel() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mastra_client_manages_stored_agents_and_versions() {
+    if available() {
+        let echo = || -> kestrel_core::model::SharedModel {
+            Arc::new(ScriptedModel::from_fn(|req| {
+                let system = req
+                    .messages
+                    .iter()
+                    .find(|m| m.role == Role::System)
+                    .map(|m| m.text())
+                    .unwrap_or_default();
+                ScriptedResponse::text(format!("[{system}]"))
+            }))
+        };
+        let mut models = kestrel_core::model::ModelRegistry::empty();
+        models.register("scripted", move |_: &str, _: &str| Ok(echo()));
+        let writing = Agent::builder("writing")
+            .instructions("Write plainly.")
+            .model(echo())
+            .editable(kestrel_core::version::Editable::instructions())
+            .build()
+            .unwrap();
+        let lookup = create_tool("lookup")
+            .description("Looks up")
+            .input_schema(json!({"type": "object"}))
+            .execute(|_: serde_json::Value, _ctx| async { Ok("found") });
+        let kestrel = Kestrel::builder()
+            .models(models)
+            .agent(writing)
+            .tool(lookup)
+            .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+            .build()
+            .unwrap();
+        run_script_on("mastra-versions.mjs", kestrel).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_chat_works_against_kestrel() {
     if available() {
         run_script("ai-sdk-chat.mjs").await;

@@ -11,4 +11,5 @@ mod memory;
 mod networks;
 mod openapi;
 mod skills;
+mod stored_agents;
 mod workflows;

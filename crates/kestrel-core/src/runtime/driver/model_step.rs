@@ -95,7 +95,12 @@ impl AgentRun {
             run_id: self.state.run_id.clone(),
             source,
         };
-        let Some(version) = store.resolve(&agent_id, &choice).await.map_err(failed)? else {
+        let Some(version) = self
+            .agent
+            .resolve_version(&store, &choice)
+            .await
+            .map_err(failed)?
+        else {
             return Ok(());
         };
         self.agent = self.agent.with_version(&version).map_err(failed)?;

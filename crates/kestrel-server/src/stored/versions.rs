@@ -1,0 +1,179 @@
+//! The versions routes: list, save a draft, get, publish, restore, delete, compare.
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::{Extension, Json};
+use kestrel_core::version::AgentConfig;
+use serde_json::{Value, json};
+
+use super::bodies::{CompareQuery, ListQuery, UpdateBody};
+use super::{
+    Page, Shared, add_version, latest, parse_config, parsed, refuse_pinned, storage, storage_error,
+    stored, version_error, version_json, versions,
+};
+use crate::ApiError;
+use crate::auth::Caller;
+use crate::wire::Body;
+
+pub(super) async fn list_versions(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let page = Page::of(query.page, query.per_page)?;
+    let ascending = match query.direction.as_deref() {
+        None => false,
+        Some(d) if d.eq_ignore_ascii_case("desc") => false,
+        Some(d) if d.eq_ignore_ascii_case("asc") => true,
+        Some(other) => {
+            return Err(ApiError::invalid_query(format!(
+                "orderBy[direction] must be ASC or DESC, not {other:?}"
+            )));
+        }
+    };
+    if state.kestrel.agent(&agent_id).is_err() {
+        stored(&state, &agent_id).await?;
+    }
+    let mut versions = versions(&state, &agent_id).await?;
+    if ascending {
+        versions.reverse();
+    }
+    let items = versions.iter().map(version_json).collect();
+    Ok(Json(page.of_items("versions", items)))
+}
+
+pub(super) async fn create_version(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path(agent_id): Path<String>,
+    Body(body): Body<UpdateBody>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    refuse_pinned(&caller)?;
+    let (fields, change_message, publish) = body.into_parts();
+    if publish.is_some() {
+        return Err(ApiError::invalid(
+            "publishOnSave belongs to PATCH /stored/agents/{id}; a saved version is a draft until activated",
+        ));
+    }
+    let base = match latest(&state, &agent_id).await? {
+        Some(version) => parse_config(&version)?,
+        None => AgentConfig::default(),
+    };
+    let config = fields.over(&base)?;
+    let version = add_version(&state, &agent_id, &config, Some(&base), change_message).await?;
+    Ok((StatusCode::CREATED, Json(version_json(&version))))
+}
+
+pub(super) async fn get_version(
+    State(state): Shared,
+    Path((agent_id, version_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let version = storage(&state)?
+        .get_agent_version(&agent_id, &version_id)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(version_json(&version)))
+}
+
+pub(super) async fn activate_version(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path((agent_id, version_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    refuse_pinned(&caller)?;
+    let storage = storage(&state)?;
+    let version = storage
+        .get_agent_version(&agent_id, &version_id)
+        .await
+        .map_err(storage_error)?;
+    // The instance may have changed since the version was saved (a tool removed).
+    state
+        .kestrel
+        .check_agent_config(&agent_id, &parse_config(&version)?)
+        .map_err(version_error)?;
+    let agent = storage
+        .activate_agent_version(&agent_id, Some(&version_id))
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(json!({
+        "success": true,
+        "message": format!("version {} of agent {agent_id:?} is published", version.version_number),
+        "activeVersionId": agent.active_version_id,
+    })))
+}
+
+pub(super) async fn restore_version(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path((agent_id, version_id)): Path<(String, String)>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    refuse_pinned(&caller)?;
+    let old = storage(&state)?
+        .get_agent_version(&agent_id, &version_id)
+        .await
+        .map_err(storage_error)?;
+    let config = parse_config(&old)?;
+    let base = match latest(&state, &agent_id).await? {
+        Some(version) => Some(parse_config(&version)?),
+        None => None,
+    };
+    let message = format!("Restored from version {}", old.version_number);
+    let version = add_version(&state, &agent_id, &config, base.as_ref(), Some(message)).await?;
+    Ok((StatusCode::CREATED, Json(version_json(&version))))
+}
+
+pub(super) async fn delete_version(
+    State(state): Shared,
+    Extension(caller): Extension<Caller>,
+    Path((agent_id, version_id)): Path<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    refuse_pinned(&caller)?;
+    storage(&state)?
+        .delete_agent_version(&agent_id, &version_id)
+        .await
+        .map_err(storage_error)?;
+    Ok(Json(json!({
+        "success": true,
+        "message": format!("version {version_id:?} of agent {agent_id:?} was deleted"),
+    })))
+}
+
+pub(super) async fn compare_versions(
+    State(state): Shared,
+    Path(agent_id): Path<String>,
+    query: Result<Query<CompareQuery>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let query = parsed(query)?;
+    let storage = storage(&state)?;
+    let from = storage
+        .get_agent_version(&agent_id, &query.from)
+        .await
+        .map_err(storage_error)?;
+    let to = storage
+        .get_agent_version(&agent_id, &query.to)
+        .await
+        .map_err(storage_error)?;
+    let (a, b) = (parse_config(&from)?, parse_config(&to)?);
+    let (a_json, b_json) = (
+        serde_json::to_value(&a).map_err(|e| ApiError::internal(&e))?,
+        serde_json::to_value(&b).map_err(|e| ApiError::internal(&e))?,
+    );
+    let diffs: Vec<Value> = a
+        .changed_fields(&b)
+        .into_iter()
+        .map(|field| {
+            json!({
+                "field": field,
+                "previousValue": a_json.get(field),
+                "currentValue": b_json.get(field),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "diffs": diffs,
+        "fromVersion": version_json(&from),
+        "toVersion": version_json(&to),
+    })))
+}
