@@ -5,12 +5,14 @@
 //! `cargo run -p kestrel --example versions --features sqlite`
 //!
 //! The writing agent is written in code and lets versions change only its instructions
-//! (`AgentBuilder::editable`). Scripted models play the LLMs: the writing agent answers with
-//! the instructions it was given, so the output shows which version ran.
+//! (`AgentBuilder::editable`). Last, an agent with no code at all runs from its stored
+//! version (`Kestrel::find_agent`). Scripted models play the LLMs: the writing agent answers
+//! with the instructions it was given, so the output shows which version ran.
 
 use std::sync::Arc;
 
 use kestrel::memory::Memory;
+use kestrel::model::{ModelRegistry, SharedModel, UnknownModel};
 use kestrel::prelude::*;
 use kestrel::storage::{NewAgentVersion, NewStoredAgent, SqliteStorage, Storage};
 use kestrel::version::{Editable, VersionChoice, Versions};
@@ -95,7 +97,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .model(Arc::new(supervises()))
         .agents([writing.clone()])
         .build()?;
+    // Stored agents name their model as `provider/model`: here a provider whose every model
+    // shows its instructions.
+    let mut models = ModelRegistry::empty();
+    models.register(
+        "scripted",
+        |_: &str, _: &str| -> Result<SharedModel, UnknownModel> {
+            Ok(Arc::new(shows_its_instructions()))
+        },
+    );
     let kestrel = Kestrel::builder()
+        .models(models)
         .agent(writing)
         .agent(supervisor)
         .memory(Memory::new(Arc::clone(&storage)))
@@ -116,5 +128,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     let now = supervisor.generate("Write about kestrels").await?;
     println!("after publishing v{}: {}", v2.version_number, now.text);
+
+    // An agent with no code at all: its stored version is its definition (instructions,
+    // model, and the instance's tools and agents it names).
+    storage
+        .create_stored_agent(NewStoredAgent {
+            id: "greeter".into(),
+            version: NewAgentVersion {
+                config: json!({"instructions": "Greet warmly.", "model": "scripted/any"}),
+                ..NewAgentVersion::default()
+            },
+            publish: true,
+            ..NewStoredAgent::default()
+        })
+        .await?;
+    let greeter = kestrel.find_agent("greeter").await?;
+    println!("stored agent: {}", greeter.generate("Hello").await?.text);
     Ok(())
 }
