@@ -216,6 +216,7 @@ async fn agent_json(agent: &Agent) -> Value {
             "model": editable.model,
             "defaultOptions": editable.default_options,
             "profile": editable.profile,
+            "memory": editable.memory,
         })
     });
     json!({

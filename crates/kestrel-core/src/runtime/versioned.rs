@@ -149,8 +149,21 @@ impl Agent {
             .filter(|(id, _)| config.agents.as_ref().is_none_or(|keep| keep.contains(id)))
             .map(|(id, agent)| (id.clone(), Arc::clone(agent)))
             .collect();
+        let memory = match config.memory {
+            Some(false) => None,
+            _ => inner.memory.clone(),
+        };
+        let all_memory_tools: Vec<String> = inner
+            .memory
+            .iter()
+            .flat_map(|m| m.tools())
+            .map(|t| t.id().to_owned())
+            .collect();
         let mut tools = ToolSet::new();
         for name in inner.tools.names() {
+            if memory.is_none() && all_memory_tools.contains(&name) {
+                continue;
+            }
             let Some(tool) = inner.tools.get(&name) else {
                 continue;
             };
@@ -210,12 +223,11 @@ impl Agent {
             }
             None => inner.model.clone(),
         };
-        let memory_tools: Vec<String> = inner
-            .memory
-            .iter()
-            .flat_map(|m| m.tools())
-            .map(|t| t.id().to_owned())
-            .collect();
+        let memory_tools = if memory.is_some() {
+            all_memory_tools
+        } else {
+            Vec::new()
+        };
         let tool_definitions = ToolDefinitions::new(&tools, &sub_agents, &memory_tools);
         let definition = AgentDefinition {
             id: inner.id.clone(),
@@ -238,7 +250,7 @@ impl Agent {
                 .max(1),
             defaults: inner.defaults.clone(),
             own_registry: inner.own_registry.clone(),
-            memory: inner.memory.clone(),
+            memory,
             own_run_store: inner.own_run_store.clone(),
             sub_agents,
             workflows: inner.workflows.clone(),

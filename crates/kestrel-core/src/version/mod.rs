@@ -42,6 +42,10 @@ pub struct AgentConfig {
     /// Default options of its runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_options: Option<DefaultOptions>,
+    /// Whether the agent remembers in its memory (the instance's, for a stored agent):
+    /// `false` runs it without one. Left out, it keeps its memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<bool>,
 }
 
 /// The default options a version may set.
@@ -66,6 +70,7 @@ impl AgentConfig {
             ("toolDescriptions", !self.tool_descriptions.is_empty()),
             ("agents", self.agents.is_some()),
             ("defaultOptions", self.default_options.is_some()),
+            ("memory", self.memory.is_some()),
         ];
         for (name, is_set) in set {
             if is_set {
@@ -88,6 +93,7 @@ impl AgentConfig {
             "toolDescriptions",
             "agents",
             "defaultOptions",
+            "memory",
         ];
         names
             .into_iter()
@@ -111,6 +117,8 @@ pub struct Editable {
     pub default_options: bool,
     /// The name and description.
     pub profile: bool,
+    /// Whether it remembers (Mastra never lets versions change a code agent's memory).
+    pub memory: bool,
 }
 
 impl Editable {
@@ -123,6 +131,7 @@ impl Editable {
             model: true,
             default_options: true,
             profile: true,
+            memory: true,
         }
     }
 
@@ -154,6 +163,7 @@ impl Editable {
             "model" => self.model,
             "defaultOptions" => self.default_options,
             "name" | "description" => self.profile,
+            "memory" => self.memory,
             _ => false,
         };
         config

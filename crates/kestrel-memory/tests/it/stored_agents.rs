@@ -1,6 +1,7 @@
 //! Agents defined in the storage alone, on every backend: `Kestrel::find_agent` builds one
 //! from its published version (else its latest) with the instance's tools and code agents it
-//! names; a run may choose a draft that names other tools; a stopped run of a stored agent
+//! names; a run may choose a draft that names other tools; one may run without memory; a
+//! stopped run of a stored agent
 //! is approved in a new instance; configs naming what the instance lacks, or fields a code
 //! agent keeps, are refused before they are stored.
 
@@ -167,6 +168,21 @@ async fn a_stored_agent_runs_from_its_versions(store: Store) {
     assert_eq!(latest.version_id(), Some(v2.id.as_str()));
     let answer = latest.generate("hi").await.unwrap();
     assert_eq!(answer.text, "[Help more.] tools=lookup,unused");
+
+    // A stored agent that remembers nothing: no memory, no memory tools, no thread stored.
+    store
+        .create_stored_agent(NewStoredAgent {
+            id: "forgetful".into(),
+            version: version(json!({"model": "scripted/echo", "memory": false})),
+            publish: true,
+            ..NewStoredAgent::default()
+        })
+        .await
+        .unwrap();
+    let forgetful = kestrel.find_agent("forgetful").await.unwrap();
+    assert!(forgetful.memory().is_none());
+    forgetful.generate("hi").memory("t2", "alice").await.unwrap();
+    assert!(memory.storage().get_thread("t2").await.unwrap().is_none());
 
     // Deleted, it is gone.
     store.delete_stored_agent("support").await.unwrap();

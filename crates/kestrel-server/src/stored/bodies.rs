@@ -64,6 +64,9 @@ pub(super) struct ConfigBody {
     /// Default options of its runs.
     #[serde(default)]
     pub(super) default_options: Option<DefaultOptionsBody>,
+    /// Whether it remembers in the instance's memory (default true; a code agent keeps its own).
+    #[serde(default)]
+    pub(super) memory: Option<bool>,
 }
 
 /// Default options a version sets.
@@ -111,6 +114,9 @@ pub(super) struct CreateBody {
     /// Default options of its runs.
     #[serde(default)]
     pub(super) default_options: Option<DefaultOptionsBody>,
+    /// Whether it remembers in the instance's memory (default true; a code agent keeps its own).
+    #[serde(default)]
+    pub(super) memory: Option<bool>,
     /// Free-form metadata.
     #[serde(default)]
     pub(super) metadata: Option<Map<String, Value>>,
@@ -155,6 +161,9 @@ pub(super) struct UpdateBody {
     /// Default options of its runs.
     #[serde(default)]
     pub(super) default_options: Option<DefaultOptionsBody>,
+    /// Whether it remembers in the instance's memory (default true; a code agent keeps its own).
+    #[serde(default)]
+    pub(super) memory: Option<bool>,
     /// Why the version was made.
     #[serde(default)]
     #[schemars(length(max = 10000))]
@@ -176,6 +185,7 @@ impl UpdateBody {
             tool_descriptions: self.tool_descriptions,
             agents: self.agents,
             default_options: self.default_options,
+            memory: self.memory,
         };
         (config, self.change_message, self.publish_on_save)
     }
@@ -216,6 +226,9 @@ impl ConfigBody {
         }
         if let Some(agents) = self.agents {
             config.agents = Some(agents);
+        }
+        if let Some(memory) = self.memory {
+            config.memory = Some(memory);
         }
         if let Some(options) = self.default_options {
             if options.max_steps == Some(0) {

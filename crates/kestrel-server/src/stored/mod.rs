@@ -425,6 +425,7 @@ async fn create_agent(
         tool_descriptions: body.tool_descriptions,
         agents: body.agents,
         default_options: body.default_options,
+        memory: body.memory,
     }
     .over(&AgentConfig::default())?;
     state
