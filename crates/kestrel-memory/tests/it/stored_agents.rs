@@ -181,7 +181,11 @@ async fn a_stored_agent_runs_from_its_versions(store: Store) {
         .unwrap();
     let forgetful = kestrel.find_agent("forgetful").await.unwrap();
     assert!(forgetful.memory().is_none());
-    forgetful.generate("hi").memory("t2", "alice").await.unwrap();
+    forgetful
+        .generate("hi")
+        .memory("t2", "alice")
+        .await
+        .unwrap();
     assert!(memory.storage().get_thread("t2").await.unwrap().is_none());
 
     // Deleted, it is gone.

@@ -52,14 +52,21 @@ pub(super) struct ConfigBody {
     /// The ids of the tools it has (of the instance's, for a stored agent; of its own, for a
     /// code agent).
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 256))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of its sub-agents.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
     #[serde(default)]
@@ -102,14 +109,21 @@ pub(super) struct CreateBody {
     pub(super) model: Option<ModelBody>,
     /// The ids of the instance's tools it has.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 256))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of the instance's agents it delegates to.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
     #[serde(default)]
@@ -149,14 +163,21 @@ pub(super) struct UpdateBody {
     pub(super) model: Option<ModelBody>,
     /// The ids of the tools it has.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
+    #[schemars(extend("maxProperties" = 256))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of its sub-agents.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(
+        length(max = 256),
+        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+    )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
     #[serde(default)]
@@ -168,7 +189,8 @@ pub(super) struct UpdateBody {
     #[serde(default)]
     #[schemars(length(max = 10000))]
     pub(super) change_message: Option<String>,
-    /// `PATCH` only: publish the new version (default true). `POST …/versions` saves a draft.
+    /// Publish the new version (`PATCH`: default true; `POST …/versions`: default false, a
+    /// draft).
     #[serde(default)]
     pub(super) publish_on_save: Option<bool>,
 }
@@ -199,8 +221,16 @@ impl ConfigBody {
                 check_names(field, list.iter())?;
             }
         }
-        if let Some(descriptions) = &self.tool_descriptions {
-            check_names("toolDescriptions", descriptions.keys())?;
+        // Their keys need no check here: a key that names no tool of the agent is refused
+        // by the instance's check of the version.
+        if self
+            .tool_descriptions
+            .as_ref()
+            .is_some_and(|d| d.len() > MAX_NAMES)
+        {
+            return Err(ApiError::invalid(format!(
+                "toolDescriptions may name at most {MAX_NAMES} tools"
+            )));
         }
         let mut config = base.clone();
         if let Some(name) = self.name {
@@ -284,6 +314,7 @@ pub(super) struct ListQuery {
     pub(super) per_page: Option<u32>,
     /// `ASC` or `DESC` (the default: newest first).
     #[serde(default, rename = "orderBy[direction]")]
+    #[schemars(extend("enum" = ["DESC", "ASC", "desc", "asc"]))]
     pub(super) direction: Option<String>,
     /// Only agents with this status (`published`: one version is published; `draft`:
     /// none is).

@@ -52,17 +52,18 @@ pub(super) async fn create_version(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     refuse_pinned(&caller)?;
     let (fields, change_message, publish) = body.into_parts();
-    if publish.is_some() {
-        return Err(ApiError::invalid(
-            "publishOnSave belongs to PATCH /stored/agents/{id}; a saved version is a draft until activated",
-        ));
-    }
     let base = match latest(&state, &agent_id).await? {
         Some(version) => parse_config(&version)?,
         None => AgentConfig::default(),
     };
     let config = fields.over(&base)?;
     let version = add_version(&state, &agent_id, &config, Some(&base), change_message).await?;
+    if publish == Some(true) {
+        storage(&state)?
+            .activate_agent_version(&agent_id, Some(&version.id))
+            .await
+            .map_err(storage_error)?;
+    }
     Ok((StatusCode::CREATED, Json(version_json(&version))))
 }
 

@@ -428,10 +428,20 @@ async fn bad_input_gets_typed_errors() {
     let (status, body) = f
         .post(
             "/stored/agents/a/versions",
-            json!({"instructions": "x", "publishOnSave": true}),
+            json!({"tools": [" "], "instructions": "x"}),
         )
         .await;
     assert_eq!((status, code(&body)), (422, "invalid_body"), "{body}");
+    // Saved and published at once.
+    let (status, saved) = f
+        .post(
+            "/stored/agents/a/versions",
+            json!({"instructions": "y", "publishOnSave": true}),
+        )
+        .await;
+    assert_eq!(status, 201, "{saved}");
+    let (_, a) = f.get("/stored/agents/a").await;
+    assert_eq!(a["activeVersionId"], saved["id"]);
 
     // A token pinned to a resource reads, but does not change agents.
     let alice = f.with_token("alice-token");
