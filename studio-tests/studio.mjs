@@ -192,6 +192,7 @@ async function run() {
 
   step = "a network run, iteration by iteration";
   await page.getByTestId("agent-coordinator").click();
+  check(await page.getByTestId("draft-mode").isHidden(), "the Draft switch is offered for an agent whose versions cannot change its instructions");
   await page.getByTestId("network-mode").check();
   await send("Tell me about kestrels, and the weather in Lisbon");
   const network = page.getByTestId("message-network").last();
@@ -377,6 +378,75 @@ async function run() {
   await detail.waitFor();
   const skillText = await detail.innerText();
   check(skillText.includes("Weather briefing") && skillText.includes("references/clothing.md"), `the skill is not shown whole: ${skillText}`);
+  await page.getByTestId("tab-run").click();
+
+  step = "editing the assistant's instructions: a draft";
+  await page.getByTestId("new-thread").click();
+  await page.getByTestId("tab-agent").click();
+  const editor = page.getByTestId("agent-editor");
+  await editor.waitFor();
+  const instructionsBox = editor.getByTestId("editor-instructions");
+  // The draft's instructions: with no version yet, the agent's own.
+  await page.waitForFunction(() => (document.querySelector('[data-testid="editor-instructions"]') || {}).value?.includes("helpful assistant"));
+  await editor.getByTestId("version-list").getByText("No versions yet").waitFor();
+  check(await page.getByTestId("draft-mode").isVisible(), "the composer has no Draft switch for an editable agent");
+  const ownInstructions = await instructionsBox.inputValue();
+  await instructionsBox.fill(`${ownInstructions} Answer as DRAFT-MARKER.`);
+  await editor.getByTestId("editor-message").fill("Answer with the marker");
+  await editor.getByTestId("editor-save").click();
+  const version1 = editor.locator('[data-testid="version-item"][data-version="1"]');
+  await version1.waitFor();
+  check((await version1.getAttribute("data-published")) === "false", "the first draft is shown as published");
+  check((await version1.getAttribute("data-role")) === "draft", "the first version is not shown as the draft");
+  check((await version1.innerText()).includes("Answer with the marker"), `the version lacks its change message: ${await version1.innerText()}`);
+  check((await editor.getByTestId("editor-status").innerText()).includes("Nothing published"), `the editor does not say nothing is published: ${await editor.getByTestId("editor-status").innerText()}`);
+  check(await editor.getByTestId("editor-error").isHidden(), `the editor shows an error: ${await editor.getByTestId("editor-error").innerText()}`);
+
+  step = "trying the draft in the chat";
+  await page.getByTestId("draft-mode").check();
+  await send("Who is answering?");
+  const drafted = await waitDone("the draft's answer");
+  check(drafted.includes("Answering as DRAFT-MARKER."), `the run did not use the draft's instructions: ${drafted}`);
+  check((await page.getByTestId("message-user").last().innerText()).includes("draft"), "the message is not marked as run on the draft");
+
+  step = "without the Draft switch: the published definition";
+  await page.getByTestId("draft-mode").uncheck();
+  await send("Who is answering?");
+  const coded = await waitDone("the published answer");
+  check(coded.includes("Answering as the assistant written in code."), `without the switch the run did not use the agent's own instructions: ${coded}`);
+
+  step = "publishing the draft";
+  await editor.getByTestId("editor-publish").click();
+  await editor.locator('[data-testid="version-item"][data-version="1"][data-published="true"]').waitFor();
+  check((await editor.getByTestId("editor-status").innerText()).includes("Published: v1"), `the editor does not say v1 is published: ${await editor.getByTestId("editor-status").innerText()}`);
+  check(await editor.getByTestId("editor-publish").isDisabled(), "the published draft can be published again");
+  await page.getByTestId("agent-instructions").filter({ hasText: "DRAFT-MARKER" }).waitFor();
+  await send("Who is answering?");
+  const nowPublished = await waitDone("the answer after publishing");
+  check(nowPublished.includes("Answering as DRAFT-MARKER."), `after publishing, runs do not use v1: ${nowPublished}`);
+
+  step = "a second draft, side by side with the published one";
+  await instructionsBox.fill(`${ownInstructions} Answer as SECOND-MARKER.`);
+  await editor.getByTestId("editor-save").click();
+  const version2 = editor.locator('[data-testid="version-item"][data-version="2"]');
+  await version2.waitFor();
+  check((await version2.getAttribute("data-role")) === "draft", "the second version is not the draft");
+  check((await version1.getAttribute("data-role")) === "published", "v1 is no longer shown as published");
+  check((await editor.getByTestId("version-item").first().getAttribute("data-version")) === "2", "the versions are not listed newest first");
+  // Published against the draft, at first; chosen the other way round here.
+  check((await editor.getByTestId("compare-from").inputValue()) === (await version1.getAttribute("data-version-id")), "the comparison does not start from the published version");
+  await editor.getByTestId("compare-from").selectOption(await version2.getAttribute("data-version-id"));
+  await editor.getByTestId("compare-to").selectOption(await version1.getAttribute("data-version-id"));
+  await editor.getByTestId("compare-versions").click();
+  const columns = editor.getByTestId("compare-column");
+  await columns.nth(1).waitFor();
+  const [left, right] = [columns.first(), columns.nth(1)];
+  check((await left.getAttribute("data-version")) === "2" && (await right.getAttribute("data-version")) === "1", "the columns are not the versions chosen");
+  const [leftText, rightText] = [await left.innerText(), await right.innerText()];
+  check(leftText.includes("SECOND-MARKER") && !leftText.includes("DRAFT-MARKER"), `the left column is not v2's instructions: ${leftText}`);
+  check(rightText.includes("DRAFT-MARKER") && rightText.includes("published"), `the right column is not the published v1: ${rightText}`);
+  check((await left.locator(".diff-removed").count()) === 1 && (await right.locator(".diff-added").count()) === 1, "the changed lines are not marked");
+  check((await editor.getByTestId("compare-fields").innerText()).includes("instructions"), "the changed fields are not listed");
   await page.getByTestId("tab-run").click();
 
   if (tokenUrl && tokenValue) {

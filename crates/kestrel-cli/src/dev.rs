@@ -12,6 +12,10 @@
 //! - three workflows: **`weather-report`** (parallel arms and a branch), **`publish-post`** (a step that suspends for a person's review) and
 //!   **`research-brief`** (an agent step).
 //!
+//! The four agents above let versions change their instructions and their tools' descriptions
+//! (`Editable::instructions().and_tool_descriptions()`): the Studio's Agent tab saves drafts,
+//! publishes them and the chat's Draft switch tries them (docs/versions.md).
+//!
 //! The store is given once, as the instance's [`Memory`]: the assistant and the supervisor
 //! remember their threads in it, the server's `/api/memory` routes read it, and every stopped
 //! run is saved in the same database, so a run waiting for an approval survives a restart.
@@ -51,6 +55,7 @@ use kestrel::server::Server;
 use kestrel::skill::{Skill, SkillError, create_skill};
 use kestrel::storage::{PgOptions, PostgresStorage, SqliteStorage, Storage, StorageError};
 use kestrel::tool::{Tool, create_tool};
+use kestrel::version::Editable;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -293,6 +298,7 @@ pub fn demo_kestrel_with(
         .tool(booking_tool())
         .skills([weather_briefing_skill()?])
         .memory(memory.clone())
+        .editable(demo_editable())
         .build()?;
 
     let research = research_agent(model.clone())?;
@@ -308,6 +314,7 @@ pub fn demo_kestrel_with(
         .model(model.clone())
         .agents([research.clone(), writing.clone()])
         .memory(memory.clone())
+        .editable(demo_editable())
         .build()?;
 
     // The storage, given once: the instance saves its runs in the memory's database, and the
@@ -353,6 +360,7 @@ fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {
         .description("Gathers facts on a topic and returns them as three short bullet points.")
         .instructions("You research topics. Answer with three short bullet points of facts.")
         .model(model)
+        .editable(demo_editable())
         .build()
 }
 
@@ -362,7 +370,14 @@ fn writing_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {
         .description("Turns notes into one short, polished paragraph.")
         .instructions("You write one short paragraph from the notes you are given.")
         .model(model)
+        .editable(demo_editable())
         .build()
+}
+
+/// What versions of the demo agents may change: their instructions and their tools'
+/// descriptions (the Studio's editor saves, tries and publishes them; docs/versions.md).
+fn demo_editable() -> Editable {
+    Editable::instructions().and_tool_descriptions()
 }
 
 /// Input of `get_weather`.

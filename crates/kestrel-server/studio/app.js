@@ -15,6 +15,7 @@ import { NetworkRun } from "./network-runs.js";
 import { networkBody } from "./networks.js";
 import { skillsSection } from "./skills.js";
 import { QueuePanel } from "./queue.js";
+import { editorSection, isEditable, withDraft } from "./versions.js";
 
 const RESOURCE_KEY = "kestrel.studio.resource";
 const DEFAULT_RESOURCE = "studio";
@@ -405,6 +406,9 @@ function drawComposer() {
   const fork = $("fork-toggle");
   fork.hidden = !(agent() && agent().hasMemory && state.threadId);
   if (fork.hidden) $("fork-mode").checked = false;
+  // Runs on the agent's draft version (the Agent tab's editor saves it).
+  $("draft-toggle").hidden = !isEditable(agent());
+  if ($("draft-toggle").hidden) $("draft-mode").checked = false;
   $("send").disabled = state.busy;
   $("stop").hidden = !state.busy;
   // While a run is active, a message can wait for the thread's next run.
@@ -453,7 +457,7 @@ function drawChat() {
 
 function entryElement(entry, swap) {
   if (entry.kind === "user") {
-    return h("div", { class: "message user", "data-testid": "message-user" }, h("div", { class: "bubble" }, entry.text));
+    return h("div", { class: "message user", "data-testid": "message-user" }, entry.draft ? h("span", { class: "chip draft-chip", title: "Ran on the agent's draft version" }, "draft") : null, h("div", { class: "bubble" }, entry.text));
   }
   if (entry.kind === "notice") return entry.el;
   if (entry.kind === "network") return networkElement(entry.run);
@@ -563,7 +567,8 @@ async function sendPrompt() {
     memory = { thread: state.threadId, resource: resource() };
   }
   const history = a.hasMemory ? [] : pageHistory();
-  state.entries.push({ kind: "user", text });
+  const draft = $("draft-mode").checked && isEditable(a);
+  state.entries.push({ kind: "user", text, draft });
   drawChat();
   const body = { messages: [...history, { role: "user", content: text }] };
   if (memory) body.memory = memory;
@@ -573,7 +578,7 @@ async function sendPrompt() {
     drawChat();
     await networkStream(`/api/agents/${encodeURIComponent(a.id)}/network`, { ...body, maxSteps: a.defaultOptions && a.defaultOptions.maxSteps }, run);
   } else {
-    await runStream(`/api/agents/${encodeURIComponent(a.id)}/stream`, body, null);
+    await runStream(`/api/agents/${encodeURIComponent(a.id)}/stream`, withDraft(body, a.id, draft), null);
   }
   state.busy = state.current !== null;
   drawComposer();
@@ -1011,7 +1016,7 @@ function drawAgentInfo() {
     h("dl", { class: "kv" }, h("dt", {}, "id"), h("dd", {}, a.id), h("dt", {}, "model"), h("dd", {}, a.modelId || "—"), h("dt", {}, "memory"), h("dd", {}, a.hasMemory ? "yes" : "no"), a.defaultOptions && a.defaultOptions.maxSteps ? [h("dt", {}, "max steps"), h("dd", {}, a.defaultOptions.maxSteps)] : null),
     a.description ? h("p", {}, a.description) : null,
     h("h4", {}, "Instructions"),
-    h("div", { class: "instructions" }, a.instructions || h("span", { class: "muted" }, "dynamic or none")),
+    h("div", { class: "instructions", "data-testid": "agent-instructions" }, a.instructions || h("span", { class: "muted" }, "dynamic or none")),
     h("h4", {}, "Tools"),
     tools.length
       ? h("ul", { class: "tool-list" }, tools.map((t) => h("li", {}, h("strong", {}, t.id), t.resumeSchema ? h("span", { class: "chip" }, "asks for input") : null, t.clientTool ? h("span", { class: "chip" }, "client tool") : null, t.description ? h("div", { class: "muted" }, t.description) : null, json(t.inputSchema, "input schema"))))
@@ -1021,6 +1026,13 @@ function drawAgentInfo() {
     (a.agents || []).length
       ? h("ul", { class: "tool-list" }, a.agents.map((id) => h("li", {}, state.agents[id] ? h("button", { type: "button", class: "link", onclick: () => openConversation(id, null) }, id) : h("strong", {}, id))))
       : h("p", { class: "muted" }, "None."),
+    editorSection(a, {
+      // A version was published: the agent as runs now see it.
+      onPublished: (fresh) => {
+        state.agents[fresh.id] = fresh;
+        if (fresh.id === state.agentId) box.querySelector('[data-testid="agent-instructions"]').textContent = fresh.instructions || "";
+      },
+    }),
   );
 }
 

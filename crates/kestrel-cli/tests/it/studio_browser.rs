@@ -5,12 +5,17 @@
 //! The script chats with the assistant (streamed text, a plain tool), approves the
 //! approval-gated tool in the page, answers the suspending tool's form, reloads and finds the
 //! same history, watches the supervisor's delegation tree fill with both sub-agents'
-//! output, and runs the coordinator as a network (two iterations, their reasons and checks); then, on a second server that needs a bearer token, it refuses a wrong token and
-//! keeps the right one. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
+//! output, and runs the coordinator as a network (two iterations, their reasons and checks);
+//! it edits the assistant's instructions in the Agent tab's editor, tries the draft in the
+//! chat (the scripted assistant says whether its system prompt holds the draft's marker),
+//! publishes it and sets two versions side by side; then, on a second server that needs a
+//! bearer token, it refuses a wrong token and keeps the right one. Without `KESTREL_TEST_CHROMIUM` (the chromium binary) the test says so and passes;
 //! with it set, a missing browser, `node` or `studio-tests/node_modules` is a failure.
 //!
 //! `studio-tests/runs.test.mjs` (node's test runner, no browser) checks how the Studio folds
-//! events into runs, including what the demo cannot show: approvals inside a sub-agent.
+//! events into runs, including what the demo cannot show: approvals inside a sub-agent;
+//! `versions.test.mjs` the editor's logic (the run body's `versions`, the versions set side by
+//! side, their line diff).
 //!
 //! `KESTREL_STUDIO_SCREENSHOT=<path>` makes the script save a screenshot of the Studio
 //! mid-delegation there (docs/studio-delegation.png is made this way).
@@ -29,6 +34,11 @@ use serde_json::json;
 
 /// The token of the second server, which the Studio must ask for.
 const TOKEN: &str = "studio-test-token";
+
+/// The markers studio.mjs writes into the assistant's instructions in the Studio's editor
+/// (the first and second drafts); the assistant says which one its system prompt holds.
+const DRAFT_MARKER: &str = "DRAFT-MARKER";
+const SECOND_MARKER: &str = "SECOND-MARKER";
 
 /// Bound on the whole browser script.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -186,7 +196,18 @@ fn scripted_model() -> ScriptedModel {
                 .map(Message::text)
                 .unwrap_or_default()
                 .to_lowercase();
-            return if asked.contains("email") {
+            return if asked.contains("who is answering") {
+                // Which instructions the run got: the code's, or a version's with a marker
+                // (the Studio's editor saves them; its Draft switch runs the draft).
+                let system = system_text(req);
+                let marker = [DRAFT_MARKER, SECOND_MARKER]
+                    .into_iter()
+                    .find(|m| system.contains(m));
+                ScriptedResponse::text(match marker {
+                    Some(marker) => format!("Answering as {marker}."),
+                    None => "Answering as the assistant written in code.".to_owned(),
+                })
+            } else if asked.contains("email") {
                 ScriptedResponse::tool_call(
                     call_id("email"),
                     dev::EMAIL_TOOL,
@@ -273,6 +294,7 @@ async fn the_studio_folds_events_into_runs() {
             "runs.test.mjs",
             "workflow-runs.test.mjs",
             "network-runs.test.mjs",
+            "versions.test.mjs",
         ])
         .current_dir(repo_root().join("studio-tests"))
         .output()
@@ -280,7 +302,8 @@ async fn the_studio_folds_events_into_runs() {
         .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
     assert!(
         output.status.success(),
-        "studio-tests/runs.test.mjs, workflow-runs.test.mjs or network-runs.test.mjs failed:\n{}\n{}",
+        "studio-tests/runs.test.mjs, workflow-runs.test.mjs, network-runs.test.mjs or \
+         versions.test.mjs failed:\n{}\n{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
