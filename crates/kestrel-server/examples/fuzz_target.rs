@@ -26,7 +26,9 @@ use std::sync::Arc;
 use kestrel_core::agent::Agent;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
-use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
+use kestrel_core::model::{
+    ModelRegistry, ModelRequest, ScriptedModel, ScriptedResponse, SharedModel, UnknownModel,
+};
 use kestrel_core::tool::{Tool, ToolError, create_tool};
 use kestrel_core::workflow::{Workflow, create_step};
 use kestrel_memory::{Memory, ObservationalMemory, WorkingMemory};
@@ -85,7 +87,15 @@ async fn main() -> Result<(), Error> {
         .build()?;
     // Given once: the instance saves its runs in the memory's storage, and the server's
     // memory routes serve it.
+    // Stored agents the fuzzer creates name models: only scripted ones resolve (no
+    // provider that would call a host).
+    let mut models = ModelRegistry::empty();
+    models.register(
+        "scripted",
+        |_: &str, _: &str| -> Result<SharedModel, UnknownModel> { Ok(model(answer)) },
+    );
     let kestrel = Kestrel::builder()
+        .models(models)
         .memory(memory)
         .agent(assistant)
         .agent(supervisor)

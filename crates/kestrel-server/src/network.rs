@@ -36,7 +36,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 "Run the agent as a network (a routing agent hands each iteration to a sub-agent, a workflow or a tool), streaming its events",
             )
             .body::<RunBody>()
-            .answering(Answer::Events),
+            .answering(Answer::Events)
+            .conflict("A run with this runId was started already, or the thread is busy"),
         )
         .post(
             "/agents/{agent_id}/approve-network-tool-call",

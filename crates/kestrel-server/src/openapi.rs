@@ -370,6 +370,13 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
             );
         }
         responses.insert("404".into(), error_response("Nothing by that id"));
+        // Routes that call a model answer for its provider (a stored agent may name any).
+        if op.method != MethodFilter::GET && matches!(op.doc.tag, "runs" | "networks" | "chat") {
+            responses.insert(
+                "502".into(),
+                error_response("The model provider failed (its text is logged, not sent)"),
+            );
+        }
         if let Some(conflict) = op.doc.conflict {
             responses.insert("409".into(), error_response(conflict));
         }

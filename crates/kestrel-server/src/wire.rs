@@ -257,7 +257,10 @@ impl ThreadRef {
 /// The body of `generate` and `stream`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("dependentRequired" = {"threadId": ["resourceId"]}))]
+#[schemars(extend("dependentSchemas" = {"threadId": {
+    "required": ["resourceId"],
+    "properties": {"resourceId": {"type": "string"}},
+}}))]
 pub(crate) struct RunBody {
     /// The input: a string, a message `{role, content}`, or an array of them.
     #[schemars(schema_with = "messages_schema")]
@@ -297,7 +300,7 @@ pub(crate) struct RunBody {
 /// At most this many agents in a body's `versions`.
 const MAX_VERSION_CHOICES: usize = 64;
 
-/// Refuses a `versions` naming too many agents, or ids that cannot be ids.
+/// Refuses a `versions` naming too many agents, or version ids that cannot be ids.
 fn check_versions(versions: &kestrel_core::version::Versions) -> Result<(), ApiError> {
     use kestrel_core::version::VersionChoice;
     if versions.agents.len() > MAX_VERSION_CHOICES {
@@ -305,16 +308,14 @@ fn check_versions(versions: &kestrel_core::version::Versions) -> Result<(), ApiE
             "versions.agents may name at most {MAX_VERSION_CHOICES} agents"
         )));
     }
-    for (agent, choice) in &versions.agents {
-        let version = match choice {
-            VersionChoice::Id { version_id } => Some(version_id.as_str()),
-            VersionChoice::Status { .. } => None,
-        };
-        if let Some(problem) = std::iter::once(agent.as_str())
-            .chain(version)
-            .find_map(id_problem)
+    // Agent ids are only compared with the agents' own; a version id is looked up.
+    for choice in versions.agents.values() {
+        if let VersionChoice::Id { version_id } = choice
+            && let Some(problem) = id_problem(version_id)
         {
-            return Err(ApiError::invalid(format!("versions.agents: {problem}")));
+            return Err(ApiError::invalid(format!(
+                "versions.agents: versionId: {problem}"
+            )));
         }
     }
     Ok(())

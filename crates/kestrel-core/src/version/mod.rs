@@ -187,6 +187,10 @@ pub enum VersionChoice {
     Id {
         /// The version's id.
         #[serde(rename = "versionId")]
+        #[schemars(
+            length(min = 1, max = 256),
+            pattern(r"^(?!\s*$)[^\u0000-\u001F\u007F-\u009F]*$")
+        )]
         version_id: String,
     },
 }
@@ -231,6 +235,7 @@ pub enum VersionStatus {
 pub struct Versions {
     /// By agent id.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 64))]
     pub agents: BTreeMap<String, VersionChoice>,
 }
 

@@ -81,7 +81,7 @@ pub(super) struct ConfigBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(super) struct DefaultOptionsBody {
     /// The bound on steps.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
     #[schemars(range(min = 1, max = 1000))]
     pub(super) max_steps: Option<u32>,
 }
