@@ -130,7 +130,8 @@ fn w10(
 }
 
 /// W10: `runs` start-suspend-resume cycles per batch on SQLite (a file in a temporary
-/// directory, the store's default durability: WAL, `synchronous=FULL`).
+/// directory, the store's default durability: WAL, `Synchronous::Runs`, under which workflow
+/// snapshots are not synced; `KESTREL_BENCH_SQLITE_SYNC=full` syncs every commit).
 pub async fn w10_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let storage = kestrel_storage::SqliteStorage::open_with(

@@ -161,7 +161,11 @@ pub enum WorkflowRunError {
 impl Workflow {
     /// A new run of the workflow, with a fresh id (Mastra's `createRun`).
     pub fn create_run(&self) -> WorkflowRun {
-        self.create_run_with_id(crate::id::new_id())
+        let run = self.create_run_with_id(crate::id::new_id());
+        // An id made here, now: no store holds a run of it until this handle stores one.
+        run.unstored
+            .store(true, std::sync::atomic::Ordering::Release);
+        run
     }
 
     /// The run `run_id`: a new one, or (to resume or cancel it) a stored one. A handle on a
@@ -177,6 +181,7 @@ impl Workflow {
             request_context: RequestContext::default(),
             initial_state: None,
             abort,
+            unstored: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 }
@@ -190,6 +195,9 @@ pub struct WorkflowRun {
     request_context: RequestContext,
     initial_state: Option<Value>,
     abort: AbortSignal,
+    /// The id is fresh and nothing was stored under it yet (shared by the handle's clones):
+    /// the first start needs not look for a created run.
+    unstored: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl WorkflowRun {
@@ -215,6 +223,8 @@ impl WorkflowRun {
     /// Returns the run's stored status. Of two starts of a `pending` run, one runs it and
     /// the other gets [`WorkflowRunError::AlreadyStarted`].
     pub async fn create(&self) -> Result<WorkflowStatus, WorkflowRunError> {
+        self.unstored
+            .store(false, std::sync::atomic::Ordering::Release);
         let store = &self.workflow.inner.store;
         if let Some(stored) = store.load(self.workflow.id(), &self.run_id).await? {
             return Ok(stored.status);
@@ -451,7 +461,16 @@ impl WorkflowRun {
             .await
             .map_err(|e| e.unwrap_or(taken(WorkflowStatus::Running)))?;
         let mut resource_id = self.resource_id.clone();
-        if let Some(stored) = store.load(workflow, &self.run_id).await? {
+        // Only the first start of a fresh id skips the look-up; any later one looks.
+        let unstored = self
+            .unstored
+            .swap(false, std::sync::atomic::Ordering::AcqRel);
+        let stored = if unstored {
+            None
+        } else {
+            store.load(workflow, &self.run_id).await?
+        };
+        if let Some(stored) = stored {
             if stored.status != WorkflowStatus::Pending {
                 return Err(taken(stored.status));
             }

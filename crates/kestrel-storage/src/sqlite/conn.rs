@@ -91,6 +91,9 @@ pub(super) struct Connections {
     closed: AtomicBool,
     writes: AtomicU64,
     checkpointing: Arc<AtomicBool>,
+    /// The connection background checkpoints run on, kept open between them: opening one
+    /// parses the whole schema, which cost more than the checkpoint itself.
+    checkpointer: Arc<std::sync::Mutex<Option<Connection>>>,
 }
 
 impl std::fmt::Debug for Connections {
@@ -135,6 +138,7 @@ impl Connections {
             closed: AtomicBool::new(false),
             writes: AtomicU64::new(0),
             checkpointing: Arc::new(AtomicBool::new(false)),
+            checkpointer: Arc::new(std::sync::Mutex::new(None)),
         }
     }
 
@@ -236,14 +240,26 @@ impl Connections {
         };
         let settings = self.settings.clone();
         let flag = Arc::clone(&self.checkpointing);
+        let checkpointer = Arc::clone(&self.checkpointer);
         runtime.spawn_blocking(move || {
             // Its own connection: a checkpoint must not hold up the readers' or the writer's.
-            let done = settings.open(false).and_then(|conn| {
-                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+            let mut slot = checkpointer.lock().unwrap_or_else(|e| e.into_inner());
+            let conn = match slot.take() {
+                Some(conn) => Ok(conn),
+                None => settings.open(false),
+            };
+            let done = conn.and_then(|conn| {
+                conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))?;
+                Ok(conn)
             });
-            if let Err(error) = done {
-                tracing::debug!(%error, path = %settings.path.display(), "background checkpoint failed; SQLite checkpoints on commit instead");
+            match done {
+                // Kept for the next one (a failed one is reopened then).
+                Ok(conn) => *slot = Some(conn),
+                Err(error) => {
+                    tracing::debug!(%error, path = %settings.path.display(), "background checkpoint failed; SQLite checkpoints on commit instead");
+                }
             }
+            drop(slot);
             flag.store(false, Ordering::Release);
         });
     }
@@ -251,6 +267,13 @@ impl Connections {
     /// Closes every connection once its holder is done; later operations fail.
     pub async fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        // A checkpoint going on now keeps its connection until it ends (then it is dropped
+        // with the store).
+        if let Ok(mut slot) = self.checkpointer.try_lock()
+            && let Some(conn) = slot.take()
+        {
+            let _ = conn.close();
+        }
         for slot in self.readers.iter().chain(std::iter::once(&self.writer)) {
             let conn = slot.lock().await.take();
             if let Some(conn) = conn {

@@ -518,13 +518,20 @@ impl Engine {
             });
         }
         // Each arm that ends is a step boundary: stored, so a crash re-runs only the others.
+        // The last arm to end is stored with the whole group (the entry's boundary, or the
+        // suspension or failure that ends the run), so it needs no commit of its own.
         let boundaries = steps.len() > 1 && self.workflow.inner.store.is_durable();
+        let running = std::sync::atomic::AtomicUsize::new(
+            started.iter().filter(|started| started.is_ok()).count(),
+        );
+        let running = &running;
         let flows = futures::future::join_all(steps.iter().zip(started).map(
             |(step, started)| async move {
                 match started {
                     Ok(started) => {
                         let flow = self.execute(step, started).await;
-                        if boundaries && matches!(flow, Flow::Next(_)) {
+                        let others = running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) > 1;
+                        if boundaries && others && matches!(flow, Flow::Next(_)) {
                             self.save(WorkflowStatus::Running, None, None).await;
                         }
                         flow

@@ -28,6 +28,22 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
         "runs are per workflow"
     );
 
+    // A save with the same status and resource (the common boundary save) replaces the
+    // snapshot; one that names another resource moves the run to it.
+    let mut same = record("w1", "r1", WorkflowStatus::Running);
+    same.snapshot = json!({"step": "one and a half"});
+    same.resource_id = Some("alice".into());
+    let saved = store.save_workflow_run(same).await.unwrap();
+    assert_eq!(saved.created_at, created.created_at, "created once");
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(read.snapshot, json!({"step": "one and a half"}));
+    let mut moved = record("w1", "r1", WorkflowStatus::Running);
+    moved.resource_id = Some("bob".into());
+    store.save_workflow_run(moved).await.unwrap();
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(read.resource_id.as_deref(), Some("bob"));
+    assert_eq!(read.created_at, created.created_at);
+
     let mut next = record("w1", "r1", WorkflowStatus::Suspended);
     next.snapshot = json!({"step": "two"});
     next.resource_id = Some("alice".into());
