@@ -141,7 +141,7 @@ pub(crate) fn storage_error(error: StorageError) -> ApiError {
 }
 
 /// A query string axum could not parse, as a 400 naming the parameter.
-fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(crate) fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     query
         .map(|Query(q)| q)
         .map_err(|e| ApiError::invalid_query(e.body_text()))

@@ -9,7 +9,7 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
 use kestrel_core::run_store::SuspendedRunsQuery;
-use kestrel_core::version::{VersionChoice, VersionError, VersionStatus};
+use kestrel_core::version::{VersionChoice, VersionStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -297,7 +297,7 @@ async fn get_agent(
     Path(agent_id): Path<String>,
     query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    let query = crate::memory::parsed(query)?;
     let choice = match (query.status, query.version_id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_query(
@@ -309,15 +309,10 @@ async fn get_agent(
         (None, None) => VersionChoice::published(),
     };
     let agent = agent(&state, &agent_id).await?;
-    let agent = agent.at_version(&choice).await.map_err(|e| match e {
-        e @ VersionError::UnknownVersion { .. } => ApiError::not_found(e.to_string()),
-        VersionError::Store(e) => ApiError::internal(&e),
-        e => ApiError::new(
-            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_version",
-            e.to_string(),
-        ),
-    })?;
+    let agent = agent
+        .at_version(&choice)
+        .await
+        .map_err(crate::stored::version_error)?;
     Ok(Json(agent_json(&agent).await))
 }
 

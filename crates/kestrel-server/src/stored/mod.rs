@@ -21,7 +21,7 @@ use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageErro
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
-use crate::memory::memory;
+use crate::memory::{memory, parsed};
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
@@ -115,12 +115,6 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
 }
 
-fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid_query(e.body_text()))
-}
-
 struct Page {
     page: usize,
     per_page: usize,
@@ -138,14 +132,19 @@ impl Page {
         })
     }
 
-    /// `items`' page, with `total`, `page`, `perPage` and `hasMore`.
-    fn of_items(&self, key: &str, items: Vec<Value>) -> Value {
+    /// `items`' page: what is on it, the total, and whether more follow.
+    fn cut<T>(&self, items: Vec<T>) -> (Vec<T>, usize, bool) {
         let total = items.len();
         let start = self.page.saturating_mul(self.per_page);
-        let page: Vec<Value> = items.into_iter().skip(start).take(self.per_page).collect();
+        let page: Vec<T> = items.into_iter().skip(start).take(self.per_page).collect();
         let has_more = start.saturating_add(page.len()) < total;
+        (page, total, has_more)
+    }
+
+    /// The page as Mastra answers it: `{<key>: items, total, page, perPage, hasMore}`.
+    fn answer(&self, key: &str, items: Vec<Value>, total: usize, has_more: bool) -> Value {
         json!({
-            key: page,
+            key: items,
             "total": total,
             "page": self.page,
             "perPage": self.per_page,
@@ -172,7 +171,7 @@ fn storage_error(error: StorageError) -> ApiError {
 }
 
 /// A version the instance cannot run: 422 naming what is wrong.
-fn version_error(error: VersionError) -> ApiError {
+pub(crate) fn version_error(error: VersionError) -> ApiError {
     match error {
         e @ VersionError::NotEditable { .. } => ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -380,18 +379,22 @@ async fn list_agents(
         .list_stored_agents()
         .await
         .map_err(storage_error)?;
-    let mut items = Vec::new();
-    for agent in agents {
-        let published = agent.active_version_id.is_some();
-        match query.status {
-            Some(VersionStatus::Published) if !published => continue,
-            Some(VersionStatus::Draft) if published => continue,
-            _ => {}
-        }
+    let listed: Vec<StoredAgent> = agents
+        .into_iter()
+        .filter(|agent| match query.status {
+            Some(VersionStatus::Published) => agent.active_version_id.is_some(),
+            Some(VersionStatus::Draft) => agent.active_version_id.is_none(),
+            None => true,
+        })
+        .collect();
+    // Only the agents on the page have their version read.
+    let (listed, total, has_more) = page.cut(listed);
+    let mut items = Vec::with_capacity(listed.len());
+    for agent in listed {
         let version = version_for(&state, &agent, None).await?;
         items.push(agent_json(&state, &agent, version.as_ref()));
     }
-    Ok(Json(page.of_items("agents", items)))
+    Ok(Json(page.answer("agents", items, total, has_more)))
 }
 
 async fn create_agent(

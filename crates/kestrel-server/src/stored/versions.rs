@@ -40,8 +40,9 @@ pub(super) async fn list_versions(
     if ascending {
         versions.reverse();
     }
+    let (versions, total, has_more) = page.cut(versions);
     let items = versions.iter().map(version_json).collect();
-    Ok(Json(page.of_items("versions", items)))
+    Ok(Json(page.answer("versions", items, total, has_more)))
 }
 
 pub(super) async fn create_version(
