@@ -1,10 +1,14 @@
 //! Conversation messages: what the model reads and what a thread stores.
 //!
 //! A [`Message`] is always complete: an assistant message holds the step's text and its tool
-//! calls, a tool message holds their results. Stream fragments never become messages.
+//! calls, a tool message holds their results. Stream fragments never become messages. A
+//! [`Transcript`] is a list of them that a run shares with its model requests.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod transcript;
+pub use transcript::Transcript;
 
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -158,7 +158,7 @@ impl TitleGenerator {
         };
         let input: String = first_message.chars().take(MAX_INPUT_CHARS).collect();
         let request = ModelRequest {
-            messages: vec![Message::system(&self.instructions), Message::user(input)],
+            messages: vec![Message::system(&self.instructions), Message::user(input)].into(),
             // A title is one short line; a model that rambles must not hold the model (a local
             // one serves requests in turn) for a whole context window.
             settings: ModelSettings {

@@ -153,7 +153,7 @@ impl Scorer for RubricScorer {
             criteria.join("\n")
         );
         let request = ModelRequest {
-            messages: vec![Message::system(RUBRIC_INSTRUCTIONS), Message::user(data)],
+            messages: vec![Message::system(RUBRIC_INSTRUCTIONS), Message::user(data)].into(),
             response_format: Some(ResponseFormat::Json {
                 schema: serde_json::json!({
                     "type": "object",

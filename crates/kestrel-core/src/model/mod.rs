@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::abort::AbortSignal;
-use crate::message::Message;
 
 /// A tool as the model sees it: name, description and JSON schema of its input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,8 +100,10 @@ pub struct ModelSettings {
 /// One call to a model.
 #[derive(Debug, Clone, Default)]
 pub struct ModelRequest {
-    /// The conversation, system messages first.
-    pub messages: Vec<Message>,
+    /// The conversation, system messages first. It shares the run's messages rather than
+    /// copying them (see [`Transcript`](crate::message::Transcript)); build one from a `Vec`
+    /// with `vec![…].into()`.
+    pub messages: crate::message::Transcript,
     /// Tools the model may call (shared: an agent's definitions are built once, not per call).
     pub tools: std::sync::Arc<[ToolDefinition]>,
     /// Whether and which tool the model must call.

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::structured::StructuredOutput;
-use crate::message::{Message, Part, Role};
+use crate::message::{Message, Part, Role, Transcript};
 use crate::model::{FinishReason, ModelSettings, ToolChoice, Usage};
 
 /// The version of the serialised [`RunState`] this build writes. Version 2 added the per-call
@@ -418,7 +418,7 @@ pub struct RunState {
     pub agent_id: String,
     /// The conversation without the system instructions: input first, then each step's
     /// assistant message and tool results.
-    pub messages: Vec<Message>,
+    pub messages: Transcript,
     /// How many of `messages` were input (the rest are the run's response).
     pub input_len: usize,
     /// Finished steps.
@@ -478,7 +478,7 @@ impl RunState {
             run_id,
             agent_id,
             input_len: messages.len(),
-            messages,
+            messages: Transcript::new(messages),
             steps: Vec::new(),
             usage: Usage::default(),
             max_steps,
@@ -506,9 +506,7 @@ impl RunState {
         input_stored: bool,
     ) {
         let history_len = history.len();
-        let mut messages = history;
-        messages.append(&mut self.messages);
-        self.messages = messages;
+        self.messages.prepend(history);
         self.input_len += history_len;
         // The context after the history is the caller's, never stored; the input after it is
         // stored already when recall says so.

@@ -22,7 +22,7 @@ pub struct ToolContext {
     pub(crate) abort: AbortSignal,
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
-    pub(crate) conversation: Option<Arc<[crate::message::Message]>>,
+    pub(crate) conversation: Option<crate::message::Transcript>,
     /// The run's step (0 for the first model call).
     pub(crate) step: u32,
     /// What the layers above hand to this call (the delegation hooks, a delegation's

@@ -139,7 +139,7 @@ async fn tool_calls_stream_like_hosted_providers() {
         return;
     };
     let request = ModelRequest {
-        messages: vec![Message::user("Please add 1000 and 2345.")],
+        messages: vec![Message::user("Please add 1000 and 2345.")].into(),
         tools: vec![add_definition()].into(),
         tool_choice: ToolChoice::Required,
         ..ModelRequest::default()
@@ -193,7 +193,7 @@ async fn abort_cancels_promptly() {
     };
     let abort = AbortSignal::new();
     let request = ModelRequest {
-        messages: vec![Message::user("Write a very long story about a lighthouse.")],
+        messages: vec![Message::user("Write a very long story about a lighthouse.")].into(),
         settings: ModelSettings {
             max_output_tokens: Some(1000),
             ..ModelSettings::default()
@@ -220,7 +220,7 @@ async fn abort_cancels_promptly() {
     assert!(stream.next().await.is_none());
     // Aborted before starting: refused at once.
     let request = ModelRequest {
-        messages: vec![Message::user("Hi")],
+        messages: vec![Message::user("Hi")].into(),
         abort,
         ..ModelRequest::default()
     };
@@ -244,7 +244,7 @@ async fn errors_are_typed() {
     let result = generate(
         model.as_ref(),
         ModelRequest {
-            messages: vec![Message::user(long)],
+            messages: vec![Message::user(long)].into(),
             ..ModelRequest::default()
         },
     )
@@ -257,7 +257,7 @@ async fn errors_are_typed() {
     tool.input_schema["properties"]["a"] = json!({"type": "number", "multipleOf": 2});
     let result = model
         .stream(ModelRequest {
-            messages: vec![Message::user("hi")],
+            messages: vec![Message::user("hi")].into(),
             tools: vec![tool].into(),
             ..ModelRequest::default()
         })
@@ -305,7 +305,7 @@ async fn registry_resolves_local_models_lazily() {
     let response = generate(
         model.as_ref(),
         ModelRequest {
-            messages: vec![Message::user("Say hello.")],
+            messages: vec![Message::user("Say hello.")].into(),
             settings: ModelSettings {
                 max_output_tokens: Some(8),
                 ..ModelSettings::default()

@@ -24,7 +24,7 @@ fn model(base_url: &str) -> Anthropic {
 
 fn request(text: &str) -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::user(text)],
+        messages: vec![Message::user(text)].into(),
         ..Default::default()
     }
 }
@@ -374,7 +374,7 @@ async fn sends_the_documented_request_shape() {
         Message::user("And tomorrow?"),
     ];
     let request = ModelRequest {
-        messages,
+        messages: messages.into(),
         tools: vec![ToolDefinition {
             name: "get_weather".into(),
             description: "Current weather in a city".into(),
@@ -468,7 +468,7 @@ async fn maps_tool_choices_limits_and_json_response_format() {
 
     let server = FakeServer::start(vec![Reply::sse(text_transcript("{}"))]).await;
     let request = ModelRequest {
-        messages: vec![Message::system("Be brief."), Message::user("Rate it")],
+        messages: vec![Message::system("Be brief."), Message::user("Rate it")].into(),
         response_format: Some(ResponseFormat::Json {
             schema: json!({ "type": "object", "properties": { "score": { "type": "integer" } } }),
             name: None,

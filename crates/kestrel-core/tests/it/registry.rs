@@ -39,7 +39,7 @@ fn pong() -> Reply {
 
 fn ping() -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::user("ping")],
+        messages: vec![Message::user("ping")].into(),
         ..Default::default()
     }
 }

@@ -220,7 +220,7 @@ impl ObservationalProcessor {
         }
         data.push_str("</transcript>");
         let request = ModelRequest {
-            messages: vec![Message::system(OBSERVER_INSTRUCTIONS), Message::user(data)],
+            messages: vec![Message::system(OBSERVER_INSTRUCTIONS), Message::user(data)].into(),
             ..ModelRequest::default()
         };
         let answer = self.ask(&self.observer, request, "observer").await?;
@@ -272,7 +272,7 @@ impl ObservationalProcessor {
         }
         data.push_str("</observations>");
         let request = ModelRequest {
-            messages: vec![Message::system(instructions), Message::user(data)],
+            messages: vec![Message::system(instructions), Message::user(data)].into(),
             ..ModelRequest::default()
         };
         let answer = self.ask(&self.reflector, request, "reflector").await?;

@@ -13,7 +13,6 @@ use crate::event::{
     StepResultInfo, StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload,
     ToolCallPayload, ToolCallStreamingStartPayload,
 };
-use crate::message::Message;
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
     Usage,
@@ -306,6 +305,9 @@ impl AgentRun {
                 ModelEvent::Finish { reason, usage } => finish = Some((reason, usage)),
             }
         }
+        // The model's stream may hold the request, which shares the conversation: dropped
+        // first, recording the answer appends without a copy.
+        drop(stream);
         open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
             .await;
         let Some((reason, usage)) = finish else {
@@ -340,19 +342,14 @@ impl AgentRun {
         Ok(())
     }
 
-    pub(super) fn model_request(&self, system: Option<String>) -> ModelRequest {
+    pub(super) fn model_request(&mut self, system: Option<String>) -> ModelRequest {
+        let mut head: Vec<&str> = Vec::with_capacity(1 + self.skill_system.len());
+        head.extend(system.as_deref());
+        head.extend(self.skill_system.iter().map(String::as_str));
+        head.extend(self.state.memory_system.iter().map(String::as_str));
+        // Shared with the run, not copied: see `Transcript`.
+        let messages = self.state.messages.with_system(&head);
         let settings = &self.state.settings;
-        let mut messages = Vec::with_capacity(self.state.messages.len() + 1);
-        if let Some(system) = system {
-            messages.push(Message::system(system));
-        }
-        for skills in &self.skill_system {
-            messages.push(Message::system(skills.clone()));
-        }
-        for extra in &self.state.memory_system {
-            messages.push(Message::system(extra.clone()));
-        }
-        messages.extend(self.state.messages.iter().cloned());
         let references = self
             .delegation
             .as_ref()

@@ -18,7 +18,7 @@ use crate::event::{
     Event, EventKind, EventSink, StepFinishPayload, StepOutput, StepResultInfo,
     ToolCallApprovalPayload, ToolCallSuspendedPayload, ToolErrorPayload, ToolResultPayload,
 };
-use crate::message::Message;
+use crate::message::Transcript;
 use crate::model::FinishReason;
 use crate::run::{
     CallPlan, CallProgress, DelegatedBy, RunStatus, SubRun, ToolCallRecord, ToolResultRecord,
@@ -137,13 +137,14 @@ impl AgentRun {
             let e = self.aborted();
             return Err(self.fail(e).await);
         }
-        let RunStatus::ToolsPending { step, calls } = &mut self.state.status else {
+        let RunStatus::ToolsPending { calls, .. } = &mut self.state.status else {
             return Ok(());
         };
         let mut calls = std::mem::take(calls);
-        if calls.is_empty() {
-            let step = step.clone();
-            calls = prepare_calls(&step, self.state.steps.len(), |call| {
+        if calls.is_empty()
+            && let RunStatus::ToolsPending { step, .. } = &self.state.status
+        {
+            calls = prepare_calls(step, self.state.steps.len(), |call| {
                 self.needs_approval(call)
             });
         }
@@ -204,7 +205,7 @@ impl AgentRun {
                     .get(&c.call.tool_name)
                     .is_some_and(|t| t.needs_conversation())
             })
-            .then(|| Arc::from(self.state.messages.as_slice()));
+            .then(|| self.state.messages.clone());
         let runtime = (!background.is_empty()).then(|| self.background_runtime());
         let base = Arc::new(CallBase {
             conversation,
@@ -290,6 +291,9 @@ impl AgentRun {
                 }
             }
         }
+        // The calls' shared context holds the conversation: gone, the results append to it
+        // without a copy.
+        drop(base);
         if paused {
             // A sub-agent paused: so does this run, still waiting for it.
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
@@ -390,7 +394,7 @@ impl AgentRun {
 
 struct CallBase {
     /// The conversation, for tools that read it.
-    conversation: Option<Arc<[Message]>>,
+    conversation: Option<Transcript>,
     delegation: Option<Arc<DelegationRuntime>>,
     step: u32,
     run_id: Arc<str>,

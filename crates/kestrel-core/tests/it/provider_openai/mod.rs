@@ -37,7 +37,7 @@ fn model(base_url: &str) -> OpenAiCompatible {
 
 fn request(text: &str) -> ModelRequest {
     ModelRequest {
-        messages: vec![Message::user(text)],
+        messages: vec![Message::user(text)].into(),
         ..Default::default()
     }
 }

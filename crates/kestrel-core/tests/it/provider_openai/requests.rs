@@ -82,7 +82,7 @@ fn conversation() -> Vec<Message> {
 async fn sends_the_documented_request_shape() {
     let server = FakeServer::start(vec![Reply::sse(text_transcript())]).await;
     let request = ModelRequest {
-        messages: conversation(),
+        messages: conversation().into(),
         tools: vec![weather_tool()].into(),
         tool_choice: ToolChoice::Tool("get_weather".into()),
         response_format: Some(ResponseFormat::Json {
