@@ -159,6 +159,8 @@ fn is_text(message: &Message, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn texts(messages: &[Message]) -> Vec<String> {
