@@ -165,8 +165,12 @@ impl AgentRun {
                 })
             );
             // Hands `start` to the reader before the first step's work: a server then sends
-            // its first bytes at once, even when the model answers without ever waiting.
-            tokio::task::yield_now().await;
+            // its first bytes at once, even when the model answers without ever waiting. With
+            // no reader (`generate`), yielding would only send the run to the back of the
+            // queue, its memory cold by the time it comes back.
+            if sink.is_observed() {
+                tokio::task::yield_now().await;
+            }
         }
         emit!(
             sink,
