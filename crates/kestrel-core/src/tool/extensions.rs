@@ -2,13 +2,13 @@
 //! tasks, a user's own integration) hands to the tools it runs, without the context naming it.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Values by type, one per type. Cloning shares the values.
 #[derive(Clone, Default)]
 pub struct Extensions {
-    map: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    // A handful of entries at most: a list searched in order beats hashing type ids.
+    map: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
 }
 
 impl Extensions {
@@ -19,14 +19,21 @@ impl Extensions {
 
     /// Sets the value of type `T`, replacing any before it.
     pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) {
-        self.map.insert(TypeId::of::<T>(), Arc::new(value));
+        let id = TypeId::of::<T>();
+        let value: Arc<dyn Any + Send + Sync> = Arc::new(value);
+        match self.map.iter_mut().find(|(key, _)| *key == id) {
+            Some(entry) => entry.1 = value,
+            None => self.map.push((id, value)),
+        }
     }
 
     /// The value of type `T`, if one was set.
     pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        let id = TypeId::of::<T>();
         self.map
-            .get(&TypeId::of::<T>())
-            .and_then(|value| value.downcast_ref::<T>())
+            .iter()
+            .find(|(key, _)| *key == id)
+            .and_then(|(_, value)| value.downcast_ref::<T>())
     }
 
     /// Whether no value is set.

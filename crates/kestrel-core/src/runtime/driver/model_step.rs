@@ -1,7 +1,6 @@
 //! The model call of a step: resolving the model and instructions, the request, and the
 //! stream of the answer turned into events and recorded in the state.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -202,7 +201,8 @@ impl AgentRun {
         let mut text = String::new();
         let mut reasoning = String::new();
         let mut calls: Vec<ToolCallRecord> = Vec::new();
-        let mut names: HashMap<String, String> = HashMap::new();
+        // The names of the calls being streamed, by call id: a step has a few.
+        let mut names: Vec<(String, String)> = Vec::new();
         let mut open = OpenPart::None;
         let mut finish: Option<(FinishReason, Usage)> = None;
         // One waiter for the whole answer: making (and dropping) one per streamed delta was a
@@ -255,7 +255,7 @@ impl AgentRun {
                 ModelEvent::ToolInputStart { id, name } => {
                     open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
                         .await;
-                    names.insert(id.clone(), name.clone());
+                    names.push((id.clone(), name.clone()));
                     emit!(
                         sink,
                         run_id,
@@ -266,7 +266,11 @@ impl AgentRun {
                     );
                 }
                 ModelEvent::ToolInputDelta { id, delta } => {
-                    let tool_name = names.get(&id).cloned().unwrap_or_default();
+                    let tool_name = names
+                        .iter()
+                        .find(|(call, _)| *call == id)
+                        .map(|(_, name)| name.clone())
+                        .unwrap_or_default();
                     emit!(
                         sink,
                         run_id,
@@ -289,9 +293,9 @@ impl AgentRun {
                 ModelEvent::ToolCall { id, name, input } => {
                     open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
                         .await;
-                    if !names.contains_key(&id) {
+                    if !names.iter().any(|(call, _)| *call == id) {
                         // The provider gave the call whole; stream it so UIs see one shape.
-                        names.insert(id.clone(), name.clone());
+                        names.push((id.clone(), name.clone()));
                         emit_whole_input(&sink, &run_id, &id, &name, &input).await;
                     }
                     let record = parse_call(id, name, input);
