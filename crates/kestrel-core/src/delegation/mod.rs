@@ -177,19 +177,20 @@ impl DelegationTool {
     }
 
     async fn delegate_in(&self, input: Value, ctx: &ToolContext) -> Result<Value, ToolError> {
-        let (run, scope) = match self.prepare(input, ctx).await? {
+        // Boxed, like the sub-run below: what preparing holds (hooks, the sub-agent's
+        // options, a stored run) is gone while the sub-agent runs, instead of taking room
+        // in this future as long as it does.
+        let (run, scope) = match Box::pin(self.prepare(input, ctx)).await? {
             Stored::Continue(run, scope) => (run, scope),
-            Stored::Ended(outcome) => return self.complete(*outcome, None, ctx).await,
+            Stored::Ended(outcome) => return Box::pin(self.complete(*outcome, None, ctx)).await,
         };
         if let Some(background) = ctx.extension::<BackgroundCall>().cloned() {
-            return Ok(self
-                .run_in_background(run, scope, ctx.clone(), background)
-                .await);
+            return Ok(Box::pin(self.run_in_background(run, scope, ctx.clone(), background)).await);
         }
         // Boxed: inline, the sub-run's future (kilobytes) would make this one as big, and
         // `execute` copies this one whole into its box before it starts.
         let outcome = Box::pin(drive(*run, ctx)).await;
-        self.complete(outcome, scope, ctx).await
+        Box::pin(self.complete(outcome, scope, ctx)).await
     }
 
     /// The sub-agent's run to drive: a new one, or the stored one of a delegation that stopped
@@ -303,12 +304,13 @@ mod future_sizes {
             "driving a sub-run takes {driven} bytes, its run's future {sub_run}"
         );
         let delegation = std::mem::size_of_val(&*tool.execute(json!({"prompt": "x"}), ctx));
-        // The sub-run's future is boxed apart: `execute` copies the delegation's whole into
-        // its box before it starts, so it stays small.
+        // The sub-run's future, and what preparing and completing hold, are boxed apart:
+        // `execute` copies the delegation's whole into its box before it starts, and it lives
+        // as long as the sub-agent runs.
         assert!(
-            delegation < sub_run.min(run_size * 2),
-            "a delegation's future takes {delegation} bytes: it holds its sub-run's ({sub_run}), \
-             or more than two runs ({run_size} each)"
+            delegation < run_size,
+            "a delegation's future takes {delegation} bytes: more than a run ({run_size}), or \
+             it holds its sub-run's ({sub_run})"
         );
     }
 }
