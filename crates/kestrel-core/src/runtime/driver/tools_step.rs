@@ -303,7 +303,8 @@ impl AgentRun {
         }
         let results = match calls_outcome(calls) {
             Ok(results) => results,
-            Err(waiting) => return self.suspend(waiting).await,
+            // Boxed: inline, stopping's work would take room in every run's future.
+            Err(waiting) => return Box::pin(self.suspend(waiting)).await,
         };
         let mut continued = self.state.record_tool_results(results);
         if continued && self.delegation.as_ref().is_some_and(|d| d.bailed()) {
