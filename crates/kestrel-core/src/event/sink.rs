@@ -60,21 +60,22 @@ impl EventSink {
 
     /// Sends an event. Async so that sinks with backpressure (pub/sub) fit the same call.
     pub(crate) fn emit(&self, event: Event) -> impl Future<Output = ()> + Send + '_ {
-        // Not an `async fn`: one would hold the event twice (its argument, and the local it is
-        // moved into), and a run's future is as big as its biggest pending emit.
+        // Not an `async fn`, and the event is queued before the future is: a future that held
+        // the event (376 bytes) would make every run's future as big, for the one moment an
+        // emit is pending. What is left to await is the pub/sub's boxed publish.
         let publish = self
             .tap
             .as_ref()
             .filter(|tap| tap.pubsub.has_subscribers(&tap.topic))
             .map(|tap| tap.pubsub.publish(&tap.topic, event.clone()));
+        if let Some(q) = &self.queue {
+            q.push(event);
+        }
         async move {
             if let Some(publish) = publish
                 && let Err(error) = publish.await
             {
                 tracing::warn!(%error, "publishing a run event to its thread's subscribers failed");
-            }
-            if let Some(q) = &self.queue {
-                q.push(event);
             }
         }
     }
@@ -142,5 +143,44 @@ impl EventQueue {
         state.closed = true;
         state.events.clear();
         state.waker = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use crate::event::{EventKind, TextDeltaPayload};
+
+    fn delta(text: &str) -> Event {
+        Event::agent(
+            Arc::from("run"),
+            EventKind::TextDelta(TextDeltaPayload {
+                id: "m".into(),
+                text: text.into(),
+            }),
+        )
+    }
+
+    /// Every run's future has room for its biggest pending emit: the emit queues its event
+    /// before it is awaited, so what is pending is a small future, not the event.
+    #[tokio::test]
+    async fn an_emit_queues_its_event_at_once_and_its_future_holds_no_event() {
+        let queue = Arc::new(EventQueue::default());
+        let sink = EventSink::queue(Arc::clone(&queue));
+        let emitting = sink.emit(delta("a"));
+        assert!(
+            std::mem::size_of_val(&emitting) < std::mem::size_of::<Event>() / 4,
+            "an emit's future takes {} bytes, an event {}",
+            std::mem::size_of_val(&emitting),
+            std::mem::size_of::<Event>()
+        );
+        assert_eq!(
+            queue.drain().len(),
+            1,
+            "queued before the future is awaited"
+        );
+        emitting.await;
+        assert!(queue.pop().is_none());
     }
 }
