@@ -48,6 +48,23 @@ macro_rules! emit {
     };
 }
 
+/// `$work.await`; on an error, the run is failed with it ([`AgentRun::fail`]) and the error
+/// returned. The error is consumed in the statement that awaited it: an `if let Err(e) =
+/// work.await { return Err(self.fail(e).await) }` keeps the `Result` (112 bytes or more)
+/// alive across `fail`'s await, which gives it room of its own in every run's future.
+macro_rules! or_fail {
+    ($run:expr, $work:expr) => {{
+        let outcome = match $work.await {
+            Ok(value) => Ok(value),
+            Err(e) => Err($run.fail(e)),
+        };
+        match outcome {
+            Ok(value) => value,
+            Err(failing) => return Err(failing.await),
+        }
+    }};
+}
+
 mod between_steps;
 mod memory_io;
 mod model_step;
@@ -394,10 +411,14 @@ impl AgentRun {
     /// run at the step boundary, saved: `Ok(false)`, and [`AgentRun::is_paused`] says so.
     pub async fn step(&mut self) -> Result<bool, AgentError> {
         self.error_handled = false;
-        match self.step_inner().await {
-            Err(error) if !self.error_handled => Err(self.fail(error).await),
-            other => other,
-        }
+        // The step's result is consumed in the statement that awaited it, and only the boxed
+        // `fail` is awaited after: the result (112 bytes) takes no room of its own in every
+        // run's future.
+        let failing = match self.step_inner().await {
+            Err(error) if !self.error_handled => self.fail(error),
+            other => return other,
+        };
+        Err(failing.await)
     }
 
     async fn step_inner(&mut self) -> Result<bool, AgentError> {
@@ -443,10 +464,8 @@ impl AgentRun {
             self.finish().await?;
             return Ok(false);
         }
-        if self.durable_steps
-            && let Err(e) = self.save_snapshot(RunPhase::Running).await
-        {
-            return Err(self.fail(e).await);
+        if self.durable_steps {
+            or_fail!(self, self.save_snapshot(RunPhase::Running));
         }
         Ok(true)
     }
@@ -455,9 +474,7 @@ impl AgentRun {
     /// when a delegation of the pending step has not finished).
     async fn pause_here(&mut self) -> Result<(), AgentError> {
         let phase = self.state.pause_phase();
-        if let Err(e) = self.save_snapshot(phase).await {
-            return Err(self.fail(e).await);
-        }
+        or_fail!(self, self.save_snapshot(phase));
         tracing::debug!(run_id = %self.run_id, ?phase, "run paused");
         self.paused = true;
         Ok(())
@@ -552,10 +569,24 @@ impl AgentRun {
         );
     }
 
+    // Each phase is a future of its own, awaited once: what one holds (an error, the
+    // outcome) then shares its room in the run's future with the steps', instead of taking
+    // room of its own beside them in every run's future.
     async fn run_registered(
         &mut self,
         _registered: Registered,
     ) -> Result<GenerateResult, AgentError> {
+        self.begin().await?;
+        // Boxed: the outcome (264 bytes) waits across `end`, and a value held across two
+        // awaits takes room of its own in the run's future.
+        let outcome = Box::new(self.drive().await);
+        self.end().await;
+        *outcome
+    }
+
+    /// Before the first step: the chosen id checked, the run owned (in a cluster), the thread
+    /// taken. An error is reported (and the run failed) before it is returned.
+    async fn begin(&mut self) -> Result<(), AgentError> {
         if let Err(e) = self.check_chosen_id().await {
             return Err(self.refuse(e).await);
         }
@@ -570,14 +601,17 @@ impl AgentRun {
             self.disown_run().await;
             return Err(error);
         }
-        let outcome = self.drive().await;
+        Ok(())
+    }
+
+    /// After the last step: background tasks closed, the thread and the run's lease given up.
+    async fn end(&mut self) {
         if self.background.is_some() {
             // Boxed: inline, what it awaits would take room in every run's future.
             Box::pin(self.close_background()).await;
         }
         self.release_thread().await;
         self.disown_run().await;
-        outcome
     }
 
     /// A run on a thread publishes its events to the thread's subscribers, and waits for the
@@ -671,9 +705,7 @@ impl AgentRun {
         if self.durable_steps && self.snapshot_version.is_none() {
             // A delegated run exists in the store from its start, so the parent's snapshot
             // can always be followed to it.
-            if let Err(e) = self.save_snapshot(RunPhase::Running).await {
-                return Err(self.fail(e).await);
-            }
+            or_fail!(self, self.save_snapshot(RunPhase::Running));
         }
         while self.step().await? {}
         // The run is over: its steps and messages move into the result.
@@ -785,10 +817,12 @@ mod future_sizes {
         let drive = std::mem::size_of_val(&run.drive());
         let future = std::mem::size_of_val(&run.run());
 
+        // The run once, what it drives, and little else: the phases before and after the
+        // steps, and their errors, share their room with the steps'.
         assert!(
-            future < run_size * 2 + drive,
-            "the run's future takes {future} bytes: the run ({run_size}) more than once, next \
-             to what it drives ({drive})"
+            future < run_size + drive + 512,
+            "the run's future takes {future} bytes: more than the run ({run_size}) and what it \
+             drives ({drive}) by half a kilobyte"
         );
     }
 }

@@ -117,16 +117,22 @@ impl AgentRun {
     }
 
     pub(super) async fn model_phase(&mut self) -> Result<(), AgentError> {
-        let (model, system) = match self.before_model_call().await {
-            Ok(v) => v,
-            // A background task's result that could not be stored has failed the run already.
-            Err(e) if self.error_handled => return Err(e),
-            Err(e) => return Err(self.fail(e).await),
+        // Errors are consumed in the statements that awaited them (see `or_fail!`).
+        let (model, system) = {
+            let prepared = match self.before_model_call().await {
+                Ok(v) => Ok(v),
+                // A background task's result that could not be stored has failed the run
+                // already.
+                Err(e) if self.error_handled => return Err(e),
+                Err(e) => Err(self.fail(e)),
+            };
+            match prepared {
+                Ok(v) => v,
+                Err(failing) => return Err(failing.await),
+            }
         };
-        match self.call_model(model, system).await {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.fail(e).await),
-        }
+        or_fail!(self, self.call_model(model, system));
+        Ok(())
     }
 
     /// What a model call needs first: the model and instructions, the thread's memory, the
@@ -210,16 +216,23 @@ impl AgentRun {
         let aborted = abort.aborted();
         tokio::pin!(aborted);
         loop {
-            let next = tokio::select! {
+            // The next event, taken apart in this statement: a `next` or a `?` temporary kept
+            // to the end of the loop's body would live across every emit in the arms below,
+            // and take room of its own in the run's future.
+            let event = match tokio::select! {
                 biased;
-                () = &mut aborted => {
+                () = &mut aborted => None,
+                next = stream.next() => Some(next),
+            } {
+                None => {
                     self.keep_partial(&message_id, &text, &reasoning).await;
                     return Err(self.aborted());
                 }
-                next = stream.next() => next,
+                Some(None) => break,
+                Some(Some(Ok(event))) => event,
+                Some(Some(Err(error))) => return Err(model_error(error)),
             };
-            let Some(event) = next else { break };
-            match event.map_err(model_error)? {
+            match event {
                 ModelEvent::TextDelta { text: delta } => {
                     if delta.is_empty() {
                         continue;

@@ -115,9 +115,7 @@ impl AgentRun {
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
                 *saved = calls.to_vec();
             }
-            if let Err(e) = self.save_snapshot(RunPhase::Running).await {
-                return Err(self.fail(e).await);
-            }
+            or_fail!(self, self.save_snapshot(RunPhase::Running));
         }
         Ok(())
     }
@@ -192,9 +190,7 @@ impl AgentRun {
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {
                 saved.clone_from(&calls);
             }
-            if let Err(e) = self.save_snapshot(RunPhase::WaitingForSubtask).await {
-                return Err(self.fail(e).await);
-            }
+            or_fail!(self, self.save_snapshot(RunPhase::WaitingForSubtask));
         }
         let tools = &self.agent.inner.tools;
         let conversation = calls
@@ -312,9 +308,7 @@ impl AgentRun {
             self.state.end(FinishReason::Stop);
             continued = false;
         }
-        if let Err(e) = self.persist().await {
-            return Err(self.fail(e).await);
-        }
+        or_fail!(self, self.persist());
         if sink.is_observed()
             && let Some(step) = self.state.steps.last()
         {
@@ -345,12 +339,8 @@ impl AgentRun {
             return Ok(());
         };
         self.state.status = RunStatus::Suspended { step, calls };
-        if let Err(e) = self.persist().await {
-            return Err(self.fail(e).await);
-        }
-        if let Err(e) = self.save_snapshot(RunPhase::Suspended).await {
-            return Err(self.fail(e).await);
-        }
+        or_fail!(self, self.persist());
+        or_fail!(self, self.save_snapshot(RunPhase::Suspended));
         if self.sink.is_observed() {
             for waiting in self.state.waiting_calls() {
                 let kind = match waiting.waiting {
