@@ -489,6 +489,7 @@ pub struct MessageSearch {
 pub use kestrel_core::run::RunPhase;
 
 /// The phase stored under `name`; a name no phase has is corrupt data.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(crate) fn parse_phase(name: &str) -> Result<RunPhase, StorageError> {
     RunPhase::parse(name).ok_or_else(|| StorageError::corrupt("run status", name))
 }

@@ -34,6 +34,10 @@
 //! Mastra has since deprecated networks in favour of supervisor agents (an agent with
 //! sub-agents, [`crate::agent::AgentBuilder::agents`]), which Kestrel has too: prefer one when
 //! the model should call several sub-agents within one answer.
+//!
+//! [`Agent::approve_network`]: crate::agent::Agent::approve_network
+//! [`Agent::decline_network`]: crate::agent::Agent::decline_network
+//! [`Agent::resume_network`]: crate::agent::Agent::resume_network
 
 mod completion;
 mod primitives;
