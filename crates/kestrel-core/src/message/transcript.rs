@@ -38,6 +38,15 @@ impl Transcript {
         }
     }
 
+    /// The messages as a `Vec` of your own: taken without a copy when no other list shares
+    /// them, copied otherwise.
+    pub fn into_vec(self) -> Vec<Message> {
+        let system = self.system;
+        let mut all = Arc::try_unwrap(self.all).unwrap_or_else(|shared| (*shared).clone());
+        all.drain(..system.min(all.len()));
+        all
+    }
+
     /// Appends a message.
     pub fn push(&mut self, message: Message) {
         Arc::make_mut(&mut self.all).push(message);
@@ -213,6 +222,17 @@ mod tests {
         assert_eq!(texts(&shared), ["old", "reply", "input", "answer"]);
         assert!(t.split_off(9).is_empty());
         assert_eq!(texts(&held), ["sys", "input"]);
+    }
+
+    #[test]
+    fn into_vec_gives_the_list_without_the_system_messages() {
+        let mut t = Transcript::new(vec![Message::user("a"), Message::user("b")]);
+        let request = t.with_system(&["sys"]);
+        assert_eq!(texts(&request.clone().into_vec()), ["sys", "a", "b"]);
+        // Shared with the request: copied, and the request keeps its messages.
+        assert_eq!(texts(&t.clone().into_vec()), ["a", "b"]);
+        drop(request);
+        assert_eq!(texts(&t.into_vec()), ["a", "b"]);
     }
 
     #[test]
