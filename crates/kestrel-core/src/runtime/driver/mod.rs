@@ -3,7 +3,9 @@
 //!
 //! [`AgentRun::step`] asks the state for its [`Action`] and performs it: the model call
 //! ([`model_step`]), the tools ([`tools_step`]), the hooks and the wrap-up ([`between_steps`]);
-//! memory I/O is in [`memory_io`]. Every error of a step goes through one place, `fail`.
+//! memory I/O is in [`memory_io`]; what comes before the first step and after the last
+//! (registration, the thread, the cluster's lease) is in [`lifecycle`]. Every error of a step
+//! goes through one place, `fail`.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,7 +16,7 @@ use tracing::Instrument;
 use super::Agent;
 use super::background::BackgroundRuntime;
 use super::cluster::Hold;
-use super::registry::{Lease, Registered, ThreadKey};
+use super::registry::Lease;
 use super::stream::AgentStream;
 use super::subrun::{DelegationRuntime, SubRunContext};
 use crate::abort::AbortSignal;
@@ -24,13 +26,10 @@ use crate::definition::{
     AgentError, BusyThread, DEFAULT_TOOL_CONCURRENCY, DelegationOptions, OnIterationComplete,
     RunOptions, approval_policy,
 };
-use crate::event::Tap;
 use crate::event::*;
 use crate::event::{EventQueue, EventSink};
 use crate::message::Message;
 use crate::model::{FinishReason, SharedModel};
-use crate::pubsub::thread_topic;
-use crate::run::GenerateResult;
 use crate::run::{
     Action, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, SavedApproval,
 };
@@ -66,6 +65,7 @@ macro_rules! or_fail {
 }
 
 mod between_steps;
+mod lifecycle;
 mod memory_io;
 mod model_step;
 mod tools_step;
@@ -484,244 +484,6 @@ impl AgentRun {
     /// [`Agent::resume_run`] continues it).
     pub fn is_paused(&self) -> bool {
         self.paused
-    }
-
-    /// Runs to the end and returns the result.
-    ///
-    /// A run on a thread first takes the thread's lease: runs on one thread go one at a time,
-    /// in the order they asked (or fail at once, with [`BusyThread::Fail`]). While it holds the
-    /// lease, the run takes the messages delivered to the thread and publishes its events to
-    /// the thread's subscribers.
-    pub fn run(mut self) -> impl Future<Output = Result<GenerateResult, AgentError>> + Send {
-        // Not an `async fn` taking `self`: its future would hold the run twice (the argument
-        // and the local it is moved into) for as long as the run lasts. The block owns the
-        // run once and lends it.
-        let registered = self.register();
-        async move {
-            match registered {
-                Ok(registered) => self.run_registered(registered).await,
-                Err(e) => Err(self.refuse(e).await),
-            }
-        }
-    }
-
-    /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
-    /// until the guard is dropped; refused when a run of the same id is in progress.
-    fn register(&self) -> Result<Registered, AgentError> {
-        self.agent
-            .runtime
-            .runs
-            .register(
-                &self.run_id,
-                self.abort.clone(),
-                self.pause.clone(),
-                self.thread_key(),
-                self.state.settings.resource_id.clone(),
-            )
-            .map_err(|owner| AgentError::RunIdTaken {
-                run_id: self.state.run_id.clone(),
-                live: true,
-                owner,
-            })
-    }
-
-    /// A new run whose caller chose its id must not take a stored run's: it would overwrite
-    /// that run's snapshot.
-    async fn check_chosen_id(&mut self) -> Result<(), AgentError> {
-        if !self.chosen_id {
-            return Ok(());
-        }
-        let stored =
-            self.store
-                .load(&self.run_id)
-                .await
-                .map_err(|source| AgentError::RunStore {
-                    run_id: self.state.run_id.clone(),
-                    source,
-                })?;
-        if let Some(stored) = stored {
-            return Err(AgentError::RunIdTaken {
-                run_id: self.state.run_id.clone(),
-                live: false,
-                owner: stored.state.settings.resource_id,
-            });
-        }
-        self.chosen_id = false;
-        Ok(())
-    }
-
-    /// Ends a run that never started (its id is taken): an `error` event, and nothing
-    /// stored, so the run that holds the id keeps its snapshot and its messages.
-    async fn refuse(&mut self, error: AgentError) -> AgentError {
-        self.emit_error(&error).await;
-        error
-    }
-
-    /// The `error` event of `error`.
-    async fn emit_error(&self, error: &AgentError) {
-        emit!(
-            self.sink,
-            self.run_id,
-            EventKind::Error(ErrorPayload {
-                error: error.detail(),
-                kind: error.kind().into(),
-            })
-        );
-    }
-
-    // Each phase is a future of its own, awaited once: what one holds (an error, the
-    // outcome) then shares its room in the run's future with the steps', instead of taking
-    // room of its own beside them in every run's future.
-    async fn run_registered(
-        &mut self,
-        _registered: Registered,
-    ) -> Result<GenerateResult, AgentError> {
-        self.begin().await?;
-        // Boxed: the outcome (264 bytes) waits across `end`, and a value held across two
-        // awaits takes room of its own in the run's future.
-        let outcome = Box::new(self.drive().await);
-        self.end().await;
-        *outcome
-    }
-
-    /// Before the first step: the chosen id checked, the run owned (in a cluster), the thread
-    /// taken. An error is reported (and the run failed) before it is returned.
-    async fn begin(&mut self) -> Result<(), AgentError> {
-        if let Err(e) = self.check_chosen_id().await {
-            return Err(self.refuse(e).await);
-        }
-        if self.agent.runtime.runs.cluster.is_some() {
-            // Boxed: single-process runs never await it.
-            if let Err(e) = Box::pin(self.own_run()).await {
-                return Err(self.refuse(e).await);
-            }
-        }
-        if let Err(e) = self.take_thread().await {
-            let error = self.fail(e).await;
-            self.disown_run().await;
-            return Err(error);
-        }
-        Ok(())
-    }
-
-    /// After the last step: background tasks closed, the thread and the run's lease given up.
-    async fn end(&mut self) {
-        if self.background.is_some() {
-            // Boxed: inline, what it awaits would take room in every run's future.
-            Box::pin(self.close_background()).await;
-        }
-        self.release_thread().await;
-        self.disown_run().await;
-    }
-
-    /// A run on a thread publishes its events to the thread's subscribers, and waits for the
-    /// thread's lease (or fails at once when the thread is busy and it may not wait).
-    async fn take_thread(&mut self) -> Result<(), AgentError> {
-        let Some(thread) = self.thread_key() else {
-            return Ok(());
-        };
-        let runs = Arc::clone(&self.agent.runtime.runs);
-        self.sink = self.sink.clone().with_tap(Tap {
-            pubsub: Arc::clone(&runs.pubsub),
-            topic: thread_topic(&thread.resource_id, &thread.thread_id).into(),
-        });
-        if self.busy == BusyThread::Fail {
-            let active = runs
-                .active_run_anywhere(&thread)
-                .await
-                .map_err(|source| self.cluster_error(source))?;
-            if let Some(active_run_id) = active {
-                return Err(AgentError::ThreadBusy {
-                    run_id: self.state.run_id.clone(),
-                    thread_id: thread.thread_id.clone(),
-                    active_run_id,
-                });
-            }
-        }
-        if runs.cluster.is_some()
-            && self.store.is_durable()
-            && let Some(recovery) = runs.thread_recovery.get()
-        {
-            // A run a dead instance left on the thread goes first, as it would have.
-            recovery.recover(&thread, &self.run_id).await;
-        }
-        let abort = self.abort.clone();
-        let lease = tokio::select! {
-            biased;
-            () = abort.aborted() => None,
-            lease = runs.lease(thread, &self.run_id) => Some(lease),
-        };
-        let lease = lease.ok_or_else(|| self.aborted())?;
-        self.lease = Some(lease.map_err(|source| self.cluster_error(source))?);
-        Ok(())
-    }
-
-    fn cluster_error(&self, source: crate::cluster::ClusterError) -> AgentError {
-        AgentError::Cluster {
-            run_id: self.state.run_id.clone(),
-            source,
-        }
-    }
-
-    /// In a cluster, takes the run's lease (unless a decision or a resume took it already):
-    /// refused when another live instance drives the run. Every snapshot and message the run
-    /// writes from now on carries the lease's token, and a snapshot is saved after every step
-    /// so another instance can continue the run should this one die.
-    async fn own_run(&mut self) -> Result<(), AgentError> {
-        let Some(cluster) = self.agent.runtime.runs.cluster.clone() else {
-            return Ok(());
-        };
-        if self.hold.is_none() {
-            let key = crate::cluster::run_lease_key(&self.run_id);
-            let hold = cluster
-                .acquire(key.clone(), cluster.instance())
-                .await
-                .map_err(|source| self.cluster_error(source))?;
-            let Some(hold) = hold else {
-                let instance = match cluster.config.leases.holder(&key).await {
-                    Ok(Some(lease)) => lease.holder,
-                    _ => "unknown".to_owned(),
-                };
-                return Err(AgentError::RunDrivenElsewhere {
-                    run_id: self.state.run_id.clone(),
-                    instance,
-                });
-            };
-            self.hold = Some(hold);
-        }
-        self.state.lease_token = self.hold.as_ref().map(|h| h.token());
-        self.durable_steps = self.store.is_durable();
-        Ok(())
-    }
-
-    /// Gives the run's lease up (the run ended, stopped or paused).
-    async fn disown_run(&mut self) {
-        if let Some(hold) = self.hold.take() {
-            hold.release().await;
-        }
-    }
-
-    async fn drive(&mut self) -> Result<GenerateResult, AgentError> {
-        if self.durable_steps && self.snapshot_version.is_none() {
-            // A delegated run exists in the store from its start, so the parent's snapshot
-            // can always be followed to it.
-            or_fail!(self, self.save_snapshot(RunPhase::Running));
-        }
-        while self.step().await? {}
-        // The run is over: its steps and messages move into the result.
-        let mut result = GenerateResult::take_from_state(&mut self.state);
-        if self.paused {
-            result.finish_reason = FinishReason::Paused;
-        }
-        Ok(result)
-    }
-
-    fn thread_key(&self) -> Option<ThreadKey> {
-        let settings = &self.state.settings;
-        Some(ThreadKey {
-            resource_id: settings.resource_id.clone()?,
-            thread_id: settings.thread_id.clone()?,
-        })
     }
 
     /// Continues the run as an event stream.
