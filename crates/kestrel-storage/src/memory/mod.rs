@@ -4,6 +4,8 @@
 mod agents;
 mod listing;
 mod queue;
+mod runs;
+mod vectors;
 mod workflows;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,7 +15,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use kestrel_core::lease::Fence;
 
-use self::listing::{paginate, run_matches, select, sort_threads};
+use self::listing::{paginate, select, sort_threads};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::storage::Storage;
@@ -623,40 +625,11 @@ impl Storage for InMemoryStorage {
         record: RunRecord,
         expected_version: Option<i64>,
     ) -> Result<RunRecord> {
-        codec::check_id("run_id", &record.run_id)?;
-        let mut state = self.state();
-        state.check_fence(&record.run_id, record.lease_token)?;
-        let saved = next_run(
-            state.runs.get(&record.run_id),
-            record,
-            expected_version,
-            codec::now(),
-        )?;
-        state.raise_fence(&saved.run_id, saved.lease_token);
-        state.runs.insert(saved.run_id.clone(), saved.clone());
-        Ok(saved)
+        runs::save(&mut self.state(), record, expected_version)
     }
 
     async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
-        let mut state = self.state();
-        let now = codec::now();
-        // Every compare-and-set is checked before anything is written: all or nothing.
-        let mut next = Vec::with_capacity(saves.len());
-        for (record, expected_version) in saves {
-            codec::check_id("run_id", &record.run_id)?;
-            state.check_fence(&record.run_id, record.lease_token)?;
-            next.push(next_run(
-                state.runs.get(&record.run_id),
-                record,
-                expected_version,
-                now,
-            )?);
-        }
-        for saved in &next {
-            state.raise_fence(&saved.run_id, saved.lease_token);
-            state.runs.insert(saved.run_id.clone(), saved.clone());
-        }
-        Ok(next)
+        runs::save_many(&mut self.state(), saves)
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
@@ -664,20 +637,7 @@ impl Storage for InMemoryStorage {
     }
 
     async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
-        codec::check_page(filter.page)?;
-        let state = self.state();
-        let mut runs: Vec<&RunRecord> = state
-            .runs
-            .values()
-            .filter(|r| run_matches(r, &filter))
-            .collect();
-        runs.sort_by(|a, b| {
-            b.created_at
-                .cmp(&a.created_at)
-                .then_with(|| b.run_id.cmp(&a.run_id))
-        });
-        let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
-        Ok(Page::new(items, filter.page, runs.len() as u64))
+        runs::list(&self.state(), filter)
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
@@ -773,27 +733,7 @@ impl Storage for InMemoryStorage {
     }
 
     async fn create_index(&self, name: &str, dimension: usize) -> Result<()> {
-        codec::check_id("index", name)?;
-        codec::check_dimension(dimension)?;
-        let mut state = self.state();
-        match state.indexes.get(name) {
-            Some(index) if index.dimension == dimension => Ok(()),
-            Some(index) => Err(StorageError::IndexExists {
-                index: name.to_owned(),
-                existing: index.dimension,
-                requested: dimension,
-            }),
-            None => {
-                state.indexes.insert(
-                    name.to_owned(),
-                    VectorIndex {
-                        dimension,
-                        vectors: BTreeMap::new(),
-                    },
-                );
-                Ok(())
-            }
-        }
+        vectors::create_index(&mut self.state(), name, dimension)
     }
 
     async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
@@ -801,120 +741,14 @@ impl Storage for InMemoryStorage {
     }
 
     async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
-        let mut state = self.state();
-        let dimension = state.index(index)?.dimension;
-        for record in &vectors {
-            codec::check_vector(index, dimension, &record.vector)?;
-        }
-        let target = state
-            .indexes
-            .get_mut(index)
-            .ok_or_else(|| StorageError::IndexNotFound {
-                index: index.to_owned(),
-            })?;
-        for record in vectors {
-            let record = VectorRecord {
-                metadata: codec::normalize_map(record.metadata),
-                ..record
-            };
-            target.vectors.insert(record.id.clone(), record);
-        }
-        Ok(())
+        vectors::upsert(&mut self.state(), index, vectors)
     }
 
     async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
-        let state = self.state();
-        let target = state.index(index)?;
-        codec::check_vector(index, target.dimension, &query.vector)?;
-        let wanted = |record: &VectorRecord, key: &str, want: &Option<String>| {
-            want.is_none() || codec::meta_str(&record.metadata, key).as_ref() == want.as_ref()
-        };
-        let mut top = codec::TopK::new(query.top_k);
-        for record in target.vectors.values() {
-            if wanted(record, "thread_id", &query.filter.thread_id)
-                && wanted(record, "resource_id", &query.filter.resource_id)
-            {
-                top.push(VectorMatch {
-                    id: record.id.clone(),
-                    score: codec::cosine(&query.vector, &record.vector),
-                    metadata: record.metadata.clone(),
-                });
-            }
-        }
-        Ok(top.into_vec())
+        vectors::query(&self.state(), index, query)
     }
 
     async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
-        let mut state = self.state();
-        state.index(index)?;
-        let mut deleted = 0;
-        if let Some(target) = state.indexes.get_mut(index) {
-            for id in ids {
-                deleted += u64::from(target.vectors.remove(id).is_some());
-            }
-        }
-        Ok(deleted)
+        vectors::delete(&mut self.state(), index, ids)
     }
-}
-
-impl State {
-    /// Refuses a write of `run_id` under `token` when a greater token was seen for the run.
-    fn check_fence(&self, run_id: &str, token: Option<i64>) -> Result<()> {
-        match (token, self.fences.get(run_id)) {
-            (Some(token), Some(&current)) if token < current => Err(StorageError::Fenced {
-                run_id: run_id.to_owned(),
-                token,
-                current,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Records a write of `run_id` under `token` (checked by [`State::check_fence`]).
-    fn raise_fence(&mut self, run_id: &str, token: Option<i64>) {
-        if let Some(token) = token {
-            let current = self.fences.entry(run_id.to_owned()).or_insert(token);
-            *current = (*current).max(token);
-        }
-    }
-}
-
-/// `record` as saved over `stored` with the compare-and-set on `expected_version`.
-fn next_run(
-    stored: Option<&RunRecord>,
-    record: RunRecord,
-    expected_version: Option<i64>,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<RunRecord> {
-    let saved = match (expected_version, stored) {
-        (None, None) => RunRecord {
-            version: 1,
-            created_at: now,
-            updated_at: now,
-            ..record
-        },
-        (Some(v), Some(current)) if current.version == v => RunRecord {
-            version: v + 1,
-            created_at: current.created_at,
-            updated_at: now,
-            lease_token: record.lease_token.or(current.lease_token),
-            ..record
-        },
-        (Some(_), None) => {
-            return Err(StorageError::RunNotFound {
-                run_id: record.run_id,
-            });
-        }
-        (expected, Some(current)) => {
-            return Err(StorageError::Conflict {
-                run_id: record.run_id,
-                expected,
-                actual: Some(current.version),
-            });
-        }
-    };
-    Ok(RunRecord {
-        snapshot: codec::normalize(saved.snapshot),
-        ..saved
-    })
 }
