@@ -3,9 +3,11 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+
 use crate::types::{
-    Anchor, Direction, MessageList, RunFilter, RunRecord, Selection, SeqRange, StoredMessage,
-    Thread, ThreadOrderField,
+    Anchor, Direction, MessageList, Page, PageRequest, RunFilter, RunRecord, Selection, SeqRange,
+    StoredMessage, Thread, ThreadOrderField,
 };
 
 pub(super) fn select(messages: &BTreeMap<i64, StoredMessage>, selection: Selection) -> MessageList {
@@ -64,6 +66,18 @@ pub(super) fn paginate<T: Clone>(items: &[&T], offset: u64, per_page: u32) -> Ve
         .take(per_page as usize)
         .map(|item| (*item).clone())
         .collect()
+}
+
+/// Runs (agent or workflow runs), newest first with ties by run id descending, as the page
+/// `request` asks. `key` gives a run's creation time and id.
+pub(super) fn newest_first<T: Clone>(
+    mut runs: Vec<&T>,
+    key: impl Fn(&T) -> (DateTime<Utc>, &str),
+    request: PageRequest,
+) -> Page<T> {
+    runs.sort_by(|a, b| key(b).cmp(&key(a)));
+    let items = paginate(&runs, request.offset(), request.per_page);
+    Page::new(items, request, runs.len() as u64)
 }
 
 pub(super) fn sort_threads(threads: &mut [&Thread], field: ThreadOrderField, direction: Direction) {

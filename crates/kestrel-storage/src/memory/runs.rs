@@ -2,7 +2,7 @@
 //! compare-and-set on its version and fenced by its lease token, and listed.
 
 use super::State;
-use super::listing::{paginate, run_matches};
+use super::listing::{newest_first, run_matches};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::types::{Page, RunFilter, RunRecord};
@@ -54,18 +54,16 @@ pub(super) fn save_many(
 /// The runs `filter` selects, newest first.
 pub(super) fn list(state: &State, filter: RunFilter) -> Result<Page<RunRecord>> {
     codec::check_page(filter.page)?;
-    let mut runs: Vec<&RunRecord> = state
+    let runs: Vec<&RunRecord> = state
         .runs
         .values()
         .filter(|r| run_matches(r, &filter))
         .collect();
-    runs.sort_by(|a, b| {
-        b.created_at
-            .cmp(&a.created_at)
-            .then_with(|| b.run_id.cmp(&a.run_id))
-    });
-    let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
-    Ok(Page::new(items, filter.page, runs.len() as u64))
+    Ok(newest_first(
+        runs,
+        |r| (r.created_at, r.run_id.as_str()),
+        filter.page,
+    ))
 }
 
 impl State {

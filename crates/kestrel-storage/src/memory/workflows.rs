@@ -2,7 +2,7 @@
 //! and run id, saved, claimed with a compare-and-set on its status, and listed.
 
 use super::State;
-use super::listing::paginate;
+use super::listing::newest_first;
 use crate::codec;
 use crate::error::Result;
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
@@ -55,7 +55,7 @@ pub(super) fn claim(
 /// The runs matching `filter`, newest first (ties by run id, descending).
 pub(super) fn list(state: &State, filter: WorkflowRunFilter) -> Result<Page<WorkflowRunRecord>> {
     codec::check_page(filter.page)?;
-    let mut runs: Vec<&WorkflowRunRecord> = state
+    let runs: Vec<&WorkflowRunRecord> = state
         .workflow_runs
         .values()
         .filter(|r| {
@@ -67,11 +67,9 @@ pub(super) fn list(state: &State, filter: WorkflowRunFilter) -> Result<Page<Work
         .filter(|r| filter.resource_id.is_none() || filter.resource_id == r.resource_id)
         .filter(|r| filter.status.is_none_or(|s| s == r.status))
         .collect();
-    runs.sort_by(|a, b| {
-        b.created_at
-            .cmp(&a.created_at)
-            .then_with(|| b.run_id.cmp(&a.run_id))
-    });
-    let items = paginate(&runs, filter.page.offset(), filter.page.per_page);
-    Ok(Page::new(items, filter.page, runs.len() as u64))
+    Ok(newest_first(
+        runs,
+        |r| (r.created_at, r.run_id.as_str()),
+        filter.page,
+    ))
 }
