@@ -20,7 +20,7 @@ use super::{Message, Part, Role};
 ///
 /// It serialises as a plain list of messages (a run's snapshot stores its conversation
 /// without the system messages, which are rebuilt for each request). Build one from a
-/// `Vec<Message>` with `.into()`; `to_vec()` gives a `Vec` of your own.
+/// `Vec<Message>` with `.into()`; [`Transcript::into_vec`] gives a `Vec` of your own.
 #[derive(Clone, Default)]
 pub struct Transcript {
     all: Arc<Vec<Message>>,
