@@ -19,11 +19,17 @@ const UPSERT: &str = "INSERT INTO workflow_runs \
      status = excluded.status, snapshot = excluded.snapshot, updated_at = excluded.updated_at \
      RETURNING created_at";
 
-/// A save that changes neither the status nor the resource: only the row's own page is
-/// rewritten (the upsert names the indexed columns, so SQLite rewrites their index entries
-/// too: three WAL frames a commit instead of one).
-const UPDATE_SNAPSHOT: &str = "UPDATE workflow_runs SET snapshot = ?5, updated_at = ?6 \
-     WHERE workflow_id = ?1 AND run_id = ?2 AND resource_id IS ?3 AND status = ?4 \
+/// A save of a running run: creates it, or replaces the snapshot of one stored running with the
+/// same resource. It names no indexed column in its update (the full upsert does, so SQLite
+/// rewrites their index entries too: three WAL frames a commit instead of one); a run whose
+/// stored status or resource differs returns no row and goes through [`UPSERT`].
+const SAVE_RUNNING: &str = "INSERT INTO workflow_runs \
+     (workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) \
+     ON CONFLICT (workflow_id, run_id) DO UPDATE SET snapshot = excluded.snapshot, \
+     updated_at = excluded.updated_at \
+     WHERE workflow_runs.status = excluded.status \
+     AND workflow_runs.resource_id IS excluded.resource_id \
      RETURNING created_at";
 
 const CLAIM: &str = "UPDATE workflow_runs SET status = ?4, updated_at = ?5 \
@@ -81,15 +87,23 @@ pub(super) async fn save(
     let at = codec::to_micros(now);
     let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());
     let (resource_id, status) = (record.resource_id.clone(), record.status.as_str());
+    let running = record.status == WorkflowStatus::Running;
     let created: i64 = store
         .conns
         .write(OP, Cost::Short, move |conn| {
             let params = params![workflow_id, run_id, resource_id, status, snapshot, at];
-            let updated = conn
-                .prepare_cached(UPDATE_SNAPSHOT)
-                .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
-                .map_err(err(OP))?;
-            match updated {
+            // A running run's save is most often a step boundary (the status and resource
+            // unchanged) or its first; any other status is most often new for the run (it
+            // stops or ends), so it goes straight to the full upsert: one statement, one
+            // transaction, in the common cases.
+            let saved = if running {
+                conn.prepare_cached(SAVE_RUNNING)
+                    .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
+                    .map_err(err(OP))?
+            } else {
+                None
+            };
+            match saved {
                 Some(created) => Ok(created),
                 None => conn
                     .prepare_cached(UPSERT)

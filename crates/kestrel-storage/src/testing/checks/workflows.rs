@@ -70,6 +70,21 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
     );
     let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
     assert_eq!(read.status, WorkflowStatus::Running);
+
+    // A running save over another stored status (no claim between) or another resource
+    // lands whole: status, resource and snapshot.
+    let stopped = record("w1", "r1", WorkflowStatus::Suspended);
+    store.save_workflow_run(stopped).await.unwrap();
+    let mut again = record("w1", "r1", WorkflowStatus::Running);
+    again.snapshot = json!({"step": "three"});
+    again.resource_id = None;
+    let saved = store.save_workflow_run(again).await.unwrap();
+    assert_eq!(saved.created_at, created.created_at, "created once");
+    let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
+    assert_eq!(
+        (read.status, read.snapshot, read.resource_id),
+        (WorkflowStatus::Running, json!({"step": "three"}), None)
+    );
     assert!(
         !store
             .claim_workflow_run(
