@@ -450,7 +450,16 @@ impl Step for FnStep {
         self.retries
     }
 
-    async fn execute(&self, ctx: StepContext) -> Result<Value, StepError> {
-        (self.exec)(ctx).await
+    // Written out as `async_trait` expands it: the closure's future is boxed already, and an
+    // `async fn` here would box a second future around it for every step run.
+    fn execute<'life0, 'async_trait>(
+        &'life0 self,
+        ctx: StepContext,
+    ) -> BoxFuture<'async_trait, Result<Value, StepError>>
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        (self.exec)(ctx)
     }
 }

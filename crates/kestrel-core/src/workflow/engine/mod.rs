@@ -192,7 +192,8 @@ impl Engine {
             self.save(WorkflowStatus::Running, None, None).await;
         }
         let workflow = self.workflow.clone();
-        let mut outcome = Flow::Next(self.entry_input.clone());
+        // How the run stopped early; running through every entry ends with the last output.
+        let mut stopped = None;
         for (index, entry) in workflow
             .inner
             .entries
@@ -201,7 +202,7 @@ impl Engine {
             .skip(self.position)
         {
             if self.run.abort.is_aborted() {
-                outcome = Flow::Canceled;
+                stopped = Some(Flow::Canceled);
                 break;
             }
             self.position = index;
@@ -211,23 +212,30 @@ impl Engine {
                 self.path.push(step.id().to_owned());
             }
             let resume = self.resume.take();
-            outcome = self
+            // The entry gets a copy: the run keeps its input (snapshots name it) until the
+            // entry's output takes its place.
+            match self
                 .entry(entry, self.entry_input.clone(), resume.as_ref())
-                .await;
-            match &outcome {
+                .await
+            {
                 Flow::Next(output) => {
-                    self.entry_input = output.clone();
+                    self.entry_input = output;
                     self.position = index + 1;
                     if durable && index + 1 < workflow.inner.entries.len() {
                         self.save(WorkflowStatus::Running, None, None).await;
                     }
                 }
-                _ => break,
+                flow => {
+                    stopped = Some(flow);
+                    break;
+                }
             }
         }
-        if matches!(outcome, Flow::Next(_)) && self.run.abort.is_aborted() {
-            outcome = Flow::Canceled;
-        }
+        let outcome = match stopped {
+            Some(flow) => flow,
+            None if self.run.abort.is_aborted() => Flow::Canceled,
+            None => Flow::Next(self.entry_input.clone()),
+        };
         self.finish(outcome).await
     }
 
@@ -256,11 +264,19 @@ impl Engine {
                     state: self.state(),
                     iteration_count: 0,
                 };
-                let decided = futures::future::join_all(arms.iter().map(|(condition, step)| {
-                    let context = context.clone();
-                    async move { (step, (condition.0)(context).await) }
-                }))
-                .await;
+                // Each condition owns a context; the last arm's is the original.
+                let mut contexts: Vec<ConditionContext> = Vec::with_capacity(arms.len());
+                for _ in 1..arms.len() {
+                    contexts.push(context.clone());
+                }
+                contexts.push(context);
+                let decided =
+                    futures::future::join_all(arms.iter().zip(contexts).map(
+                        |((condition, step), context)| async move {
+                            (step, (condition.0)(context).await)
+                        },
+                    ))
+                    .await;
                 let mut chosen = Vec::new();
                 for (step, holds) in decided {
                     match holds {
@@ -635,10 +651,16 @@ impl Engine {
         let retry = self.workflow.inner.retry;
         let attempts = step.retries().unwrap_or(retry.attempts);
         let mut retry_count = 0;
+        let mut input = Some(input);
         loop {
+            // The last attempt the retries allow takes the input; one before it, a copy.
+            let input = match input.as_ref() {
+                Some(kept) if retry_count < attempts => kept.clone(),
+                _ => input.take().unwrap_or_default(),
+            };
             let ctx = StepContext {
                 step_id: id.into(),
-                input: input.clone(),
+                input,
                 resume_data: resume_data.clone(),
                 suspend_data: suspend_data.clone(),
                 resume_path: resume_path.clone(),
