@@ -197,7 +197,7 @@ pub(crate) fn workflow_run_record(
     run_id: String,
     resource_id: Option<String>,
     status: &str,
-    snapshot: &str,
+    snapshot: String,
     created_at: chrono::DateTime<chrono::Utc>,
     updated_at: chrono::DateTime<chrono::Utc>,
 ) -> crate::error::Result<crate::types::WorkflowRunRecord> {
@@ -209,7 +209,7 @@ pub(crate) fn workflow_run_record(
         run_id,
         resource_id,
         status,
-        snapshot: serde_json::from_str(snapshot)
+        snapshot: serde_json::value::RawValue::from_string(snapshot)
             .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?,
         created_at,
         updated_at,

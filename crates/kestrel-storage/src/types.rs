@@ -8,6 +8,7 @@ use std::str::FromStr;
 use chrono::{DateTime, Utc};
 use kestrel_core::message::{Message, Part, Role};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::StorageError;
@@ -578,7 +579,7 @@ pub struct RunFilter {
 pub use kestrel_core::event::WorkflowStatus;
 
 /// A workflow run as stored: its latest snapshot (JSON) and the columns runs are found by.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowRunRecord {
     /// The workflow.
@@ -589,8 +590,11 @@ pub struct WorkflowRunRecord {
     pub resource_id: Option<String>,
     /// Where it stands (the store's copy wins over the snapshot's own).
     pub status: WorkflowStatus,
-    /// The snapshot.
-    pub snapshot: Value,
+    /// The snapshot, as JSON text: stores keep it as it is, without reading it (the workflow
+    /// store serialises its snapshot straight to this text and back, with no JSON tree
+    /// between). A store may give back equivalent text (PostgreSQL's `jsonb` orders keys and
+    /// spaces them its own way).
+    pub snapshot: Box<RawValue>,
     /// Assigned by the store on creation.
     pub created_at: DateTime<Utc>,
     /// Assigned by the store on every save.
@@ -603,7 +607,7 @@ impl WorkflowRunRecord {
         workflow_id: impl Into<String>,
         run_id: impl Into<String>,
         status: WorkflowStatus,
-        snapshot: Value,
+        snapshot: Box<RawValue>,
     ) -> Self {
         let now = crate::codec::now();
         Self {

@@ -43,7 +43,7 @@ fn failed(error: impl std::error::Error + Send + Sync + 'static) -> WorkflowStor
 }
 
 fn snapshot_of(record: WorkflowRunRecord) -> Result<WorkflowSnapshot, WorkflowStoreError> {
-    let mut snapshot: WorkflowSnapshot = serde_json::from_value(record.snapshot)
+    let mut snapshot: WorkflowSnapshot = serde_json::from_str(record.snapshot.get())
         .map_err(|e| failed(StorageError::corrupt("workflow run snapshot", e)))?;
     snapshot.status = record.status;
     snapshot.created_at_ms = record.created_at.timestamp_millis();
@@ -54,7 +54,8 @@ fn snapshot_of(record: WorkflowRunRecord) -> Result<WorkflowSnapshot, WorkflowSt
 #[async_trait::async_trait]
 impl WorkflowStore for StorageWorkflowStore {
     async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        let json = serde_json::to_value(snapshot).map_err(failed)?;
+        // Straight to JSON text: the store keeps it as it is.
+        let json = serde_json::value::to_raw_value(snapshot).map_err(failed)?;
         let mut record = WorkflowRunRecord::new(
             &snapshot.workflow_id,
             &snapshot.run_id,

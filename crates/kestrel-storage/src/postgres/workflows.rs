@@ -6,7 +6,7 @@ use sqlx::{Postgres, QueryBuilder};
 
 use super::{PostgresStorage, err};
 use crate::codec;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 const COLUMNS: &str =
@@ -44,7 +44,7 @@ impl Row {
             self.run_id,
             self.resource_id,
             &self.status,
-            &self.snapshot,
+            self.snapshot,
             self.created_at,
             self.updated_at,
         )
@@ -58,8 +58,7 @@ pub(super) async fn save(
     const OP: &str = "save_workflow_run";
     codec::check_id("workflow_id", &record.workflow_id)?;
     codec::check_id("run_id", &record.run_id)?;
-    let snapshot = serde_json::to_string(&record.snapshot)
-        .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?;
+    let snapshot = record.snapshot.get().to_owned();
     let now = codec::now();
     let created_at: DateTime<Utc> = sqlx::query_scalar(UPSERT)
         .bind(&record.workflow_id)

@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 use super::conn::Cost;
 use super::{SqliteStorage, count_and_page, err, optional_row, sql};
 use crate::codec;
-use crate::error::{Result, StorageError};
+use crate::error::Result;
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 const COLUMNS: &str = "workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at";
@@ -67,7 +67,7 @@ impl Row {
             self.run_id,
             self.resource_id,
             &self.status,
-            &self.snapshot,
+            self.snapshot,
             codec::from_micros(self.created_at)?,
             codec::from_micros(self.updated_at)?,
         )
@@ -81,8 +81,7 @@ pub(super) async fn save(
     const OP: &str = "save_workflow_run";
     codec::check_id("workflow_id", &record.workflow_id)?;
     codec::check_id("run_id", &record.run_id)?;
-    let snapshot = serde_json::to_string(&record.snapshot)
-        .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?;
+    let snapshot = record.snapshot.get().to_owned();
     let now = codec::now();
     let at = codec::to_micros(now);
     let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());

@@ -3,13 +3,24 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
 
 use crate::storage::Storage;
 use crate::types::{PageRequest, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 fn record(workflow: &str, run: &str, status: WorkflowStatus) -> WorkflowRunRecord {
-    WorkflowRunRecord::new(workflow, run, status, json!({"step": "one", "n": 1.5}))
+    WorkflowRunRecord::new(workflow, run, status, raw(json!({"step": "one", "n": 1.5})))
+}
+
+/// A snapshot's JSON text.
+fn raw(value: Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(&value).unwrap()
+}
+
+/// A stored snapshot, read as JSON (stores may give back equivalent text).
+fn value(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap()
 }
 
 /// A save creates the run, a later one replaces its snapshot and status (keeping its creation
@@ -18,9 +29,9 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
     let mut first = record("w1", "r1", WorkflowStatus::Running);
     first.resource_id = Some("alice".into());
     let created = store.save_workflow_run(first.clone()).await.unwrap();
-    assert_eq!(created.snapshot, first.snapshot);
+    assert_eq!(value(&created.snapshot), value(&first.snapshot));
     let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
-    assert_eq!(read.snapshot, json!({"step": "one", "n": 1.5}));
+    assert_eq!(value(&read.snapshot), json!({"step": "one", "n": 1.5}));
     assert_eq!(read.resource_id.as_deref(), Some("alice"));
     assert_eq!(read.status, WorkflowStatus::Running);
     assert!(
@@ -31,12 +42,12 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
     // A save with the same status and resource (the common boundary save) replaces the
     // snapshot; one that names another resource moves the run to it.
     let mut same = record("w1", "r1", WorkflowStatus::Running);
-    same.snapshot = json!({"step": "one and a half"});
+    same.snapshot = raw(json!({"step": "one and a half"}));
     same.resource_id = Some("alice".into());
     let saved = store.save_workflow_run(same).await.unwrap();
     assert_eq!(saved.created_at, created.created_at, "created once");
     let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
-    assert_eq!(read.snapshot, json!({"step": "one and a half"}));
+    assert_eq!(value(&read.snapshot), json!({"step": "one and a half"}));
     let mut moved = record("w1", "r1", WorkflowStatus::Running);
     moved.resource_id = Some("bob".into());
     store.save_workflow_run(moved).await.unwrap();
@@ -45,14 +56,14 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
     assert_eq!(read.created_at, created.created_at);
 
     let mut next = record("w1", "r1", WorkflowStatus::Suspended);
-    next.snapshot = json!({"step": "two"});
+    next.snapshot = raw(json!({"step": "two"}));
     next.resource_id = Some("alice".into());
     let replaced = store.save_workflow_run(next).await.unwrap();
     assert_eq!(replaced.created_at, created.created_at, "created once");
     assert!(replaced.updated_at >= created.updated_at);
     let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
     assert_eq!(
-        (read.status, read.snapshot),
+        (read.status, value(&read.snapshot)),
         (WorkflowStatus::Suspended, json!({"step": "two"}))
     );
 
@@ -76,13 +87,13 @@ pub async fn workflow_runs_save_claim_and_delete(store: Arc<dyn Storage>) {
     let stopped = record("w1", "r1", WorkflowStatus::Suspended);
     store.save_workflow_run(stopped).await.unwrap();
     let mut again = record("w1", "r1", WorkflowStatus::Running);
-    again.snapshot = json!({"step": "three"});
+    again.snapshot = raw(json!({"step": "three"}));
     again.resource_id = None;
     let saved = store.save_workflow_run(again).await.unwrap();
     assert_eq!(saved.created_at, created.created_at, "created once");
     let read = store.get_workflow_run("w1", "r1").await.unwrap().unwrap();
     assert_eq!(
-        (read.status, read.snapshot, read.resource_id),
+        (read.status, value(&read.snapshot), read.resource_id),
         (WorkflowStatus::Running, json!({"step": "three"}), None)
     );
     assert!(
