@@ -188,12 +188,6 @@ pub trait WorkflowStore: Send + Sync + std::fmt::Debug {
     /// Deletes a run; `false` when there was none.
     async fn delete(&self, workflow_id: &str, run_id: &str) -> Result<bool, WorkflowStoreError>;
 
-    /// [`WorkflowStore::save`] of a snapshot the caller gives up: a store that keeps
-    /// snapshots as they are (the in-memory one) keeps this one without a copy.
-    async fn save_owned(&self, snapshot: WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        self.save(&snapshot).await
-    }
-
     /// Whether snapshots outlive the process: a durable store gets one at every step
     /// boundary (so a run can be continued after a crash), the in-memory one only when a run
     /// stops or ends.
@@ -207,15 +201,41 @@ pub type SharedWorkflowStore = Arc<dyn WorkflowStore>;
 
 /// Workflow runs in this process's memory (the default): at most
 /// [`InMemoryWorkflowStore::DEFAULT_CAPACITY`] runs, the oldest forgotten first.
+///
+/// Each run is kept as its snapshot's JSON text beside the fields runs are found by: a run's
+/// JSON tree takes about ten times the memory of its text (every small object is a B-tree
+/// node), and forgetting a run frees one string instead of a tree.
 #[derive(Debug)]
 pub struct InMemoryWorkflowStore {
     runs: Mutex<Runs>,
     capacity: usize,
 }
 
+/// A run as the in-memory store keeps it.
+#[derive(Debug)]
+struct Kept {
+    resource_id: Option<String>,
+    status: WorkflowStatus,
+    created_at_ms: i64,
+    updated_at_ms: i64,
+    /// The snapshot, serialised (its status and times are the fields above).
+    json: Box<str>,
+}
+
+impl Kept {
+    fn snapshot(&self) -> Result<WorkflowSnapshot, WorkflowStoreError> {
+        let mut snapshot: WorkflowSnapshot =
+            serde_json::from_str(&self.json).map_err(|e| WorkflowStoreError(Box::new(e)))?;
+        snapshot.status = self.status;
+        snapshot.created_at_ms = self.created_at_ms;
+        snapshot.updated_at_ms = self.updated_at_ms;
+        Ok(snapshot)
+    }
+}
+
 #[derive(Debug, Default)]
 struct Runs {
-    by_key: HashMap<(String, String), WorkflowSnapshot>,
+    by_key: HashMap<(String, String), Kept>,
     /// The runs in the order they were created, oldest first: the first to forget.
     created: std::collections::VecDeque<(String, String)>,
 }
@@ -250,7 +270,10 @@ impl InMemoryWorkflowStore {
     }
 
     /// Keeps `snapshot` as its run's, making room (the oldest runs go) when full.
-    fn put(&self, snapshot: WorkflowSnapshot) {
+    fn put(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
+        let json = serde_json::to_string(snapshot)
+            .map_err(|e| WorkflowStoreError(Box::new(e)))?
+            .into_boxed_str();
         let mut evicted = Vec::new();
 
         let now = now_ms();
@@ -270,13 +293,18 @@ impl InMemoryWorkflowStore {
                 now
             }
         };
-        let mut stored = snapshot;
-        stored.created_at_ms = created;
-        stored.updated_at_ms = now;
-        evicted.extend(runs.by_key.insert(key, stored));
+        let kept = Kept {
+            resource_id: snapshot.resource_id.clone(),
+            status: snapshot.status,
+            created_at_ms: created,
+            updated_at_ms: now,
+            json,
+        };
+        evicted.extend(runs.by_key.insert(key, kept));
         drop(runs);
-        // Freed outside the lock: a big snapshot takes a while to free.
+        // Freed outside the lock.
         drop(evicted);
+        Ok(())
     }
 }
 
@@ -287,13 +315,7 @@ fn key(workflow_id: &str, run_id: &str) -> (String, String) {
 #[async_trait::async_trait]
 impl WorkflowStore for InMemoryWorkflowStore {
     async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        self.put(snapshot.clone());
-        Ok(())
-    }
-
-    async fn save_owned(&self, snapshot: WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        self.put(snapshot);
-        Ok(())
+        self.put(snapshot)
     }
 
     async fn load(
@@ -301,7 +323,11 @@ impl WorkflowStore for InMemoryWorkflowStore {
         workflow_id: &str,
         run_id: &str,
     ) -> Result<Option<WorkflowSnapshot>, WorkflowStoreError> {
-        Ok(self.lock().by_key.get(&key(workflow_id, run_id)).cloned())
+        let runs = self.lock();
+        runs.by_key
+            .get(&key(workflow_id, run_id))
+            .map(Kept::snapshot)
+            .transpose()
     }
 
     async fn claim(
@@ -324,27 +350,26 @@ impl WorkflowStore for InMemoryWorkflowStore {
 
     async fn list(&self, query: &WorkflowRunsQuery) -> Result<WorkflowRunList, WorkflowStoreError> {
         let runs = self.lock();
-        let mut matching: Vec<&WorkflowSnapshot> = runs
+        let mut matching: Vec<(&(String, String), &Kept)> = runs
             .by_key
-            .values()
-            .filter(|s| {
-                query
-                    .workflow_id
-                    .as_ref()
-                    .is_none_or(|w| *w == s.workflow_id)
+            .iter()
+            .filter(|((workflow_id, _), _)| {
+                query.workflow_id.as_ref().is_none_or(|w| w == workflow_id)
             })
-            .filter(|s| query.resource_id.is_none() || query.resource_id == s.resource_id)
-            .filter(|s| query.status.is_none_or(|status| status == s.status))
+            .filter(|(_, s)| query.resource_id.is_none() || query.resource_id == s.resource_id)
+            .filter(|(_, s)| query.status.is_none_or(|status| status == s.status))
             .collect();
-        matching.sort_by(|a, b| (b.created_at_ms, &b.run_id).cmp(&(a.created_at_ms, &a.run_id)));
+        matching.sort_by(|((_, a_run), a), ((_, b_run), b)| {
+            (b.created_at_ms, b_run).cmp(&(a.created_at_ms, a_run))
+        });
         let size = query.page_size() as usize;
         let total = matching.len() as u64;
         let runs = matching
             .into_iter()
             .skip(query.page as usize * size)
             .take(size)
-            .cloned()
-            .collect();
+            .map(|(_, kept)| kept.snapshot())
+            .collect::<Result<_, _>>()?;
         Ok(WorkflowRunList { runs, total })
     }
 
@@ -357,5 +382,112 @@ impl WorkflowStore for InMemoryWorkflowStore {
 
     fn is_durable(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn snapshot(run_id: &str, status: WorkflowStatus) -> WorkflowSnapshot {
+        let mut step = StepResult::begun(json!({"x": 0.1 + 0.2, "tiny": 5e-324}), 7);
+        step.output = Some(json!({"big": u64::MAX, "text": "naïve \u{1F426}", "list": [1, null]}));
+        step.ended_at = Some(9);
+        WorkflowSnapshot {
+            workflow_id: "w".into(),
+            run_id: run_id.into(),
+            resource_id: Some("alice".into()),
+            status,
+            input: json!({"v": -1.5e300}),
+            steps: BTreeMap::from([("s1".to_owned(), step)]),
+            state: json!({"n": 3}),
+            position: 1,
+            entry_input: json!({"v": 2}),
+            step_execution_path: vec!["s1".into()],
+            result: None,
+            error: None,
+            request_context: BTreeMap::new(),
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_store_gives_back_what_it_was_given() {
+        let store = InMemoryWorkflowStore::new();
+        let saved = snapshot("r1", WorkflowStatus::Suspended);
+        store.save(&saved).await.unwrap();
+        let loaded = store.load("w", "r1").await.unwrap().unwrap();
+        assert!(loaded.created_at_ms > 0 && loaded.updated_at_ms >= loaded.created_at_ms);
+        let times = (loaded.created_at_ms, loaded.updated_at_ms);
+        assert_eq!(
+            WorkflowSnapshot {
+                created_at_ms: 0,
+                updated_at_ms: 0,
+                ..loaded
+            },
+            saved,
+            "every value, floats to the last bit, comes back"
+        );
+        assert!(store.load("w", "r2").await.unwrap().is_none());
+
+        // A claim moves the status that loads and lists see; a later save keeps the creation.
+        let claim = || {
+            store.claim(
+                "w",
+                "r1",
+                WorkflowStatus::Suspended,
+                WorkflowStatus::Running,
+            )
+        };
+        let claims = (claim().await.unwrap(), claim().await.unwrap());
+        assert_eq!(claims, (true, false), "claimed once");
+        let loaded = store.load("w", "r1").await.unwrap().unwrap();
+        assert_eq!(loaded.status, WorkflowStatus::Running);
+        let running = WorkflowRunsQuery {
+            status: Some(WorkflowStatus::Running),
+            ..Default::default()
+        };
+        assert_eq!(store.list(&running).await.unwrap().total, 1);
+        store
+            .save(&snapshot("r1", WorkflowStatus::Success))
+            .await
+            .unwrap();
+        let loaded = store.load("w", "r1").await.unwrap().unwrap();
+        assert_eq!(
+            (loaded.status, loaded.created_at_ms),
+            (WorkflowStatus::Success, times.0)
+        );
+        assert_eq!(store.list(&running).await.unwrap().total, 0);
+    }
+
+    #[tokio::test]
+    async fn the_in_memory_store_forgets_its_oldest_runs_first_when_full() {
+        let store = InMemoryWorkflowStore {
+            runs: Mutex::new(Runs::default()),
+            capacity: 2,
+        };
+        for run in ["r1", "r2", "r3"] {
+            store
+                .save(&snapshot(run, WorkflowStatus::Success))
+                .await
+                .unwrap();
+        }
+        // Saving a kept run again makes no room.
+        store
+            .save(&snapshot("r2", WorkflowStatus::Success))
+            .await
+            .unwrap();
+        assert!(store.load("w", "r1").await.unwrap().is_none());
+        let listed = store.list(&WorkflowRunsQuery::default()).await.unwrap();
+        let mut ids: Vec<String> = listed.runs.into_iter().map(|s| s.run_id).collect();
+        ids.sort();
+        assert_eq!((ids, listed.total), (vec!["r2".into(), "r3".into()], 2));
+        assert!(store.delete("w", "r2").await.unwrap());
+        assert!(!store.delete("w", "r2").await.unwrap());
     }
 }

@@ -691,22 +691,46 @@ impl Engine {
         result: Option<&Value>,
         error: Option<&StepErrorInfo>,
     ) {
-        if self.lease.as_ref().is_some_and(|lease| lease.is_lost()) {
-            // Another instance drives the run now: its snapshots are the run's.
+        if self.lease_lost() {
             return;
         }
-        let snapshot = WorkflowSnapshot {
+        let steps = self
+            .run
+            .results
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        self.store(&self.snapshot(status, result, error, steps))
+            .await;
+    }
+
+    /// Whether another instance drives the run now (its snapshots are the run's).
+    fn lease_lost(&self) -> bool {
+        self.lease.as_ref().is_some_and(|lease| lease.is_lost())
+    }
+
+    /// Stores `snapshot`; a store that fails is logged.
+    async fn store(&self, snapshot: &WorkflowSnapshot) {
+        if let Err(error) = self.workflow.inner.store.save(snapshot).await {
+            tracing::warn!(run_id = %self.run.run_id, %error, "saving a workflow run's snapshot failed");
+        }
+    }
+
+    /// The run's snapshot with these step results.
+    fn snapshot(
+        &self,
+        status: WorkflowStatus,
+        result: Option<&Value>,
+        error: Option<&StepErrorInfo>,
+        steps: BTreeMap<String, StepResult>,
+    ) -> WorkflowSnapshot {
+        WorkflowSnapshot {
             workflow_id: self.run.workflow_id.to_string(),
             run_id: self.run.run_id.to_string(),
             resource_id: self.resource_id.clone(),
             status,
             input: self.run.init.clone(),
-            steps: self
-                .run
-                .results
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
+            steps,
             state: self.state(),
             position: self.position,
             entry_input: self.entry_input.clone(),
@@ -716,9 +740,6 @@ impl Engine {
             request_context: self.run.request_context.to_map(),
             created_at_ms: 0,
             updated_at_ms: 0,
-        };
-        if let Err(error) = self.workflow.inner.store.save_owned(snapshot).await {
-            tracing::warn!(run_id = %self.run.run_id, %error, "saving a workflow run's snapshot failed");
         }
     }
 
@@ -731,12 +752,21 @@ impl Engine {
             Flow::Failed(error) => (WorkflowStatus::Failed, None, Some(error)),
             Flow::Canceled => (WorkflowStatus::Canceled, None, None),
         };
-        self.save(status, output.as_ref(), error.as_ref()).await;
+        // The steps have ended: their results go into the last snapshot and then into the
+        // result, without a copy.
+        let steps =
+            std::mem::take(&mut *self.run.results.write().unwrap_or_else(|e| e.into_inner()));
+        let steps = if self.lease_lost() {
+            steps
+        } else {
+            let snapshot = self.snapshot(status, output.as_ref(), error.as_ref(), steps);
+            self.store(&snapshot).await;
+            snapshot.steps
+        };
         if let Some(lease) = self.lease.take() {
             lease.release().await;
         }
         let run = &self.run;
-        let steps = std::mem::take(&mut *run.results.write().unwrap_or_else(|e| e.into_inner()));
         let mut suspended = Vec::new();
         let mut suspend_payload = BTreeMap::new();
         for (id, step) in &steps {
