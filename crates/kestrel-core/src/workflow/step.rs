@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use tokio::sync::mpsc::error::TrySendError;
 
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
@@ -145,15 +146,32 @@ impl RunShared {
     }
 
     /// Sends `kind` to the run's stream, when it is streamed.
-    pub(crate) async fn emit(&self, from: EventSource, kind: EventKind) {
-        if let Some(events) = &self.events {
+    ///
+    /// Not an `async fn`: the event goes into the channel when this is called, so a pending
+    /// emit holds no event (one that did made every step's future that much bigger, and such
+    /// futures are moved whole when a group of steps starts). Only a full channel leaves a
+    /// send to await, boxed.
+    pub(crate) fn emit(
+        &self,
+        from: EventSource,
+        kind: EventKind,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let waiting = self.events.as_ref().and_then(|events| {
             let event = Event {
                 run_id: Arc::clone(&self.run_id),
                 from,
                 kind,
             };
-            // A reader that went away only stops the events, not the run.
-            let _ = events.send(event).await;
+            match events.try_send(event) {
+                // A reader that went away only stops the events, not the run.
+                Ok(()) | Err(TrySendError::Closed(_)) => None,
+                Err(TrySendError::Full(event)) => Some(Box::pin(events.send(event))),
+            }
+        });
+        async move {
+            if let Some(send) = waiting {
+                let _ = send.await;
+            }
         }
     }
 }

@@ -81,7 +81,9 @@ struct Started {
     input: Value,
     started_at: u64,
     resumed: Option<(Given, u64)>,
-    payload: Option<WorkflowStepPayload>,
+    /// Boxed: a step's future holds its `Started` twice (the argument and its fields), and
+    /// only a streamed run has an event.
+    payload: Option<Box<WorkflowStepPayload>>,
 }
 
 /// What a resumed step is given: the data, and (a nested workflow) the path below it.
@@ -501,13 +503,13 @@ impl Engine {
             payload.resume_payload = resumed.as_ref().map(|(given, _)| given.data.clone());
             payload.resumed_at = resumed.as_ref().map(|(_, at)| *at);
             payload.metadata = metadata;
-            payload
+            Box::new(payload)
         });
         if let Some(start) = &payload {
             self.run
                 .emit(
                     EventSource::Workflow,
-                    EventKind::WorkflowStepStart(start.clone()),
+                    EventKind::WorkflowStepStart(WorkflowStepPayload::clone(start)),
                 )
                 .await;
         }
@@ -626,7 +628,7 @@ impl Engine {
         }
         self.record(id, result);
         if let Some(event) = payload {
-            self.run.emit(EventSource::Workflow, kind(event)).await;
+            self.run.emit(EventSource::Workflow, kind(*event)).await;
         }
         flow
     }
