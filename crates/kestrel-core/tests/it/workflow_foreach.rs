@@ -146,3 +146,30 @@ async fn an_item_index_on_a_step_that_is_not_a_foreach_is_refused() {
     let done = run.resume(Some("ask"), json!({"ok": true})).await.unwrap();
     assert_eq!(done.status, WorkflowStatus::Success);
 }
+
+/// More events than the stream's backlog (256) within one poll of the run: the run waits for
+/// the reader instead of dropping any, and they come in order.
+#[tokio::test]
+async fn a_stream_with_more_events_than_its_backlog_loses_none() {
+    let double = create_step("double").execute(|v: i64, _ctx| async move { Ok(v * 2) });
+    let workflow = Workflow::builder("many")
+        .foreach(double, 1)
+        .commit()
+        .unwrap();
+    let items: Vec<i64> = (0..600).collect();
+    let stream = workflow.create_run().stream(json!(items)).await.unwrap();
+    let events: Vec<Value> = stream
+        .map(|e| serde_json::from_str(&e.to_json()).unwrap())
+        .collect()
+        .await;
+    let completed: Vec<u64> = events
+        .iter()
+        .filter(|e| e["type"] == "workflow-step-progress")
+        .map(|e| e["payload"]["completedCount"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completed, (1..=600).collect::<Vec<u64>>());
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "workflow-finish");
+    let doubled: Vec<i64> = (0..600).map(|v| v * 2).collect();
+    assert_eq!(last["payload"]["finalWorkflowResult"], json!(doubled));
+}
