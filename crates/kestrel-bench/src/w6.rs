@@ -72,7 +72,7 @@ async fn snapshot_size(store: &Arc<dyn Storage>, run_id: &str) -> Result<usize, 
         .get_run(run_id)
         .await?
         .ok_or("the run has no snapshot")?;
-    Ok(record.snapshot.to_string().len())
+    Ok(record.snapshot.get().len())
 }
 
 async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {

@@ -47,7 +47,9 @@ fn backend(error: StorageError) -> RunStoreError {
 
 /// The runs table's row of a snapshot.
 fn record_of(state: &RunState, phase: RunPhase) -> Result<RunRecord, RunStoreError> {
-    let snapshot = serde_json::to_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
+    // Straight to JSON text: the store keeps it as it is.
+    let snapshot =
+        serde_json::value::to_raw_value(state).map_err(|e| RunStoreError::Backend(Box::new(e)))?;
     let mut record = RunRecord::new(&state.run_id, &state.agent_id, phase, snapshot);
     record.thread_id = state.settings.thread_id.clone();
     record.resource_id = state.settings.resource_id.clone();
@@ -92,7 +94,7 @@ fn run_store_error(error: StorageError, expected: Option<i64>) -> RunStoreError 
 }
 
 fn stored(record: RunRecord) -> Result<StoredRun, RunStoreError> {
-    let state: RunState = serde_json::from_value(record.snapshot).map_err(|e| {
+    let state: RunState = serde_json::from_str(record.snapshot.get()).map_err(|e| {
         RunStoreError::Backend(
             format!("the snapshot of run {:?} is unreadable: {e}", record.run_id).into(),
         )

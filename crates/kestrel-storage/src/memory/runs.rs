@@ -122,8 +122,5 @@ fn next_run(
             });
         }
     };
-    Ok(RunRecord {
-        snapshot: codec::normalize(saved.snapshot),
-        ..saved
-    })
+    Ok(saved)
 }

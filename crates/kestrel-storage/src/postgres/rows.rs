@@ -72,7 +72,7 @@ pub(super) struct RunRow {
     thread_id: Option<String>,
     resource_id: Option<String>,
     status: String,
-    snapshot: Value,
+    snapshot: String,
     parent_run_id: Option<String>,
     version: i64,
     created_at: DateTime<Utc>,
@@ -84,7 +84,8 @@ impl RunRow {
     pub(super) fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
             status: crate::types::parse_phase(&self.status)?,
-            snapshot: self.snapshot,
+            snapshot: serde_json::value::RawValue::from_string(self.snapshot)
+                .map_err(|e| crate::StorageError::corrupt("run snapshot", e))?,
             created_at: self.created_at,
             updated_at: self.updated_at,
             run_id: self.run_id,

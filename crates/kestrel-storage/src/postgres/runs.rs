@@ -111,10 +111,7 @@ pub(super) async fn save_runs(
     let mut snapshots = Vec::with_capacity(saves.len());
     for (record, _) in &saves {
         codec::check_id("run_id", &record.run_id)?;
-        snapshots.push(
-            serde_json::to_string(&record.snapshot)
-                .map_err(|e| StorageError::corrupt("run snapshot", e))?,
-        );
+        snapshots.push(record.snapshot.get().to_owned());
     }
     let now = codec::now();
     // One transaction: a conflict on any run rolls back the ones before it (dropping the

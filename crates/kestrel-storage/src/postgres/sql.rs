@@ -277,13 +277,25 @@ pub const FENCE_TOKEN: &str = "SELECT token FROM run_fences WHERE run_id = $1";
 
 pub const RUN_VERSION: &str = "SELECT version FROM runs WHERE run_id = $1";
 
-pub const GET_RUN: &str = concat!("SELECT ", run_cols!(), " FROM runs WHERE run_id = $1");
+/// The columns of a `runs` row as read: the snapshot as text.
+macro_rules! run_select_cols {
+    () => {
+        "run_id, agent_id, thread_id, resource_id, status, snapshot::text AS snapshot, \
+         parent_run_id, version, created_at, updated_at, lease_token"
+    };
+}
+
+pub const GET_RUN: &str = concat!(
+    "SELECT ",
+    run_select_cols!(),
+    " FROM runs WHERE run_id = $1"
+);
 
 pub const DELETE_RUN: &str = "DELETE FROM runs WHERE run_id = $1";
 
 pub const COUNT_RUNS: &str = "SELECT COUNT(*) FROM runs";
 
-pub const SELECT_RUNS: &str = concat!("SELECT ", run_cols!(), " FROM runs");
+pub const SELECT_RUNS: &str = concat!("SELECT ", run_select_cols!(), " FROM runs");
 
 pub const RUN_ORDER: &str = " ORDER BY created_at DESC, run_id DESC";
 

@@ -114,7 +114,7 @@ impl RunRow {
     pub(super) fn into_record(self) -> Result<RunRecord> {
         Ok(RunRecord {
             status: crate::types::parse_phase(&self.status)?,
-            snapshot: serde_json::from_str(&self.snapshot)
+            snapshot: serde_json::value::RawValue::from_string(self.snapshot)
                 .map_err(|e| crate::StorageError::corrupt("run snapshot", e))?,
             created_at: codec::from_micros(self.created_at)?,
             updated_at: codec::from_micros(self.updated_at)?,

@@ -149,8 +149,7 @@ pub(super) async fn save_runs(
     let mut rows = Vec::with_capacity(saves.len());
     for (record, expected_version) in &saves {
         codec::check_id("run_id", &record.run_id)?;
-        let snapshot = serde_json::to_string(&record.snapshot)
-            .map_err(|e| StorageError::corrupt("run snapshot", e))?;
+        let snapshot = record.snapshot.get().to_owned();
         rows.push(RunWrite {
             run_id: record.run_id.clone(),
             agent_id: record.agent_id.clone(),

@@ -95,7 +95,12 @@ async fn a_newer_build_migrates_a_schema_of_an_older_one() {
         .await
         .unwrap();
     assert_eq!(stored[0].seq, 1);
-    let run = RunRecord::new("r", "a", RunPhase::Suspended, serde_json::json!({}));
+    let run = RunRecord::new(
+        "r",
+        "a",
+        RunPhase::Suspended,
+        serde_json::value::to_raw_value(&serde_json::json!({})).unwrap(),
+    );
     store.save_run(run, None).await.unwrap();
     store.close().await;
     drop_schema(&url, &schema).await;

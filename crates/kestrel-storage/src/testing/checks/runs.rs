@@ -4,11 +4,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kestrel_core::message::Message;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::error::StorageError;
 use crate::storage::Storage;
 use crate::types::{PageRequest, RunFilter, RunPhase, RunRecord};
+
+/// A snapshot's JSON text.
+fn raw(value: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(value).unwrap()
+}
+
+/// A stored snapshot, read as JSON (stores may give back equivalent text).
+fn value(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap()
+}
 
 fn run_state_snapshot(run_id: &str) -> Value {
     use kestrel_core::agent::{RunSettings, RunState};
@@ -30,7 +41,7 @@ fn run_state_snapshot(run_id: &str) -> Value {
 /// Create-only, compare-and-set updates, conflicts that change nothing, snapshots round-trip.
 pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     let snapshot = run_state_snapshot("r1");
-    let mut record = RunRecord::new("r1", "weather", RunPhase::Running, snapshot.clone());
+    let mut record = RunRecord::new("r1", "weather", RunPhase::Running, raw(&snapshot));
     record.thread_id = Some("t1".into());
     record.resource_id = Some("alice".into());
     let created = store.save_run(record.clone(), None).await.unwrap();
@@ -38,7 +49,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     assert_eq!(created.created_at, created.updated_at);
     assert_eq!(store.get_run("r1").await.unwrap(), Some(created.clone()));
     let state: kestrel_core::agent::RunState =
-        serde_json::from_value(created.snapshot.clone()).unwrap();
+        serde_json::from_str(created.snapshot.get()).unwrap();
     assert_eq!(serde_json::to_value(&state).unwrap(), snapshot);
 
     let duplicate = store.save_run(record.clone(), None).await;
@@ -50,7 +61,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     tokio::time::sleep(Duration::from_millis(2)).await;
     let suspended = RunRecord {
         status: RunPhase::Suspended,
-        snapshot: json!({"pending": [{"toolCallId": "c1", "approved": null}], "ratio": 0.1}),
+        snapshot: raw(&json!({"pending": [{"toolCallId": "c1", "approved": null}], "ratio": 0.1})),
         ..record.clone()
     };
     let updated = store.save_run(suspended.clone(), Some(1)).await.unwrap();
@@ -74,7 +85,7 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
     ));
     assert_eq!(store.get_run("r1").await.unwrap(), Some(updated));
 
-    let ghost = RunRecord::new("ghost", "weather", RunPhase::Running, json!({}));
+    let ghost = RunRecord::new("ghost", "weather", RunPhase::Running, raw(&json!({})));
     let missing = store.save_run(ghost, Some(3)).await;
     assert!(matches!(missing, Err(StorageError::RunNotFound { run_id }) if run_id == "ghost"));
     assert_eq!(store.get_run("ghost").await.unwrap(), None);
@@ -85,13 +96,23 @@ pub async fn runs_save_compare_and_set(store: Arc<dyn Storage>) {
 
 /// `save_runs` writes every run or none: a conflict on the last leaves the first unchanged.
 pub async fn runs_save_together(store: Arc<dyn Storage>) {
-    let parent = RunRecord::new("parent", "boss", RunPhase::Suspended, json!({"at": 0}));
-    let child = RunRecord::new("child", "helper", RunPhase::Suspended, json!({"at": 0}));
+    let parent = RunRecord::new(
+        "parent",
+        "boss",
+        RunPhase::Suspended,
+        raw(&json!({"at": 0})),
+    );
+    let child = RunRecord::new(
+        "child",
+        "helper",
+        RunPhase::Suspended,
+        raw(&json!({"at": 0})),
+    );
     let parent = store.save_run(parent, None).await.unwrap();
     let child = store.save_run(child, None).await.unwrap();
     let decided = |record: &RunRecord| RunRecord {
         status: RunPhase::Running,
-        snapshot: json!({"at": 1}),
+        snapshot: raw(&json!({"at": 1})),
         ..record.clone()
     };
     // The child changed meanwhile (an abort marked it): the decision must not land anywhere.
@@ -111,7 +132,7 @@ pub async fn runs_save_together(store: Arc<dyn Storage>) {
         .save_runs(vec![
             (decided(&parent), Some(parent.version)),
             (
-                RunRecord::new("ghost", "x", RunPhase::Running, json!({})),
+                RunRecord::new("ghost", "x", RunPhase::Running, raw(&json!({}))),
                 Some(1),
             ),
         ])
@@ -133,21 +154,21 @@ pub async fn runs_save_together(store: Arc<dyn Storage>) {
     assert_eq!((saved[0].run_id.as_str(), saved[0].version), ("parent", 2));
     assert_eq!((saved[1].run_id.as_str(), saved[1].version), ("child", 2));
     assert_eq!(
-        store.get_run("child").await.unwrap().unwrap().snapshot,
+        value(&store.get_run("child").await.unwrap().unwrap().snapshot),
         json!({"at": 1})
     );
 }
 
 /// Ten instances racing to advance one run from version 1: exactly one wins.
 pub async fn runs_concurrent_compare_and_set(store: Arc<dyn Storage>) {
-    let record = RunRecord::new("r1", "agent", RunPhase::Suspended, json!({"step": 0}));
+    let record = RunRecord::new("r1", "agent", RunPhase::Suspended, raw(&json!({"step": 0})));
     store.save_run(record.clone(), None).await.unwrap();
     let tasks: Vec<_> = (0..10)
         .map(|i| {
             let store = Arc::clone(&store);
             let record = RunRecord {
                 status: RunPhase::Running,
-                snapshot: json!({"step": 1, "by": i}),
+                snapshot: raw(&json!({"step": 1, "by": i})),
                 ..record.clone()
             };
             tokio::spawn(async move { store.save_run(record, Some(1)).await })
@@ -166,8 +187,8 @@ pub async fn runs_concurrent_compare_and_set(store: Arc<dyn Storage>) {
     assert_eq!(winners.len(), 1);
     let stored = store.get_run("r1").await.unwrap().unwrap();
     assert_eq!(
-        (stored.version, &stored.snapshot),
-        (2, &winners[0].snapshot)
+        (stored.version, value(&stored.snapshot)),
+        (2, value(&winners[0].snapshot))
     );
 }
 
@@ -193,7 +214,7 @@ pub async fn runs_list_filters(store: Arc<dyn Storage>) {
     ];
     let mut created = Vec::new();
     for (id, agent, thread, status, parent) in specs {
-        let mut record = RunRecord::new(id, agent, status, json!({"id": id}));
+        let mut record = RunRecord::new(id, agent, status, raw(&json!({"id": id})));
         record.thread_id = thread.map(str::to_owned);
         record.resource_id = thread.map(|_| "alice".to_owned());
         record.parent_run_id = parent.map(str::to_owned);
@@ -270,7 +291,7 @@ pub async fn runs_refuse_stale_lease_tokens(store: Arc<dyn Storage>) {
             "r-fence",
             "weather",
             RunPhase::Running,
-            run_state_snapshot("r-fence"),
+            raw(&run_state_snapshot("r-fence")),
         );
         record.lease_token = Some(token);
         record
@@ -375,7 +396,7 @@ pub async fn runs_refuse_stale_lease_tokens(store: Arc<dyn Storage>) {
         "r-other",
         "weather",
         RunPhase::Running,
-        run_state_snapshot("r-other"),
+        raw(&run_state_snapshot("r-other")),
     );
     let batch = store
         .save_runs(vec![(other, None), (owned(5), Some(saved.version))])
