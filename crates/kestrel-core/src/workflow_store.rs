@@ -211,15 +211,16 @@ pub struct InMemoryWorkflowStore {
     capacity: usize,
 }
 
-/// A run as the in-memory store keeps it.
-#[derive(Debug)]
+/// A run as the in-memory store keeps it. Cheap to clone: reads take a clone under the lock
+/// and parse it after.
+#[derive(Debug, Clone)]
 struct Kept {
     resource_id: Option<String>,
     status: WorkflowStatus,
     created_at_ms: i64,
     updated_at_ms: i64,
     /// The snapshot, serialised (its status and times are the fields above).
-    json: Box<str>,
+    json: Arc<str>,
 }
 
 impl Kept {
@@ -271,9 +272,9 @@ impl InMemoryWorkflowStore {
 
     /// Keeps `snapshot` as its run's, making room (the oldest runs go) when full.
     fn put(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        let json = serde_json::to_string(snapshot)
+        let json: Arc<str> = serde_json::to_string(snapshot)
             .map_err(|e| WorkflowStoreError(Box::new(e)))?
-            .into_boxed_str();
+            .into();
         let mut evicted = Vec::new();
 
         let now = now_ms();
@@ -323,11 +324,8 @@ impl WorkflowStore for InMemoryWorkflowStore {
         workflow_id: &str,
         run_id: &str,
     ) -> Result<Option<WorkflowSnapshot>, WorkflowStoreError> {
-        let runs = self.lock();
-        runs.by_key
-            .get(&key(workflow_id, run_id))
-            .map(Kept::snapshot)
-            .transpose()
+        let kept = self.lock().by_key.get(&key(workflow_id, run_id)).cloned();
+        kept.as_ref().map(Kept::snapshot).transpose()
     }
 
     async fn claim(
@@ -364,12 +362,15 @@ impl WorkflowStore for InMemoryWorkflowStore {
         });
         let size = query.page_size() as usize;
         let total = matching.len() as u64;
-        let runs = matching
+        let page: Vec<Kept> = matching
             .into_iter()
             .skip(query.page as usize * size)
             .take(size)
-            .map(|(_, kept)| kept.snapshot())
-            .collect::<Result<_, _>>()?;
+            .map(|(_, kept)| kept.clone())
+            .collect();
+        // Parsed after the lock is let go: a page of a thousand runs takes a while.
+        drop(runs);
+        let runs = page.iter().map(Kept::snapshot).collect::<Result<_, _>>()?;
         Ok(WorkflowRunList { runs, total })
     }
 
