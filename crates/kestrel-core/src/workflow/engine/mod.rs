@@ -23,6 +23,8 @@ use crate::workflow_store::StepResult;
 use crate::workflow_store::WorkflowSnapshot;
 
 mod foreach;
+mod repeat;
+mod sleep;
 
 pub(crate) use foreach::foreach_suspended;
 
@@ -305,126 +307,6 @@ impl Engine {
             }
             Entry::Sleep { id, wait } => self.sleep(id, *wait, input, resume.is_some()).await,
         }
-    }
-
-    /// A loop: the step, then its condition on the step's output, again and again.
-    async fn repeat(
-        &self,
-        step: &Arc<dyn Step>,
-        condition: &super::builder::Condition,
-        until: bool,
-        mut input: Value,
-        mut resume: Option<&Resume>,
-    ) -> Flow {
-        let mut iteration: u32 = 0;
-        loop {
-            if self.run.abort.is_aborted() {
-                return Flow::Canceled;
-            }
-            iteration = iteration.saturating_add(1);
-            let flow = match self.settled(step, resume) {
-                Some(flow) => flow,
-                None => {
-                    let metadata = Some(json!({"iterationCount": iteration}));
-                    let started = self.begin_with(step, input, resume.take(), metadata).await;
-                    self.execute(step, started).await
-                }
-            };
-            let Flow::Next(output) = flow else {
-                return flow;
-            };
-            let context = ConditionContext {
-                input: output.clone(),
-                init: self.run.init.clone(),
-                state: self.state(),
-                iteration_count: iteration,
-            };
-            match (condition.0)(context).await {
-                Ok(holds) if holds == until => return Flow::Next(output),
-                Ok(_) => input = output,
-                Err(error) => {
-                    return Flow::Failed(error_info(format!(
-                        "the loop condition after step {:?} failed: {}",
-                        step.id(),
-                        error_message(error)
-                    )));
-                }
-            }
-        }
-    }
-
-    /// A sleep: a waiting event, the run stored `waiting`, the wait (cut short by a cancel),
-    /// then its result. A restarted sleep waits only what is left of it.
-    async fn sleep(
-        &self,
-        id: &str,
-        wait: super::builder::Wait,
-        input: Value,
-        restarted: bool,
-    ) -> Flow {
-        let now = now_ms();
-        let started_at = match self.prior(id) {
-            Some(prior) if restarted && prior.status == StepStatus::Waiting => prior.started_at,
-            _ => now,
-        };
-        let observed = self.run.events.is_some();
-        let mut event = observed.then(|| {
-            let mut payload = step_payload(id, None, input.clone(), started_at);
-            payload.status = StepStatus::Waiting;
-            payload
-        });
-        if let Some(waiting) = &event {
-            self.run
-                .emit(
-                    EventSource::Workflow,
-                    EventKind::WorkflowStepWaiting(waiting.clone()),
-                )
-                .await;
-        }
-        if self.workflow.inner.store.is_durable() {
-            // Stored with its start, so that a process that takes the run over after a crash
-            // wakes it when it was due.
-            self.record(
-                id,
-                StepResult {
-                    status: StepStatus::Waiting,
-                    ..StepResult::begun(input.clone(), started_at)
-                },
-            );
-            self.save(WorkflowStatus::Waiting, None, None).await;
-        }
-        let duration = match wait {
-            super::builder::Wait::For(duration) => {
-                let waited = std::time::Duration::from_millis(now.saturating_sub(started_at));
-                duration.saturating_sub(waited)
-            }
-            super::builder::Wait::Until(time) => time
-                .duration_since(std::time::SystemTime::now())
-                .unwrap_or_default(),
-        };
-        tokio::select! {
-            () = tokio::time::sleep(duration) => {}
-            () = self.run.abort.aborted() => return Flow::Canceled,
-        }
-        let ended_at = now_ms();
-        self.record(
-            id,
-            StepResult {
-                output: Some(input.clone()),
-                ended_at: Some(ended_at),
-                ..StepResult::begun(input.clone(), started_at)
-            },
-        );
-        if let Some(event) = &mut event {
-            event.status = StepStatus::Success;
-            event.output = Some(input.clone());
-            event.ended_at = Some(ended_at);
-            let event = event.clone();
-            self.run
-                .emit(EventSource::Workflow, EventKind::WorkflowStepResult(event))
-                .await;
-        }
-        Flow::Next(input)
     }
 
     fn state(&self) -> Value {
