@@ -268,12 +268,9 @@ impl Engine {
                     state: self.state(),
                     iteration_count: 0,
                 };
-                // Each condition owns a context; the last arm's is the original.
-                let mut contexts: Vec<ConditionContext> = Vec::with_capacity(arms.len());
-                for _ in 1..arms.len() {
-                    contexts.push(context.clone());
-                }
-                contexts.push(context);
+                // Each condition owns a context; the last arm's is the original (`repeat_n`
+                // moves it in last).
+                let contexts = std::iter::repeat_n(context, arms.len());
                 let decided =
                     futures::future::join_all(arms.iter().zip(contexts).map(
                         |((condition, step), context)| async move {
