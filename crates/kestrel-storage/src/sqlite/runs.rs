@@ -96,32 +96,86 @@ fn write_run(
                 .map_err(err(OP))?;
             (inserted == 1).then_some((1, at))
         }
-        Some(expected) => conn
-            .prepare_cached(sql::UPDATE_RUN)
-            .and_then(|mut s| {
-                s.query_row(
-                    params![
-                        row.run_id,
-                        row.agent_id,
-                        row.thread_id,
-                        row.resource_id,
-                        row.status,
-                        row.snapshot,
-                        row.parent,
-                        at,
-                        expected,
-                        row.lease_token
-                    ],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-            })
-            .map_err(err(OP))?,
+        Some(expected) => {
+            let Some(stored) = stored_run(conn, &row.run_id)? else {
+                return Ok(Err(None));
+            };
+            if stored.version != expected {
+                return Ok(Err(Some(stored.version)));
+            }
+            conn.prepare_cached(stored.update_for(row))
+                .and_then(|mut s| {
+                    s.query_row(
+                        params![
+                            row.run_id,
+                            row.agent_id,
+                            row.thread_id,
+                            row.resource_id,
+                            row.status,
+                            row.snapshot,
+                            row.parent,
+                            at,
+                            expected,
+                            row.lease_token
+                        ],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()
+                })
+                .map_err(err(OP))?
+        }
     };
     match saved {
         Some(saved) => Ok(Ok(saved)),
         None => Ok(Err(run_version(conn, &row.run_id)?)),
     }
+}
+
+/// What a save finds stored before it writes: the version its compare-and-set checks, and the
+/// columns that pick the statement.
+struct StoredRun {
+    version: i64,
+    agent_id: String,
+    thread_id: Option<String>,
+    resource_id: Option<String>,
+    status: String,
+    parent: Option<String>,
+}
+
+impl StoredRun {
+    /// The narrowest update that writes `row`: every indexed column a statement sets is
+    /// rewritten in its index, so a save sets only the ones that changed. A run's owner never
+    /// changes in practice; the full update keeps the store correct if a caller changes it.
+    fn update_for(&self, row: &RunWrite) -> &'static str {
+        let same_owner = self.agent_id == row.agent_id
+            && self.thread_id == row.thread_id
+            && self.resource_id == row.resource_id
+            && self.parent == row.parent;
+        match (same_owner, self.status == row.status) {
+            (true, true) => sql::UPDATE_RUN_SNAPSHOT,
+            (true, false) => sql::UPDATE_RUN_STATUS,
+            (false, _) => sql::UPDATE_RUN,
+        }
+    }
+}
+
+fn stored_run(conn: &Connection, run_id: &str) -> Result<Option<StoredRun>> {
+    optional_row(
+        conn,
+        sql::RUN_STORED,
+        [run_id],
+        |r| {
+            Ok(StoredRun {
+                version: r.get(0)?,
+                agent_id: r.get(1)?,
+                thread_id: r.get(2)?,
+                resource_id: r.get(3)?,
+                status: r.get(4)?,
+                parent: r.get(5)?,
+            })
+        },
+        "save_run",
+    )
 }
 
 fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {

@@ -395,6 +395,23 @@ pub const FENCE_TOKEN: &str = "SELECT token FROM run_fences WHERE run_id = ?1";
 
 pub const RUN_VERSION: &str = "SELECT version FROM runs WHERE run_id = ?1";
 
+/// What a save compares before it picks its statement: ?1 the run.
+pub const RUN_STORED: &str = "SELECT version, agent_id, thread_id, resource_id, status, \
+     parent_run_id FROM runs WHERE run_id = ?1";
+
+/// A save that changes neither the run's status nor whose it is: SQLite rewrites an index
+/// entry when the statement sets one of its columns (even to the value it has), so this sets
+/// none of them and writes the table's page alone. Parameters as in [`UPDATE_RUN`].
+pub const UPDATE_RUN_SNAPSHOT: &str = "UPDATE runs SET snapshot = ?6, updated_at = ?8, \
+     version = version + 1, lease_token = COALESCE(?10, lease_token) \
+     WHERE run_id = ?1 AND version = ?9 RETURNING version, created_at";
+
+/// A save that changes the run's status but not whose it is: one index rewritten
+/// (`runs_by_status`). Parameters as in [`UPDATE_RUN`].
+pub const UPDATE_RUN_STATUS: &str = "UPDATE runs SET status = ?5, snapshot = ?6, \
+     updated_at = ?8, version = version + 1, lease_token = COALESCE(?10, lease_token) \
+     WHERE run_id = ?1 AND version = ?9 RETURNING version, created_at";
+
 pub const GET_RUN: &str = concat!("SELECT ", run_cols!(), " FROM runs WHERE run_id = ?1");
 
 pub const DELETE_RUN: &str = "DELETE FROM runs WHERE run_id = ?1";

@@ -273,6 +273,57 @@ pub async fn runs_list_filters(store: Arc<dyn Storage>) {
         (empty.total, empty.has_more, empty.items.len()),
         (0, false, 0)
     );
+
+    // Saves over stored runs keep every filter true: one that changes only the snapshot, one
+    // that changes the status, one that moves the run to another agent, thread and parent.
+    let same = RunRecord {
+        snapshot: raw(&json!({"id": "r5", "step": 2})),
+        ..created[4].clone()
+    };
+    store.save_run(same, Some(1)).await.unwrap();
+    let finished = RunRecord {
+        status: RunPhase::Completed,
+        ..created[1].clone()
+    };
+    store.save_run(finished, Some(1)).await.unwrap();
+    let moved = RunRecord {
+        agent_id: "helper".into(),
+        thread_id: Some("t2".into()),
+        parent_run_id: Some("r3".into()),
+        ..created[0].clone()
+    };
+    store.save_run(moved, Some(1)).await.unwrap();
+    assert_eq!(list_run_ids(&store, suspended).await, ["r4", "r3"]);
+    let failed = RunFilter {
+        statuses: vec![RunPhase::Failed],
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, failed).await, ["r5"]);
+    let completed = RunFilter {
+        statuses: vec![RunPhase::Completed],
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, completed).await, ["r2", "r1"]);
+    let planner = RunFilter {
+        agent_id: Some("planner".into()),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, planner).await, ["r5", "r2"]);
+    let in_t2 = RunFilter {
+        thread_id: Some("t2".into()),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, in_t2).await, ["r5", "r3", "r1"]);
+    let children = RunFilter {
+        parent_run_id: Some("r3".into()),
+        ..f()
+    };
+    assert_eq!(list_run_ids(&store, children).await, ["r4", "r1"]);
+    let r5 = store.get_run("r5").await.unwrap().unwrap();
+    assert_eq!(
+        (r5.version, r5.status, value(&r5.snapshot)),
+        (2, RunPhase::Failed, json!({"id": "r5", "step": 2}))
+    );
 }
 
 /// Fencing: the greatest lease token written for a run, by a snapshot or by messages, refuses
