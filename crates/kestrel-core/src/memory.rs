@@ -216,8 +216,15 @@ pub trait AgentMemory: Send + Sync {
         })
     }
 
-    /// Called once the run finished successfully, in a background task.
+    /// Called once the run finished successfully, in a background task, when
+    /// [`AgentMemory::wants_finished_runs`] says so.
     async fn run_finished(&self, _scope: &MemoryScope, _result: &GenerateResult) {}
+
+    /// Whether [`AgentMemory::run_finished`] has work to do. When it has none, a finished run
+    /// neither copies its result nor spawns the task that would call it. The default: `true`.
+    fn wants_finished_runs(&self) -> bool {
+        true
+    }
 
     /// Tools this memory gives the agent (e.g. updating working memory, recall). They are
     /// offered to the model only in runs with a thread and a resource.

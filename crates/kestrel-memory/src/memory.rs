@@ -470,6 +470,11 @@ impl AgentMemory for Memory {
             .await
     }
 
+    /// Only when the memory writes titles or has processors.
+    fn wants_finished_runs(&self) -> bool {
+        !self.inner.read_only && (self.inner.title.is_some() || !self.inner.processors.is_empty())
+    }
+
     async fn run_finished(&self, scope: &MemoryScope, result: &GenerateResult) {
         if self.inner.read_only {
             return;
@@ -727,4 +732,42 @@ struct Parts {
     processors: Vec<SharedProcessor>,
     working_memory: Option<WorkingMemory>,
     observation_scope: Option<ObservationScope>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::Arc;
+
+    use kestrel_core::memory::AgentMemory;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_storage::InMemoryStorage;
+
+    use super::Memory;
+    use crate::GenerateTitle;
+
+    /// A finished run is handed to the memory only when it has work for it: titles to write or
+    /// processors to tell, and never when it is read-only.
+    #[test]
+    fn finished_runs_are_wanted_only_for_titles_or_processors() {
+        let storage = Arc::new(InMemoryStorage::new());
+        let plain = Memory::builder(storage.clone()).build().unwrap();
+        assert!(!plain.wants_finished_runs());
+        let titles = || {
+            let model = ScriptedModel::new().respond(ScriptedResponse::text("A title"));
+            GenerateTitle::new(Arc::new(model))
+        };
+        let titled = Memory::builder(storage.clone())
+            .generate_title(titles())
+            .build()
+            .unwrap();
+        assert!(titled.wants_finished_runs());
+        let read_only = Memory::builder(storage)
+            .generate_title(titles())
+            .read_only(true)
+            .build()
+            .unwrap();
+        assert!(!read_only.wants_finished_runs());
+    }
 }

@@ -151,6 +151,9 @@ impl AgentRun {
         else {
             return;
         };
+        if !memory.wants_finished_runs() {
+            return;
+        }
         let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
