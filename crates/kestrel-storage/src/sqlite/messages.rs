@@ -150,7 +150,8 @@ fn batch_json(batch: &[EncodedMessage]) -> String {
     serde_json::Value::from(encoded).to_string()
 }
 
-/// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`]): their seqs, in
+/// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`], or
+/// [`sql::APPEND_ONE`] for one): their seqs, in
 /// batch order, or `None` when the statement inserted nothing (a missing or foreign thread, or an
 /// id already stored), which the transactional path then sorts out.
 fn append_new(
@@ -161,8 +162,15 @@ fn append_new(
     count: usize,
     now: i64,
 ) -> Result<Option<Vec<i64>>> {
+    // One message (most appends: an input, an answer) needs neither the batch's table nor its
+    // sort, which SQLite would build and drop for every statement.
+    let statement = if count == 1 {
+        sql::APPEND_ONE
+    } else {
+        sql::APPEND_NEW
+    };
     let mut seqs: Vec<i64> = writer
-        .prepare_cached(sql::APPEND_NEW)
+        .prepare_cached(statement)
         .and_then(|mut s| {
             s.query_map(params![thread_id, resource_id, batch_json, now], |r| {
                 r.get(0)

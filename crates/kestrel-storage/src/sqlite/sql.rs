@@ -131,6 +131,15 @@ pub const APPEND_NEW: &str = "WITH batch AS MATERIALIZED (SELECT j.key AS k, j.v
      SELECT b.id, ?1, ?2, base.next_seq + b.k, b.role, b.parts, b.status, b.metadata, \
      b.search_text, ?4 FROM batch b, base ORDER BY b.k RETURNING seq";
 
+/// [`APPEND_NEW`] for a batch of one message: the same parameters, the same checks and seq.
+pub const APPEND_ONE: &str = "INSERT INTO messages (id, thread_id, resource_id, seq, role, \
+     parts, status, metadata, search_text, created_at) \
+     SELECT ?3 ->> '$[0][0]', ?1, ?2, \
+     max(next_seq, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE thread_id = ?1)), \
+     ?3 ->> '$[0][1]', ?3 ->> '$[0][2]', ?3 ->> '$[0][3]', ?3 ->> '$[0][4]', ?3 ->> '$[0][5]', ?4 \
+     FROM threads WHERE id = ?1 AND resource_id = ?2 \
+     AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = ?3 ->> '$[0][0]') RETURNING seq";
+
 /// The ?3 + 1 messages of thread ?1 before seq ?2, as a JSON array (read after an append, on the
 /// writer, to return the history the new messages follow).
 pub const HISTORY_BEFORE: &str = messages_json!(

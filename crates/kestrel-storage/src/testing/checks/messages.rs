@@ -254,6 +254,21 @@ pub async fn messages_idempotent_reappend(store: Arc<dyn Storage>) {
             text: "final".into()
         }]
     );
+
+    // A batch of one stored message (a step retried after a crash) replaces it in place.
+    let single = store
+        .append_messages("t1", "alice", vec![text(Role::User, "e", "y")])
+        .await
+        .unwrap();
+    assert_eq!(seqs(&single), [5]);
+    let stored = all(&store, "t1").await;
+    assert_eq!(ids(&stored), ["a", "b", "c", "d", "e"]);
+    assert_eq!(stored[4].parts, vec![Part::Text { text: "y".into() }]);
+    let fresh = store
+        .append_messages("t1", "alice", vec![text(Role::User, "f", "z")])
+        .await
+        .unwrap();
+    assert_eq!(seqs(&fresh), [6]);
 }
 
 /// A message id stored in another thread is refused, and nothing of the batch is written.
