@@ -225,8 +225,14 @@ pub fn queued_exists(id: &str) -> StorageError {
 
 /// Parses a stored role.
 pub fn parse_role(text: &str) -> Result<kestrel_core::message::Role> {
-    serde_json::from_value(Value::String(text.to_owned()))
-        .map_err(|_| StorageError::corrupt("message role", text))
+    use kestrel_core::message::Role;
+    match text {
+        "system" => Ok(Role::System),
+        "user" => Ok(Role::User),
+        "assistant" => Ok(Role::Assistant),
+        "tool" => Ok(Role::Tool),
+        _ => Err(StorageError::corrupt("message role", text)),
+    }
 }
 
 /// The stored name of a role.
@@ -472,6 +478,20 @@ fn rank(score_a: f32, id_a: &str, score_b: f32, id_b: &str) -> Ordering {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn roles_read_back_as_stored_and_unknown_ones_are_corrupt() {
+        use kestrel_core::message::Role;
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            assert!(matches!(parse_role(role_str(role)), Ok(read) if read == role));
+            // The stored name is the role's serde name.
+            assert_eq!(json!(role), json!(role_str(role)));
+        }
+        assert!(matches!(
+            parse_role("robot"),
+            Err(StorageError::Corrupt { .. })
+        ));
+    }
 
     #[test]
     fn canonical_text_sorts_keys_and_normalizes_numbers() {

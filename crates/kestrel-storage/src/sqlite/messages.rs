@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::conn::Cost;
-use super::rows::parse_messages;
+use super::rows::{MessageRow, parse_messages};
 use super::{SHORT_BATCH, SqliteStorage, begin, err, json_ids, owned, sql};
 use crate::codec;
 use crate::error::{Result, StorageError};
@@ -27,6 +27,30 @@ fn fetch_messages(
         .and_then(|mut s| s.query_row(params, |r| r.get(0)))
         .map_err(err(operation))?;
     parse_messages(&json)
+}
+
+/// The `last` + 1 messages of `thread_id` before `seq`, oldest first.
+fn history_before(
+    conn: &Connection,
+    thread_id: &str,
+    seq: i64,
+    last: u32,
+) -> Result<Vec<StoredMessage>> {
+    const OP: &str = "append_with_history";
+    let rows: Vec<MessageRow> = conn
+        .prepare_cached(sql::HISTORY_BEFORE)
+        .and_then(|mut s| {
+            s.query_map(
+                params![thread_id, seq, i64::from(last)],
+                MessageRow::from_row,
+            )?
+            .collect()
+        })
+        .map_err(err(OP))?;
+    rows.into_iter()
+        .rev()
+        .map(MessageRow::into_message)
+        .collect()
 }
 
 /// A range of a thread's messages, checking the owner in the same statement.
@@ -373,12 +397,7 @@ pub(super) async fn append_with_history(
                     return Ok(None);
                 };
                 let first = seqs.first().copied().unwrap_or(i64::MAX);
-                let history = fetch_messages(
-                    conn,
-                    sql::HISTORY_BEFORE,
-                    params![thread, first, i64::from(last)],
-                    OP,
-                )?;
+                let history = history_before(conn, thread, first, last)?;
                 Ok(Some((
                     seqs,
                     trim_to_limit(history, Some(last), Anchor::End),

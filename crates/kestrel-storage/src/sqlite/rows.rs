@@ -78,6 +78,55 @@ pub(super) fn parse_messages(json: &str) -> Result<Vec<StoredMessage>> {
         .collect()
 }
 
+/// A `messages` row, in the column order of [`super::sql::HISTORY_BEFORE`].
+pub(super) struct MessageRow {
+    id: String,
+    thread_id: String,
+    resource_id: String,
+    seq: i64,
+    role: String,
+    parts: String,
+    status: String,
+    metadata: String,
+    created_at: i64,
+}
+
+impl MessageRow {
+    /// Reads the row's columns, in order.
+    pub(super) fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Self> {
+        Ok(Self {
+            id: row.get(0)?,
+            thread_id: row.get(1)?,
+            resource_id: row.get(2)?,
+            seq: row.get(3)?,
+            role: row.get(4)?,
+            parts: row.get(5)?,
+            status: row.get(6)?,
+            metadata: row.get(7)?,
+            created_at: row.get(8)?,
+        })
+    }
+
+    pub(super) fn into_message(self) -> Result<StoredMessage> {
+        let status = match self.status.as_str() {
+            "complete" => MessageStatus::Complete,
+            "aborted" => MessageStatus::Aborted,
+            other => return Err(crate::StorageError::corrupt("message status", other)),
+        };
+        Ok(StoredMessage {
+            role: codec::parse_role(&self.role)?,
+            parts: codec::parse_parts(&self.parts)?,
+            metadata: codec::parse_map("message metadata", &self.metadata)?,
+            created_at: codec::from_micros(self.created_at)?,
+            status,
+            seq: self.seq,
+            id: self.id,
+            thread_id: self.thread_id,
+            resource_id: self.resource_id,
+        })
+    }
+}
+
 /// A `runs` row.
 pub(super) struct RunRow {
     run_id: String,

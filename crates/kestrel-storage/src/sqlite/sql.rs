@@ -140,12 +140,13 @@ pub const APPEND_ONE: &str = "INSERT INTO messages (id, thread_id, resource_id, 
      FROM threads WHERE id = ?1 AND resource_id = ?2 \
      AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = ?3 ->> '$[0][0]') RETURNING seq";
 
-/// The ?3 + 1 messages of thread ?1 before seq ?2, as a JSON array (read after an append, on the
-/// writer, to return the history the new messages follow).
-pub const HISTORY_BEFORE: &str = messages_json!(
-    "WHERE thread_id = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3 + 1",
-    "seq"
-);
+/// The ?3 + 1 messages of thread ?1 before seq ?2, newest first, as rows (read after an append,
+/// on the writer, to return the history the new messages follow). Rows, not one JSON array:
+/// the array would have SQLite parse and print every message's parts once more, for the run
+/// to parse them again (a third of the read).
+pub const HISTORY_BEFORE: &str = "SELECT id, thread_id, resource_id, seq, role, parts, status, \
+     metadata, created_at FROM messages WHERE thread_id = ?1 AND seq < ?2 \
+     ORDER BY seq DESC LIMIT ?3 + 1";
 
 /// Inserts a batch in one statement. ?1 thread, ?2 resource, ?3 JSON array of
 /// `[id, seq, role, parts, status, metadata, search_text, created_at]`.
