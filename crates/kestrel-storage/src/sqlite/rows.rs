@@ -108,17 +108,12 @@ impl MessageRow {
     }
 
     pub(super) fn into_message(self) -> Result<StoredMessage> {
-        let status = match self.status.as_str() {
-            "complete" => MessageStatus::Complete,
-            "aborted" => MessageStatus::Aborted,
-            other => return Err(crate::StorageError::corrupt("message status", other)),
-        };
         Ok(StoredMessage {
+            status: self.status.parse()?,
             role: codec::parse_role(&self.role)?,
             parts: codec::parse_parts(&self.parts)?,
             metadata: codec::parse_map("message metadata", &self.metadata)?,
             created_at: codec::from_micros(self.created_at)?,
-            status,
             seq: self.seq,
             id: self.id,
             thread_id: self.thread_id,
