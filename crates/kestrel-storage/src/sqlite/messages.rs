@@ -175,9 +175,9 @@ fn batch_json(batch: &[EncodedMessage]) -> String {
 }
 
 /// The one-statement append of a batch of new messages ([`sql::APPEND_NEW`], or
-/// [`sql::APPEND_ONE`] for one): their seqs, in
-/// batch order, or `None` when the statement inserted nothing (a missing or foreign thread, or an
-/// id already stored), which the transactional path then sorts out.
+/// [`sql::APPEND_ONE`] for one): their seqs, in batch order, or `None` when the statement
+/// inserted nothing (a missing or foreign thread, or an id already stored), which the
+/// transactional path then sorts out.
 fn append_new(
     writer: &Connection,
     thread_id: &str,
