@@ -67,9 +67,25 @@ fn five_steps(wait: Option<Duration>) -> Result<Workflow, Box<dyn std::error::Er
         .commit()?)
 }
 
-/// `start` and `stream`, `runs` runs per batch.
-pub async fn w9_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
+/// `start` and `stream` (or only the one named by `only`), `runs` runs per batch.
+pub async fn w9_bench(runs: usize, only: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
     let workflow = w9()?;
+    let (start, stream) = match only {
+        None => (true, true),
+        Some("start") => (true, false),
+        Some("stream") => (false, true),
+        Some(other) => return Err(format!("w9 runs start or stream, not {other:?}").into()),
+    };
+    if start {
+        w9_start(&workflow, runs).await?;
+    }
+    if stream {
+        w9_stream(&workflow, runs).await?;
+    }
+    Ok(())
+}
+
+async fn w9_start(workflow: &Workflow, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     super::per_run_batches("w9 start (5 steps, no storage)", runs, 11, || {
         let workflow = workflow.clone();
         async move {
@@ -78,7 +94,10 @@ pub async fn w9_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
     })
-    .await?;
+    .await
+}
+
+async fn w9_stream(workflow: &Workflow, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
     super::per_run_batches("w9 stream (5 steps, every event read)", runs, 11, || {
         let workflow = workflow.clone();
         async move {
