@@ -24,11 +24,12 @@ use crate::event::{StepErrorInfo, StepStatus, WorkflowStatus};
 pub struct StepResult {
     /// Where it stands (a bailed step is stored as `success`).
     pub status: StepStatus,
-    /// Its input.
-    pub payload: Value,
-    /// Its output.
+    /// Its input. Shared, not copied: the entry before it, the step, its events and the
+    /// snapshots hold the same value.
+    pub payload: Arc<Value>,
+    /// Its output (shared with the next entry's input, as `payload` is).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<Arc<Value>>,
     /// What it suspended with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suspend_payload: Option<Value>,
@@ -54,10 +55,10 @@ pub struct StepResult {
 impl StepResult {
     /// A step's result that is only begun: its input and start time, status `success`
     /// until the step says otherwise, nothing else.
-    pub fn begun(payload: Value, started_at: u64) -> Self {
+    pub fn begun(payload: impl Into<Arc<Value>>, started_at: u64) -> Self {
         Self {
             status: StepStatus::Success,
-            payload,
+            payload: payload.into(),
             output: None,
             suspend_payload: None,
             resume_payload: None,
@@ -72,7 +73,7 @@ impl StepResult {
     /// Its output, if it succeeded.
     pub fn success_output(&self) -> Option<&Value> {
         match self.status {
-            StepStatus::Success => self.output.as_ref(),
+            StepStatus::Success => self.output.as_deref(),
             _ => None,
         }
     }
@@ -92,20 +93,20 @@ pub struct WorkflowSnapshot {
     /// Where it stands.
     pub status: WorkflowStatus,
     /// The run's input.
-    pub input: Value,
+    pub input: Arc<Value>,
     /// Each step's result so far.
     pub steps: BTreeMap<String, StepResult>,
     /// The workflow state.
-    pub state: Value,
+    pub state: Arc<Value>,
     /// The index of the entry the run is at (the next to run, or the one it is suspended in).
     pub position: usize,
     /// That entry's input.
-    pub entry_input: Value,
+    pub entry_input: Arc<Value>,
     /// The top-level steps that ran, in order.
     pub step_execution_path: Vec<String>,
     /// The output, once it succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub result: Option<Arc<Value>>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<StepErrorInfo>,
@@ -396,18 +397,19 @@ mod tests {
 
     fn snapshot(run_id: &str, status: WorkflowStatus) -> WorkflowSnapshot {
         let mut step = StepResult::begun(json!({"x": 0.1 + 0.2, "tiny": 5e-324}), 7);
-        step.output = Some(json!({"big": u64::MAX, "text": "naïve \u{1F426}", "list": [1, null]}));
+        step.output =
+            Some(json!({"big": u64::MAX, "text": "naïve \u{1F426}", "list": [1, null]}).into());
         step.ended_at = Some(9);
         WorkflowSnapshot {
             workflow_id: "w".into(),
             run_id: run_id.into(),
             resource_id: Some("alice".into()),
             status,
-            input: json!({"v": -1.5e300}),
+            input: json!({"v": -1.5e300}).into(),
             steps: BTreeMap::from([("s1".to_owned(), step)]),
-            state: json!({"n": 3}),
+            state: json!({"n": 3}).into(),
             position: 1,
-            entry_input: json!({"v": 2}),
+            entry_input: json!({"v": 2}).into(),
             step_execution_path: vec!["s1".into()],
             result: None,
             error: None,

@@ -1,6 +1,8 @@
 //! The payloads of a workflow run's events (`from: "WORKFLOW"`), with Mastra's field names, so
 //! a workflow streams what `@mastra/client-js` reads.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -115,14 +117,14 @@ pub struct WorkflowStepPayload {
     pub step_call_id: Option<String>,
     /// Where the step stands.
     pub status: StepStatus,
-    /// The step's input.
+    /// The step's input (shared with the step's result: an event does not copy it).
     #[serde(default)]
-    pub payload: Value,
+    pub payload: Arc<Value>,
     /// When the step first started (milliseconds since the Unix epoch).
     pub started_at: u64,
-    /// The step's output (a result).
+    /// The step's output (a result; shared with the step's result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub output: Option<Arc<Value>>,
     /// When the step ended (a result).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<u64>,

@@ -16,15 +16,16 @@ use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
 /// What a condition sees: for a branch, its input (the previous entry's output); for a loop,
 /// the output of the iteration that just ran, and how many have; and the run's input and
-/// state.
+/// state. The values are shared with the run, not copied (they read as `&Value`: `&c.input`,
+/// `c.input["field"]`).
 #[derive(Debug, Clone)]
 pub struct ConditionContext {
     /// The branch's input, or the loop step's last output.
-    pub input: Value,
+    pub input: Arc<Value>,
     /// The run's input.
-    pub init: Value,
+    pub init: Arc<Value>,
     /// The workflow state.
-    pub state: Value,
+    pub state: Arc<Value>,
     /// A loop's iterations so far (1 after the first); 0 for a branch.
     pub iteration_count: u32,
 }

@@ -73,7 +73,9 @@ impl Step for Workflow {
                     WorkflowStatus::Running | WorkflowStatus::Waiting => {
                         run.restart_stream().await.map_err(failed)?
                     }
-                    WorkflowStatus::Success => return Ok(stored.result.unwrap_or(Value::Null)),
+                    WorkflowStatus::Success => {
+                        return Ok(stored.result.map(Arc::unwrap_or_clone).unwrap_or_default());
+                    }
                     WorkflowStatus::Suspended => {
                         return Err(suspension(&run_id, &suspended_of(&stored)));
                     }

@@ -249,7 +249,7 @@ impl Tool for WorkflowTool {
                 // The call ran before (its run was taken over): read what its run did.
                 Err(WorkflowRunError::AlreadyStarted { .. }) => match run.snapshot().await {
                     Ok(Some(stored)) if stored.status == WorkflowStatus::Success => {
-                        return Ok(stored.result.unwrap_or(Value::Null));
+                        return Ok(stored.result.map(Arc::unwrap_or_clone).unwrap_or_default());
                     }
                     _ => {
                         return Err(ToolError::new(format!(

@@ -234,11 +234,11 @@ impl WorkflowRun {
             run_id: self.run_id.to_string(),
             resource_id: self.resource_id.clone(),
             status: WorkflowStatus::Pending,
-            input: Value::Null,
+            input: Arc::default(),
             steps: BTreeMap::new(),
-            state: Value::Object(Map::new()),
+            state: Arc::new(Value::Object(Map::new())),
             position: 0,
-            entry_input: Value::Null,
+            entry_input: Arc::default(),
             step_execution_path: Vec::new(),
             result: None,
             error: None,
@@ -493,7 +493,15 @@ impl WorkflowRun {
             .clone()
             .unwrap_or_else(|| Value::Object(Map::new()));
         let context = self.request_context.clone();
-        let shared = self.shared(input.clone(), BTreeMap::new(), state, context, events, live);
+        let input = Arc::new(input);
+        let shared = self.shared(
+            Arc::clone(&input),
+            BTreeMap::new(),
+            Arc::new(state),
+            context,
+            events,
+            live,
+        );
         Ok(Engine::new(
             self.workflow.clone(),
             shared,
@@ -682,9 +690,9 @@ impl WorkflowRun {
 
     fn shared(
         &self,
-        input: Value,
+        input: Arc<Value>,
         results: BTreeMap<String, crate::workflow_store::StepResult>,
-        state: Value,
+        state: Arc<Value>,
         request_context: RequestContext,
         events: Option<tokio::sync::mpsc::Sender<Event>>,
         live: LiveGuard,

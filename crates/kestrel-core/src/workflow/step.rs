@@ -125,9 +125,10 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
 pub(crate) struct RunShared {
     pub workflow_id: Arc<str>,
     pub run_id: Arc<str>,
-    pub init: Value,
+    pub init: Arc<Value>,
     pub results: RwLock<BTreeMap<String, StepResult>>,
-    pub state: Mutex<Value>,
+    /// Replaced whole by `set_state`, so a reader takes a reference, not a copy.
+    pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
     pub abort: AbortSignal,
     pub events: Option<tokio::sync::mpsc::Sender<Event>>,
@@ -181,7 +182,8 @@ impl RunShared {
 #[derive(Debug, Clone)]
 pub struct StepContext {
     pub(crate) step_id: Arc<str>,
-    pub(crate) input: Value,
+    /// Shared with the step's result and the entry before it.
+    pub(crate) input: Arc<Value>,
     pub(crate) resume_data: Option<Value>,
     /// What the step suspended with, when it is resumed.
     pub(crate) suspend_data: Option<Value>,
@@ -244,12 +246,12 @@ impl StepContext {
 
     /// The workflow state.
     pub fn state(&self) -> Value {
-        lock(&self.run.state).clone()
+        Value::clone(&lock(&self.run.state))
     }
 
     /// Replaces the workflow state; later steps see it.
     pub fn set_state(&self, state: Value) {
-        *lock(&self.run.state) = state;
+        *lock(&self.run.state) = Arc::new(state);
     }
 
     /// The run's request context.
@@ -393,7 +395,7 @@ impl StepBuilder {
             let f = Arc::clone(&f);
             let step_id = Arc::clone(&step_id);
             async move {
-                let input: I = I::deserialize(&ctx.input).map_err(|e| {
+                let input: I = I::deserialize(&*ctx.input).map_err(|e| {
                     StepError::new(format!("invalid input for step {step_id:?}: {e}"))
                 })?;
                 let output = f(input, ctx).await?;

@@ -1,6 +1,8 @@
 //! Time travel (Mastra's `timeTravel`): a stored run runs again from one of its steps, with
 //! new input (or the input that step had), keeping the results of what came before it.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::WorkflowResult;
@@ -112,9 +114,9 @@ impl WorkflowRun {
             });
         };
         let input = match travel.input {
-            Some(input) => input,
+            Some(input) => Arc::new(input),
             None => match stored.steps.get(&travel.step) {
-                Some(result) => result.payload.clone(),
+                Some(result) => Arc::clone(&result.payload),
                 None => {
                     return Err(WorkflowRunError::InvalidInput {
                         workflow: workflow.id().to_owned(),
@@ -149,7 +151,7 @@ impl WorkflowRun {
         stored.steps.retain(|id, _| !later.contains(id));
         stored.step_execution_path.retain(|id| !later.contains(id));
         if let Some(state) = travel.state {
-            stored.state = state;
+            stored.state = Arc::new(state);
         }
         stored.position = position;
         stored.entry_input = input;

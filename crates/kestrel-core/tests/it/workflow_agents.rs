@@ -43,8 +43,8 @@ async fn agents_and_tools_are_steps() {
     let (events, result) = streamed(&workflow, json!({"topic": "kestrels"})).await;
     assert_eq!(result.status, WorkflowStatus::Success, "{result:?}");
     assert_eq!(
-        result.steps["writer"].output,
-        Some(json!({"text": "about kestrels"}))
+        result.steps["writer"].output.as_deref(),
+        Some(&json!({"text": "about kestrels"}))
     );
     assert_eq!(result.result, Some(json!({"words": 2})));
     let events = json_of(&events);

@@ -111,7 +111,7 @@ async fn suspended_items_wait_while_the_others_end_and_each_is_resumed_by_index(
     assert_eq!(runs.load(Ordering::SeqCst), 5, "only item 3 ran");
     let step = &first.steps["review"];
     assert_eq!(step.status, StepStatus::Suspended);
-    assert_eq!(step.output, Some(json!([4, null, 8, 300])));
+    assert_eq!(step.output.as_deref(), Some(&json!([4, null, 8, 300])));
     // One left: no index needed.
     let done = run.resume(None, json!({"ok": false})).await.unwrap();
     assert_eq!(done.status, WorkflowStatus::Success);

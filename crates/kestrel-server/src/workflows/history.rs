@@ -24,7 +24,7 @@ pub(super) fn paths_in(snapshot: &WorkflowSnapshot, status: StepStatus) -> Value
 /// A stored run's snapshot in the shape of Mastra's `WorkflowRunState`.
 pub(super) fn snapshot_json(workflow: &Workflow, snapshot: &WorkflowSnapshot) -> Value {
     let mut context = Map::new();
-    context.insert("input".to_owned(), snapshot.input.clone());
+    context.insert("input".to_owned(), Value::clone(&snapshot.input));
     for (id, step) in &snapshot.steps {
         context.insert(id.clone(), json!(step));
     }
@@ -43,7 +43,7 @@ pub(super) fn snapshot_json(workflow: &Workflow, snapshot: &WorkflowSnapshot) ->
         "timestamp": snapshot.updated_at_ms,
     });
     if let Some(result) = &snapshot.result {
-        state["result"] = result.clone();
+        state["result"] = Value::clone(result);
     }
     if let Some(error) = &snapshot.error {
         state["error"] = json!(error);
@@ -264,9 +264,9 @@ pub(super) async fn get_run(
     });
     for field in fields {
         let value = match field {
-            "result" => snapshot.result.clone().unwrap_or(Value::Null),
+            "result" => snapshot.result.as_deref().cloned().unwrap_or(Value::Null),
             "error" => snapshot.error.as_ref().map_or(Value::Null, |e| json!(e)),
-            "payload" => snapshot.input.clone(),
+            "payload" => Value::clone(&snapshot.input),
             "steps" => json!(snapshot.steps),
             "activeStepsPath" => paths_in(&snapshot, StepStatus::Running),
             _ => workflow.serialized_step_graph(),

@@ -24,12 +24,12 @@ impl Engine {
         &self,
         step: &Arc<dyn Step>,
         concurrency: usize,
-        input: Value,
+        input: Arc<Value>,
         resume: Option<&Resume>,
     ) -> Flow {
         use futures::StreamExt;
         let id = step.id();
-        let Value::Array(items) = &input else {
+        let Value::Array(items) = &*input else {
             return Flow::Failed(error_info(format!(
                 "foreach step {id:?} needs an array input, not {}",
                 kind_of(&input)
@@ -42,7 +42,7 @@ impl Engine {
         let mut outputs: Vec<Option<Value>> = vec![None; total];
         let mut waiting: BTreeMap<usize, Value> = BTreeMap::new();
         if let Some(prior) = &prior {
-            if let Some(Value::Array(done)) = &prior.output {
+            if let Some(Value::Array(done)) = prior.output.as_deref() {
                 for (slot, output) in outputs.iter_mut().zip(done) {
                     if !output.is_null() {
                         *slot = Some(output.clone());
@@ -55,7 +55,7 @@ impl Engine {
         let target = resumed.and_then(|r| r.item.or_else(|| single(&waiting)));
         let started_at = prior.as_ref().map_or_else(now_ms, |p| p.started_at);
         let observed = self.run.events.is_some();
-        let mut event = observed.then(|| step_payload(id, None, input.clone(), started_at));
+        let mut event = observed.then(|| step_payload(id, None, Arc::clone(&input), started_at));
         if let Some(start) = &mut event {
             if let Some(r) = resumed {
                 start.resume_payload = Some(r.data.clone());
@@ -69,9 +69,10 @@ impl Engine {
                 .await;
         }
         // The items to run: those with no output that are not left waiting.
-        let to_run: Vec<(usize, Value, Option<Given>)> = items
+        let to_run: Vec<(usize, Arc<Value>, Option<Given>)> = items
             .iter()
             .cloned()
+            .map(Arc::new)
             .enumerate()
             .filter(|(index, _)| outputs[*index].is_none())
             .filter_map(|(index, item)| {
@@ -146,15 +147,17 @@ impl Engine {
             Flow::Failed(info)
         } else if !waiting.is_empty() {
             result.status = StepStatus::Suspended;
-            result.output = Some(Value::Array(
+            result.output = Some(Arc::new(Value::Array(
                 outputs.into_iter().map(Option::unwrap_or_default).collect(),
-            ));
+            )));
             result.suspend_payload = Some(foreach_suspension(&waiting));
             result.suspended_at = Some(now);
             Flow::Suspended
         } else {
-            let output = Value::Array(outputs.into_iter().map(Option::unwrap_or_default).collect());
-            result.output = Some(output.clone());
+            let output = Arc::new(Value::Array(
+                outputs.into_iter().map(Option::unwrap_or_default).collect(),
+            ));
+            result.output = Some(Arc::clone(&output));
             result.ended_at = Some(now);
             Flow::Next(output)
         };

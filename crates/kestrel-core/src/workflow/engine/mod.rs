@@ -47,14 +47,14 @@ impl Resume {
     }
 }
 
-/// How an entry ended.
+/// How an entry ended. Outputs are shared: the step's result holds the same value.
 enum Flow {
     /// With this output, for the next entry.
-    Next(Value),
+    Next(Arc<Value>),
     /// With steps suspended (their payloads are in the results).
     Suspended,
     /// The run ends with this output.
-    Bailed(Value),
+    Bailed(Arc<Value>),
     /// The run fails.
     Failed(StepErrorInfo),
     /// The run was canceled.
@@ -69,7 +69,7 @@ pub(crate) struct Engine {
     /// The entry to start at.
     position: usize,
     /// Its input.
-    entry_input: Value,
+    entry_input: Arc<Value>,
     /// The top-level steps that ran before.
     path: Vec<String>,
     /// The step resumed at `position`, if this is a resume (or a restart).
@@ -80,7 +80,7 @@ pub(crate) struct Engine {
 
 /// A step that started: its input, when, and its event so far (when streamed).
 struct Started {
-    input: Value,
+    input: Arc<Value>,
     started_at: u64,
     resumed: Option<(Given, u64)>,
     /// Boxed: a step's future holds its `Started` twice (the argument and its fields), and
@@ -107,7 +107,7 @@ fn now_ms() -> u64 {
 fn step_payload(
     id: &str,
     step_call_id: Option<String>,
-    input: Value,
+    input: Arc<Value>,
     started_at: u64,
 ) -> WorkflowStepPayload {
     WorkflowStepPayload {
@@ -161,7 +161,7 @@ impl Engine {
         run: Arc<RunShared>,
         resource_id: Option<String>,
         position: usize,
-        entry_input: Value,
+        entry_input: Arc<Value>,
         path: Vec<String>,
         resume: Option<Resume>,
     ) -> Self {
@@ -216,10 +216,10 @@ impl Engine {
                 self.path.push(step.id().to_owned());
             }
             let resume = self.resume.take();
-            // The entry gets a copy: the run keeps its input (snapshots name it) until the
-            // entry's output takes its place.
+            // The run keeps the entry's input (snapshots name it) until the entry's output
+            // takes its place; the entry shares it.
             match self
-                .entry(entry, self.entry_input.clone(), resume.as_ref())
+                .entry(entry, Arc::clone(&self.entry_input), resume.as_ref())
                 .await
             {
                 Flow::Next(output) => {
@@ -238,12 +238,12 @@ impl Engine {
         let outcome = match stopped {
             Some(flow) => flow,
             None if self.run.abort.is_aborted() => Flow::Canceled,
-            None => Flow::Next(self.entry_input.clone()),
+            None => Flow::Next(Arc::clone(&self.entry_input)),
         };
         self.finish(outcome).await
     }
 
-    async fn entry(&self, entry: &Entry, input: Value, resume: Option<&Resume>) -> Flow {
+    async fn entry(&self, entry: &Entry, input: Arc<Value>, resume: Option<&Resume>) -> Flow {
         match entry {
             Entry::Step(step) => self.step(step, input, resume).await,
             Entry::Parallel(steps) => {
@@ -263,8 +263,8 @@ impl Engine {
                     return combine(self.group(&chosen, &input, resume).await);
                 }
                 let context = ConditionContext {
-                    input: input.clone(),
-                    init: self.run.init.clone(),
+                    input: Arc::clone(&input),
+                    init: Arc::clone(&self.run.init),
                     state: self.state(),
                     iteration_count: 0,
                 };
@@ -306,12 +306,8 @@ impl Engine {
         }
     }
 
-    fn state(&self) -> Value {
-        self.run
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    fn state(&self) -> Arc<Value> {
+        Arc::clone(&self.run.state.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn prior(&self, id: &str) -> Option<StepResult> {
@@ -327,7 +323,7 @@ impl Engine {
     /// Runs one step: its start event, its execution (a panic fails it), its result. In a
     /// resumed entry, a step that succeeded before keeps its output and one suspended and not
     /// resumed stays suspended, without events.
-    async fn step(&self, step: &Arc<dyn Step>, input: Value, resume: Option<&Resume>) -> Flow {
+    async fn step(&self, step: &Arc<dyn Step>, input: Arc<Value>, resume: Option<&Resume>) -> Flow {
         match self.settled(step, resume) {
             Some(flow) => flow,
             None => {
@@ -342,7 +338,7 @@ impl Engine {
         let resume = resume?;
         let prior = self.prior(step.id())?;
         match prior.status {
-            StepStatus::Success => Some(Flow::Next(prior.output.unwrap_or(Value::Null))),
+            StepStatus::Success => Some(Flow::Next(prior.output.unwrap_or_default())),
             StepStatus::Suspended if !resume.is(step.id()) => Some(Flow::Suspended),
             _ => None,
         }
@@ -350,7 +346,12 @@ impl Engine {
 
     /// A step's start: its time, and its `workflow-step-start` event (when streamed). A
     /// resumed step keeps its first start time and adds its resume data.
-    async fn begin(&self, step: &Arc<dyn Step>, input: Value, resume: Option<&Resume>) -> Started {
+    async fn begin(
+        &self,
+        step: &Arc<dyn Step>,
+        input: Arc<Value>,
+        resume: Option<&Resume>,
+    ) -> Started {
         self.begin_with(step, input, resume, None).await
     }
 
@@ -358,7 +359,7 @@ impl Engine {
     async fn begin_with(
         &self,
         step: &Arc<dyn Step>,
-        input: Value,
+        input: Arc<Value>,
         resume: Option<&Resume>,
         metadata: Option<Value>,
     ) -> Started {
@@ -377,8 +378,12 @@ impl Engine {
             None => now,
         };
         let payload = self.run.events.is_some().then(|| {
-            let mut payload =
-                step_payload(id, Some(crate::id::new_id()), input.clone(), started_at);
+            let mut payload = step_payload(
+                id,
+                Some(crate::id::new_id()),
+                Arc::clone(&input),
+                started_at,
+            );
             payload.resume_payload = resumed.as_ref().map(|(given, _)| given.data.clone());
             payload.resumed_at = resumed.as_ref().map(|(_, at)| *at);
             payload.metadata = metadata;
@@ -404,14 +409,14 @@ impl Engine {
     async fn group<'a>(
         &self,
         steps: &[&'a Arc<dyn Step>],
-        input: &Value,
+        input: &Arc<Value>,
         resume: Option<&Resume>,
     ) -> Vec<(&'a Arc<dyn Step>, Flow)> {
         let mut started = Vec::with_capacity(steps.len());
         for step in steps {
             started.push(match self.settled(step, resume) {
                 Some(flow) => Err(flow),
-                None => Ok(self.begin(step, input.clone(), resume).await),
+                None => Ok(self.begin(step, Arc::clone(input), resume).await),
             });
         }
         // Each arm that ends is a step boundary: stored, so a crash re-runs only the others.
@@ -453,7 +458,7 @@ impl Engine {
         let outcome = self
             .attempt(
                 step,
-                input.clone(),
+                Arc::clone(&input),
                 resumed.as_ref().map(|(given, _)| given.clone()),
             )
             .await;
@@ -470,11 +475,13 @@ impl Engine {
         };
         let (flow, kind): (Flow, fn(WorkflowStepPayload) -> EventKind) = match outcome {
             Ok(output) => {
-                result.output = Some(output.clone());
+                let output = Arc::new(output);
+                result.output = Some(Arc::clone(&output));
                 (Flow::Next(output), EventKind::WorkflowStepResult)
             }
             Err(StepError::Bail { value }) => {
-                result.output = Some(value.clone());
+                let value = Arc::new(value);
+                result.output = Some(Arc::clone(&value));
                 (Flow::Bailed(value), EventKind::WorkflowStepResult)
             }
             Err(StepError::Suspend { payload: suspended }) => {
@@ -517,7 +524,7 @@ impl Engine {
     async fn attempt(
         &self,
         step: &Arc<dyn Step>,
-        input: Value,
+        input: Arc<Value>,
         given: Option<Given>,
     ) -> Result<Value, StepError> {
         let (resume_data, resume_path, suspend_data) = match given {
@@ -532,16 +539,10 @@ impl Engine {
         let retry = self.workflow.inner.retry;
         let attempts = step.retries().unwrap_or(retry.attempts);
         let mut retry_count = 0;
-        let mut input = Some(input);
         loop {
-            // The last attempt the retries allow takes the input; one before it, a copy.
-            let input = match input.as_ref() {
-                Some(kept) if retry_count < attempts => kept.clone(),
-                _ => input.take().unwrap_or_default(),
-            };
             let ctx = StepContext {
                 step_id: id.into(),
-                input,
+                input: Arc::clone(&input),
                 resume_data: resume_data.clone(),
                 suspend_data: suspend_data.clone(),
                 resume_path: resume_path.clone(),
@@ -569,7 +570,7 @@ impl Engine {
     async fn save(
         &self,
         status: WorkflowStatus,
-        result: Option<&Value>,
+        result: Option<&Arc<Value>>,
         error: Option<&StepErrorInfo>,
     ) {
         if self.lease_lost() {
@@ -601,7 +602,7 @@ impl Engine {
     fn snapshot(
         &self,
         status: WorkflowStatus,
-        result: Option<&Value>,
+        result: Option<&Arc<Value>>,
         error: Option<&StepErrorInfo>,
         steps: BTreeMap<String, StepResult>,
     ) -> WorkflowSnapshot {
@@ -610,11 +611,11 @@ impl Engine {
             run_id: self.run.run_id.to_string(),
             resource_id: self.resource_id.clone(),
             status,
-            input: self.run.init.clone(),
+            input: Arc::clone(&self.run.init),
             steps,
             state: self.state(),
             position: self.position,
-            entry_input: self.entry_input.clone(),
+            entry_input: Arc::clone(&self.entry_input),
             step_execution_path: self.path.clone(),
             result: result.cloned(),
             error: error.cloned(),
@@ -677,7 +678,10 @@ impl Engine {
                 output: WorkflowFinishOutput {
                     usage: *run.usage.lock().unwrap_or_else(|e| e.into_inner()),
                 },
-                final_workflow_result: output.clone().filter(|_| status == WorkflowStatus::Success),
+                final_workflow_result: output
+                    .as_deref()
+                    .filter(|_| status == WorkflowStatus::Success)
+                    .cloned(),
             };
             run.emit(EventSource::Workflow, EventKind::WorkflowFinish(finish))
                 .await;
@@ -685,14 +689,15 @@ impl Engine {
         WorkflowResult {
             status,
             run_id: run.run_id.to_string(),
-            input: run.init.clone(),
+            input: Value::clone(&run.init),
             steps,
             step_execution_path: self.path.clone(),
-            result: output,
+            // The last step's result holds the output too: the caller gets a copy.
+            result: output.map(Arc::unwrap_or_clone),
             error,
             suspended,
             suspend_payload,
-            state: self.state(),
+            state: Value::clone(&self.state()),
         }
     }
 }
@@ -706,7 +711,8 @@ fn combine(flows: Vec<(&Arc<dyn Step>, Flow)>) -> Flow {
     for (step, flow) in flows {
         match flow {
             Flow::Next(output) => {
-                outputs.insert(step.id().to_owned(), output);
+                // Each step's result holds its output too: the group's output is a copy.
+                outputs.insert(step.id().to_owned(), Arc::unwrap_or_clone(output));
             }
             Flow::Suspended => suspended = true,
             Flow::Bailed(value) => {
@@ -718,6 +724,6 @@ fn combine(flows: Vec<(&Arc<dyn Step>, Flow)>) -> Flow {
     match (bailed, suspended) {
         (Some(value), _) => Flow::Bailed(value),
         (None, true) => Flow::Suspended,
-        (None, false) => Flow::Next(Value::Object(outputs)),
+        (None, false) => Flow::Next(Arc::new(Value::Object(outputs))),
     }
 }

@@ -16,7 +16,7 @@ impl Engine {
         step: &Arc<dyn Step>,
         condition: &Condition,
         until: bool,
-        mut input: Value,
+        mut input: Arc<Value>,
         mut resume: Option<&Resume>,
     ) -> Flow {
         let mut iteration: u32 = 0;
@@ -37,8 +37,8 @@ impl Engine {
                 return flow;
             };
             let context = ConditionContext {
-                input: output.clone(),
-                init: self.run.init.clone(),
+                input: Arc::clone(&output),
+                init: Arc::clone(&self.run.init),
                 state: self.state(),
                 iteration_count: iteration,
             };

@@ -2,6 +2,8 @@
 //! sleep's start (so a process that takes it over after a crash wakes it when due), the wait,
 //! cut short by a cancel, then the input passed on as the output.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use super::{Engine, Flow, now_ms, step_payload};
@@ -12,7 +14,13 @@ use crate::workflow_store::StepResult;
 impl Engine {
     /// A sleep: a waiting event, the run stored `waiting`, the wait (cut short by a cancel),
     /// then its result. A restarted sleep waits only what is left of it.
-    pub(super) async fn sleep(&self, id: &str, wait: Wait, input: Value, restarted: bool) -> Flow {
+    pub(super) async fn sleep(
+        &self,
+        id: &str,
+        wait: Wait,
+        input: Arc<Value>,
+        restarted: bool,
+    ) -> Flow {
         let now = now_ms();
         let started_at = match self.prior(id) {
             Some(prior) if restarted && prior.status == StepStatus::Waiting => prior.started_at,
@@ -20,7 +28,7 @@ impl Engine {
         };
         let observed = self.run.events.is_some();
         let mut event = observed.then(|| {
-            let mut payload = step_payload(id, None, input.clone(), started_at);
+            let mut payload = step_payload(id, None, Arc::clone(&input), started_at);
             payload.status = StepStatus::Waiting;
             payload
         });
@@ -39,7 +47,7 @@ impl Engine {
                 id,
                 StepResult {
                     status: StepStatus::Waiting,
-                    ..StepResult::begun(input.clone(), started_at)
+                    ..StepResult::begun(Arc::clone(&input), started_at)
                 },
             );
             self.save(WorkflowStatus::Waiting, None, None).await;
@@ -61,14 +69,14 @@ impl Engine {
         self.record(
             id,
             StepResult {
-                output: Some(input.clone()),
+                output: Some(Arc::clone(&input)),
                 ended_at: Some(ended_at),
-                ..StepResult::begun(input.clone(), started_at)
+                ..StepResult::begun(Arc::clone(&input), started_at)
             },
         );
         if let Some(event) = &mut event {
             event.status = StepStatus::Success;
-            event.output = Some(input.clone());
+            event.output = Some(Arc::clone(&input));
             event.ended_at = Some(ended_at);
             let event = event.clone();
             self.run
