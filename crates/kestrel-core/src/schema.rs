@@ -52,6 +52,10 @@ fn compiled(schema: &Value) -> Result<std::sync::Arc<jsonschema::Validator>, Str
 /// What is wrong with `value` under `validator`: one message per violation, prefixed with the
 /// JSON pointer of the offending value (none for the root); empty when it matches.
 pub fn violations(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    // The common case, a valid value, is answered without building an error iterator.
+    if validator.is_valid(value) {
+        return Vec::new();
+    }
     validator
         .iter_errors(value)
         .map(|e| {

@@ -210,6 +210,9 @@ pub type SharedWorkflowStore = Arc<dyn WorkflowStore>;
 pub struct InMemoryWorkflowStore {
     runs: Mutex<Runs>,
     capacity: usize,
+    /// The length of the last snapshot's text: the next one is written into a buffer of
+    /// about that size, not one grown four or five times.
+    last_len: std::sync::atomic::AtomicUsize,
 }
 
 /// A run as the in-memory store keeps it. Cheap to clone: reads take a clone under the lock
@@ -221,7 +224,7 @@ struct Kept {
     created_at_ms: i64,
     updated_at_ms: i64,
     /// The snapshot, serialised (its status and times are the fields above).
-    json: Arc<str>,
+    json: Arc<String>,
 }
 
 impl Kept {
@@ -247,6 +250,7 @@ impl Default for InMemoryWorkflowStore {
         Self {
             runs: Mutex::new(Runs::default()),
             capacity: Self::DEFAULT_CAPACITY,
+            last_len: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
@@ -273,9 +277,15 @@ impl InMemoryWorkflowStore {
 
     /// Keeps `snapshot` as its run's, making room (the oldest runs go) when full.
     fn put(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
-        let json: Arc<str> = serde_json::to_string(snapshot)
-            .map_err(|e| WorkflowStoreError(Box::new(e)))?
-            .into();
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut text = Vec::with_capacity(self.last_len.load(Relaxed) + 256);
+        serde_json::to_writer(&mut text, snapshot).map_err(|e| WorkflowStoreError(Box::new(e)))?;
+        self.last_len.store(text.len(), Relaxed);
+        if text.capacity() - text.len() > text.len() / 4 {
+            // A much smaller snapshot than the last one: kept without the slack.
+            text.shrink_to_fit();
+        }
+        let json = Arc::new(String::from_utf8(text).map_err(|e| WorkflowStoreError(Box::new(e)))?);
         let mut evicted = Vec::new();
 
         let now = now_ms();
@@ -471,8 +481,8 @@ mod tests {
     #[tokio::test]
     async fn the_in_memory_store_forgets_its_oldest_runs_first_when_full() {
         let store = InMemoryWorkflowStore {
-            runs: Mutex::new(Runs::default()),
             capacity: 2,
+            ..InMemoryWorkflowStore::default()
         };
         for run in ["r1", "r2", "r3"] {
             store

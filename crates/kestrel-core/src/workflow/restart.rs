@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::WorkflowResult;
 use super::engine::{Engine, Resume};
-use super::run::{STREAM_BACKLOG, WorkflowRun, WorkflowRunError, WorkflowStream};
-use crate::event::{Event, WorkflowStatus};
+use super::run::{WorkflowRun, WorkflowRunError, WorkflowStream};
+use crate::event::WorkflowStatus;
 
 impl WorkflowRun {
     /// Continues a run left `running` (or sleeping) by a process that died, from its last
@@ -22,7 +22,7 @@ impl WorkflowRun {
 
     /// [`WorkflowRun::restart`], streamed: a new `workflow-start`, then the rest of the run.
     pub async fn restart_stream(&self) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let (sender, receiver) = super::step::event_channel();
         let engine = self.restarted(Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -31,7 +31,7 @@ impl WorkflowRun {
     /// drives, taken over at its position.
     async fn restarted(
         &self,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow().inner.store;
         let workflow = self.workflow().id();

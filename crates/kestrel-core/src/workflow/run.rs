@@ -269,7 +269,7 @@ impl WorkflowRun {
     /// [`WorkflowStream::result`] gives the result. Dropping the stream does not stop the run:
     /// it goes on in a task of its own.
     pub async fn stream(&self, input: Value) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let (sender, receiver) = super::step::event_channel();
         let engine = self.fresh(input, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -318,7 +318,7 @@ impl WorkflowRun {
         path: &[&str],
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let (sender, receiver) = super::step::event_channel();
         let engine = self.resumed(path, None, data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -346,7 +346,7 @@ impl WorkflowRun {
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
         let path: Vec<&str> = step.into_iter().collect();
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let (sender, receiver) = super::step::event_channel();
         let engine = self.resumed(&path, Some(index), data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -439,7 +439,7 @@ impl WorkflowRun {
     async fn fresh(
         &self,
         input: Value,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let errors = crate::schema::violations(&self.workflow.inner.input_validator, &input);
         if !errors.is_empty() {
@@ -521,7 +521,7 @@ impl WorkflowRun {
         path: &[&str],
         item: Option<usize>,
         data: Value,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow.inner.store;
         let workflow = self.workflow.id();
@@ -614,7 +614,7 @@ impl WorkflowRun {
         mut stored: WorkflowSnapshot,
         from: WorkflowStatus,
         resume: Option<Resume>,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
     ) -> Result<Option<Engine>, WorkflowRunError> {
         let Some(live) = self.go_live() else {
             return Ok(None);
@@ -651,7 +651,7 @@ impl WorkflowRun {
         &self,
         stored: WorkflowSnapshot,
         resume: Option<Resume>,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
         live: LiveGuard,
         lease: Option<RunLease>,
     ) -> Engine {
@@ -694,7 +694,7 @@ impl WorkflowRun {
         results: BTreeMap<String, crate::workflow_store::StepResult>,
         state: Arc<Value>,
         request_context: RequestContext,
-        events: Option<tokio::sync::mpsc::Sender<Event>>,
+        events: Option<super::step::EventSender>,
         live: LiveGuard,
     ) -> Arc<RunShared> {
         Arc::new(RunShared {
@@ -720,7 +720,7 @@ impl WorkflowRun {
 /// dropped before the run's end hands the run to a task of its own, where it goes on to its
 /// end (or its next stop) and is stored as usual.
 pub struct WorkflowStream {
-    events: tokio::sync::mpsc::Receiver<Event>,
+    events: super::step::EventReceiver,
     engine: Option<futures::future::BoxFuture<'static, WorkflowResult>>,
     result: Option<WorkflowResult>,
 }
@@ -734,7 +734,7 @@ impl std::fmt::Debug for WorkflowStream {
 }
 
 impl WorkflowStream {
-    pub(crate) fn spawn(engine: Engine, events: tokio::sync::mpsc::Receiver<Event>) -> Self {
+    pub(crate) fn spawn(engine: Engine, events: super::step::EventReceiver) -> Self {
         Self {
             events,
             engine: Some(Box::pin(engine.run())),
@@ -784,10 +784,10 @@ impl Stream for WorkflowStream {
         loop {
             let Some(engine) = this.engine.as_mut() else {
                 // The run ended: what it sent before is still to read.
-                return Poll::Ready(this.events.try_recv().ok());
+                return Poll::Ready(this.events.try_recv().ok().map(|event| *event));
             };
             if let Poll::Ready(event) = this.events.poll_recv(cx) {
-                return Poll::Ready(event);
+                return Poll::Ready(event.map(|event| *event));
             }
             match engine.as_mut().poll(cx) {
                 Poll::Ready(result) => {

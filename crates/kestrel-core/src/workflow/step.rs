@@ -119,6 +119,19 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
     }
 }
 
+/// Where a streamed run's events go. Each event is boxed: tokio's channel keeps its slots
+/// 32 at a time, and 32 events (several hundred bytes each) make a block of about 10 kB, an
+/// allocation on malloc's slow path for every streamed run; 32 boxes make 256 bytes.
+pub(crate) type EventSender = tokio::sync::mpsc::Sender<Box<Event>>;
+
+/// The reading end of an [`EventSender`].
+pub(crate) type EventReceiver = tokio::sync::mpsc::Receiver<Box<Event>>;
+
+/// A streamed run's channel, [`super::run::STREAM_BACKLOG`] events deep.
+pub(crate) fn event_channel() -> (EventSender, EventReceiver) {
+    tokio::sync::mpsc::channel(super::run::STREAM_BACKLOG)
+}
+
 /// The run-wide state a step sees: the run's input, every step's result so far, and the
 /// workflow state.
 #[derive(Debug)]
@@ -131,7 +144,7 @@ pub(crate) struct RunShared {
     pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
     pub abort: AbortSignal,
-    pub events: Option<tokio::sync::mpsc::Sender<Event>>,
+    pub events: Option<EventSender>,
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
     /// Where the run is kept (a nested workflow keeps its runs there too).
@@ -158,11 +171,11 @@ impl RunShared {
         kind: EventKind,
     ) -> impl Future<Output = ()> + Send + '_ {
         let waiting = self.events.as_ref().and_then(|events| {
-            let event = Event {
+            let event = Box::new(Event {
                 run_id: Arc::clone(&self.run_id),
                 from,
                 kind,
-            };
+            });
             match events.try_send(event) {
                 // A reader that went away only stops the events, not the run.
                 Ok(()) | Err(TrySendError::Closed(_)) => None,
@@ -181,7 +194,7 @@ impl RunShared {
 /// and state, the request context, the abort signal, a writer, and the retry count.
 #[derive(Debug, Clone)]
 pub struct StepContext {
-    pub(crate) step_id: Arc<str>,
+    pub(crate) step: StepRef,
     /// Shared with the step's result and the entry before it.
     pub(crate) input: Arc<Value>,
     pub(crate) resume_data: Option<Value>,
@@ -191,6 +204,16 @@ pub struct StepContext {
     pub(crate) resume_path: Vec<String>,
     pub(crate) retry_count: u32,
     pub(crate) run: Arc<RunShared>,
+}
+
+/// The step a context is for: its id is read from it, so an attempt copies no id.
+#[derive(Clone)]
+pub(crate) struct StepRef(pub(crate) Arc<dyn Step>);
+
+impl std::fmt::Debug for StepRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Step").field(&self.0.id()).finish()
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -217,7 +240,7 @@ impl StepContext {
 
     /// The step's id.
     pub fn step_id(&self) -> &str {
-        &self.step_id
+        self.step.0.id()
     }
 
     /// The workflow's id.
@@ -277,7 +300,7 @@ impl StepContext {
         }
         let output = serde_json::to_value(output).unwrap_or(Value::Null);
         let kind = EventKind::WorkflowStepOutput(WorkflowStepOutputPayload {
-            step_name: self.step_id.to_string(),
+            step_name: self.step_id().to_owned(),
             output,
             run_id: self.run.run_id.to_string(),
         });
@@ -395,7 +418,7 @@ impl StepBuilder {
             let f = Arc::clone(&f);
             let step_id = Arc::clone(&step_id);
             async move {
-                let input: I = I::deserialize(&*ctx.input).map_err(|e| {
+                let input: I = input_as(&ctx.input).map_err(|e| {
                     StepError::new(format!("invalid input for step {step_id:?}: {e}"))
                 })?;
                 let output = f(input, ctx).await?;
@@ -414,6 +437,19 @@ impl StepBuilder {
             exec,
         }
     }
+}
+
+/// A step's input as the type its closure takes: a `Value` is cloned (cheaper than
+/// deserialising a `Value` from one), any other type deserialised.
+fn input_as<I: DeserializeOwned + 'static>(input: &Value) -> Result<I, serde_json::Error> {
+    if std::any::TypeId::of::<I>() == std::any::TypeId::of::<Value>() {
+        let mut slot = Some(input.clone());
+        let any: &mut dyn std::any::Any = &mut slot;
+        if let Some(value) = any.downcast_mut::<Option<I>>().and_then(Option::take) {
+            return Ok(value);
+        }
+    }
+    I::deserialize(input)
 }
 
 type ExecFn = dyn Fn(StepContext) -> BoxFuture<'static, Result<Value, StepError>> + Send + Sync;
@@ -481,5 +517,28 @@ impl Step for FnStep {
         Self: 'async_trait,
     {
         (self.exec)(ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Point {
+        x: i64,
+    }
+
+    #[test]
+    fn an_input_is_cloned_as_a_value_and_deserialised_as_anything_else() {
+        let input = json!({"x": 3, "extra": [1, 2]});
+        assert_eq!(input_as::<Value>(&input).unwrap(), input);
+        assert_eq!(input_as::<Point>(&input).unwrap(), Point { x: 3 });
+        let error = input_as::<Point>(&json!({"x": "three"})).unwrap_err();
+        assert!(error.to_string().contains("invalid type"), "{error}");
     }
 }

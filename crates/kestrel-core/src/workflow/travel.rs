@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::WorkflowResult;
 use super::builder::Entry;
 use super::engine::Resume;
-use super::run::{STREAM_BACKLOG, WorkflowRun, WorkflowRunError, WorkflowStream};
+use super::run::{WorkflowRun, WorkflowRunError, WorkflowStream};
 use crate::event::WorkflowStatus;
 
 /// Where a run travels to: [`TimeTravel::to`] a step, with its input and resume data.
@@ -71,7 +71,7 @@ impl WorkflowRun {
         &self,
         travel: TimeTravel,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = tokio::sync::mpsc::channel(STREAM_BACKLOG);
+        let (sender, receiver) = super::step::event_channel();
         let engine = self.travelled(travel, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -79,7 +79,7 @@ impl WorkflowRun {
     async fn travelled(
         &self,
         travel: TimeTravel,
-        events: Option<tokio::sync::mpsc::Sender<crate::event::Event>>,
+        events: Option<super::step::EventSender>,
     ) -> Result<super::engine::Engine, WorkflowRunError> {
         let workflow = self.workflow();
         let store = workflow.store();

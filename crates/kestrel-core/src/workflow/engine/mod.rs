@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::builder::{ConditionContext, Entry, Workflow};
 use super::result::WorkflowResult;
-use super::step::{RunShared, Step, StepContext, StepError};
+use super::step::{RunShared, Step, StepContext, StepError, StepRef};
 use crate::event::{
     EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
     WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
@@ -412,6 +412,12 @@ impl Engine {
         input: &Arc<Value>,
         resume: Option<&Resume>,
     ) -> Vec<(&'a Arc<dyn Step>, Flow)> {
+        if let [step] = steps {
+            // One step (a branch with one arm chosen) needs no join. Boxed: the group's
+            // future would otherwise hold a step's beside the join's.
+            let flow = Box::pin(self.step(step, Arc::clone(input), resume)).await;
+            return vec![(*step, flow)];
+        }
         let mut started = Vec::with_capacity(steps.len());
         for step in steps {
             started.push(match self.settled(step, resume) {
@@ -541,7 +547,7 @@ impl Engine {
         let mut retry_count = 0;
         loop {
             let ctx = StepContext {
-                step_id: id.into(),
+                step: StepRef(Arc::clone(step)),
                 input: Arc::clone(&input),
                 resume_data: resume_data.clone(),
                 suspend_data: suspend_data.clone(),
@@ -691,7 +697,8 @@ impl Engine {
             run_id: run.run_id.to_string(),
             input: Value::clone(&run.init),
             steps,
-            step_execution_path: self.path.clone(),
+            // The snapshot has its copy already.
+            step_execution_path: std::mem::take(&mut self.path),
             // The last step's result holds the output too: the caller gets a copy.
             result: output.map(Arc::unwrap_or_clone),
             error,
