@@ -436,7 +436,7 @@ impl WorkflowRun {
     }
 
     /// The engine of a fresh run: the input checked, the id not taken.
-    async fn fresh(
+    pub(super) async fn fresh(
         &self,
         input: Value,
         events: Option<super::step::EventSender>,

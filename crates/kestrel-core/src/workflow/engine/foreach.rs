@@ -69,7 +69,7 @@ impl Engine {
                 .await;
         }
         // The items to run: those with no output that are not left waiting.
-        let to_run: Vec<(usize, Arc<Value>, Option<Given>)> = items
+        let to_run: Vec<(usize, Arc<Value>, Option<Box<Given>>)> = items
             .iter()
             .cloned()
             .map(Arc::new)
@@ -77,10 +77,12 @@ impl Engine {
             .filter(|(index, _)| outputs[*index].is_none())
             .filter_map(|(index, item)| {
                 if Some(index) == target {
-                    let given = resumed.map(|r| Given {
-                        data: r.data.clone(),
-                        path: Vec::new(),
-                        suspended: waiting.get(&index).cloned(),
+                    let given = resumed.map(|r| {
+                        Box::new(Given {
+                            data: r.data.clone(),
+                            path: Vec::new(),
+                            suspended: waiting.get(&index).cloned(),
+                        })
                     });
                     return Some((index, item, given));
                 }

@@ -72,17 +72,19 @@ pub(crate) struct Engine {
     entry_input: Arc<Value>,
     /// The top-level steps that ran before.
     path: Vec<String>,
-    /// The step resumed at `position`, if this is a resume (or a restart).
-    resume: Option<Resume>,
+    /// The step resumed at `position`, if this is a resume (or a restart). Boxed, as the
+    /// lease is: the engine is part of every run's future, and both are rare.
+    resume: Option<Box<Resume>>,
     /// In a cluster: this instance's lease on the run.
-    lease: Option<super::lease::RunLease>,
+    lease: Option<Box<super::lease::RunLease>>,
 }
 
 /// A step that started: its input, when, and its event so far (when streamed).
 struct Started {
     input: Arc<Value>,
     started_at: u64,
-    resumed: Option<(Given, u64)>,
+    /// Boxed, as resumes are rare: a step's future holds its `Started` twice.
+    resumed: Option<Box<(Given, u64)>>,
     /// Boxed: a step's future holds its `Started` twice (the argument and its fields), and
     /// only a streamed run has an event.
     payload: Option<Box<WorkflowStepPayload>>,
@@ -172,18 +174,26 @@ impl Engine {
             position,
             entry_input,
             path,
-            resume,
+            resume: resume.map(Box::new),
             lease: None,
         }
     }
 
     /// Drives the run holding `lease` (in a cluster).
     pub(crate) fn with_lease(mut self, lease: Option<super::lease::RunLease>) -> Self {
-        self.lease = lease;
+        self.lease = lease.map(Box::new);
         self
     }
 
-    pub(crate) async fn run(mut self) -> WorkflowResult {
+    /// Runs the engine to the run's end or stop. Not an `async fn`: one of those keeps its
+    /// argument twice in its future (the argument, and the local it is moved to), and a
+    /// streamed run's future is boxed whole; the block holds the engine once.
+    pub(crate) fn run(self) -> impl Future<Output = WorkflowResult> + Send + 'static {
+        let mut engine = self;
+        async move { engine.drive().await }
+    }
+
+    async fn drive(&mut self) -> WorkflowResult {
         let workflow_id = self.run.workflow_id.to_string();
         self.run
             .emit(
@@ -219,7 +229,7 @@ impl Engine {
             // The run keeps the entry's input (snapshots name it) until the entry's output
             // takes its place; the entry shares it.
             match self
-                .entry(entry, Arc::clone(&self.entry_input), resume.as_ref())
+                .entry(entry, Arc::clone(&self.entry_input), resume.as_deref())
                 .await
             {
                 Flow::Next(output) => {
@@ -299,10 +309,13 @@ impl Engine {
                 condition,
                 until,
             } => self.repeat(step, condition, *until, input, resume).await,
+            // Boxed: these two are the biggest futures an entry awaits, and the rarest.
             Entry::Foreach { step, concurrency } => {
-                self.each(step, *concurrency, input, resume).await
+                Box::pin(self.each(step, *concurrency, input, resume)).await
             }
-            Entry::Sleep { id, wait } => self.sleep(id, *wait, input, resume.is_some()).await,
+            Entry::Sleep { id, wait } => {
+                Box::pin(self.sleep(id, *wait, input, resume.is_some())).await
+            }
         }
     }
 
@@ -371,9 +384,9 @@ impl Engine {
                 path: r.path.clone(),
                 suspended: self.prior(id).and_then(|prior| prior.suspend_payload),
             };
-            (given, now)
+            Box::new((given, now))
         });
-        let started_at = match &resumed {
+        let started_at = match resumed {
             Some(_) => self.prior(id).map_or(now, |p| p.started_at),
             None => now,
         };
@@ -384,8 +397,8 @@ impl Engine {
                 Arc::clone(&input),
                 started_at,
             );
-            payload.resume_payload = resumed.as_ref().map(|(given, _)| given.data.clone());
-            payload.resumed_at = resumed.as_ref().map(|(_, at)| *at);
+            payload.resume_payload = resumed.as_ref().map(|r| r.0.data.clone());
+            payload.resumed_at = resumed.as_ref().map(|r| r.1);
             payload.metadata = metadata;
             Box::new(payload)
         });
@@ -465,11 +478,11 @@ impl Engine {
             .attempt(
                 step,
                 Arc::clone(&input),
-                resumed.as_ref().map(|(given, _)| given.clone()),
+                resumed.as_ref().map(|r| Box::new(r.0.clone())),
             )
             .await;
         let ended_at = now_ms();
-        let (resume_payload, resumed_at) = match resumed {
+        let (resume_payload, resumed_at) = match resumed.map(|r| *r) {
             Some((given, at)) => (Some(given.data), Some(at)),
             None => (None, None),
         };
@@ -531,16 +544,10 @@ impl Engine {
         &self,
         step: &Arc<dyn Step>,
         input: Arc<Value>,
-        given: Option<Given>,
+        given: Option<Box<Given>>,
     ) -> Result<Value, StepError> {
-        let (resume_data, resume_path, suspend_data) = match given {
-            Some(Given {
-                data,
-                path,
-                suspended,
-            }) => (Some(data), path, suspended),
-            None => (None, Vec::new(), None),
-        };
+        // `given` stays boxed and whole (its fields are copied into each attempt's context):
+        // every step's future holds this one, and resumes are rare.
         let id = step.id();
         let retry = self.workflow.inner.retry;
         let attempts = step.retries().unwrap_or(retry.attempts);
@@ -549,9 +556,9 @@ impl Engine {
             let ctx = StepContext {
                 step: StepRef(Arc::clone(step)),
                 input: Arc::clone(&input),
-                resume_data: resume_data.clone(),
-                suspend_data: suspend_data.clone(),
-                resume_path: resume_path.clone(),
+                resume_data: given.as_ref().map(|g| g.data.clone()),
+                suspend_data: given.as_ref().and_then(|g| g.suspended.clone()),
+                resume_path: given.as_ref().map(|g| g.path.clone()).unwrap_or_default(),
                 retry_count,
                 run: Arc::clone(&self.run),
             };
@@ -564,7 +571,9 @@ impl Engine {
                     if retry_count < attempts && !self.run.abort.is_aborted() =>
                 {
                     retry_count += 1;
-                    tokio::time::sleep(retry.delay).await;
+                    // Boxed: only a retry waits, and the timer is the biggest thing a step's
+                    // future would otherwise hold.
+                    Box::pin(tokio::time::sleep(retry.delay)).await;
                 }
                 outcome => return outcome,
             }
@@ -588,7 +597,8 @@ impl Engine {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        self.store(&self.snapshot(status, result, error, steps))
+        // Boxed: a step boundary's save is part of the run's future.
+        self.store(&Box::new(self.snapshot(status, result, error, steps)))
             .await;
     }
 
@@ -631,7 +641,7 @@ impl Engine {
         }
     }
 
-    async fn finish(mut self, outcome: Flow) -> WorkflowResult {
+    async fn finish(&mut self, outcome: Flow) -> WorkflowResult {
         let (status, output, error) = match outcome {
             Flow::Next(output) | Flow::Bailed(output) => {
                 (WorkflowStatus::Success, Some(output), None)
@@ -647,12 +657,13 @@ impl Engine {
         let steps = if self.lease_lost() {
             steps
         } else {
-            let snapshot = self.snapshot(status, output.as_ref(), error.as_ref(), steps);
+            // Boxed: the run's future would otherwise keep room for it.
+            let snapshot = Box::new(self.snapshot(status, output.as_ref(), error.as_ref(), steps));
             self.store(&snapshot).await;
             snapshot.steps
         };
         if let Some(lease) = self.lease.take() {
-            lease.release().await;
+            Box::pin(lease.release()).await;
         }
         let run = &self.run;
         let mut suspended = Vec::new();
