@@ -49,6 +49,7 @@ mod restart;
 mod result;
 mod run;
 mod step;
+mod stream;
 mod travel;
 
 pub use crate::workflow_store::{
@@ -60,8 +61,9 @@ pub use builder::{
 };
 pub use primitives::{AgentStep, ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
-pub use run::{WorkflowRun, WorkflowRunError, WorkflowStream};
+pub use run::{WorkflowRun, WorkflowRunError};
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};
+pub use stream::WorkflowStream;
 pub use travel::TimeTravel;
 
 pub use crate::event::{StepStatus, WorkflowStatus};

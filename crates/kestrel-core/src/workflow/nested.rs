@@ -13,8 +13,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::builder::Workflow;
-use super::run::{WorkflowRunError, WorkflowStream};
+use super::run::WorkflowRunError;
 use super::step::{Step, StepContext, StepError};
+use super::stream::WorkflowStream;
 use crate::event::{EventKind, StepStatus, WorkflowStatus, WorkflowStepPayload};
 use crate::workflow_store::{SharedWorkflowStore, WorkflowSnapshot};
 

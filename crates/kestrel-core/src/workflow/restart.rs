@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::WorkflowResult;
 use super::engine::{Engine, Resume};
-use super::run::{WorkflowRun, WorkflowRunError, WorkflowStream};
+use super::run::{WorkflowRun, WorkflowRunError};
+use super::stream::WorkflowStream;
 use crate::event::WorkflowStatus;
 
 impl WorkflowRun {
@@ -22,7 +23,7 @@ impl WorkflowRun {
 
     /// [`WorkflowRun::restart`], streamed: a new `workflow-start`, then the rest of the run.
     pub async fn restart_stream(&self) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::step::event_channel();
+        let (sender, receiver) = super::stream::event_channel();
         let engine = self.restarted(Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -31,7 +32,7 @@ impl WorkflowRun {
     /// drives, taken over at its position.
     async fn restarted(
         &self,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow().inner.store;
         let workflow = self.workflow().id();

@@ -3,11 +3,8 @@
 //! [`WorkflowRun::cancel`].
 
 use std::collections::BTreeMap;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll};
 
-use futures::Stream;
 use serde_json::{Map, Value};
 
 use super::builder::Workflow;
@@ -16,13 +13,11 @@ use super::lease::RunLease;
 use super::live::LiveGuard;
 use super::result::WorkflowResult;
 use super::step::RunShared;
+use super::stream::WorkflowStream;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
-use crate::event::{Event, StepStatus, WorkflowStatus};
+use crate::event::{StepStatus, WorkflowStatus};
 use crate::workflow_store::{WorkflowSnapshot, WorkflowStoreError};
-
-/// How many events a streamed run may have ahead of its reader before its steps wait.
-pub(crate) const STREAM_BACKLOG: usize = 256;
 
 /// Why a run could not be started, resumed or canceled.
 #[derive(Debug, thiserror::Error)]
@@ -269,7 +264,7 @@ impl WorkflowRun {
     /// [`WorkflowStream::result`] gives the result. Dropping the stream does not stop the run:
     /// it goes on in a task of its own.
     pub async fn stream(&self, input: Value) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::step::event_channel();
+        let (sender, receiver) = super::stream::event_channel();
         let engine = self.fresh(input, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -318,7 +313,7 @@ impl WorkflowRun {
         path: &[&str],
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::step::event_channel();
+        let (sender, receiver) = super::stream::event_channel();
         let engine = self.resumed(path, None, data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -346,7 +341,7 @@ impl WorkflowRun {
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
         let path: Vec<&str> = step.into_iter().collect();
-        let (sender, receiver) = super::step::event_channel();
+        let (sender, receiver) = super::stream::event_channel();
         let engine = self.resumed(&path, Some(index), data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -439,7 +434,7 @@ impl WorkflowRun {
     pub(super) async fn fresh(
         &self,
         input: Value,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let errors = crate::schema::violations(&self.workflow.inner.input_validator, &input);
         if !errors.is_empty() {
@@ -521,7 +516,7 @@ impl WorkflowRun {
         path: &[&str],
         item: Option<usize>,
         data: Value,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow.inner.store;
         let workflow = self.workflow.id();
@@ -614,7 +609,7 @@ impl WorkflowRun {
         mut stored: WorkflowSnapshot,
         from: WorkflowStatus,
         resume: Option<Resume>,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
     ) -> Result<Option<Engine>, WorkflowRunError> {
         let Some(live) = self.go_live() else {
             return Ok(None);
@@ -651,7 +646,7 @@ impl WorkflowRun {
         &self,
         stored: WorkflowSnapshot,
         resume: Option<Resume>,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
         live: LiveGuard,
         lease: Option<RunLease>,
     ) -> Engine {
@@ -694,7 +689,7 @@ impl WorkflowRun {
         results: BTreeMap<String, crate::workflow_store::StepResult>,
         state: Arc<Value>,
         request_context: RequestContext,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
         live: LiveGuard,
     ) -> Arc<RunShared> {
         Arc::new(RunShared {
@@ -710,92 +705,5 @@ impl WorkflowRun {
             store: Arc::clone(&self.workflow.inner.store),
             _live: live,
         })
-    }
-}
-
-/// A streamed run: its events, then its result. See [`WorkflowRun::stream`].
-///
-/// The run is driven by whoever reads the stream, on the reader's own task: each event goes
-/// from the step that emits it to the reader without a hand-off between threads. A stream
-/// dropped before the run's end hands the run to a task of its own, where it goes on to its
-/// end (or its next stop) and is stored as usual.
-pub struct WorkflowStream {
-    events: super::step::EventReceiver,
-    engine: Option<futures::future::BoxFuture<'static, WorkflowResult>>,
-    result: Option<WorkflowResult>,
-}
-
-impl std::fmt::Debug for WorkflowStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkflowStream")
-            .field("ended", &self.engine.is_none())
-            .finish_non_exhaustive()
-    }
-}
-
-impl WorkflowStream {
-    pub(crate) fn spawn(engine: Engine, events: super::step::EventReceiver) -> Self {
-        Self {
-            events,
-            engine: Some(Box::pin(engine.run())),
-            result: None,
-        }
-    }
-
-    /// Waits for the run's end and returns its result (the events not yet read are dropped).
-    pub async fn result(mut self) -> Result<WorkflowResult, WorkflowRunError> {
-        if let Some(result) = self.result.take() {
-            return Ok(result);
-        }
-        // Events no one reads are not kept: the run's sends fail at once from here on.
-        self.events.close();
-        match self.engine.take() {
-            Some(engine) => Ok(engine.await),
-            None => Err(WorkflowRunError::Interrupted {
-                reason: "the run's result was already taken".to_owned(),
-            }),
-        }
-    }
-}
-
-impl Drop for WorkflowStream {
-    fn drop(&mut self) {
-        let Some(engine) = self.engine.take() else {
-            return;
-        };
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(engine);
-            }
-            Err(_) => {
-                tracing::warn!(
-                    "a workflow stream was dropped outside a tokio runtime: its run stops here"
-                );
-            }
-        }
-    }
-}
-
-impl Stream for WorkflowStream {
-    type Item = Event;
-
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        let this = self.get_mut();
-        loop {
-            let Some(engine) = this.engine.as_mut() else {
-                // The run ended: what it sent before is still to read.
-                return Poll::Ready(this.events.try_recv().ok().map(|event| *event));
-            };
-            if let Poll::Ready(event) = this.events.poll_recv(cx) {
-                return Poll::Ready(event.map(|event| *event));
-            }
-            match engine.as_mut().poll(cx) {
-                Poll::Ready(result) => {
-                    this.result = Some(result);
-                    this.engine = None;
-                }
-                Poll::Pending => return Poll::Pending,
-            }
-        }
     }
 }

@@ -119,19 +119,6 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for StepError {
     }
 }
 
-/// Where a streamed run's events go. Each event is boxed: tokio's channel keeps its slots
-/// 32 at a time, and 32 events (several hundred bytes each) make a block of about 10 kB, an
-/// allocation on malloc's slow path for every streamed run; 32 boxes make 256 bytes.
-pub(crate) type EventSender = tokio::sync::mpsc::Sender<Box<Event>>;
-
-/// The reading end of an [`EventSender`].
-pub(crate) type EventReceiver = tokio::sync::mpsc::Receiver<Box<Event>>;
-
-/// A streamed run's channel, [`super::run::STREAM_BACKLOG`] events deep.
-pub(crate) fn event_channel() -> (EventSender, EventReceiver) {
-    tokio::sync::mpsc::channel(super::run::STREAM_BACKLOG)
-}
-
 /// The run-wide state a step sees: the run's input, every step's result so far, and the
 /// workflow state.
 #[derive(Debug)]
@@ -144,7 +131,7 @@ pub(crate) struct RunShared {
     pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
     pub abort: AbortSignal,
-    pub events: Option<EventSender>,
+    pub events: Option<super::stream::EventSender>,
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
     /// Where the run is kept (a nested workflow keeps its runs there too).
@@ -551,7 +538,7 @@ mod tests {
             .then(step)
             .commit()
             .unwrap();
-        let (events, _reader) = event_channel();
+        let (events, _reader) = super::super::stream::event_channel();
         let engine = workflow
             .create_run()
             .fresh(json!({}), Some(events))

@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::WorkflowResult;
 use super::builder::Entry;
 use super::engine::Resume;
-use super::run::{WorkflowRun, WorkflowRunError, WorkflowStream};
+use super::run::{WorkflowRun, WorkflowRunError};
+use super::stream::WorkflowStream;
 use crate::event::WorkflowStatus;
 
 /// Where a run travels to: [`TimeTravel::to`] a step, with its input and resume data.
@@ -71,7 +72,7 @@ impl WorkflowRun {
         &self,
         travel: TimeTravel,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::step::event_channel();
+        let (sender, receiver) = super::stream::event_channel();
         let engine = self.travelled(travel, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -79,7 +80,7 @@ impl WorkflowRun {
     async fn travelled(
         &self,
         travel: TimeTravel,
-        events: Option<super::step::EventSender>,
+        events: Option<super::stream::EventSender>,
     ) -> Result<super::engine::Engine, WorkflowRunError> {
         let workflow = self.workflow();
         let store = workflow.store();

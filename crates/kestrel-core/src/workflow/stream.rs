@@ -1,0 +1,116 @@
+//! A streamed run ([`WorkflowStream`]): its events as they come, driven by the reader, then
+//! its result.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures::Stream;
+
+use super::engine::Engine;
+use super::result::WorkflowResult;
+use super::run::WorkflowRunError;
+use crate::event::Event;
+
+/// How many events a streamed run may have ahead of its reader before its steps wait.
+pub(crate) const STREAM_BACKLOG: usize = 256;
+
+/// Where a streamed run's events go. Each event is boxed: tokio's channel keeps its slots
+/// 32 at a time, and 32 events (several hundred bytes each) make a block of about 10 kB, an
+/// allocation on malloc's slow path for every streamed run; 32 boxes make 256 bytes.
+pub(crate) type EventSender = tokio::sync::mpsc::Sender<Box<Event>>;
+
+/// The reading end of an [`EventSender`].
+pub(crate) type EventReceiver = tokio::sync::mpsc::Receiver<Box<Event>>;
+
+/// A streamed run's channel, [`STREAM_BACKLOG`] events deep.
+pub(crate) fn event_channel() -> (EventSender, EventReceiver) {
+    tokio::sync::mpsc::channel(STREAM_BACKLOG)
+}
+
+/// A streamed run: its events, then its result. See
+/// [`WorkflowRun::stream`](super::WorkflowRun::stream).
+///
+/// The run is driven by whoever reads the stream, on the reader's own task: each event goes
+/// from the step that emits it to the reader without a hand-off between threads. A stream
+/// dropped before the run's end hands the run to a task of its own, where it goes on to its
+/// end (or its next stop) and is stored as usual.
+pub struct WorkflowStream {
+    events: EventReceiver,
+    engine: Option<futures::future::BoxFuture<'static, WorkflowResult>>,
+    result: Option<WorkflowResult>,
+}
+
+impl std::fmt::Debug for WorkflowStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowStream")
+            .field("ended", &self.engine.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WorkflowStream {
+    pub(crate) fn spawn(engine: Engine, events: EventReceiver) -> Self {
+        Self {
+            events,
+            engine: Some(Box::pin(engine.run())),
+            result: None,
+        }
+    }
+
+    /// Waits for the run's end and returns its result (the events not yet read are dropped).
+    pub async fn result(mut self) -> Result<WorkflowResult, WorkflowRunError> {
+        if let Some(result) = self.result.take() {
+            return Ok(result);
+        }
+        // Events no one reads are not kept: the run's sends fail at once from here on.
+        self.events.close();
+        match self.engine.take() {
+            Some(engine) => Ok(engine.await),
+            None => Err(WorkflowRunError::Interrupted {
+                reason: "the run's result was already taken".to_owned(),
+            }),
+        }
+    }
+}
+
+impl Drop for WorkflowStream {
+    fn drop(&mut self) {
+        let Some(engine) = self.engine.take() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(engine);
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "a workflow stream was dropped outside a tokio runtime: its run stops here"
+                );
+            }
+        }
+    }
+}
+
+impl Stream for WorkflowStream {
+    type Item = Event;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        let this = self.get_mut();
+        loop {
+            let Some(engine) = this.engine.as_mut() else {
+                // The run ended: what it sent before is still to read.
+                return Poll::Ready(this.events.try_recv().ok().map(|event| *event));
+            };
+            if let Poll::Ready(event) = this.events.poll_recv(cx) {
+                return Poll::Ready(event.map(|event| *event));
+            }
+            match engine.as_mut().poll(cx) {
+                Poll::Ready(result) => {
+                    this.result = Some(result);
+                    this.engine = None;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
