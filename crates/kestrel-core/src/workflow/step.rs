@@ -528,27 +528,4 @@ mod tests {
         let error = input_as::<Point>(&json!({"x": "three"})).unwrap_err();
         assert!(error.to_string().contains("invalid type"), "{error}");
     }
-
-    #[tokio::test]
-    async fn a_runs_future_stays_small_enough_for_mallocs_fast_path() {
-        // A streamed run's future is boxed whole; at 1 kB or more glibc serves it from its
-        // slow path (several thousand instructions per run, measured with callgrind).
-        let step = create_step("s").execute(|v: Value, _ctx| async move { Ok(v) });
-        let workflow = super::super::Workflow::builder("w")
-            .then(step)
-            .commit()
-            .unwrap();
-        let (events, _reader) = super::super::stream::event_channel();
-        let engine = workflow
-            .create_run()
-            .fresh(json!({}), Some(events))
-            .await
-            .unwrap();
-        let run = engine.run();
-        assert!(
-            std::mem::size_of_val(&run) < 1024,
-            "a run's future takes {} bytes",
-            std::mem::size_of_val(&run)
-        );
-    }
 }
