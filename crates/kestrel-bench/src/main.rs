@@ -12,7 +12,8 @@
 //! cargo run --release -p kestrel-bench -- w8 events|abort|takeover|commands|scale [N] [sqlite]
 //!                                                     # two instances over Redis (see w8.rs)
 //! cargo run --release -p kestrel-bench -- w9 10000    # the five-step workflow, start and stream
-//!                                                     # (`w9 10000 start` or `stream`: one of them)
+//!                                                     # (`w9 10000 start` or `stream`: one of them;
+//!                                                     # `w9 10000 both memory`: runs kept in memory)
 //! cargo run --release -p kestrel-bench -- w10 1000    # ... suspended and resumed, on SQLite
 //! cargo run --release -p kestrel-bench -- w11 10000   # 10,000 runs at once, steps waiting 10 ms
 //! cargo run --release -p kestrel-bench -- w12 1000    # a network: agent, workflow, tool, then none
@@ -335,7 +336,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map(|s| s.parse())
                 .transpose()?
                 .unwrap_or(10_000);
-            w9::w9_bench(runs, args.get(2).map(String::as_str)).await
+            w9::w9_bench(
+                runs,
+                args.get(2).map(String::as_str),
+                args.get(3).map(String::as_str),
+            )
+            .await
         }
         Some("w10") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
@@ -360,7 +366,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] [start|stream] | w10 [RUNS] | w11 [RUNS] | w12 [RUNS] [BATCHES]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] [start|stream|both] [none|memory] | w10 [RUNS] | w11 [RUNS] | w12 [RUNS] [BATCHES]"
             );
             std::process::exit(2);
         }

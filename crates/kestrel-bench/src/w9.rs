@@ -16,12 +16,14 @@ struct V {
     v: i64,
 }
 
+/// W9 as the issue states it, with no storage: the workflow keeps no snapshot of its runs.
 fn w9() -> Result<Workflow, Box<dyn std::error::Error>> {
-    five_steps(None)
+    five_steps(None, false)
 }
 
-/// The five steps; with `wait`, each step waits that long first (W11).
-fn five_steps(wait: Option<Duration>) -> Result<Workflow, Box<dyn std::error::Error>> {
+/// The five steps; with `wait`, each step waits that long first (W11); with `keep`, every
+/// run's snapshot is kept (in the default in-memory store), else none.
+fn five_steps(wait: Option<Duration>, keep: bool) -> Result<Workflow, Box<dyn std::error::Error>> {
     let pause = move || async move {
         if let Some(wait) = wait {
             tokio::time::sleep(wait).await;
@@ -56,7 +58,13 @@ fn five_steps(wait: Option<Duration>) -> Result<Workflow, Box<dyn std::error::Er
             v: h["hi"]["v"].as_i64().unwrap_or(0) * 10,
         })
     });
-    Ok(Workflow::builder("w9")
+    let builder = Workflow::builder(if keep { "w9-kept" } else { "w9" });
+    let builder = if keep {
+        builder
+    } else {
+        builder.should_persist_snapshot(|_| false)
+    };
+    Ok(builder
         .then(s1)
         .parallel([a, b])
         .branch([
@@ -67,26 +75,48 @@ fn five_steps(wait: Option<Duration>) -> Result<Workflow, Box<dyn std::error::Er
         .commit()?)
 }
 
-/// `start` and `stream` (or only the one named by `only`), `runs` runs per batch.
-pub async fn w9_bench(runs: usize, only: Option<&str>) -> Result<(), Box<dyn std::error::Error>> {
-    let workflow = w9()?;
+/// `start` and `stream` (or only the one named by `only`), `runs` runs per batch: with no
+/// storage (the target), then with every run kept in the default in-memory store (or only
+/// the one `storage` names: `none` or `memory`).
+pub async fn w9_bench(
+    runs: usize,
+    only: Option<&str>,
+    storage: Option<&str>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let (start, stream) = match only {
-        None => (true, true),
+        None | Some("both") => (true, true),
         Some("start") => (true, false),
         Some("stream") => (false, true),
         Some(other) => return Err(format!("w9 runs start or stream, not {other:?}").into()),
     };
-    if start {
-        w9_start(&workflow, runs).await?;
+    let mut workflows = Vec::new();
+    if matches!(storage, None | Some("none")) {
+        workflows.push((w9()?, "no storage"));
     }
-    if stream {
-        w9_stream(&workflow, runs).await?;
+    if matches!(storage, None | Some("memory")) {
+        workflows.push((five_steps(None, true)?, "runs kept in memory"));
+    }
+    if workflows.is_empty() {
+        return Err(format!("w9 runs with storage none or memory, not {storage:?}").into());
+    }
+    for (workflow, storage) in workflows {
+        if start {
+            w9_start(&workflow, storage, runs).await?;
+        }
+        if stream {
+            w9_stream(&workflow, storage, runs).await?;
+        }
     }
     Ok(())
 }
 
-async fn w9_start(workflow: &Workflow, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
-    super::per_run_batches("w9 start (5 steps, no storage)", runs, 11, || {
+async fn w9_start(
+    workflow: &Workflow,
+    storage: &str,
+    runs: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let name = format!("w9 start (5 steps, {storage})");
+    super::per_run_batches(&name, runs, 11, || {
         let workflow = workflow.clone();
         async move {
             let result = workflow.create_run().start(json!({"v": 1})).await?;
@@ -97,8 +127,13 @@ async fn w9_start(workflow: &Workflow, runs: usize) -> Result<(), Box<dyn std::e
     .await
 }
 
-async fn w9_stream(workflow: &Workflow, runs: usize) -> Result<(), Box<dyn std::error::Error>> {
-    super::per_run_batches("w9 stream (5 steps, every event read)", runs, 11, || {
+async fn w9_stream(
+    workflow: &Workflow,
+    storage: &str,
+    runs: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let name = format!("w9 stream (5 steps, every event read, {storage})");
+    super::per_run_batches(&name, runs, 11, || {
         let workflow = workflow.clone();
         async move {
             let mut stream = workflow.create_run().stream(json!({"v": 1})).await?;
@@ -184,7 +219,7 @@ pub async fn w10_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
 /// W11: `runs` W9 runs at once, each step waiting 10 ms: the wall time and the process's peak
 /// RSS (run each size in its own process).
 pub async fn w11_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let workflow = five_steps(Some(Duration::from_millis(10)))?;
+    let workflow = five_steps(Some(Duration::from_millis(10)), false)?;
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(runs);
     for _ in 0..runs {

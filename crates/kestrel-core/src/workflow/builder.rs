@@ -140,6 +140,8 @@ pub(crate) struct WorkflowInner {
     pub live: Arc<super::live::LiveRuns>,
     /// The cluster of the instance it is registered on, if any: runs hold leases in it.
     pub cluster: Option<crate::cluster::Cluster>,
+    /// Which snapshots the store keeps (none: all).
+    pub persist: Option<Arc<super::persist::PersistFn>>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -162,6 +164,7 @@ impl Workflow {
             entries: Vec::new(),
             store: None,
             retry: Retry::default(),
+            persist: None,
         }
     }
 
@@ -200,6 +203,7 @@ impl Workflow {
                 input_validator: Arc::clone(&inner.input_validator),
                 live: Arc::clone(&inner.live),
                 cluster,
+                persist: inner.persist.clone(),
             }),
         }
     }
@@ -318,6 +322,7 @@ pub struct WorkflowBuilder {
     entries: Vec<Entry>,
     store: Option<SharedWorkflowStore>,
     retry: Retry,
+    persist: Option<Arc<super::persist::PersistFn>>,
 }
 
 /// How failed steps are retried: `attempts` more times, `delay` apart.
@@ -369,6 +374,35 @@ impl WorkflowBuilder {
     /// own, so runs can be resumed while the process lives).
     pub fn store(mut self, store: SharedWorkflowStore) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Which of a run's snapshots the store keeps (Mastra's `shouldPersistSnapshot`;
+    /// default: all). `policy` is asked before each save; when it says no, the snapshot is
+    /// not written and one of the run stored earlier is deleted.
+    ///
+    /// A run whose snapshot is not kept cannot be read back, listed, resumed or continued
+    /// after a crash, and its id can be started again once it has ended. Keeping only the
+    /// runs that stopped to wait for someone (or failed) takes a run's storage off the hot
+    /// path and still lets those be resumed:
+    ///
+    /// ```
+    /// # fn build(step: kestrel_core::workflow::FnStep) -> Result<(), Box<dyn std::error::Error>> {
+    /// use kestrel_core::workflow::{Workflow, WorkflowStatus};
+    ///
+    /// let workflow = Workflow::builder("hot")
+    ///     .should_persist_snapshot(|check| {
+    ///         matches!(check.status, WorkflowStatus::Suspended | WorkflowStatus::Failed)
+    ///     })
+    ///     .then(step)
+    ///     .commit()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn should_persist_snapshot<F>(mut self, policy: F) -> Self
+    where
+        F: Fn(&super::persist::SnapshotCheck<'_>) -> bool + Send + Sync + 'static,
+    {
+        self.persist = Some(Arc::new(policy));
         self
     }
 
@@ -560,6 +594,7 @@ impl WorkflowBuilder {
                 input_validator: Arc::new(input_validator),
                 live: Arc::default(),
                 cluster: None,
+                persist: self.persist,
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

@@ -43,6 +43,7 @@ mod held;
 mod lease;
 mod live;
 mod nested;
+mod persist;
 mod primitives;
 mod recovery;
 mod restart;
@@ -59,6 +60,7 @@ pub use crate::workflow_store::{
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
+pub use persist::SnapshotCheck;
 pub use primitives::{AgentStep, ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
 pub use run::{WorkflowRun, WorkflowRunError};

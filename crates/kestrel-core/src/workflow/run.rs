@@ -465,6 +465,7 @@ impl WorkflowRun {
         } else {
             store.load(workflow, &self.run_id).await?
         };
+        let was_stored = stored.is_some();
         if let Some(stored) = stored {
             if stored.status != WorkflowStatus::Pending {
                 return Err(taken(stored.status));
@@ -506,6 +507,7 @@ impl WorkflowRun {
             Vec::new(),
             None,
         )
+        .with_stored(was_stored)
         .with_lease(lease))
     }
 

@@ -29,4 +29,5 @@ mod workflow;
 mod workflow_agents;
 mod workflow_foreach;
 mod workflow_nested;
+mod workflow_persist;
 mod workflow_travel;

@@ -55,6 +55,7 @@ macro_rules! conformance_tests {
             workflow_runs_concurrent_claims,
             workflow_runs_list_filters,
             workflow_runs_resume_from_the_store,
+            workflow_runs_snapshot_policy,
             observations_scopes_and_replace,
             queue_order_and_removal,
             stored_agents_versions_lifecycle,

@@ -77,6 +77,9 @@ pub(crate) struct Engine {
     resume: Option<Box<Resume>>,
     /// In a cluster: this instance's lease on the run.
     lease: Option<Box<super::lease::RunLease>>,
+    /// Whether the store may hold a snapshot of the run (deleted when the workflow's
+    /// snapshot policy refuses a later one).
+    stored: std::sync::atomic::AtomicBool,
 }
 
 /// A step that started: its input, when, and its event so far (when streamed).
@@ -176,7 +179,16 @@ impl Engine {
             path,
             resume: resume.map(Box::new),
             lease: None,
+            stored: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// Says whether the store holds a snapshot of the run already (a fresh run's id may be
+    /// new to it).
+    pub(crate) fn with_stored(self, stored: bool) -> Self {
+        self.stored
+            .store(stored, std::sync::atomic::Ordering::Relaxed);
+        self
     }
 
     /// Drives the run holding `lease` (in a cluster).
@@ -591,15 +603,34 @@ impl Engine {
         if self.lease_lost() {
             return;
         }
-        let steps = self
-            .run
-            .results
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        // Boxed: a step boundary's save is part of the run's future.
-        self.store(&Box::new(self.snapshot(status, result, error, steps)))
-            .await;
+        let steps = {
+            let results = self.run.results.read().unwrap_or_else(|e| e.into_inner());
+            super::persist::keeps(self.workflow.inner.persist.as_ref(), status, &results)
+                .then(|| results.clone())
+        };
+        match steps {
+            // Boxed: a step boundary's save is part of the run's future.
+            Some(steps) => {
+                self.store(&Box::new(self.snapshot(status, result, error, steps)))
+                    .await;
+            }
+            None => self.forget().await,
+        }
+    }
+
+    /// Deletes the run's stored snapshot, if there may be one: the snapshot policy refused a
+    /// newer one, and the store must not show the run where it no longer is.
+    async fn forget(&self) {
+        if !self
+            .stored
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
+            return;
+        }
+        let store = &self.workflow.inner.store;
+        if let Err(error) = store.delete(&self.run.workflow_id, &self.run.run_id).await {
+            tracing::warn!(run_id = %self.run.run_id, %error, "deleting a workflow run's snapshot failed");
+        }
     }
 
     /// Whether another instance drives the run now (its snapshots are the run's).
@@ -609,6 +640,8 @@ impl Engine {
 
     /// Stores `snapshot`; a store that fails is logged.
     async fn store(&self, snapshot: &WorkflowSnapshot) {
+        self.stored
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Err(error) = self.workflow.inner.store.save(snapshot).await {
             tracing::warn!(run_id = %self.run.run_id, %error, "saving a workflow run's snapshot failed");
         }
@@ -654,7 +687,11 @@ impl Engine {
         // result, without a copy.
         let steps =
             std::mem::take(&mut *self.run.results.write().unwrap_or_else(|e| e.into_inner()));
+        let keep = super::persist::keeps(self.workflow.inner.persist.as_ref(), status, &steps);
         let steps = if self.lease_lost() {
+            steps
+        } else if !keep {
+            self.forget().await;
             steps
         } else {
             // Boxed: the run's future would otherwise keep room for it.

@@ -247,3 +247,128 @@ pub async fn workflow_runs_resume_from_the_store(store: Arc<dyn Storage>) {
         .unwrap();
     assert_eq!(stored.status, WorkflowStatus::Success);
 }
+
+/// A workflow's snapshot policy decides what the store keeps: one that refuses the
+/// step-boundary snapshots leaves no row until the run suspends; one that keeps them (on a
+/// durable store) shows the run `running` while it goes on; once the policy refuses the run's
+/// end, the snapshot stored before it is deleted, so no run is left `running` or `suspended`
+/// after it finished.
+pub async fn workflow_runs_snapshot_policy(store: Arc<dyn Storage>) {
+    use kestrel_core::workflow::{Workflow, create_step};
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let build = |id: &str, keep: fn(WorkflowStatus) -> bool| {
+        let peek_store = Arc::clone(&store);
+        let workflow_id = id.to_owned();
+        let seen = Arc::clone(&seen);
+        // Reads what the store holds of its own run while the run is going on.
+        let peek = create_step("peek").execute(move |n: Value, ctx| {
+            let store = Arc::clone(&peek_store);
+            let workflow_id = workflow_id.clone();
+            async move {
+                let stored = store
+                    .get_workflow_run(&workflow_id, ctx.run_id())
+                    .await
+                    .map_err(|e| kestrel_core::workflow::StepError::new(e.to_string()))?;
+                Ok(json!({"n": n["n"], "stored": stored.map(|r| r.status)}))
+            }
+        });
+        let ask = create_step("ask").execute(|n: Value, ctx| async move {
+            match ctx.resume_data() {
+                None => Err(ctx.suspend(json!({"q": "ok?"}))),
+                Some(answer) => Ok(json!({"n": n["n"], "answer": answer})),
+            }
+        });
+        Workflow::builder(id)
+            .store(Arc::new(crate::StorageWorkflowStore::new(Arc::clone(
+                &store,
+            ))))
+            .should_persist_snapshot(move |check| {
+                seen.lock().unwrap().push((
+                    check.status,
+                    check.steps.keys().cloned().collect::<Vec<_>>(),
+                ));
+                keep(check.status)
+            })
+            .then(peek)
+            .then(ask)
+            .commit()
+            .unwrap()
+    };
+
+    // Only the suspension is kept.
+    let suspended_only = build("policy-suspended", |s| s == WorkflowStatus::Suspended);
+    let run = suspended_only.create_run();
+    let stopped = run.start(json!({"n": 1})).await.unwrap();
+    assert_eq!(stopped.status, WorkflowStatus::Suspended);
+    assert_eq!(
+        stopped.steps["peek"].output.as_deref(),
+        Some(&json!({"n": 1, "stored": null})),
+        "the boundary snapshots were refused: nothing stored while the run went on"
+    );
+    let stored = store
+        .get_workflow_run("policy-suspended", run.run_id())
+        .await
+        .unwrap()
+        .expect("the suspension is stored");
+    assert_eq!(stored.status, WorkflowStatus::Suspended);
+    {
+        let seen = seen.lock().unwrap();
+        let last = seen.last().unwrap();
+        assert_eq!(last.0, WorkflowStatus::Suspended);
+        assert_eq!(last.1, ["ask", "peek"], "the policy sees the step results");
+    }
+    let resumed = suspended_only
+        .create_run_with_id(run.run_id())
+        .resume(Some("ask"), json!("yes"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, WorkflowStatus::Success);
+    assert_eq!(resumed.result, Some(json!({"n": 1, "answer": "yes"})));
+    assert!(
+        store
+            .get_workflow_run("policy-suspended", run.run_id())
+            .await
+            .unwrap()
+            .is_none(),
+        "the suspended snapshot went when the policy refused the run's end"
+    );
+
+    // Every snapshot but the end's: the run is stored while it goes on, and gone after.
+    let all_but_end = build("policy-running", |s| s != WorkflowStatus::Success);
+    let run = all_but_end.create_run();
+    let stopped = run.start(json!({"n": 2})).await.unwrap();
+    // Only a durable store gets the step boundaries' snapshots.
+    let durable = {
+        use kestrel_core::workflow::WorkflowStore;
+        crate::StorageWorkflowStore::new(Arc::clone(&store)).is_durable()
+    };
+    let expected = if durable {
+        json!("running")
+    } else {
+        Value::Null
+    };
+    assert_eq!(
+        stopped.steps["peek"].output.as_deref(),
+        Some(&json!({"n": 2, "stored": expected}))
+    );
+    let resumed = all_but_end
+        .create_run_with_id(run.run_id())
+        .resume(Some("ask"), json!("no"))
+        .await
+        .unwrap();
+    assert_eq!(resumed.status, WorkflowStatus::Success);
+    for workflow_id in ["policy-running", "policy-suspended"] {
+        let left = store
+            .list_workflow_runs(WorkflowRunFilter {
+                workflow_id: Some(workflow_id.into()),
+                page: PageRequest::new(0, 10),
+                ..WorkflowRunFilter::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            left.total, 0,
+            "no finished run of {workflow_id} is left stored"
+        );
+    }
+}
