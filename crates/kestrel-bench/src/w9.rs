@@ -1,8 +1,9 @@
 //! Workflows. W9: the five-step workflow of Mastra's fixture (s1 → parallel(a, b) →
-//! branch(hi | lo) → s3, numeric steps), run after run, with `start` (the result) and `stream`
-//! (every event read), its runs kept in memory. W10: the same with a last step that suspends,
-//! on SQLite: one start, suspension and resume per run. W11: many W9 runs at once whose steps
-//! each wait 10 ms: the wall time and the peak RSS.
+//! branch(hi | lo) → s3, numeric steps typed as Kestrel's steps are), run after run, with
+//! `start` (the result) and `stream` (every event read): with no storage (the workflow keeps
+//! no snapshot), and with its runs kept in the default in-memory store. W10: the same with a
+//! last step that suspends, on SQLite: one start, suspension and resume per run. W11: many W9
+//! runs at once whose steps each wait 10 ms: the wall time and the peak RSS.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +15,29 @@ use serde_json::{Value, json};
 #[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
 struct V {
     v: i64,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct X {
+    x: i64,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct Y {
+    y: i64,
+}
+
+/// What the parallel entry gives: each arm's output under its step id.
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct Ab {
+    a: X,
+    b: Y,
+}
+
+/// What the branch gives when `hi` ran.
+#[derive(serde::Deserialize, serde::Serialize, schemars::JsonSchema)]
+struct Hi {
+    hi: V,
 }
 
 /// W9 as the issue states it, with no storage: the workflow keeps no snapshot of its runs.
@@ -35,29 +59,30 @@ fn five_steps(wait: Option<Duration>, keep: bool) -> Result<Workflow, Box<dyn st
     });
     let a = create_step("a").execute(move |n: V, _ctx| async move {
         pause().await;
-        Ok(json!({"x": n.v * 2}))
+        Ok(X { x: n.v * 2 })
     });
     let b = create_step("b").execute(move |n: V, _ctx| async move {
         pause().await;
-        Ok(json!({"y": n.v * 3}))
+        Ok(Y { y: n.v * 3 })
     });
+    let hi = create_step("hi").execute(move |ab: Ab, _ctx| async move {
+        pause().await;
+        Ok(V { v: ab.a.x + ab.b.y })
+    });
+    let lo = create_step("lo").execute(move |ab: Ab, _ctx| async move {
+        pause().await;
+        Ok(V {
+            v: -(ab.a.x + ab.b.y),
+        })
+    });
+    let s3 = create_step("s3").execute(move |h: Hi, _ctx| async move {
+        pause().await;
+        Ok(V { v: h.hi.v * 10 })
+    });
+    // A branch condition reads the JSON that reaches it.
     let sum = |input: &Value| {
         input["a"]["x"].as_i64().unwrap_or(0) + input["b"]["y"].as_i64().unwrap_or(0)
     };
-    let hi = create_step("hi").execute(move |ab: Value, _ctx| async move {
-        pause().await;
-        Ok(V { v: sum(&ab) })
-    });
-    let lo = create_step("lo").execute(move |ab: Value, _ctx| async move {
-        pause().await;
-        Ok(V { v: -sum(&ab) })
-    });
-    let s3 = create_step("s3").execute(move |h: Value, _ctx| async move {
-        pause().await;
-        Ok(V {
-            v: h["hi"]["v"].as_i64().unwrap_or(0) * 10,
-        })
-    });
     let builder = Workflow::builder(if keep { "w9-kept" } else { "w9" });
     let builder = if keep {
         builder
@@ -155,20 +180,21 @@ fn w10(
     store: kestrel::workflow::SharedWorkflowStore,
 ) -> Result<Workflow, Box<dyn std::error::Error>> {
     let s1 = create_step("s1").execute(|n: V, _ctx| async move { Ok(V { v: n.v * 2 }) });
-    let a = create_step("a").execute(|n: V, _ctx| async move { Ok(json!({"x": n.v * 2})) });
-    let b = create_step("b").execute(|n: V, _ctx| async move { Ok(json!({"y": n.v * 3})) });
+    let a = create_step("a").execute(|n: V, _ctx| async move { Ok(X { x: n.v * 2 }) });
+    let b = create_step("b").execute(|n: V, _ctx| async move { Ok(Y { y: n.v * 3 }) });
     let sum = |input: &Value| {
         input["a"]["x"].as_i64().unwrap_or(0) + input["b"]["y"].as_i64().unwrap_or(0)
     };
-    let hi = create_step("hi").execute(move |ab: Value, _ctx| async move { Ok(V { v: sum(&ab) }) });
-    let lo =
-        create_step("lo").execute(move |ab: Value, _ctx| async move { Ok(V { v: -sum(&ab) }) });
-    let ask = create_step("ask").execute(|h: Value, ctx| async move {
+    let hi = create_step("hi").execute(|ab: Ab, _ctx| async move { Ok(V { v: ab.a.x + ab.b.y }) });
+    let lo = create_step("lo").execute(|ab: Ab, _ctx| async move {
+        Ok(V {
+            v: -(ab.a.x + ab.b.y),
+        })
+    });
+    let ask = create_step("ask").execute(|h: Hi, ctx| async move {
         match ctx.resume_data() {
             None => Err(ctx.suspend(json!({"q": "approve?"}))),
-            Some(_) => Ok(V {
-                v: h["hi"]["v"].as_i64().unwrap_or(0) * 10,
-            }),
+            Some(_) => Ok(V { v: h.hi.v * 10 }),
         }
     });
     Ok(Workflow::builder("w10")
