@@ -18,6 +18,11 @@ use serde_json::Value;
 use crate::error::BoxError;
 use crate::event::{StepErrorInfo, StepStatus, WorkflowStatus};
 
+/// A run's step results, by step id. Each is boxed: a result is about 200 bytes, and a map
+/// of them inline makes nodes of over two kilobytes, which the system allocator serves
+/// slowly (field access reads through the box as it would without it).
+pub type StepResults = BTreeMap<String, Box<StepResult>>;
+
 /// One step's result in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -95,7 +100,7 @@ pub struct WorkflowSnapshot {
     /// The run's input.
     pub input: Arc<Value>,
     /// Each step's result so far.
-    pub steps: BTreeMap<String, StepResult>,
+    pub steps: StepResults,
     /// The workflow state.
     pub state: Arc<Value>,
     /// The index of the entry the run is at (the next to run, or the one it is suspended in).
@@ -416,7 +421,7 @@ mod tests {
             resource_id: Some("alice".into()),
             status,
             input: json!({"v": -1.5e300}).into(),
-            steps: BTreeMap::from([("s1".to_owned(), step)]),
+            steps: BTreeMap::from([("s1".to_owned(), Box::new(step))]),
             state: json!({"n": 3}).into(),
             position: 1,
             entry_input: json!({"v": 2}).into(),

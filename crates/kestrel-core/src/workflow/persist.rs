@@ -7,11 +7,10 @@
 //! earlier is deleted, so the store never shows a run as running or suspended after it moved
 //! on.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::event::WorkflowStatus;
-use crate::workflow_store::StepResult;
+use crate::workflow_store::StepResults;
 
 /// What a snapshot policy is asked about: the run's status in the snapshot about to be saved,
 /// and its step results so far.
@@ -22,7 +21,7 @@ pub struct SnapshotCheck<'a> {
     /// sleep, then how the run stopped or ended.
     pub status: WorkflowStatus,
     /// Each step's result so far, by step id.
-    pub steps: &'a BTreeMap<String, StepResult>,
+    pub steps: &'a StepResults,
 }
 
 /// A snapshot policy, as the workflow keeps it.
@@ -32,7 +31,7 @@ pub(crate) type PersistFn = dyn Fn(&SnapshotCheck<'_>) -> bool + Send + Sync;
 pub(crate) fn keeps(
     policy: Option<&Arc<PersistFn>>,
     status: WorkflowStatus,
-    steps: &BTreeMap<String, StepResult>,
+    steps: &StepResults,
 ) -> bool {
     policy.is_none_or(|policy| policy(&SnapshotCheck { status, steps }))
 }

@@ -1,5 +1,5 @@
 //! What a run leaves: the run's [`WorkflowResult`] (Mastra's `WorkflowResult`, camelCase in
-//! JSON), with each step's [`StepResult`].
+//! JSON), with each step's [`StepResult`](crate::workflow_store::StepResult).
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{StepErrorInfo, WorkflowStatus};
-pub use crate::workflow_store::StepResult;
+use crate::workflow_store::StepResults;
 
 /// How a run ended, or where it stopped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,7 +20,7 @@ pub struct WorkflowResult {
     /// The run's input.
     pub input: Value,
     /// Each step's result, by id.
-    pub steps: BTreeMap<String, StepResult>,
+    pub steps: StepResults,
     /// The top-level steps that ran, in order (parallel arms and branches are not listed).
     pub step_execution_path: Vec<String>,
     /// The output (a successful run: the last step's, or a bail's value).

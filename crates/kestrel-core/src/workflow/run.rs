@@ -688,7 +688,7 @@ impl WorkflowRun {
     fn shared(
         &self,
         input: Arc<Value>,
-        results: BTreeMap<String, crate::workflow_store::StepResult>,
+        results: crate::workflow_store::StepResults,
         state: Arc<Value>,
         request_context: RequestContext,
         events: Option<super::stream::EventSender>,

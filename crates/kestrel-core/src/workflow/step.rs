@@ -2,7 +2,6 @@
 //! ([`StepError`]: a failure, a suspension, a bail), and [`create_step`], which builds a typed
 //! step from a closure as [`crate::tool::create_tool`] builds a tool.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -18,8 +17,6 @@ use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::{Event, EventKind, EventSource, WorkflowStepOutputPayload};
 use crate::schema::schema_of;
-
-use crate::workflow_store::StepResult;
 
 /// One unit of a workflow: JSON in, JSON out, with schemas for both (Mastra's `createStep`).
 /// Build one with [`create_step`], or implement it for a type of your own.
@@ -126,7 +123,7 @@ pub(crate) struct RunShared {
     pub workflow_id: Arc<str>,
     pub run_id: Arc<str>,
     pub init: Arc<Value>,
-    pub results: RwLock<BTreeMap<String, StepResult>>,
+    pub results: RwLock<crate::workflow_store::StepResults>,
     /// Replaced whole by `set_state`, so a reader takes a reference, not a copy.
     pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
@@ -250,7 +247,7 @@ impl StepContext {
         let results = self.run.results.read().unwrap_or_else(|e| e.into_inner());
         results
             .get(id)
-            .and_then(StepResult::success_output)
+            .and_then(|result| result.success_output())
             .cloned()
     }
 

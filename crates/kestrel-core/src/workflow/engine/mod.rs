@@ -337,12 +337,12 @@ impl Engine {
 
     fn prior(&self, id: &str) -> Option<StepResult> {
         let results = self.run.results.read().unwrap_or_else(|e| e.into_inner());
-        results.get(id).cloned()
+        results.get(id).map(|result| StepResult::clone(result))
     }
 
     fn record(&self, id: &str, result: StepResult) {
         let mut results = self.run.results.write().unwrap_or_else(|e| e.into_inner());
-        results.insert(id.to_owned(), result);
+        results.insert(id.to_owned(), Box::new(result));
     }
 
     /// Runs one step: its start event, its execution (a panic fails it), its result. In a
@@ -458,8 +458,10 @@ impl Engine {
             started.iter().filter(|started| started.is_ok()).count(),
         );
         let running = &running;
-        let flows = futures::future::join_all(steps.iter().zip(started).map(
-            |(step, started)| async move {
+        // Each arm boxed: the join's own list then stays small. Unboxed, two arms' futures
+        // make one allocation over a kilobyte, which glibc serves off its slow path.
+        let flows = futures::future::join_all(steps.iter().zip(started).map(|(step, started)| {
+            Box::pin(async move {
                 match started {
                     Ok(started) => {
                         let flow = self.execute(step, started).await;
@@ -471,8 +473,8 @@ impl Engine {
                     }
                     Err(flow) => flow,
                 }
-            },
-        ))
+            })
+        }))
         .await;
         steps.iter().copied().zip(flows).collect()
     }
@@ -653,7 +655,7 @@ impl Engine {
         status: WorkflowStatus,
         result: Option<&Arc<Value>>,
         error: Option<&StepErrorInfo>,
-        steps: BTreeMap<String, StepResult>,
+        steps: crate::workflow_store::StepResults,
     ) -> WorkflowSnapshot {
         WorkflowSnapshot {
             workflow_id: self.run.workflow_id.to_string(),
