@@ -27,11 +27,23 @@ pub struct SnapshotCheck<'a> {
 /// A snapshot policy, as the workflow keeps it.
 pub(crate) type PersistFn = dyn Fn(&SnapshotCheck<'_>) -> bool + Send + Sync;
 
-/// Whether `policy` (none: keep all) keeps the snapshot of a run in `status` with `steps`.
+/// Whether `policy` (none: keep all) keeps the snapshot of a run in `status` with `steps`. A
+/// policy that panics keeps it: losing a run is worse than keeping one too many.
 pub(crate) fn keeps(
     policy: Option<&Arc<PersistFn>>,
     status: WorkflowStatus,
     steps: &StepResults,
 ) -> bool {
-    policy.is_none_or(|policy| policy(&SnapshotCheck { status, steps }))
+    policy.is_none_or(|policy| {
+        let check = SnapshotCheck { status, steps };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| policy(&check))).unwrap_or_else(
+            |_| {
+                tracing::warn!(
+                    ?status,
+                    "a workflow's snapshot policy panicked; the snapshot is kept"
+                );
+                true
+            },
+        )
+    })
 }

@@ -126,3 +126,18 @@ async fn a_workflow_that_keeps_suspensions_resumes_them_and_forgets_them_after()
     );
     assert_eq!(stored_runs(&workflow).await, 0);
 }
+
+#[tokio::test]
+async fn a_policy_that_panics_keeps_the_snapshot() {
+    let step = create_step("one").execute(|n: Value, _ctx| async move { Ok(n) });
+    let workflow = Workflow::builder("keep-on-panic")
+        .should_persist_snapshot(|_| panic!("the policy broke"))
+        .then(step)
+        .commit()
+        .unwrap();
+    let run = workflow.create_run();
+    let result = run.start(json!({"n": 1})).await.unwrap();
+    assert_eq!(result.status, WorkflowStatus::Success);
+    let stored = run.snapshot().await.unwrap().expect("kept, not lost");
+    assert_eq!(stored.status, WorkflowStatus::Success);
+}
