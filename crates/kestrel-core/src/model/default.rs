@@ -7,7 +7,7 @@
 //! 2. [`OPENAI_DEFAULT`] if `OPENAI_API_KEY` is set (feature `openai`);
 //! 3. [`ANTHROPIC_DEFAULT`] if `ANTHROPIC_API_KEY` is set (feature `anthropic`);
 //! 4. [`LOCAL_DEFAULT`], the embedded model, when the `local` feature is on. It is downloaded
-//!    into the model cache the first time it is used (see [`crate::providers::local`]).
+//!    into the model cache the first time it is used (see `providers::local`, with the `local` feature).
 //!
 //! Without the `local` feature and with nothing configured there is no default.
 

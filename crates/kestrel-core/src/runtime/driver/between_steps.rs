@@ -21,7 +21,7 @@ impl AgentRun {
     /// `is_task_complete` and `on_iteration_complete` after an iteration: `Some(true)` when
     /// they send the loop on, `None` when the loop goes its own way (a hook may also have ended
     /// it). The hooks are asked here; what their answers do is the machine's
-    /// ([`RunState::steer_completion`], [`RunState::steer_iteration`]).
+    /// ([`crate::run::RunState::steer_completion`], [`crate::run::RunState::steer_iteration`]).
     pub(super) async fn steer(&mut self) -> Result<Option<bool>, AgentError> {
         if self.iteration_hook.is_none() && self.task_completion.is_none() {
             return Ok(None);
