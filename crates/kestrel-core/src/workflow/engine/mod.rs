@@ -607,10 +607,9 @@ impl Engine {
         // result, without a copy.
         let steps =
             std::mem::take(&mut *self.run.results.write().unwrap_or_else(|e| e.into_inner()));
-        let keep = super::persist::keeps(self.workflow.inner.persist.as_ref(), status, &steps);
         let steps = if self.lease_lost() {
             steps
-        } else if !keep {
+        } else if !self.keeps(status, &steps) {
             self.forget().await;
             steps
         } else {

@@ -24,8 +24,7 @@ impl Engine {
         }
         let steps = {
             let results = self.run.results.read().unwrap_or_else(|e| e.into_inner());
-            crate::workflow::persist::keeps(self.workflow.inner.persist.as_ref(), status, &results)
-                .then(|| results.clone())
+            self.keeps(status, &results).then(|| results.clone())
         };
         match steps {
             // Boxed: a step boundary's save is part of the run's future.
@@ -35,6 +34,11 @@ impl Engine {
             }
             None => self.forget().await,
         }
+    }
+
+    /// Whether the workflow's snapshot policy keeps a snapshot in `status` with `steps`.
+    pub(super) fn keeps(&self, status: WorkflowStatus, steps: &StepResults) -> bool {
+        crate::workflow::persist::keeps(self.workflow.inner.persist.as_ref(), status, steps)
     }
 
     /// Deletes the run's stored snapshot, if there may be one: the snapshot policy refused a
