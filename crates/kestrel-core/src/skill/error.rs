@@ -129,6 +129,27 @@ pub enum SkillError {
     /// A search without words.
     #[error("a skill search needs a query with at least one word")]
     EmptyQuery,
+    /// A search named more skills than one search takes ([`super::MAX_SEARCH_SKILLS`]).
+    #[error(
+        "a skill search takes at most {limit} skill names, and {given} were given; leave \
+         skillNames out to search every skill"
+    )]
+    TooManySkillNames {
+        /// How many names were given (repeats included).
+        given: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// A search's query or skill name is longer than its bound.
+    #[error("{field} is {length} characters long; at most {limit} are allowed")]
+    InputTooLong {
+        /// What is too long (`query`, `a name in skillNames`).
+        field: &'static str,
+        /// Its length in characters.
+        length: usize,
+        /// The bound, in characters.
+        limit: usize,
+    },
     /// The agent's skills function failed.
     #[error("the skills function failed: {0}")]
     Dynamic(#[source] BoxError),

@@ -51,7 +51,7 @@ pub use format::{
     MAX_COMPATIBILITY_LEN, MAX_DESCRIPTION_LEN, MAX_NAME_LEN, SkillMetadata, WARN_LINES,
     WARN_TOKENS,
 };
-pub use search::SkillSearchHit;
+pub use search::{MAX_QUERY_CHARS, MAX_SEARCH_SKILLS, SkillSearchHit};
 pub use set::SkillSet;
 pub(crate) use set::{DynSkills, SkillsSource};
 
@@ -67,6 +67,8 @@ struct SkillData {
     instructions: String,
     origin: Origin,
     warnings: Vec<String>,
+    /// What `skill_search` built from the skill's text, kept for the next search.
+    index: search::IndexCache,
 }
 
 #[derive(Debug)]
@@ -180,6 +182,7 @@ impl Skill {
                 instructions,
                 origin,
                 warnings,
+                index: search::IndexCache::default(),
             }),
         }
     }
@@ -232,25 +235,18 @@ impl Skill {
         &self.inner.warnings
     }
 
-    /// The files of its `references/`, `scripts/` and `assets/` folders, read now.
+    /// The files of its `references/`, `scripts/` and `assets/` folders, listed now.
+    ///
+    /// Symlinked folders are not followed (a symlinked file inside the skill is listed), and a
+    /// listing stops at 1,000 files per folder, 8 levels deep and 10,000 entries looked at in
+    /// all; a listing cut short is logged.
     pub async fn files(&self) -> Result<SkillFiles, SkillError> {
         match &self.inner.origin {
             Origin::Folder { root, .. } => {
                 let root = root.clone();
                 blocking(move || files::list_folder(&root)).await
             }
-            Origin::Inline { files } => {
-                let mut listed = SkillFiles::default();
-                for path in files.keys() {
-                    let list = match path.split('/').next() {
-                        Some("scripts") => &mut listed.scripts,
-                        Some("assets") => &mut listed.assets,
-                        _ => &mut listed.references,
-                    };
-                    list.push(path.clone());
-                }
-                Ok(listed)
-            }
+            Origin::Inline { files } => Ok(files::list_inline(files)),
         }
     }
 
