@@ -40,14 +40,21 @@ impl RedisCluster {
     /// Connects with `options`; the leases live under the same key prefix.
     pub async fn connect_with(url: &str, options: RedisPubSubOptions) -> Result<Self, RedisError> {
         let prefix = options.key_prefix.clone();
+        let timeouts = options.timeouts();
         let pubsub = RedisPubSub::connect(url, options).await?;
-        let leases = RedisLeases::connect(url, prefix).await?;
+        let leases = RedisLeases::connect_with(url, prefix, timeouts).await?;
         Ok(Self { pubsub, leases })
     }
 
     /// The pub/sub, for [`kestrel_core::kestrel::KestrelBuilder::pubsub`].
     pub fn pubsub(&self) -> SharedPubSub {
         Arc::new(self.pubsub.clone())
+    }
+
+    /// The leases (a [`kestrel_core::lease::LeaseProvider`]), for tools and tests that take
+    /// or inspect leases themselves.
+    pub fn leases(&self) -> RedisLeases {
+        self.leases.clone()
     }
 
     /// A cluster membership on these leases and inboxes, as a new instance with a random id

@@ -5,7 +5,6 @@ use futures::stream::BoxStream;
 use kestrel_core::cluster::{ControlBus, ControlMessage};
 use kestrel_core::pubsub::PubSubError;
 
-use crate::conn::retrying;
 use crate::pubsub::RedisPubSub;
 
 impl RedisPubSub {
@@ -42,13 +41,13 @@ impl ControlBus for RedisPubSub {
             .arg(&key)
             .arg(INBOX_TTL_MS)
             .ignore();
-        retrying(|| {
-            let mut connection = self.publisher();
-            let pipe = &pipe;
-            async move { pipe.query_async::<()>(&mut connection).await }
-        })
-        .await
-        .map_err(|e| Self::error(&key, e))
+        self.publisher()
+            .run(|mut connection| {
+                let pipe = &pipe;
+                async move { pipe.query_async::<()>(&mut connection).await }
+            })
+            .await
+            .map_err(|e| Self::error(&key, e))
     }
 
     async fn inbox(

@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use kestrel_core::lease::{Lease, LeaseError, LeaseProvider, check_lease_request};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
-use crate::conn::{RedisError, redacted, retrying};
+use crate::conn::{RedisError, Shared, Timeouts, redacted};
 
 /// The Lua that takes the next token (into `token`) from the counter `KEYS[2]`: one above the
 /// last, and not below Redis's clock in microseconds.
@@ -76,7 +75,7 @@ return token
 /// A [`LeaseProvider`] on Redis.
 #[derive(Clone)]
 pub struct RedisLeases {
-    connection: ConnectionManager,
+    connection: Shared,
     prefix: String,
     url: String,
     acquire: Script,
@@ -98,7 +97,16 @@ impl RedisLeases {
     /// Connects to the Redis at `url`; every key it writes starts with `prefix` (`kestrel:`
     /// for an application's own, a fresh one per test).
     pub async fn connect(url: &str, prefix: impl Into<String>) -> Result<Self, RedisError> {
-        let (_, connection) = crate::conn::connect(url).await?;
+        Self::connect_with(url, prefix, Timeouts::default()).await
+    }
+
+    /// [`RedisLeases::connect`] with these timeouts (a [`crate::RedisCluster`]'s options').
+    pub(crate) async fn connect_with(
+        url: &str,
+        prefix: impl Into<String>,
+        timeouts: Timeouts,
+    ) -> Result<Self, RedisError> {
+        let (_, connection) = crate::conn::connect(url, timeouts).await?;
         Ok(Self {
             connection,
             prefix: prefix.into(),
@@ -123,11 +131,9 @@ impl RedisLeases {
         &self,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> redis::RedisResult<T> {
-        retrying(|| {
-            let mut connection = self.connection.clone();
-            async move { invocation.invoke_async(&mut connection).await }
-        })
-        .await
+        self.connection
+            .run(|mut connection| async move { invocation.invoke_async(&mut connection).await })
+            .await
     }
 
     fn backend(key: &str, source: redis::RedisError) -> LeaseError {
@@ -219,18 +225,19 @@ impl LeaseProvider for RedisLeases {
 
     async fn holder(&self, key: &str) -> Result<Option<Lease>, LeaseError> {
         let lease_key = self.lease_key(key);
-        let stored: Option<String> = retrying(|| {
-            let mut connection = self.connection.clone();
-            let lease_key = &lease_key;
-            async move {
-                redis::cmd("GET")
-                    .arg(lease_key)
-                    .query_async(&mut connection)
-                    .await
-            }
-        })
-        .await
-        .map_err(|e| Self::backend(key, e))?;
+        let stored: Option<String> = self
+            .connection
+            .run(|mut connection| {
+                let lease_key = &lease_key;
+                async move {
+                    redis::cmd("GET")
+                        .arg(lease_key)
+                        .query_async(&mut connection)
+                        .await
+                }
+            })
+            .await
+            .map_err(|e| Self::backend(key, e))?;
         let Some(stored) = stored else {
             return Ok(None);
         };

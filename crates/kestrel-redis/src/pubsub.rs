@@ -28,9 +28,9 @@ use kestrel_core::pubsub::{
     Acknowledge, DEFAULT_SUBSCRIBER_BACKLOG, Delivery, GroupOptions, GroupSubscription, PubSub,
     PubSubError, Subscription, check_group,
 };
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::aio::MultiplexedConnection;
 
-use crate::conn::{RedisError, redacted, retrying};
+use crate::conn::{RedisError, Shared, Timeouts, redacted};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
@@ -53,8 +53,14 @@ pub struct RedisPubSubOptions {
     pub backlog: usize,
     /// How long one blocking read waits before it asks again (5 s by default).
     pub block: Duration,
-    /// The longest wait between two attempts to reconnect a subscription (5 s by default).
+    /// The longest wait between two attempts to reconnect (5 s by default).
     pub max_retry_delay: Duration,
+    /// How long connecting may take, the handshake included (5 s by default).
+    pub connect_timeout: Duration,
+    /// How long Redis may take to answer a command (5 s by default; a blocking read may take
+    /// [`RedisPubSubOptions::block`] more). A connection that leaves a command unanswered
+    /// this long is replaced: across a network that went silent it would never answer again.
+    pub command_timeout: Duration,
 }
 
 impl Default for RedisPubSubOptions {
@@ -65,6 +71,8 @@ impl Default for RedisPubSubOptions {
             backlog: DEFAULT_SUBSCRIBER_BACKLOG,
             block: Duration::from_secs(5),
             max_retry_delay: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -90,7 +98,24 @@ impl RedisPubSubOptions {
         if self.max_retry_delay.is_zero() {
             return invalid("max_retry_delay", "must be more than zero");
         }
+        for (option, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("command_timeout", self.command_timeout),
+        ] {
+            if value.is_zero() || value > Duration::from_secs(300) {
+                return invalid(option, "must be between 1 ms and 300 s");
+            }
+        }
         Ok(())
+    }
+
+    /// The timeouts of the connections these options make.
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        Timeouts {
+            connect: self.connect_timeout,
+            command: self.command_timeout,
+            max_retry_delay: self.max_retry_delay,
+        }
     }
 }
 
@@ -103,7 +128,7 @@ pub struct RedisPubSub {
 struct Inner {
     client: Client,
     url: String,
-    publisher: ConnectionManager,
+    publisher: Shared,
     options: RedisPubSubOptions,
 }
 
@@ -121,7 +146,7 @@ impl RedisPubSub {
     /// it cannot be reached now; once connected, publishing reconnects by itself.
     pub async fn connect(url: &str, options: RedisPubSubOptions) -> Result<Self, RedisError> {
         options.check()?;
-        let (client, publisher) = crate::conn::connect(url).await?;
+        let (client, publisher) = crate::conn::connect(url, options.timeouts()).await?;
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
@@ -158,24 +183,26 @@ impl Inner {
             .arg(group)
             .arg("$")
             .arg("MKSTREAM");
-        let created = retrying(|| {
-            let mut connection = self.publisher.clone();
-            let create = &create;
-            async move { create.query_async::<()>(&mut connection).await }
-        })
-        .await;
+        let created = self
+            .publisher
+            .run(|mut connection| {
+                let create = &create;
+                async move { create.query_async::<()>(&mut connection).await }
+            })
+            .await;
         match created {
             Err(error) if error.code() == Some("BUSYGROUP") => Ok(()),
             other => other,
         }
     }
 
-    /// A connection of its own for blocking reads (no response timeout: the read's own
-    /// `BLOCK` bounds it).
+    /// A connection of its own for blocking reads. Its answers may take the read's `BLOCK`
+    /// and a command's time more, no longer: a read that hears nothing by then is on a
+    /// connection across a network that went silent, which is replaced.
     async fn reader(&self) -> redis::RedisResult<MultiplexedConnection> {
         let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(5)))
-            .set_response_timeout(None);
+            .set_connection_timeout(Some(self.options.connect_timeout))
+            .set_response_timeout(Some(self.options.block + self.options.command_timeout));
         self.client
             .get_multiplexed_async_connection_with_config(&config)
             .await
@@ -194,14 +221,15 @@ impl PubSub for RedisPubSub {
             .arg("*")
             .arg(EVENT_FIELD)
             .arg(json);
-        retrying(|| {
-            let mut connection = self.inner.publisher.clone();
-            let add = &add;
-            async move { add.query_async::<String>(&mut connection).await }
-        })
-        .await
-        .map(drop)
-        .map_err(|e| Self::error(topic, e))
+        self.inner
+            .publisher
+            .run(|mut connection| {
+                let add = &add;
+                async move { add.query_async::<String>(&mut connection).await }
+            })
+            .await
+            .map(drop)
+            .map_err(|e| Self::error(topic, e))
     }
 
     async fn subscribe(&self, topic: &str) -> Result<Subscription, PubSubError> {
@@ -301,8 +329,8 @@ impl RedisPubSub {
     }
 
     /// The shared connection commands go on.
-    pub(crate) fn publisher(&self) -> ConnectionManager {
-        self.inner.publisher.clone()
+    pub(crate) fn publisher(&self) -> &Shared {
+        &self.inner.publisher
     }
 
     /// A queue of the entries of `key` after `last`, read on `connection`.
@@ -538,14 +566,15 @@ impl Acknowledge for RedisAck {
     async fn ack(&self, id: &str) -> Result<(), PubSubError> {
         let mut ack = redis::cmd("XACK");
         ack.arg(&self.key).arg(&self.group).arg(id);
-        retrying(|| {
-            let mut connection = self.inner.publisher.clone();
-            let ack = &ack;
-            async move { ack.query_async::<i64>(&mut connection).await }
-        })
-        .await
-        .map(drop)
-        .map_err(|e| RedisPubSub::error(&self.topic, e))
+        self.inner
+            .publisher
+            .run(|mut connection| {
+                let ack = &ack;
+                async move { ack.query_async::<i64>(&mut connection).await }
+            })
+            .await
+            .map(drop)
+            .map_err(|e| RedisPubSub::error(&self.topic, e))
     }
 
     async fn nack(&self, id: &str, _attempt: u32) -> Result<(), PubSubError> {
@@ -561,14 +590,15 @@ impl Acknowledge for RedisAck {
             .arg("IDLE")
             .arg(self.claim_idle_ms())
             .arg("JUSTID");
-        retrying(|| {
-            let mut connection = self.inner.publisher.clone();
-            let claim = &claim;
-            async move { claim.query_async::<redis::Value>(&mut connection).await }
-        })
-        .await
-        .map(drop)
-        .map_err(|e| RedisPubSub::error(&self.topic, e))
+        self.inner
+            .publisher
+            .run(|mut connection| {
+                let claim = &claim;
+                async move { claim.query_async::<redis::Value>(&mut connection).await }
+            })
+            .await
+            .map(drop)
+            .map_err(|e| RedisPubSub::error(&self.topic, e))
     }
 }
 

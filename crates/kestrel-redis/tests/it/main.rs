@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cluster;
+mod faults;
 mod restart;
 
 use std::sync::Arc;
