@@ -124,6 +124,11 @@ pub struct WorkflowSnapshot {
     /// When it was last saved (set by the store).
     #[serde(default)]
     pub updated_at_ms: i64,
+    /// In a cluster: the lease token of the instance that saved it. A store refuses a save
+    /// whose token is below the greatest it has seen for the run ([`WorkflowFenced`]): the
+    /// writer lost the run to another instance. A save without a token is not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_token: Option<u64>,
 }
 
 /// Which runs [`WorkflowStore::list`] returns, newest first.
@@ -165,11 +170,54 @@ pub struct WorkflowRunList {
 #[error("the workflow store failed: {0}")]
 pub struct WorkflowStoreError(#[source] pub BoxError);
 
+impl WorkflowStoreError {
+    /// A save or fence refused for carrying a stale lease token.
+    pub fn fenced(fenced: WorkflowFenced) -> Self {
+        Self(Box::new(fenced))
+    }
+
+    /// Whether the store refused the write for its stale lease token: another instance
+    /// drives the run now, and this writer must stop.
+    pub fn is_fenced(&self) -> bool {
+        self.0.downcast_ref::<WorkflowFenced>().is_some()
+    }
+}
+
+/// A write refused by a store's fence: it carried a lease token below one the store has seen
+/// for the run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "workflow run {workflow_id}/{run_id} has a newer owner: the write's lease token {token} is below the stored {current}"
+)]
+pub struct WorkflowFenced {
+    /// The workflow.
+    pub workflow_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The token the write carried.
+    pub token: u64,
+    /// The greatest token the store has seen for the run.
+    pub current: u64,
+}
+
 /// Keeps workflow runs' snapshots.
 #[async_trait::async_trait]
 pub trait WorkflowStore: Send + Sync + std::fmt::Debug {
-    /// Stores `snapshot` as its run's current one (creating the run or replacing it).
+    /// Stores `snapshot` as its run's current one (creating the run or replacing it). A
+    /// snapshot with a [`WorkflowSnapshot::lease_token`] raises the run's fence to it, and is
+    /// refused ([`WorkflowStoreError::is_fenced`], nothing written) when the fence is above.
     async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError>;
+
+    /// Raises the fence of the run to `token` (an instance that just took the run's lease
+    /// does, before it reads the run): every later write with a smaller token is refused.
+    /// Refused itself ([`WorkflowStoreError::is_fenced`]) when the fence is above `token`.
+    /// The fence outlives the run's snapshot (a deleted run stays fenced).
+    async fn fence(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        token: u64,
+    ) -> Result<(), WorkflowStoreError>;
 
     /// The run's snapshot, if it is stored.
     async fn load(
@@ -246,6 +294,8 @@ impl Kept {
 #[derive(Debug, Default)]
 struct Runs {
     by_key: HashMap<(String, String), Kept>,
+    /// The greatest lease token seen per run (kept when the run is forgotten).
+    fences: HashMap<(String, String), u64>,
     /// The runs in the order they were created, oldest first: the first to forget.
     created: std::collections::VecDeque<(String, String)>,
 }
@@ -296,6 +346,9 @@ impl InMemoryWorkflowStore {
         let now = now_ms();
         let mut runs = self.lock();
         let key = key(&snapshot.workflow_id, &snapshot.run_id);
+        if let Some(token) = snapshot.lease_token {
+            runs.raise_fence(&key, token)?;
+        }
         let created = match runs.by_key.get(&key) {
             Some(stored) => stored.created_at_ms,
             None => {
@@ -304,6 +357,8 @@ impl InMemoryWorkflowStore {
                     let Some(oldest) = runs.created.pop_front() else {
                         break;
                     };
+                    // A forgotten run's fence goes too: the map stays bounded.
+                    runs.fences.remove(&oldest);
                     evicted.extend(runs.by_key.remove(&oldest));
                 }
                 runs.created.push_back(key.clone());
@@ -329,10 +384,40 @@ fn key(workflow_id: &str, run_id: &str) -> (String, String) {
     (workflow_id.to_owned(), run_id.to_owned())
 }
 
+impl Runs {
+    /// Raises the fence of run `key` to `token`, or refuses when it is above.
+    fn raise_fence(
+        &mut self,
+        key: &(String, String),
+        token: u64,
+    ) -> Result<(), WorkflowStoreError> {
+        let current = self.fences.entry(key.clone()).or_insert(0);
+        if *current > token {
+            return Err(WorkflowStoreError::fenced(WorkflowFenced {
+                workflow_id: key.0.clone(),
+                run_id: key.1.clone(),
+                token,
+                current: *current,
+            }));
+        }
+        *current = token;
+        Ok(())
+    }
+}
+
 #[async_trait::async_trait]
 impl WorkflowStore for InMemoryWorkflowStore {
     async fn save(&self, snapshot: &WorkflowSnapshot) -> Result<(), WorkflowStoreError> {
         self.put(snapshot)
+    }
+
+    async fn fence(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        token: u64,
+    ) -> Result<(), WorkflowStoreError> {
+        self.lock().raise_fence(&key(workflow_id, run_id), token)
     }
 
     async fn load(
@@ -431,6 +516,7 @@ mod tests {
             request_context: BTreeMap::new(),
             created_at_ms: 0,
             updated_at_ms: 0,
+            lease_token: None,
         }
     }
 

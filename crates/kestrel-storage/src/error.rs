@@ -82,6 +82,21 @@ pub enum StorageError {
         /// The greatest token stored for the run.
         current: i64,
     },
+    /// A workflow run's write carried a lease token below one the store has seen for the run:
+    /// another instance drives it now. Nothing was written.
+    #[error(
+        "workflow run `{workflow_id}/{run_id}` has a newer owner: the write's lease token {token} is below the stored {current}"
+    )]
+    WorkflowRunFenced {
+        /// The workflow.
+        workflow_id: String,
+        /// The run.
+        run_id: String,
+        /// The token the write carried.
+        token: i64,
+        /// The greatest token stored for the run.
+        current: i64,
+    },
     /// No run has this id.
     #[error("run `{run_id}` not found")]
     RunNotFound {

@@ -213,6 +213,7 @@ pub(crate) fn workflow_run_record(
             .map_err(|e| StorageError::corrupt("workflow run snapshot", e))?,
         created_at,
         updated_at,
+        lease_token: None,
     })
 }
 

@@ -265,6 +265,12 @@ pub trait Storage: Send + Sync {
     /// the store; the saved record is returned.
     async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord>;
 
+    /// Raises the fence of a workflow run to `token` (whether or not the run is stored): every
+    /// later save with a smaller [`WorkflowRunRecord::lease_token`] is refused. Refused itself
+    /// ([`crate::StorageError::WorkflowRunFenced`]) when the fence is above `token`. Fences
+    /// outlive their runs' deletion.
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()>;
+
     /// The workflow run, if any.
     async fn get_workflow_run(
         &self,

@@ -628,6 +628,10 @@ pub struct WorkflowRunRecord {
     pub created_at: DateTime<Utc>,
     /// Assigned by the store on every save.
     pub updated_at: DateTime<Utc>,
+    /// In a cluster: the lease token of the instance that saves it. The save raises the run's
+    /// fence to it, and is refused ([`crate::StorageError::WorkflowRunFenced`], nothing
+    /// written) when the fence is above. `None` is not checked. Not read back.
+    pub lease_token: Option<u64>,
 }
 
 impl WorkflowRunRecord {
@@ -647,6 +651,7 @@ impl WorkflowRunRecord {
             snapshot,
             created_at: now,
             updated_at: now,
+            lease_token: None,
         }
     }
 }

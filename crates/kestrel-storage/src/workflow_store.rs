@@ -9,8 +9,8 @@
 use std::sync::Arc;
 
 use kestrel_core::workflow::{
-    WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStatus, WorkflowStore,
-    WorkflowStoreError,
+    WorkflowFenced, WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStatus,
+    WorkflowStore, WorkflowStoreError,
 };
 
 use crate::error::StorageError;
@@ -42,6 +42,25 @@ fn failed(error: impl std::error::Error + Send + Sync + 'static) -> WorkflowStor
     WorkflowStoreError(Box::new(error))
 }
 
+/// A storage error as the workflow store's: a fence's refusal is the typed one workflows stop
+/// on.
+fn from_storage(error: StorageError) -> WorkflowStoreError {
+    match error {
+        StorageError::WorkflowRunFenced {
+            workflow_id,
+            run_id,
+            token,
+            current,
+        } => WorkflowStoreError::fenced(WorkflowFenced {
+            workflow_id,
+            run_id,
+            token: u64::try_from(token).unwrap_or(0),
+            current: u64::try_from(current).unwrap_or(u64::MAX),
+        }),
+        other => failed(other),
+    }
+}
+
 fn snapshot_of(record: WorkflowRunRecord) -> Result<WorkflowSnapshot, WorkflowStoreError> {
     let mut snapshot: WorkflowSnapshot = serde_json::from_str(record.snapshot.get())
         .map_err(|e| failed(StorageError::corrupt("workflow run snapshot", e)))?;
@@ -63,11 +82,24 @@ impl WorkflowStore for StorageWorkflowStore {
             json,
         );
         record.resource_id.clone_from(&snapshot.resource_id);
+        record.lease_token = snapshot.lease_token;
         self.storage
             .save_workflow_run(record)
             .await
             .map(drop)
-            .map_err(failed)
+            .map_err(from_storage)
+    }
+
+    async fn fence(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        token: u64,
+    ) -> Result<(), WorkflowStoreError> {
+        self.storage
+            .fence_workflow_run(workflow_id, run_id, token)
+            .await
+            .map_err(from_storage)
     }
 
     async fn load(

@@ -66,6 +66,16 @@ impl RunLease {
         self.lost.load(Ordering::SeqCst)
     }
 
+    /// Marks the lease lost (the store fenced a write off: another instance holds the run).
+    pub(crate) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
+    /// The lease's fencing token, which every write of the run carries.
+    pub(crate) fn token(&self) -> u64 {
+        self.lease.token
+    }
+
     /// Gives the lease up now (the run ended or stopped).
     pub(crate) async fn release(mut self) {
         self.renewer.abort();

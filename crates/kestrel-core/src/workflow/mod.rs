@@ -54,8 +54,8 @@ mod stream;
 mod travel;
 
 pub use crate::workflow_store::{
-    InMemoryWorkflowStore, SharedWorkflowStore, StepResult, StepResults, WorkflowRunList,
-    WorkflowRunsQuery, WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
+    InMemoryWorkflowStore, SharedWorkflowStore, StepResult, StepResults, WorkflowFenced,
+    WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
 };
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,

@@ -60,6 +60,24 @@ impl WorkflowRun {
                 run_id: self.run_id().to_owned(),
             })
         })?;
+        // Read again behind the lease's fence: a driver that lost the run may have stored
+        // a boundary since the first read, and no stale driver can store one now.
+        let stored = match (&lease, store.load(workflow, self.run_id()).await?) {
+            (None, _) => stored,
+            (Some(_), Some(fresh)) => fresh,
+            (Some(_), None) => {
+                return Err(WorkflowRunError::UnknownRun {
+                    workflow: workflow.to_owned(),
+                    run_id: self.run_id().to_owned(),
+                });
+            }
+        };
+        if !matches!(
+            stored.status,
+            WorkflowStatus::Running | WorkflowStatus::Waiting
+        ) {
+            return Err(not_active(stored.status));
+        }
         // Its status may have moved since it was read (a cancel, another restarter).
         let claimed = store
             .claim(

@@ -240,6 +240,7 @@ impl WorkflowRun {
             request_context: self.request_context.to_map(),
             created_at_ms: 0,
             updated_at_ms: 0,
+            lease_token: None,
         };
         store.save(&snapshot).await?;
         Ok(WorkflowStatus::Pending)
@@ -422,7 +423,25 @@ impl WorkflowRun {
             return Ok(None);
         };
         match RunLease::take(cluster, self.workflow.id(), &self.run_id, &self.abort).await {
-            Ok(Some(lease)) => Ok(Some(lease)),
+            Ok(Some(lease)) => {
+                // The fence goes up before the run is read: a driver that lost the run (it
+                // was paused past its lease) can no longer write it, so what is read now is
+                // what this one continues from.
+                let fenced = self
+                    .workflow
+                    .inner
+                    .store
+                    .fence(self.workflow.id(), &self.run_id, lease.token())
+                    .await;
+                match fenced {
+                    Ok(()) => Ok(Some(lease)),
+                    Err(error) if error.is_fenced() => {
+                        tracing::warn!(run_id = %self.run_id, %error, "a workflow run's store is fenced above its new lease");
+                        Err(None)
+                    }
+                    Err(error) => Err(Some(WorkflowRunError::Store(error))),
+                }
+            }
             Ok(None) => Err(None),
             Err(error) => Err(Some(WorkflowRunError::Store(WorkflowStoreError(Box::new(
                 error,

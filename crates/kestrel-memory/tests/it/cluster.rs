@@ -36,13 +36,13 @@ const TTL: Duration = Duration::from_millis(300);
 /// In-process leases whose holders can be "paused": their renewals do nothing, as those of
 /// a process stopped with SIGSTOP, so their leases run out.
 #[derive(Debug, Default)]
-struct PausableLeases {
+pub(crate) struct PausableLeases {
     leases: InProcessLeases,
     paused: Mutex<HashSet<String>>,
 }
 
 impl PausableLeases {
-    fn pause(&self, instance: &str) {
+    pub(crate) fn pause(&self, instance: &str) {
         self.paused.lock().unwrap().insert(instance.to_owned());
     }
 
@@ -174,7 +174,7 @@ fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Ke
 
 /// A cluster on `leases` whose instances do not sweep by themselves (a test that wants a
 /// sweep sets its interval, or calls `recover_runs`), so a takeover happens when the test says.
-fn cluster(leases: Arc<PausableLeases>) -> Cluster {
+pub(crate) fn cluster(leases: Arc<PausableLeases>) -> Cluster {
     Cluster::new(leases, Arc::new(InProcessBus::default())).sweep_interval(Duration::ZERO)
 }
 

@@ -19,5 +19,6 @@ mod queued_messages;
 mod semantic_recall;
 mod stored_agents;
 mod versions;
+mod workflow_fencing;
 mod workflow_restart;
 mod workflows;

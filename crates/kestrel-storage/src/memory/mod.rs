@@ -54,6 +54,8 @@ struct State {
     runs: HashMap<String, RunRecord>,
     /// Workflow runs by workflow and run id.
     workflow_runs: HashMap<(String, String), WorkflowRunRecord>,
+    /// The greatest lease token written per workflow run (kept when the run is deleted).
+    workflow_fences: HashMap<(String, String), i64>,
     /// Per run, the greatest lease token a write carried.
     fences: HashMap<String, i64>,
     observations: HashMap<ObservationKey, Vec<Observation>>,
@@ -646,6 +648,10 @@ impl Storage for InMemoryStorage {
 
     async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
         workflows::save(&mut self.state(), record)
+    }
+
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+        workflows::fence(&mut self.state(), workflow_id, run_id, token)
     }
 
     async fn get_workflow_run(

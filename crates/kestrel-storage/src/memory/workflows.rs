@@ -4,17 +4,42 @@
 use super::State;
 use super::listing::newest_first;
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 fn key(workflow_id: &str, run_id: &str) -> (String, String) {
     (workflow_id.to_owned(), run_id.to_owned())
 }
 
-/// Creates the run or replaces its snapshot, keeping its creation time.
+/// Raises the run's fence to `token`, or refuses when it is above.
+pub(super) fn fence(state: &mut State, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+    codec::check_id("workflow_id", workflow_id)?;
+    codec::check_id("run_id", run_id)?;
+    let token = codec::fence_token(token)?;
+    let current = state
+        .workflow_fences
+        .entry(key(workflow_id, run_id))
+        .or_insert(0);
+    if *current > token {
+        return Err(StorageError::WorkflowRunFenced {
+            workflow_id: workflow_id.to_owned(),
+            run_id: run_id.to_owned(),
+            token,
+            current: *current,
+        });
+    }
+    *current = token;
+    Ok(())
+}
+
+/// Creates the run or replaces its snapshot, keeping its creation time; a save with a stale
+/// lease token is refused.
 pub(super) fn save(state: &mut State, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
     codec::check_id("workflow_id", &record.workflow_id)?;
     codec::check_id("run_id", &record.run_id)?;
+    if let Some(token) = record.lease_token {
+        fence(state, &record.workflow_id, &record.run_id, token)?;
+    }
     let key = key(&record.workflow_id, &record.run_id);
     let now = codec::now();
     let created_at = state

@@ -2,11 +2,12 @@
 //! replaced), claimed with a compare-and-set on its status, listed and deleted.
 
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgConnection;
 use sqlx::{Postgres, QueryBuilder};
 
 use super::{PostgresStorage, err};
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 const COLUMNS: &str =
@@ -19,6 +20,15 @@ const UPSERT: &str = "INSERT INTO workflow_runs \
      ON CONFLICT (workflow_id, run_id) DO UPDATE SET resource_id = excluded.resource_id, \
      status = excluded.status, snapshot = excluded.snapshot, updated_at = excluded.updated_at \
      RETURNING created_at";
+
+/// Raises a run's fence to $3 unless it is above: returns the token when it was raised (or
+/// equal), no row when the fence is above $3.
+const RAISE_FENCE: &str = "INSERT INTO workflow_fences (workflow_id, run_id, token) \
+     VALUES ($1, $2, $3) ON CONFLICT (workflow_id, run_id) DO UPDATE SET token = excluded.token \
+     WHERE excluded.token >= workflow_fences.token RETURNING token";
+
+const FENCE_TOKEN: &str =
+    "SELECT token FROM workflow_fences WHERE workflow_id = $1 AND run_id = $2";
 
 const CLAIM: &str = "UPDATE workflow_runs SET status = $4, updated_at = $5 \
      WHERE workflow_id = $1 AND run_id = $2 AND status = $3";
@@ -60,21 +70,76 @@ pub(super) async fn save(
     codec::check_id("run_id", &record.run_id)?;
     let snapshot = record.snapshot.get().to_owned();
     let now = codec::now();
-    let created_at: DateTime<Utc> = sqlx::query_scalar(UPSERT)
+    let upsert = sqlx::query_scalar(UPSERT)
         .bind(&record.workflow_id)
         .bind(&record.run_id)
         .bind(&record.resource_id)
         .bind(record.status.as_str())
         .bind(snapshot)
-        .bind(now)
-        .fetch_one(&store.pool)
-        .await
-        .map_err(err(OP))?;
+        .bind(now);
+    let created_at: DateTime<Utc> = match record.lease_token {
+        // A fenced save checks the fence and writes in one transaction.
+        Some(token) => {
+            let token = codec::fence_token(token)?;
+            let mut tx = store.pool.begin().await.map_err(err(OP))?;
+            raise_fence(&mut tx, &record.workflow_id, &record.run_id, token).await?;
+            let created = upsert.fetch_one(&mut *tx).await.map_err(err(OP))?;
+            tx.commit().await.map_err(err(OP))?;
+            created
+        }
+        None => upsert.fetch_one(&store.pool).await.map_err(err(OP))?,
+    };
     Ok(WorkflowRunRecord {
         created_at,
         updated_at: now,
         ..record
     })
+}
+
+/// Raises the fence of a run to `token` on `conn` (in the caller's transaction), or refuses.
+async fn raise_fence(
+    conn: &mut PgConnection,
+    workflow_id: &str,
+    run_id: &str,
+    token: i64,
+) -> Result<()> {
+    const OP: &str = "fence_workflow_run";
+    let raised: Option<i64> = sqlx::query_scalar(RAISE_FENCE)
+        .bind(workflow_id)
+        .bind(run_id)
+        .bind(token)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    if raised.is_some() {
+        return Ok(());
+    }
+    let current: Option<i64> = sqlx::query_scalar(FENCE_TOKEN)
+        .bind(workflow_id)
+        .bind(run_id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err(OP))?;
+    Err(StorageError::WorkflowRunFenced {
+        workflow_id: workflow_id.to_owned(),
+        run_id: run_id.to_owned(),
+        token,
+        current: current.unwrap_or(0),
+    })
+}
+
+pub(super) async fn fence(
+    store: &PostgresStorage,
+    workflow_id: &str,
+    run_id: &str,
+    token: u64,
+) -> Result<()> {
+    const OP: &str = "fence_workflow_run";
+    codec::check_id("workflow_id", workflow_id)?;
+    codec::check_id("run_id", run_id)?;
+    let token = codec::fence_token(token)?;
+    let mut conn = store.pool.acquire().await.map_err(err(OP))?;
+    raise_fence(&mut conn, workflow_id, run_id, token).await
 }
 
 pub(super) async fn get(

@@ -541,6 +541,10 @@ impl Storage for SqliteStorage {
         workflows::save(self, record).await
     }
 
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+        workflows::fence(self, workflow_id, run_id, token).await
+    }
+
     async fn get_workflow_run(
         &self,
         workflow_id: &str,

@@ -4,9 +4,9 @@
 use rusqlite::{OptionalExtension, params};
 
 use super::conn::Cost;
-use super::{SqliteStorage, count_and_page, err, optional_row, sql};
+use super::{SqliteStorage, begin, count_and_page, err, optional_row, sql};
 use crate::codec;
-use crate::error::Result;
+use crate::error::{Result, StorageError};
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
 
 const COLUMNS: &str = "workflow_id, run_id, resource_id, status, snapshot, created_at, updated_at";
@@ -31,6 +31,15 @@ const SAVE_RUNNING: &str = "INSERT INTO workflow_runs \
      WHERE workflow_runs.status = excluded.status \
      AND workflow_runs.resource_id IS excluded.resource_id \
      RETURNING created_at";
+
+/// Raises a run's fence to ?3 unless it is above: returns the token when it was raised (or
+/// equal), no row when the fence is above ?3.
+const RAISE_FENCE: &str = "INSERT INTO workflow_fences (workflow_id, run_id, token) \
+     VALUES (?1, ?2, ?3) ON CONFLICT (workflow_id, run_id) DO UPDATE SET token = excluded.token \
+     WHERE excluded.token >= workflow_fences.token RETURNING token";
+
+const FENCE_TOKEN: &str =
+    "SELECT token FROM workflow_fences WHERE workflow_id = ?1 AND run_id = ?2";
 
 const CLAIM: &str = "UPDATE workflow_runs SET status = ?4, updated_at = ?5 \
      WHERE workflow_id = ?1 AND run_id = ?2 AND status = ?3";
@@ -87,27 +96,21 @@ pub(super) async fn save(
     let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());
     let (resource_id, status) = (record.resource_id.clone(), record.status.as_str());
     let running = record.status == WorkflowStatus::Running;
+    let token = record.lease_token.map(codec::fence_token).transpose()?;
     let created: i64 = store
         .conns
         .write(OP, Cost::Short, move |conn| {
             let params = params![workflow_id, run_id, resource_id, status, snapshot, at];
-            // A running run's save is most often a step boundary (the status and resource
-            // unchanged) or its first; any other status is most often new for the run (it
-            // stops or ends), so it goes straight to the full upsert: one statement, one
-            // transaction, in the common cases.
-            let saved = if running {
-                conn.prepare_cached(SAVE_RUNNING)
-                    .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
-                    .map_err(err(OP))?
-            } else {
-                None
-            };
-            match saved {
-                Some(created) => Ok(created),
-                None => conn
-                    .prepare_cached(UPSERT)
-                    .and_then(|mut s| s.query_row(params, |r| r.get(0)))
-                    .map_err(err(OP)),
+            match token {
+                // A fenced save checks the fence and writes in one transaction.
+                Some(token) => {
+                    let tx = begin(conn, OP)?;
+                    raise_fence(&tx, &workflow_id, &run_id, token)?;
+                    let created = upsert(&tx, params, running)?;
+                    tx.commit().map_err(err(OP))?;
+                    Ok(created)
+                }
+                None => upsert(conn, params, running),
             }
         })
         .await?;
@@ -116,6 +119,86 @@ pub(super) async fn save(
         updated_at: now,
         ..record
     })
+}
+
+/// Raises the fence of a run to `token` on `conn` (in the caller's transaction), or refuses.
+fn raise_fence(
+    conn: &rusqlite::Connection,
+    workflow_id: &str,
+    run_id: &str,
+    token: i64,
+) -> Result<()> {
+    const OP: &str = "fence_workflow_run";
+    let raised: Option<i64> = conn
+        .prepare_cached(RAISE_FENCE)
+        .and_then(|mut s| {
+            s.query_row(params![workflow_id, run_id, token], |r| r.get(0))
+                .optional()
+        })
+        .map_err(err(OP))?;
+    if raised.is_some() {
+        return Ok(());
+    }
+    let current: i64 = conn
+        .prepare_cached(FENCE_TOKEN)
+        .and_then(|mut s| {
+            s.query_row(params![workflow_id, run_id], |r| r.get(0))
+                .optional()
+        })
+        .map_err(err(OP))?
+        .unwrap_or(0);
+    Err(StorageError::WorkflowRunFenced {
+        workflow_id: workflow_id.to_owned(),
+        run_id: run_id.to_owned(),
+        token,
+        current,
+    })
+}
+
+pub(super) async fn fence(
+    store: &SqliteStorage,
+    workflow_id: &str,
+    run_id: &str,
+    token: u64,
+) -> Result<()> {
+    const OP: &str = "fence_workflow_run";
+    codec::check_id("workflow_id", workflow_id)?;
+    codec::check_id("run_id", run_id)?;
+    let token = codec::fence_token(token)?;
+    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+    store
+        .conns
+        .write(OP, Cost::Short, move |conn| {
+            raise_fence(conn, &workflow_id, &run_id, token)
+        })
+        .await
+}
+
+/// Writes a run's row (`params` as [`UPSERT`] takes them), its creation time back.
+fn upsert(
+    conn: &rusqlite::Connection,
+    params: &[&dyn rusqlite::ToSql],
+    running: bool,
+) -> Result<i64> {
+    const OP: &str = "save_workflow_run";
+    // A running run's save is most often a step boundary (the status and resource
+    // unchanged) or its first; any other status is most often new for the run (it stops or
+    // ends), so it goes straight to the full upsert: one statement, one transaction, in the
+    // common cases.
+    let saved = if running {
+        conn.prepare_cached(SAVE_RUNNING)
+            .and_then(|mut s| s.query_row(params, |r| r.get(0)).optional())
+            .map_err(err(OP))?
+    } else {
+        None
+    };
+    match saved {
+        Some(created) => Ok(created),
+        None => conn
+            .prepare_cached(UPSERT)
+            .and_then(|mut s| s.query_row(params, |r| r.get(0)))
+            .map_err(err(OP)),
+    }
 }
 
 pub(super) async fn get(

@@ -56,6 +56,8 @@ macro_rules! conformance_tests {
             workflow_runs_list_filters,
             workflow_runs_resume_from_the_store,
             workflow_runs_snapshot_policy,
+            workflow_runs_refuse_stale_lease_tokens,
+            workflow_runs_fenced_through_the_workflow_store,
             observations_scopes_and_replace,
             queue_order_and_removal,
             stored_agents_versions_lifecycle,

@@ -27,6 +27,7 @@ mod sleep;
 mod snapshot;
 
 pub(crate) use foreach::foreach_suspended;
+use snapshot::HandOver;
 
 /// How a run continues at its position: a resume (the step given its data) or a restart
 /// (`step: None`: the entry runs again, but for its steps that had succeeded).
@@ -80,6 +81,9 @@ pub(crate) struct Engine {
     /// Whether the store may hold a snapshot of the run (deleted when the workflow's
     /// snapshot policy refuses a later one).
     stored: std::sync::atomic::AtomicBool,
+    /// Set when this driver stopped driving the run before its end, and why
+    /// ([`HandOver`] as a byte, 0 while it drives the run: one byte of the run's future).
+    handed_over: std::sync::atomic::AtomicU8,
 }
 
 /// A step that started: its input, when, and its event so far (when streamed).
@@ -180,6 +184,7 @@ impl Engine {
             resume: resume.map(Box::new),
             lease: None,
             stored: std::sync::atomic::AtomicBool::new(true),
+            handed_over: std::sync::atomic::AtomicU8::new(0),
         }
     }
 
@@ -603,11 +608,15 @@ impl Engine {
             Flow::Failed(error) => (WorkflowStatus::Failed, None, Some(error)),
             Flow::Canceled => (WorkflowStatus::Canceled, None, None),
         };
+        // A driver that lost the run (or could not store it) writes nothing more.
+        if self.lease_lost() {
+            self.hand_over(HandOver::TakenOver);
+        }
         // The steps have ended: their results go into the last snapshot and then into the
         // result, without a copy.
         let steps =
             std::mem::take(&mut *self.run.results.write().unwrap_or_else(|e| e.into_inner()));
-        let steps = if self.lease_lost() {
+        let steps = if self.handed_over().is_some() {
             steps
         } else if !self.keeps(status, &steps) {
             self.forget().await;
@@ -615,8 +624,23 @@ impl Engine {
         } else {
             // Boxed: the run's future would otherwise keep room for it.
             let snapshot = Box::new(self.snapshot(status, output.as_ref(), error.as_ref(), steps));
-            self.store(&snapshot).await;
+            // A failed store hands the run over (the end was not stored). Boxed: its retries
+            // would otherwise take room in every run's future.
+            Box::pin(self.store(&snapshot)).await;
             snapshot.steps
+        };
+        // A run handed over is not over where it counts: its caller is told it goes on
+        // elsewhere, never an outcome that was not stored.
+        let (status, output, error) = match self.handed_over() {
+            Some(why) => (
+                WorkflowStatus::Running,
+                None,
+                Some(StepErrorInfo {
+                    message: why.message().to_owned(),
+                    name: "RunHandedOver".to_owned(),
+                }),
+            ),
+            None => (status, output, error),
         };
         if let Some(lease) = self.lease.take() {
             Box::pin(lease.release()).await;
@@ -634,7 +658,7 @@ impl Engine {
             }
         }
         if run.events.is_some() {
-            if status == WorkflowStatus::Canceled {
+            if status == WorkflowStatus::Canceled && self.handed_over().is_none() {
                 run.emit(
                     EventSource::Workflow,
                     EventKind::WorkflowCanceled(Default::default()),

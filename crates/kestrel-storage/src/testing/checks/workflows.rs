@@ -372,3 +372,116 @@ pub async fn workflow_runs_snapshot_policy(store: Arc<dyn Storage>) {
         );
     }
 }
+
+/// A save with a lease token raises the run's fence; one with a smaller token is refused and
+/// writes nothing; a fence raised alone (an instance that took the run over) refuses the old
+/// owner's next save; fences are per run and outlive the run's deletion; a save without a
+/// token is not checked.
+pub async fn workflow_runs_refuse_stale_lease_tokens(store: Arc<dyn Storage>) {
+    use crate::error::StorageError;
+    let fenced = |token: u64| {
+        let mut record = record("wf-fence", "r", WorkflowStatus::Running);
+        record.lease_token = Some(token);
+        record
+    };
+    let mut first = fenced(10);
+    first.snapshot = raw(json!({"at": "first"}));
+    store.save_workflow_run(first).await.unwrap();
+    let mut same = fenced(10);
+    same.snapshot = raw(json!({"at": "same owner"}));
+    store.save_workflow_run(same).await.unwrap();
+
+    // Another instance takes the run over: it raises the fence before it reads the run.
+    store.fence_workflow_run("wf-fence", "r", 20).await.unwrap();
+    let mut stale = fenced(10);
+    stale.status = WorkflowStatus::Success;
+    stale.snapshot = raw(json!({"at": "stale owner"}));
+    let refused = store.save_workflow_run(stale).await;
+    assert!(
+        matches!(
+            refused,
+            Err(StorageError::WorkflowRunFenced { ref workflow_id, ref run_id, token: 10, current: 20 })
+                if workflow_id == "wf-fence" && run_id == "r"
+        ),
+        "{refused:?}"
+    );
+    let read = store
+        .get_workflow_run("wf-fence", "r")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        value(&read.snapshot),
+        json!({"at": "same owner"}),
+        "nothing written"
+    );
+    assert_eq!(read.status, WorkflowStatus::Running);
+    let lower = store.fence_workflow_run("wf-fence", "r", 15).await;
+    assert!(
+        matches!(
+            lower,
+            Err(StorageError::WorkflowRunFenced {
+                token: 15,
+                current: 20,
+                ..
+            })
+        ),
+        "{lower:?}"
+    );
+
+    // The new owner writes; so does a save without a token (not checked).
+    let mut owner = fenced(20);
+    owner.status = WorkflowStatus::Success;
+    store.save_workflow_run(owner).await.unwrap();
+    store
+        .save_workflow_run(record("wf-fence", "r", WorkflowStatus::Success))
+        .await
+        .unwrap();
+
+    // Per run: another run (of this workflow, or this run id in another workflow) is free.
+    let mut other = record("wf-fence", "r2", WorkflowStatus::Running);
+    other.lease_token = Some(1);
+    store.save_workflow_run(other).await.unwrap();
+    let mut elsewhere = record("wf-other", "r", WorkflowStatus::Running);
+    elsewhere.lease_token = Some(1);
+    store.save_workflow_run(elsewhere).await.unwrap();
+
+    // A deleted run stays fenced: a stale owner cannot bring it back.
+    assert!(store.delete_workflow_run("wf-fence", "r").await.unwrap());
+    let revived = store.save_workflow_run(fenced(19)).await;
+    assert!(
+        matches!(revived, Err(StorageError::WorkflowRunFenced { .. })),
+        "{revived:?}"
+    );
+    assert!(
+        store
+            .get_workflow_run("wf-fence", "r")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
+/// The same through [`crate::StorageWorkflowStore`], as workflows see it: a stale save and a
+/// stale fence are [`kestrel_core::workflow::WorkflowStoreError::is_fenced`].
+pub async fn workflow_runs_fenced_through_the_workflow_store(store: Arc<dyn Storage>) {
+    use kestrel_core::workflow::WorkflowStore;
+    let workflows = crate::StorageWorkflowStore::new(store);
+    let snapshot: kestrel_core::workflow::WorkflowSnapshot = serde_json::from_value(json!({
+        "workflowId": "wf-store", "runId": "r", "status": "running", "input": {},
+        "steps": {}, "state": {}, "position": 0, "entryInput": {}, "stepExecutionPath": [],
+        "leaseToken": 5
+    }))
+    .unwrap();
+    workflows.save(&snapshot).await.unwrap();
+    workflows.fence("wf-store", "r", 6).await.unwrap();
+    let refused = workflows.save(&snapshot).await.unwrap_err();
+    assert!(refused.is_fenced(), "{refused}");
+    let lower = workflows.fence("wf-store", "r", 4).await.unwrap_err();
+    assert!(lower.is_fenced(), "{lower}");
+    let unrelated = workflows.fence("", "r", 4).await.unwrap_err();
+    assert!(
+        !unrelated.is_fenced(),
+        "an invalid id is another error: {unrelated}"
+    );
+}

@@ -1,0 +1,156 @@
+//! Workflow runs are fenced as agent runs are. Instance A drives a run and is "paused" past
+//! its lease in a step (its renewals do nothing, as a SIGSTOPped process's); B takes the run
+//! over from its last stored boundary and finishes it. When A wakes, its step ends (the step
+//! in flight ran twice: at-least-once), and its next write is refused by the store: A stops
+//! before its next step, never writes `running` over B's finished run, and tells its caller
+//! the run was handed over. On SQLite and PostgreSQL (the durable stores, which take a
+//! snapshot at every boundary).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use kestrel_core::kestrel::Kestrel;
+use kestrel_core::workflow::{Workflow, WorkflowStatus, create_step};
+use kestrel_memory::Memory;
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use super::cluster::{PausableLeases, cluster};
+use super::common::{Store, run};
+
+const TTL: Duration = Duration::from_millis(300);
+
+/// How often each step ran, over both instances.
+#[derive(Default)]
+struct Ledger {
+    first: AtomicUsize,
+    work: AtomicUsize,
+    last: AtomicUsize,
+}
+
+/// first → work (waits for `gate`, when given) → last.
+fn workflow(ledger: &Arc<Ledger>, gate: Option<Arc<Semaphore>>) -> Workflow {
+    let l = Arc::clone(ledger);
+    let first = create_step("first").execute(move |n: Value, _ctx| {
+        l.first.fetch_add(1, Ordering::SeqCst);
+        async move { Ok(json!({"v": n["v"].as_i64().unwrap() + 1})) }
+    });
+    let l = Arc::clone(ledger);
+    let work = create_step("work").execute(move |n: Value, _ctx| {
+        l.work.fetch_add(1, Ordering::SeqCst);
+        let gate = gate.clone();
+        async move {
+            if let Some(gate) = gate {
+                gate.acquire().await.unwrap().forget();
+            }
+            Ok(json!({"v": n["v"].as_i64().unwrap() * 10}))
+        }
+    });
+    let l = Arc::clone(ledger);
+    let last = create_step("last").execute(move |n: Value, _ctx| {
+        l.last.fetch_add(1, Ordering::SeqCst);
+        async move { Ok(json!({"v": n["v"].as_i64().unwrap() + 5})) }
+    });
+    Workflow::builder("fenced")
+        .then(first)
+        .then(work)
+        .then(last)
+        .commit()
+        .unwrap()
+}
+
+fn instance(store: &Store, leases: &Arc<PausableLeases>, id: &str, workflow: Workflow) -> Kestrel {
+    let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+    Kestrel::builder()
+        .memory(memory)
+        .workflow(workflow)
+        .cluster(cluster(Arc::clone(leases)).instance_id(id).lease_ttl(TTL))
+        .build()
+        .unwrap()
+}
+
+async fn wait_until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} never happened");
+}
+
+async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
+    let ledger = Arc::new(Ledger::default());
+    let leases = Arc::new(PausableLeases::default());
+    let gate = Arc::new(Semaphore::new(0));
+    let a = instance(&store, &leases, "a", workflow(&ledger, Some(gate.clone())));
+    let b = instance(&store, &leases, "b", workflow(&ledger, None));
+
+    let run = a.workflow("fenced").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+    wait_until("A's step started", || {
+        ledger.work.load(Ordering::SeqCst) == 1
+    })
+    .await;
+
+    // A is paused past its lease; B takes the run over from its last boundary and ends it.
+    leases.pause("a");
+    tokio::time::sleep(TTL * 2).await;
+    let taken_over = b.recover_workflow_runs().await;
+    assert_eq!(taken_over, vec![("fenced".to_owned(), run_id.clone())]);
+    let on_b = b.workflow("fenced").unwrap().create_run_with_id(&run_id);
+    let mut finished = None;
+    for _ in 0..500 {
+        let snapshot = on_b.snapshot().await.unwrap().unwrap();
+        if snapshot.status == WorkflowStatus::Success {
+            finished = Some(snapshot);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let finished = finished.expect("B finished the run");
+    assert_eq!(finished.result.as_deref(), Some(&json!({"v": 25})));
+
+    // A wakes: its step ends, its next write is refused, and it stops there.
+    gate.add_permits(1);
+    let late = driving.await.unwrap().unwrap();
+    assert_eq!(late.status, WorkflowStatus::Running, "{late:?}");
+    let error = late.error.expect("A says why it stopped");
+    assert_eq!(error.name, "RunHandedOver");
+    assert!(
+        error.message.contains("another instance"),
+        "{}",
+        error.message
+    );
+    assert!(late.result.is_none(), "no outcome that was not stored");
+
+    let stored = on_b.snapshot().await.unwrap().unwrap();
+    assert_eq!(stored.status, WorkflowStatus::Success, "B's end stands");
+    assert_eq!(stored.result.as_deref(), Some(&json!({"v": 25})));
+    assert_eq!(
+        ledger.first.load(Ordering::SeqCst),
+        1,
+        "before the boundary: once"
+    );
+    assert_eq!(
+        ledger.work.load(Ordering::SeqCst),
+        2,
+        "the step in flight when A was paused ran again on B (at-least-once)"
+    );
+    assert_eq!(
+        ledger.last.load(Ordering::SeqCst),
+        1,
+        "the step after A's late boundary ran once, on B"
+    );
+}
+
+on_every_backend!(@backend sqlite_store, sqlite;
+    a_paused_workflow_owner_is_fenced_off_its_run
+);
+on_every_backend!(@backend postgres_store, postgres;
+    a_paused_workflow_owner_is_fenced_off_its_run
+);
