@@ -282,7 +282,7 @@ struct ListQuery {
     agent_id: Option<String>,
     /// Only this resource's threads.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// A JSON object every listed thread's metadata must contain.
     #[serde(default)]
@@ -399,7 +399,7 @@ struct ThreadQueryParams {
     agent_id: Option<String>,
     /// The thread's resource, checked: another resource's thread is not found.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -408,14 +408,15 @@ struct ThreadQueryParams {
 #[serde(rename_all = "camelCase")]
 struct CreateBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     title: Option<String>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: Option<String>,
 }
 
@@ -463,6 +464,7 @@ async fn get_thread(access: ThreadAccess) -> Json<Thread> {
 #[serde(rename_all = "camelCase")]
 struct UpdateBody {
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     title: Option<String>,
     #[serde(default)]
     metadata: Option<Map<String, Value>>,
@@ -471,7 +473,7 @@ struct UpdateBody {
     /// Accepted when it names the thread's own resource; threads do not move between
     /// resources.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -541,7 +543,7 @@ struct MessagesQuery {
     /// The thread's resource, checked.
     #[allow(dead_code)] // read by `ThreadAccess`; declared here for the OpenAPI document
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// The page, from 0.
     #[serde(default)]
@@ -643,8 +645,10 @@ async fn get_working_memory(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct WorkingMemoryBody {
+    #[schemars(length(max = crate::wire::MAX_PROMPT_LEN))]
     working_memory: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 
@@ -697,10 +701,10 @@ struct ObservationsQuery {
     #[serde(default)]
     agent_id: Option<String>,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
 }
 

@@ -81,17 +81,18 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
 pub(crate) struct NetworkDecisionBody {
     /// The network's run id.
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     /// Values the primitives read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
     /// Why it was declined.
     #[serde(default)]
-    #[schemars(length(max = 4096))]
+    #[schemars(length(max = crate::wire::MAX_REASON_LEN))]
     pub reason: Option<String>,
     /// Accepted for Mastra's clients; the stream is always Mastra's format.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     #[allow(dead_code)] // Taken, so a Mastra client's body parses.
     pub format: Option<String>,
 }
@@ -102,7 +103,7 @@ pub(crate) struct NetworkDecisionBody {
 pub(crate) struct NetworkResumeBody {
     /// The network's run id.
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     /// What the suspended tool or workflow step is resumed with.
     pub resume_data: Value,

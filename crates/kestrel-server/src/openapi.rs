@@ -4,15 +4,20 @@
 //! records its path, method, summary and the JSON schemas of its query and body (derived with
 //! `schemars` from the very types the handlers deserialize). A route cannot exist without its
 //! entry in the document, and a body type's schema cannot drift from what the handler accepts.
+//! The bounds a body's schema states are enforced from that same schema ([`bounds`]).
+
+mod bounds;
 
 use std::collections::BTreeMap;
 
-use axum::Router;
 use axum::handler::Handler;
 use axum::routing::{MethodFilter, MethodRouter, on};
+use axum::{Extension, Router};
 use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
+
+pub(crate) use bounds::Bounds;
 
 /// How a route answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +123,13 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
         H: Handler<T, S>,
         T: 'static,
     {
-        self.routes.push((path.to_owned(), on(method, handler)));
+        let mut handler = on(method, handler);
+        // The body's bounds, for `wire::Body` to enforce: compiled once, from the schema the
+        // document shows.
+        if let Some(bounds) = doc.body.and_then(body_bounds) {
+            handler = handler.layer(Extension(bounds));
+        }
+        self.routes.push((path.to_owned(), handler));
         self.operations.push((path.to_owned(), method, doc));
         self
     }
@@ -302,11 +313,25 @@ fn sse_event_schema() -> Value {
     })
 }
 
+/// The generator of the document's schemas, definitions under `/components/schemas`.
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas".into())
+        .into_generator()
+}
+
+/// The bounds the body schema `body` states, as the document shows it; `None` when it states
+/// none.
+fn body_bounds(body: fn(&mut SchemaGenerator) -> Schema) -> Option<Bounds> {
+    let mut generator = generator();
+    let schema = body(&mut generator);
+    let definitions = generator.take_definitions(true);
+    Bounds::compile(schema.as_value(), &definitions)
+}
+
 /// The OpenAPI 3.1 document of `operations`.
 pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
-    let mut generator = SchemaSettings::draft2020_12()
-        .with(|s| s.definitions_path = "/components/schemas".into())
-        .into_generator();
+    let mut generator = generator();
     let mut paths: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     for op in operations {
         let mut parameters = path_parameters(&op.path);
@@ -356,7 +381,11 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
             );
             responses.insert(
                 "422".into(),
-                error_response("The body does not have the shape this route takes"),
+                error_response(
+                    "The body does not have the shape this route takes, or a string, array or \
+                     map in it is longer than its schema's maxLength, maxItems or maxProperties \
+                     (the message names the field)",
+                ),
             );
         }
         if secured {

@@ -58,9 +58,9 @@ struct QueueMessageDoc {
     /// The user's message: a string, or an object with a `content` string.
     #[schemars(schema_with = "crate::wire::sent_text_schema")]
     message: Value,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
 }
 
@@ -69,19 +69,20 @@ struct QueueMessageDoc {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CancelBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
-    /// The queued messages to cancel; all of them when left out.
+    /// The queued messages to cancel (at most as many as a thread's queue holds); all of
+    /// them when left out.
     #[serde(default)]
-    #[schemars(length(max = 100))]
+    #[schemars(
+        length(max = kestrel_core::agent::MAX_QUEUED_PER_THREAD),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN))
+    )]
     ids: Option<Vec<String>>,
 }
-
-/// The most ids one cancel names (a thread's queue holds no more).
-const MAX_CANCEL_IDS: usize = kestrel_core::agent::MAX_QUEUED_PER_THREAD;
 
 fn queued_json(message: &kestrel_core::queue::QueuedMessage) -> Value {
     json!({
@@ -146,15 +147,6 @@ async fn cancel_queue(
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
-    if body
-        .ids
-        .as_ref()
-        .is_some_and(|ids| ids.len() > MAX_CANCEL_IDS)
-    {
-        return Err(ApiError::invalid(format!(
-            "ids names at most {MAX_CANCEL_IDS} queued messages"
-        )));
-    }
     let cancelled = agent
         .cancel_queued_messages(&body.resource_id, &body.thread_id, body.ids)
         .await?;

@@ -16,9 +16,12 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::ApiError;
+use crate::openapi::Bounds;
 
 /// A JSON body whose rejections are [`ApiError`]s: 400 for malformed JSON, 422 for JSON of
-/// the wrong shape, 413 for too large, 415 without a JSON content type.
+/// the wrong shape or with a value past a bound its route's documented schema states (the
+/// message names the field: [`crate::openapi::Bounds`]), 413 for too large, 415 without a
+/// JSON content type.
 pub(crate) struct Body<T>(pub T);
 
 impl<S, T> FromRequest<S> for Body<T>
@@ -90,12 +93,37 @@ async fn parse<S: Send + Sync, T: DeserializeOwned>(
         .iter()
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'{');
+    // What the route's documented schema bounds (`openapi::Routes` puts it there).
+    let bounds = parts.extensions.get::<Bounds>().cloned();
+    let checked = bytes.clone();
     let req = Request::from_parts(parts, axum::body::Body::from(bytes));
-    match axum::Json::<T>::from_request(req, state).await {
+    let parsed = axum::Json::<T>::from_request(req, state).await;
+    // Past the content type and the syntax, a value past a bound is named before any other
+    // problem of the body's shape: it is the clearer answer.
+    if let Some(bounds) = bounds
+        && !matches!(&parsed, Err(rejection) if rejection.status() != StatusCode::UNPROCESSABLE_ENTITY)
+    {
+        check_bounds(&bounds, &checked)?;
+    }
+    match parsed {
         Ok(_) if !object => Err(ApiError::invalid("the body must be a JSON object")),
         Ok(axum::Json(value)) => Ok(value),
         Err(rejection) => Err(rejected(rejection)),
     }
+}
+
+/// Refuses (422, naming the field) a body with a string, array or map longer than the route's
+/// documented schema allows.
+fn check_bounds(bounds: &Bounds, body: &[u8]) -> Result<(), ApiError> {
+    if !bounds.may_break(body.len()) {
+        return Ok(());
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(body) else {
+        return Ok(());
+    };
+    bounds
+        .check(&value)
+        .map_err(|violation| ApiError::invalid(violation.to_string()))
 }
 
 /// Whether a JSON body has a string holding U+0000 (PostgreSQL stores no such text, SQLite
@@ -139,6 +167,19 @@ fn rejected(rejection: JsonRejection) -> ApiError {
 /// Ids end up as map keys, topics and database keys: an unbounded one is a way to make the
 /// server hold (or store) whatever a caller sends.
 pub(crate) const MAX_ID_LEN: usize = 256;
+
+/// The longest name a body may give (an agent's display name, a thread's title, a model), in
+/// characters.
+pub(crate) const MAX_NAME_LEN: usize = 256;
+
+/// The longest reason a decision may give (a declined call's, which the model reads).
+pub(crate) const MAX_REASON_LEN: usize = 4_096;
+
+/// The longest description (an agent's, a tool's) or change message a body may give.
+pub(crate) const MAX_TEXT_LEN: usize = 10_000;
+
+/// The longest system prompt, or working memory, a body may set.
+pub(crate) const MAX_PROMPT_LEN: usize = 100_000;
 
 /// The ids' pattern in the OpenAPI document: not only whitespace, no control characters.
 pub(crate) const ID_PATTERN: &str = r"^(?!\s*$)[^\u0000-\u001F\u007F-\u009F]*$";
@@ -226,7 +267,7 @@ pub(crate) async fn bounded_path(
 pub(crate) struct MemoryBody {
     pub thread: ThreadRef,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub resource: String,
 }
 
@@ -236,12 +277,12 @@ pub(crate) struct MemoryBody {
 pub(crate) enum ThreadRef {
     Id(
         #[serde(deserialize_with = "crate::wire::id")]
-        #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+        #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
         String,
     ),
     Object {
         #[serde(deserialize_with = "crate::wire::id")]
-        #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+        #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
         id: String,
     },
 }
@@ -270,19 +311,19 @@ pub(crate) struct RunBody {
     pub memory: Option<MemoryBody>,
     /// Mastra's older top-level form of `memory`.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: Option<String>,
     /// Mastra's older top-level form of `memory`; alone, the resource of a run without a
     /// thread.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: Option<String>,
     /// Values the tools and hooks of the run read.
     #[serde(default)]
     pub request_context: Option<Map<String, Value>>,
     /// The run's id (a fresh one when absent).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub run_id: Option<String>,
     /// The most model steps the run may take (at most the agent's own limit).
     #[serde(default, deserialize_with = "crate::wire::opt_count")]
@@ -538,14 +579,19 @@ fn collect_text_parts(parts: &[Value], texts: &mut Vec<String>) {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct DecisionBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: String,
+    /// The waiting call's fingerprint, as the run gave it: a decision on another call under
+    /// the same id is refused.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_ID_LEN))]
     pub fingerprint: Option<String>,
+    /// Why the call was declined (the model reads it).
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_REASON_LEN))]
     pub reason: Option<String>,
 }
 
@@ -554,12 +600,14 @@ pub(crate) struct DecisionBody {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ResumeBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub run_id: String,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub tool_call_id: Option<String>,
+    /// The waiting call's fingerprint, as the run gave it.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_ID_LEN))]
     pub fingerprint: Option<String>,
     pub resume_data: Value,
 }
@@ -569,10 +617,10 @@ pub(crate) struct ResumeBody {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ThreadBody {
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
 }
 
@@ -606,10 +654,10 @@ pub(crate) struct SendBody {
     #[serde(default)]
     pub signal: Option<Value>,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub resource_id: String,
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
     #[serde(default)]
     pub if_active: Option<IfActiveBody>,
@@ -636,10 +684,11 @@ pub(crate) enum ForkBody {
 pub(crate) struct ForkInto {
     /// The new thread's id; a fresh one when left out.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: Option<String>,
     /// The new thread's title; the original's when left out.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     pub title: Option<String>,
 }
 
@@ -664,9 +713,9 @@ pub(crate) struct SendMessageDoc {
     /// The user's message.
     #[schemars(schema_with = "sent_text_schema")]
     message: Value,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
     if_active: Option<IfActiveBody>,
     if_idle: Option<IfIdleBody>,
@@ -682,9 +731,9 @@ pub(crate) struct SignalDoc {
     /// The signal (a system message).
     #[schemars(schema_with = "sent_text_schema")]
     signal: Value,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: String,
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     thread_id: String,
     if_active: Option<IfActiveBody>,
     if_idle: Option<IfIdleBody>,

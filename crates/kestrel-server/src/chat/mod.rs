@@ -112,7 +112,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
 struct ChatBody {
     /// The chat id (`useChat`'s `id`).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     id: Option<String>,
     #[serde(default)]
     messages: Vec<Value>,
@@ -123,23 +123,25 @@ struct ChatBody {
     /// The message a regeneration replaces, or the user message an edit replaces: the client
     /// dropped it and everything after it, and so does the stored thread.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_ID_LEN))]
     message_id: Option<String>,
     #[serde(default)]
     memory: Option<MemoryBody>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     #[serde(default)]
     request_context: Option<Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     run_id: Option<String>,
     #[serde(default)]
     resume_data: Option<Value>,
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     tool_call_id: Option<String>,
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_ID_LEN))]
     fingerprint: Option<String>,
     #[serde(default, deserialize_with = "crate::wire::opt_count")]
     #[schemars(range(min = 1))]

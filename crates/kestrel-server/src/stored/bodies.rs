@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use crate::ApiError;
 
-/// At most this many tools, sub-agents or tool descriptions in one version.
+/// At most this many tools, sub-agents or tool descriptions in one version (the schemas say
+/// so, and `wire::Body` enforces what they say).
 const MAX_NAMES: usize = 256;
 
 /// A model: `provider/model`, or Mastra's `{provider, name}`.
@@ -18,14 +19,14 @@ const MAX_NAMES: usize = 256;
 #[serde(untagged)]
 pub(super) enum ModelBody {
     /// `provider/model`.
-    Id(#[schemars(length(min = 1, max = 256))] String),
+    Id(#[schemars(length(min = 1, max = crate::wire::MAX_NAME_LEN))] String),
     /// Mastra's form.
     Parts {
         /// The provider.
         #[schemars(length(min = 1, max = 128))]
         provider: String,
         /// The model's name.
-        #[schemars(length(min = 1, max = 256))]
+        #[schemars(length(min = 1, max = crate::wire::MAX_NAME_LEN))]
         name: String,
     },
 }
@@ -37,14 +38,15 @@ pub(super) enum ModelBody {
 pub(super) struct ConfigBody {
     /// A display name.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     pub(super) name: Option<String>,
     /// What the agent does.
     #[serde(default)]
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = crate::wire::MAX_TEXT_LEN))]
     pub(super) description: Option<String>,
     /// The system prompt.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_PROMPT_LEN))]
     pub(super) instructions: Option<String>,
     /// The model.
     #[serde(default)]
@@ -53,19 +55,23 @@ pub(super) struct ConfigBody {
     /// code agent).
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
-    #[schemars(extend("maxProperties" = 256))]
+    #[schemars(extend(
+        "maxProperties" = MAX_NAMES,
+        "propertyNames" = {"maxLength": crate::wire::MAX_ID_LEN},
+        "additionalProperties" = {"type": "string", "maxLength": crate::wire::MAX_TEXT_LEN},
+    ))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of its sub-agents.
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
@@ -92,17 +98,18 @@ pub(super) struct DefaultOptionsBody {
 pub(super) struct CreateBody {
     /// Its id (from its name when left out).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub(super) id: Option<String>,
     /// A display name.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     pub(super) name: Option<String>,
     /// What the agent does.
     #[serde(default)]
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = crate::wire::MAX_TEXT_LEN))]
     pub(super) description: Option<String>,
     /// The system prompt.
+    #[schemars(length(max = crate::wire::MAX_PROMPT_LEN))]
     pub(super) instructions: String,
     /// The model (the instance's default when left out).
     #[serde(default)]
@@ -110,19 +117,23 @@ pub(super) struct CreateBody {
     /// The ids of the instance's tools it has.
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
-    #[schemars(extend("maxProperties" = 256))]
+    #[schemars(extend(
+        "maxProperties" = MAX_NAMES,
+        "propertyNames" = {"maxLength": crate::wire::MAX_ID_LEN},
+        "additionalProperties" = {"type": "string", "maxLength": crate::wire::MAX_TEXT_LEN},
+    ))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of the instance's agents it delegates to.
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
@@ -136,7 +147,7 @@ pub(super) struct CreateBody {
     pub(super) metadata: Option<Map<String, Value>>,
     /// Why the first version was made.
     #[serde(default)]
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = crate::wire::MAX_TEXT_LEN))]
     pub(super) change_message: Option<String>,
     /// Publish the first version (default true).
     #[serde(default)]
@@ -149,14 +160,15 @@ pub(super) struct CreateBody {
 pub(super) struct UpdateBody {
     /// A display name.
     #[serde(default)]
-    #[schemars(length(max = 256))]
+    #[schemars(length(max = crate::wire::MAX_NAME_LEN))]
     pub(super) name: Option<String>,
     /// What the agent does.
     #[serde(default)]
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = crate::wire::MAX_TEXT_LEN))]
     pub(super) description: Option<String>,
     /// The system prompt.
     #[serde(default)]
+    #[schemars(length(max = crate::wire::MAX_PROMPT_LEN))]
     pub(super) instructions: Option<String>,
     /// The model.
     #[serde(default)]
@@ -164,19 +176,23 @@ pub(super) struct UpdateBody {
     /// The ids of the tools it has.
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) tools: Option<Vec<String>>,
     /// New descriptions of tools, by tool id.
     #[serde(default)]
-    #[schemars(extend("maxProperties" = 256))]
+    #[schemars(extend(
+        "maxProperties" = MAX_NAMES,
+        "propertyNames" = {"maxLength": crate::wire::MAX_ID_LEN},
+        "additionalProperties" = {"type": "string", "maxLength": crate::wire::MAX_TEXT_LEN},
+    ))]
     pub(super) tool_descriptions: Option<BTreeMap<String, String>>,
     /// The ids of its sub-agents.
     #[serde(default)]
     #[schemars(
-        length(max = 256),
-        inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+        length(max = MAX_NAMES),
+        inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
     )]
     pub(super) agents: Option<Vec<String>>,
     /// Default options of its runs.
@@ -187,7 +203,7 @@ pub(super) struct UpdateBody {
     pub(super) memory: Option<bool>,
     /// Why the version was made.
     #[serde(default)]
-    #[schemars(length(max = 10000))]
+    #[schemars(length(max = crate::wire::MAX_TEXT_LEN))]
     pub(super) change_message: Option<String>,
     /// Publish the new version (`PATCH`: default true; `POST …/versions`: default false, a
     /// draft).
@@ -214,24 +230,16 @@ impl UpdateBody {
 }
 
 impl ConfigBody {
-    /// `base` with the fields given over it; refuses oversized lists and bad names.
+    /// `base` with the fields given over it; refuses names that cannot be ids (the schema's
+    /// bounds on lengths and counts were enforced when the body was read).
     pub(super) fn over(self, base: &AgentConfig) -> Result<AgentConfig, ApiError> {
         for (field, list) in [("tools", &self.tools), ("agents", &self.agents)] {
             if let Some(list) = list {
-                check_names(field, list.iter())?;
+                check_names(field, list)?;
             }
         }
         // Their keys need no check here: a key that names no tool of the agent is refused
         // by the instance's check of the version.
-        if self
-            .tool_descriptions
-            .as_ref()
-            .is_some_and(|d| d.len() > MAX_NAMES)
-        {
-            return Err(ApiError::invalid(format!(
-                "toolDescriptions may name at most {MAX_NAMES} tools"
-            )));
-        }
         let mut config = base.clone();
         if let Some(name) = self.name {
             config.name = Some(name);
@@ -274,15 +282,8 @@ impl ConfigBody {
     }
 }
 
-pub(super) fn check_names<'a>(
-    field: &str,
-    names: impl ExactSizeIterator<Item = &'a String>,
-) -> Result<(), ApiError> {
-    if names.len() > MAX_NAMES {
-        return Err(ApiError::invalid(format!(
-            "{field} may name at most {MAX_NAMES} entries"
-        )));
-    }
+/// Refuses a list of `field` (`tools`, `agents`) with an entry that cannot be an id.
+fn check_names(field: &str, names: &[String]) -> Result<(), ApiError> {
     for name in names {
         if let Some(problem) = crate::wire::id_problem(name) {
             return Err(ApiError::invalid(format!("{field}: {problem}")));

@@ -288,7 +288,7 @@ async fn visible(
 struct RunIdQuery {
     /// The run (absent: a new one, with a fresh id).
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     run_id: Option<String>,
 }
 
@@ -298,7 +298,7 @@ struct RunIdQuery {
 struct StoredRunQuery {
     /// The run.
     #[serde(deserialize_with = "crate::wire::id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     run_id: String,
 }
 

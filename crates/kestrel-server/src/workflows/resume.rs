@@ -7,12 +7,15 @@ use super::*;
 #[serde(untagged)]
 pub(super) enum StepPath {
     /// A step id.
-    Id(#[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))] String),
+    Id(
+        #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
+         String,
+    ),
     /// The path of ids to a step inside nested workflows (`["nested", "inner"]`).
     Path(
         #[schemars(
             length(min = 1, max = 32),
-            inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+            inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
         )]
         Vec<String>,
     ),

@@ -8,7 +8,7 @@ use super::*;
 pub(super) struct CreateRunBody {
     /// The resource the run acts for.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// Accepted for Mastra's clients (there are no scorers yet).
     #[serde(default)]
@@ -50,7 +50,7 @@ pub(super) struct StartBody {
     request_context: Option<Map<String, Value>>,
     /// The resource the run acts for.
     #[serde(default, deserialize_with = "crate::wire::opt_id")]
-    #[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     resource_id: Option<String>,
     /// Only `true` (the default): a stream ends when its run suspends, and `resume-stream`
     /// streams the rest.

@@ -44,12 +44,15 @@ pub(super) struct TravelBody {
 #[serde(untagged)]
 pub(super) enum TravelStep {
     /// A step id.
-    Id(#[schemars(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))] String),
+    Id(
+        #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
+         String,
+    ),
     /// A path of one id (travel to a nested workflow's step through its nesting step).
     Path(
         #[schemars(
             length(min = 1, max = 1),
-            inner(length(min = 1, max = 256), pattern(crate::wire::ID_PATTERN))
+            inner(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))
         )]
         Vec<String>,
     ),
