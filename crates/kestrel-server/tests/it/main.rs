@@ -4,6 +4,7 @@
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
 mod api;
+mod bounds;
 mod chat;
 mod hardening;
 mod js_clients;

@@ -42,7 +42,7 @@ async fn document(base: &str, token: Option<&str>) -> Value {
 }
 
 /// Follows a `#/components/schemas/...` reference.
-fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+pub(crate) fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str) {
         Some(pointer) => doc
             .pointer(pointer.trim_start_matches('#'))
@@ -70,14 +70,17 @@ fn check_refs(doc: &Value, value: &Value) {
 
 /// One documented operation: its method, its documented path, its JSON, and the path with its
 /// parameters filled by `fill` (`{agent_id}` → `fill("agent_id")`).
-struct DocumentedOperation {
-    method: reqwest::Method,
-    path: String,
-    operation: Value,
-    concrete: String,
+pub(crate) struct DocumentedOperation {
+    pub(crate) method: reqwest::Method,
+    pub(crate) path: String,
+    pub(crate) operation: Value,
+    pub(crate) concrete: String,
 }
 
-fn operations_of(doc: &Value, fill: impl Fn(&str) -> String) -> Vec<DocumentedOperation> {
+pub(crate) fn operations_of(
+    doc: &Value,
+    fill: impl Fn(&str) -> String,
+) -> Vec<DocumentedOperation> {
     let mut all = Vec::new();
     for (path, methods) in doc["paths"].as_object().unwrap() {
         let concrete = path
