@@ -45,8 +45,12 @@ pub struct FaultProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
     fault: Arc<watch::Sender<Fault>>,
+    marker: Marker,
     acceptor: JoinHandle<()>,
 }
+
+/// The bytes whose request loses its answer ([`FaultProxy::drop_answers_after`]), once.
+type Marker = Arc<std::sync::Mutex<Option<Vec<u8>>>>;
 
 impl FaultProxy {
     /// Starts a proxy to `upstream` on a free loopback port, passing traffic.
@@ -55,11 +59,18 @@ impl FaultProxy {
         let addr = listener.local_addr()?;
         let (fault, _) = watch::channel(Fault::None);
         let fault = Arc::new(fault);
-        let acceptor = tokio::spawn(accept(listener, upstream, Arc::clone(&fault)));
+        let marker = Marker::default();
+        let acceptor = tokio::spawn(accept(
+            listener,
+            upstream,
+            Arc::clone(&fault),
+            Arc::clone(&marker),
+        ));
         Ok(Self {
             addr,
             upstream,
             fault,
+            marker,
             acceptor,
         })
     }
@@ -101,6 +112,22 @@ impl FaultProxy {
     pub fn fault(&self) -> Fault {
         *self.fault.borrow()
     }
+
+    /// Arms a one-shot fault: the first request (a chunk the client sends) that contains
+    /// `marker` goes through, and from then on its connection's answers are dropped, as with
+    /// [`Fault::DropAnswers`] on that connection alone. For "the write committed, its answer
+    /// was lost" at a precise write, after the checks a pool makes before it.
+    pub fn drop_answers_after(&self, marker: impl Into<Vec<u8>>) {
+        *self.marker.lock().unwrap_or_else(|e| e.into_inner()) = Some(marker.into());
+    }
+
+    /// Whether the marker of [`FaultProxy::drop_answers_after`] was met.
+    pub fn marker_met(&self) -> bool {
+        self.marker
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
+    }
 }
 
 impl Drop for FaultProxy {
@@ -124,14 +151,31 @@ pub async fn resolve(authority: &str) -> std::io::Result<SocketAddr> {
         })
 }
 
-async fn accept(listener: TcpListener, upstream: SocketAddr, fault: Arc<watch::Sender<Fault>>) {
+async fn accept(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    fault: Arc<watch::Sender<Fault>>,
+    marker: Marker,
+) {
     loop {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
         let watch = fault.subscribe();
-        tokio::spawn(connection(client, upstream, watch));
+        tokio::spawn(connection(client, upstream, watch, Arc::clone(&marker)));
     }
+}
+
+/// Whether `chunk` meets the armed marker (disarming it).
+fn meets(marker: &Marker, chunk: &[u8]) -> bool {
+    let mut armed = marker.lock().unwrap_or_else(|e| e.into_inner());
+    let met = armed
+        .as_deref()
+        .is_some_and(|m| !m.is_empty() && chunk.windows(m.len()).any(|w| w == m));
+    if met {
+        *armed = None;
+    }
+    met
 }
 
 /// Resets `stream` (an RST, not a FIN).
@@ -141,7 +185,12 @@ fn reset(stream: TcpStream) {
 }
 
 /// One client connection, from its arrival to its end.
-async fn connection(client: TcpStream, upstream: SocketAddr, mut fault: watch::Receiver<Fault>) {
+async fn connection(
+    client: TcpStream,
+    upstream: SocketAddr,
+    mut fault: watch::Receiver<Fault>,
+    marker: Marker,
+) {
     let arrived = *fault.borrow_and_update();
     match arrived {
         Fault::Refuse => return reset(client),
@@ -155,8 +204,10 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mut fault: watch::R
     let _ = server.set_nodelay(true);
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
-    // The answers' direction: dropped from DropAnswers on, for good.
+    // The answers' direction: dropped from DropAnswers (or the marker's request) on, for good.
     let mut answers_fault = fault.clone();
+    let marked = std::sync::atomic::AtomicBool::new(false);
+    let marked = &marked;
     let requests = async {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -166,6 +217,9 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mut fault: watch::R
                     let now = *fault.borrow();
                     match now {
                         Fault::None | Fault::DropAnswers => {
+                            if meets(&marker, &buf[..n]) {
+                                marked.store(true, std::sync::atomic::Ordering::SeqCst);
+                            }
                             if server_write.write_all(&buf[..n]).await.is_err() {
                                 return Ending::Closed;
                             }
@@ -194,7 +248,10 @@ async fn connection(client: TcpStream, upstream: SocketAddr, mut fault: watch::R
                 read = server_read.read(&mut buf) => {
                     let n = match read { Ok(0) | Err(_) => return Ending::Closed, Ok(n) => n };
                     let now = *answers_fault.borrow();
-                    if dropping || now == Fault::DropAnswers {
+                    if dropping
+                        || now == Fault::DropAnswers
+                        || marked.load(std::sync::atomic::Ordering::SeqCst)
+                    {
                         dropping = true;
                         continue;
                     }
@@ -343,6 +400,27 @@ mod tests {
         proxy.set(Fault::None);
         assert!(
             round_trip(&mut second, Duration::from_millis(300))
+                .await
+                .is_none()
+        );
+
+        // A marked request goes through and loses its answer; the connection stays so.
+        let mut marked = TcpStream::connect(proxy.addr()).await.unwrap();
+        assert!(
+            round_trip(&mut marked, Duration::from_secs(5))
+                .await
+                .is_some()
+        );
+        proxy.drop_answers_after(*b"pi");
+        assert!(!proxy.marker_met());
+        assert!(
+            round_trip(&mut marked, Duration::from_millis(300))
+                .await
+                .is_none()
+        );
+        assert!(proxy.marker_met());
+        assert!(
+            round_trip(&mut marked, Duration::from_millis(300))
                 .await
                 .is_none()
         );

@@ -5,6 +5,10 @@
 //! before its next step, never writes `running` over B's finished run, and tells its caller
 //! the run was handed over. On SQLite and PostgreSQL (the durable stores, which take a
 //! snapshot at every boundary).
+//!
+//! A driver whose store stops answering (PostgreSQL behind a proxy that drops its answers)
+//! hands the run over the same way: its caller is told the run goes on, never an outcome that
+//! was not stored, and the next instance continues it from its last stored boundary.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -146,6 +150,135 @@ async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
         1,
         "the step after A's late boundary ran once, on B"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
+    use kestrel_chaos::{Fault, FaultProxy};
+    use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
+    use kestrel_storage::{PgOptions, PostgresStorage};
+
+    let Some(url) = postgres_url() else {
+        eprintln!("skipping: KESTREL_TEST_POSTGRES_URL is not set");
+        return;
+    };
+    let authority = url
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split(['/', '?']).next())
+        .map(|a| a.rsplit('@').next().unwrap_or(a))
+        .unwrap();
+    let proxy = Arc::new(
+        FaultProxy::start(kestrel_chaos::resolve(authority).await.unwrap())
+            .await
+            .unwrap(),
+    );
+    let schema = test_schema();
+    let options = PgOptions {
+        operation_timeout: Duration::from_millis(500),
+        ..PgOptions::schema(&schema)
+    };
+    let through: Store = Arc::new(
+        PostgresStorage::connect(&proxy.url_for(&url).unwrap(), options)
+            .await
+            .unwrap(),
+    );
+    let direct: Store = Arc::new(
+        PostgresStorage::connect(&url, PgOptions::schema(&schema))
+            .await
+            .unwrap(),
+    );
+
+    // first → last; on A, `last` cuts the database's answers off as it ends.
+    let ledger = Arc::new(Ledger::default());
+    let build = |cut: Option<Arc<FaultProxy>>| {
+        let l = Arc::clone(&ledger);
+        let first = create_step("first").execute(move |n: Value, _ctx| {
+            l.first.fetch_add(1, Ordering::SeqCst);
+            async move { Ok(n) }
+        });
+        let l = Arc::clone(&ledger);
+        let last = create_step("last").execute(move |n: Value, _ctx| {
+            l.last.fetch_add(1, Ordering::SeqCst);
+            if let Some(proxy) = &cut {
+                proxy.set(Fault::DropAnswers);
+            }
+            async move { Ok(json!({"done": n["v"]})) }
+        });
+        Workflow::builder("cut")
+            .then(first)
+            .then(last)
+            .commit()
+            .unwrap()
+    };
+    let on = |store: &Store, workflow: Workflow| {
+        let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+        Kestrel::builder()
+            .memory(memory)
+            .workflow(workflow)
+            .build()
+            .unwrap()
+    };
+    let a = on(&through, build(Some(Arc::clone(&proxy))));
+    let run = a.workflow("cut").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let told = run.start(json!({"v": 7})).await.unwrap();
+    assert_eq!(told.status, WorkflowStatus::Running, "{told:?}");
+    let error = told.error.expect("the caller is told why");
+    assert_eq!(error.name, "RunHandedOver");
+    assert!(
+        error.message.contains("could not be stored"),
+        "{}",
+        error.message
+    );
+    assert!(told.result.is_none());
+
+    // What is stored is the last boundary the driver could store: `last` is to run.
+    proxy.set(Fault::None);
+    let b = on(&direct, build(None));
+    let stored = b
+        .workflow("cut")
+        .unwrap()
+        .create_run_with_id(&run_id)
+        .snapshot()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, WorkflowStatus::Running);
+    assert_eq!(stored.position, 1);
+
+    // The next instance continues it from there.
+    assert_eq!(
+        b.recover_workflow_runs().await,
+        vec![("cut".to_owned(), run_id.clone())]
+    );
+    let mut done = None;
+    for _ in 0..500 {
+        let snapshot = b
+            .workflow("cut")
+            .unwrap()
+            .create_run_with_id(&run_id)
+            .snapshot()
+            .await
+            .unwrap()
+            .unwrap();
+        if snapshot.status == WorkflowStatus::Success {
+            done = Some(snapshot);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = done.expect("the run ended on B");
+    assert_eq!(done.result.as_deref(), Some(&json!({"done": 7})));
+    assert_eq!(ledger.first.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        ledger.last.load(Ordering::SeqCst),
+        2,
+        "the step whose end could not be stored ran again (at-least-once)"
+    );
+    drop(a);
+    drop(b);
+    drop_schema(&url, &schema).await;
 }
 
 on_every_backend!(@backend sqlite_store, sqlite;

@@ -65,6 +65,19 @@ pub struct PgOptions {
     pub max_connections: u32,
     /// How long to wait for a pooled connection (default 30 s).
     pub acquire_timeout: Duration,
+    /// The server's `statement_timeout` for every statement of the pool's sessions (default
+    /// 30 s): a statement that runs longer is canceled by PostgreSQL, and its operation fails.
+    pub statement_timeout: Duration,
+    /// How long one storage operation may take as the client sees it, waiting for a connection
+    /// included (default 60 s). A database whose answers stop arriving (a network that went
+    /// silent, an answer lost on the way) fails the operation with a timeout instead of
+    /// holding it forever; the connection it was on is closed, never reused.
+    pub operation_timeout: Duration,
+    /// The sessions' TCP keepalive and user timeout (PostgreSQL's `tcp_keepalives_idle`,
+    /// `tcp_keepalives_interval`, `tcp_keepalives_count` and `tcp_user_timeout`; default 10 s
+    /// idle): the server finds a client that went away and ends its session, releasing its
+    /// locks. `None` leaves the server's settings.
+    pub keepalive: Option<Duration>,
 }
 
 impl Default for PgOptions {
@@ -73,6 +86,9 @@ impl Default for PgOptions {
             schema: "public".to_owned(),
             max_connections: 10,
             acquire_timeout: Duration::from_secs(30),
+            statement_timeout: Duration::from_secs(30),
+            operation_timeout: Duration::from_secs(60),
+            keepalive: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -93,16 +109,67 @@ pub struct PostgresStorage {
     pool: PgPool,
     schema: String,
     pgvector: bool,
+    operation_timeout: Duration,
+}
+
+/// How long a connection given back to the pool may take to show it is still usable: one
+/// whose operation was abandoned may wait for an answer that never comes.
+const RELEASE_PING: Duration = Duration::from_secs(2);
+
+/// The session settings of `options`, as the `options` startup parameter carries them.
+fn session_settings(options: &PgOptions) -> Vec<(&'static str, String)> {
+    let millis = |d: Duration| d.as_millis().max(1).to_string();
+    let mut settings = vec![("statement_timeout", millis(options.statement_timeout))];
+    if let Some(keepalive) = options.keepalive {
+        let secs = keepalive.as_secs().max(1);
+        settings.extend([
+            ("tcp_keepalives_idle", secs.to_string()),
+            (
+                "tcp_keepalives_interval",
+                secs.div_ceil(2).max(1).to_string(),
+            ),
+            ("tcp_keepalives_count", "3".to_owned()),
+            ("tcp_user_timeout", (secs * 3 * 1000).to_string()),
+        ]);
+    }
+    settings
+}
+
+fn check_options(options: &PgOptions) -> Result<()> {
+    for (argument, value) in [
+        ("statement_timeout", options.statement_timeout),
+        ("operation_timeout", options.operation_timeout),
+        ("acquire_timeout", options.acquire_timeout),
+    ] {
+        if value.is_zero() || value > Duration::from_secs(24 * 60 * 60) {
+            return Err(StorageError::invalid(
+                argument,
+                "must be between 1 ms and 24 hours",
+            ));
+        }
+    }
+    if options
+        .keepalive
+        .is_some_and(|k| k.is_zero() || k > Duration::from_secs(2 * 60 * 60))
+    {
+        return Err(StorageError::invalid(
+            "keepalive",
+            "must be between 1 s and 2 hours",
+        ));
+    }
+    Ok(())
 }
 
 impl PostgresStorage {
     /// Connects to `url`, creates the schema when missing and runs the migrations.
     pub async fn connect(url: &str, options: PgOptions) -> Result<Self> {
         check_schema(&options.schema)?;
+        check_options(&options)?;
         let target = format!("PostgreSQL database {}", redact_url(url));
         let connect: PgConnectOptions = url
             .parse()
             .map_err(|e| open_err(&target, "invalid connection URL", e))?;
+        let connect = connect.options(session_settings(&options));
         let search_path = format!("SET search_path TO \"{}\", public", options.schema);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
@@ -110,6 +177,18 @@ impl PostgresStorage {
             .after_connect(move |conn, _| {
                 let search_path = search_path.clone();
                 Box::pin(async move { conn.execute(search_path.as_str()).await.map(|_| ()) })
+            })
+            // A connection given back after its operation was abandoned (it timed out) may be
+            // waiting for an answer that never comes: one that does not answer a ping in time
+            // is closed, not kept in the pool (whose own check would wait for good).
+            .after_release(|conn, _| {
+                Box::pin(async move {
+                    match tokio::time::timeout(RELEASE_PING, sqlx::Connection::ping(conn)).await {
+                        Ok(Ok(())) => Ok(true),
+                        Ok(Err(error)) => Err(error),
+                        Err(_) => Ok(false),
+                    }
+                })
             })
             .connect_with(connect)
             .await
@@ -129,6 +208,7 @@ impl PostgresStorage {
             pool,
             schema: options.schema,
             pgvector,
+            operation_timeout: options.operation_timeout,
         })
     }
 
@@ -154,6 +234,30 @@ impl PostgresStorage {
     /// Closes the pool, waiting for connections in use.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Runs one storage operation within [`PgOptions::operation_timeout`]: past it, the
+    /// operation is abandoned (its connection is closed when it is given back, never reused)
+    /// and fails with a timeout naming it.
+    async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        work: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(self.operation_timeout, work).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(StorageError::Backend {
+                backend: BACKEND,
+                operation,
+                source: Box::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!(
+                        "no answer from the database in {:?} (PgOptions::operation_timeout)",
+                        self.operation_timeout
+                    ),
+                )),
+            }),
+        }
     }
 
     async fn begin(&self, operation: &'static str) -> Result<sqlx::Transaction<'static, Postgres>> {
@@ -227,42 +331,56 @@ impl Storage for PostgresStorage {
     }
 
     async fn create_thread(&self, thread: NewThread) -> Result<Thread> {
-        threads::create_thread(self, thread).await
+        self.bounded("create_thread", threads::create_thread(self, thread))
+            .await
     }
 
     async fn get_thread(&self, thread_id: &str) -> Result<Option<Thread>> {
-        threads::get_thread(self, thread_id).await
+        self.bounded("get_thread", threads::get_thread(self, thread_id))
+            .await
     }
 
     async fn update_thread(&self, thread_id: &str, patch: ThreadPatch) -> Result<Thread> {
-        threads::update_thread(self, thread_id, patch).await
+        self.bounded(
+            "update_thread",
+            threads::update_thread(self, thread_id, patch),
+        )
+        .await
     }
 
     async fn delete_thread(&self, thread_id: &str) -> Result<bool> {
-        threads::delete_thread(self, thread_id).await
+        self.bounded("delete_thread", threads::delete_thread(self, thread_id))
+            .await
     }
 
     async fn clone_thread(&self, source_thread_id: &str, options: CloneThread) -> Result<Thread> {
-        threads::clone_thread(self, source_thread_id, options).await
+        self.bounded(
+            "clone_thread",
+            threads::clone_thread(self, source_thread_id, options),
+        )
+        .await
     }
 
     async fn create_stored_agent(
         &self,
         agent: NewStoredAgent,
     ) -> Result<(StoredAgent, AgentVersion)> {
-        agents::create(self, agent).await
+        self.bounded("create_stored_agent", agents::create(self, agent))
+            .await
     }
 
     async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
-        agents::get(self, agent_id).await
+        self.bounded("get_stored_agent", agents::get(self, agent_id))
+            .await
     }
 
     async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
-        agents::list(self).await
+        self.bounded("list_stored_agents", agents::list(self)).await
     }
 
     async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
-        agents::delete(self, agent_id).await
+        self.bounded("delete_stored_agent", agents::delete(self, agent_id))
+            .await
     }
 
     async fn add_agent_version(
@@ -270,15 +388,24 @@ impl Storage for PostgresStorage {
         agent_id: &str,
         version: NewAgentVersion,
     ) -> Result<AgentVersion> {
-        agents::add_version(self, agent_id, version).await
+        self.bounded(
+            "add_agent_version",
+            agents::add_version(self, agent_id, version),
+        )
+        .await
     }
 
     async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
-        agents::get_version(self, agent_id, version_id).await
+        self.bounded(
+            "get_agent_version",
+            agents::get_version(self, agent_id, version_id),
+        )
+        .await
     }
 
     async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
-        agents::list_versions(self, agent_id).await
+        self.bounded("list_agent_versions", agents::list_versions(self, agent_id))
+            .await
     }
 
     async fn activate_agent_version(
@@ -286,15 +413,24 @@ impl Storage for PostgresStorage {
         agent_id: &str,
         version_id: Option<&str>,
     ) -> Result<StoredAgent> {
-        agents::activate(self, agent_id, version_id).await
+        self.bounded(
+            "activate_agent_version",
+            agents::activate(self, agent_id, version_id),
+        )
+        .await
     }
 
     async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
-        agents::delete_version(self, agent_id, version_id).await
+        self.bounded(
+            "delete_agent_version",
+            agents::delete_version(self, agent_id, version_id),
+        )
+        .await
     }
 
     async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {
-        queue::enqueue_message(self, message).await
+        self.bounded("enqueue_message", queue::enqueue_message(self, message))
+            .await
     }
 
     async fn queued_messages(
@@ -302,11 +438,19 @@ impl Storage for PostgresStorage {
         thread_id: &str,
         resource_id: &str,
     ) -> Result<Vec<QueuedMessage>> {
-        queue::queued_messages(self, thread_id, resource_id).await
+        self.bounded(
+            "queued_messages",
+            queue::queued_messages(self, thread_id, resource_id),
+        )
+        .await
     }
 
     async fn remove_queued_message(&self, id: &str) -> Result<bool> {
-        queue::remove_queued_message(self, id).await
+        self.bounded(
+            "remove_queued_message",
+            queue::remove_queued_message(self, id),
+        )
+        .await
     }
 
     async fn cancel_queued_messages(
@@ -315,15 +459,21 @@ impl Storage for PostgresStorage {
         resource_id: &str,
         ids: Option<Vec<String>>,
     ) -> Result<Vec<QueuedMessage>> {
-        queue::cancel_queued_messages(self, thread_id, resource_id, ids).await
+        self.bounded(
+            "cancel_queued_messages",
+            queue::cancel_queued_messages(self, thread_id, resource_id, ids),
+        )
+        .await
     }
 
     async fn queued_threads(&self) -> Result<Vec<QueuedThread>> {
-        queue::queued_threads(self).await
+        self.bounded("queued_threads", queue::queued_threads(self))
+            .await
     }
 
     async fn list_threads(&self, query: ThreadQuery) -> Result<Page<Thread>> {
-        threads::list_threads(self, query).await
+        self.bounded("list_threads", threads::list_threads(self, query))
+            .await
     }
 
     async fn append_messages(
@@ -332,7 +482,11 @@ impl Storage for PostgresStorage {
         resource_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<StoredMessage>> {
-        messages::append_messages(self, thread_id, resource_id, messages, None).await
+        self.bounded(
+            "append_messages",
+            messages::append_messages(self, thread_id, resource_id, messages, None),
+        )
+        .await
     }
 
     async fn append_messages_fenced(
@@ -344,7 +498,11 @@ impl Storage for PostgresStorage {
     ) -> Result<Vec<StoredMessage>> {
         let token = codec::fence_token(fence.token)?;
         let fence = Some((fence.run_id, token));
-        messages::append_messages(self, thread_id, resource_id, messages, fence).await
+        self.bounded(
+            "append_messages_fenced",
+            messages::append_messages(self, thread_id, resource_id, messages, fence),
+        )
+        .await
     }
 
     async fn list_messages(
@@ -353,7 +511,11 @@ impl Storage for PostgresStorage {
         resource_id: Option<&str>,
         selection: Selection,
     ) -> Result<MessageList> {
-        messages::list_messages(self, thread_id, resource_id, selection).await
+        self.bounded(
+            "list_messages",
+            messages::list_messages(self, thread_id, resource_id, selection),
+        )
+        .await
     }
 
     async fn get_messages(
@@ -361,7 +523,11 @@ impl Storage for PostgresStorage {
         ids: &[String],
         resource_id: Option<&str>,
     ) -> Result<Vec<StoredMessage>> {
-        messages::get_messages(self, ids, resource_id).await
+        self.bounded(
+            "get_messages",
+            messages::get_messages(self, ids, resource_id),
+        )
+        .await
     }
 
     async fn delete_messages(
@@ -370,19 +536,32 @@ impl Storage for PostgresStorage {
         resource_id: &str,
         ids: &[String],
     ) -> Result<u64> {
-        messages::delete_messages(self, thread_id, resource_id, ids).await
+        self.bounded(
+            "delete_messages",
+            messages::delete_messages(self, thread_id, resource_id, ids),
+        )
+        .await
     }
 
     async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
-        search::search_messages(self, search).await
+        self.bounded("search_messages", search::search_messages(self, search))
+            .await
     }
 
     async fn get_working_memory(&self, scope: &Scope) -> Result<Option<String>> {
-        working_memory::get_working_memory(self, scope).await
+        self.bounded(
+            "get_working_memory",
+            working_memory::get_working_memory(self, scope),
+        )
+        .await
     }
 
     async fn set_working_memory(&self, scope: &Scope, content: &str) -> Result<()> {
-        working_memory::set_working_memory(self, scope, content).await
+        self.bounded(
+            "set_working_memory",
+            working_memory::set_working_memory(self, scope, content),
+        )
+        .await
     }
 
     async fn save_run(
@@ -390,31 +569,40 @@ impl Storage for PostgresStorage {
         record: RunRecord,
         expected_version: Option<i64>,
     ) -> Result<RunRecord> {
-        runs::save_run(self, record, expected_version).await
+        self.bounded("save_run", runs::save_run(self, record, expected_version))
+            .await
     }
 
     async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
-        runs::save_runs(self, saves).await
+        self.bounded("save_runs", runs::save_runs(self, saves))
+            .await
     }
 
     async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
-        runs::get_run(self, run_id).await
+        self.bounded("get_run", runs::get_run(self, run_id)).await
     }
 
     async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
-        runs::list_runs(self, filter).await
+        self.bounded("list_runs", runs::list_runs(self, filter))
+            .await
     }
 
     async fn delete_run(&self, run_id: &str) -> Result<bool> {
-        runs::delete_run(self, run_id).await
+        self.bounded("delete_run", runs::delete_run(self, run_id))
+            .await
     }
 
     async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
-        workflows::save(self, record).await
+        self.bounded("save_workflow_run", workflows::save(self, record))
+            .await
     }
 
     async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
-        workflows::fence(self, workflow_id, run_id, token).await
+        self.bounded(
+            "fence_workflow_run",
+            workflows::fence(self, workflow_id, run_id, token),
+        )
+        .await
     }
 
     async fn get_workflow_run(
@@ -422,7 +610,11 @@ impl Storage for PostgresStorage {
         workflow_id: &str,
         run_id: &str,
     ) -> Result<Option<WorkflowRunRecord>> {
-        workflows::get(self, workflow_id, run_id).await
+        self.bounded(
+            "get_workflow_run",
+            workflows::get(self, workflow_id, run_id),
+        )
+        .await
     }
 
     async fn claim_workflow_run(
@@ -432,18 +624,27 @@ impl Storage for PostgresStorage {
         from: WorkflowStatus,
         to: WorkflowStatus,
     ) -> Result<bool> {
-        workflows::claim(self, workflow_id, run_id, from, to).await
+        self.bounded(
+            "claim_workflow_run",
+            workflows::claim(self, workflow_id, run_id, from, to),
+        )
+        .await
     }
 
     async fn list_workflow_runs(
         &self,
         filter: WorkflowRunFilter,
     ) -> Result<Page<WorkflowRunRecord>> {
-        workflows::list(self, filter).await
+        self.bounded("list_workflow_runs", workflows::list(self, filter))
+            .await
     }
 
     async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
-        workflows::delete(self, workflow_id, run_id).await
+        self.bounded(
+            "delete_workflow_run",
+            workflows::delete(self, workflow_id, run_id),
+        )
+        .await
     }
 
     async fn add_observations(
@@ -451,11 +652,19 @@ impl Storage for PostgresStorage {
         scope: &Scope,
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
-        observations::add_observations(self, scope, observations).await
+        self.bounded(
+            "add_observations",
+            observations::add_observations(self, scope, observations),
+        )
+        .await
     }
 
     async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
-        observations::list_observations(self, scope).await
+        self.bounded(
+            "list_observations",
+            observations::list_observations(self, scope),
+        )
+        .await
     }
 
     async fn replace_observations(
@@ -463,34 +672,54 @@ impl Storage for PostgresStorage {
         scope: &Scope,
         observations: Vec<NewObservation>,
     ) -> Result<Vec<Observation>> {
-        observations::replace_observations(self, scope, observations).await
+        self.bounded(
+            "replace_observations",
+            observations::replace_observations(self, scope, observations),
+        )
+        .await
     }
 
     async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
-        observations::get_observed_seq(self, thread_id, resource_id).await
+        self.bounded(
+            "get_observed_seq",
+            observations::get_observed_seq(self, thread_id, resource_id),
+        )
+        .await
     }
 
     async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
-        observations::set_observed_seq(self, thread_id, resource_id, seq).await
+        self.bounded(
+            "set_observed_seq",
+            observations::set_observed_seq(self, thread_id, resource_id, seq),
+        )
+        .await
     }
 
     async fn create_index(&self, name: &str, dimension: usize) -> Result<()> {
-        vectors::create_index(self, name, dimension).await
+        self.bounded("create_index", vectors::create_index(self, name, dimension))
+            .await
     }
 
     async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
-        vectors::get_index_dimension(self, name).await
+        self.bounded("index_dimension", vectors::get_index_dimension(self, name))
+            .await
     }
 
     async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
-        vectors::upsert_vectors(self, index, vectors).await
+        self.bounded(
+            "upsert_vectors",
+            vectors::upsert_vectors(self, index, vectors),
+        )
+        .await
     }
 
     async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
-        vectors::query_vectors(self, index, query).await
+        self.bounded("query_vectors", vectors::query_vectors(self, index, query))
+            .await
     }
 
     async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
-        vectors::delete_vectors(self, index, ids).await
+        self.bounded("delete_vectors", vectors::delete_vectors(self, index, ids))
+            .await
     }
 }

@@ -11,6 +11,8 @@ mod conformance_sqlite;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod cross_backend;
 #[cfg(feature = "postgres")]
+mod postgres_faults;
+#[cfg(feature = "postgres")]
 mod postgres_open;
 mod run_store;
 #[cfg(feature = "sqlite")]
