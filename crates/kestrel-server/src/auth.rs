@@ -19,6 +19,9 @@ use crate::ApiError;
 pub(crate) struct Grant {
     pub token: Arc<str>,
     pub resource: Option<String>,
+    /// Whether a pinned caller may choose stored versions (drafts included) in a run body;
+    /// unpinned callers always may.
+    pub versions: bool,
 }
 
 /// The tokens requests must carry (none: no check).
@@ -29,12 +32,56 @@ pub(crate) struct Tokens(pub Arc<Vec<Grant>>);
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Caller {
     pub resource: Option<String>,
+    /// Whether the caller may run stored versions other than the published ones (a run
+    /// body's `versions`): unpinned callers may, pinned ones when the operator allowed it.
+    pub versions: bool,
     /// The token the caller presented (empty on a server without tokens): what per-token
     /// limits count against.
     pub token: Arc<str>,
 }
 
 impl Caller {
+    /// The caller of a server without tokens: anyone on loopback, who may do anything.
+    pub(crate) fn anyone() -> Self {
+        Self {
+            resource: None,
+            versions: true,
+            token: Arc::from(""),
+        }
+    }
+
+    /// Refuses a run body's `versions` that chooses anything but published versions, from a
+    /// caller not allowed to: an unpublished draft is the operator's to try, not a pinned
+    /// client's.
+    pub(crate) fn check_versions(
+        &self,
+        versions: &kestrel_core::version::Versions,
+    ) -> Result<(), ApiError> {
+        use kestrel_core::version::{VersionChoice, VersionStatus};
+        if self.versions {
+            return Ok(());
+        }
+        let beyond = versions.agents.iter().find(|(_, choice)| {
+            !matches!(
+                choice,
+                VersionChoice::Status {
+                    status: VersionStatus::Published
+                }
+            )
+        });
+        match beyond {
+            Some((agent, _)) => Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
+                    "this token runs published versions only (versions.agents.{agent} chooses \
+                     another); the operator allows more with Server::resource_token_with_versions"
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Refuses a request about another resource than the caller's.
     pub(crate) fn check_resource(&self, resource_id: &str) -> Result<(), ApiError> {
         match &self.resource {
@@ -62,7 +109,7 @@ pub(crate) async fn require_token(
     next: Next,
 ) -> Response {
     if tokens.0.is_empty() {
-        request.extensions_mut().insert(Caller::default());
+        request.extensions_mut().insert(Caller::anyone());
         return next.run(request).await;
     }
     let given = request
@@ -85,12 +132,20 @@ pub(crate) async fn require_token(
     let mut found = None;
     for grant in tokens.0.iter() {
         if same(given.as_bytes(), grant.token.as_bytes()) {
-            found = Some((grant.resource.clone(), Arc::clone(&grant.token)));
+            found = Some((
+                grant.resource.clone(),
+                grant.resource.is_none() || grant.versions,
+                Arc::clone(&grant.token),
+            ));
         }
     }
     match found {
-        Some((resource, token)) => {
-            request.extensions_mut().insert(Caller { resource, token });
+        Some((resource, versions, token)) => {
+            request.extensions_mut().insert(Caller {
+                resource,
+                versions,
+                token,
+            });
             next.run(request).await
         }
         None => ApiError::new(

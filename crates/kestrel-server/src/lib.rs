@@ -213,6 +213,7 @@ impl Server {
         self.tokens.push(auth::Grant {
             token: token.into().into(),
             resource: None,
+            versions: true,
         });
         self
     }
@@ -229,6 +230,23 @@ impl Server {
         self.tokens.push(auth::Grant {
             token: token.into().into(),
             resource: Some(resource_id.into()),
+            versions: false,
+        });
+        self
+    }
+
+    /// [`Server::resource_token`], whose caller may also choose the stored versions its runs
+    /// use (a run body's `versions`: drafts and version ids). A pinned token otherwise runs
+    /// published versions only (403 for any other choice).
+    pub fn resource_token_with_versions(
+        mut self,
+        token: impl Into<String>,
+        resource_id: impl Into<String>,
+    ) -> Self {
+        self.tokens.push(auth::Grant {
+            token: token.into().into(),
+            resource: Some(resource_id.into()),
+            versions: true,
         });
         self
     }

@@ -449,6 +449,7 @@ impl RunBody {
         }
         if let Some(versions) = self.versions {
             check_versions(&versions)?;
+            caller.check_versions(&versions)?;
             options = options.versions(versions);
         }
         Ok((messages, options))

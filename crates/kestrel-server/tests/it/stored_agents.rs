@@ -31,6 +31,7 @@ fn echo() -> SharedModel {
     }))
 }
 
+#[derive(Clone)]
 struct Fixture {
     base: String,
     http: reqwest::Client,
@@ -105,7 +106,8 @@ async fn start() -> Fixture {
         .unwrap();
     let server = Server::new(kestrel)
         .token("admin")
-        .resource_token("alice-token", "alice");
+        .resource_token("alice-token", "alice")
+        .resource_token_with_versions("bob-token", "bob");
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {
@@ -178,11 +180,47 @@ async fn a_stored_agent_is_created_changed_and_run_through_its_versions() {
     assert_eq!(generate(&f, "support-agent", json!({})).await, "[Help.]");
     let drafted = json!({"versions": {"agents": {"support-agent": {"status": "draft"}}}});
     assert_eq!(
-        generate(&f, "support-agent", drafted).await,
+        generate(&f, "support-agent", drafted.clone()).await,
         "[Help kindly.]"
     );
     let by_id = json!({"versions": {"agents": {"support-agent": {"versionId": v1}}}});
-    assert_eq!(generate(&f, "support-agent", by_id).await, "[Help.]");
+    assert_eq!(
+        generate(&f, "support-agent", by_id.clone()).await,
+        "[Help.]"
+    );
+
+    // A token pinned to a resource runs published versions only, unless the operator allows
+    // it more: a draft, or a version by id, is refused to it.
+    let alice = f.clone().with_token("alice-token");
+    for chosen in [&drafted, &by_id] {
+        let mut body = json!({"messages": "hi"});
+        body["versions"] = chosen["versions"].clone();
+        let (status, refused) = alice.post("/agents/support-agent/generate", body).await;
+        assert_eq!((status, code(&refused)), (403, "forbidden"), "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("published versions only"),
+            "{refused}"
+        );
+    }
+    let published_only =
+        json!({"versions": {"agents": {"support-agent": {"status": "published"}}}});
+    assert_eq!(
+        generate(&alice, "support-agent", published_only).await,
+        "[Help.]"
+    );
+    assert_eq!(
+        generate(&alice, "support-agent", json!({})).await,
+        "[Help.]"
+    );
+    let bob = f.clone().with_token("bob-token");
+    assert_eq!(
+        generate(&bob, "support-agent", drafted).await,
+        "[Help kindly.]",
+        "a pinned token the operator allowed versions runs the draft"
+    );
     let (_, published) = f.get("/stored/agents/support-agent").await;
     assert_eq!(published["instructions"], "Help.");
     let (_, latest) = f.get("/stored/agents/support-agent?status=draft").await;
