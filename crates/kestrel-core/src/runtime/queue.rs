@@ -233,12 +233,23 @@ impl Agent {
         scope: &MemoryScope,
         next: QueuedMessage,
     ) {
-        let options = self
+        let mut options = self
             .inner
             .defaults
             .clone()
             .run_id(&next.run_id)
-            .memory(&scope.thread_id, &scope.resource_id);
+            .memory(&scope.thread_id, &scope.resource_id)
+            .resource(&scope.resource_id);
+        // The run acts for the thread's resource (checked when the message was queued), and
+        // says so in its request context as a run the caller started does: the message may
+        // have waited out a restart in the queue, so nothing of the caller's request is left.
+        let context = options
+            .request_context
+            .as_ref()
+            .map(crate::context::RequestContext::snapshot)
+            .unwrap_or_default();
+        context.set(crate::context::RESOURCE_ID_KEY, scope.resource_id.as_str());
+        options = options.request_context(context);
         let mut stream = self
             .stream(next.message.clone())
             .options(options)

@@ -165,6 +165,38 @@ async fn a_woken_run_acts_for_the_pinned_caller() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains(r#""resource":"alice""#), "{seen}");
+
+    // A run a queued message wakes acts for the resource too (its message may wait out a
+    // restart in the queue: the run is told whom it acts for when it starts).
+    let mut subscription = f
+        .post(
+            "/api/agents/remembering/threads/subscribe",
+            json!({"resourceId": "alice", "threadId": "t2"}),
+        )
+        .bearer_auth("tok")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(subscription.status(), 200);
+    let (status, body) = Fixture::status_and_body(
+        f.post(
+            "/api/agents/remembering/queue-message",
+            json!({"message": "loop", "resourceId": "alice", "threadId": "t2"}),
+        )
+        .bearer_auth("tok"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut seen = String::new();
+    while !seen.contains("\"type\":\"tool-result\"") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), subscription.chunk())
+            .await
+            .expect("the queued run's events arrive")
+            .unwrap()
+            .expect("the subscription stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains(r#""resource":"alice""#), "{seen}");
 }
 
 #[tokio::test]

@@ -115,8 +115,18 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         });
     let looper = Agent::builder("looper")
         .model(looping_model())
+        .tool(whoami.clone())
+        .max_steps(2)
+        .build()
+        .unwrap();
+    // The looper with a memory: a queued message needs a thread to wait in.
+    let remembering = Agent::builder("remembering")
+        .model(looping_model())
         .tool(whoami)
         .max_steps(2)
+        .memory(kestrel_memory::Memory::new(Arc::new(
+            kestrel_storage::InMemoryStorage::new(),
+        )))
         .build()
         .unwrap();
     let slow = Agent::builder("slow")
@@ -160,6 +170,7 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         .agent(leaky)
         .agent(supervisor)
         .agent(looper)
+        .agent(remembering)
         .agent(slow)
         .agent(careful)
         .pubsub(pubsub)
