@@ -190,12 +190,13 @@ impl Prober<'_> {
         }
     }
 
-    /// An object with the required properties of `schema`, each minimal; the ids of the
-    /// server's thread and run where a body names a thread, a resource or a run, so that a
-    /// body taken by mistake would change something a read shows.
+    /// An object with the required properties of `schema`, each minimal, and what a body must
+    /// say besides for the server to act on it, as a stored agent's name and model. Where a
+    /// body names a thread, a resource or a run, the server's own: a body taken by mistake
+    /// would change something a read shows.
     fn required(&self, schema: &Value, seen: &mut Vec<String>) -> Map<String, Value> {
         let properties = &schema["properties"];
-        schema
+        let mut object: Map<String, Value> = schema
             .get("required")
             .and_then(Value::as_array)
             .into_iter()
@@ -210,7 +211,13 @@ impl Prober<'_> {
                 };
                 (name.to_owned(), value)
             })
-            .collect()
+            .collect();
+        for (name, value) in [("name", json!(self.tag)), ("model", json!("scripted/echo"))] {
+            if properties.get(name).is_some() && !object.contains_key(name) {
+                object.insert(name.to_owned(), value);
+            }
+        }
+        object
     }
 
     /// A probe for each bound of `schema` and of what it holds.
