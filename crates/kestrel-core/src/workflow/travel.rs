@@ -138,6 +138,16 @@ impl WorkflowRun {
                     errors,
                 });
             }
+            // Resume data is held to the step's resume schema, as a resume's is.
+            if let (Some(data), Some(schema)) = (&travel.resume_data, step.resume_schema()) {
+                let errors = crate::schema::schema_errors(schema, data);
+                if !errors.is_empty() {
+                    return Err(WorkflowRunError::InvalidResumeData {
+                        step: step.id().to_owned(),
+                        errors,
+                    });
+                }
+            }
         }
         // What came before the step's entry stays; the rest is forgotten, to run again.
         let later: Vec<String> = entries[position..]

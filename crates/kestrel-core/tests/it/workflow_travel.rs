@@ -154,6 +154,40 @@ async fn time_travel_is_refused_with_a_typed_error() {
         "{bad:?}"
     );
 
+    // Resume data is checked against the step's resume schema, as a resume's is; nothing
+    // runs again.
+    #[derive(schemars::JsonSchema, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Answer {
+        approved: bool,
+    }
+    let asks = create_step("asks")
+        .resume_type::<Answer>()
+        .execute(|n: Value, ctx| async move {
+            match ctx.resume_data() {
+                Some(answer) => Ok(json!({"v": n["v"], "answer": answer})),
+                None => Err(ctx.suspend(json!({"q": "approve?"}))),
+            }
+        });
+    let asking = Workflow::builder("asking").then(asks).commit().unwrap();
+    let asking_run = asking.create_run();
+    let stopped = asking_run.start(json!({"v": 1})).await.unwrap();
+    assert_eq!(stopped.status, WorkflowStatus::Suspended);
+    let bad = asking_run
+        .time_travel(TimeTravel::to("asks").resume_data(json!({"approved": "yes"})))
+        .await;
+    assert!(
+        matches!(&bad, Err(WorkflowRunError::InvalidResumeData { step, .. }) if step == "asks"),
+        "{bad:?}"
+    );
+    let still = asking_run.snapshot().await.unwrap().unwrap();
+    assert_eq!(still.status, WorkflowStatus::Suspended, "nothing ran");
+    let good = asking_run
+        .time_travel(TimeTravel::to("asks").resume_data(json!({"approved": true})))
+        .await
+        .unwrap();
+    assert_eq!(good.status, WorkflowStatus::Success);
+
     // A pending run has not run: nothing to travel in.
     let pending = workflow.create_run();
     pending.create().await.unwrap();
