@@ -302,6 +302,14 @@ impl From<kestrel_core::workflow::WorkflowRunError> for ApiError {
             E::UnknownStep { .. } => return ApiError::not_found(error.to_string()),
             E::InProgress { .. } => (StatusCode::CONFLICT, "run_in_progress"),
             E::DrivenElsewhere { .. } => (StatusCode::CONFLICT, "run_driven_elsewhere"),
+            E::Cluster { run_id, .. } => {
+                tracing::warn!(%error, "the cluster failed");
+                return ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "cluster_unavailable",
+                    format!("run {run_id}: the cluster could not be reached"),
+                );
+            }
             _ => return ApiError::internal(&error),
         };
         ApiError::new(status, code, error.to_string())

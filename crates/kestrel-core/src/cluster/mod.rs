@@ -42,15 +42,19 @@ pub const DEFAULT_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a request to another instance waits for its answer.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The key of a run's lease.
+/// The key of a run's lease (bounded: a long id's key names its hash,
+/// [`crate::lease::bounded_key`]).
 pub fn run_lease_key(run_id: &str) -> String {
-    format!("run:{run_id}")
+    crate::lease::bounded_key(format!("run:{run_id}"))
 }
 
 /// The key of a thread's lease. The resource id is length-prefixed so that no pair of ids
-/// names another pair's key.
+/// names another pair's key (bounded as [`run_lease_key`] is).
 pub fn thread_lease_key(resource_id: &str, thread_id: &str) -> String {
-    format!("thread:{}:{resource_id}:{thread_id}", resource_id.len())
+    crate::lease::bounded_key(format!(
+        "thread:{}:{resource_id}:{thread_id}",
+        resource_id.len()
+    ))
 }
 
 /// How this instance shares runs with others: its id, the leases, the control bus, and the

@@ -103,6 +103,36 @@ pub trait LeaseProvider: Send + Sync + std::fmt::Debug {
     async fn holder(&self, key: &str) -> Result<Option<Lease>, LeaseError>;
 }
 
+/// The longest lease key (and holder) kept as it is; a longer one is shortened by
+/// [`bounded_key`].
+pub const MAX_PLAIN_KEY_LEN: usize = 256;
+
+/// `key` as a lease key within every provider's limit: a key of at most
+/// [`MAX_PLAIN_KEY_LEN`] bytes as it is, a longer one (ids a caller chose may each be up to a
+/// kilobyte) as its kind (the text before the first `:`) and the SHA-256 of the whole key:
+/// `run:~sha256:<hex>`. Distinct keys stay distinct (barring a SHA-256 collision), and every
+/// instance derives the same key from the same ids.
+pub fn bounded_key(key: String) -> String {
+    if key.len() <= MAX_PLAIN_KEY_LEN {
+        return key;
+    }
+    let kind = key.split_once(':').map_or("key", |(kind, _)| kind);
+    let kind = if kind.len() > 64 { "key" } else { kind };
+    format!("{kind}:~sha256:{}", sha256_hex(key.as_bytes()))
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    use std::fmt::Write;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
 /// Checks a key, a holder and a time-to-live (for every provider).
 pub fn check_lease_request(key: &str, holder: &str, ttl: Duration) -> Result<(), LeaseError> {
     let invalid = |what, reason: &str| LeaseError::Invalid {

@@ -137,7 +137,7 @@ impl ClusterRuntime {
         run_id: &str,
     ) -> Result<Hold, ClusterError> {
         let key = thread_lease_key(&thread.resource_id, &thread.thread_id);
-        let holder = format!("{}/{run_id}", self.instance());
+        let holder = run_holder(self.instance(), run_id);
         let mut delay = Duration::from_millis(5);
         loop {
             if let Some(hold) = self.acquire(key.clone(), &holder).await? {
@@ -149,6 +149,23 @@ impl ClusterRuntime {
     }
 }
 
+/// The holder of a lease a run of this instance takes: `<instance>/<run>`, or for a run id
+/// over [`crate::lease::MAX_PLAIN_KEY_LEN`] bytes `<instance>/~sha256:<hex>` (an instance
+/// id has at most 200 bytes: the holder stays within every provider's limit).
+pub(crate) fn run_holder(instance: &str, run_id: &str) -> String {
+    if run_id.len() <= crate::lease::MAX_PLAIN_KEY_LEN {
+        format!("{instance}/{run_id}")
+    } else {
+        format!(
+            "{instance}/{HASHED_RUN}{}",
+            crate::lease::sha256_hex(run_id.as_bytes())
+        )
+    }
+}
+
+/// Marks a holder's run part as a long run id's hash.
+const HASHED_RUN: &str = "~sha256:";
+
 /// The instance id of a lease holder (`<instance>` or `<instance>/<run>`).
 pub(crate) fn holder_instance(holder: &str) -> &str {
     holder
@@ -158,7 +175,11 @@ pub(crate) fn holder_instance(holder: &str) -> &str {
 
 /// The run named by a thread lease's holder (`<instance>/<run>`).
 pub(crate) fn holder_run(holder: &str) -> Option<&str> {
-    holder.split_once('/').map(|(_, run)| run)
+    holder
+        .split_once('/')
+        .map(|(_, run)| run)
+        // A long run id's hash does not name the run.
+        .filter(|run| !run.starts_with(HASHED_RUN))
 }
 
 /// Reads the inbox until the runtime goes, reconnecting when the bus fails.

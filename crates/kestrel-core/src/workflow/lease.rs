@@ -12,9 +12,12 @@ use crate::cluster::Cluster;
 use crate::lease::{Lease, LeaseError, LeaseProvider};
 
 /// The key of a workflow run's lease; the workflow id is length-prefixed so that no pair of
-/// ids names another pair's key.
+/// ids names another pair's key (bounded: long ids' key names their hash).
 pub(crate) fn key(workflow_id: &str, run_id: &str) -> String {
-    format!("workflow-run:{}:{workflow_id}:{run_id}", workflow_id.len())
+    crate::lease::bounded_key(format!(
+        "workflow-run:{}:{workflow_id}:{run_id}",
+        workflow_id.len()
+    ))
 }
 
 /// A run's lease, renewed every third of its time-to-live until released or dropped.

@@ -107,6 +107,16 @@ pub enum WorkflowRunError {
     /// The workflow store failed.
     #[error(transparent)]
     Store(#[from] WorkflowStoreError),
+    /// The cluster's leases could not be reached (Redis refuses, or does not answer): the run
+    /// was not started or continued, and nothing of it was written.
+    #[error("run {run_id:?}: the cluster's leases could not be reached: {source}")]
+    Cluster {
+        /// The run.
+        run_id: String,
+        /// What the lease provider said.
+        #[source]
+        source: crate::lease::LeaseError,
+    },
     /// The run is neither running nor sleeping, so there is nothing to restart.
     #[error(
         "run {run_id:?} is not running or sleeping (it is {status:?}): only such a run is restarted"
@@ -177,6 +187,7 @@ impl Workflow {
             initial_state: None,
             abort,
             unstored: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            created: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 }
@@ -193,6 +204,9 @@ pub struct WorkflowRun {
     /// The id is fresh and nothing was stored under it yet (shared by the handle's clones):
     /// the first start needs not look for a created run.
     unstored: Arc<std::sync::atomic::AtomicBool>,
+    /// This handle stored the run as `pending` ([`WorkflowRun::create`]) and no start has
+    /// claimed it yet: a start refused before it runs anything deletes it again.
+    created: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl WorkflowRun {
@@ -243,7 +257,30 @@ impl WorkflowRun {
             lease_token: None,
         };
         store.save(&snapshot).await?;
+        self.created
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(WorkflowStatus::Pending)
+    }
+
+    /// A start refused before anything ran (its input invalid, the cluster unreachable)
+    /// leaves nothing behind: the `pending` run this handle stored for it is deleted.
+    async fn forget_created(&self) {
+        if !self
+            .created
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let store = &self.workflow.inner.store;
+        let pending = store
+            .load(self.workflow.id(), &self.run_id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|s| s.status == WorkflowStatus::Pending);
+        if pending && let Err(error) = store.delete(self.workflow.id(), &self.run_id).await {
+            tracing::warn!(run_id = %self.run_id, %error, "deleting a refused run's pending record failed");
+        }
     }
 
     /// The workflow state a fresh run starts with (an empty object by default; Mastra's
@@ -443,14 +480,39 @@ impl WorkflowRun {
                 }
             }
             Ok(None) => Err(None),
-            Err(error) => Err(Some(WorkflowRunError::Store(WorkflowStoreError(Box::new(
-                error,
-            ))))),
+            Err(source) => Err(Some(WorkflowRunError::Cluster {
+                run_id: self.run_id.to_string(),
+                source,
+            })),
         }
     }
 
-    /// The engine of a fresh run: the input checked, the id not taken.
+    /// The engine of a fresh run: the input checked, the id not taken. A start refused
+    /// before anything ran leaves no `pending` run of this handle's behind.
     pub(super) async fn fresh(
+        &self,
+        input: Value,
+        events: Option<super::stream::EventSender>,
+    ) -> Result<Engine, WorkflowRunError> {
+        match self.fresh_engine(input, events).await {
+            Ok(engine) => {
+                self.created
+                    .store(false, std::sync::atomic::Ordering::Release);
+                Ok(engine)
+            }
+            Err(error) => {
+                if matches!(
+                    error,
+                    WorkflowRunError::InvalidInput { .. } | WorkflowRunError::Cluster { .. }
+                ) {
+                    self.forget_created().await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    async fn fresh_engine(
         &self,
         input: Value,
         events: Option<super::stream::EventSender>,

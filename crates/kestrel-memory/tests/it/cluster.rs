@@ -734,7 +734,28 @@ async fn instance_ids_are_checked() {
     assert_eq!(built.instance_id(), Some("web-1"));
 }
 
+/// Ids as long as a server accepts (a kilobyte of UTF-8 each) make lease keys and holders
+/// within every provider's limit: the run, its thread's lease and its own take them.
+async fn runs_with_the_longest_ids_take_their_leases(store: Store) {
+    let leases = Arc::new(PausableLeases::default());
+    let cluster = cluster(leases);
+    let kestrel = instance(&store, &cluster, "a", None, Arc::new(AtomicUsize::new(0)));
+    let long = |c: &str| c.repeat(256);
+    let (thread, resource, run_id) = (long("🧵"), long("🦀"), long("🏃"));
+    let done = kestrel
+        .agent("assistant")
+        .unwrap()
+        .generate("hello")
+        .memory(&thread, &resource)
+        .options(kestrel_core::agent::RunOptions::new().run_id(&run_id))
+        .await
+        .unwrap();
+    assert_eq!(done.text, "heard: hello");
+    assert_eq!(done.run_id, run_id);
+}
+
 on_every_backend!(
+    runs_with_the_longest_ids_take_their_leases,
     one_sweep_recovers_more_runs_than_a_page,
     an_approved_call_is_not_run_again_after_its_instance_stopped,
     a_dead_instances_run_is_taken_over_by_the_sweep,

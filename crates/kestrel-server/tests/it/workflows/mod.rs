@@ -6,6 +6,7 @@
 //! This module holds the workflows and the client the tests share.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod cluster;
 mod continued;
 mod errors;
 mod runs;
@@ -123,11 +124,19 @@ pub(super) struct Fixture {
 }
 
 pub(super) async fn serve(configure: impl FnOnce(Server) -> Server) -> Fixture {
+    serve_with(|builder| builder, configure).await
+}
+
+/// [`serve`], with the instance's builder changed first (a cluster, say).
+pub(super) async fn serve_with(
+    build: impl FnOnce(kestrel_core::kestrel::KestrelBuilder) -> kestrel_core::kestrel::KestrelBuilder,
+    configure: impl FnOnce(Server) -> Server,
+) -> Fixture {
     let mut builder = Kestrel::builder();
     for workflow in workflows() {
         builder = builder.workflow(workflow);
     }
-    let server = configure(Server::new(builder.build().unwrap()));
+    let server = configure(Server::new(build(builder).build().unwrap()));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {
