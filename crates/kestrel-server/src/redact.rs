@@ -5,8 +5,13 @@
 //! stream the server writes (the `/api` streams, thread subscriptions, the chat route) passes
 //! its events through [`public_event`] first: the text goes to the log, the client gets a
 //! message that says only what kind of thing failed. Sub-agents' events travel inside
-//! `tool-output` events, and an agent step's inside `workflow-step-output`: those are
-//! searched too.
+//! `tool-output` events, an agent step's inside `workflow-step-output`, and a network's
+//! sub-agents' and workflows' whole, as `agent-execution-event-*` and
+//! `workflow-execution-event-*`: those are searched too, at any depth.
+//!
+//! Texts that are not `error` events (a network's results and completion reasons, a
+//! workflow's step errors, the thread a network writes) are the library's own words for a
+//! failure: kestrel-core never puts a provider's or a store's text in them.
 
 use std::borrow::Cow;
 
@@ -35,8 +40,9 @@ pub(crate) fn generic_message(kind: &str) -> &'static str {
 }
 
 /// `event` as a client may see it: an `error` event of a kind whose text may hold internals
-/// gets a generic message (the text is logged), and so does every error event nested in a
-/// `tool-output` (a sub-agent's). Other events pass unchanged, without a copy.
+/// gets a generic message (the text is logged), and so does every error event nested in
+/// another event (a sub-agent's, an agent step's, a network primitive's). Other events pass
+/// unchanged, without a copy.
 pub(crate) fn public_event(event: &Event) -> Cow<'_, Event> {
     match &event.kind {
         EventKind::Error(error) => match public_error(&event.run_id, error) {
@@ -60,6 +66,22 @@ pub(crate) fn public_event(event: &Event) -> Cow<'_, Event> {
                 redact_nested(&mut output.output);
             }
             Cow::Owned(redacted)
+        }
+        // A network's primitives' events, whole (in which the cases above recur).
+        EventKind::AgentExecutionEvent(inner) | EventKind::WorkflowExecutionEvent(inner) => {
+            let Cow::Owned(public) = public_event(inner) else {
+                return Cow::Borrowed(event);
+            };
+            let public = Box::new(public);
+            let kind = match &event.kind {
+                EventKind::AgentExecutionEvent(_) => EventKind::AgentExecutionEvent(public),
+                _ => EventKind::WorkflowExecutionEvent(public),
+            };
+            Cow::Owned(Event {
+                run_id: event.run_id.clone(),
+                from: event.from,
+                kind,
+            })
         }
         _ => Cow::Borrowed(event),
     }
@@ -162,6 +184,43 @@ mod tests {
         let json = public_event(&outer).to_json();
         assert!(!json.contains("hunter2"), "{json}");
         assert!(json.contains("run run-1: the run failed"), "{json}");
+    }
+
+    #[test]
+    fn a_network_primitives_errors_are_replaced() {
+        let network = |kind: EventKind| Event {
+            run_id: "net-run".into(),
+            from: kestrel_core::event::EventSource::Network,
+            kind,
+        };
+        let failed = error("model", "401: sk-SECRET");
+        let direct = network(EventKind::AgentExecutionEvent(Box::new(failed.clone())));
+        let json = public_event(&direct).to_json();
+        assert!(!json.contains("SECRET"), "{json}");
+        assert!(json.contains("agent-execution-event-error"), "{json}");
+        assert!(json.contains("the model provider failed"), "{json}");
+        // An agent step's error, in a workflow the network ran.
+        let step = Event {
+            run_id: "wf-run".into(),
+            from: kestrel_core::event::EventSource::Workflow,
+            kind: EventKind::WorkflowStepOutput(kestrel_core::event::WorkflowStepOutputPayload {
+                step_name: "research".into(),
+                output: serde_json::from_str(&failed.to_json()).unwrap_or_default(),
+                run_id: "wf-run".into(),
+            }),
+        };
+        let nested = network(EventKind::WorkflowExecutionEvent(Box::new(step)));
+        let json = public_event(&nested).to_json();
+        assert!(!json.contains("SECRET"), "{json}");
+        assert!(
+            json.contains("workflow-execution-event-workflow-step-output"),
+            "{json}"
+        );
+        assert!(json.contains("the model provider failed"), "{json}");
+        // Nothing to hide: not copied.
+        let busy = error("thread-busy", "thread \"t\" is busy");
+        let own = network(EventKind::AgentExecutionEvent(Box::new(busy)));
+        assert!(matches!(public_event(&own), Cow::Borrowed(_)));
     }
 
     #[test]

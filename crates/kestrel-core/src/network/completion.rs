@@ -1,6 +1,10 @@
 //! Whether an iteration completed the task: the scorers of [`super::NetworkCompletion`], or
 //! (without any) the routing model asked ("Default LLM Completion"); then the final answer
 //! and the checks' feedback in the thread.
+//!
+//! A check that fails (the routing model's call, a scorer) is reported in the library's words:
+//! its reason reaches the stream, the thread's feedback and the router, and the failure's own
+//! text (a provider's answer) goes to the log.
 
 use std::time::Instant;
 
@@ -197,15 +201,19 @@ that answer, else write it in full. Answer with JSON: {{\"isComplete\": boolean,
         options = options.model_settings(settings.clone());
     }
     let answer = router.generate(prompt).options(options).await;
+    // On failure: what the reason says, and what only the log gets.
     let answer = match answer {
         Ok(generated) => {
             usage.add(&generated.usage);
             generated
                 .object
-                .ok_or_else(|| "no answer".to_owned())
-                .and_then(|o| serde_json::from_value::<DefaultAnswer>(o).map_err(|e| e.to_string()))
+                .ok_or_else(|| ("its answer was empty", "no object".to_owned()))
+                .and_then(|o| {
+                    serde_json::from_value::<DefaultAnswer>(o)
+                        .map_err(|e| ("its answer was malformed", e.to_string()))
+                })
         }
-        Err(error) => Err(error.to_string()),
+        Err(error) => Err(("the model provider failed", error.to_string())),
     };
     match answer {
         Ok(answer) if answer.is_complete => {
@@ -226,10 +234,11 @@ that answer, else write it in full. Answer with JSON: {{\"isComplete\": boolean,
             )
         }
         Ok(answer) => (verdict(false, answer.completion_reason, None), None),
-        Err(error) => (
-            verdict(false, format!("LLM completion check failed: {error}"), None),
-            None,
-        ),
+        Err((public, detail)) => {
+            let reason = format!("LLM completion check failed: {public}");
+            tracing::warn!(error = %detail, "{reason}");
+            (verdict(false, reason, None), None)
+        }
     }
 }
 
@@ -254,12 +263,15 @@ async fn scorers(
             let outcome = tokio::time::timeout_at(deadline, scorer.score(&task)).await;
             let (score, passed, reason, late) = match outcome {
                 Ok(Ok(score)) => (score.score, score.passed, score.reason, false),
-                Ok(Err(error)) => (
-                    0.0,
-                    false,
-                    Some(format!("Scorer threw an error: {error}")),
-                    false,
-                ),
+                Ok(Err(error)) => {
+                    tracing::warn!(scorer = %name, %error, "a network's completion scorer failed");
+                    (
+                        0.0,
+                        false,
+                        Some("Scorer threw an error (its text is in the log)".to_owned()),
+                        false,
+                    )
+                }
                 Err(_) => (
                     0.0,
                     false,

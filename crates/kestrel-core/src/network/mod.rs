@@ -20,8 +20,12 @@
 //! without one fails with [`NetworkError::MemoryRequired`]. A sub-agent gets the thread's
 //! conversation and the router's prompt; a workflow or a tool gets the prompt as JSON, checked
 //! against its input schema (a prompt that does not fit is reported back to the router as a
-//! failed execution). [`NetworkOptions::max_steps`] bounds the iterations: **1** unless set,
-//! as in Mastra (where the bound lets one more iteration run; here it is exact).
+//! failed execution). A sub-agent or a workflow that fails, a completion check or a routing
+//! call that fails, is reported in the library's words (`agent "x" failed (its run …)`): the
+//! router, the thread and the result never read the failure's own text, which may quote a
+//! provider or a store, and goes to the log. [`NetworkOptions::max_steps`] bounds the
+//! iterations: **1** unless set, as in Mastra (where the bound lets one more iteration run;
+//! here it is exact).
 //!
 //! A tool call that waits for a person inside a delegated agent, a workflow that suspends or a
 //! network tool that needs approval stops the network (`*-approval` / `*-suspended`); decide

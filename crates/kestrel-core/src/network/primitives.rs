@@ -1,5 +1,12 @@
 //! Running the primitive a routing decision chose: a sub-agent (its events forwarded whole),
 //! a workflow (likewise) or a tool, and continuing one that stopped for a person.
+//!
+//! A primitive's result is read by the routing model, kept in the thread and may end up as
+//! the network's answer: a sub-agent or a workflow that fails gives the library's words for
+//! it (`agent "x" failed (its run …)`), never its error's text, which may quote a provider
+//! or a store and goes to the log. What the library writes about the router's own choice (no
+//! such primitive, a prompt that does not fit) is kept, so the router can correct itself; a
+//! tool's error is its own message for the model, as in an agent's run.
 
 use std::sync::Arc;
 
@@ -100,11 +107,25 @@ impl Exec<'_> {
         records::save(self.memory.as_ref(), &self.scope, &[message]).await;
     }
 
-    /// A failed execution: recorded, and its text is the result the router reads.
+    /// A failed execution in the library's words (`error` holds nothing of a provider or a
+    /// store): recorded, and its text is the result the router reads.
     async fn failed(&self, decision: &RoutingDecision, input: Value, error: String) -> Outcome {
         tracing::debug!(primitive = %decision.primitive_id, %error, "a network primitive failed");
         self.record(decision, input, json!({"error": error})).await;
         Outcome::Done(Value::String(format!("Error: {error}")))
+    }
+
+    /// A primitive that failed of itself: `detail` (which may quote a provider or a store)
+    /// goes to the log, and `public`, what failed in the library's words, is the failure.
+    async fn broke(
+        &self,
+        decision: &RoutingDecision,
+        input: Value,
+        public: String,
+        detail: String,
+    ) -> Outcome {
+        tracing::warn!(primitive = %decision.primitive_id, error = %detail, "{public}");
+        self.failed(decision, input, public).await
     }
 
     fn aborted(&self) -> bool {
@@ -234,13 +255,8 @@ async fn agent(
     let mut stream = match opened {
         Ok(stream) => stream,
         Err(error) => {
-            return exec
-                .failed(
-                    decision,
-                    prompt,
-                    format!("agent {id:?} could not run: {error}"),
-                )
-                .await;
+            let public = format!("agent {id:?} could not run (its run {run_id})");
+            return exec.broke(decision, prompt, public, error).await;
         }
     };
     let mut waiting: Option<(String, bool, String, Option<Value>)> = None;
@@ -266,8 +282,9 @@ async fn agent(
         Ok(result) => result,
         Err(_) if exec.aborted() => return exec.abort(PrimitiveType::Agent, id).await,
         Err(error) => {
+            let public = format!("agent {id:?} failed (its run {run_id})");
             return exec
-                .failed(decision, prompt, format!("agent {id:?} failed: {error}"))
+                .broke(decision, prompt, public, error.to_string())
                 .await;
         }
     };
@@ -414,15 +431,17 @@ async fn workflow(
         Some(data) => run.resume_stream(None, data).await,
         None => run.stream(input.clone()).await,
     };
+    let could_not_run = |error: &crate::workflow::WorkflowRunError| {
+        format!(
+            "workflow {id:?} could not run (its run {run_id}): {}",
+            error.public_text(id, &run_id)
+        )
+    };
     let mut stream = match opened {
         Ok(stream) => stream,
         Err(error) => {
             return exec
-                .failed(
-                    decision,
-                    input,
-                    format!("workflow {id:?} could not run: {error}"),
-                )
+                .broke(decision, input, could_not_run(&error), error.to_string())
                 .await;
         }
     };
@@ -438,7 +457,7 @@ async fn workflow(
         Ok(result) => result,
         Err(error) => {
             return exec
-                .failed(decision, input, format!("workflow {id:?} failed: {error}"))
+                .broke(decision, input, could_not_run(&error), error.to_string())
                 .await;
         }
     };
@@ -480,11 +499,21 @@ async fn workflow(
         return Outcome::Wait(Wait::Workflow { run_id, input });
     }
     let succeeded = result.status == WorkflowStatus::Success;
+    // The step's error stays in the run (its snapshot) and the log.
+    let failure = (!succeeded).then(|| {
+        format!(
+            "workflow {id:?} {} (its run {run_id})",
+            result.status.as_str()
+        )
+    });
+    if let (Some(failure), Some(error)) = (&failure, &result.error) {
+        tracing::warn!(primitive = %id, error = %error.message, "{failure}");
+    }
     let summary = json!({
         "runId": run_id,
         "status": result.status,
         "runResult": result.result,
-        "error": result.error.as_ref().map(|e| e.message.clone()),
+        "error": failure,
         "runSuccess": succeeded,
     });
     exec.emit(EventKind::WorkflowExecutionEnd(
@@ -501,15 +530,10 @@ async fn workflow(
         },
     ))
     .await;
-    exec.record(decision, input, summary.clone()).await;
-    if succeeded {
-        Outcome::Done(result.result.unwrap_or(Value::Null))
-    } else {
-        Outcome::Done(Value::String(format!(
-            "Error: workflow {id:?} {}: {}",
-            result.status.as_str(),
-            summary["error"].as_str().unwrap_or("no error given")
-        )))
+    exec.record(decision, input, summary).await;
+    match failure {
+        None => Outcome::Done(result.result.unwrap_or(Value::Null)),
+        Some(failure) => Outcome::Done(Value::String(format!("Error: {failure}"))),
     }
 }
 

@@ -269,7 +269,11 @@ pub(crate) async fn route(
                 }
             }
             Err(_) if options.abort.is_aborted() => return Err(RoutingFailure::Aborted),
-            Err(error) => last_error = format!("the routing agent failed: {error}"),
+            Err(error) => {
+                // Its text may quote the provider: the log gets it, the run's error does not.
+                tracing::warn!(%error, "a network's routing call failed");
+                last_error = "the routing agent failed: the model provider failed".to_owned();
+            }
         }
         if options.abort.is_aborted() {
             return Err(RoutingFailure::Aborted);

@@ -177,8 +177,10 @@ impl Step for NetworkStep {
         let own = match network.agent.instructions_for(ctx.request_context()).await {
             Ok(own) => own,
             Err(error) => {
-                let message = format!("the network agent's instructions failed: {error}");
-                exec.emit(error_event(&message)).await;
+                // They may be read from a store or a service: the log gets the error's text.
+                let message = "the network agent's instructions failed";
+                tracing::warn!(agent = %network.agent.id(), %error, "{message}");
+                exec.emit(error_event(message)).await;
                 return Err(StepError::new(message));
             }
         };

@@ -6,6 +6,10 @@
 //! it suspends, the nesting step suspends with the inner step's payload plus
 //! `__workflow_meta: {runId, path}`, and the outer result's `suspended` holds the whole path
 //! (`["nested", "inner"]`), which [`super::WorkflowRun::resume_at`] takes to resume it.
+//!
+//! The nesting step's error names the inner workflow and passes on the inner step's error
+//! (which the outer stream has already shown, as the inner step's result); a store that fails
+//! is said in generic words, its text logged (`WorkflowRunError::public_text`).
 
 use std::sync::Arc;
 
@@ -55,7 +59,11 @@ impl Step for Workflow {
             .request_context(context)
             .with_abort(ctx.abort_signal().child());
         let failed = |error: WorkflowRunError| {
-            StepError::new(format!("nested workflow {:?}: {error}", inner.id()))
+            StepError::new(format!(
+                "nested workflow {:?}: {}",
+                inner.id(),
+                error.public_text(inner.id(), &run_id)
+            ))
         };
         let stream = if let Some(data) = ctx.resume_data() {
             let path: Vec<&str> = ctx.resume_path.iter().map(String::as_str).collect();

@@ -1,15 +1,39 @@
 //! Agents and tools as workflow steps: [`AgentStep`] (a prompt in, the answer's text out,
 //! the agent's events in the workflow's stream) and [`ToolStep`] (the tool's input in, its
-//! output out).
+//! output out); a workflow as an agent's tool ([`WorkflowTool`]).
+//!
+//! What these write when the agent, the workflow or its store fails is read by a model and
+//! kept in threads and snapshots that clients read: they name what failed and the run to look
+//! up, and the failure's own text (a provider's answer, a database's error) goes to the log
+//! (`WorkflowRunError::public_text`, which nested workflows and networks use too).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use super::run::WorkflowRunError;
 use super::step::{Step, StepContext, StepError};
 use crate::agent::{Agent, RunOptions};
 use crate::tool::{Tool, ToolContext};
+
+// Here, beside the tool and the step that need it (the network's workflows too).
+impl WorkflowRunError {
+    /// The words of this error that a model, a thread or a client may read. The library
+    /// writes the text of most run errors itself, from the caller's input or the run's state
+    /// (an invalid input, a run that is not suspended): those are kept. A store's error may
+    /// hold a connection string, a password or a database's answer: it is logged, and the
+    /// words are `the workflow store failed`.
+    pub(crate) fn public_text(&self, workflow: &str, run_id: &str) -> String {
+        match self {
+            WorkflowRunError::Store(error) => {
+                tracing::warn!(%workflow, %run_id, %error, "a workflow's store failed");
+                "the workflow store failed".to_owned()
+            }
+            own => own.to_string(),
+        }
+    }
+}
 
 /// An agent as a step (Mastra's `createStep(agent)`): input `{prompt}`, output `{text}`, or
 /// with [`AgentStep::structured_output`] the object the agent answers with. Every event of
@@ -190,6 +214,11 @@ impl Step for ToolStep {
 /// A workflow as an agent's tool (`.tool(WorkflowTool::new(workflow))`): the model calls it
 /// with the workflow's input, and reads the workflow's output.
 ///
+/// A run that fails gives the model `workflow "<id>" failed (its run <run>)`: the step's
+/// error is in the run's snapshot and the log, not in the model's context or the thread (it
+/// may quote a provider or a store). A store that fails gives `the workflow store failed`;
+/// an input the workflow refuses is said as it is.
+///
 /// Each call is one run of the workflow, named by the agent's run and the call
 /// (`<run>-<call>`), so a call that runs again (after a takeover) finds its run instead of
 /// starting another. A run that suspends suspends the call with
@@ -232,7 +261,7 @@ impl Tool for WorkflowTool {
         input: Value,
         ctx: ToolContext,
     ) -> Result<Value, crate::tool::ToolError> {
-        use super::{WorkflowRunError, WorkflowStatus};
+        use super::WorkflowStatus;
         use crate::tool::ToolError;
         let run_id = format!("{}-{}", ctx.run_id(), ctx.tool_call_id());
         let run = self
@@ -261,24 +290,46 @@ impl Tool for WorkflowTool {
                 other => other,
             },
         };
-        let result = outcome.map_err(|e| ToolError::new(e.to_string()))?;
+        let id = self.workflow.id();
+        let result = outcome.map_err(|error| {
+            ToolError::new(format!(
+                "workflow {id:?} could not run (its run {run_id}): {}",
+                error.public_text(id, &run_id)
+            ))
+        })?;
         match result.status {
             WorkflowStatus::Success => Ok(result.result.unwrap_or(Value::Null)),
             WorkflowStatus::Suspended => Err(ctx.suspend(json!({
-                "workflowId": self.workflow.id(),
+                "workflowId": id,
                 "runId": run_id,
                 "suspended": result.suspended,
                 "suspendPayload": result.suspend_payload,
             }))),
-            status => Err(ToolError::new(match result.error {
-                Some(error) => format!(
-                    "workflow {:?} {}: {}",
-                    self.workflow.id(),
-                    status.as_str(),
-                    error.message
-                ),
-                None => format!("workflow {:?} {}", self.workflow.id(), status.as_str()),
-            })),
+            status => {
+                let failure = format!("workflow {id:?} {} (its run {run_id})", status.as_str());
+                if let Some(error) = &result.error {
+                    tracing::warn!(error = %error.message, "{failure}");
+                }
+                Err(ToolError::new(failure))
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stores_text_is_logged_and_the_librarys_own_kept() {
+        let down = WorkflowRunError::Store(crate::workflow_store::WorkflowStoreError(Box::new(
+            std::io::Error::other("password authentication failed: hunter2"),
+        )));
+        assert_eq!(down.public_text("w", "r"), "the workflow store failed");
+        let own = WorkflowRunError::UnknownRun {
+            workflow: "w".into(),
+            run_id: "r".into(),
+        };
+        assert_eq!(own.public_text("w", "r"), own.to_string());
     }
 }

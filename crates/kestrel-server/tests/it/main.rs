@@ -11,6 +11,7 @@ mod js_clients;
 mod memory;
 mod networks;
 mod openapi;
+mod secrets;
 mod skills;
 mod stored_agents;
 mod workflows;
