@@ -424,7 +424,7 @@ impl KestrelBuilder {
             .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new()));
         // Networks of agents whose memory keeps no workflow runs keep theirs here too.
         let _ = runtime.network_runs.set(Arc::clone(&workflow_store));
-        let cluster = runtime.runs.cluster.as_ref().map(|c| c.config.clone());
+        let cluster = runtime.runs.cluster.clone();
         let mut workflows = BTreeMap::new();
         for workflow in self.workflows {
             let id = workflow.id().to_owned();
@@ -450,7 +450,7 @@ impl KestrelBuilder {
                 .then(|| handle.spawn(recovery::sweep(Arc::downgrade(&agents), interval)))
         });
         let workflow_sweep = cluster.as_ref().and_then(|cluster| {
-            let interval = cluster.sweep_interval;
+            let interval = cluster.config.sweep_interval;
             let handle = tokio::runtime::Handle::try_current().ok()?;
             let swept: Vec<Workflow> = workflows.values().cloned().collect();
             (!interval.is_zero() && !swept.is_empty())

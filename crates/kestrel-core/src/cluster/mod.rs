@@ -187,6 +187,16 @@ pub enum Command {
         #[serde(rename = "runId")]
         run_id: String,
     },
+    /// Cancel the workflow run (the receiver drives it: its driver stops and stores it
+    /// `canceled`).
+    CancelWorkflowRun {
+        /// The workflow.
+        #[serde(rename = "workflowId")]
+        workflow_id: String,
+        /// The run.
+        #[serde(rename = "runId")]
+        run_id: String,
+    },
     /// The answer to request `to`.
     Reply {
         /// The request's id.

@@ -386,12 +386,7 @@ fn network_workflow(agent: &Agent, network: Arc<Network>) -> Result<Workflow, Ne
         .map_err(|e| crate::workflow::WorkflowRunError::Interrupted {
             reason: e.to_string(),
         })?;
-    let cluster = agent
-        .runtime
-        .runs
-        .cluster
-        .as_ref()
-        .map(|c| c.config.clone());
+    let cluster = agent.runtime.runs.cluster.clone();
     Ok(workflow.with_cluster(cluster))
 }
 

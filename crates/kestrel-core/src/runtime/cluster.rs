@@ -26,10 +26,20 @@ pub(crate) trait ThreadRecovery: Send + Sync {
     ) -> futures::future::BoxFuture<'a, ()>;
 }
 
+/// The runs of one workflow going on in this process, by run id: what another instance's
+/// cancel reaches (implemented by the workflows, a layer above).
+pub(crate) trait LiveSignals: Send + Sync {
+    /// The abort signal of run `run_id`, if it goes on here.
+    fn signal(&self, run_id: &str) -> Option<crate::abort::AbortSignal>;
+}
+
 pub(crate) struct ClusterRuntime {
     pub(crate) config: Cluster,
     /// Requests sent, waiting for their answer.
     pending: Mutex<HashMap<String, oneshot::Sender<Outcome>>>,
+    /// The runs going on here of each workflow given this cluster, by workflow id (an
+    /// agent's networks are built per call: several sets may share an id).
+    workflows: Mutex<HashMap<String, Vec<Weak<dyn LiveSignals>>>>,
     /// The inbox reader, stopped when the runtime goes.
     listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -65,6 +75,7 @@ impl ClusterRuntime {
         let runtime = Arc::new(Self {
             config,
             pending: Mutex::new(HashMap::new()),
+            workflows: Mutex::new(HashMap::new()),
             listener: Mutex::new(None),
         });
         let task = handle.spawn(listen(Arc::downgrade(&runtime), registry));
@@ -74,6 +85,33 @@ impl ClusterRuntime {
 
     pub(crate) fn instance(&self) -> &str {
         self.config.id()
+    }
+
+    /// Makes the runs of workflow `id` going on here (`live`) reachable by other instances'
+    /// cancels.
+    pub(crate) fn register_workflow(&self, id: &str, live: Arc<dyn LiveSignals>) {
+        let mut workflows = lock(&self.workflows);
+        let sets = workflows.entry(id.to_owned()).or_default();
+        sets.retain(|set| set.strong_count() > 0);
+        let same =
+            |set: &Weak<dyn LiveSignals>| std::ptr::addr_eq(set.as_ptr(), Arc::as_ptr(&live));
+        if !sets.iter().any(same) {
+            sets.push(Arc::downgrade(&live));
+        }
+    }
+
+    /// The abort signal of run `run_id` of workflow `workflow_id`, if it goes on here.
+    fn live_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Option<crate::abort::AbortSignal> {
+        let workflows = lock(&self.workflows);
+        workflows
+            .get(workflow_id)?
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find_map(|live| live.signal(run_id))
     }
 
     /// Sends `body` to `instance` and waits for its answer.
@@ -221,6 +259,16 @@ impl ClusterRuntime {
                 }
                 return;
             }
+            Command::CancelWorkflowRun {
+                workflow_id,
+                run_id,
+            } => match self.live_workflow_run(&workflow_id, &run_id) {
+                Some(signal) => {
+                    signal.abort();
+                    Outcome::Done { count: 1 }
+                }
+                None => Outcome::NotLive,
+            },
             Command::AbortRun {
                 run_id,
                 resource_id,

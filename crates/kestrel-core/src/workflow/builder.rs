@@ -138,8 +138,9 @@ pub(crate) struct WorkflowInner {
     pub input_validator: Arc<jsonschema::Validator>,
     /// The runs going on in this process.
     pub live: Arc<super::live::LiveRuns>,
-    /// The cluster of the instance it is registered on, if any: runs hold leases in it.
-    pub cluster: Option<crate::cluster::Cluster>,
+    /// The cluster of the instance it is registered on, if any: runs hold leases in it, and
+    /// requests about them reach the instance driving them through it.
+    pub cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
     /// Which snapshots the store keeps (none: all).
     pub persist: Option<Arc<super::persist::PersistFn>>,
 }
@@ -176,7 +177,14 @@ impl Workflow {
 
     /// The same workflow, its runs leased in `cluster` (a `Kestrel` instance in a cluster
     /// gives its workflows its cluster this way).
-    pub(crate) fn with_cluster(&self, cluster: Option<crate::cluster::Cluster>) -> Workflow {
+    pub(crate) fn with_cluster(
+        &self,
+        cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
+    ) -> Workflow {
+        if let Some(cluster) = &cluster {
+            // Another instance's cancel of one of its runs reaches it here.
+            cluster.register_workflow(&self.inner.id, self.inner.live.clone());
+        }
         let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), cluster);
         if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
             inner.own_store = self.inner.own_store;
@@ -187,7 +195,7 @@ impl Workflow {
     fn rebuilt(
         &self,
         store: SharedWorkflowStore,
-        cluster: Option<crate::cluster::Cluster>,
+        cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
     ) -> Workflow {
         let inner = &self.inner;
         Workflow {

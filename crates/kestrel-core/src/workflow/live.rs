@@ -63,3 +63,9 @@ impl Drop for LiveGuard {
         self.runs.lock().remove(&self.run_id);
     }
 }
+
+impl crate::runtime::cluster::LiveSignals for LiveRuns {
+    fn signal(&self, run_id: &str) -> Option<AbortSignal> {
+        LiveRuns::signal(self, run_id)
+    }
+}

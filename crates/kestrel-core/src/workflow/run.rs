@@ -107,15 +107,16 @@ pub enum WorkflowRunError {
     /// The workflow store failed.
     #[error(transparent)]
     Store(#[from] WorkflowStoreError),
-    /// The cluster's leases could not be reached (Redis refuses, or does not answer): the run
-    /// was not started or continued, and nothing of it was written.
-    #[error("run {run_id:?}: the cluster's leases could not be reached: {source}")]
+    /// The cluster could not be reached (its leases or the instance driving the run: Redis
+    /// refuses or does not answer, or the instance did not answer in time): the run was not
+    /// started, continued or canceled, and nothing of it was written.
+    #[error("run {run_id:?}: the cluster could not be reached: {source}")]
     Cluster {
         /// The run.
         run_id: String,
-        /// What the lease provider said.
+        /// What failed.
         #[source]
-        source: crate::lease::LeaseError,
+        source: crate::cluster::ClusterError,
     },
     /// The run is neither running nor sleeping, so there is nothing to restart.
     #[error(
@@ -409,30 +410,87 @@ impl WorkflowRun {
                     status: stored.status,
                 })
             }
-            status @ (WorkflowStatus::Suspended
-            | WorkflowStatus::Waiting
-            | WorkflowStatus::Pending) => {
+            status @ (WorkflowStatus::Suspended | WorkflowStatus::Pending) => {
                 store
                     .claim(workflow, &self.run_id, status, WorkflowStatus::Canceled)
                     .await?;
                 Ok(())
             }
-            // Going on here: the signal stops it, and it stores itself `canceled`.
-            WorkflowStatus::Running if self.workflow.inner.live.contains(&self.run_id) => Ok(()),
-            // Stored `running` but not going on here: left by a process that died (or run by
-            // another instance, which finds it canceled when it next loads it).
-            WorkflowStatus::Running => {
-                store
-                    .claim(
-                        workflow,
-                        &self.run_id,
-                        WorkflowStatus::Running,
-                        WorkflowStatus::Canceled,
-                    )
-                    .await?;
+            // Going on here: the signal stops it, and it stores itself `canceled` (a sleeping
+            // one is marked so at once too).
+            status @ (WorkflowStatus::Running | WorkflowStatus::Waiting)
+                if self.workflow.inner.live.contains(&self.run_id) =>
+            {
+                if status == WorkflowStatus::Waiting {
+                    store
+                        .claim(workflow, &self.run_id, status, WorkflowStatus::Canceled)
+                        .await?;
+                }
                 Ok(())
             }
+            // Stored `running` or sleeping, driven by another instance: the cancel goes to it,
+            // whose driver stops and stores the run `canceled` (marking it here would be
+            // overwritten by that driver's next save).
+            status @ (WorkflowStatus::Running | WorkflowStatus::Waiting) => {
+                if self.cancel_elsewhere().await? {
+                    return Ok(());
+                }
+                // Nobody drives it: left by a process that died.
+                let claimed = store
+                    .claim(workflow, &self.run_id, status, WorkflowStatus::Canceled)
+                    .await?;
+                if claimed {
+                    return Ok(());
+                }
+                // It moved meanwhile (ended, or taken over and going on): say where it is.
+                match store.load(workflow, &self.run_id).await? {
+                    Some(now) if now.status == WorkflowStatus::Canceled => Ok(()),
+                    Some(now)
+                        if matches!(
+                            now.status,
+                            WorkflowStatus::Success | WorkflowStatus::Failed
+                        ) =>
+                    {
+                        Err(WorkflowRunError::Ended {
+                            run_id: self.run_id.to_string(),
+                            status: now.status,
+                        })
+                    }
+                    _ => Err(WorkflowRunError::DrivenElsewhere {
+                        run_id: self.run_id.to_string(),
+                    }),
+                }
+            }
         }
+    }
+
+    /// In a cluster: sends the cancel to the instance holding the run's lease, if another
+    /// live one does. `true` when that instance stopped the run; `false` when no other
+    /// instance drives it (outside a cluster, the lease free, or its holder no longer has it).
+    async fn cancel_elsewhere(&self) -> Result<bool, WorkflowRunError> {
+        let Some(cluster) = &self.workflow.inner.cluster else {
+            return Ok(false);
+        };
+        let failed = |source: crate::cluster::ClusterError| WorkflowRunError::Cluster {
+            run_id: self.run_id.to_string(),
+            source,
+        };
+        let key = super::lease::key(self.workflow.id(), &self.run_id);
+        let Some(lease) = cluster.other_holder(&key).await.map_err(failed)? else {
+            return Ok(false);
+        };
+        let instance = crate::runtime::cluster::holder_instance(&lease.holder).to_owned();
+        let outcome = cluster
+            .request(
+                &instance,
+                crate::cluster::Command::CancelWorkflowRun {
+                    workflow_id: self.workflow.id().to_owned(),
+                    run_id: self.run_id.to_string(),
+                },
+            )
+            .await
+            .map_err(failed)?;
+        Ok(matches!(outcome, crate::cluster::Outcome::Done { .. }))
     }
 
     /// The run's stored snapshot, if any.
@@ -459,7 +517,14 @@ impl WorkflowRun {
         let Some(cluster) = &self.workflow.inner.cluster else {
             return Ok(None);
         };
-        match RunLease::take(cluster, self.workflow.id(), &self.run_id, &self.abort).await {
+        match RunLease::take(
+            &cluster.config,
+            self.workflow.id(),
+            &self.run_id,
+            &self.abort,
+        )
+        .await
+        {
             Ok(Some(lease)) => {
                 // The fence goes up before the run is read: a driver that lost the run (it
                 // was paused past its lease) can no longer write it, so what is read now is
@@ -482,7 +547,7 @@ impl WorkflowRun {
             Ok(None) => Err(None),
             Err(source) => Err(Some(WorkflowRunError::Cluster {
                 run_id: self.run_id.to_string(),
-                source,
+                source: source.into(),
             })),
         }
     }

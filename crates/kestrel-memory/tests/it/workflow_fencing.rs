@@ -22,6 +22,8 @@ use kestrel_memory::Memory;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
+use kestrel_core::cluster::Cluster;
+
 use super::cluster::{PausableLeases, cluster};
 use super::common::{Store, run};
 
@@ -66,12 +68,13 @@ fn workflow(ledger: &Arc<Ledger>, gate: Option<Arc<Semaphore>>) -> Workflow {
         .unwrap()
 }
 
-fn instance(store: &Store, leases: &Arc<PausableLeases>, id: &str, workflow: Workflow) -> Kestrel {
+/// An instance of `cluster` (one per test: its instances share its bus) over `store`.
+fn instance(store: &Store, cluster: &Cluster, id: &str, workflow: Workflow) -> Kestrel {
     let memory = Memory::builder(Arc::clone(store)).build().unwrap();
     Kestrel::builder()
         .memory(memory)
         .workflow(workflow)
-        .cluster(cluster(Arc::clone(leases)).instance_id(id).lease_ttl(TTL))
+        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
         .build()
         .unwrap()
 }
@@ -90,8 +93,9 @@ async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
     let ledger = Arc::new(Ledger::default());
     let leases = Arc::new(PausableLeases::default());
     let gate = Arc::new(Semaphore::new(0));
-    let a = instance(&store, &leases, "a", workflow(&ledger, Some(gate.clone())));
-    let b = instance(&store, &leases, "b", workflow(&ledger, None));
+    let shared = cluster(Arc::clone(&leases));
+    let a = instance(&store, &shared, "a", workflow(&ledger, Some(gate.clone())));
+    let b = instance(&store, &shared, "b", workflow(&ledger, None));
 
     let run = a.workflow("fenced").unwrap().create_run();
     let run_id = run.run_id().to_owned();
@@ -281,9 +285,96 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     drop_schema(&url, &schema).await;
 }
 
+/// A cancel sent from an instance that does not drive the run reaches the one that does:
+/// its driver stops, stores the run `canceled`, and runs nothing after; the cancel answers
+/// only once that happened. The same for a run that sleeps on the other instance.
+async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
+    let ledger = Arc::new(Ledger::default());
+    let leases = Arc::new(PausableLeases::default());
+    let gate = Arc::new(Semaphore::new(0));
+    let shared = cluster(Arc::clone(&leases));
+    let a = instance(&store, &shared, "a", workflow(&ledger, Some(gate.clone())));
+    let b = instance(&store, &shared, "b", workflow(&ledger, None));
+
+    let run = a.workflow("fenced").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+    wait_until("A's step started", || {
+        ledger.work.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    b.workflow("fenced")
+        .unwrap()
+        .create_run_with_id(&run_id)
+        .cancel()
+        .await
+        .expect("the cancel reaches A");
+    gate.add_permits(1);
+    let ended = driving.await.unwrap().unwrap();
+    assert_eq!(ended.status, WorkflowStatus::Canceled, "{ended:?}");
+    let stored = b
+        .workflow("fenced")
+        .unwrap()
+        .create_run_with_id(&run_id)
+        .snapshot()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.status, WorkflowStatus::Canceled);
+    assert_eq!(
+        ledger.last.load(Ordering::SeqCst),
+        0,
+        "nothing ran after the cancel"
+    );
+
+    // A run sleeping on A, canceled from B.
+    let nap = |id: &str| {
+        let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+        let before = create_step("before").execute(|n: Value, _ctx| async move { Ok(n) });
+        let after = create_step("after").execute(|n: Value, _ctx| async move { Ok(n) });
+        let napping = Workflow::builder("nap")
+            .then(before)
+            .sleep(Duration::from_secs(30))
+            .then(after)
+            .commit()
+            .unwrap();
+        Kestrel::builder()
+            .memory(memory)
+            .workflow(napping)
+            .cluster(shared.clone().instance_id(id).lease_ttl(TTL))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (nap("a2"), nap("b2"));
+    let run = a.workflow("nap").unwrap().create_run();
+    let run_id = run.run_id().to_owned();
+    let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+    let on_b = b.workflow("nap").unwrap().create_run_with_id(&run_id);
+    for _ in 0..500 {
+        let snapshot = on_b.snapshot().await.unwrap();
+        if snapshot.is_some_and(|s| s.status == WorkflowStatus::Waiting) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    on_b.cancel()
+        .await
+        .expect("the cancel reaches A's sleeping run");
+    let ended = tokio::time::timeout(Duration::from_secs(10), driving)
+        .await
+        .expect("A's sleeping run stopped at once")
+        .unwrap()
+        .unwrap();
+    assert_eq!(ended.status, WorkflowStatus::Canceled);
+    let stored = on_b.snapshot().await.unwrap().unwrap();
+    assert_eq!(stored.status, WorkflowStatus::Canceled);
+}
+
 on_every_backend!(@backend sqlite_store, sqlite;
-    a_paused_workflow_owner_is_fenced_off_its_run
+    a_paused_workflow_owner_is_fenced_off_its_run,
+    a_cancel_on_another_instance_reaches_the_driver
 );
 on_every_backend!(@backend postgres_store, postgres;
-    a_paused_workflow_owner_is_fenced_off_its_run
+    a_paused_workflow_owner_is_fenced_off_its_run,
+    a_cancel_on_another_instance_reaches_the_driver
 );
