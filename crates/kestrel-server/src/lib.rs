@@ -44,6 +44,7 @@ mod network;
 mod openapi;
 mod queue;
 mod redact;
+mod relay;
 mod routes;
 mod skills;
 mod sse;

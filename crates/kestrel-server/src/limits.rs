@@ -63,9 +63,11 @@ fn too_many(code: &'static str, message: String) -> Response {
     response
 }
 
-/// A place among the open streams of the caller's token, held for as long as the response
-/// streams; taking it refuses the request with 429 when the token has all its streams open.
-/// Every streaming handler takes one, before it starts anything.
+/// A place among the open streams of the caller's token, held for as long as the stream holds
+/// anything of the server's: a streamed run's until the run ended and its client took what was
+/// buffered for it (see [`crate::relay`]), a subscription's until its response ends. Taking it
+/// refuses the request with 429 when the token has all its streams open. Every streaming
+/// handler takes one, before it starts anything.
 #[derive(Debug)]
 pub(crate) struct StreamSlot {
     limits: Arc<Limits>,
@@ -96,20 +98,28 @@ impl FromRequestParts<Arc<AppState>> for StreamSlot {
             .get::<Caller>()
             .map(|caller| Arc::clone(&caller.token))
             .unwrap_or_default();
-        let limits = Arc::clone(&state.limits);
+        StreamSlot::take(Arc::clone(&state.limits), token).ok_or_else(|| {
+            let max = state.limits.max_streams_per_token;
+            too_many(
+                "too_many_streams",
+                format!("this caller has {max} streams open, the most it may: close one"),
+            )
+        })
+    }
+}
+
+impl StreamSlot {
+    /// A place among `token`'s open streams, unless it has all its streams open.
+    pub(crate) fn take(limits: Arc<Limits>, token: Arc<str>) -> Option<Self> {
         {
             let mut open = limits.open();
             let count = open.entry(Arc::clone(&token)).or_default();
             if *count >= limits.max_streams_per_token {
-                let max = limits.max_streams_per_token;
-                return Err(too_many(
-                    "too_many_streams",
-                    format!("this caller has {max} streams open, the most it may: close one"),
-                ));
+                return None;
             }
             *count += 1;
         }
-        Ok(Self { limits, token })
+        Some(Self { limits, token })
     }
 }
 

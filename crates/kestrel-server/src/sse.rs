@@ -1,5 +1,6 @@
-//! Agent streams as server-sent events: `data: <event JSON>` per event, then `data: [DONE]`;
-//! and [`on_disconnect`], which tells when a client went away before a stream ended.
+//! Agent and network streams as server-sent events: `data: <event JSON>` per event, then
+//! `data: [DONE]`; and [`on_disconnect`], which tells when a client went away before a stream
+//! ended.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -9,31 +10,32 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
 use kestrel_core::agent::AgentStream;
 
-/// The SSE response of a run. A client that disconnects before the stream ended leaves the
-/// run to finish in the background (and be stored), or, with `abort_on_disconnect`, aborts it
-/// (the run records its abort: an `abort` event, the snapshot and the partial answer stored
-/// as aborted).
+use crate::relay::Relayed;
+
+/// The SSE response of a run, driven by the server ([`crate::relay`]): a client that stops
+/// reading is let go and the run goes on. A client that disconnects before the stream ended
+/// leaves the run to finish in the background (and be stored), or, with
+/// `abort_on_disconnect`, aborts it (the run records its abort: an `abort` event, the snapshot
+/// and the partial answer stored as aborted). `data: [DONE]` ends a stream that gave every
+/// event of its run, not one cut short.
 pub(crate) fn run_events<S: LiveEvents>(
     stream: S,
     abort_on_disconnect: bool,
     slot: crate::limits::StreamSlot,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let stream = on_disconnect(stream, move |stream: &mut S| {
+    let relayed = crate::relay::relay(stream, slot, move |stream: &S| {
         if abort_on_disconnect {
             tracing::debug!(run_id = %stream.run_id(), "the client went away: aborting its run");
             stream.abort();
         }
     });
-    let events = stream.map(|event| Ok(SseEvent::default().data(public_json(&event))));
-    let done = futures::stream::once(futures::future::ready(Ok(
-        SseEvent::default().data("[DONE]")
-    )));
-    // The slot is the caller's place among its open streams, held until the response ends.
-    let body = events.chain(done).map(move |event| {
-        let _held = &slot;
-        event
+    let events = relayed.map(|relayed| {
+        Ok(match relayed {
+            Relayed::Event(json) => SseEvent::default().data(json),
+            Relayed::End => SseEvent::default().data("[DONE]"),
+        })
     });
-    Sse::new(FlushFirst::new(body)).keep_alive(KeepAlive::default())
+    Sse::new(FlushFirst::new(events)).keep_alive(KeepAlive::default())
 }
 
 /// The live events of a run (an agent's or a network's), which a client that goes away may

@@ -30,6 +30,7 @@ use serde_json::{Map, Value, json};
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
 use crate::openapi::{Answer, Doc, Routes};
+use crate::relay::Relayed;
 use crate::wire::{Body, MaybeBody};
 use crate::{ApiError, AppState};
 
@@ -337,13 +338,19 @@ fn unsupported_per_step(per_step: Option<bool>) -> Result<(), ApiError> {
 }
 
 /// A workflow stream as Mastra writes it: `text/plain`, each event's JSON then `\x1E`. The
-/// run goes on if the client goes away.
+/// server drives the run ([`crate::relay`]): it goes on if the client goes away or stops
+/// reading (then the client is let go), and a cancel reaches it at once.
 fn records(stream: WorkflowStream, slot: StreamSlot) -> Response {
-    let body = stream.map(move |event| {
-        let _held = &slot;
-        let mut record = crate::sse::public_json(&event);
-        record.push(RECORD_SEPARATOR);
-        Ok::<_, Infallible>(axum::body::Bytes::from(record))
+    let body = crate::relay::relay(stream, slot, |_| {}).filter_map(|relayed| {
+        let record = match relayed {
+            Relayed::Event(mut record) => {
+                record.push(RECORD_SEPARATOR);
+                Some(Ok::<_, Infallible>(axum::body::Bytes::from(record)))
+            }
+            // Mastra's format has no end of its own: the stream ends with `workflow-finish`.
+            Relayed::End => None,
+        };
+        futures::future::ready(record)
     });
     let mut response =
         axum::body::Body::from_stream(crate::sse::FlushFirst::new(body)).into_response();

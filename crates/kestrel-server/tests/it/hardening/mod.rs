@@ -8,6 +8,7 @@ mod access;
 mod errors;
 mod limits;
 mod runs;
+mod unread;
 
 use std::sync::Arc;
 use std::time::Duration;
