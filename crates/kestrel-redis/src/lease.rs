@@ -17,10 +17,16 @@ use redis::Script;
 use crate::conn::{RedisError, Shared, Timeouts, redacted};
 
 /// The Lua that takes the next token (into `token`) from the counter `KEYS[2]`: one above the
-/// last, and not below Redis's clock in microseconds.
+/// last, and not below Redis's clock in microseconds. A counter at the largest integer Lua's
+/// numbers hold exactly (2^53 - 1), or holding something else than a number, is refused with
+/// a `KESTREL_TOKENS_EXHAUSTED` error (a token past it could repeat or go back).
 macro_rules! next_token {
     () => {
         r"
+local last = redis.call('GET', KEYS[2])
+if last and (not tonumber(last) or tonumber(last) >= 9007199254740991) then
+  return redis.error_reply('KESTREL_TOKENS_EXHAUSTED ' .. string.sub(last, 1, 64))
+end
 local token = redis.call('INCR', KEYS[2])
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
@@ -31,6 +37,9 @@ end
 "
     };
 }
+
+/// The largest token granted (2^53 - 1: Lua's numbers hold integers exactly up to it).
+const MAX_TOKEN: u64 = (1 << 53) - 1;
 
 const ACQUIRE: &str = concat!(
     r"
@@ -136,7 +145,14 @@ impl RedisLeases {
             .await
     }
 
-    fn backend(key: &str, source: redis::RedisError) -> LeaseError {
+    fn backend(&self, key: &str, source: redis::RedisError) -> LeaseError {
+        if source.code() == Some("KESTREL_TOKENS_EXHAUSTED") {
+            return LeaseError::TokensExhausted {
+                counter: self.counter_key(),
+                value: source.detail().unwrap_or_default().to_owned(),
+                limit: MAX_TOKEN,
+            };
+        }
         LeaseError::Backend {
             key: key.to_owned(),
             source: source.into(),
@@ -170,7 +186,7 @@ impl LeaseProvider for RedisLeases {
         let token: Option<u64> = self
             .invoke(&invocation)
             .await
-            .map_err(|e| Self::backend(key, e))?;
+            .map_err(|e| self.backend(key, e))?;
         Ok(token.map(|token| Lease {
             key: key.to_owned(),
             holder: holder.to_owned(),
@@ -185,7 +201,7 @@ impl LeaseProvider for RedisLeases {
         let renewed: i64 = self
             .invoke(&invocation)
             .await
-            .map_err(|e| Self::backend(&lease.key, e))?;
+            .map_err(|e| self.backend(&lease.key, e))?;
         Ok(renewed == 1)
     }
 
@@ -195,7 +211,7 @@ impl LeaseProvider for RedisLeases {
         let released: i64 = self
             .invoke(&invocation)
             .await
-            .map_err(|e| Self::backend(&lease.key, e))?;
+            .map_err(|e| self.backend(&lease.key, e))?;
         Ok(released == 1)
     }
 
@@ -215,7 +231,7 @@ impl LeaseProvider for RedisLeases {
         let token: Option<u64> = self
             .invoke(&invocation)
             .await
-            .map_err(|e| Self::backend(&lease.key, e))?;
+            .map_err(|e| self.backend(&lease.key, e))?;
         Ok(token.map(|token| Lease {
             key: lease.key.clone(),
             holder: to.to_owned(),
@@ -237,7 +253,7 @@ impl LeaseProvider for RedisLeases {
                 }
             })
             .await
-            .map_err(|e| Self::backend(key, e))?;
+            .map_err(|e| self.backend(key, e))?;
         let Some(stored) = stored else {
             return Ok(None);
         };

@@ -526,6 +526,11 @@ impl<T: serde::de::DeserializeOwned + Send + 'static> Reader<T> {
     }
 }
 
+/// The longest entry read from a stream: Redis is a trust boundary, and an entry someone
+/// else wrote there is not parsed past this (an event is a few kilobytes at most; a run's
+/// whole result may be larger, but not this).
+const MAX_ENTRY_BYTES: usize = 8 * 1024 * 1024;
+
 /// The value of a stream entry's JSON `field`, or why there is none.
 fn entry_json<T: serde::de::DeserializeOwned>(entry: &StreamId, field: &str) -> Result<T, String> {
     match entry
@@ -534,6 +539,10 @@ fn entry_json<T: serde::de::DeserializeOwned>(entry: &StreamId, field: &str) -> 
         .cloned()
         .map(redis::from_redis_value::<String>)
     {
+        Some(Ok(json)) if json.len() > MAX_ENTRY_BYTES => Err(format!(
+            "the entry's {field:?} has {} bytes, over the {MAX_ENTRY_BYTES} read",
+            json.len()
+        )),
         Some(Ok(json)) => serde_json::from_str::<T>(&json).map_err(|e| e.to_string()),
         Some(Err(e)) => Err(e.to_string()),
         None => Err(format!("the entry has no {field:?} field")),

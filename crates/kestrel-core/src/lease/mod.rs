@@ -69,6 +69,21 @@ pub enum LeaseError {
         #[source]
         source: BoxError,
     },
+    /// The provider's token counter is at the largest token it can grant (or holds something
+    /// that is not a token): no lease can be granted. Tokens only grow, and every store
+    /// remembers the greatest it saw, so the counter cannot simply be reset; it takes an
+    /// operator (a new key prefix, with the stores' fences cleared).
+    #[error(
+        "no lease can be granted: the lease token counter {counter:?} holds {value:?}, at or over the largest token ({limit}); it takes an operator to reset it (see docs/scaling.md)"
+    )]
+    TokensExhausted {
+        /// The counter's key.
+        counter: String,
+        /// What it holds.
+        value: String,
+        /// The largest token the provider grants.
+        limit: u64,
+    },
 }
 
 /// Grants, renews, hands over and releases leases.

@@ -244,6 +244,10 @@ async fn listen(runtime: Weak<ClusterRuntime>, registry: Weak<RunRegistry>) {
             let (Some(runtime), Some(registry)) = (runtime.upgrade(), registry.upgrade()) else {
                 return;
             };
+            if let Err(reason) = message.check() {
+                tracing::warn!(%reason, "dropping an invalid message from this instance's inbox");
+                continue;
+            }
             runtime.handle(&registry, message).await;
         }
         tracing::debug!("this instance's inbox ended; reading it again");

@@ -260,6 +260,47 @@ async fn tokens_keep_growing_after_redis_loses_the_counter() {
 }
 
 #[tokio::test]
+async fn an_exhausted_token_counter_is_a_clear_error() {
+    use kestrel_core::lease::{LeaseError, LeaseProvider};
+    let Some(url) = redis_url("an_exhausted_token_counter_is_a_clear_error") else {
+        return;
+    };
+    let prefix = fresh_prefix();
+    let leases = kestrel_redis::RedisLeases::connect(&url, prefix.clone())
+        .await
+        .unwrap();
+    let ttl = std::time::Duration::from_secs(5);
+    let client = redis::Client::open(url.as_str()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    // At the largest token, and with something else than a number in it (someone wrote it).
+    for value in ["9007199254740991", "not a number"] {
+        let _: () = redis::cmd("SET")
+            .arg(format!("{prefix}lease-token"))
+            .arg(value)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let refused = leases.acquire("run:z", "a", ttl).await;
+        match refused {
+            Err(LeaseError::TokensExhausted {
+                counter,
+                value: held,
+                limit,
+            }) => {
+                assert_eq!(counter, format!("{prefix}lease-token"));
+                assert_eq!(held, value);
+                assert_eq!(limit, (1 << 53) - 1);
+            }
+            other => panic!("{value}: {other:?}"),
+        }
+        assert!(
+            leases.holder("run:z").await.unwrap().is_none(),
+            "nothing granted"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_replaying_subscription_starts_at_the_runs_first_event() {
     use kestrel_core::event::StartPayload;
     let Some(url) = redis_url("a_replaying_subscription_starts_at_the_runs_first_event") else {

@@ -595,3 +595,78 @@ async fn no_workflow_output_shows_a_planted_secret() {
         "{drafted}"
     );
 }
+
+/// Redis is a trust boundary: events another instance (or anyone with access) left in a
+/// thread's stream reach a subscriber redacted as every stream's events are, here an error
+/// event carrying a provider's text.
+#[tokio::test]
+async fn events_read_from_redis_are_redacted_again() {
+    use kestrel_core::event::{ErrorPayload, Event, EventKind};
+    use kestrel_core::pubsub::{PubSub, thread_topic};
+    use kestrel_redis::{RedisPubSub, RedisPubSubOptions};
+
+    let url = match std::env::var("KESTREL_TEST_REDIS_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => {
+            eprintln!(
+                "skipping events_read_from_redis_are_redacted_again: KESTREL_TEST_REDIS_URL is not set"
+            );
+            return;
+        }
+    };
+    let prefix = format!("kestrel-test:{}:", uuid::Uuid::new_v4());
+    let options = || RedisPubSubOptions::default().key_prefix(&prefix);
+    let on_server = RedisPubSub::connect(&url, options()).await.unwrap();
+    let elsewhere = RedisPubSub::connect(&url, options()).await.unwrap();
+    let agent = Agent::builder("listener")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::text("hi")
+        })))
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .agent(agent)
+        .pubsub(Arc::new(on_server))
+        .build()
+        .unwrap();
+    let server = Server::new(kestrel);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let mut subscription = reqwest::Client::new()
+        .post(format!(
+            "http://{addr}/api/agents/listener/threads/subscribe"
+        ))
+        .json(&json!({"resourceId": "alice", "threadId": "t1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(subscription.status(), 200);
+    // Wait for the subscription to be in place (its first bytes), then publish elsewhere.
+    let first = tokio::time::timeout(Duration::from_secs(10), subscription.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let mut seen = String::from_utf8_lossy(&first).into_owned();
+    let leaked = Event::agent(
+        "run-elsewhere".into(),
+        EventKind::Error(ErrorPayload {
+            error: format!("the model provider answered 401: Incorrect API key {SECRET}"),
+            kind: "model".into(),
+        }),
+    );
+    elsewhere
+        .publish(&thread_topic("alice", "t1"), leaked)
+        .await
+        .unwrap();
+    while !seen.contains("\"type\":\"error\"") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), subscription.chunk())
+            .await
+            .expect("the event arrives")
+            .unwrap()
+            .expect("the subscription stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(!seen.contains(SECRET), "{seen}");
+    assert!(seen.contains("the model provider failed"), "{seen}");
+}
