@@ -180,13 +180,16 @@ impl Kestrel {
     }
 
     /// Restarts the workflow runs left `running` or sleeping by a process that died
-    /// ([`Workflow::restart_active_runs`] for each registered workflow): call it when a
-    /// process starts (`kestrel dev` does). In a cluster, runs another live instance drives
+    /// ([`Workflow::restart_active_runs`] for each registered workflow), and ends the agents'
+    /// network runs left so ([`Agent::recover_network_runs`]; their workflow is
+    /// `agent-network-<agent id>`): call it when a process starts (`kestrel dev` does). In a cluster, runs another live instance drives
     /// are left to it, and the instance does this every [`Cluster::sweep_interval`] by
     /// itself. Returns `(workflow id, run id)` of each run restarted; a workflow whose store
     /// fails is logged and skipped.
     pub async fn recover_workflow_runs(&self) -> Vec<(String, String)> {
-        recover_workflows(self.inner.workflows.values()).await
+        let mut recovered = recover_workflows(self.inner.workflows.values()).await;
+        recovered.extend(recover_networks(self.inner.agents.values()).await);
+        recovered
     }
 
     /// Starts draining the message queues a previous process left (messages queued with
@@ -399,6 +402,7 @@ impl KestrelBuilder {
             runs: registry,
             models: self.models.unwrap_or_else(ModelRegistry::from_env),
             network_runs: std::sync::OnceLock::new(),
+            network_live: Default::default(),
             drains: Default::default(),
             versions: self.versions.clone(),
         });
@@ -453,8 +457,8 @@ impl KestrelBuilder {
             let interval = cluster.config.sweep_interval;
             let handle = tokio::runtime::Handle::try_current().ok()?;
             let swept: Vec<Workflow> = workflows.values().cloned().collect();
-            (!interval.is_zero() && !swept.is_empty())
-                .then(|| handle.spawn(sweep_workflows(swept, interval)))
+            (!interval.is_zero())
+                .then(|| handle.spawn(sweep_workflows(swept, Arc::downgrade(&agents), interval)))
         });
         Ok(Kestrel {
             inner: Arc::new(KestrelInner {
@@ -487,11 +491,35 @@ async fn recover_workflows<'a>(
     restarted
 }
 
+/// Ends the network runs of `agents` left behind by a process that died.
+async fn recover_networks<'a>(agents: impl Iterator<Item = &'a Agent>) -> Vec<(String, String)> {
+    let mut ended = Vec::new();
+    for agent in agents {
+        let workflow = format!("agent-network-{}", agent.id());
+        ended.extend(
+            agent
+                .recover_network_runs()
+                .await
+                .into_iter()
+                .map(|run| (workflow.clone(), run)),
+        );
+    }
+    ended
+}
+
 /// In a cluster: every `interval`, restarts the workflow runs whose instance died (their
-/// lease ran out).
-async fn sweep_workflows(workflows: Vec<Workflow>, interval: std::time::Duration) {
+/// lease ran out), and ends such network runs of `agents`.
+async fn sweep_workflows(
+    workflows: Vec<Workflow>,
+    agents: std::sync::Weak<BTreeMap<String, Agent>>,
+    interval: std::time::Duration,
+) {
     loop {
         tokio::time::sleep(interval).await;
         recover_workflows(workflows.iter()).await;
+        let Some(agents) = agents.upgrade() else {
+            return;
+        };
+        recover_networks(agents.values()).await;
     }
 }

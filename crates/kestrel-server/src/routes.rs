@@ -576,7 +576,21 @@ async fn abort_run(
 ) -> Result<Json<Value>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
-    let marked = agent.abort_stored_run(run_ref(&caller, &run_id)).await?;
+    let marked = match agent.abort_stored_run(run_ref(&caller, &run_id)).await {
+        Ok(marked) => marked,
+        // Not an agent run: perhaps one of the agent's network runs (live here or elsewhere,
+        // stopped, or left behind by a process that died).
+        Err(not_found @ kestrel_core::agent::RunControlError::RunNotFound { .. }) => {
+            if !agent
+                .abort_network(&run_id, caller.resource.as_deref())
+                .await?
+            {
+                return Err(not_found.into());
+            }
+            0
+        }
+        Err(error) => return Err(error.into()),
+    };
     Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
 }
 

@@ -377,8 +377,12 @@ pub(crate) fn network_store(agent: &Agent) -> SharedWorkflowStore {
     agent.runtime.network_runs()
 }
 
-fn network_workflow(agent: &Agent, network: Arc<Network>) -> Result<Workflow, NetworkError> {
-    let workflow = Workflow::builder(network_workflow_id(agent))
+pub(crate) fn network_workflow(
+    agent: &Agent,
+    network: Arc<Network>,
+) -> Result<Workflow, NetworkError> {
+    let id = network_workflow_id(agent);
+    let workflow = Workflow::builder(id.clone())
         .description(format!("the networks of agent {:?}", agent.id()))
         .store(network_store(agent))
         .then(NetworkStep::new(network))
@@ -386,8 +390,22 @@ fn network_workflow(agent: &Agent, network: Arc<Network>) -> Result<Workflow, Ne
         .map_err(|e| crate::workflow::WorkflowRunError::Interrupted {
             reason: e.to_string(),
         })?;
+    // Every build of the agent's network workflow shares one set of live runs.
+    let live = {
+        let mut sets = agent
+            .runtime
+            .network_live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let held = sets
+            .entry(id)
+            .or_insert_with(|| Arc::new(crate::workflow::LiveRuns::default()));
+        Arc::clone(held)
+            .downcast::<crate::workflow::LiveRuns>()
+            .unwrap_or_else(|_| Arc::new(crate::workflow::LiveRuns::default()))
+    };
     let cluster = agent.runtime.runs.cluster.clone();
-    Ok(workflow.with_cluster(cluster))
+    Ok(workflow.with_live(live).with_cluster(cluster))
 }
 
 impl Agent {
@@ -430,6 +448,75 @@ impl Agent {
             },
             options: NetworkOptions::default(),
             pinned: None,
+        }
+    }
+}
+
+/// Why a network run left behind by a process that died is ended rather than continued: its
+/// one step is the whole loop, so continuing it would run every iteration (and its
+/// primitives' side effects) again.
+const LEFT_BEHIND: &str = "the process driving this network run stopped before it ended; the \
+     iterations that ended are in its thread, and a new network run on the thread goes on from \
+     them";
+
+impl Agent {
+    /// Ends this agent's network runs left `running` by a process that died (outside a
+    /// cluster: any such run; in one: those whose instance's lease ran out), as failed with
+    /// a reason the API reports (`RunInterrupted`): a network run's step is its whole loop,
+    /// and continuing it would run every iteration again. `Kestrel::recover_workflow_runs`
+    /// does it for every agent, and a cluster's sweep too. Returns the runs' ids.
+    pub async fn recover_network_runs(&self) -> Vec<String> {
+        if self.memory().is_none()
+            || (self.sub_agent_ids().is_empty()
+                && self.workflows().is_empty()
+                && self.own_tool_ids().is_empty())
+        {
+            return Vec::new();
+        }
+        let network = Arc::new(Network::new(self.clone(), NetworkOptions::default()));
+        let workflow = match network_workflow(self, network) {
+            Ok(workflow) => workflow,
+            Err(error) => {
+                tracing::warn!(agent = %self.id(), %error, "could not look for network runs left behind");
+                return Vec::new();
+            }
+        };
+        match workflow.end_active_runs(LEFT_BEHIND).await {
+            Ok(ended) => ended,
+            Err(error) => {
+                tracing::warn!(agent = %self.id(), %error, "looking for network runs left behind failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Stops the network run `run_id` of this agent: one going on (here or, in a cluster, on
+    /// the instance driving it) is aborted and stores itself `canceled`; a stopped one (waiting
+    /// for a decision) or one left behind by a process that died is marked `canceled`.
+    /// `resource`: the caller's, when it is pinned to one (another resource's run is not
+    /// found). `Ok(false)` when the agent has no such run.
+    pub async fn abort_network(
+        &self,
+        run_id: &str,
+        resource: Option<&str>,
+    ) -> Result<bool, NetworkError> {
+        if self.memory().is_none() {
+            return Ok(false);
+        }
+        let network = Arc::new(Network::new(self.clone(), NetworkOptions::default()));
+        let workflow = network_workflow(self, network)?;
+        let run = workflow.create_run_with_id(run_id);
+        let Some(stored) = run.snapshot().await? else {
+            // Going on here before its first snapshot: its signal stops it.
+            return Ok(run.abort_if_live());
+        };
+        if resource.is_some_and(|own| stored.resource_id.as_deref() != Some(own)) {
+            return Ok(false);
+        }
+        match run.cancel().await {
+            Ok(()) => Ok(true),
+            Err(crate::workflow::WorkflowRunError::Ended { .. }) => Ok(true),
+            Err(error) => Err(error.into()),
         }
     }
 }

@@ -55,6 +55,11 @@ pub(crate) struct Runtime {
     pub(crate) drains: queue::Drains,
     /// The instance's default choice of versions, under each run's own.
     pub(crate) versions: crate::version::Versions,
+    /// The network runs going on in this process, per agent (the workflows layer's live-run
+    /// sets, held opaquely here, below it): a network's workflow is built per call, and every
+    /// build of one agent's shares them, so a cancel or a recovery sees the runs of any.
+    pub(crate) network_live:
+        std::sync::Mutex<std::collections::HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -85,6 +90,7 @@ impl Runtime {
             runs: Default::default(),
             models,
             network_runs: std::sync::OnceLock::new(),
+            network_live: Default::default(),
             drains: queue::Drains::default(),
             versions: crate::version::Versions::default(),
         }

@@ -192,6 +192,17 @@ impl Workflow {
         workflow
     }
 
+    /// The same workflow, its runs going on in this process kept in `live` (shared by several
+    /// builds of one workflow: an agent's networks).
+    pub(crate) fn with_live(&self, live: Arc<super::live::LiveRuns>) -> Workflow {
+        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
+        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
+            inner.own_store = self.inner.own_store;
+            inner.live = live;
+        }
+        workflow
+    }
+
     fn rebuilt(
         &self,
         store: SharedWorkflowStore,

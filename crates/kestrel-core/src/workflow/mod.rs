@@ -42,6 +42,7 @@ mod graph;
 mod held;
 mod lease;
 mod live;
+pub(crate) use live::LiveRuns;
 mod nested;
 mod persist;
 mod primitives;

@@ -19,6 +19,67 @@ impl Workflow {
     /// run sleeps what is left of its sleep. With a store that does not outlive the process
     /// there is nothing to find.
     pub async fn restart_active_runs(&self) -> Result<Vec<String>, WorkflowRunError> {
+        let mut restarted = Vec::new();
+        for run_id in self.active_stored_runs().await? {
+            if self.is_run_in_progress(&run_id) {
+                continue;
+            }
+            match self.create_run_with_id(&run_id).restart_stream().await {
+                // Dropping the stream leaves the run going on in its task.
+                Ok(stream) => {
+                    drop(stream);
+                    tracing::info!(workflow = %self.id(), %run_id, "restarted a workflow run left behind");
+                    restarted.push(run_id);
+                }
+                // Someone else drives it, or it moved on since it was listed.
+                Err(
+                    WorkflowRunError::InProgress { .. }
+                    | WorkflowRunError::DrivenElsewhere { .. }
+                    | WorkflowRunError::NotActive { .. }
+                    | WorkflowRunError::UnknownRun { .. },
+                ) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(restarted)
+    }
+
+    /// Ends each stored run left `running` or `waiting` that neither this process nor a live
+    /// instance drives, as failed with `reason` (a run that cannot be continued from a
+    /// boundary: an agent's network, one step that is its whole loop). Returns their ids.
+    pub(crate) async fn end_active_runs(
+        &self,
+        reason: &str,
+    ) -> Result<Vec<String>, WorkflowRunError> {
+        let mut ended = Vec::new();
+        for run_id in self.active_stored_runs().await? {
+            if self.is_run_in_progress(&run_id) {
+                continue;
+            }
+            match self
+                .create_run_with_id(&run_id)
+                .end_left_behind(reason)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(workflow = %self.id(), %run_id, "ended a run left behind");
+                    ended.push(run_id);
+                }
+                Err(
+                    WorkflowRunError::InProgress { .. }
+                    | WorkflowRunError::DrivenElsewhere { .. }
+                    | WorkflowRunError::NotActive { .. }
+                    | WorkflowRunError::UnknownRun { .. },
+                ) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(ended)
+    }
+
+    /// The ids of the stored top-level runs that are `running` or `waiting` (none with a
+    /// store that does not outlive the process).
+    async fn active_stored_runs(&self) -> Result<Vec<String>, WorkflowRunError> {
         let store = self.store();
         if !store.is_durable() {
             return Ok(Vec::new());
@@ -54,28 +115,6 @@ impl Workflow {
                 page += 1;
             }
         }
-        let mut restarted = Vec::new();
-        for run_id in candidates {
-            if self.is_run_in_progress(&run_id) {
-                continue;
-            }
-            match self.create_run_with_id(&run_id).restart_stream().await {
-                // Dropping the stream leaves the run going on in its task.
-                Ok(stream) => {
-                    drop(stream);
-                    tracing::info!(workflow = %self.id(), %run_id, "restarted a workflow run left behind");
-                    restarted.push(run_id);
-                }
-                // Someone else drives it, or it moved on since it was listed.
-                Err(
-                    WorkflowRunError::InProgress { .. }
-                    | WorkflowRunError::DrivenElsewhere { .. }
-                    | WorkflowRunError::NotActive { .. }
-                    | WorkflowRunError::UnknownRun { .. },
-                ) => {}
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(restarted)
+        Ok(candidates)
     }
 }

@@ -102,4 +102,50 @@ impl WorkflowRun {
         };
         Ok(self.continued(stored, Some(resume), events, live, lease))
     }
+
+    /// Ends a run left `running` (or sleeping) by a process that died, as failed with
+    /// `reason`, when it cannot be continued from a boundary. Refused as a restart is: a run
+    /// going on here, or driven by another live instance, or no longer active. In a cluster
+    /// the run's lease is taken (and its fence raised) first, so a stale driver's late
+    /// writes are refused and only one instance ends it.
+    pub(crate) async fn end_left_behind(&self, reason: &str) -> Result<(), WorkflowRunError> {
+        let store = &self.workflow().inner.store;
+        let workflow = self.workflow().id();
+        let _live = self.go_live().ok_or_else(|| WorkflowRunError::InProgress {
+            run_id: self.run_id().to_owned(),
+        })?;
+        let lease = self.lease().await.map_err(|e| {
+            e.unwrap_or_else(|| WorkflowRunError::DrivenElsewhere {
+                run_id: self.run_id().to_owned(),
+            })
+        })?;
+        // Read behind the lease's fence (as a restart does).
+        let Some(mut stored) = store.load(workflow, self.run_id()).await? else {
+            return Err(WorkflowRunError::UnknownRun {
+                workflow: workflow.to_owned(),
+                run_id: self.run_id().to_owned(),
+            });
+        };
+        if !matches!(
+            stored.status,
+            WorkflowStatus::Running | WorkflowStatus::Waiting
+        ) {
+            return Err(WorkflowRunError::NotActive {
+                run_id: self.run_id().to_owned(),
+                status: stored.status,
+            });
+        }
+        stored.status = WorkflowStatus::Failed;
+        stored.error = Some(crate::event::StepErrorInfo {
+            message: reason.to_owned(),
+            name: "RunInterrupted".to_owned(),
+        });
+        stored.lease_token = lease.as_ref().map(super::lease::RunLease::token);
+        let saved = store.save(&stored).await;
+        if let Some(lease) = lease {
+            lease.release().await;
+        }
+        saved?;
+        Ok(())
+    }
 }

@@ -387,6 +387,17 @@ impl WorkflowRun {
 
     /// The same run with this abort signal (a nested workflow's run stops with its outer
     /// run's).
+    /// Aborts the run if it goes on in this process: `true` when it did.
+    pub(crate) fn abort_if_live(&self) -> bool {
+        match self.workflow.inner.live.signal(&self.run_id) {
+            Some(signal) => {
+                signal.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
     pub(crate) fn with_abort(mut self, abort: AbortSignal) -> Self {
         self.abort = abort;
         self

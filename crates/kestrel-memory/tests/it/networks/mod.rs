@@ -31,10 +31,12 @@ use super::common::{Store, run};
 mod completion;
 mod decisions;
 mod events;
+mod recovery;
 
 use completion::*;
 use decisions::*;
 use events::*;
+use recovery::*;
 
 const THREAD: &str = "net-thread";
 const RESOURCE: &str = "u1";
@@ -227,4 +229,14 @@ on_every_backend!(
     a_suspended_workflow_is_resumed_with_the_network_run_id,
     suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed,
     a_network_needs_memory_and_a_thread,
+);
+
+// The durable backends only: the in-memory one keeps no snapshot of a run mid-way.
+on_every_backend!(@backend sqlite_store_recovery, sqlite;
+    a_network_run_left_behind_is_ended_with_its_reason,
+    a_network_run_left_behind_is_aborted_by_its_id
+);
+on_every_backend!(@backend postgres_store_recovery, postgres;
+    a_network_run_left_behind_is_ended_with_its_reason,
+    a_network_run_left_behind_is_aborted_by_its_id
 );
