@@ -118,3 +118,48 @@ async fn long_ids_run_and_a_refused_start_stores_nothing() {
 fn urlencode(text: &str) -> String {
     text.bytes().map(|b| format!("%{b:02X}")).collect()
 }
+
+/// A network started while the cluster's leases cannot be reached is refused with 503
+/// `cluster_unavailable` too (its run is a workflow run).
+#[tokio::test]
+async fn a_network_start_refused_by_the_cluster_is_503() {
+    use kestrel_core::agent::Agent;
+    use kestrel_core::kestrel::Kestrel;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_core::tool::create_tool;
+    use kestrel_server::Server;
+
+    let leases = Arc::new(Switchable::default());
+    leases.down.store(true, Ordering::SeqCst);
+    let cluster = Cluster::new(leases.clone(), Arc::new(InProcessBus::default()));
+    let memory = kestrel_memory::Memory::new(Arc::new(kestrel_storage::InMemoryStorage::new()));
+    let router = Agent::builder("router")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::text("{}")
+        })))
+        .memory(memory.clone())
+        .tool(
+            create_tool("noop")
+                .description("Does nothing")
+                .input_schema(json!({"type": "object"}))
+                .execute(|_: serde_json::Value, _ctx| async { Ok("done") }),
+        )
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .memory(memory)
+        .agent(router)
+        .cluster(cluster)
+        .build()
+        .unwrap();
+    let server = Server::new(kestrel);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let refused = reqwest::Client::new()
+        .post(format!("http://{addr}/api/agents/router/network"))
+        .json(&json!({"messages": "go", "memory": {"thread": "t1", "resource": "alice"}}))
+        .send()
+        .await
+        .unwrap();
+    error_of(refused, 503, "cluster_unavailable").await;
+}
