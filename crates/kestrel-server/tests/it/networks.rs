@@ -308,6 +308,35 @@ async fn a_network_tool_approval_is_decided_with_the_network_run_id() {
         "Tool call was not approved by the user: not today"
     );
     assert_eq!(fixture.unlocks.load(Ordering::SeqCst), 1);
+
+    // A stopped network run is aborted by its run id on the agent's abort route: nothing is
+    // left waiting, and the tool never runs.
+    let events = fixture
+        .events(
+            "/agents/gatekeeper/network",
+            json!({"messages": "Unlock it once more", "memory": {"thread": "gate-3", "resource": "u1"}}),
+        )
+        .await;
+    let run_id = events[0]["runId"].as_str().unwrap().to_owned();
+    let aborted = fixture
+        .post(
+            &format!("/agents/gatekeeper/runs/{run_id}/abort"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(aborted.status(), 200);
+    let approve = fixture
+        .post(
+            "/agents/gatekeeper/approve-network-tool-call",
+            json!({"runId": run_id}),
+        )
+        .await;
+    assert_eq!(approve.status(), 404, "nothing waits any more");
+    let unknown = fixture
+        .post("/agents/gatekeeper/runs/no-such-run/abort", json!({}))
+        .await;
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(fixture.unlocks.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
