@@ -210,11 +210,17 @@ impl Server {
     /// Requires `Authorization: Bearer <token>` on every route; this token may act for any
     /// resource. Several tokens may be added. An empty or whitespace-only token is refused by
     /// [`Server::bind`] ([`ServeError::EmptyToken`]) and never matches a request.
-    pub fn token(mut self, token: impl Into<String>) -> Self {
+    pub fn token(self, token: impl Into<String>) -> Self {
+        self.grant(token.into(), None, true)
+    }
+
+    /// Accepts `token`, pinned to `resource` when given, choosing stored versions when
+    /// `versions`.
+    fn grant(mut self, token: String, resource: Option<String>, versions: bool) -> Self {
         self.tokens.push(auth::Grant {
-            token: token.into().into(),
-            resource: None,
-            versions: true,
+            token: token.into(),
+            resource,
+            versions,
         });
         self
     }
@@ -223,33 +229,19 @@ impl Server {
     /// (a run body naming another resource is refused), its request context carries the
     /// resource under [`kestrel_core::context::RESOURCE_ID_KEY`], and runs, threads and
     /// decisions of other resources are out of its reach (403, or 404 for a run id).
-    pub fn resource_token(
-        mut self,
-        token: impl Into<String>,
-        resource_id: impl Into<String>,
-    ) -> Self {
-        self.tokens.push(auth::Grant {
-            token: token.into().into(),
-            resource: Some(resource_id.into()),
-            versions: false,
-        });
-        self
+    pub fn resource_token(self, token: impl Into<String>, resource_id: impl Into<String>) -> Self {
+        self.grant(token.into(), Some(resource_id.into()), false)
     }
 
     /// [`Server::resource_token`], whose caller may also choose the stored versions its runs
     /// use (a run body's `versions`: drafts and version ids). A pinned token otherwise runs
     /// published versions only (403 for any other choice).
     pub fn resource_token_with_versions(
-        mut self,
+        self,
         token: impl Into<String>,
         resource_id: impl Into<String>,
     ) -> Self {
-        self.tokens.push(auth::Grant {
-            token: token.into().into(),
-            resource: Some(resource_id.into()),
-            versions: true,
-        });
-        self
+        self.grant(token.into(), Some(resource_id.into()), true)
     }
 
     /// Allows browsers on these origins (`https://app.example.com`, or `*` for any) to call

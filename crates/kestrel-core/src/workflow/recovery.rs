@@ -19,29 +19,11 @@ impl Workflow {
     /// run sleeps what is left of its sleep. With a store that does not outlive the process
     /// there is nothing to find.
     pub async fn restart_active_runs(&self) -> Result<Vec<String>, WorkflowRunError> {
-        let mut restarted = Vec::new();
-        for run_id in self.active_stored_runs().await? {
-            if self.is_run_in_progress(&run_id) {
-                continue;
-            }
-            match self.create_run_with_id(&run_id).restart_stream().await {
-                // Dropping the stream leaves the run going on in its task.
-                Ok(stream) => {
-                    drop(stream);
-                    tracing::info!(workflow = %self.id(), %run_id, "restarted a workflow run left behind");
-                    restarted.push(run_id);
-                }
-                // Someone else drives it, or it moved on since it was listed.
-                Err(
-                    WorkflowRunError::InProgress { .. }
-                    | WorkflowRunError::DrivenElsewhere { .. }
-                    | WorkflowRunError::NotActive { .. }
-                    | WorkflowRunError::UnknownRun { .. },
-                ) => {}
-                Err(error) => return Err(error),
-            }
-        }
-        Ok(restarted)
+        // Dropping the stream leaves the run going on in its task.
+        self.each_left_behind("restarted", |run| async move {
+            run.restart_stream().await.map(drop)
+        })
+        .await
     }
 
     /// Ends each stored run left `running` or `waiting` that neither this process nor a live
@@ -51,19 +33,34 @@ impl Workflow {
         &self,
         reason: &str,
     ) -> Result<Vec<String>, WorkflowRunError> {
-        let mut ended = Vec::new();
+        self.each_left_behind(
+            "ended",
+            |run| async move { run.end_left_behind(reason).await },
+        )
+        .await
+    }
+
+    /// Does `act` to each stored run left `running` or `waiting` that this process does not
+    /// drive; returns the ids of those it was done to (one another instance drives, or that
+    /// moved on since it was listed, is skipped).
+    async fn each_left_behind<F, Fut>(
+        &self,
+        done: &str,
+        mut act: F,
+    ) -> Result<Vec<String>, WorkflowRunError>
+    where
+        F: FnMut(super::WorkflowRun) -> Fut,
+        Fut: Future<Output = Result<(), WorkflowRunError>>,
+    {
+        let mut acted = Vec::new();
         for run_id in self.active_stored_runs().await? {
             if self.is_run_in_progress(&run_id) {
                 continue;
             }
-            match self
-                .create_run_with_id(&run_id)
-                .end_left_behind(reason)
-                .await
-            {
+            match act(self.create_run_with_id(&run_id)).await {
                 Ok(()) => {
-                    tracing::info!(workflow = %self.id(), %run_id, "ended a run left behind");
-                    ended.push(run_id);
+                    tracing::info!(workflow = %self.id(), %run_id, "{done} a workflow run left behind");
+                    acted.push(run_id);
                 }
                 Err(
                     WorkflowRunError::InProgress { .. }
@@ -74,7 +71,7 @@ impl Workflow {
                 Err(error) => return Err(error),
             }
         }
-        Ok(ended)
+        Ok(acted)
     }
 
     /// The ids of the stored top-level runs that are `running` or `waiting` (none with a

@@ -89,21 +89,60 @@ async fn wait_until(what: &str, done: impl Fn() -> bool) {
     panic!("{what} never happened");
 }
 
-async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
-    let ledger = Arc::new(Ledger::default());
-    let leases = Arc::new(PausableLeases::default());
-    let gate = Arc::new(Semaphore::new(0));
-    let shared = cluster(Arc::clone(&leases));
-    let a = instance(&store, &shared, "a", workflow(&ledger, Some(gate.clone())));
-    let b = instance(&store, &shared, "b", workflow(&ledger, None));
+/// Instances A (whose `work` step waits for `gate`) and B of one cluster, and a run on A
+/// whose `work` step has started.
+struct Pair {
+    ledger: Arc<Ledger>,
+    leases: Arc<PausableLeases>,
+    gate: Arc<Semaphore>,
+    shared: Cluster,
+    a: Kestrel,
+    b: Kestrel,
+    run_id: String,
+    driving: tokio::task::JoinHandle<
+        Result<kestrel_core::workflow::WorkflowResult, kestrel_core::workflow::WorkflowRunError>,
+    >,
+}
 
-    let run = a.workflow("fenced").unwrap().create_run();
-    let run_id = run.run_id().to_owned();
-    let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
-    wait_until("A's step started", || {
-        ledger.work.load(Ordering::SeqCst) == 1
-    })
-    .await;
+impl Pair {
+    async fn started(store: &Store) -> Self {
+        let ledger = Arc::new(Ledger::default());
+        let leases = Arc::new(PausableLeases::default());
+        let gate = Arc::new(Semaphore::new(0));
+        let shared = cluster(Arc::clone(&leases));
+        let a = instance(store, &shared, "a", workflow(&ledger, Some(gate.clone())));
+        let b = instance(store, &shared, "b", workflow(&ledger, None));
+        let run = a.workflow("fenced").unwrap().create_run();
+        let run_id = run.run_id().to_owned();
+        let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
+        wait_until("A's step started", || {
+            ledger.work.load(Ordering::SeqCst) == 1
+        })
+        .await;
+        Self {
+            ledger,
+            leases,
+            gate,
+            shared,
+            a,
+            b,
+            run_id,
+            driving,
+        }
+    }
+}
+
+async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
+    let Pair {
+        ledger,
+        leases,
+        gate,
+        a: _a,
+        b,
+        run_id,
+        driving,
+        ..
+    } = Pair::started(&store).await;
 
     // A is paused past its lease; B takes the run over from its last boundary and ends it.
     leases.pause("a");
@@ -289,20 +328,16 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
 /// its driver stops, stores the run `canceled`, and runs nothing after; the cancel answers
 /// only once that happened. The same for a run that sleeps on the other instance.
 async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
-    let ledger = Arc::new(Ledger::default());
-    let leases = Arc::new(PausableLeases::default());
-    let gate = Arc::new(Semaphore::new(0));
-    let shared = cluster(Arc::clone(&leases));
-    let a = instance(&store, &shared, "a", workflow(&ledger, Some(gate.clone())));
-    let b = instance(&store, &shared, "b", workflow(&ledger, None));
-
-    let run = a.workflow("fenced").unwrap().create_run();
-    let run_id = run.run_id().to_owned();
-    let driving = tokio::spawn(async move { run.start(json!({"v": 1})).await });
-    wait_until("A's step started", || {
-        ledger.work.load(Ordering::SeqCst) == 1
-    })
-    .await;
+    let Pair {
+        ledger,
+        gate,
+        shared,
+        a: _a,
+        b,
+        run_id,
+        driving,
+        ..
+    } = Pair::started(&store).await;
     b.workflow("fenced")
         .unwrap()
         .create_run_with_id(&run_id)

@@ -132,14 +132,13 @@ async fn a_body_cannot_raise_limits_or_forge_identity() {
     assert!(body.contains("approval"), "{body}");
 }
 
-#[tokio::test]
-async fn a_woken_run_acts_for_the_pinned_caller() {
-    let f = start(|s| s.resource_token("tok", "alice")).await;
-    // The thread's subscriber sees the woken run's tool result: who the run acted for.
+/// What the thread's subscriber sees of the run `route` (`send-message` or `queue-message`)
+/// wakes on agent `agent`'s thread `thread`, up to its tool result: who the run acted for.
+async fn woken_run_events(f: &Fixture, agent: &str, route: &str, thread: &str) -> String {
     let mut subscription = f
         .post(
-            "/api/agents/looper/threads/subscribe",
-            json!({"resourceId": "alice", "threadId": "t1"}),
+            &format!("/api/agents/{agent}/threads/subscribe"),
+            json!({"resourceId": "alice", "threadId": thread}),
         )
         .bearer_auth("tok")
         .send()
@@ -148,8 +147,8 @@ async fn a_woken_run_acts_for_the_pinned_caller() {
     assert_eq!(subscription.status(), 200);
     let (status, body) = Fixture::status_and_body(
         f.post(
-            "/api/agents/looper/send-message",
-            json!({"message": "loop", "resourceId": "alice", "threadId": "t1"}),
+            &format!("/api/agents/{agent}/{route}"),
+            json!({"message": "loop", "resourceId": "alice", "threadId": thread}),
         )
         .bearer_auth("tok"),
     )
@@ -164,38 +163,17 @@ async fn a_woken_run_acts_for_the_pinned_caller() {
             .expect("the subscription stays open");
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
-    assert!(seen.contains(r#""resource":"alice""#), "{seen}");
+    seen
+}
 
+#[tokio::test]
+async fn a_woken_run_acts_for_the_pinned_caller() {
+    let f = start(|s| s.resource_token("tok", "alice")).await;
+    let seen = woken_run_events(&f, "looper", "send-message", "t1").await;
+    assert!(seen.contains(r#""resource":"alice""#), "{seen}");
     // A run a queued message wakes acts for the resource too (its message may wait out a
     // restart in the queue: the run is told whom it acts for when it starts).
-    let mut subscription = f
-        .post(
-            "/api/agents/remembering/threads/subscribe",
-            json!({"resourceId": "alice", "threadId": "t2"}),
-        )
-        .bearer_auth("tok")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(subscription.status(), 200);
-    let (status, body) = Fixture::status_and_body(
-        f.post(
-            "/api/agents/remembering/queue-message",
-            json!({"message": "loop", "resourceId": "alice", "threadId": "t2"}),
-        )
-        .bearer_auth("tok"),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let mut seen = String::new();
-    while !seen.contains("\"type\":\"tool-result\"") {
-        let chunk = tokio::time::timeout(Duration::from_secs(10), subscription.chunk())
-            .await
-            .expect("the queued run's events arrive")
-            .unwrap()
-            .expect("the subscription stays open");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let seen = woken_run_events(&f, "remembering", "queue-message", "t2").await;
     assert!(seen.contains(r#""resource":"alice""#), "{seen}");
 }
 
