@@ -34,9 +34,11 @@
 //! # Ok(()) }
 //! ```
 
+mod ledger;
 mod network;
 mod workflows;
 
+pub use ledger::{LEDGER_ENV, Ledger};
 pub use network::COORDINATOR;
 
 pub use workflows::{PUBLISH_POST, RESEARCH_BRIEF, WEATHER_REPORT};
@@ -266,6 +268,9 @@ pub struct DemoOptions {
     /// enough, it lets one see what happens when an instance dies in the middle of a tool
     /// call or between two steps.
     pub tool_delay: Duration,
+    /// Where `get_weather`, `send_email` and the demo workflows' plain steps record each time
+    /// they do their work, for tests that count effects ([`Ledger`]); none by default.
+    pub ledger: Option<Ledger>,
 }
 
 /// [`demo_kestrel`] with [`DemoOptions`]: as one instance of a cluster, or with slow tools.
@@ -277,7 +282,12 @@ pub fn demo_kestrel_with(
     let DemoOptions {
         cluster,
         tool_delay,
+        ledger,
     } = options;
+    let work = ledger::Work {
+        delay: tool_delay,
+        ledger,
+    };
     let memory = Memory::builder(storage.clone())
         .last_messages(20)
         .working_memory(WorkingMemory::template(
@@ -293,8 +303,8 @@ pub fn demo_kestrel_with(
              book a restaurant and send_email to send an email. Answer briefly.",
         )
         .model(model.clone())
-        .tool(weather_tool(tool_delay))
-        .tool(email_tool(tool_delay))
+        .tool(weather_tool(work.clone()))
+        .tool(email_tool(work.clone()))
         .tool(booking_tool())
         .skills([weather_briefing_skill()?])
         .memory(memory.clone())
@@ -319,7 +329,7 @@ pub fn demo_kestrel_with(
 
     // The storage, given once: the instance saves its runs in the memory's database, and the
     // server's memory routes serve the same memory.
-    let demo_workflows = workflows::demo_workflows(research.clone(), tool_delay)?;
+    let demo_workflows = workflows::demo_workflows(research.clone(), &work)?;
     let weather_report = demo_workflows
         .iter()
         .find(|w| w.id() == workflows::WEATHER_REPORT)
@@ -329,7 +339,7 @@ pub fn demo_kestrel_with(
         memory.clone(),
         [research.clone(), writing.clone()],
         weather_report,
-        weather_tool(tool_delay),
+        weather_tool(work),
     )?;
     let mut builder = Kestrel::builder()
         .memory(memory.clone())
@@ -403,12 +413,15 @@ fn weather_briefing_skill() -> Result<Skill, SkillError> {
     .build()
 }
 
-fn weather_tool(delay: Duration) -> impl Tool {
+fn weather_tool(work: ledger::Work) -> impl Tool {
     create_tool(WEATHER_TOOL)
         .description("Gets today's weather for a city (demo data).")
-        .execute(move |input: WeatherInput, _ctx| async move {
-            tokio::time::sleep(delay).await;
-            Ok(demo_weather(&input.city))
+        .execute(move |input: WeatherInput, ctx| {
+            let work = work.clone();
+            async move {
+                work.done("tool", ctx.run_id(), ctx.tool_call_id()).await;
+                Ok(demo_weather(&input.city))
+            }
         })
 }
 
@@ -439,18 +452,22 @@ struct EmailInput {
     body: String,
 }
 
-/// `send_email`: waits for a person's approval, then pretends to send (taking `delay`).
-fn email_tool(delay: Duration) -> impl Tool {
+/// `send_email`: waits for a person's approval, then pretends to send (taking the demo's
+/// delay).
+fn email_tool(work: ledger::Work) -> impl Tool {
     create_tool(EMAIL_TOOL)
         .description("Sends an email. A person approves every email before it goes out.")
         .require_approval(true)
-        .execute(move |email: EmailInput, _ctx| async move {
-            tokio::time::sleep(delay).await;
-            let words = email.body.split_whitespace().count();
-            Ok(format!(
-                "Email \"{}\" to {} sent ({words} words; demo: nothing left this machine).",
-                email.subject, email.to
-            ))
+        .execute(move |email: EmailInput, ctx| {
+            let work = work.clone();
+            async move {
+                work.done("tool", ctx.run_id(), ctx.tool_call_id()).await;
+                let words = email.body.split_whitespace().count();
+                Ok(format!(
+                    "Email \"{}\" to {} sent ({words} words; demo: nothing left this machine).",
+                    email.subject, email.to
+                ))
+            }
         })
 }
 

@@ -65,9 +65,34 @@ pub async fn run(args: DevArgs) -> ExitCode {
         None => None,
     };
     let instance = cluster.as_ref().map(|(_, c)| c.id().to_owned());
+    // For tests: where the demo's tools and steps record their work (see `dev::Ledger`).
+    let ledger = match std::env::var_os(dev::LEDGER_ENV) {
+        Some(path) => {
+            let name = format!(
+                "{}/{}",
+                instance.as_deref().unwrap_or("dev"),
+                std::process::id()
+            );
+            match dev::Ledger::open(path.as_ref(), &name) {
+                Ok(ledger) => Some(ledger),
+                Err(error) => {
+                    return fail(
+                        USAGE,
+                        format!(
+                            "cannot open {} ({}): {error}",
+                            dev::LEDGER_ENV,
+                            path.display()
+                        ),
+                    );
+                }
+            }
+        }
+        None => None,
+    };
     let options = dev::DemoOptions {
         cluster,
         tool_delay: Duration::from_millis(args.tool_delay_ms),
+        ledger,
     };
     let kestrel = match dev::demo_kestrel_with(ModelSpec::Model(model), storage.storage(), options)
     {

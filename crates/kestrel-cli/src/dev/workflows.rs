@@ -7,17 +7,22 @@
 //! - **`research-brief`** (an agent step): the `research` agent writes notes on a topic, and
 //!   `brief` frames them.
 //!
-//! Each plain step takes `step_delay` first (`--tool-delay-ms`), as real work would: long
+//! Each plain step takes the demo's delay first (`--tool-delay-ms`), as real work would: long
 //! enough, it lets one watch a run step by step, or kill the process between two steps and
-//! see the next one continue the run.
+//! see the next one continue the run. With a [`super::Ledger`], each records its work there.
 
-use std::time::Duration;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use kestrel::agent::Agent;
-use kestrel::workflow::{AgentStep, Workflow, WorkflowBuildError, create_step, when};
+use kestrel::workflow::{
+    AgentStep, StepContext, StepError, Workflow, WorkflowBuildError, create_step, when,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+use super::ledger::Work;
 
 /// The id of the workflow with parallel arms and a branch.
 pub const WEATHER_REPORT: &str = "weather-report";
@@ -77,42 +82,63 @@ struct Reviewed {
     note: Option<String>,
 }
 
-/// The three demo workflows; `research` is the agent of `research-brief`.
+/// The three demo workflows; `research` is the agent of `research-brief`, `work` what each
+/// plain step does first.
 pub(super) fn demo_workflows(
     research: Agent,
-    step_delay: Duration,
+    work: &Work,
 ) -> Result<Vec<Workflow>, WorkflowBuildError> {
     Ok(vec![
-        weather_report(step_delay)?,
-        publish_post(step_delay)?,
-        research_brief(research, step_delay)?,
+        weather_report(work)?,
+        publish_post(work)?,
+        research_brief(research, work)?,
     ])
 }
 
-fn weather_report(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
+/// A step's answer, boxed.
+type Answer<O> = Pin<Box<dyn Future<Output = Result<O, StepError>> + Send>>;
+
+/// A step's `execute` function that does the step's `work` first, then `f`.
+fn after_work<I, O, F, Fut>(
+    work: &Work,
+    f: F,
+) -> impl Fn(I, StepContext) -> Answer<O> + use<I, O, F, Fut>
+where
+    I: Send + 'static,
+    F: Fn(I, StepContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+{
+    let (work, f) = (work.clone(), Arc::new(f));
+    move |input, ctx| {
+        let (work, f) = (work.clone(), Arc::clone(&f));
+        Box::pin(async move {
+            work.done("step", ctx.run_id(), ctx.step_id()).await;
+            f(input, ctx).await
+        })
+    }
+}
+
+fn weather_report(work: &Work) -> Result<Workflow, WorkflowBuildError> {
     let forecast = create_step("forecast")
         .description("Gets the city's weather (demo data)")
-        .execute(move |city: City, _ctx| async move {
-            tokio::time::sleep(delay).await;
+        .execute(after_work(work, |city: City, _ctx| async move {
             let weather = super::demo_weather(&city.city);
             Ok(Forecast {
                 city: city.city.trim().to_owned(),
                 sky: weather["sky"].as_str().unwrap_or_default().to_owned(),
                 temperature_c: weather["temperatureC"].as_i64().unwrap_or_default(),
             })
-        });
+        }));
     let temperature = create_step("temperature")
         .description("Reads the temperature")
-        .execute(move |f: Forecast, _ctx| async move {
-            tokio::time::sleep(delay).await;
+        .execute(after_work(work, |f: Forecast, _ctx| async move {
             Ok(json!({"celsius": f.temperature_c}))
-        });
-    let sky = create_step("sky").description("Reads the sky").execute(
-        move |f: Forecast, _ctx| async move {
-            tokio::time::sleep(delay).await;
+        }));
+    let sky = create_step("sky")
+        .description("Reads the sky")
+        .execute(after_work(work, |f: Forecast, _ctx| async move {
             Ok(json!({"sky": f.sky}))
-        },
-    );
+        }));
     let warm = create_step("warm")
         .description("Advice for a warm day")
         .execute(|_: Value, _ctx| async { Ok(json!({"advice": "light clothes will do"})) });
@@ -121,8 +147,7 @@ fn weather_report(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
         .execute(|_: Value, _ctx| async { Ok(json!({"advice": "bring a jacket"})) });
     let report = create_step("report")
         .description("Writes the report")
-        .execute(move |arms: Value, ctx| async move {
-            tokio::time::sleep(delay).await;
+        .execute(after_work(work, |arms: Value, ctx| async move {
             let forecast = ctx.step_result("forecast").unwrap_or_default();
             let advice = arms
                 .as_object()
@@ -138,7 +163,7 @@ fn weather_report(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
                     forecast["temperatureC"],
                 ),
             }))
-        });
+        }));
     let celsius = |input: &Value| input["temperature"]["celsius"].as_i64().unwrap_or_default();
     Workflow::builder(WEATHER_REPORT)
         .description("A city's weather: two readings at once, then advice for a warm or a cool day")
@@ -159,16 +184,15 @@ fn weather_report(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
         .commit()
 }
 
-fn publish_post(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
-    let draft = create_step("draft").description("Drafts the post").execute(
-        move |topic: Topic, _ctx| async move {
-            tokio::time::sleep(delay).await;
+fn publish_post(work: &Work) -> Result<Workflow, WorkflowBuildError> {
+    let draft = create_step("draft")
+        .description("Drafts the post")
+        .execute(after_work(work, |topic: Topic, _ctx| async move {
             Ok(Draft {
                 text: format!("Notes on {}: what it is, and why it matters.", topic.topic),
                 topic: topic.topic,
             })
-        },
-    );
+        }));
     let review = create_step("review")
         .description("A person approves or rejects the draft")
         .resume_type::<Review>()
@@ -186,14 +210,13 @@ fn publish_post(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
         });
     let publish = create_step("publish")
         .description("Publishes an approved post")
-        .execute(move |reviewed: Reviewed, _ctx| async move {
-            tokio::time::sleep(delay).await;
+        .execute(after_work(work, |reviewed: Reviewed, _ctx| async move {
             Ok(json!({
                 "published": reviewed.approved,
                 "text": reviewed.text,
                 "note": reviewed.note,
             }))
-        });
+        }));
     Workflow::builder(PUBLISH_POST)
         .description("Drafts a post, waits for a person's review, and publishes it if approved")
         .input_type::<Topic>()
@@ -203,11 +226,10 @@ fn publish_post(delay: Duration) -> Result<Workflow, WorkflowBuildError> {
         .commit()
 }
 
-fn research_brief(research: Agent, delay: Duration) -> Result<Workflow, WorkflowBuildError> {
+fn research_brief(research: Agent, work: &Work) -> Result<Workflow, WorkflowBuildError> {
     let brief = create_step("brief")
         .description("Frames the agent's notes")
-        .execute(move |notes: Value, ctx| async move {
-            tokio::time::sleep(delay).await;
+        .execute(after_work(work, |notes: Value, ctx| async move {
             let topic = ctx.init_data()["topic"]
                 .as_str()
                 .unwrap_or_default()
@@ -218,7 +240,7 @@ fn research_brief(research: Agent, delay: Duration) -> Result<Workflow, Workflow
                     notes["text"].as_str().unwrap_or_default()
                 ),
             }))
-        });
+        }));
     Workflow::builder(RESEARCH_BRIEF)
         .description("The research agent takes notes on a topic, then they are framed as a brief")
         .input_type::<Topic>()
