@@ -4,6 +4,7 @@
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
 mod chaos;
+mod chaos_faults;
 mod cli;
 mod cluster;
 mod dev;

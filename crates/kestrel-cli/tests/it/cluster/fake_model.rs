@@ -2,10 +2,13 @@
 
 use super::*;
 
-/// Answers by what it is asked: a tool result gets "Done.", a request to email gets a
-/// `send_email` call, a weather question a `get_weather` call, one to delegate gets an `agent-research` call (asking for "slow
-/// research"), "slow" gets its words one every 100 ms the first time (later at once),
-/// anything else a short greeting; a request whose user says "patiently" waits 1.5 s first.
+/// Answers by what it is asked: a network's routing call sends the task to the
+/// `weather-report` workflow once (for the city after "for " in the task, Oslo by default),
+/// then says `none`, and its completion check finds the task done; a tool result gets
+/// "Done.", a request to email gets a `send_email` call, a weather question a `get_weather`
+/// call, one to delegate gets an `agent-research` call (asking for "slow research"), "slow"
+/// gets its words one every 100 ms the first time (later at once), anything else a short
+/// greeting; a request whose user says "patiently" waits 1.5 s first.
 #[derive(Clone, Default)]
 pub(crate) struct FakeModel {
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
@@ -84,6 +87,7 @@ pub(crate) async fn chat_completions(State(model): State<FakeModel>, body: Bytes
         .find(|m| m["role"] == "user")
         .map(|m| m["content"].to_string())
         .unwrap_or_default();
+    let body_format = body["response_format"]["json_schema"]["name"].clone();
     let seen_before = {
         let mut requests = model.requests.lock().unwrap();
         let seen = requests
@@ -97,6 +101,9 @@ pub(crate) async fn chat_completions(State(model): State<FakeModel>, body: Bytes
         tokio::time::sleep(Duration::from_millis(1500)).await;
     }
     let sse = [(header::CONTENT_TYPE, "text/event-stream")];
+    if let Some(answer) = network_answer(&body_format, &messages, &last_user) {
+        return (sse, text(&[&answer.to_string()]).concat()).into_response();
+    }
     if last["role"] == "tool" {
         return (sse, text(&["Done."]).concat()).into_response();
     }
@@ -145,4 +152,34 @@ pub(crate) async fn chat_completions(State(model): State<FakeModel>, body: Bytes
         return (sse, text(&["finally ", "done"]).concat()).into_response();
     }
     (sse, text(&["Hello", " there"]).concat()).into_response()
+}
+
+/// What a network's routing agent answers: for its routing call (structured output named
+/// `routing`) the `weather-report` workflow once, then `none`; for its completion check
+/// (`completion`) that the task is done. `None` for any other request.
+fn network_answer(format: &Value, messages: &[Value], last_user: &str) -> Option<Value> {
+    match format.as_str()? {
+        "routing" => {
+            let routed_before = messages
+                .iter()
+                .any(|m| m["role"] != "system" && m["content"].to_string().contains("isNetwork"));
+            Some(if routed_before {
+                json!({"primitiveId": "none", "primitiveType": "none", "prompt": "",
+                    "selectionReason": "the report is there"})
+            } else {
+                let city = last_user
+                    .split("for ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(['.', '\\', '"']).next())
+                    .filter(|city| !city.is_empty())
+                    .unwrap_or("Oslo");
+                json!({"primitiveId": "weather-report", "primitiveType": "workflow",
+                    "prompt": json!({"city": city}).to_string(),
+                    "selectionReason": "the workflow writes weather reports"})
+            })
+        }
+        "completion" => Some(json!({"isComplete": true,
+            "completionReason": "the report is there", "finalResult": "Here is the report."})),
+        _ => None,
+    }
 }

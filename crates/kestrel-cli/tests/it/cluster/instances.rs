@@ -75,6 +75,15 @@ impl Instance {
     /// `kestrel dev --port 0 --model openai/fake` with `args`, on `model`; returns once it
     /// serves.
     pub(crate) async fn launch(model: &FakeServer, args: &[&str]) -> Self {
+        Self::launch_env(model, args, &[]).await
+    }
+
+    /// [`Instance::launch`] with more environment variables.
+    pub(crate) async fn launch_env(
+        model: &FakeServer,
+        args: &[&str],
+        vars: &[(&str, &std::ffi::OsStr)],
+    ) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_kestrel"))
             .args(["dev", "--port", "0", "--model", "openai/fake"])
             .args(args)
@@ -84,6 +93,7 @@ impl Instance {
             .env("OPENAI_API_KEY", "test")
             .env("OPENAI_BASE_URL", &model.base_url)
             .env("RUST_LOG", "warn")
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -174,6 +184,16 @@ impl Instance {
     /// `kill -9`.
     pub(crate) async fn kill(mut self) {
         self.child.kill().await.unwrap();
+    }
+
+    /// Sends the process a signal by name (`STOP`, `CONT`) with the `kill` program.
+    pub(crate) fn signal(&self, name: &str) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args([format!("-{name}"), pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{name}");
     }
 }
 

@@ -1,0 +1,1123 @@
+//! The chaos run with faults (issue 37): three `kestrel dev` processes on one PostgreSQL
+//! schema and one Redis, each reaching both through [`FaultProxy`]s of its own, under a mixed
+//! load: conversations whose email is approved on another instance than the one that started
+//! them, then a weather question (the tool runs with no decision); `weather-report` workflow
+//! runs; runs of the `coordinator` network, which hands its task to `weather-report`. Faults
+//! follow a fixed schedule whose victims and gaps a seeded generator draws: `kill -9` (and a
+//! restart), `SIGSTOP` past the lease then `SIGCONT`, Redis black-holed then healed and
+//! refused then healed, PostgreSQL's answers dropped for a moment, each on one instance.
+//!
+//! The demo's tools and steps record each time they do their work (`KESTREL_DEV_LEDGER`, one
+//! file per process), and at the end:
+//!
+//! - **every run ended, once**: each conversation's two turns are in its thread, each message
+//!   once; each workflow and network run has a terminal status, which a later read finds
+//!   unchanged; no agent or workflow run is left running or waiting;
+//! - **fenced effects ran once**: an approved email at most once (once when its result says
+//!   sent; when the run went on with "interrupted", once or not at all), and no workflow step
+//!   started after a later step of its run had started (its end was stored by then);
+//! - **what may run twice is counted**, not failed: a workflow step in flight when its driver
+//!   died, was paused or was cut off, and a weather call whose model step ran again (after a
+//!   takeover, or on a driver cut off past its lease that went on with its step);
+//! - **each fault was survived**: the instance it hit served a new run afterwards.
+//!
+//! Two known bugs are listed, not failed, each shown by an ignored test below: the steps of
+//! the networks' own `weather-report` runs run twice with no fault at all
+//! (`a_network_s_workflow_run_is_driven_by_one_instance`), and a turn whose save was lost on
+//! a PostgreSQL hiccup may end stored `failed`, which cannot be resumed
+//! (`a_turn_whose_save_was_lost_can_be_resumed`): its client sends the turn again under a new
+//! run id, and the question of the failed attempt stays in the thread, unanswered.
+//!
+//! Needs `KESTREL_TEST_POSTGRES_URL` and `KESTREL_TEST_REDIS_URL`. `KESTREL_CHAOS_SEED=<n>`
+//! draws another schedule (the figures line names the seed).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kestrel_chaos::{Fault, FaultProxy};
+use kestrel_storage::{
+    PageRequest, PgOptions, PostgresStorage, RunFilter, RunPhase, Storage, WorkflowRunFilter,
+    WorkflowStatus,
+};
+use serde_json::{Value, json};
+
+use super::cluster::{FakeServer, Instance, RESOURCE, Services, assert_each_once};
+
+/// The load: conversations (two turns and an approval each), workflow runs, network runs.
+const CONVERSATIONS: usize = 60;
+const WORKFLOW_RUNS: usize = 30;
+const NETWORK_RUNS: usize = 10;
+/// The load's runs start spread over this long.
+const SPREAD: Duration = Duration::from_secs(45);
+/// How long a client keeps at its run before the test gives up on it.
+const PATIENCE: Duration = Duration::from_secs(240);
+
+const LEASE_TTL_MS: &str = "2000";
+/// How long the demo's tools and each plain workflow step take: faults land inside them.
+const TOOL_DELAY_MS: &str = "1000";
+const SEED: u64 = 37;
+const INSTANCES: [&str; 3] = ["a", "b", "c"];
+const CITIES: [&str; 5] = ["Oslo", "Lisbon", "Nairobi", "Quito", "Reykjavik"];
+/// The workflow whose runs are the coordinator's network runs.
+const NETWORK_WORKFLOW: &str = "agent-network-coordinator";
+
+/// The faults, in the order they come; the generator picks each one's instance and the pause
+/// before it.
+const SCHEDULE: [Hit; 10] = [
+    Hit::Kill,
+    Hit::RedisBlackHole,
+    Hit::Pause,
+    Hit::PostgresAnswersDropped,
+    Hit::RedisRefused,
+    Hit::Kill,
+    Hit::Pause,
+    Hit::RedisRefused,
+    Hit::RedisBlackHole,
+    Hit::PostgresAnswersDropped,
+];
+
+#[derive(Debug, Clone, Copy)]
+enum Hit {
+    /// `kill -9`, then a restart a second later.
+    Kill,
+    /// `SIGSTOP` for twice the lease, then `SIGCONT`.
+    Pause,
+    /// Its Redis proxy black-holes for twice the lease, then passes again.
+    RedisBlackHole,
+    /// Its Redis proxy refuses for 3 s.
+    RedisRefused,
+    /// Its PostgreSQL proxy drops answers for 1.5 s (the connections caught stay so).
+    PostgresAnswersDropped,
+}
+
+/// A small deterministic generator (SplitMix64): the schedule is the same for a seed.
+struct Draw(u64);
+
+impl Draw {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// The instances' base URLs as the clients see them (`None` while one is down).
+#[derive(Clone)]
+struct Live(Arc<Mutex<Vec<Option<String>>>>);
+
+impl Live {
+    /// The `n`th instance up, round robin, other than `avoid` when another is up.
+    fn pick(&self, n: usize, avoid: Option<usize>) -> Option<(usize, String)> {
+        let live = self.0.lock().unwrap();
+        let up: Vec<(usize, String)> = live
+            .iter()
+            .enumerate()
+            .filter_map(|(i, base)| base.clone().map(|b| (i, b)))
+            .collect();
+        let others: Vec<(usize, String)> = up
+            .iter()
+            .filter(|(i, _)| Some(*i) != avoid)
+            .cloned()
+            .collect();
+        let choice = if others.is_empty() { up } else { others };
+        (!choice.is_empty()).then(|| choice[n % choice.len()].clone())
+    }
+
+    fn of(&self, i: usize) -> Option<String> {
+        self.0.lock().unwrap()[i].clone()
+    }
+
+    fn set(&self, i: usize, base: Option<String>) {
+        self.0.lock().unwrap()[i] = base;
+    }
+}
+
+fn http(timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder().timeout(timeout).build().unwrap()
+}
+
+/// The answer's status and JSON body (`Null` when it has none); `None` when no answer came.
+async fn answer(sent: reqwest::RequestBuilder) -> Option<(u16, Value)> {
+    let response = sent.send().await.ok()?;
+    let status = response.status().as_u16();
+    let body = response.bytes().await.ok()?;
+    Some((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+}
+
+async fn pause(millis: u64) {
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+}
+
+/// The store the instances share, read directly (not through a proxy): what the clients
+/// decide from, and what the test checks at the end.
+type Store = Arc<PostgresStorage>;
+
+// ---------------------------------------------------------------------------------------------
+// The load
+
+/// What became of a conversation: its thread, the runs of its two turns that completed, how
+/// many of its runs failed (and were tried again with a new run id), and what its client sent
+/// where, and what came back (shown when one of its effects ran twice).
+struct Conversation {
+    thread: String,
+    runs: Vec<String>,
+    failed: usize,
+    log: Vec<String>,
+}
+
+/// What an answer was, in a word: its status and, for an error, its code.
+fn outcome(answer: &Option<(u16, Value)>) -> String {
+    match answer {
+        Some((status, body)) => match body["error"]["code"].as_str().or(body["code"].as_str()) {
+            Some(code) => format!("{status} {code}"),
+            None => status.to_string(),
+        },
+        None => "no answer".to_owned(),
+    }
+}
+
+/// One conversation, driven from what the store holds of its current run: ask for an email
+/// (the run stops for approval), approve it on another instance than the one that started
+/// it, then ask for the weather. A turn's run id names its attempt, so a request sent again
+/// can never start it twice; a new attempt is made only once the last one is stored failed.
+async fn converse(live: Live, store: Store, n: usize, began: Instant) -> Conversation {
+    const TURNS: [&str; 2] = ["email bob, patiently", "weather in Oslo, patiently"];
+    let client = http(Duration::from_secs(10));
+    let thread = format!("conv-{n}");
+    let deadline = Instant::now() + PATIENCE;
+    let (mut turn, mut attempt, mut failed) = (0, 0, 0);
+    let mut runs = Vec::new();
+    let mut log = Vec::new();
+    let mut resumed = Vec::new();
+    let mut started_on = None;
+    let mut tick = n;
+    while turn < TURNS.len() {
+        tick += 1;
+        let run_id = format!("{thread}-{turn}-{attempt}");
+        let Ok(stored) = store.get_run(&run_id).await else {
+            pause(200).await;
+            continue;
+        };
+        let status = stored.map(|r| r.status);
+        assert!(
+            Instant::now() < deadline,
+            "conversation {thread} did not complete: run {run_id} is {status:?}"
+        );
+        match status {
+            None => {
+                let Some((i, base)) = live.pick(tick, None) else {
+                    pause(100).await;
+                    continue;
+                };
+                started_on = Some(i);
+                let body = json!({"messages": TURNS[turn], "runId": run_id,
+                    "memory": {"thread": thread, "resource": RESOURCE}});
+                let post = client
+                    .post(format!("{base}/api/agents/assistant/generate"))
+                    .json(&body);
+                // Whatever the answer, the store tells what came of it.
+                let at = began.elapsed();
+                let answered = outcome(&answer(post).await);
+                log.push(format!(
+                    "{at:.1?} {run_id} started on {}: {answered}",
+                    INSTANCES[i]
+                ));
+                pause(300).await;
+            }
+            Some(RunPhase::Suspended) => {
+                let Some((i, base)) = live.pick(tick, started_on) else {
+                    pause(100).await;
+                    continue;
+                };
+                let decision = json!({"runId": run_id, "toolCallId": "call-email"});
+                let post = client
+                    .post(format!(
+                        "{base}/api/agents/assistant/approve-tool-call-generate"
+                    ))
+                    .json(&decision);
+                let at = began.elapsed();
+                let answered = outcome(&answer(post).await);
+                log.push(format!(
+                    "{at:.1?} {run_id} approved on {}: {answered}",
+                    INSTANCES[i]
+                ));
+                pause(300).await;
+            }
+            Some(RunPhase::Completed) => {
+                runs.push(run_id);
+                (turn, attempt, started_on) = (turn + 1, 0, None);
+            }
+            Some(RunPhase::Failed | RunPhase::Aborted) => {
+                // docs/scaling.md: a run whose save failed can be resumed once the database is
+                // back. Asked once; refused, the turn is sent again under a new run id.
+                let Some((i, base)) = live.pick(tick, None) else {
+                    pause(100).await;
+                    continue;
+                };
+                if !resumed.contains(&run_id) {
+                    resumed.push(run_id.clone());
+                    let post = client
+                        .post(format!("{base}/api/agents/assistant/runs/{run_id}/resume"))
+                        .json(&json!({}));
+                    // Accepted, the run goes on whether its stream is read or not.
+                    let answered = match post.send().await {
+                        Ok(response) if response.status() == 200 => "200".to_owned(),
+                        Ok(response) => {
+                            let status = response.status().as_u16();
+                            let body = response.json().await.unwrap_or(Value::Null);
+                            outcome(&Some((status, body)))
+                        }
+                        Err(_) => "no answer".to_owned(),
+                    };
+                    log.push(format!(
+                        "{run_id} {status:?}, resumed on {}: {answered}",
+                        INSTANCES[i]
+                    ));
+                    // Unless refused, the store says next whether it goes on.
+                    if answered == "200" || answered == "no answer" {
+                        pause(300).await;
+                        continue;
+                    }
+                }
+                eprintln!("chaos faults: run {run_id} is stored {status:?}; a new attempt");
+                (attempt, failed) = (attempt + 1, failed + 1);
+            }
+            Some(_) => pause(300).await,
+        }
+    }
+    Conversation {
+        thread,
+        runs,
+        failed,
+        log,
+    }
+}
+
+/// One `weather-report` run (`report-<n>`), driven from what any instance says of it: started
+/// (`start-async`) while it is unknown or pending, then watched until it ends. Returns the
+/// run as last read, and what each start answered.
+async fn report(live: Live, n: usize) -> (Value, Vec<String>) {
+    let client = http(Duration::from_secs(30));
+    let run_id = format!("report-{n}");
+    let city = CITIES[n % CITIES.len()];
+    let deadline = Instant::now() + PATIENCE;
+    let mut answers = Vec::new();
+    let mut tick = n;
+    let mut last = Value::Null;
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "workflow run {run_id} did not end: {last:#}"
+        );
+        tick += 1;
+        let Some((_, base)) = live.pick(tick, None) else {
+            pause(100).await;
+            continue;
+        };
+        let read =
+            answer(client.get(format!("{base}/api/workflows/weather-report/runs/{run_id}"))).await;
+        let start = match &read {
+            Some((404, _)) => true,
+            Some((200, run)) => {
+                last = run.clone();
+                match run["status"].as_str() {
+                    Some("pending") => true,
+                    Some("running" | "waiting") => false,
+                    _ => return (last, answers),
+                }
+            }
+            _ => false,
+        };
+        if start {
+            let post = client
+                .post(format!(
+                    "{base}/api/workflows/weather-report/start-async?runId={run_id}"
+                ))
+                .json(&json!({"inputData": {"city": city}}));
+            answers.push(match answer(post).await {
+                Some((200, result)) => match result["error"]["name"].as_str() {
+                    Some(name) => format!("{} ({name})", result["status"]),
+                    None => result["status"].to_string(),
+                },
+                Some((status, _)) => status.to_string(),
+                None => "no answer".to_owned(),
+            });
+        }
+        pause(300).await;
+    }
+}
+
+/// One run of the `coordinator` network on a thread of its own, driven from what the store
+/// holds of it: started while unknown (the stream read to its end), then watched until it
+/// ends. Returns its run id and stored status.
+async fn network(live: Live, store: Store, n: usize) -> (String, String, WorkflowStatus) {
+    let client = http(Duration::from_secs(60));
+    let thread = format!("net-{n}");
+    let run_id = format!("{thread}-run");
+    let city = CITIES[(n + 2) % CITIES.len()];
+    let deadline = Instant::now() + PATIENCE;
+    let mut tick = n;
+    loop {
+        tick += 1;
+        let Ok(stored) = store.get_workflow_run(NETWORK_WORKFLOW, &run_id).await else {
+            pause(200).await;
+            continue;
+        };
+        let status = stored.as_ref().map(|r| r.status);
+        assert!(
+            Instant::now() < deadline,
+            "network run {run_id} did not end: {status:?}"
+        );
+        match status {
+            None => {
+                let Some((_, base)) = live.pick(tick, None) else {
+                    pause(100).await;
+                    continue;
+                };
+                let body = json!({"messages": format!("weather report for {city}"),
+                    "runId": run_id, "memory": {"thread": thread, "resource": RESOURCE}});
+                let post = client
+                    .post(format!("{base}/api/agents/coordinator/network"))
+                    .json(&body);
+                if let Ok(response) = post.send().await {
+                    let _ = response.bytes().await;
+                }
+                pause(300).await;
+            }
+            Some(WorkflowStatus::Running | WorkflowStatus::Pending | WorkflowStatus::Waiting) => {
+                pause(300).await;
+            }
+            Some(status) => return (thread, run_id, status),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The instances and the faults
+
+/// One instance: its proxies, kept across its restarts, and its process while it runs.
+struct Node {
+    id: &'static str,
+    postgres: FaultProxy,
+    redis: FaultProxy,
+    process: Option<Instance>,
+    starts: usize,
+}
+
+impl Node {
+    async fn new(id: &'static str, services: &Services) -> Self {
+        let proxy = |url: &str| {
+            let authority = url
+                .split("://")
+                .nth(1)
+                .and_then(|rest| rest.split(['/', '?']).next())
+                .map(|a| a.rsplit('@').next().unwrap_or(a).to_owned())
+                .unwrap();
+            async move {
+                let upstream = kestrel_chaos::resolve(&authority).await.unwrap();
+                FaultProxy::start(upstream).await.unwrap()
+            }
+        };
+        Self {
+            id,
+            postgres: proxy(&services.postgres).await,
+            redis: proxy(&services.redis).await,
+            process: None,
+            starts: 0,
+        }
+    }
+
+    /// Starts `kestrel dev` through the node's proxies, recording into a ledger file of its
+    /// own under `ledgers`; returns its base URL.
+    async fn start(&mut self, services: &Services, model: &FakeServer, ledgers: &Path) -> String {
+        self.starts += 1;
+        let db = self.postgres.url_for(&services.postgres).unwrap();
+        let redis = self.redis.url_for(&services.redis).unwrap();
+        let prefix = format!("{}:", services.schema);
+        let ledger = ledgers.join(format!("{}-{}.log", self.id, self.starts));
+        let args = [
+            "--db",
+            &db,
+            "--schema",
+            &services.schema,
+            "--redis",
+            &redis,
+            "--redis-prefix",
+            &prefix,
+            "--instance-id",
+            self.id,
+            "--lease-ttl-ms",
+            LEASE_TTL_MS,
+            "--tool-delay-ms",
+            TOOL_DELAY_MS,
+        ];
+        let vars = [(kestrel_cli::dev::LEDGER_ENV, ledger.as_os_str())];
+        let instance = Instance::launch_env(model, &args, &vars).await;
+        let base = instance.base.clone();
+        self.process = Some(instance);
+        base
+    }
+
+    fn process(&self) -> &Instance {
+        self.process.as_ref().unwrap()
+    }
+}
+
+/// Whether instance `i` serves a new run (a lease in Redis, a thread in PostgreSQL) within
+/// two minutes of a fault being lifted: a fresh thread and run id per try.
+async fn survives(live: Live, i: usize, fault: usize) -> bool {
+    let client = http(Duration::from_secs(15));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut attempt = 0;
+    while Instant::now() < deadline {
+        attempt += 1;
+        if let Some(base) = live.of(i) {
+            let thread = format!("probe-{fault}-{attempt}");
+            let body = json!({"messages": "hi", "runId": thread,
+                "memory": {"thread": thread, "resource": RESOURCE}});
+            let post = client
+                .post(format!("{base}/api/agents/assistant/generate"))
+                .json(&body);
+            if let Some((200, answer)) = answer(post).await
+                && answer.to_string().contains("Hello there")
+            {
+                return true;
+            }
+        }
+        pause(1000).await;
+    }
+    false
+}
+
+// ---------------------------------------------------------------------------------------------
+// The ledger
+
+/// One line of a ledger: a tool call's or a step's work, done.
+#[derive(Debug, Clone)]
+struct Effect {
+    kind: String,
+    run: String,
+    id: String,
+    instance: String,
+    started: u64,
+}
+
+fn read_ledgers(dir: &Path) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            assert_eq!(fields.len(), 6, "a ledger line: {line:?}");
+            effects.push(Effect {
+                kind: fields[0].to_owned(),
+                run: fields[1].to_owned(),
+                id: fields[2].to_owned(),
+                instance: fields[3].to_owned(),
+                started: fields[4].parse().unwrap(),
+            });
+        }
+    }
+    effects
+}
+
+/// How many times each (kind, run, id) was done.
+fn counts(effects: &[Effect]) -> BTreeMap<(String, String, String), usize> {
+    let mut counts = BTreeMap::new();
+    for e in effects {
+        *counts
+            .entry((e.kind.clone(), e.run.clone(), e.id.clone()))
+            .or_default() += 1;
+    }
+    counts
+}
+
+/// A whole turn of a conversation, by role: the question, the tool call, its result, the
+/// answer.
+const TURN: [&str; 4] = ["user", "assistant", "tool", "assistant"];
+
+fn roles(messages: &[Value]) -> Vec<&str> {
+    messages.iter().filter_map(|m| m["role"].as_str()).collect()
+}
+
+/// The stage of a `weather-report` step: a step of a later stage starts only after the
+/// run's boundary past every earlier stage is stored.
+fn stage(step: &str) -> Option<u8> {
+    match step {
+        "forecast" => Some(0),
+        "temperature" | "sky" => Some(1),
+        "report" => Some(2),
+        _ => None,
+    }
+}
+
+/// The executions of workflow steps that started after a step of a later stage of the same
+/// run had started: a step run again after its end was stored (never allowed).
+fn steps_run_after_their_boundary(effects: &[Effect]) -> Vec<(Effect, Effect)> {
+    let mut by_run: BTreeMap<&str, Vec<&Effect>> = BTreeMap::new();
+    for e in effects.iter().filter(|e| e.kind == "step") {
+        by_run.entry(&e.run).or_default().push(e);
+    }
+    let mut wrong = Vec::new();
+    for steps in by_run.values() {
+        for early in steps {
+            for later in steps {
+                if let (Some(a), Some(b)) = (stage(&early.id), stage(&later.id))
+                    && a < b
+                    && early.started > later.started
+                {
+                    wrong.push(((*early).clone(), (*later).clone()));
+                }
+            }
+        }
+    }
+    wrong
+}
+
+/// The thread's messages (as an instance lists them).
+async fn thread_messages(live: &Live, agent: &str, thread: &str) -> Vec<Value> {
+    let client = http(Duration::from_secs(30));
+    for tick in 0.. {
+        if let Some((_, base)) = live.pick(tick, None)
+            && let Some((200, listed)) = answer(client.get(format!(
+                "{base}/api/memory/threads/{thread}/messages?agentId={agent}&resourceId={RESOURCE}"
+            )))
+            .await
+        {
+            return listed["messages"].as_array().cloned().unwrap_or_default();
+        }
+        assert!(tick < 50, "no instance lists thread {thread}");
+        pause(200).await;
+    }
+    unreachable!()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chaos_run_with_faults_runs_fenced_effects_once_and_loses_nothing() {
+    let Some(services) = Services::from_env("a_chaos_run_with_faults") else {
+        return;
+    };
+    let seed = std::env::var("KESTREL_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(SEED);
+    let model = FakeServer::start().await;
+    let ledgers = tempfile::tempdir().unwrap();
+    let mut nodes = Vec::new();
+    for id in INSTANCES {
+        nodes.push(Node::new(id, &services).await);
+    }
+    let mut bases = Vec::new();
+    for node in &mut nodes {
+        bases.push(Some(node.start(&services, &model, ledgers.path()).await));
+    }
+    let live = Live(Arc::new(Mutex::new(bases)));
+    let store: Store = Arc::new(
+        PostgresStorage::connect(&services.postgres, PgOptions::schema(&services.schema))
+            .await
+            .unwrap(),
+    );
+
+    // The load, each kind spread over the first part of the run.
+    let began = Instant::now();
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let spread = |n: usize, of: usize| SPREAD.mul_f64(n as f64 / of as f64);
+    let conversations: Vec<_> = (0..CONVERSATIONS)
+        .map(|n| {
+            let (live, store) = (live.clone(), store.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(spread(n, CONVERSATIONS)).await;
+                converse(live, store, n, began).await
+            })
+        })
+        .collect();
+    let reports: Vec<_> = (0..WORKFLOW_RUNS)
+        .map(|n| {
+            let live = live.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(spread(n, WORKFLOW_RUNS)).await;
+                report(live, n).await
+            })
+        })
+        .collect();
+    let networks: Vec<_> = (0..NETWORK_RUNS)
+        .map(|n| {
+            let (live, store) = (live.clone(), store.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(spread(n, NETWORK_RUNS)).await;
+                network(live, store, n).await
+            })
+        })
+        .collect();
+
+    // The faults, one at a time; each instance hit is probed once its fault is lifted.
+    let mut draw = Draw(seed);
+    let mut probes = Vec::new();
+    let mut schedule = Vec::new();
+    let lease = Duration::from_millis(LEASE_TTL_MS.parse().unwrap());
+    for (f, hit) in SCHEDULE.into_iter().enumerate() {
+        pause(3_000 + draw.below(3_000)).await;
+        let i = draw.below(INSTANCES.len() as u64) as usize;
+        let node = &mut nodes[i];
+        let at = began.elapsed();
+        match hit {
+            Hit::Kill => {
+                live.set(i, None);
+                node.process.take().unwrap().kill().await;
+                pause(1_000).await;
+                let base = node.start(&services, &model, ledgers.path()).await;
+                live.set(i, Some(base));
+            }
+            Hit::Pause => {
+                node.process().signal("STOP");
+                tokio::time::sleep(lease * 2).await;
+                node.process().signal("CONT");
+            }
+            Hit::RedisBlackHole => {
+                node.redis.set(Fault::BlackHole);
+                tokio::time::sleep(lease * 2).await;
+                node.redis.set(Fault::None);
+            }
+            Hit::RedisRefused => {
+                node.redis.set(Fault::Refuse);
+                pause(3_000).await;
+                node.redis.set(Fault::None);
+            }
+            Hit::PostgresAnswersDropped => {
+                node.postgres.set(Fault::DropAnswers);
+                pause(1_500).await;
+                node.postgres.set(Fault::None);
+            }
+        }
+        eprintln!("chaos faults: {at:.1?} {hit:?} on {}", INSTANCES[i]);
+        schedule.push(format!("{hit:?}@{}", INSTANCES[i]));
+        probes.push(tokio::spawn(survives(live.clone(), i, f)));
+    }
+
+    let mut finished = Vec::new();
+    for conversation in conversations {
+        finished.push(conversation.await.unwrap());
+    }
+    let mut ended_reports = Vec::new();
+    for run in reports {
+        ended_reports.push(run.await.unwrap());
+    }
+    let mut ended_networks = Vec::new();
+    for run in networks {
+        ended_networks.push(run.await.unwrap());
+    }
+    let mut survived = 0;
+    for probe in probes {
+        survived += usize::from(probe.await.unwrap());
+    }
+    let load_took = began.elapsed();
+    // Past every lease: a driver that was paused or cut off has stopped by now.
+    tokio::time::sleep(lease * 2).await;
+    let effects = read_ledgers(ledgers.path());
+    let done = counts(&effects);
+    let count = |kind: &str, run: &str, id: &str| {
+        done.get(&(kind.to_owned(), run.to_owned(), id.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    // Each effect done more than once, with where and when (seconds into the run) each time.
+    let mut duplicates: Vec<String> = Vec::new();
+    let times = |kind: &str, run: &str, id: &str| {
+        let when: Vec<String> = effects
+            .iter()
+            .filter(|e| e.kind == kind && e.run == run && e.id == id)
+            .map(|e| {
+                let at = e.started.saturating_sub(epoch) as f64 / 1000.0;
+                format!("{} at {at:.1}s", e.instance)
+            })
+            .collect();
+        format!("{run}/{id}: {}", when.join(", "))
+    };
+
+    // Conversations: both turns in the thread, each message once; the approved email sent
+    // once at most, the weather asked at least once.
+    let mut interrupted = 0;
+    let mut emails = 0;
+    let mut resent = 0;
+    for conversation in &finished {
+        let thread = &conversation.thread;
+        let messages = thread_messages(&live, "assistant", thread).await;
+        assert_each_once(&messages);
+        // Cut before each user message: two whole turns, in order, and before them only what
+        // a failed attempt left (its question, unanswered or half answered).
+        let turns: Vec<&[Value]> = messages
+            .chunk_by(|_, next| next["role"] != "user")
+            .collect();
+        let whole: Vec<&[Value]> = turns.iter().filter(|t| roles(t) == TURN).copied().collect();
+        assert!(
+            whole.len() == 2
+                && turns.last().is_some_and(|t| roles(t) == TURN)
+                && turns.iter().all(|t| TURN.starts_with(&roles(t)))
+                && turns.len() - 2 <= conversation.failed,
+            "{thread} ({} failed attempts): {messages:#?}",
+            conversation.failed
+        );
+        assert!(whole[0][0].to_string().contains("email bob"), "{thread}");
+        assert!(whole[1][0].to_string().contains("weather"), "{thread}");
+        assert!(whole[1][3].to_string().contains("Done."), "{thread}");
+        let (email_run, weather_run) = (&conversation.runs[0], &conversation.runs[1]);
+        let result = whole[0][2].to_string();
+        let sent = count("tool", email_run, "call-email");
+        if result.contains("interrupted") {
+            interrupted += 1;
+            assert!(
+                sent <= 1,
+                "{email_run}: the approved email was sent {sent} times"
+            );
+        } else {
+            assert!(result.contains("sent"), "{thread}: {result}");
+            assert_eq!(
+                sent, 1,
+                "{email_run}: the approved email was sent {sent} times"
+            );
+        }
+        emails += sent;
+        // Emails of the turn's failed attempts (each its own approved call): the turn was
+        // sent again because its failed run could not be resumed (the second known bug).
+        let attempts = format!("{thread}-0-");
+        resent += done
+            .iter()
+            .filter(|((kind, run, id), _)| {
+                kind == "tool" && id == "call-email" && run.starts_with(&attempts)
+            })
+            .map(|(_, n)| n)
+            .sum::<usize>()
+            - sent;
+        let asked = count("tool", weather_run, "call-weather");
+        assert!(asked >= 1, "{weather_run}: the weather call never ran");
+        if asked > 1 {
+            eprintln!("chaos faults: {thread}: {:#?}", conversation.log);
+            duplicates.push(times("tool", weather_run, "call-weather"));
+        }
+    }
+    // No email of any run, failed attempts included, was sent twice.
+    for ((kind, run, id), n) in &done {
+        if kind == "tool" && id == "call-email" {
+            assert!(*n <= 1, "{run}: the approved email was sent {n} times");
+        }
+    }
+
+    // Workflow runs: each succeeded with its report, every step once at least.
+    let mut handed_over = 0;
+    for (n, (run, answers)) in ended_reports.iter().enumerate() {
+        let run_id = format!("report-{n}");
+        assert_eq!(run["status"], "success", "{run_id}: {run:#}");
+        let city = CITIES[n % CITIES.len()];
+        let report = run["result"]["report"].as_str().unwrap_or_default();
+        assert!(
+            report.starts_with(&format!("{city}: ")),
+            "{run_id}: {run:#}"
+        );
+        for step in ["forecast", "temperature", "sky", "report"] {
+            assert_eq!(run["steps"][step]["status"], "success", "{run_id} {step}");
+            let ran = count("step", &run_id, step);
+            assert!(ran >= 1, "{run_id}: {step} never ran");
+            if ran > 1 {
+                duplicates.push(times("step", &run_id, step));
+            }
+        }
+        handed_over += answers
+            .iter()
+            .filter(|a| a.contains("RunHandedOver"))
+            .count();
+        let stored = store
+            .get_workflow_run("weather-report", &run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            stored.status,
+            WorkflowStatus::Success,
+            "{run_id} stays ended"
+        );
+    }
+
+    // Network runs: ended (done, or ended as interrupted when their driver went away), their
+    // threads holding each message once.
+    let mut networks_interrupted = 0;
+    for (thread, run_id, status) in &ended_networks {
+        let stored = store
+            .get_workflow_run(NETWORK_WORKFLOW, run_id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.status, *status, "{run_id} stays ended");
+        match status {
+            WorkflowStatus::Success => {}
+            WorkflowStatus::Failed if stored.snapshot.get().contains("RunInterrupted") => {
+                networks_interrupted += 1;
+            }
+            other => panic!("{run_id} ended {other:?}: {}", stored.snapshot.get()),
+        }
+        assert_each_once(&thread_messages(&live, "coordinator", thread).await);
+    }
+    // The steps of the networks' workflow runs (every other step in the ledger). KNOWN BUG,
+    // listed and not failed (see `a_network_s_workflow_run_is_driven_by_one_instance` below):
+    // such a run is stored `running` under the workflow's own id without a lease, so another
+    // instance's sweep restarts it while its network still drives it, and its steps run twice
+    // with no fault at all, on two drivers, in any order. Once that is fixed, these belong
+    // with the duplicates above, and their order with the check below.
+    let mut restarted_while_driven = Vec::new();
+    for ((kind, run, id), n) in &done {
+        if kind == "step" && *n > 1 && !run.starts_with("report-") {
+            restarted_while_driven.push(times(kind, run, id));
+        }
+    }
+
+    // No step of a workflow run started again once a later step of the run had started.
+    let (reports_effects, networks_effects): (Vec<Effect>, Vec<Effect>) = effects
+        .iter()
+        .cloned()
+        .partition(|e| e.run.starts_with("report-"));
+    let wrong = steps_run_after_their_boundary(&reports_effects);
+    assert!(
+        wrong.is_empty(),
+        "steps ran again after their end was stored: {wrong:#?}"
+    );
+    let out_of_order = steps_run_after_their_boundary(&networks_effects).len();
+
+    // No run is left running, waiting or stopped.
+    let open = store
+        .list_runs(RunFilter {
+            statuses: vec![
+                RunPhase::Running,
+                RunPhase::Suspended,
+                RunPhase::WaitingForSubtask,
+                RunPhase::Paused,
+            ],
+            page: PageRequest::new(0, 100),
+            ..RunFilter::default()
+        })
+        .await
+        .unwrap();
+    let open: Vec<(String, RunPhase)> = open
+        .items
+        .iter()
+        .map(|r| (r.run_id.clone(), r.status))
+        .collect();
+    assert!(open.is_empty(), "agent runs left open: {open:?}");
+    for status in [
+        WorkflowStatus::Pending,
+        WorkflowStatus::Running,
+        WorkflowStatus::Waiting,
+        WorkflowStatus::Suspended,
+    ] {
+        let left = store
+            .list_workflow_runs(WorkflowRunFilter {
+                status: Some(status),
+                page: PageRequest::new(0, 100),
+                ..WorkflowRunFilter::default()
+            })
+            .await
+            .unwrap();
+        let left: Vec<String> = left
+            .items
+            .iter()
+            .map(|r| format!("{}/{}", r.workflow_id, r.run_id))
+            .collect();
+        assert!(left.is_empty(), "workflow runs left {status:?}: {left:?}");
+    }
+    assert_eq!(survived, SCHEDULE.len(), "an instance did not serve again");
+
+    let failed: usize = finished.iter().map(|c| c.failed).sum();
+    let runs = CONVERSATIONS * 2 + WORKFLOW_RUNS + NETWORK_RUNS;
+    let steps = reports_effects.iter().filter(|e| e.kind == "step").count();
+    // The workflow runs whose steps ran on more than one instance (taken over mid-run).
+    let mut drivers: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for e in &reports_effects {
+        let instance = e.instance.split('/').next().unwrap_or_default();
+        drivers.entry(&e.run).or_default().insert(instance);
+    }
+    let moved = drivers.values().filter(|d| d.len() > 1).count();
+    let instances: std::collections::BTreeSet<&str> =
+        effects.iter().map(|e| e.instance.as_str()).collect();
+    eprintln!("chaos faults: seed {seed}: {}", schedule.join(", "));
+    eprintln!("chaos faults: at least once: {duplicates:#?}");
+    eprintln!(
+        "chaos faults: network workflow steps run again while driven (the known bug): \
+         {restarted_while_driven:#?}"
+    );
+    eprintln!(
+        "chaos faults run (seed {seed}): {runs} runs ({CONVERSATIONS} conversations of two turns \
+         with an approval on another instance, {WORKFLOW_RUNS} weather-report runs, \
+         {NETWORK_RUNS} network runs) over 3 instances in {load_took:.0?}; {} faults injected \
+         (kill -9, SIGSTOP, Redis black-holed and refused, PostgreSQL answers dropped), \
+         {survived} survived; fenced effects once: {emails} approved emails ({interrupted} \
+         settled as interrupted), {steps} executions of the workflow runs' steps ({moved} \
+         runs moved between instances), none after its boundary; \
+         duplicates (at least once): {}; {handed_over} workflow starts answered \
+         RunHandedOver, {networks_interrupted} network runs ended as interrupted; {} processes \
+         recorded work; lost = 0; known bugs: {} steps of network workflow runs run again by \
+         another instance while driven ({out_of_order} started after a later step of their \
+         run), {failed} agent runs stored failed (a lost save) that could not be resumed \
+         (their turns sent again, {resent} emails sent again with them)",
+        SCHEDULE.len(),
+        duplicates.len(),
+        instances.len(),
+        restarted_while_driven.len(),
+    );
+
+    for node in nodes {
+        if let Some(process) = node.process {
+            process.kill().await;
+        }
+    }
+    services.teardown().await;
+}
+
+/// KNOWN BUG, ignored until it is fixed (`cargo nextest run -p kestrel-cli --test it
+/// a_network_s_workflow_run --run-ignored only` shows it): a network's workflow primitive runs
+/// under the agent's own copy of the workflow, which has no cluster, so its run takes no
+/// lease and carries no parent marker, and is stored `running` under `weather-report` in the
+/// shared store. Every other instance's sweep restarts `weather-report` runs left `running`
+/// whose lease is free: it takes this one over while the network still drives it, and on a
+/// quiet cluster of two instances the workflow's steps run on both. Three network runs on
+/// instance `a`; each step of each of their workflow runs should run once, on `a`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known bug: another instance's sweep restarts a network's workflow run while it is driven"]
+async fn a_network_s_workflow_run_is_driven_by_one_instance() {
+    let Some(services) = Services::from_env("a_network_s_workflow_run_is_driven_by_one") else {
+        return;
+    };
+    let model = FakeServer::start().await;
+    let ledgers = tempfile::tempdir().unwrap();
+    let (mut a, mut b) = (
+        Node::new("a", &services).await,
+        Node::new("b", &services).await,
+    );
+    let base = a.start(&services, &model, ledgers.path()).await;
+    b.start(&services, &model, ledgers.path()).await;
+    let client = http(Duration::from_secs(60));
+    for n in 0..3 {
+        let thread = format!("net-{n}");
+        let body = json!({"messages": "weather report for Quito", "runId": thread,
+            "memory": {"thread": thread, "resource": RESOURCE}});
+        let post = client
+            .post(format!("{base}/api/agents/coordinator/network"))
+            .json(&body);
+        let events = post.send().await.unwrap().text().await.unwrap();
+        assert!(
+            events.contains("network-execution-event-finish"),
+            "{events}"
+        );
+    }
+    // Longer than a sweep interval and a lease: a restart would have run by now.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let effects = read_ledgers(ledgers.path());
+    let done = counts(&effects);
+    assert_eq!(done.len(), 3 * 4, "four steps of three runs: {effects:#?}");
+    let twice: Vec<&Effect> = effects
+        .iter()
+        .filter(|e| done[&(e.kind.clone(), e.run.clone(), e.id.clone())] > 1)
+        .collect();
+    assert!(twice.is_empty(), "steps ran twice: {twice:#?}");
+    assert!(
+        effects.iter().all(|e| e.instance.starts_with("a/")),
+        "{effects:#?}"
+    );
+    for node in [a, b] {
+        node.process.unwrap().kill().await;
+    }
+    services.teardown().await;
+}
+
+/// KNOWN BUG, ignored until it is fixed (`--run-ignored only` shows it): docs/scaling.md says
+/// an agent run whose save fails "ends with a storage error (its last snapshot stays; it can
+/// be resumed once the database is back)". When the database is back before the run records
+/// its end, the run is stored `failed` and `POST /agents/{id}/runs/{runId}/resume` refuses it
+/// (409, "it is finished"): the turn's question stays in the thread, unanswered, and neither
+/// the sweep nor a resume continues it. Here instance `a`'s PostgreSQL answers are dropped for
+/// 1.5 s while its turn's model step runs (the step's save waits on a connection caught in
+/// the fault, and fails after the pool's timeout); the turn should end answered, or be
+/// resumable on `b`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known bug: an agent run whose save was lost is stored failed and cannot be resumed"]
+async fn a_turn_whose_save_was_lost_can_be_resumed() {
+    let Some(services) = Services::from_env("a_turn_whose_save_was_lost_can_be_resumed") else {
+        return;
+    };
+    let model = FakeServer::start().await;
+    let ledgers = tempfile::tempdir().unwrap();
+    let (mut a, mut b) = (
+        Node::new("a", &services).await,
+        Node::new("b", &services).await,
+    );
+    let on_a = a.start(&services, &model, ledgers.path()).await;
+    let on_b = b.start(&services, &model, ledgers.path()).await;
+    let store = PostgresStorage::connect(&services.postgres, PgOptions::schema(&services.schema))
+        .await
+        .unwrap();
+    let run_id = "lost-save";
+    let body = json!({"messages": "weather in Oslo, patiently", "runId": run_id,
+        "memory": {"thread": run_id, "resource": RESOURCE}});
+    let turn = http(Duration::from_secs(120))
+        .post(format!("{on_a}/api/agents/assistant/generate"))
+        .json(&body)
+        .send();
+    let turn = tokio::spawn(turn);
+    // Once the run is stored (its start), while its first model step (1.5 s) runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.get_run(run_id).await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run was never stored");
+        pause(50).await;
+    }
+    a.postgres.set(Fault::DropAnswers);
+    pause(1_500).await;
+    a.postgres.set(Fault::None);
+    let _ = turn.await;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let mut resumed = None;
+    loop {
+        let status = store.get_run(run_id).await.unwrap().unwrap().status;
+        match status {
+            RunPhase::Completed => break,
+            RunPhase::Failed if resumed.is_none() => {
+                let post = http(Duration::from_secs(60))
+                    .post(format!("{on_b}/api/agents/assistant/runs/{run_id}/resume"))
+                    .json(&json!({}));
+                let answered = answer(post).await;
+                assert_eq!(
+                    answered.as_ref().map(|(status, _)| *status),
+                    Some(200),
+                    "the failed run could not be resumed: {answered:?}"
+                );
+                resumed = answered;
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "the run is {status:?}");
+        pause(500).await;
+    }
+    let messages = thread_messages(
+        &Live(Arc::new(Mutex::new(vec![Some(on_b)]))),
+        "assistant",
+        run_id,
+    )
+    .await;
+    assert_eq!(roles(&messages), TURN, "{messages:#?}");
+    for node in [a, b] {
+        node.process.unwrap().kill().await;
+    }
+    services.teardown().await;
+}
