@@ -43,6 +43,7 @@ mod held;
 mod lease;
 mod live;
 pub(crate) use live::LiveRuns;
+mod cancel;
 mod nested;
 mod persist;
 mod primitives;
