@@ -31,6 +31,7 @@ mod cluster;
 mod conn;
 mod inbox;
 mod lease;
+mod position;
 mod pubsub;
 
 pub use cluster::RedisCluster;

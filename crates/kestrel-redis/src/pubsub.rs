@@ -31,6 +31,7 @@ use kestrel_core::pubsub::{
 use redis::aio::MultiplexedConnection;
 
 use crate::conn::{RedisError, Shared, Timeouts, redacted};
+use crate::position::{before, first_entry_of_run, last_entry_id};
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamPendingCountReply, StreamReadReply};
 use redis::{AsyncConnectionConfig, Client};
 use tokio::sync::mpsc;
@@ -359,82 +360,6 @@ impl RedisPubSub {
     }
 }
 
-/// The id of the oldest entry of run `run_id` in the stream, scanning back from its end
-/// through at most `limit` entries and stopping at the run's `start` event.
-async fn first_entry_of_run(
-    connection: &mut MultiplexedConnection,
-    key: &str,
-    run_id: &str,
-    limit: usize,
-) -> redis::RedisResult<Option<String>> {
-    const PAGE: usize = 256;
-    let mut end = "+".to_owned();
-    let mut found: Option<String> = None;
-    let mut scanned = 0;
-    while scanned < limit {
-        let page: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
-            .arg(key)
-            .arg(&end)
-            .arg("-")
-            .arg("COUNT")
-            .arg(PAGE)
-            .query_async(connection)
-            .await?;
-        let count = page.ids.len();
-        for entry in &page.ids {
-            scanned += 1;
-            let Ok(event) = entry_event(entry) else {
-                continue;
-            };
-            // Other runs' events (a sub-agent's) may be interleaved with the run's.
-            if &*event.run_id != run_id {
-                continue;
-            }
-            found = Some(entry.id.clone());
-            if matches!(event.kind, kestrel_core::event::EventKind::Start(_)) {
-                return Ok(found);
-            }
-        }
-        match page.ids.last() {
-            Some(oldest) if count == PAGE => end = before(&oldest.id),
-            _ => return Ok(found),
-        }
-    }
-    Ok(found)
-}
-
-/// The greatest stream id below `id` (`ms-seq`), for exclusive ranges.
-fn before(id: &str) -> String {
-    let parsed = id
-        .split_once('-')
-        .and_then(|(ms, seq)| Some((ms.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
-    match parsed {
-        Some((ms, seq)) if seq > 0 => format!("{ms}-{}", seq - 1),
-        Some((ms, _)) if ms > 0 => format!("{}-{}", ms - 1, u64::MAX),
-        _ => "0-0".to_owned(),
-    }
-}
-
-/// The id of the stream's last entry (`0-0` for an empty or missing stream).
-async fn last_entry_id(
-    connection: &mut MultiplexedConnection,
-    key: &str,
-) -> redis::RedisResult<String> {
-    let newest: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
-        .arg(key)
-        .arg("+")
-        .arg("-")
-        .arg("COUNT")
-        .arg(1)
-        .query_async(connection)
-        .await?;
-    Ok(newest
-        .ids
-        .into_iter()
-        .next()
-        .map_or_else(|| "0-0".to_owned(), |entry| entry.id))
-}
-
 /// Reads one subscription's stream into its queue until the subscription is dropped: the
 /// JSON of each entry's `field`, as a `T` (events, or an inbox's control messages).
 struct Reader<T> {
@@ -550,7 +475,7 @@ fn entry_json<T: serde::de::DeserializeOwned>(entry: &StreamId, field: &str) -> 
 }
 
 /// The event in a stream entry, or why there is none.
-fn entry_event(entry: &StreamId) -> Result<Event, String> {
+pub(crate) fn entry_event(entry: &StreamId) -> Result<Event, String> {
     entry_json(entry, EVENT_FIELD)
 }
 
