@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::records;
 use super::step::{Network, NetworkInit};
-use crate::agent::{RunOptions, ToolCallRef};
+use crate::agent::{Agent, RunOptions, ToolCallRef};
 use crate::event::{
     AgentExecutionEndPayload, AgentExecutionStartPayload, AgentExecutionWaitPayload, EventKind,
     EventSource, PrimitiveAbortPayload, PrimitiveType, RoutingDecision, ToolExecutionArgs,
@@ -368,6 +368,25 @@ fn checked_input(
     }
 }
 
+/// The agent's workflow `id` as its network runs it: its runs kept in the instance's workflow
+/// store unless its builder was given one, and, in a cluster, leased and fenced there as a
+/// registered workflow's runs are. Without the lease another instance's sweep would take a
+/// run this one drives for one left behind, and run its steps a second time.
+fn held_workflow(agent: &Agent, id: &str) -> Option<crate::workflow::Workflow> {
+    let workflow = agent.workflow(id)?;
+    let workflow = if workflow.has_own_store() {
+        workflow
+    } else {
+        workflow.with_store(super::run::network_store(agent))
+    };
+    match &agent.runtime.runs.cluster {
+        Some(cluster) if workflow.inner.cluster.is_none() => {
+            Some(workflow.with_cluster(Some(Arc::clone(cluster))))
+        }
+        _ => Some(workflow),
+    }
+}
+
 async fn workflow(
     exec: &Exec<'_>,
     decision: &RoutingDecision,
@@ -375,7 +394,7 @@ async fn workflow(
     continuing: Option<(Wait, Value)>,
 ) -> Outcome {
     let id = &decision.primitive_id;
-    let Some(workflow) = exec.network.agent.workflow(id) else {
+    let Some(workflow) = held_workflow(&exec.network.agent, id) else {
         let known: Vec<String> = exec
             .network
             .agent
@@ -409,11 +428,6 @@ async fn workflow(
     if exec.aborted() {
         return exec.abort(PrimitiveType::Workflow, id).await;
     }
-    let workflow = if workflow.has_own_store() {
-        workflow
-    } else {
-        workflow.with_store(super::run::network_store(&exec.network.agent))
-    };
     exec.emit(EventKind::WorkflowExecutionStart(
         WorkflowExecutionStartPayload {
             workflow_id: id.clone(),
