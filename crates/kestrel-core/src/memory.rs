@@ -58,6 +58,7 @@ pub struct MemoryError {
     #[source]
     source: Option<BoxError>,
     fenced: bool,
+    unavailable: bool,
 }
 
 impl MemoryError {
@@ -67,6 +68,7 @@ impl MemoryError {
             message: message.into(),
             source: None,
             fenced: false,
+            unavailable: false,
         }
     }
 
@@ -76,6 +78,7 @@ impl MemoryError {
             message: message.into(),
             source: Some(source.into()),
             fenced: false,
+            unavailable: false,
         }
     }
 
@@ -86,6 +89,22 @@ impl MemoryError {
             fenced: true,
             ..Self::with_source(message, source)
         }
+    }
+
+    /// The store failed during the call (unreachable, timed out, its answer lost): a write
+    /// may or may not have been made, and the same call may succeed later. A run whose
+    /// messages could not be stored so stops, and keeps its last stored boundary, from which
+    /// it can be resumed.
+    pub fn unavailable(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self {
+            unavailable: true,
+            ..Self::with_source(message, source)
+        }
+    }
+
+    /// Whether the store failed during the call ([`MemoryError::unavailable`]).
+    pub fn is_unavailable(&self) -> bool {
+        self.unavailable
     }
 
     /// Whether the write was refused for a stale lease token ([`MemoryError::fenced`]).

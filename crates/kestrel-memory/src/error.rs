@@ -120,8 +120,17 @@ impl From<Error> for MemoryError {
                 ..
             }
         );
+        let unavailable = matches!(
+            &error,
+            Error::Storage {
+                source: StorageError::Backend { .. },
+                ..
+            }
+        );
         if fenced {
             MemoryError::fenced(error.to_string(), error)
+        } else if unavailable {
+            MemoryError::unavailable(error.to_string(), error)
         } else {
             MemoryError::with_source(error.to_string(), error)
         }

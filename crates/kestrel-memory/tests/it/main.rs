@@ -17,6 +17,7 @@ mod networks;
 mod observational_memory;
 mod queued_messages;
 mod semantic_recall;
+mod store_faults;
 mod stored_agents;
 mod versions;
 mod workflow_fencing;

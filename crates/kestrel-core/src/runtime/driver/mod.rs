@@ -537,6 +537,14 @@ impl AgentRun {
         } else {
             self.emit_error(&error).await;
             self.state.end(FinishReason::Error);
+            if store_failed(&error) {
+                // The store failed to keep a boundary: what it holds is the run's last durable
+                // one. Recording the end there (the store may be back already) would end a run
+                // that can go on from it: left, a resume continues it, and in a cluster the
+                // sweep does once the lease has run out.
+                tracing::warn!(run_id = %self.run_id, %error, "the run stops; its last stored boundary stays, from which it can be resumed");
+                return error;
+            }
         }
         self.close_snapshot().await;
         error
@@ -546,6 +554,16 @@ impl AgentRun {
         AgentError::Aborted {
             run_id: self.state.run_id.clone(),
         }
+    }
+}
+
+/// Whether `error` is a store's failure to keep a boundary of the run (its snapshot, or its
+/// messages while the store was unavailable): the run stops without recording its end.
+fn store_failed(error: &AgentError) -> bool {
+    match error {
+        AgentError::RunStore { .. } => true,
+        AgentError::Memory { source, .. } => source.is_unavailable(),
+        _ => false,
     }
 }
 
