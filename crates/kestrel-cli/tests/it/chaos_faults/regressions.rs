@@ -1,18 +1,16 @@
-//! The two product bugs the chaos run found, each shown by a test ignored until it is fixed
-//! (`--run-ignored only`); the chaos run counts them instead of failing on them.
+//! The two product bugs the chaos run found, each reproduced on its own (quiet, two instances)
+//! so that a return of either fails here, in a few seconds, with a plain message.
 
 use super::*;
 
-/// KNOWN BUG, ignored until it is fixed (`cargo nextest run -p kestrel-cli --test it
-/// a_network_s_workflow_run --run-ignored only` shows it): a network's workflow primitive runs
-/// under the agent's own copy of the workflow, which has no cluster, so its run takes no
-/// lease and carries no parent marker, and is stored `running` under `weather-report` in the
-/// shared store. Every other instance's sweep restarts `weather-report` runs left `running`
-/// whose lease is free: it takes this one over while the network still drives it, and on a
-/// quiet cluster of two instances the workflow's steps run on both. Three network runs on
-/// instance `a`; each step of each of their workflow runs should run once, on `a`.
+/// A network's workflow primitive ran under the agent's own copy of the workflow, which had
+/// no cluster: its run took no lease and was stored `running` under `weather-report` in the
+/// shared store, where every other instance's sweep (which restarts `weather-report` runs
+/// left `running` whose lease is free) took it over while the network still drove it, so on
+/// a quiet cluster of two instances the workflow's steps ran on both. Now the primitive's run
+/// is leased in the instance's cluster. Three network runs on instance `a`: each step of each
+/// of their workflow runs runs once, on `a`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: another instance's sweep restarts a network's workflow run while it is driven"]
 async fn a_network_s_workflow_run_is_driven_by_one_instance() {
     let Some(services) = Services::from_env("a_network_s_workflow_run_is_driven_by_one") else {
         return;
@@ -59,17 +57,16 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
     services.teardown().await;
 }
 
-/// KNOWN BUG, ignored until it is fixed (`--run-ignored only` shows it): docs/scaling.md says
-/// an agent run whose save fails "ends with a storage error (its last snapshot stays; it can
-/// be resumed once the database is back)". When the database is back before the run records
-/// its end, the run is stored `failed` and `POST /agents/{id}/runs/{runId}/resume` refuses it
-/// (409, "it is finished"): the turn's question stays in the thread, unanswered, and neither
-/// the sweep nor a resume continues it. Here instance `a`'s PostgreSQL answers are dropped for
-/// 1.5 s while its turn's model step runs (the step's save waits on a connection caught in
-/// the fault, and fails after the pool's timeout); the turn should end answered, or be
-/// resumable on `b`.
+/// docs/scaling.md says an agent run whose save fails stops with a storage error, its last
+/// stored boundary kept, from which it is resumed once the database is back. It used to record
+/// its end as soon as the database was back: stored `failed`, the run was refused by
+/// `POST /agents/{id}/runs/{runId}/resume` (409, "it is finished") and the turn's question
+/// stayed in the thread, unanswered. Here instance `a`'s PostgreSQL answers are dropped for
+/// 3 s from when its turn's model step (1.5 s) starts (the step's message save waits on a connection
+/// caught in the fault, and fails after the pool's timeout); the turn ends answered (the
+/// sweep continues it once its lease has run out), or, were it stored failed, is resumable on
+/// `b`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known bug: an agent run whose save was lost is stored failed and cannot be resumed"]
 async fn a_turn_whose_save_was_lost_can_be_resumed() {
     let Some(services) = Services::from_env("a_turn_whose_save_was_lost_can_be_resumed") else {
         return;
@@ -100,9 +97,12 @@ async fn a_turn_whose_save_was_lost_can_be_resumed() {
         pause(50).await;
     }
     a.postgres.set(Fault::DropAnswers);
-    pause(1_500).await;
+    // Past the model step's end, so its message save is caught in the fault.
+    pause(3_000).await;
     a.postgres.set(Fault::None);
-    let _ = turn.await;
+    // The fault reached the turn: its client was told of the storage error.
+    let told = turn.await.unwrap().unwrap();
+    assert!(!told.status().is_success(), "{told:?}");
     let deadline = Instant::now() + Duration::from_secs(150);
     let mut resumed = None;
     loop {
