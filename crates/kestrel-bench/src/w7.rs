@@ -4,8 +4,9 @@
 //! again as the client (`w7-client ADDR STREAMS`), which opens every stream at once and reports
 //! the time to the first event of each (p50, p99; from its request written, and from its task's
 //! start with the connection's set-up), how many streams completed (ended with
-//! `data: [DONE]` after a `finish` event) and the wall time; then the server prints its own
-//! peak RSS (VmHWM), which the client's memory does not inflate.
+//! `data: [DONE]` after a `finish` event; a stream the server refuses counts as failed) and
+//! the wall time; then the server prints its own peak RSS (VmHWM), which the client's memory
+//! does not inflate.
 
 use std::time::{Duration, Instant};
 
@@ -18,7 +19,9 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 pub async fn w7(streams: usize) -> Result<(), Box<dyn std::error::Error>> {
     let agent = super::w2_agent(None)?;
     let kestrel = Kestrel::builder().agent(agent).build()?;
-    let server = Server::new(kestrel);
+    // One caller opens every stream, on a server without tokens (one count for all): its
+    // bound on open streams per token (64 by default) is raised to the streams measured.
+    let server = Server::new(kestrel).max_streams_per_token(streams);
     let (listener, addr) = server.bind("127.0.0.1:0".parse()?).await?;
     tokio::spawn(server.serve_on(listener, addr));
     let output = tokio::process::Command::new(std::env::current_exe()?)
@@ -68,6 +71,11 @@ async fn one(addr: std::net::SocketAddr, request: std::sync::Arc<[u8]>) -> Resul
             break;
         }
         seen.extend_from_slice(&buf[..n]);
+        // Refused (429, say): the connection stays open, so nothing more would end the read.
+        if seen.len() >= 12 && !seen.starts_with(b"HTTP/1.1 200") {
+            let head = String::from_utf8_lossy(&seen[..seen.len().min(64)]).into_owned();
+            return Err(format!("the server refused the stream: {head:?}").into());
+        }
         if first.is_none() && contains(&seen, b"data: ") {
             first = Some(Instant::now());
         }
