@@ -21,6 +21,7 @@
 //!   client took what was buffered, was let go, or went away.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
@@ -65,7 +66,18 @@ where
         shared: Arc::clone(&shared),
         complete: false,
     };
-    tokio::spawn(driver.drive(stream, gone));
+    // What the run has ready now is taken here, before the response starts: a run that
+    // never waits (a scripted or cached answer) ends without a hand-off between tasks, as it
+    // did when its reader drove it, and a run that waits goes on in a task of its own. (The
+    // task polls it again at once, so a wake-up meant for this first poll is not lost.)
+    let mut drive = Box::pin(driver.drive(stream, gone));
+    if drive
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+        .is_pending()
+    {
+        tokio::spawn(drive);
+    }
     Relay {
         shared,
         ended: false,
