@@ -169,8 +169,7 @@ impl Workflow {
     pub fn create_run(&self) -> WorkflowRun {
         let run = self.create_run_with_id(crate::id::new_id());
         // An id made here, now: no store holds a run of it until this handle stores one.
-        run.unstored
-            .store(true, std::sync::atomic::Ordering::Release);
+        run.flags.set(RunFlags::UNSTORED);
         run
     }
 
@@ -187,8 +186,7 @@ impl Workflow {
             request_context: RequestContext::default(),
             initial_state: None,
             abort,
-            unstored: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            created: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            flags: Arc::default(),
         }
     }
 }
@@ -202,12 +200,30 @@ pub struct WorkflowRun {
     request_context: RequestContext,
     initial_state: Option<Value>,
     pub(super) abort: AbortSignal,
-    /// The id is fresh and nothing was stored under it yet (shared by the handle's clones):
-    /// the first start needs not look for a created run.
-    unstored: Arc<std::sync::atomic::AtomicBool>,
-    /// This handle stored the run as `pending` ([`WorkflowRun::create`]) and no start has
+    /// What the handle (and its clones) knows of the run's record: [`RunFlags`].
+    flags: Arc<RunFlags>,
+}
+
+/// What a run's handles know of its record, one allocation for all of it.
+#[derive(Debug, Default)]
+struct RunFlags(std::sync::atomic::AtomicU8);
+
+impl RunFlags {
+    /// The id is fresh and nothing was stored under it yet: the first start needs not look
+    /// for a created run.
+    const UNSTORED: u8 = 1;
+    /// The handle stored the run as `pending` ([`WorkflowRun::create`]) and no start has
     /// claimed it yet: a start refused before it runs anything deletes it again.
-    created: Arc<std::sync::atomic::AtomicBool>,
+    const CREATED: u8 = 2;
+
+    fn set(&self, flag: u8) {
+        self.0.fetch_or(flag, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Clears `flag`; whether it was set.
+    fn take(&self, flag: u8) -> bool {
+        self.0.fetch_and(!flag, std::sync::atomic::Ordering::AcqRel) & flag != 0
+    }
 }
 
 impl WorkflowRun {
@@ -233,8 +249,7 @@ impl WorkflowRun {
     /// Returns the run's stored status. Of two starts of a `pending` run, one runs it and
     /// the other gets [`WorkflowRunError::AlreadyStarted`].
     pub async fn create(&self) -> Result<WorkflowStatus, WorkflowRunError> {
-        self.unstored
-            .store(false, std::sync::atomic::Ordering::Release);
+        self.flags.take(RunFlags::UNSTORED);
         let store = &self.workflow.inner.store;
         if let Some(stored) = store.load(self.workflow.id(), &self.run_id).await? {
             return Ok(stored.status);
@@ -258,18 +273,14 @@ impl WorkflowRun {
             lease_token: None,
         };
         store.save(&snapshot).await?;
-        self.created
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.flags.set(RunFlags::CREATED);
         Ok(WorkflowStatus::Pending)
     }
 
     /// A start refused before anything ran (its input invalid, the cluster unreachable)
     /// leaves nothing behind: the `pending` run this handle stored for it is deleted.
     async fn forget_created(&self) {
-        if !self
-            .created
-            .swap(false, std::sync::atomic::Ordering::AcqRel)
-        {
+        if !self.flags.take(RunFlags::CREATED) {
             return;
         }
         let store = &self.workflow.inner.store;
@@ -469,31 +480,10 @@ impl WorkflowRun {
         input: Value,
         events: Option<super::stream::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
-        match self.fresh_engine(input, events).await {
-            Ok(engine) => {
-                self.created
-                    .store(false, std::sync::atomic::Ordering::Release);
-                Ok(engine)
-            }
-            Err(error) => {
-                if matches!(
-                    error,
-                    WorkflowRunError::InvalidInput { .. } | WorkflowRunError::Cluster { .. }
-                ) {
-                    self.forget_created().await;
-                }
-                Err(error)
-            }
-        }
-    }
-
-    async fn fresh_engine(
-        &self,
-        input: Value,
-        events: Option<super::stream::EventSender>,
-    ) -> Result<Engine, WorkflowRunError> {
         let errors = crate::schema::violations(&self.workflow.inner.input_validator, &input);
         if !errors.is_empty() {
+            // Boxed: the run's future keeps no room for what a refused start does.
+            Box::pin(self.forget_created()).await;
             return Err(WorkflowRunError::InvalidInput {
                 workflow: self.workflow.id().to_owned(),
                 errors,
@@ -507,15 +497,17 @@ impl WorkflowRun {
             status,
         };
         let live = self.go_live().ok_or(taken(WorkflowStatus::Running))?;
-        let lease = self
-            .lease()
-            .await
-            .map_err(|e| e.unwrap_or(taken(WorkflowStatus::Running)))?;
+        let lease = match self.lease().await {
+            Ok(lease) => lease,
+            Err(Some(error @ WorkflowRunError::Cluster { .. })) => {
+                Box::pin(self.forget_created()).await;
+                return Err(error);
+            }
+            Err(error) => return Err(error.unwrap_or(taken(WorkflowStatus::Running))),
+        };
         let mut resource_id = self.resource_id.clone();
         // Only the first start of a fresh id skips the look-up; any later one looks.
-        let unstored = self
-            .unstored
-            .swap(false, std::sync::atomic::Ordering::AcqRel);
+        let unstored = self.flags.take(RunFlags::UNSTORED);
         let stored = if unstored {
             None
         } else {
@@ -540,6 +532,8 @@ impl WorkflowRun {
             }
             resource_id = resource_id.or(stored.resource_id);
         }
+        // Claimed (or never created): no longer this handle's to forget.
+        self.flags.take(RunFlags::CREATED);
         let state = self
             .initial_state
             .clone()
