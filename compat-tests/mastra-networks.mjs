@@ -23,6 +23,16 @@ async function chunksOf(response) {
 }
 
 const checks = {
+  async 'agent details: sub-agents as Mastra gives them, keyed by id'() {
+    const coordinator = await client.getAgent('coordinator').details();
+    const ids = Object.keys(coordinator.agents);
+    assert.ok(ids.length > 0, JSON.stringify(coordinator.agents));
+    for (const id of ids) {
+      assert.equal(coordinator.agents[id].id, id);
+      assert.equal(typeof coordinator.agents[id].name, 'string');
+    }
+  },
+
   async 'network: routing, the delegated agent, validation, finish'() {
     const response = await client.getAgent('coordinator').network('Greet me', {
       memory: { thread: 'net-1', resource: 'alice' },

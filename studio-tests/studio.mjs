@@ -167,6 +167,9 @@ async function run() {
   await page.getByTestId("thread-item").filter({ hasText: "Lisbon plans" }).waitFor();
 
   step = "the supervisor's delegation tree";
+  // The agent list reads the sub-agents from Mastra's shape (an object keyed by id).
+  const supervisorBadges = await page.getByTestId("agent-supervisor").innerText();
+  check(supervisorBadges.includes("2 sub-agents"), `the supervisor's badges are wrong: ${supervisorBadges}`);
   await page.getByTestId("agent-supervisor").click();
   await page.getByTestId("welcome-placeholder").waitFor({ state: "detached" }).catch(() => {});
   await send("Write me a paragraph about kestrels");

@@ -226,7 +226,15 @@ async fn agent_json(agent: &Agent) -> Value {
         "instructions": agent.static_instructions(),
         "modelId": agent.model_name(),
         "tools": tools,
-        "agents": agent.sub_agent_ids(),
+        // Mastra's shape: the sub-agents by id, each `{id, name}`.
+        "agents": agent
+            .sub_agent_ids()
+            .into_iter()
+            .filter_map(|id| {
+                let sub = agent.sub_agent(id)?;
+                Some((id.to_owned(), json!({"id": id, "name": sub.name()})))
+            })
+            .collect::<BTreeMap<String, Value>>(),
         "workflows": agent
             .workflows()
             .iter()

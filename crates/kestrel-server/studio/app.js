@@ -261,7 +261,8 @@ function badges(a) {
   const list = [];
   const tools = Object.keys(a.tools || {}).filter((t) => !t.startsWith("agent-"));
   if (tools.length) list.push(`${tools.length} tool${tools.length === 1 ? "" : "s"}`);
-  if ((a.agents || []).length) list.push(`${a.agents.length} sub-agent${a.agents.length === 1 ? "" : "s"}`);
+  const subAgents = Object.keys(a.agents || {}).length;
+  if (subAgents) list.push(`${subAgents} sub-agent${subAgents === 1 ? "" : "s"}`);
   if (a.hasMemory) list.push("memory");
   return list.length ? h("span", { class: "agent-badges" }, list.map((b) => h("span", { class: "chip" }, b))) : null;
 }
@@ -395,7 +396,7 @@ async function loadHistory() {
 
 /** Whether the agent can run as a network: it has memory and primitives to route to. */
 function canNetwork(a) {
-  return !!(a && a.hasMemory && ((a.agents || []).length || Object.keys(a.workflows || {}).length));
+  return !!(a && a.hasMemory && (Object.keys(a.agents || {}).length || Object.keys(a.workflows || {}).length));
 }
 
 function drawComposer() {
@@ -1023,8 +1024,8 @@ function drawAgentInfo() {
       : h("p", { class: "muted" }, "No tools."),
     skillsSection(a),
     h("h4", {}, "Sub-agents"),
-    (a.agents || []).length
-      ? h("ul", { class: "tool-list" }, a.agents.map((id) => h("li", {}, state.agents[id] ? h("button", { type: "button", class: "link", onclick: () => openConversation(id, null) }, id) : h("strong", {}, id))))
+    Object.keys(a.agents || {}).length
+      ? h("ul", { class: "tool-list" }, Object.keys(a.agents).map((id) => h("li", {}, state.agents[id] ? h("button", { type: "button", class: "link", onclick: () => openConversation(id, null) }, id) : h("strong", {}, id))))
       : h("p", { class: "muted" }, "None."),
     editorSection(a, {
       // A version was published: the agent as runs now see it.

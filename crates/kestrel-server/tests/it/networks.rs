@@ -207,7 +207,9 @@ async fn a_network_streams_its_events_over_sse() {
         .json()
         .await
         .unwrap();
-    assert_eq!(agent["agents"], json!(["greeter"]));
+    // Mastra's shape: the sub-agents keyed by id.
+    assert_eq!(agent["agents"]["greeter"]["id"], "greeter");
+    assert_eq!(agent["agents"].as_object().map(|a| a.len()), Some(1));
     assert_eq!(agent["workflows"], json!({}));
 }
 
