@@ -99,6 +99,39 @@ impl RunOptions {
         Self::default()
     }
 
+    /// These options, each unset one taken from `defaults` (an agent's default options):
+    /// what a run uses. The abort signal, the context messages and the resource of a run
+    /// without a thread are the call's own and never come from `defaults`.
+    pub fn or(self, defaults: &RunOptions) -> RunOptions {
+        let d = defaults;
+        RunOptions {
+            run_id: self.run_id.or_else(|| d.run_id.clone()),
+            max_steps: self.max_steps.or(d.max_steps),
+            abort_signal: self.abort_signal,
+            request_context: self.request_context.or_else(|| d.request_context.clone()),
+            structured_output: self
+                .structured_output
+                .or_else(|| d.structured_output.clone()),
+            tool_choice: self.tool_choice.or_else(|| d.tool_choice.clone()),
+            model_settings: self.model_settings.or_else(|| d.model_settings.clone()),
+            tool_concurrency: self.tool_concurrency.or(d.tool_concurrency),
+            memory: self.memory.or_else(|| d.memory.clone()),
+            resource: self.resource,
+            require_tool_approval: self
+                .require_tool_approval
+                .or_else(|| d.require_tool_approval.clone()),
+            on_busy_thread: self.on_busy_thread.or(d.on_busy_thread),
+            delegation: self.delegation.or_else(|| d.delegation.clone()),
+            context: self.context,
+            on_iteration_complete: self
+                .on_iteration_complete
+                .or_else(|| d.on_iteration_complete.clone()),
+            is_task_complete: self.is_task_complete.or_else(|| d.is_task_complete.clone()),
+            until_idle: self.until_idle.or(d.until_idle),
+            versions: self.versions.or_else(|| d.versions.clone()),
+        }
+    }
+
     /// Which version of each agent the run and every delegation in it use (see
     /// [`crate::version`]): `Versions::new().agent("writing", VersionChoice::id("…"))`.
     pub fn versions(mut self, versions: crate::version::Versions) -> Self {
@@ -301,5 +334,24 @@ mod tests {
             Some(SavedApproval::Always),
         );
         assert!(!asks(&policy, 200));
+    }
+
+    #[test]
+    fn the_calls_options_stand_over_the_defaults_and_fill_from_them() {
+        let defaults = RunOptions::new()
+            .max_steps(3)
+            .run_id("from-defaults")
+            .abort_signal(AbortSignal::new())
+            .context(vec![Message::user("the defaults' context")])
+            .resource("the defaults' resource")
+            .until_idle(true);
+        let merged = RunOptions::new().max_steps(7).or(&defaults);
+        assert_eq!(merged.max_steps, Some(7), "the call's own stands");
+        assert_eq!(merged.run_id.as_deref(), Some("from-defaults"));
+        assert_eq!(merged.until_idle, Some(true));
+        // A run's abort signal, context and thread-less resource are the call's alone.
+        assert!(merged.abort_signal.is_none());
+        assert!(merged.context.is_none());
+        assert!(merged.resource.is_none());
     }
 }

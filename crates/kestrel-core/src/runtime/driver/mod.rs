@@ -145,86 +145,57 @@ impl std::fmt::Debug for AgentRun {
 
 impl AgentRun {
     pub(crate) fn start(agent: Agent, input: Vec<Message>, options: RunOptions) -> Self {
-        let inner = &agent.inner;
-        let d = &inner.defaults;
+        // The call's options over the agent's defaults: every choice below reads them alone.
+        let options = options.or(&agent.inner.defaults);
         let settings = RunSettings {
-            tool_choice: options
-                .tool_choice
-                .or_else(|| d.tool_choice.clone())
-                .unwrap_or_default(),
-            model_settings: options
-                .model_settings
-                .or_else(|| d.model_settings.clone())
-                .unwrap_or_default(),
-            structured_output: options
-                .structured_output
-                .or_else(|| d.structured_output.clone()),
+            tool_choice: options.tool_choice.unwrap_or_default(),
+            model_settings: options.model_settings.unwrap_or_default(),
+            structured_output: options.structured_output,
             tool_concurrency: options
                 .tool_concurrency
-                .or(d.tool_concurrency)
                 .unwrap_or(DEFAULT_TOOL_CONCURRENCY)
                 .max(1),
-            thread_id: options
-                .memory
-                .as_ref()
-                .or(d.memory.as_ref())
-                .map(|m| m.thread.clone()),
+            thread_id: options.memory.as_ref().map(|m| m.thread.clone()),
             resource_id: options
                 .memory
                 .as_ref()
-                .or(d.memory.as_ref())
                 .map(|m| m.resource.clone())
                 .or_else(|| options.resource.clone()),
             tool_approval: SavedApproval::Never,
             versions: options
                 .versions
-                .clone()
-                .or_else(|| d.versions.clone())
                 .unwrap_or_default()
                 .over(&agent.runtime.versions),
             version_id: None,
         };
-        let approval = approval_policy(
-            options.require_tool_approval,
-            d.require_tool_approval.as_ref(),
-            None,
-        );
-        let chosen_id = options.run_id.is_some() || d.run_id.is_some();
-        let run_id = options
-            .run_id
-            .or_else(|| d.run_id.clone())
-            .unwrap_or_else(crate::id::new_id);
-        let max_steps_chosen = options.max_steps.is_some() || d.max_steps.is_some();
-        let max_steps = options
-            .max_steps
-            .or(d.max_steps)
-            .unwrap_or(inner.max_steps)
-            .max(1);
+        let approval = options.require_tool_approval.unwrap_or_default();
+        let chosen_id = options.run_id.is_some();
+        let run_id = options.run_id.unwrap_or_else(crate::id::new_id);
+        let max_steps_chosen = options.max_steps.is_some();
+        let max_steps = options.max_steps.unwrap_or(agent.inner.max_steps).max(1);
         let context = options.context.unwrap_or_default();
         let context_len = context.len();
         let mut messages = context;
         messages.extend(input);
-        let mut state = RunState::new(run_id, inner.id.clone(), messages, max_steps, settings);
+        let mut state = RunState::new(
+            run_id,
+            agent.inner.id.clone(),
+            messages,
+            max_steps,
+            settings,
+        );
         state.context_len = context_len;
         state.settings.tool_approval = match &approval {
             ApprovalPolicy::Never => SavedApproval::Never,
             ApprovalPolicy::Always => SavedApproval::Always,
             ApprovalPolicy::When(_) => SavedApproval::Function,
         };
-        let request_context = options
-            .request_context
-            .or_else(|| d.request_context.clone())
-            .unwrap_or_default();
+        let request_context = options.request_context.unwrap_or_default();
         let abort = options.abort_signal.unwrap_or_default();
-        let busy = options
-            .on_busy_thread
-            .or(d.on_busy_thread)
-            .unwrap_or_default();
-        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
-        run.busy = busy;
-        run.until_idle = until_idle;
+        run.busy = options.on_busy_thread.unwrap_or_default();
+        run.until_idle = options.until_idle.unwrap_or(false);
         run.chosen_id = chosen_id;
         run.max_steps_chosen = max_steps_chosen;
         run.with_hooks(
@@ -234,19 +205,16 @@ impl AgentRun {
         )
     }
 
-    /// The run's hooks: the call's, else the agent's defaults.
+    /// The run's hooks (the call's options over the agent's defaults).
     fn with_hooks(
         mut self,
         delegation: Option<DelegationOptions>,
         iteration_hook: Option<OnIterationComplete>,
         task_completion: Option<TaskCompletion>,
     ) -> Self {
-        let d = &self.agent.inner.defaults;
-        self.delegation = delegation
-            .or_else(|| d.delegation.clone())
-            .map(|o| Arc::new(DelegationRuntime::new(o)));
-        self.iteration_hook = iteration_hook.or_else(|| d.on_iteration_complete.clone());
-        self.task_completion = task_completion.or_else(|| d.is_task_complete.clone());
+        self.delegation = delegation.map(|o| Arc::new(DelegationRuntime::new(o)));
+        self.iteration_hook = iteration_hook;
+        self.task_completion = task_completion;
         self
     }
 
@@ -276,20 +244,24 @@ impl AgentRun {
         if state.is_finished() {
             return Err(invalid("the run is already finished".into()));
         }
+        let mut options = options;
+        // A resumed run keeps its own request context, and its approval policy as it was
+        // saved: those two are not the defaults' to fill.
         let request_context = options
             .request_context
+            .take()
             .unwrap_or_else(|| RequestContext::from(state.request_context.clone()));
-        let abort = options.abort_signal.unwrap_or_default();
         let d = &agent.inner.defaults;
         let approval = approval_policy(
-            options.require_tool_approval,
+            options.require_tool_approval.take(),
             d.require_tool_approval.as_ref(),
             Some(state.settings.tool_approval),
         );
-        let until_idle = options.until_idle.or(d.until_idle).unwrap_or(false);
+        let options = options.or(d);
+        let abort = options.abort_signal.unwrap_or_default();
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
-        run.until_idle = until_idle;
+        run.until_idle = options.until_idle.unwrap_or(false);
         Ok(run.with_hooks(
             options.delegation,
             options.on_iteration_complete,
