@@ -533,19 +533,19 @@ impl EmbedderRegistry {
         Self::default()
     }
 
-    /// The built-in providers, configured from the process environment.
+    /// The built-in providers, configured from the process environment: none in a build
+    /// without the `openai` feature (with it, this is defined beside the providers, in
+    /// `providers/openai_embeddings.rs`).
+    #[cfg(not(feature = "openai"))]
     pub fn from_env() -> Self {
-        Self::from_env_with(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        Self::empty()
     }
 
     /// Like [`EmbedderRegistry::from_env`] but reading variables through `env` (for tests).
+    #[cfg(not(feature = "openai"))]
     pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
-        #[allow(unused_mut)]
-        let mut registry = Self::empty();
-        #[cfg(feature = "openai")]
-        crate::providers::openai_embeddings::register_builtin(&mut registry, &env);
-        let _ = &env;
-        registry
+        let _ = env;
+        Self::empty()
     }
 
     /// Registers (or replaces) a provider.

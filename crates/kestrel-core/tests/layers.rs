@@ -182,6 +182,67 @@ fn no_import_circle_goes_through_a_layered_module() {
     }
 }
 
+/// Circles between top-level modules outside the layers that are known and to be broken
+/// (issue 38: each goes with the redesign that removes its reason). The list only shrinks:
+/// a circle not in it fails, and so does one in it that is gone.
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    // The event sink publishes to the pub/sub, which carries events.
+    &["event", "pubsub"],
+    // Memory hands out the message queue (`AgentMemory::message_queue`), whose entries name
+    // a memory scope.
+    &["memory", "queue"],
+];
+
+/// The sets of top-level modules that name each other, round about (strongly connected
+/// components of more than one module), each sorted.
+fn circles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let reaches = |from: &str| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(next) = stack.pop() {
+            for to in graph.get(&next).into_iter().flat_map(BTreeMap::keys) {
+                if seen.insert(to.clone()) {
+                    stack.push(to.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reach: BTreeMap<&String, std::collections::BTreeSet<String>> =
+        graph.keys().map(|m| (m, reaches(m))).collect();
+    let mut found: Vec<Vec<String>> = Vec::new();
+    for (module, reached) in &reach {
+        if !reached.contains(*module) || found.iter().any(|c| c.contains(*module)) {
+            continue;
+        }
+        let mut circle: Vec<String> = reached
+            .iter()
+            .filter(|other| reach.get(other).is_some_and(|back| back.contains(*module)))
+            .cloned()
+            .collect();
+        circle.sort();
+        found.push(circle);
+    }
+    found
+}
+
+#[test]
+fn no_module_names_another_that_names_it_back() {
+    let graph = module_graph();
+    let found = circles(&graph);
+    let known: Vec<Vec<String>> = KNOWN_CIRCLES
+        .iter()
+        .map(|c| c.iter().map(|m| (*m).to_owned()).collect())
+        .collect();
+    let new: Vec<&Vec<String>> = found.iter().filter(|c| !known.contains(c)).collect();
+    assert!(new.is_empty(), "import circles between modules: {new:?}");
+    let gone: Vec<&Vec<String>> = known.iter().filter(|c| !found.contains(c)).collect();
+    assert!(
+        gone.is_empty(),
+        "these circles are gone: take them out of KNOWN_CIRCLES: {gone:?}"
+    );
+}
+
 #[test]
 fn the_checker_sees_paths_in_use_lines_and_code() {
     let named = named_modules(

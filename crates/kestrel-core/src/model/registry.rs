@@ -86,21 +86,19 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// The built-in providers, configured from the process environment.
-    ///
-    /// See [`crate::providers`] for the variables each provider reads.
+    /// The built-in providers, configured from the process environment: none in a build
+    /// without the `http` feature (with it, this is defined beside the providers, in
+    /// `providers/builtin.rs`).
+    #[cfg(not(feature = "http"))]
     pub fn from_env() -> Self {
-        Self::from_env_with(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+        Self::empty()
     }
 
     /// Like [`ModelRegistry::from_env`] but reading variables through `env` (for tests).
+    #[cfg(not(feature = "http"))]
     pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
-        #[allow(unused_mut)]
-        let mut registry = Self::empty();
-        #[cfg(feature = "http")]
-        crate::providers::register_builtin(&mut registry, &env);
-        let _ = &env;
-        registry
+        let _ = env;
+        Self::empty()
     }
 
     /// Registers (or replaces) a provider.

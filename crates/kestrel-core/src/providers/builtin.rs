@@ -26,13 +26,28 @@ const OPENAI_COMPATIBLE: &[(&str, &str, &str, bool)] = &[
     ("ollama", "OLLAMA", "http://127.0.0.1:11434/v1", false),
 ];
 
+// The registry's constructors that know the built-in providers live here, beside them, so
+// that the model module never names the providers module (which builds on it).
+impl ModelRegistry {
+    /// The built-in providers, configured from the process environment.
+    ///
+    /// See [`crate::providers`] for the variables each provider reads.
+    pub fn from_env() -> Self {
+        Self::from_env_with(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Like [`ModelRegistry::from_env`] but reading variables through `env` (for tests).
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
+        let mut registry = Self::empty();
+        register_builtin(&mut registry, &env);
+        registry
+    }
+}
+
 /// Registers the built-in providers configured from `env`.
 ///
 /// Variables are read here, once; the factories only build model objects (no I/O).
-pub(crate) fn register_builtin(
-    registry: &mut ModelRegistry,
-    env: &impl Fn(&str) -> Option<String>,
-) {
+fn register_builtin(registry: &mut ModelRegistry, env: &impl Fn(&str) -> Option<String>) {
     let var = |name: &str| env(name).filter(|value| !value.trim().is_empty());
 
     #[cfg(feature = "openai")]

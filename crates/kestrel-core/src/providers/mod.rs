@@ -62,7 +62,6 @@ pub mod openai;
 #[cfg(feature = "openai")]
 pub mod openai_embeddings;
 
-pub(crate) use builtin::register_builtin;
 pub use config::HttpConfig;
 
 #[cfg(doc)]

@@ -373,11 +373,25 @@ struct Endpoint {
     missing_key: Option<String>,
 }
 
+// The registry's constructors that know the built-in providers live here, beside them, so
+// that the embedding module never names the providers module (which builds on it).
+impl EmbedderRegistry {
+    /// The built-in providers, configured from the process environment (see this module's
+    /// documentation for the variables).
+    pub fn from_env() -> Self {
+        Self::from_env_with(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Like [`EmbedderRegistry::from_env`] but reading variables through `env` (for tests).
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Self {
+        let mut registry = Self::empty();
+        register_builtin(&mut registry, &env);
+        registry
+    }
+}
+
 /// Registers `openai`, `ollama` and the custom OpenAI-compatible endpoints configured in `env`.
-pub(crate) fn register_builtin(
-    registry: &mut EmbedderRegistry,
-    env: &impl Fn(&str) -> Option<String>,
-) {
+fn register_builtin(registry: &mut EmbedderRegistry, env: &impl Fn(&str) -> Option<String>) {
     let var = |name: &str| env(name).filter(|value| !value.trim().is_empty());
     for &(name, prefix, default_url, needs_key) in BUILTIN {
         let key_variable = format!("{prefix}_API_KEY");
