@@ -62,7 +62,7 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
 /// its end as soon as the database was back: stored `failed`, the run was refused by
 /// `POST /agents/{id}/runs/{runId}/resume` (409, "it is finished") and the turn's question
 /// stayed in the thread, unanswered. Here instance `a`'s PostgreSQL answers are dropped for
-/// 3 s from when its turn's model step (1.5 s) starts (the step's message save waits on a connection
+/// 4 s from when its turn's model step (1.5 s) starts (the step's message save waits on a connection
 /// caught in the fault, and fails after the pool's timeout); the turn ends answered (the
 /// sweep continues it once its lease has run out), or, were it stored failed, is resumable on
 /// `b`.
@@ -98,7 +98,7 @@ async fn a_turn_whose_save_was_lost_can_be_resumed() {
     }
     a.postgres.set(Fault::DropAnswers);
     // Past the model step's end, so its message save is caught in the fault.
-    pause(3_000).await;
+    pause(4_000).await;
     a.postgres.set(Fault::None);
     // The fault reached the turn: its client was told of the storage error.
     let told = turn.await.unwrap().unwrap();
