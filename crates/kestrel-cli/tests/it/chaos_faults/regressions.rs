@@ -62,10 +62,10 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
 /// its end as soon as the database was back: stored `failed`, the run was refused by
 /// `POST /agents/{id}/runs/{runId}/resume` (409, "it is finished") and the turn's question
 /// stayed in the thread, unanswered. Here instance `a`'s PostgreSQL answers are dropped for
-/// 4 s from when its turn's model step (1.5 s) starts (the step's message save waits on a connection
-/// caught in the fault, and fails after the pool's timeout); the turn ends answered (the
-/// sweep continues it once its lease has run out), or, were it stored failed, is resumable on
-/// `b`.
+/// 4 s from when its turn's model step (1.5 s) starts (the step's message save waits on a
+/// connection caught in the fault, and fails after the pool's timeout); the turn ends
+/// answered (the sweep continues it once its lease has run out), or, were it stored failed,
+/// is resumable on `b`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_whose_save_was_lost_can_be_resumed() {
     let Some(services) = Services::from_env("a_turn_whose_save_was_lost_can_be_resumed") else {
