@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kestrel_chaos::FaultProxy;
 use kestrel_core::agent::{Agent, RunRef};
 use kestrel_core::cluster::Cluster;
 use kestrel_core::definition::AgentError;
@@ -19,10 +18,10 @@ use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::run_store::{RunPhase, RunStore};
 use kestrel_memory::Memory;
-use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
-use kestrel_storage::{PgOptions, PostgresStorage, Selection, Storage, StorageRunStore};
+use kestrel_storage::{Selection, Storage, StorageRunStore};
 
 use super::cluster::{PausableLeases, cluster};
+use super::common::ProxiedPostgres;
 
 const THREAD: &str = "thread-cut";
 const RESOURCE: &str = "alice";
@@ -52,35 +51,11 @@ fn instance(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
-    let Some(url) = postgres_url() else {
-        eprintln!("skipping: KESTREL_TEST_POSTGRES_URL is not set");
+    let Some(pg) = ProxiedPostgres::start(Duration::from_millis(500)).await else {
         return;
     };
-    let authority = url
-        .split("://")
-        .nth(1)
-        .and_then(|rest| rest.split(['/', '?']).next())
-        .map(|a| a.rsplit('@').next().unwrap_or(a))
-        .unwrap();
-    let proxy = Arc::new(
-        FaultProxy::start(kestrel_chaos::resolve(authority).await.unwrap())
-            .await
-            .unwrap(),
-    );
-    let schema = test_schema();
-    let options = PgOptions {
-        operation_timeout: Duration::from_millis(500),
-        ..PgOptions::schema(&schema)
-    };
-    let through: Arc<dyn Storage> = Arc::new(
-        PostgresStorage::connect(&proxy.url_for(&url).unwrap(), options)
-            .await
-            .unwrap(),
-    );
-    let direct = PostgresStorage::connect(&url, PgOptions::schema(&schema))
-        .await
-        .unwrap();
-    let direct_store: Arc<dyn Storage> = Arc::new(direct.clone());
+    let (proxy, direct_store) = (Arc::clone(&pg.proxy), Arc::clone(&pg.direct));
+    let through = Arc::clone(&pg.through);
 
     // On A, the database stores the model's answer and its answer to that write is lost.
     let calls = Arc::new(AtomicUsize::new(0));
@@ -150,5 +125,5 @@ async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
     assert_eq!(thread[0].1, "Weather in Oslo?");
 
     drop((a, b));
-    drop_schema(&url, &schema).await;
+    pg.teardown().await;
 }

@@ -198,38 +198,14 @@ async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     use kestrel_chaos::{Fault, FaultProxy};
-    use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
-    use kestrel_storage::{PgOptions, PostgresStorage};
 
-    let Some(url) = postgres_url() else {
-        eprintln!("skipping: KESTREL_TEST_POSTGRES_URL is not set");
+    let Some(pg) = super::common::ProxiedPostgres::start(Duration::from_millis(500)).await else {
         return;
     };
-    let authority = url
-        .split("://")
-        .nth(1)
-        .and_then(|rest| rest.split(['/', '?']).next())
-        .map(|a| a.rsplit('@').next().unwrap_or(a))
-        .unwrap();
-    let proxy = Arc::new(
-        FaultProxy::start(kestrel_chaos::resolve(authority).await.unwrap())
-            .await
-            .unwrap(),
-    );
-    let schema = test_schema();
-    let options = PgOptions {
-        operation_timeout: Duration::from_millis(500),
-        ..PgOptions::schema(&schema)
-    };
-    let through: Store = Arc::new(
-        PostgresStorage::connect(&proxy.url_for(&url).unwrap(), options)
-            .await
-            .unwrap(),
-    );
-    let direct: Store = Arc::new(
-        PostgresStorage::connect(&url, PgOptions::schema(&schema))
-            .await
-            .unwrap(),
+    let (proxy, through, direct) = (
+        Arc::clone(&pg.proxy),
+        Arc::clone(&pg.through),
+        Arc::clone(&pg.direct),
     );
 
     // first → last; on A, `last` cuts the database's answers off as it ends.
@@ -321,7 +297,7 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     );
     drop(a);
     drop(b);
-    drop_schema(&url, &schema).await;
+    pg.teardown().await;
 }
 
 /// A cancel sent from an instance that does not drive the run reaches the one that does:
