@@ -3,6 +3,48 @@
 
 use super::*;
 
+/// Instances `a` and `b` of `kestrel dev` on fresh services, their ledgers in one folder.
+struct TwoNodes {
+    services: Services,
+    /// Kept alive: the instances' model.
+    _model: FakeServer,
+    ledgers: tempfile::TempDir,
+    a: Node,
+    b: Node,
+    on_a: String,
+    on_b: String,
+}
+
+impl TwoNodes {
+    async fn start(name: &str) -> Option<Self> {
+        let services = Services::from_env(name)?;
+        let model = FakeServer::start().await;
+        let ledgers = tempfile::tempdir().unwrap();
+        let (mut a, mut b) = (
+            Node::new("a", &services).await,
+            Node::new("b", &services).await,
+        );
+        let on_a = a.start(&services, &model, ledgers.path()).await;
+        let on_b = b.start(&services, &model, ledgers.path()).await;
+        Some(Self {
+            services,
+            _model: model,
+            ledgers,
+            a,
+            b,
+            on_a,
+            on_b,
+        })
+    }
+
+    async fn stop(self) {
+        for node in [self.a, self.b] {
+            node.process.unwrap().kill().await;
+        }
+        self.services.teardown().await;
+    }
+}
+
 /// A network's workflow primitive ran under the agent's own copy of the workflow, which had
 /// no cluster: its run took no lease and was stored `running` under `weather-report` in the
 /// shared store, where every other instance's sweep (which restarts `weather-report` runs
@@ -12,17 +54,10 @@ use super::*;
 /// of their workflow runs runs once, on `a`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_network_s_workflow_run_is_driven_by_one_instance() {
-    let Some(services) = Services::from_env("a_network_s_workflow_run_is_driven_by_one") else {
+    let Some(two) = TwoNodes::start("a_network_s_workflow_run_is_driven_by_one").await else {
         return;
     };
-    let model = FakeServer::start().await;
-    let ledgers = tempfile::tempdir().unwrap();
-    let (mut a, mut b) = (
-        Node::new("a", &services).await,
-        Node::new("b", &services).await,
-    );
-    let base = a.start(&services, &model, ledgers.path()).await;
-    b.start(&services, &model, ledgers.path()).await;
+    let base = two.on_a.clone();
     let client = http(Duration::from_secs(60));
     for n in 0..3 {
         let thread = format!("net-{n}");
@@ -39,7 +74,7 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
     }
     // Longer than a sweep interval and a lease: a restart would have run by now.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let effects = read_ledgers(ledgers.path());
+    let effects = read_ledgers(two.ledgers.path());
     let done = counts(&effects);
     assert_eq!(done.len(), 3 * 4, "four steps of three runs: {effects:#?}");
     let twice: Vec<&Effect> = effects
@@ -51,10 +86,7 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
         effects.iter().all(|e| e.instance.starts_with("a/")),
         "{effects:#?}"
     );
-    for node in [a, b] {
-        node.process.unwrap().kill().await;
-    }
-    services.teardown().await;
+    two.stop().await;
 }
 
 /// docs/scaling.md says an agent run whose save fails stops with a storage error, its last
@@ -68,17 +100,10 @@ async fn a_network_s_workflow_run_is_driven_by_one_instance() {
 /// is resumable on `b`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_whose_save_was_lost_can_be_resumed() {
-    let Some(services) = Services::from_env("a_turn_whose_save_was_lost_can_be_resumed") else {
+    let Some(two) = TwoNodes::start("a_turn_whose_save_was_lost_can_be_resumed").await else {
         return;
     };
-    let model = FakeServer::start().await;
-    let ledgers = tempfile::tempdir().unwrap();
-    let (mut a, mut b) = (
-        Node::new("a", &services).await,
-        Node::new("b", &services).await,
-    );
-    let on_a = a.start(&services, &model, ledgers.path()).await;
-    let on_b = b.start(&services, &model, ledgers.path()).await;
+    let (services, on_a, on_b) = (&two.services, two.on_a.clone(), two.on_b.clone());
     let store = PostgresStorage::connect(&services.postgres, PgOptions::schema(&services.schema))
         .await
         .unwrap();
@@ -96,10 +121,10 @@ async fn a_turn_whose_save_was_lost_can_be_resumed() {
         assert!(Instant::now() < deadline, "the run was never stored");
         pause(50).await;
     }
-    a.postgres.set(Fault::DropAnswers);
+    two.a.postgres.set(Fault::DropAnswers);
     // Past the model step's end, so its message save is caught in the fault.
     pause(4_000).await;
-    a.postgres.set(Fault::None);
+    two.a.postgres.set(Fault::None);
     // The fault reached the turn: its client was told of the storage error.
     let told = turn.await.unwrap().unwrap();
     assert!(!told.status().is_success(), "{told:?}");
@@ -133,8 +158,5 @@ async fn a_turn_whose_save_was_lost_can_be_resumed() {
     )
     .await;
     assert_eq!(roles(&messages), TURN, "{messages:#?}");
-    for node in [a, b] {
-        node.process.unwrap().kill().await;
-    }
-    services.teardown().await;
+    two.stop().await;
 }
