@@ -16,8 +16,8 @@ use futures::StreamExt;
 use kestrel::agent::ToolCallRef;
 use kestrel::memory::Memory;
 use kestrel::prelude::*;
-use kestrel::run_store::SuspendedRunsQuery;
-use kestrel::storage::{Selection, SqliteStorage, Storage, StorageRunStore};
+use kestrel::storage::{Selection, SqliteStorage, Storage};
+use kestrel::store::SuspendedRunsQuery;
 use serde_json::json;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -26,8 +26,8 @@ struct Email {
     subject: String,
 }
 
-/// One "process": an instance whose agent remembers the thread and saves stopped runs in
-/// `store`.
+/// One "process": an instance on `store` (its stopped runs are saved there), whose agent
+/// remembers the thread in the same store.
 fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Error>> {
     let model = ScriptedModel::from_fn(|req| {
         if req.messages.last().is_some_and(|m| m.role == Role::Tool) {
@@ -54,10 +54,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Erro
         .tool(send_email)
         .memory(memory)
         .build()?;
-    Ok(Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(store)))
-        .agent(agent)
-        .build()?)
+    Ok(Kestrel::builder().storage(store).agent(agent).build()?)
 }
 
 #[tokio::main]

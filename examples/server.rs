@@ -33,20 +33,25 @@ fn model() -> ModelSpec {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    // One memory for the agent and for the server's /api/memory routes (use SQLite or
-    // PostgreSQL storage to keep threads across restarts).
-    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
+    // One storage (use SQLite or PostgreSQL storage to keep threads and runs across restarts),
+    // and one memory on it for the agent and for the server's /api/memory routes.
+    let storage = Arc::new(InMemoryStorage::new());
+    let memory = Memory::new(storage.clone());
     let greeter = Agent::builder("greeter")
         .description("Greets people by name")
         .instructions("Greet the user by name, briefly.")
         .model(model())
         .memory(memory.clone())
         .build()?;
-    // The instance's memory, given once: its runs are saved in the same storage, and the
-    // server's memory routes serve it.
-    let kestrel = Kestrel::builder().agent(greeter).memory(memory).build()?;
-    // Beyond loopback the server refuses to start without KESTREL_API_TOKEN.
-    let server = Server::from_env(kestrel);
+    // The instance's storage, given once: its runs are saved there, next to the threads.
+    let kestrel = Kestrel::builder()
+        .agent(greeter)
+        .storage(storage)
+        .memory(memory.clone())
+        .build()?;
+    // Beyond loopback the server refuses to start without KESTREL_API_TOKEN. Its memory
+    // routes serve the agent's memory.
+    let server = Server::from_env(kestrel).memory(memory);
 
     if std::env::args().any(|a| a == "--serve") {
         println!("serving on http://127.0.0.1:4111/api");

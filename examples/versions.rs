@@ -110,6 +110,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .models(models)
         .agent(writing)
         .agent(supervisor)
+        // Where the versions are kept (and the runs), given once; the memory of agents
+        // defined in the storage alone.
+        .storage(Arc::clone(&storage))
         .memory(Memory::new(Arc::clone(&storage)))
         .build()?;
     let supervisor = kestrel.agent("supervisor")?;

@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kestrel::kestrel::Kestrel;
-use kestrel::memory::Memory;
 use kestrel::storage::{SqliteStorage, Storage};
 use kestrel::workflow::{Workflow, WorkflowStatus, create_step, when};
 use schemars::JsonSchema;
@@ -108,11 +107,10 @@ fn order_workflow() -> Result<Workflow, Box<dyn std::error::Error>> {
         .commit()?)
 }
 
-/// One "process": an instance whose workflows keep their runs in `store`.
+/// One "process": an instance on `store`, where its workflows keep their runs.
 fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Error>> {
-    let memory = Memory::builder(store).build()?;
     Ok(Kestrel::builder()
-        .memory(memory)
+        .storage(store)
         .workflow(order_workflow()?)
         .build()?)
 }

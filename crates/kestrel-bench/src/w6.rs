@@ -21,7 +21,7 @@ use kestrel::agent::{Agent, ToolCallRef};
 use kestrel::kestrel::Kestrel;
 use kestrel::prelude::*;
 use kestrel_memory::Memory;
-use kestrel_storage::{SqliteStorage, Storage, StorageRunStore};
+use kestrel_storage::{SqliteStorage, Storage};
 use serde_json::json;
 
 use crate::{AddInput, DELTAS, percentile};
@@ -52,10 +52,7 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn Error>> {
         .tool(add)
         .memory(memory)
         .build()?;
-    Ok(Kestrel::builder()
-        .run_store(Arc::new(StorageRunStore::new(store)))
-        .agent(agent)
-        .build()?)
+    Ok(Kestrel::builder().storage(store).agent(agent).build()?)
 }
 
 struct Round {

@@ -20,7 +20,7 @@ use kestrel::cluster::Cluster;
 use kestrel::kestrel::Kestrel;
 use kestrel::prelude::*;
 use kestrel::redis::{RedisCluster, RedisPubSubOptions};
-use kestrel::run_store::{InMemoryRunStore, RunPhase, SharedRunStore};
+use kestrel::store::{InMemoryRunStore, RunPhase, SharedRunStore};
 use serde_json::{Value, json};
 
 use super::{percentile, w2_agent};
@@ -99,7 +99,7 @@ pub async fn events(runs: usize, on_sqlite: bool) -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
     let store: SharedRunStore = if on_sqlite {
         let sqlite = kestrel_storage::SqliteStorage::open(&dir.path().join("w8.db")).await?;
-        Arc::new(kestrel_storage::StorageRunStore::new(Arc::new(sqlite)))
+        Arc::new(sqlite)
     } else {
         Arc::new(InMemoryRunStore::new())
     };
@@ -185,7 +185,7 @@ pub async fn takeover(rounds: usize) -> Result<(), BoxError> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("w8.db");
     let sqlite = kestrel_storage::SqliteStorage::open(&path).await?;
-    let store: SharedRunStore = Arc::new(kestrel_storage::StorageRunStore::new(Arc::new(sqlite)));
+    let store: SharedRunStore = Arc::new(sqlite);
     let agent = |blocking: bool| -> Result<Agent, BoxError> {
         let model = ScriptedModel::from_fn(|req| {
             if req.messages.last().is_some_and(|m| m.role == Role::Tool) {

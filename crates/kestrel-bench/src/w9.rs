@@ -219,9 +219,7 @@ pub async fn w10_bench(runs: usize) -> Result<(), Box<dyn std::error::Error>> {
         crate::sqlite_options(),
     )
     .await?;
-    let store = Arc::new(kestrel_storage::StorageWorkflowStore::new(Arc::new(
-        storage,
-    )));
+    let store = Arc::new(storage);
     let workflow = w10(store)?;
     super::per_run_batches(
         "w10 start + suspend + resume (5 steps, SQLite)",

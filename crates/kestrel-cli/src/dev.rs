@@ -16,19 +16,21 @@
 //! (`Editable::instructions().and_tool_descriptions()`): the Studio's Agent tab saves drafts,
 //! publishes them and the chat's Draft switch tries them (docs/versions.md).
 //!
-//! The store is given once, as the instance's [`Memory`]: the assistant and the supervisor
-//! remember their threads in it, the server's `/api/memory` routes read it, and every stopped
-//! run is saved in the same database, so a run waiting for an approval survives a restart.
+//! One store holds everything: it is the instance's storage (every stopped run, workflow run,
+//! queued message and stored agent is saved there, so a run waiting for an approval survives a
+//! restart) and the database of the demo [`Memory`] ([`demo_memory`]), in which the assistant
+//! and the supervisor remember their threads and which the server's `/api/memory` routes read.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use kestrel::model::ModelSpec;
+//! use kestrel::storage::Storage;
 //! use kestrel_cli::dev;
 //!
-//! let storage = dev::open_storage(".kestrel/dev.db".as_ref()).await?;
-//! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::new(storage))?;
-//! dev::server(kestrel)
+//! let storage: Arc<dyn Storage> = Arc::new(dev::open_storage(".kestrel/dev.db".as_ref()).await?);
+//! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::clone(&storage))?;
+//! dev::server(kestrel, dev::demo_memory(storage)?)
 //!     .serve("127.0.0.1:4111".parse()?)
 //!     .await?;
 //! # Ok(()) }
@@ -251,8 +253,8 @@ pub async fn open_database(database: &Database, schema: &str) -> Result<OpenData
     }
 }
 
-/// The demo instance on `model` (every agent uses it) and `storage` (its memory, runs and the
-/// server's memory routes).
+/// The demo instance on `model` (every agent uses it) and `storage` (its runs, and the
+/// database of its agents' memory, [`demo_memory`]).
 pub fn demo_kestrel(model: ModelSpec, storage: Arc<dyn Storage>) -> Result<Kestrel, DevError> {
     demo_kestrel_with(model, storage, DemoOptions::default())
 }
@@ -288,12 +290,7 @@ pub fn demo_kestrel_with(
         delay: tool_delay,
         ledger,
     };
-    let memory = Memory::builder(storage.clone())
-        .last_messages(20)
-        .working_memory(WorkingMemory::template(
-            "# About the user\n- Name:\n- Preferences:\n",
-        ))
-        .build()?;
+    let memory = demo_memory(Arc::clone(&storage))?;
 
     let assistant = Agent::builder(ASSISTANT)
         .name("Assistant")
@@ -327,8 +324,6 @@ pub fn demo_kestrel_with(
         .editable(demo_editable())
         .build()?;
 
-    // The storage, given once: the instance saves its runs in the memory's database, and the
-    // server's memory routes serve the same memory.
     let demo_workflows = workflows::demo_workflows(research.clone(), &work)?;
     let weather_report = demo_workflows
         .iter()
@@ -341,8 +336,11 @@ pub fn demo_kestrel_with(
         weather_report,
         weather_tool(work),
     )?;
+    // The storage, given once: the instance saves its runs, workflow runs, queued messages and
+    // stored agents in the memory's database.
     let mut builder = Kestrel::builder()
-        .memory(memory.clone())
+        .storage(storage)
+        .memory(memory)
         .agent(assistant)
         .agent(supervisor)
         .agent(coordinator)
@@ -358,10 +356,22 @@ pub fn demo_kestrel_with(
     Ok(builder.build()?)
 }
 
-/// The server of `kestrel dev`: `kestrel`'s agents, the Studio, the instance's memory behind the
-/// memory routes, and the token from `KESTREL_API_TOKEN` when it is set.
-pub fn server(kestrel: Kestrel) -> Server {
-    Server::from_env(kestrel).studio(true)
+/// The memory of the demo agents over `storage`: the last 20 messages of a thread and a
+/// working memory about the user. [`server`] serves it behind the memory routes.
+pub fn demo_memory(storage: Arc<dyn Storage>) -> Result<Memory, DevError> {
+    Ok(Memory::builder(storage)
+        .last_messages(20)
+        .working_memory(WorkingMemory::template(
+            "# About the user\n- Name:\n- Preferences:\n",
+        ))
+        .build()?)
+}
+
+/// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` (the demo agents',
+/// [`demo_memory`] over the instance's storage) behind the memory routes, and the token from
+/// `KESTREL_API_TOKEN` when it is set.
+pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
+    Server::from_env(kestrel).studio(true).memory(memory)
 }
 
 fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {

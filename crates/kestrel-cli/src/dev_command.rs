@@ -99,12 +99,17 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(kestrel) => kestrel,
         Err(error) => return fail(USAGE, error),
     };
+    // What the memory routes serve: the demo agents' memory, on the same database.
+    let memory = match dev::demo_memory(storage.storage()) {
+        Ok(memory) => memory,
+        Err(error) => return fail(USAGE, error),
+    };
     // Workflow runs a process that died left running (or sleeping) go on from their last
     // step boundary.
     let restarted = kestrel.recover_workflow_runs().await;
     // Messages queued on threads that no run took yet run now, in order.
     let queues = kestrel.drain_message_queues().await;
-    let server = dev::server(kestrel).allowed_hosts(args.allowed_hosts.clone());
+    let server = dev::server(kestrel, memory).allowed_hosts(args.allowed_hosts.clone());
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
         Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),

@@ -9,13 +9,12 @@ use crate::control::recovery;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
-use crate::run_store::{InMemoryRunStore, SharedRunStore};
 use crate::runtime::Runtime;
 use crate::runtime::cluster::ClusterRuntime;
 use crate::runtime::registry::{RunRegistry, ThreadKey};
+use crate::store::{IntoStores, SharedRunStore, SharedWorkflowStore, Stores};
 use crate::tool::{SharedTool, Tool};
 use crate::workflow::Workflow;
-use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
 mod stored;
 
@@ -159,10 +158,15 @@ impl Kestrel {
         self.inner.runtime.memory.as_ref()
     }
 
-    /// Where the instance saves stopped runs: the store it was given, else its memory's
-    /// storage, else an in-process store.
+    /// Where the instance saves stopped runs: its storage's run store, or the override
+    /// given to [`KestrelBuilder::run_store`].
     pub fn run_store(&self) -> &SharedRunStore {
-        &self.inner.runtime.run_store
+        &self.inner.runtime.stores.runs
+    }
+
+    /// The instance's stores ([`KestrelBuilder::storage`], with the builder's overrides).
+    pub fn stores(&self) -> &Stores {
+        &self.inner.runtime.stores
     }
 
     /// Aborts a run of any of the instance's agents; `false` when no such run is in progress
@@ -195,16 +199,10 @@ impl Kestrel {
     /// Starts draining the message queues a previous process left (messages queued with
     /// [`Agent::queue_message`] that no run took yet): call it when a process starts
     /// (`kestrel dev` does). Each thread's messages run in order, in the background, on the
-    /// agent that queued them. Returns how many threads have a queue; without a memory that
+    /// agent that queued them. Returns how many threads have a queue; without a storage that
     /// keeps queues, none.
     pub async fn drain_message_queues(&self) -> usize {
-        let Some(queue) = self
-            .inner
-            .runtime
-            .memory
-            .as_ref()
-            .and_then(|memory| memory.message_queue())
-        else {
+        let Some(queue) = self.inner.runtime.stores.queue.clone() else {
             return 0;
         };
         let threads = match queue.threads().await {
@@ -267,6 +265,7 @@ pub struct KestrelBuilder {
     workflow_store: Option<SharedWorkflowStore>,
     models: Option<ModelRegistry>,
     run_store: Option<SharedRunStore>,
+    storage: Option<Stores>,
     memory: Option<Arc<dyn AgentMemory>>,
     pubsub: Option<SharedPubSub>,
     background_concurrency: Option<usize>,
@@ -304,15 +303,14 @@ impl KestrelBuilder {
     }
 
     /// Registers a workflow. Unless its builder was given a store, its runs are kept in the
-    /// instance's ([`KestrelBuilder::workflow_store`], else the memory's storage, else in
-    /// memory).
+    /// instance's ([`KestrelBuilder::storage`]).
     pub fn workflow(mut self, workflow: Workflow) -> Self {
         self.workflows.push(workflow);
         self
     }
 
-    /// Keeps the runs of the registered workflows here (not needed with
-    /// [`KestrelBuilder::memory`] on a memory whose storage keeps them).
+    /// Keeps the runs of the registered workflows and of the agents' networks here, over the
+    /// instance's storage: an override, usually not needed.
     pub fn workflow_store(mut self, store: SharedWorkflowStore) -> Self {
         self.workflow_store = Some(store);
         self
@@ -325,19 +323,34 @@ impl KestrelBuilder {
     }
 
     /// Saves the stopped runs of every registered agent here (unless an agent's builder was
-    /// given its own store). With a durable store (SQLite, PostgreSQL) a run that waits for an
-    /// approval survives a restart: a new instance on the same database continues it.
-    ///
-    /// Not needed with [`KestrelBuilder::memory`] on a memory whose storage keeps runs.
+    /// given its own store), over the instance's storage: an override, usually not needed.
     pub fn run_store(mut self, store: SharedRunStore) -> Self {
         self.run_store = Some(store);
         self
     }
 
-    /// The instance's memory, given once: the instance saves its stopped runs in the same
-    /// storage ([`AgentMemory::run_store`]; `kestrel-memory`'s `Memory` does, so one SQLite or
-    /// PostgreSQL database holds threads and runs), and the server's memory routes serve it.
-    /// Agents remember only with the memory their own builder was given (usually this one).
+    /// The instance's storage, given once (Mastra's `new Mastra({ storage })`): its agents'
+    /// stopped runs, its workflows' and networks' runs, queued messages and agents' versions
+    /// are kept there. With a durable storage (`kestrel-storage`'s SQLite or PostgreSQL) a
+    /// run that waits for an approval survives a restart: a new instance on the same
+    /// database continues it. Default: [`Stores::in_memory`].
+    ///
+    /// ```
+    /// use kestrel_core::kestrel::Kestrel;
+    /// use kestrel_core::store::{InMemoryRunStore, Stores};
+    /// use std::sync::Arc;
+    ///
+    /// let stores = Stores::in_memory().with_runs(Arc::new(InMemoryRunStore::new()));
+    /// let kestrel = Kestrel::builder().storage(stores).build()?;
+    /// # Ok::<(), kestrel_core::kestrel::KestrelError>(())
+    /// ```
+    pub fn storage(mut self, storage: impl IntoStores) -> Self {
+        self.storage = Some(storage.into_stores());
+        self
+    }
+
+    /// The instance's memory: the server's memory routes serve it. Agents remember only with
+    /// the memory their own builder was given (usually this one).
     pub fn memory(mut self, memory: impl IntoAgentMemory) -> Self {
         self.memory = Some(memory.into_agent_memory());
         self
@@ -392,16 +405,19 @@ impl KestrelBuilder {
         };
         // One runtime for every agent (and every sub-agent they delegate to): the store, the
         // runs in progress, the leases, the pub/sub and the background limit.
-        let run_store = self
-            .run_store
-            .or_else(|| self.memory.as_ref().and_then(|m| m.run_store()))
-            .unwrap_or_else(|| Arc::new(InMemoryRunStore::new()));
+        // The storage, then the builder's overrides: nothing else decides.
+        let mut stores = self.storage.unwrap_or_else(Stores::in_memory);
+        if let Some(runs) = self.run_store {
+            stores.runs = runs;
+        }
+        if let Some(workflows) = self.workflow_store {
+            stores.workflows = workflows;
+        }
         let runtime = Arc::new(Runtime {
-            run_store,
+            stores,
             memory: self.memory,
             runs: registry,
             models: self.models.unwrap_or_else(ModelRegistry::from_env),
-            network_runs: std::sync::OnceLock::new(),
             network_live: Default::default(),
             drains: Default::default(),
             versions: self.versions.clone(),
@@ -422,12 +438,7 @@ impl KestrelBuilder {
                 return Err(KestrelError::DuplicateTool { id });
             }
         }
-        let workflow_store = self
-            .workflow_store
-            .or_else(|| runtime.memory.as_ref().and_then(|m| m.workflow_store()))
-            .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new()));
-        // Networks of agents whose memory keeps no workflow runs keep theirs here too.
-        let _ = runtime.network_runs.set(Arc::clone(&workflow_store));
+        let workflow_store = Arc::clone(&runtime.stores.workflows);
         let cluster = runtime.runs.cluster.clone();
         let mut workflows = BTreeMap::new();
         for workflow in self.workflows {

@@ -19,9 +19,8 @@
 //! - [`version`]: versions of agents (drafts, one published) and the choice of one per run;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
-//! - [`queue`]: where messages wait for a thread's next runs;
-//! - [`run_store`]: where stopped runs wait for a decision, as versioned snapshots;
-//! - [`workflow_store`]: where workflow runs are kept, as snapshots a resume claims;
+//! - [`store`]: the durable ports (stopped runs, workflow runs, the message queue, agent
+//!   versions) and [`store::Stores`], the bundle an instance is given once;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
 //! - [`kestrel`]: the instance that registers agents;
 //! - [`schema`] (JSON schemas), [`error`] (the boxed error of user code), [`context`],
@@ -49,13 +48,11 @@ pub mod network;
 #[cfg(feature = "http")]
 pub mod providers;
 pub mod pubsub;
-pub mod queue;
 pub mod run;
-pub mod run_store;
 pub mod runtime;
 pub mod schema;
 pub mod skill;
+pub mod store;
 pub mod tool;
 pub mod version;
 pub mod workflow;
-pub mod workflow_store;

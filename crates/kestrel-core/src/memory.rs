@@ -13,7 +13,6 @@
 //! Stored message ids equal the ids streamed in events. `persist` must be idempotent by message
 //! id: a continued or retried run may hand the same message again.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -23,7 +22,6 @@ use crate::error::BoxError;
 use crate::lease::Fence;
 use crate::message::Message;
 use crate::run::GenerateResult;
-use crate::run_store::SharedRunStore;
 use crate::tool::SharedTool;
 
 /// The conversation a run belongs to.
@@ -249,39 +247,6 @@ pub trait AgentMemory: Send + Sync {
     /// offered to the model only in runs with a thread and a resource.
     fn tools(&self) -> Vec<SharedTool> {
         Vec::new()
-    }
-
-    /// Where stopped runs are saved when this memory's storage keeps them too. A
-    /// [`crate::kestrel::Kestrel`] instance given this memory saves its runs there (unless it
-    /// was given a run store of its own), so one storage holds both. The default: `None`.
-    fn run_store(&self) -> Option<SharedRunStore> {
-        None
-    }
-
-    /// Where workflow runs are kept when this memory's storage keeps them too. A
-    /// [`crate::kestrel::Kestrel`] instance given this memory keeps its workflows' runs there
-    /// (unless a workflow or the instance was given a store of its own). The default: `None`.
-    fn workflow_store(&self) -> Option<crate::workflow_store::SharedWorkflowStore> {
-        None
-    }
-
-    /// Where messages queued for a thread's next runs wait
-    /// ([`crate::agent::Agent::queue_message`]): a memory whose storage keeps them gives its
-    /// queue. The default: `None` (the agent cannot queue messages).
-    fn message_queue(&self) -> Option<crate::queue::SharedMessageQueue> {
-        None
-    }
-
-    /// Where the versions of agents are kept ([`crate::version`]): a memory whose storage
-    /// keeps them gives its store. The default: `None` (runs use the agents' own definitions).
-    fn agent_versions(&self) -> Option<crate::version::SharedAgentVersions> {
-        None
-    }
-
-    /// This memory as [`Any`], for layers that know its concrete type (the server serves
-    /// `kestrel-memory`'s `Memory` behind its memory routes). The default: `None`.
-    fn as_any(&self) -> Option<&dyn Any> {
-        None
     }
 }
 

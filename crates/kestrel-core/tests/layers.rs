@@ -188,9 +188,6 @@ fn no_import_circle_goes_through_a_layered_module() {
 const KNOWN_CIRCLES: &[&[&str]] = &[
     // The event sink publishes to the pub/sub, which carries events.
     &["event", "pubsub"],
-    // Memory hands out the message queue (`AgentMemory::message_queue`), whose entries name
-    // a memory scope.
-    &["memory", "queue"],
 ];
 
 /// The sets of top-level modules that name each other, round about (strongly connected

@@ -1,6 +1,5 @@
 //! [`Memory`]: an agent's memory over a [`Storage`].
 
-use std::any::Any;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
@@ -12,11 +11,10 @@ use kestrel_core::lease::Fence;
 use kestrel_core::memory::{AgentMemory, ForkError, MemoryError, MemoryScope, RecalledContext};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
-use kestrel_core::run_store::SharedRunStore;
 use kestrel_core::tool::SharedTool;
 use kestrel_storage::{
     Metadata, MetadataUpdate, NewMessage, NewThread, Selection, Storage, StorageError,
-    StorageRunStore, StoredMessage, ThreadPatch,
+    StoredMessage, ThreadPatch,
 };
 use serde_json::Value;
 
@@ -488,14 +486,6 @@ impl AgentMemory for Memory {
         }
     }
 
-    /// The memory's storage keeps stopped runs too: an instance given this memory saves its
-    /// runs in the same database.
-    fn run_store(&self) -> Option<SharedRunStore> {
-        Some(Arc::new(StorageRunStore::new(Arc::clone(
-            &self.inner.storage,
-        ))))
-    }
-
     /// Clones the thread in the storage (messages in order, new ids; the clone's metadata names
     /// its source). Working memory, observations and vectors stay with the source.
     async fn fork_thread(
@@ -532,31 +522,6 @@ impl AgentMemory for Memory {
             }
             Err(e) => Err(MemoryError::with_source("forking the thread failed", e).into()),
         }
-    }
-
-    /// The memory's storage keeps agents' versions too.
-    fn agent_versions(&self) -> Option<kestrel_core::version::SharedAgentVersions> {
-        Some(Arc::new(kestrel_storage::StorageAgentVersions::new(
-            Arc::clone(&self.inner.storage),
-        )))
-    }
-
-    /// The memory's storage keeps message queues too.
-    fn message_queue(&self) -> Option<kestrel_core::queue::SharedMessageQueue> {
-        Some(Arc::new(kestrel_storage::StorageMessageQueue::new(
-            Arc::clone(&self.inner.storage),
-        )))
-    }
-
-    /// The memory's storage keeps workflow runs too.
-    fn workflow_store(&self) -> Option<kestrel_core::workflow_store::SharedWorkflowStore> {
-        Some(Arc::new(kestrel_storage::StorageWorkflowStore::new(
-            Arc::clone(&self.inner.storage),
-        )))
-    }
-
-    fn as_any(&self) -> Option<&dyn Any> {
-        Some(self)
     }
 
     fn tools(&self) -> Vec<SharedTool> {

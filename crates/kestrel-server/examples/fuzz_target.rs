@@ -85,8 +85,6 @@ async fn main() -> Result<(), Error> {
         .agents([tool_agent("research").build()?])
         .memory(memory.clone())
         .build()?;
-    // Given once: the instance saves its runs in the memory's storage, and the server's
-    // memory routes serve it.
     // Stored agents the fuzzer creates name models: only scripted ones resolve (no
     // provider that would call a host).
     let mut models = ModelRegistry::empty();
@@ -94,9 +92,12 @@ async fn main() -> Result<(), Error> {
         "scripted",
         |_: &str, _: &str| -> Result<SharedModel, UnknownModel> { Ok(model(answer)) },
     );
+    // The storage, given once: the instance keeps its runs, workflow runs, queued messages
+    // and stored agents there, next to the memory's threads.
     let kestrel = Kestrel::builder()
         .models(models)
-        .memory(memory)
+        .storage(storage)
+        .memory(memory.clone())
         .agent(assistant)
         .agent(supervisor)
         .agent(tool_agent("research").build()?)
@@ -104,7 +105,8 @@ async fn main() -> Result<(), Error> {
         .workflow(approval_workflow()?)
         .build()?;
 
-    let server = Server::new(kestrel);
+    // The server's memory routes serve the agents' memory.
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server
         .bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         .await?;

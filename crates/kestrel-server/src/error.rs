@@ -236,6 +236,9 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
             kestrel_core::agent::ThreadError::NoMemory { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "no_memory", error.to_string())
             }
+            kestrel_core::agent::ThreadError::NoQueue { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "no_message_queue", error.to_string())
+            }
             kestrel_core::agent::ThreadError::Memory(source) => memory_error(source),
             kestrel_core::agent::ThreadError::Fork(fork) => {
                 use kestrel_core::memory::ForkError as F;
@@ -257,7 +260,7 @@ impl From<kestrel_core::agent::ThreadError> for ApiError {
                 }
             }
             kestrel_core::agent::ThreadError::Queue(queue) => {
-                use kestrel_core::queue::QueueError as Q;
+                use kestrel_core::store::QueueError as Q;
                 match queue {
                     Q::ThreadOfOtherResource { thread_id, .. } => {
                         ApiError::not_found(format!("thread {thread_id:?} not found"))

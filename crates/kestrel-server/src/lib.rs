@@ -143,27 +143,15 @@ pub(crate) struct AppState {
 impl Server {
     /// A server for `kestrel`'s agents, with no token, no CORS and a 1 MiB body limit.
     ///
-    /// The `/api/memory` routes (threads, messages, working memory, observations) and the chat
-    /// route's stored history serve the instance's memory
-    /// ([`KestrelBuilder::memory`](kestrel_core::kestrel::KestrelBuilder::memory)), when it is a
-    /// `kestrel-memory` [`Memory`]; without one those routes answer 404 `no_memory`.
+    /// The `/api/memory` routes and the chat route's stored history serve the memory given to
+    /// [`Server::memory`]; without one those routes answer 404 `no_memory`.
     pub fn new(kestrel: Kestrel) -> Self {
-        let memory = kestrel
-            .memory()
-            .and_then(|memory| memory.as_any())
-            .and_then(|memory| memory.downcast_ref::<Memory>())
-            .cloned();
-        if kestrel.memory().is_some() && memory.is_none() {
-            tracing::warn!(
-                "the instance's memory is not a kestrel-memory Memory: the memory routes answer 404"
-            );
-        }
         Self {
             kestrel,
             tokens: Vec::new(),
             cors_origins: Vec::new(),
             body_limit: DEFAULT_BODY_LIMIT,
-            memory,
+            memory: None,
             abort_on_disconnect: false,
             studio: true,
             system_messages: false,
@@ -172,6 +160,13 @@ impl Server {
             max_streams_per_token: DEFAULT_MAX_STREAMS_PER_TOKEN,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
         }
+    }
+
+    /// The memory the `/api/memory` routes (threads, messages, working memory, observations)
+    /// and the chat route's stored history serve: usually the one the agents were given.
+    pub fn memory(mut self, memory: Memory) -> Self {
+        self.memory = Some(memory);
+        self
     }
 
     /// Makes a client that disconnects from a stream abort its run (stored as aborted, with

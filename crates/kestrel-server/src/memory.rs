@@ -1,6 +1,6 @@
 //! The `/api/memory` routes: threads, their messages, working memory and observations, read
-//! from the [`Memory`](kestrel_memory::Memory) of the server's instance
-//! ([`KestrelBuilder::memory`](kestrel_core::kestrel::KestrelBuilder::memory)).
+//! from the [`Memory`](kestrel_memory::Memory) given to the server
+//! ([`Server::memory`](crate::Server::memory)).
 //!
 //! Paths, query parameters and bodies are Mastra's. A caller pinned to a resource sees only
 //! that resource's threads: another resource's thread is "not found", so its existence is not
@@ -109,7 +109,7 @@ pub(crate) fn memory(state: &AppState) -> Result<&Memory, ApiError> {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "no_memory",
-            "this server has no memory: give its Kestrel instance one with KestrelBuilder::memory",
+            "this server has no memory: give it one with Server::memory",
         )
     })
 }

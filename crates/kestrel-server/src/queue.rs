@@ -84,7 +84,7 @@ struct CancelBody {
     ids: Option<Vec<String>>,
 }
 
-fn queued_json(message: &kestrel_core::queue::QueuedMessage) -> Value {
+fn queued_json(message: &kestrel_core::store::QueuedMessage) -> Value {
     json!({
         "id": message.id,
         "runId": message.run_id,

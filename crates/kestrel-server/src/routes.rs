@@ -8,7 +8,7 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
-use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_core::version::{VersionChoice, VersionStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -459,7 +459,7 @@ pub(crate) async fn stored_run(
     agent: &Agent,
     caller: &Caller,
     run_id: &str,
-) -> Result<kestrel_core::run_store::StoredRun, ApiError> {
+) -> Result<kestrel_core::store::StoredRun, ApiError> {
     agent
         .run_store()
         .load(run_id)
@@ -526,7 +526,7 @@ async fn suspended_runs(
 ) -> Result<Json<Value>, ApiError> {
     let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let agent = agent(&state, &agent_id).await?;
-    let max = kestrel_core::run_store::MAX_SUSPENDED_PAGE;
+    let max = kestrel_core::store::MAX_SUSPENDED_PAGE;
     if let Some(asked) = query.per_page.filter(|n| *n > max) {
         return Err(ApiError::invalid_query(format!(
             "perPage must be at most {max}, not {asked}"

@@ -32,15 +32,13 @@
 //! # Ok(()) }
 //! ```
 
-mod agent_versions;
 pub mod codec;
 pub mod error;
 pub mod memory;
-mod message_queue;
+pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod records;
-pub mod run_store;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;
 #[cfg(feature = "sqlite")]
@@ -49,19 +47,14 @@ pub mod storage;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod types;
-mod workflow_store;
 
-pub use agent_versions::StorageAgentVersions;
 pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
-pub use message_queue::StorageMessageQueue;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PostgresStorage};
-pub use run_store::StorageRunStore;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql_common::redact_url;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
 pub use storage::Storage;
 pub use types::*;
-pub use workflow_store::StorageWorkflowStore;

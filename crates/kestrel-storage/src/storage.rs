@@ -24,12 +24,16 @@ use crate::types::{
 /// [`StorageError::ThreadOwnedByOtherResource`](crate::StorageError::ThreadOwnedByOtherResource)
 /// and nothing is read or written.
 ///
+/// **Ports.** A storage is also every port of [`kestrel_core::store`] (stopped runs, workflow
+/// runs, the message queue, agents' versions: see [`crate::ports`]), so an instance is given
+/// it once (`Kestrel::builder().storage(storage)`) and keeps everything in the same database.
+///
 /// **Concurrency.** Appends to one thread are serialised by the store (a row lock on Postgres,
 /// the single writer on SQLite, a mutex in memory): concurrent appenders never share a seq and
 /// never interleave inside one batch. Runs use optimistic concurrency (a version compare-and-set),
 /// so several server instances may share one database.
 #[async_trait]
-pub trait Storage: Send + Sync {
+pub trait Storage: kestrel_core::store::DurableStore + Send + Sync {
     /// The backend's name: `memory`, `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 

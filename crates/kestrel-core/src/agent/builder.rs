@@ -14,10 +14,10 @@ use crate::definition::{
 use crate::delegation::DelegationTool;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::{ModelRegistry, ModelSpec};
-use crate::run_store::SharedRunStore;
 use crate::runtime::{Agent, Runtime};
 use crate::skill::tools::skill_tools;
 use crate::skill::{DynSkills, Skill, SkillSet, SkillsSource};
+use crate::store::SharedRunStore;
 use crate::tool::{SharedTool, Tool, ToolSet};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
@@ -47,6 +47,7 @@ pub struct AgentBuilder {
     registry: Option<ModelRegistry>,
     memory: Option<Arc<dyn AgentMemory>>,
     run_store: Option<SharedRunStore>,
+    storage: Option<crate::store::Stores>,
     sub_agents: Vec<Agent>,
     /// The workflows of `workflow(..)`, by id, type-erased (they live in a layer above).
     workflows: Vec<(String, Arc<dyn std::any::Any + Send + Sync>)>,
@@ -85,6 +86,7 @@ impl AgentBuilder {
             registry: None,
             memory: None,
             run_store: None,
+            storage: None,
             sub_agents: Vec::new(),
             workflows: Vec::new(),
             primitive_tools: Vec::new(),
@@ -117,11 +119,21 @@ impl AgentBuilder {
         self
     }
 
-    /// Where runs that stop for a person (approvals, suspended tools, client tools) are saved.
-    /// Default: in this process's memory; a [`crate::kestrel::Kestrel`] instance with storage
-    /// gives its agents a durable one, so stopped runs survive restarts.
+    /// Where runs that stop for a person (approvals, suspended tools, client tools) are
+    /// saved, over the stores the agent runs with (its instance's, or
+    /// [`AgentBuilder::storage`]): an override for this agent alone. Usually not needed.
     pub fn run_store(mut self, store: SharedRunStore) -> Self {
         self.run_store = Some(store);
+        self
+    }
+
+    /// The stores of the agent when it runs on its own, not registered in a
+    /// [`crate::kestrel::Kestrel`] instance: where its stopped runs, network runs, queued
+    /// messages and versions are kept (default: [`crate::store::Stores::in_memory`]). Give it
+    /// a SQLite or PostgreSQL storage and they survive restarts. An instance gives its agents
+    /// its own storage instead ([`crate::kestrel::KestrelBuilder::storage`]).
+    pub fn storage(mut self, storage: impl crate::store::IntoStores) -> Self {
+        self.storage = Some(storage.into_stores());
         self
     }
 
@@ -393,7 +405,10 @@ impl AgentBuilder {
         }
         Ok(Agent {
             inner: Arc::new(inner),
-            runtime: Arc::new(Runtime::standalone(registry)),
+            runtime: Arc::new(Runtime::standalone(
+                registry,
+                self.storage.unwrap_or_else(crate::store::Stores::in_memory),
+            )),
         })
     }
 }

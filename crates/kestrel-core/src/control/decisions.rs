@@ -1,7 +1,7 @@
 //! Continuing runs that stopped for a person: approve or decline a tool call, resume a
 //! suspended tool, submit a client tool's result, and find the runs that wait.
 //!
-//! A stopped run lives in the agent's [`crate::run_store::RunStore`] as a snapshot, not as a
+//! A stopped run lives in the agent's [`crate::store::RunStore`] as a snapshot, not as a
 //! task, so the decision may come from another request or from a new process after a restart.
 //! Every decision names exactly one waiting call ([`ToolCallRef`]) and is checked before
 //! anything changes: the run must exist, belong to this agent (and to the caller's resource,
@@ -25,9 +25,9 @@ use crate::definition::{AgentError, RunOptions};
 use crate::run::{
     CallDecision, CallProgress, GenerateResult, RunState, RunStatus, Waiting, WaitingCall,
 };
-use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, SuspendedRunsQuery};
 use crate::runtime::{Agent, AgentRun, AgentStream};
 use crate::schema::schema_errors;
+use crate::store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, SuspendedRunsQuery};
 
 /// The text the model reads when a call is declined without a reason.
 pub const DEFAULT_DECLINE_REASON: &str = "Tool call was not approved by the user";

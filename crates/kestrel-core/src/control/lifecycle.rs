@@ -21,10 +21,10 @@ use crate::cluster::{Command, Outcome, run_lease_key};
 use crate::definition::RunOptions;
 use crate::model::FinishReason;
 use crate::run::{GenerateResult, RunState, RunStatus, Waiting};
-use crate::run_store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
 use crate::runtime::cluster::{Hold, holder_instance};
 use crate::runtime::registry::LiveAbort;
 use crate::runtime::{Agent, AgentRun, AgentStream};
+use crate::store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
 
 /// Names a run for [`Agent::resume_run`] and [`Agent::abort_stored_run`].
 #[derive(Debug, Clone, Default)]

@@ -18,11 +18,11 @@ use crate::definition::AgentError;
 use crate::definition::background::DEFAULT_BACKGROUND_TIMEOUT;
 use crate::memory::MemoryScope;
 use crate::model::FinishReason;
-use crate::run_store::{RunPhase, StoredRun, SuspendedRunsQuery};
 use crate::runtime::background::{BackgroundDone, deliver_to_thread};
 use crate::runtime::cluster::ThreadRecovery;
 use crate::runtime::registry::ThreadKey;
 use crate::runtime::{Agent, AgentStream};
+use crate::store::{RunPhase, StoredRun, SuspendedRunsQuery};
 
 /// The runs one listing of a sweep reads, and the most listings of one sweep (so one sweep
 /// looks at up to 10,000 running runs).
@@ -38,7 +38,7 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
     let Some(cluster) = any.runtime.runs.cluster.clone() else {
         return Vec::new();
     };
-    let store = std::sync::Arc::clone(&any.runtime.run_store);
+    let store = std::sync::Arc::clone(&any.runtime.stores.runs);
     // Every page: the abandoned runs may be older than many live ones.
     let mut found = Vec::new();
     for page in 0..SWEEP_PAGES {
@@ -213,7 +213,8 @@ impl LazyRecovery {
         };
         let listed = match any
             .runtime
-            .run_store
+            .stores
+            .runs
             .list_in_phases(&[RunPhase::Running, RunPhase::WaitingForSubtask], &query)
             .await
         {

@@ -161,7 +161,7 @@ pub enum AgentError {
         run_id: String,
         /// Why.
         #[source]
-        source: crate::run_store::RunStoreError,
+        source: crate::store::RunStoreError,
     },
     /// A new run was given the id of a run that is in progress or stored: one id names one
     /// run. Leave [`crate::agent::RunOptions::run_id`] unset for a fresh id.

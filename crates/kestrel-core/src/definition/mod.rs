@@ -35,7 +35,7 @@ use tools::ToolDefinitions;
 use crate::context::RequestContext;
 use crate::memory::AgentMemory;
 use crate::model::{ModelRegistry, ModelSpec, SharedModel};
-use crate::run_store::SharedRunStore;
+use crate::store::SharedRunStore;
 use crate::tool::ToolSet;
 
 /// The default bound on steps per run.

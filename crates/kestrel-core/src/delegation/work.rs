@@ -18,10 +18,10 @@ use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::model::FinishReason;
 use crate::run::{BackgroundOrigin, GenerateResult, RunStatus, Waiting};
-use crate::run_store::StoredRun;
 use crate::runtime::AgentRun;
 use crate::runtime::background::{BackgroundCall, BackgroundDone, deliver_late};
 use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
+use crate::store::StoredRun;
 use crate::tool::{Stop, ToolContext, ToolError};
 
 impl DelegationTool {

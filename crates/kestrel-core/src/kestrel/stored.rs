@@ -98,12 +98,8 @@ impl Kestrel {
         self.inner.tools.values()
     }
 
-    fn version_store(&self) -> Option<crate::version::SharedAgentVersions> {
-        self.inner
-            .runtime
-            .memory
-            .as_ref()
-            .and_then(|m| m.agent_versions())
+    fn version_store(&self) -> Option<crate::store::SharedAgentVersions> {
+        self.inner.runtime.stores.versions.clone()
     }
 
     /// The stored agent `id` seen through `version`: a base with every tool and code agent of

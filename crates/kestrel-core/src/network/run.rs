@@ -15,8 +15,8 @@ use crate::abort::AbortSignal;
 use crate::agent::Agent;
 use crate::event::{Event, EventSource, NetworkFinishPayload, WorkflowUsage};
 use crate::message::Input;
+use crate::store::SharedWorkflowStore;
 use crate::workflow::{Workflow, WorkflowResult, WorkflowStatus, WorkflowStream};
-use crate::workflow_store::SharedWorkflowStore;
 
 /// How a network run ended, or where it stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -369,12 +369,9 @@ pub(crate) fn network_workflow_id(agent: &Agent) -> String {
     format!("agent-network-{}", agent.id())
 }
 
-/// Where an agent's network runs are kept: its memory's workflow store, else its runtime's.
+/// Where an agent's network runs are kept: its runtime's workflow store.
 pub(crate) fn network_store(agent: &Agent) -> SharedWorkflowStore {
-    if let Some(store) = agent.memory().and_then(|m| m.workflow_store()) {
-        return store;
-    }
-    agent.runtime.network_runs()
+    std::sync::Arc::clone(&agent.runtime.stores.workflows)
 }
 
 pub(crate) fn network_workflow(

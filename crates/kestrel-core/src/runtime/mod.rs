@@ -1,6 +1,6 @@
 //! Where agents run: the environment their runs share, and the machinery that runs them.
 //!
-//! A `Runtime` holds where stopped runs are saved and the runs in progress (`registry`:
+//! A `Runtime` holds the stores ([`crate::store::Stores`]) and the runs in progress (`registry`:
 //! aborts, pauses, thread leases, pub/sub, the background limit). An [`Agent`] is a
 //! definition ([`crate::definition`]) bound to a runtime; its runs are [`AgentRun`]s, whose
 //! `driver` performs what the run machine ([`crate::run`]) asks: model calls, tools, storage
@@ -33,7 +33,7 @@ use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::memory::AgentMemory;
 use crate::model::ModelRegistry;
 use crate::run::DelegationHop;
-use crate::run_store::SharedRunStore;
+use crate::store::{SharedRunStore, Stores};
 use crate::tool::{ApprovalContext, ToolSet};
 use registry::RunRegistry;
 
@@ -43,14 +43,12 @@ use registry::RunRegistry;
 /// standalone agent has its own; a `Kestrel` instance gives all of its agents one, and a
 /// sub-agent always runs in the runtime of the run that delegates to it.
 pub(crate) struct Runtime {
-    pub(crate) run_store: SharedRunStore,
-    /// The instance's memory (its storage), when it was given one.
+    /// Where runs, workflow runs, queued messages and versions are kept.
+    pub(crate) stores: Stores,
+    /// The instance's memory, when it was given one.
     pub(crate) memory: Option<Arc<dyn AgentMemory>>,
     pub(crate) runs: Arc<RunRegistry>,
     pub(crate) models: ModelRegistry,
-    /// Where network runs of agents whose memory keeps no workflow runs are kept: the
-    /// instance's workflow store, or (standalone) one in this process's memory.
-    pub(crate) network_runs: std::sync::OnceLock<crate::workflow_store::SharedWorkflowStore>,
     /// The threads whose message queue this process is draining.
     pub(crate) drains: queue::Drains,
     /// The instance's default choice of versions, under each run's own.
@@ -65,7 +63,7 @@ pub(crate) struct Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("run_store", &self.run_store)
+            .field("stores", &self.stores)
             .field("memory", &self.memory.is_some())
             .field("runs", &self.runs)
             .field("models", &self.models)
@@ -74,22 +72,13 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// Where network runs are kept when the agent's memory keeps no workflow runs.
-    pub(crate) fn network_runs(&self) -> crate::workflow_store::SharedWorkflowStore {
-        Arc::clone(
-            self.network_runs
-                .get_or_init(|| Arc::new(crate::workflow_store::InMemoryWorkflowStore::new())),
-        )
-    }
-
-    /// A runtime of its own: an in-process run store and registry, no instance memory.
-    pub(crate) fn standalone(models: ModelRegistry) -> Self {
+    /// A runtime of its own: these stores, an in-process registry, no instance memory.
+    pub(crate) fn standalone(models: ModelRegistry, stores: Stores) -> Self {
         Self {
-            run_store: Arc::new(crate::run_store::InMemoryRunStore::new()),
+            stores,
             memory: None,
             runs: Default::default(),
             models,
-            network_runs: std::sync::OnceLock::new(),
             network_live: Default::default(),
             drains: queue::Drains::default(),
             versions: crate::version::Versions::default(),
@@ -235,12 +224,20 @@ impl Agent {
         }
     }
 
-    /// Where this agent's stopped runs are saved: its builder's store, else its runtime's.
+    /// Where this agent's stopped runs are saved: its builder's store
+    /// ([`crate::agent::AgentBuilder::run_store`]), else its instance's.
     pub fn run_store(&self) -> &SharedRunStore {
         self.inner
             .own_run_store
             .as_ref()
-            .unwrap_or(&self.runtime.run_store)
+            .unwrap_or(&self.runtime.stores.runs)
+    }
+
+    /// The stores of the runtime this agent runs in: its instance's
+    /// ([`crate::kestrel::KestrelBuilder::storage`]), or, on its own, its builder's
+    /// ([`crate::agent::AgentBuilder::storage`]).
+    pub fn stores(&self) -> &Stores {
+        &self.runtime.stores
     }
 }
 

@@ -1,6 +1,7 @@
 //! Queued messages: [`Agent::queue_message`] holds a message for the thread's next run, after
-//! the active one (or at once on an idle thread), in order, in the agent's
-//! [`crate::queue::MessageQueue`] — durable with a storage — and tells the thread's watchers.
+//! the active one (or at once on an idle thread), in order, in the
+//! [`crate::store::MessageQueue`] of the agent's stores (durable with a storage), and tells
+//! the thread's watchers.
 //!
 //! One drain per thread and process takes the queue in order: it starts the oldest message's
 //! run (which waits for the thread's lease, so it runs after the active run), removes the
@@ -22,7 +23,7 @@ use crate::event::{Event, EventKind, EventSource, MessageQueuedPayload, QueuedMe
 use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::pubsub::thread_topic;
-use crate::queue::{QueueError, QueuedMessage, SharedMessageQueue};
+use crate::store::{QueueError, QueuedMessage, SharedMessageQueue};
 
 /// The most messages one thread's queue holds.
 pub const MAX_QUEUED_PER_THREAD: usize = 100;
@@ -69,20 +70,28 @@ fn thread_key(scope: &MemoryScope) -> ThreadKey {
 }
 
 impl Agent {
+    /// The queue of the agent's runtime; a queue belongs to a thread, so the agent needs
+    /// memory too.
     fn message_queue(&self) -> Result<SharedMessageQueue, ThreadError> {
-        self.inner
-            .memory
-            .as_ref()
-            .and_then(|memory| memory.message_queue())
-            .ok_or_else(|| ThreadError::NoMemory {
+        if self.inner.memory.is_none() {
+            return Err(ThreadError::NoMemory {
+                agent: self.id().to_owned(),
+            });
+        }
+        self.runtime
+            .stores
+            .queue
+            .clone()
+            .ok_or_else(|| ThreadError::NoQueue {
                 agent: self.id().to_owned(),
             })
     }
 
     /// Queues a user message for the thread's next run (Mastra's `queueMessage`): it runs
     /// after the active run ends, or at once when the thread is idle, after the messages
-    /// queued before it, each in a run of its own. The queue is kept in the agent's memory
-    /// (so it survives a restart with a durable storage), and the thread's watchers
+    /// queued before it, each in a run of its own. The queue is kept in the agent's stores'
+    /// [`crate::store::MessageQueue`] (so it survives a restart with a durable storage; the
+    /// in-memory default keeps none: [`ThreadError::NoQueue`]), and the thread's watchers
     /// ([`Agent::subscribe_to_thread`]) see `message-queued`, then `queued-message-started`
     /// and the run's events. `to`'s `if_active`, `if_idle` and `fork` do not apply.
     pub async fn queue_message(

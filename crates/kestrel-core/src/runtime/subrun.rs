@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::abort::AbortSignal;
 use crate::definition::DelegationOptions;
 use crate::run::{DelegatedBy, SubRun};
-use crate::run_store::SharedRunStore;
+use crate::store::SharedRunStore;
 
 /// What a delegation call knows of its sub-agent's run: its id (chosen by the parent's driver
 /// before it starts), the store it is saved in (the parent's), the parent's pause signal, and

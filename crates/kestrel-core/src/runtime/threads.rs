@@ -145,6 +145,15 @@ pub enum ThreadError {
         /// The agent.
         agent: String,
     },
+    /// Queuing a message needs a message queue, and the agent's stores have none (the
+    /// in-memory default keeps no queue).
+    #[error(
+        "agent {agent:?} has no message queue: give its instance a storage that keeps queues (KestrelBuilder::storage with SQLite, PostgreSQL or InMemoryStorage)"
+    )]
+    NoQueue {
+        /// The agent.
+        agent: String,
+    },
     /// Memory failed to store the message.
     #[error("storing the message failed: {0}")]
     Memory(#[from] MemoryError),
@@ -159,7 +168,7 @@ pub enum ThreadError {
     Fork(#[from] ForkError),
     /// The message queue refused or failed.
     #[error(transparent)]
-    Queue(#[from] crate::queue::QueueError),
+    Queue(#[from] crate::store::QueueError),
 }
 
 /// Every event of every run on a thread, from now until dropped. Each event names its run.

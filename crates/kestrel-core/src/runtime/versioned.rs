@@ -11,19 +11,14 @@ use super::Agent;
 use crate::definition::tools::{DELEGATION_TOOL_PREFIX, ToolDefinitions};
 use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::model::ModelSpec;
+use crate::store::SharedAgentVersions;
 use crate::tool::{ApprovalContext, SharedTool, Tool, ToolContext, ToolError, ToolSet};
-use crate::version::{Editable, ResolvedVersion, SharedAgentVersions, VersionChoice, VersionError};
+use crate::version::{Editable, ResolvedVersion, VersionChoice, VersionError};
 
 impl Agent {
-    /// Where this agent's versions are kept: its memory's store, else its instance's.
+    /// Where this agent's versions are kept: its runtime's store.
     pub(crate) fn version_store(&self) -> Option<SharedAgentVersions> {
-        let own = self.inner.memory.as_ref().and_then(|m| m.agent_versions());
-        own.or_else(|| {
-            self.runtime
-                .memory
-                .as_ref()
-                .and_then(|m| m.agent_versions())
-        })
+        self.runtime.stores.versions.clone()
     }
 
     /// The version of this agent that `choice` names in `store`. A stored agent with no

@@ -8,7 +8,6 @@
 //! the latest draft, or a version by id.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -314,26 +313,6 @@ pub enum VersionError {
     #[error("reading the agent's versions failed: {0}")]
     Store(#[source] BoxError),
 }
-
-/// Where agents' versions are kept, as runs read them. `kestrel-storage` implements it on
-/// every backend; `kestrel-memory`'s `Memory` hands an agent its storage's.
-#[async_trait::async_trait]
-pub trait AgentVersionStore: Send + Sync {
-    /// The version of `agent_id` that `choice` names: `None` when the agent has no stored
-    /// versions, or none is published and the choice is the published one (the agent's own
-    /// definition is used then). A version id the agent does not have is an error.
-    async fn resolve(
-        &self,
-        agent_id: &str,
-        choice: &VersionChoice,
-    ) -> Result<Option<ResolvedVersion>, VersionError>;
-
-    /// The ids of every agent with stored versions (agents in code with versions included).
-    async fn agent_ids(&self) -> Result<Vec<String>, VersionError>;
-}
-
-/// A version store shared by an instance's agents.
-pub type SharedAgentVersions = Arc<dyn AgentVersionStore>;
 
 #[cfg(test)]
 mod tests {

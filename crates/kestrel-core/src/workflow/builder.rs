@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::step::{IntoStep, Step, StepError};
 use crate::schema::schema_of;
-use crate::workflow_store::{InMemoryWorkflowStore, SharedWorkflowStore};
+use crate::store::{InMemoryWorkflowStore, SharedWorkflowStore};
 
 /// What a condition sees: for a branch, its input (the previous entry's output); for a loop,
 /// the output of the iteration that just ran, and how many have; and the run's input and

@@ -55,7 +55,7 @@ mod step;
 mod stream;
 mod travel;
 
-pub use crate::workflow_store::{
+pub use crate::store::{
     InMemoryWorkflowStore, SharedWorkflowStore, StepResult, StepResults, WorkflowFenced,
     WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
 };

@@ -21,7 +21,7 @@ use super::run::WorkflowRunError;
 use super::step::{Step, StepContext, StepError};
 use super::stream::WorkflowStream;
 use crate::event::{EventKind, StepStatus, WorkflowStatus, WorkflowStepPayload};
-use crate::workflow_store::{SharedWorkflowStore, WorkflowSnapshot};
+use crate::store::{SharedWorkflowStore, WorkflowSnapshot};
 
 /// The key of the path under which a nesting step's suspend payload names the inner step.
 pub(crate) const META: &str = "__workflow_meta";

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use crate::event::WorkflowStatus;
-use crate::workflow_store::StepResults;
+use crate::store::StepResults;
 
 /// What a snapshot policy is asked about: the run's status in the snapshot about to be saved,
 /// and its step results so far.

@@ -322,7 +322,7 @@ mod tests {
 
     #[test]
     fn a_stores_text_is_logged_and_the_librarys_own_kept() {
-        let down = WorkflowRunError::Store(crate::workflow_store::WorkflowStoreError(Box::new(
+        let down = WorkflowRunError::Store(crate::store::WorkflowStoreError(Box::new(
             std::io::Error::other("password authentication failed: hunter2"),
         )));
         assert_eq!(down.public_text("w", "r"), "the workflow store failed");

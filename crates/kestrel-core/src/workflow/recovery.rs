@@ -7,7 +7,7 @@
 use super::builder::Workflow;
 use super::run::WorkflowRunError;
 use crate::event::WorkflowStatus;
-use crate::workflow_store::WorkflowRunsQuery;
+use crate::store::WorkflowRunsQuery;
 
 /// How many runs one listing asks the store for.
 const PAGE: u32 = 1_000;

@@ -1,5 +1,5 @@
 //! What a run leaves: the run's [`WorkflowResult`] (Mastra's `WorkflowResult`, camelCase in
-//! JSON), with each step's [`StepResult`](crate::workflow_store::StepResult).
+//! JSON), with each step's [`StepResult`](crate::store::StepResult).
 
 use std::collections::BTreeMap;
 
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{StepErrorInfo, WorkflowStatus};
-use crate::workflow_store::StepResults;
+use crate::store::StepResults;
 
 /// How a run ended, or where it stopped.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

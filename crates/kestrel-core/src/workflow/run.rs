@@ -17,7 +17,7 @@ use super::stream::WorkflowStream;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::{StepStatus, WorkflowStatus};
-use crate::workflow_store::{WorkflowSnapshot, WorkflowStoreError};
+use crate::store::{WorkflowSnapshot, WorkflowStoreError};
 
 /// Why a run could not be started, resumed or canceled.
 #[derive(Debug, thiserror::Error)]
@@ -738,7 +738,7 @@ impl WorkflowRun {
     fn shared(
         &self,
         input: Arc<Value>,
-        results: crate::workflow_store::StepResults,
+        results: crate::store::StepResults,
         state: Arc<Value>,
         request_context: RequestContext,
         events: Option<super::stream::EventSender>,

@@ -123,7 +123,7 @@ pub(crate) struct RunShared {
     pub workflow_id: Arc<str>,
     pub run_id: Arc<str>,
     pub init: Arc<Value>,
-    pub results: RwLock<crate::workflow_store::StepResults>,
+    pub results: RwLock<crate::store::StepResults>,
     /// Replaced whole by `set_state`, so a reader takes a reference, not a copy.
     pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
@@ -132,7 +132,7 @@ pub(crate) struct RunShared {
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
     /// Where the run is kept (a nested workflow keeps its runs there too).
-    pub store: crate::workflow_store::SharedWorkflowStore,
+    pub store: crate::store::SharedWorkflowStore,
     /// Lists the run among the workflow's live runs while it goes on.
     pub _live: super::live::LiveGuard,
 }

@@ -12,7 +12,7 @@ use kestrel_core::agent::{
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_core::tool::{ApprovalPolicy, FnTool, ToolError, create_tool};
 use schemars::JsonSchema;
 use serde::Deserialize;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use kestrel_core::agent::{Agent, RunControlError, ToolCallRef};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
 use kestrel_core::run::{RunPhase, RunState};
-use kestrel_core::run_store::{
+use kestrel_core::store::{
     InMemoryRunStore, RunStore, RunStoreError, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
 };
 use kestrel_core::tool::create_tool;

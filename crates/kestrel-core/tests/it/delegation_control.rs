@@ -13,7 +13,7 @@ use kestrel_core::agent::{Agent, AgentError, RunControlError, RunRef, ToolCallRe
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::{InMemoryRunStore, RunPhase, SharedRunStore};
+use kestrel_core::store::{InMemoryRunStore, RunPhase, SharedRunStore};
 use kestrel_core::tool::{FnTool, create_tool};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -530,20 +530,20 @@ struct Interfering {
 }
 
 #[async_trait::async_trait]
-impl kestrel_core::run_store::RunStore for Interfering {
+impl kestrel_core::store::RunStore for Interfering {
     async fn save(
         &self,
         state: &kestrel_core::agent::RunState,
         phase: RunPhase,
         expected_version: Option<i64>,
-    ) -> Result<i64, kestrel_core::run_store::RunStoreError> {
+    ) -> Result<i64, kestrel_core::store::RunStoreError> {
         self.inner.save(state, phase, expected_version).await
     }
 
     async fn save_all(
         &self,
         saves: &[(&kestrel_core::agent::RunState, RunPhase, Option<i64>)],
-    ) -> Result<Vec<i64>, kestrel_core::run_store::RunStoreError> {
+    ) -> Result<Vec<i64>, kestrel_core::store::RunStoreError> {
         let target = self.armed.lock().unwrap().take();
         if let Some(run_id) = target {
             let other = self.inner.load(&run_id).await?.unwrap();
@@ -557,17 +557,15 @@ impl kestrel_core::run_store::RunStore for Interfering {
     async fn load(
         &self,
         run_id: &str,
-    ) -> Result<Option<kestrel_core::run_store::StoredRun>, kestrel_core::run_store::RunStoreError>
-    {
+    ) -> Result<Option<kestrel_core::store::StoredRun>, kestrel_core::store::RunStoreError> {
         self.inner.load(run_id).await
     }
 
     async fn list_in_phases(
         &self,
         phases: &[RunPhase],
-        query: &kestrel_core::run_store::SuspendedRunsQuery,
-    ) -> Result<kestrel_core::run_store::SuspendedRunsPage, kestrel_core::run_store::RunStoreError>
-    {
+        query: &kestrel_core::store::SuspendedRunsQuery,
+    ) -> Result<kestrel_core::store::SuspendedRunsPage, kestrel_core::store::RunStoreError> {
         self.inner.list_in_phases(phases, query).await
     }
 }

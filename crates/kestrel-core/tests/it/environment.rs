@@ -1,45 +1,17 @@
-//! One environment per instance: the storage is given once (the instance's memory keeps its
-//! runs too), and the instance's model registry serves its agents' dynamic models.
+//! One environment per instance: the storage is given once (overrides on the builder win,
+//! nothing else decides), and the instance's model registry serves its agents' dynamic models.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 
 use kestrel_core::agent::{Agent, AgentError};
-use kestrel_core::context::RequestContext;
 use kestrel_core::kestrel::Kestrel;
-use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
-use kestrel_core::message::Message;
 use kestrel_core::model::{
     FinishReason, ModelRegistry, ModelSpec, ScriptedModel, ScriptedResponse, SharedModel,
 };
-use kestrel_core::run_store::{InMemoryRunStore, RunPhase, RunStore, SharedRunStore};
+use kestrel_core::store::{InMemoryRunStore, RunPhase, RunStore, Stores};
 use kestrel_core::tool::create_tool;
 use serde_json::json;
-
-/// A memory whose storage keeps runs in `runs`.
-struct StoringMemory {
-    runs: Arc<InMemoryRunStore>,
-}
-
-#[async_trait::async_trait]
-impl AgentMemory for StoringMemory {
-    async fn recall(
-        &self,
-        _scope: &MemoryScope,
-        _input: &[Message],
-        _ctx: &RequestContext,
-    ) -> Result<RecalledContext, MemoryError> {
-        Ok(RecalledContext::default())
-    }
-
-    async fn persist(&self, _: &MemoryScope, _: &[Message]) -> Result<(), MemoryError> {
-        Ok(())
-    }
-
-    fn run_store(&self) -> Option<SharedRunStore> {
-        Some(self.runs.clone())
-    }
-}
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Email {
@@ -63,15 +35,14 @@ fn mailer() -> Agent {
 }
 
 #[tokio::test]
-async fn the_instance_saves_runs_in_its_memorys_storage() {
+async fn the_instance_saves_runs_in_the_storage_it_was_given() {
     let runs = Arc::new(InMemoryRunStore::new());
     let kestrel = Kestrel::builder()
-        .memory(StoringMemory { runs: runs.clone() })
+        .storage(Stores::in_memory().with_runs(runs.clone()))
         .agent(mailer())
         .models(ModelRegistry::empty())
         .build()
         .unwrap();
-    assert!(kestrel.memory().is_some());
     let agent = kestrel.agent("mailer").unwrap();
     let result = agent.generate("email bob").await.unwrap();
     assert_eq!(result.finish_reason, FinishReason::Suspended);
@@ -81,25 +52,24 @@ async fn the_instance_saves_runs_in_its_memorys_storage() {
         .unwrap()
         .expect("saved there");
     assert_eq!(stored.phase, RunPhase::Suspended);
-    assert!(
-        kestrel
-            .run_store()
-            .load(&result.run_id)
-            .await
-            .unwrap()
-            .is_some(),
-        "the instance's run store is the memory's"
-    );
+    for (seen_by, store) in [
+        ("the instance", kestrel.run_store()),
+        ("its agent", agent.run_store()),
+        ("its agent's stores", &agent.stores().runs),
+    ] {
+        assert!(
+            store.load(&result.run_id).await.unwrap().is_some(),
+            "{seen_by} sees the storage's run store"
+        );
+    }
 }
 
 #[tokio::test]
-async fn a_run_store_given_to_the_instance_stands_over_its_memorys() {
-    let memory_runs = Arc::new(InMemoryRunStore::new());
+async fn a_run_store_given_to_the_instance_stands_over_its_storage() {
+    let storage_runs = Arc::new(InMemoryRunStore::new());
     let own = Arc::new(InMemoryRunStore::new());
     let kestrel = Kestrel::builder()
-        .memory(StoringMemory {
-            runs: memory_runs.clone(),
-        })
+        .storage(Stores::in_memory().with_runs(storage_runs.clone()))
         .run_store(own.clone())
         .agent(mailer())
         .models(ModelRegistry::empty())
@@ -112,7 +82,37 @@ async fn a_run_store_given_to_the_instance_stands_over_its_memorys() {
         .await
         .unwrap();
     assert!(own.load(&result.run_id).await.unwrap().is_some());
-    assert!(memory_runs.load(&result.run_id).await.unwrap().is_none());
+    assert!(storage_runs.load(&result.run_id).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_agent_on_its_own_saves_runs_in_its_builders_storage() {
+    let runs = Arc::new(InMemoryRunStore::new());
+    let agent = Agent::builder("mailer")
+        .model(Arc::new(ScriptedModel::new().respond(
+            ScriptedResponse::tool_call("call-1", "send_email", json!({"to": "bob"})),
+        )))
+        .tool(
+            create_tool("send_email")
+                .require_approval(true)
+                .execute(|email: Email, _ctx| async move { Ok(format!("sent to {}", email.to)) }),
+        )
+        .storage(Stores::in_memory().with_runs(runs.clone()))
+        .build()
+        .unwrap();
+    let result = agent.generate("email bob").await.unwrap();
+    assert!(runs.load(&result.run_id).await.unwrap().is_some());
+    // Registered in an instance, it runs with the instance's storage instead.
+    let kestrel = Kestrel::builder()
+        .agent(agent)
+        .models(ModelRegistry::empty())
+        .build()
+        .unwrap();
+    let in_instance = kestrel.agent("mailer").unwrap();
+    assert!(!Arc::ptr_eq(
+        &(runs.clone() as kestrel_core::store::SharedRunStore),
+        in_instance.run_store()
+    ));
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::lease::{InProcessLeases, Lease, LeaseError, LeaseProvider};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::RunPhase;
+use kestrel_core::store::RunPhase;
 use kestrel_core::tool::{FnTool, create_tool};
 use kestrel_memory::Memory;
 use kestrel_storage::Selection;
@@ -165,6 +165,7 @@ fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Ke
         .build()
         .unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(agent)
         .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
@@ -537,6 +538,7 @@ fn background_instance(
         .build()
         .unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(boss)
         .agent(helper)

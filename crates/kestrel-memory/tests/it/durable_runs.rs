@@ -18,13 +18,11 @@ use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::{RunPhase, RunStore, SuspendedRunsQuery};
+use kestrel_core::store::{IntoStores, RunPhase, SuspendedRunsQuery};
 use kestrel_core::tool::{FnTool, create_tool};
 use kestrel_memory::Memory;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
-use kestrel_storage::{
-    PgOptions, PostgresStorage, Selection, SqliteStorage, Storage, StorageRunStore,
-};
+use kestrel_storage::{PgOptions, PostgresStorage, Selection, SqliteStorage, Storage};
 use serde_json::{Value, json};
 
 const THREAD: &str = "thread-1";
@@ -122,6 +120,7 @@ fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> K
         .unwrap();
     // The storage, given once: the instance saves its runs in the memory's database.
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(agent)
         .build()
@@ -415,6 +414,7 @@ fn delegating_instance(
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
+        .storage(Arc::clone(&store))
         .memory(memory)
         .agent(supervisor)
         .build()
@@ -449,7 +449,7 @@ async fn a_delegation_survives_a_restart(backend: Backend) {
     // The second process finds the parent waiting for its sub-agent, not for a person.
     let second = backend.open().await;
     let store = second.storage();
-    let runs = StorageRunStore::new(Arc::clone(&store));
+    let runs = Arc::clone(&store).into_stores().runs;
     let parent = runs.load(run_id).await.unwrap().unwrap();
     assert_eq!(parent.phase, RunPhase::WaitingForSubtask);
     let sub_runs = parent.state.active_sub_runs();

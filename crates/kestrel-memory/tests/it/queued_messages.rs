@@ -14,7 +14,7 @@ use kestrel_core::event::{Event, EventKind};
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::queue::QueueError;
+use kestrel_core::store::QueueError;
 use kestrel_memory::Memory;
 use kestrel_storage::{NewQueuedMessage, NewThread, Selection};
 
@@ -61,6 +61,7 @@ fn agent_on(store: &Store) -> Agent {
     Agent::builder("assistant")
         .model(model())
         .memory(memory(store))
+        .storage(Arc::clone(store))
         .build()
         .unwrap()
 }
@@ -252,6 +253,7 @@ async fn a_queue_left_by_a_dead_process_is_drained_by_the_next(store: Store) {
                 .build()
                 .unwrap(),
         )
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .build()
         .unwrap();

@@ -16,9 +16,9 @@ use kestrel_core::definition::AgentError;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::{RunPhase, RunStore};
+use kestrel_core::store::{IntoStores, RunPhase};
 use kestrel_memory::Memory;
-use kestrel_storage::{Selection, Storage, StorageRunStore};
+use kestrel_storage::{Selection, Storage};
 
 use super::cluster::{PausableLeases, cluster};
 use super::common::ProxiedPostgres;
@@ -42,6 +42,7 @@ fn instance(
         .build()
         .unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(agent)
         .cluster(shared.clone().instance_id(id).lease_ttl(TTL))
@@ -85,7 +86,7 @@ async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
 
     // The database is back: what it holds is the run's last boundary, still running, not
     // an end recorded after the fact.
-    let runs = StorageRunStore::new(Arc::clone(&direct_store));
+    let runs = Arc::clone(&direct_store).into_stores().runs;
     let stored = runs.load(run_id).await.unwrap().unwrap();
     assert_eq!(stored.phase, RunPhase::Running, "{stored:?}");
 

@@ -85,6 +85,7 @@ fn instance(store: &Store) -> Kestrel {
         .agent(writing)
         .tools([tool("lookup"), tool("unused")])
         .tool(send)
+        .storage(Arc::clone(store))
         .memory(Memory::new(Arc::clone(store)))
         .build()
         .unwrap()

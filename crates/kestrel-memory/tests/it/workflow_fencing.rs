@@ -72,6 +72,7 @@ fn workflow(ledger: &Arc<Ledger>, gate: Option<Arc<Semaphore>>) -> Workflow {
 fn instance(store: &Store, cluster: &Cluster, id: &str, workflow: Workflow) -> Kestrel {
     let memory = Memory::builder(Arc::clone(store)).build().unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .workflow(workflow)
         .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
@@ -233,6 +234,7 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     let on = |store: &Store, workflow: Workflow| {
         let memory = Memory::builder(Arc::clone(store)).build().unwrap();
         Kestrel::builder()
+            .storage(Arc::clone(memory.storage()))
             .memory(memory)
             .workflow(workflow)
             .build()
@@ -350,6 +352,7 @@ async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
             .commit()
             .unwrap();
         Kestrel::builder()
+            .storage(Arc::clone(memory.storage()))
             .memory(memory)
             .workflow(napping)
             .cluster(shared.clone().instance_id(id).lease_ttl(TTL))

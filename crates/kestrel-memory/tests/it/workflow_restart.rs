@@ -80,7 +80,9 @@ fn napping() -> Workflow {
 /// An instance (a "process") over `store` with these workflows.
 fn instance(store: &Store, workflows: Vec<Workflow>) -> Kestrel {
     let memory = Memory::builder(Arc::clone(store)).build().unwrap();
-    let mut builder = Kestrel::builder().memory(memory);
+    let mut builder = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory);
     for workflow in workflows {
         builder = builder.workflow(workflow);
     }

@@ -33,6 +33,7 @@ fn approval_workflow() -> Workflow {
 fn instance(store: &Store) -> Kestrel {
     let memory = Memory::builder(Arc::clone(store)).build().unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .workflow(approval_workflow())
         .build()

@@ -12,7 +12,7 @@ use kestrel_core::cluster::{Cluster, Command, ControlBus, ControlMessage};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-use kestrel_core::run_store::{InMemoryRunStore, RunPhase, SharedRunStore};
+use kestrel_core::store::{InMemoryRunStore, RunPhase, SharedRunStore};
 use kestrel_core::tool::create_tool;
 use kestrel_redis::{RedisLeases, RedisPubSub, RedisPubSubOptions};
 use serde_json::{Value, json};

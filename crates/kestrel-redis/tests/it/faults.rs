@@ -15,7 +15,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::lease::LeaseProvider;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::pubsub::PubSub;
-use kestrel_core::run_store::{InMemoryRunStore, SharedRunStore};
+use kestrel_core::store::{InMemoryRunStore, SharedRunStore};
 use kestrel_redis::{RedisCluster, RedisPubSub, RedisPubSubOptions};
 
 use super::{delta, fresh_prefix, redis_url};

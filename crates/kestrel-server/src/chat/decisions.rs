@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::agent::{Agent, AgentStream, RunOptions, ToolCallRef};
 use kestrel_core::message::Part;
-use kestrel_core::run_store::{RunPhase, StoredRun};
+use kestrel_core::store::{RunPhase, StoredRun};
 use serde_json::Value;
 
 use super::history;

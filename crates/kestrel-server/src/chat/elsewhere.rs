@@ -19,7 +19,7 @@ use futures::channel::mpsc;
 use futures::{SinkExt, Stream, StreamExt};
 use kestrel_core::agent::{Agent, ThreadSubscription};
 use kestrel_core::event::EventKind;
-use kestrel_core::run_store::{RunPhase, SharedRunStore};
+use kestrel_core::store::{RunPhase, SharedRunStore};
 use serde_json::Value;
 
 use super::turns::LISTENER_BACKLOG;

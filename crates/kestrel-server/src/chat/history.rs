@@ -11,7 +11,7 @@
 use axum::http::StatusCode;
 use kestrel_core::agent::{Agent, DEFAULT_DECLINE_REASON, RunStatus, Waiting, WaitingCall};
 use kestrel_core::message::{Part, Role};
-use kestrel_core::run_store::SuspendedRunsQuery;
+use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_memory::kestrel_storage::{Selection, StorageError, StoredMessage};
 use serde_json::{Value, json};
 
@@ -24,7 +24,7 @@ use crate::{ApiError, AppState};
 ///
 /// The caller checks that `resource_id` is one the caller may read. A thread that does not
 /// exist yet has no messages; a thread of another resource is 404 `not_found`; a server
-/// without memory ([`KestrelBuilder::memory`](kestrel_core::kestrel::KestrelBuilder::memory)) is 404 `no_memory`.
+/// without memory ([`Server::memory`](crate::Server::memory)) is 404 `no_memory`.
 pub(crate) async fn thread_ui_messages(
     state: &AppState,
     agent: &Agent,
@@ -36,7 +36,7 @@ pub(crate) async fn thread_ui_messages(
         ApiError::new(
             StatusCode::NOT_FOUND,
             "no_memory",
-            "this server has no memory: give its Kestrel instance one with KestrelBuilder::memory",
+            "this server has no memory: give it one with Server::memory",
         )
     })?;
     let stored = match memory

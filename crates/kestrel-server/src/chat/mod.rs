@@ -509,7 +509,7 @@ async fn messages(
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
             "no_memory",
-            "this server has no memory: give its Kestrel instance one with KestrelBuilder::memory",
+            "this server has no memory: give it one with Server::memory",
         ));
     };
     let thread = memory

@@ -35,15 +35,17 @@ async fn start() -> String {
         .description("Looks up")
         .input_schema(json!({"type": "object"}))
         .execute(|_: Value, _ctx| async { Ok("found") });
+    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
     let mut builder = Kestrel::builder()
         .models(models)
         .agent(Agent::builder("echo").model(echo()).build().unwrap())
         .tool(lookup)
-        .memory(Memory::new(Arc::new(InMemoryStorage::new())));
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone());
     for workflow in crate::workflows::workflows() {
         builder = builder.workflow(workflow);
     }
-    let server = Server::new(builder.build().unwrap());
+    let server = Server::new(builder.build().unwrap()).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let base = format!("http://{addr}");

@@ -121,6 +121,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     let mut builder = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory.clone())
         .agent(echo)
         .agent(mailer)
@@ -134,12 +135,13 @@ fn kestrel(memory: &Memory) -> Kestrel {
 /// Serves the agents and runs `node compat-tests/<script> <base URL>`.
 async fn run_script(script: &str) {
     let memory = Memory::new(Arc::new(InMemoryStorage::new()));
-    run_script_on(script, kestrel(&memory)).await;
+    run_script_on(script, kestrel(&memory), memory).await;
 }
 
-/// Serves `kestrel` and runs `node compat-tests/<script> <base URL>`.
-async fn run_script_on(script: &str, kestrel: Kestrel) {
-    let server = Server::new(kestrel);
+/// Serves `kestrel` (its memory routes serving `memory`) and runs
+/// `node compat-tests/<script> <base URL>`.
+async fn run_script_on(script: &str, kestrel: Kestrel, memory: Memory) {
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let output = tokio::process::Command::new("node")
@@ -181,11 +183,13 @@ async fn the_mastra_client_drives_networks_against_kestrel() {
     if available() {
         let memory = Memory::new(Arc::new(InMemoryStorage::new()));
         let unlocks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mut builder = Kestrel::builder().memory(memory.clone());
+        let mut builder = Kestrel::builder()
+            .storage(Arc::clone(memory.storage()))
+            .memory(memory.clone());
         for agent in crate::networks::network_agents(&memory, Arc::clone(&unlocks)) {
             builder = builder.agent(agent);
         }
-        run_script_on("mastra-networks.mjs", builder.build().unwrap()).await;
+        run_script_on("mastra-networks.mjs", builder.build().unwrap(), memory).await;
         assert_eq!(unlocks.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
@@ -216,14 +220,16 @@ async fn the_mastra_client_manages_stored_agents_and_versions() {
             .description("Looks up")
             .input_schema(json!({"type": "object"}))
             .execute(|_: serde_json::Value, _ctx| async { Ok("found") });
+        let memory = Memory::new(Arc::new(InMemoryStorage::new()));
         let kestrel = Kestrel::builder()
             .models(models)
             .agent(writing)
             .tool(lookup)
-            .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+            .storage(Arc::clone(memory.storage()))
+            .memory(memory.clone())
             .build()
             .unwrap();
-        run_script_on("mastra-versions.mjs", kestrel).await;
+        run_script_on("mastra-versions.mjs", kestrel, memory).await;
     }
 }
 

@@ -29,10 +29,16 @@ async fn start(memory: Option<Memory>, configure: impl FnOnce(Server) -> Server)
         echo = echo.memory(memory.clone());
     }
     let mut kestrel = Kestrel::builder().agent(echo.build().unwrap());
-    if let Some(memory) = memory {
-        kestrel = kestrel.memory(memory);
+    if let Some(memory) = &memory {
+        kestrel = kestrel
+            .storage(Arc::clone(memory.storage()))
+            .memory(memory.clone());
     }
-    let server = configure(Server::new(kestrel.build().unwrap()));
+    let mut server = Server::new(kestrel.build().unwrap());
+    if let Some(memory) = memory {
+        server = server.memory(memory);
+    }
+    let server = configure(server);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {

@@ -121,11 +121,14 @@ async fn serve() -> Fixture {
             .unwrap()])
         .build()
         .unwrap();
-    let mut builder = Kestrel::builder().memory(memory.clone()).agent(echo);
+    let mut builder = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
+        .agent(echo);
     for agent in network_agents(&memory, Arc::clone(&unlocks)) {
         builder = builder.agent(agent);
     }
-    let server = Server::new(builder.build().unwrap());
+    let server = Server::new(builder.build().unwrap()).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {

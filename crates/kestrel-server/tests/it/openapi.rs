@@ -19,12 +19,14 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> String {
         })))
         .build()
         .unwrap();
+    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
     let kestrel = Kestrel::builder()
         .agent(echo)
-        .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
         .build()
         .unwrap();
-    let server = configure(Server::new(kestrel));
+    let server = configure(Server::new(kestrel).memory(memory));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     format!("http://{addr}")

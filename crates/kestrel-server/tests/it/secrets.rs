@@ -287,14 +287,15 @@ async fn serve() -> Fixture {
         .commit()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .memory(memory)
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
         .agent(hub)
         .agent(clerk)
         .workflow(drafting)
         .workflow(nesting)
         .build()
         .unwrap();
-    let server = Server::new(kestrel);
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {

@@ -96,15 +96,18 @@ async fn start() -> Fixture {
         .description("Looks up")
         .input_schema(json!({"type": "object"}))
         .execute(|_: Value, _ctx| async { Ok("found") });
+    let memory = Memory::new(Arc::new(InMemoryStorage::new()));
     let kestrel = Kestrel::builder()
         .models(models)
         .agent(writing)
         .agent(fixed)
         .tool(lookup)
-        .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
         .build()
         .unwrap();
     let server = Server::new(kestrel)
+        .memory(memory)
         .token("admin")
         .resource_token("alice-token", "alice")
         .resource_token_with_versions("bob-token", "bob");

@@ -230,6 +230,8 @@ fn new_observations(scope: &Scope, observations: Vec<NewObservation>) -> Vec<Obs
         .collect()
 }
 
+crate::ports::implement_ports!(InMemoryStorage);
+
 #[async_trait]
 impl Storage for InMemoryStorage {
     fn backend(&self) -> &'static str {

@@ -324,6 +324,8 @@ async fn owned(
     Ok(owner)
 }
 
+crate::ports::implement_ports!(PostgresStorage);
+
 #[async_trait]
 impl Storage for PostgresStorage {
     fn backend(&self) -> &'static str {

@@ -339,6 +339,8 @@ fn count_and_page<T>(
     Ok((total, rows))
 }
 
+crate::ports::implement_ports!(SqliteStorage);
+
 #[async_trait]
 impl Storage for SqliteStorage {
     fn backend(&self) -> &'static str {

@@ -10,10 +10,10 @@ mod conformance_postgres;
 mod conformance_sqlite;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod cross_backend;
+mod ports;
 #[cfg(feature = "postgres")]
 mod postgres_faults;
 #[cfg(feature = "postgres")]
 mod postgres_open;
-mod run_store;
 #[cfg(feature = "sqlite")]
 mod sqlite_open;

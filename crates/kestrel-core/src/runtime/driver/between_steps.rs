@@ -13,9 +13,9 @@ use crate::model::FinishReason;
 use crate::run::{
     IterationContext, RunStatus, Steer, StructuredOutcome, TaskContext, structured_outcome,
 };
-use crate::run_store::{RunPhase, RunStoreError};
 use crate::runtime::background::{BackgroundDone, BackgroundRuntime};
 use crate::runtime::registry::Lease;
+use crate::store::{RunPhase, RunStoreError};
 
 impl AgentRun {
     /// `is_task_complete` and `on_iteration_complete` after an iteration: `Some(true)` when

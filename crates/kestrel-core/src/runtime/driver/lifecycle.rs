@@ -10,8 +10,8 @@ use crate::event::{ErrorPayload, EventKind, Tap};
 use crate::model::FinishReason;
 use crate::pubsub::thread_topic;
 use crate::run::GenerateResult;
-use crate::run_store::RunPhase;
 use crate::runtime::registry::{Registered, ThreadKey};
+use crate::store::RunPhase;
 
 impl AgentRun {
     /// Runs to the end and returns the result.

@@ -33,7 +33,7 @@ use crate::model::{FinishReason, SharedModel};
 use crate::run::{
     Action, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, SavedApproval,
 };
-use crate::run_store::{RunPhase, SharedRunStore};
+use crate::store::{RunPhase, SharedRunStore};
 use crate::tool::ApprovalPolicy;
 
 /// Emits an event only when someone observes the sink, so `generate` builds no events.

@@ -24,11 +24,11 @@ use crate::run::{
     CallPlan, CallProgress, DelegatedBy, RunStatus, SubRun, ToolCallRecord, ToolResultRecord,
     Waiting, calls_outcome, plan_calls, prepare_calls,
 };
-use crate::run_store::{RunPhase, SharedRunStore};
 use crate::runtime::Agent;
 use crate::runtime::background::BackgroundCall;
 use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
 use crate::schema::schema_errors;
+use crate::store::{RunPhase, SharedRunStore};
 use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
 
 /// The result of a decided call whose instance stopped while its tool ran: the tool may or

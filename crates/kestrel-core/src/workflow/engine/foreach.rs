@@ -10,8 +10,8 @@ use super::{Engine, Flow, Given, Resume, error_info, kind_of, now_ms, step_paylo
 use crate::event::{
     EventKind, EventSource, StepStatus, WorkflowStepPayload, WorkflowStepProgressPayload,
 };
+use crate::store::StepResult;
 use crate::workflow::step::{Step, StepError};
-use crate::workflow_store::StepResult;
 
 impl Engine {
     /// A foreach: the step on each item, `concurrency` at a time, a progress event per item,

@@ -19,7 +19,7 @@ use crate::event::{
     EventKind, EventSource, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
     WorkflowStartPayload, WorkflowStatus, WorkflowStepPayload,
 };
-use crate::workflow_store::StepResult;
+use crate::store::StepResult;
 
 mod foreach;
 mod repeat;

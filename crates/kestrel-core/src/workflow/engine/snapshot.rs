@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::Engine;
 use crate::event::{StepErrorInfo, WorkflowStatus};
-use crate::workflow_store::{StepResults, WorkflowSnapshot};
+use crate::store::{StepResults, WorkflowSnapshot};
 
 /// Why a driver stopped driving its run before the run's end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -244,6 +244,7 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(agent)
         .build()
@@ -331,6 +332,7 @@ pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resume
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(agent)
         .build()

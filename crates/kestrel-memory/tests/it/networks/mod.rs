@@ -120,6 +120,7 @@ fn instance(
         .build()
         .unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory)
         .agent(network)
         .build()

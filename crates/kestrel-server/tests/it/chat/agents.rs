@@ -241,6 +241,7 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
         .memory(memory.clone())
         .agent(flaky)
         .agent(echo)

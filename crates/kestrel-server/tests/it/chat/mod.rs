@@ -34,7 +34,7 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> Fixture {
     let storage = Arc::new(InMemoryStorage::new());
     let memory = Memory::new(storage.clone());
     let kestrel = kestrel(&memory);
-    let server = configure(Server::new(kestrel));
+    let server = configure(Server::new(kestrel).memory(memory));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {

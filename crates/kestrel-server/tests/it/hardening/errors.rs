@@ -100,10 +100,11 @@ async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
             .unwrap();
         let kestrel = Kestrel::builder()
             .agent(echo)
-            .memory(memory)
+            .storage(Arc::clone(memory.storage()))
+            .memory(memory.clone())
             .build()
             .unwrap();
-        let server = Server::new(kestrel);
+        let server = Server::new(kestrel).memory(memory);
         let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         tokio::spawn(server.serve_on(listener, addr));
         let base = format!("http://{addr}");
@@ -190,11 +191,12 @@ async fn what_the_fuzzer_found_answers_4xx() {
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .memory(memory)
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
         .agent(mailer)
         .build()
         .unwrap();
-    let server = Server::new(kestrel);
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let f = Fixture {

@@ -20,6 +20,7 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::pubsub::InProcessPubSub;
+use kestrel_core::store::Stores;
 use kestrel_core::tool::{ApprovalPolicy, create_tool};
 use kestrel_server::Server;
 use schemars::JsonSchema;
@@ -120,14 +121,14 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         .max_steps(2)
         .build()
         .unwrap();
-    // The looper with a memory: a queued message needs a thread to wait in.
+    // The looper with a memory: a queued message needs a thread to wait in, and a queue,
+    // the instance's, in the memory's storage.
+    let storage = Arc::new(kestrel_storage::InMemoryStorage::new());
     let remembering = Agent::builder("remembering")
         .model(looping_model())
         .tool(whoami)
         .max_steps(2)
-        .memory(kestrel_memory::Memory::new(Arc::new(
-            kestrel_storage::InMemoryStorage::new(),
-        )))
+        .memory(kestrel_memory::Memory::new(storage.clone()))
         .build()
         .unwrap();
     let slow = Agent::builder("slow")
@@ -166,7 +167,9 @@ async fn kestrel(pubsub: Arc<InProcessPubSub>) -> Kestrel {
         )
         .build()
         .unwrap();
+    // Runs are kept in this process's memory; queued messages in the memory's storage.
     Kestrel::builder()
+        .storage(Stores::in_memory().with_queue(storage))
         .agent(tortoise)
         .agent(leaky)
         .agent(supervisor)

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use kestrel_core::agent::Agent;
 use kestrel_core::kestrel::Kestrel;
-use kestrel_core::memory::AgentMemory;
 use kestrel_core::message::Role;
 use kestrel_core::model::{
     ModelRequest, ResponseFormat, ScriptStep, ScriptedModel, ScriptedResponse,
 };
+use kestrel_core::store::IntoStores;
 use kestrel_core::tool::create_tool;
 use kestrel_core::workflow::{Workflow, WorkflowStatus, create_step};
 use kestrel_memory::Memory;
@@ -243,14 +243,16 @@ struct Fixture {
 async fn serve(configure: impl FnOnce(Server) -> Server) -> Fixture {
     let memory = Memory::new(Arc::new(kestrel_storage::InMemoryStorage::new()));
     let counts = Arc::new(Counts::default());
-    let mut builder = Kestrel::builder().memory(memory.clone());
+    let mut builder = Kestrel::builder()
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone());
     for workflow in workflows(&counts) {
         builder = builder.workflow(workflow);
     }
     for agent in agents(&memory, &counts) {
         builder = builder.agent(agent);
     }
-    let server = configure(Server::new(builder.build().unwrap()));
+    let server = configure(Server::new(builder.build().unwrap()).memory(memory.clone()));
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     Fixture {
@@ -312,7 +314,7 @@ impl Fixture {
         run_id: &str,
         done: impl Fn(WorkflowStatus) -> bool,
     ) -> Option<(WorkflowStatus, Value)> {
-        let store = self.memory.workflow_store().unwrap();
+        let store = Arc::clone(self.memory.storage()).into_stores().workflows;
         let workflow = format!("agent-network-{agent}");
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let mut last = None;

@@ -147,12 +147,13 @@ async fn a_network_start_refused_by_the_cluster_is_503() {
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .memory(memory)
+        .storage(Arc::clone(memory.storage()))
+        .memory(memory.clone())
         .agent(router)
         .cluster(cluster)
         .build()
         .unwrap();
-    let server = Server::new(kestrel);
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let refused = reqwest::Client::new()

@@ -40,15 +40,17 @@ async fn a_run_left_behind_is_restarted_over_http() {
     );
     let on = |stuck: bool| {
         let memory = kestrel_memory::Memory::new(std::sync::Arc::clone(&storage));
-        Kestrel::builder()
-            .memory(memory)
+        let kestrel = Kestrel::builder()
+            .storage(std::sync::Arc::clone(&storage))
+            .memory(memory.clone())
             .workflow(hanging(stuck))
             .workflow(workflows().remove(1))
             .build()
-            .unwrap()
+            .unwrap();
+        (kestrel, memory)
     };
     // A process that dies in `second`.
-    let dying = on(true);
+    let (dying, _) = on(true);
     let run = dying.workflow("hang").unwrap().create_run();
     let run_id = run.run_id().to_owned();
     let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
@@ -65,7 +67,8 @@ async fn a_run_left_behind_is_restarted_over_http() {
     let _ = task.await;
     drop(dying);
 
-    let server = Server::new(on(false));
+    let (kestrel, memory) = on(false);
+    let server = Server::new(kestrel).memory(memory);
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     let f = Fixture {

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use kestrel_core::store::IntoStores;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -215,7 +216,7 @@ pub async fn workflow_runs_resume_from_the_store(store: Arc<dyn Storage>) {
             }
         });
         Workflow::builder("durable")
-            .store(Arc::new(crate::StorageWorkflowStore::new(store)))
+            .store(store.into_stores().workflows)
             .then(first)
             .then(ask)
             .commit()
@@ -279,9 +280,7 @@ pub async fn workflow_runs_snapshot_policy(store: Arc<dyn Storage>) {
             }
         });
         Workflow::builder(id)
-            .store(Arc::new(crate::StorageWorkflowStore::new(Arc::clone(
-                &store,
-            ))))
+            .store(Arc::clone(&store).into_stores().workflows)
             .should_persist_snapshot(move |check| {
                 seen.lock().unwrap().push((
                     check.status,
@@ -338,10 +337,7 @@ pub async fn workflow_runs_snapshot_policy(store: Arc<dyn Storage>) {
     let run = all_but_end.create_run();
     let stopped = run.start(json!({"n": 2})).await.unwrap();
     // Only a durable store gets the step boundaries' snapshots.
-    let durable = {
-        use kestrel_core::workflow::WorkflowStore;
-        crate::StorageWorkflowStore::new(Arc::clone(&store)).is_durable()
-    };
+    let durable = Arc::clone(&store).into_stores().workflows.is_durable();
     let expected = if durable {
         json!("running")
     } else {
@@ -462,11 +458,10 @@ pub async fn workflow_runs_refuse_stale_lease_tokens(store: Arc<dyn Storage>) {
     );
 }
 
-/// The same through [`crate::StorageWorkflowStore`], as workflows see it: a stale save and a
+/// The same through the storage's [`kestrel_core::store::WorkflowStore`] port, as workflows see it: a stale save and a
 /// stale fence are [`kestrel_core::workflow::WorkflowStoreError::is_fenced`].
 pub async fn workflow_runs_fenced_through_the_workflow_store(store: Arc<dyn Storage>) {
-    use kestrel_core::workflow::WorkflowStore;
-    let workflows = crate::StorageWorkflowStore::new(store);
+    let workflows = store.into_stores().workflows;
     let snapshot: kestrel_core::workflow::WorkflowSnapshot = serde_json::from_value(json!({
         "workflowId": "wf-store", "runId": "r", "status": "running", "input": {},
         "steps": {}, "state": {}, "position": 0, "entryInput": {}, "stepExecutionPath": [],

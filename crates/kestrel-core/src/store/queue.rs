@@ -2,7 +2,7 @@
 //!
 //! A [`MessageQueue`] keeps each thread's queued messages in order until a run takes them.
 //! `kestrel-storage` implements it on every backend (so a queue survives a restart), and
-//! `kestrel-memory`'s `Memory` hands the agent its storage's.
+//! an instance given one ([`crate::kestrel::KestrelBuilder::storage`]) keeps its agents' queues there.
 
 use std::sync::Arc;
 
