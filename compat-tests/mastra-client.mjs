@@ -114,6 +114,10 @@ const checks = {
     assert.equal(updated.title, 'Kestrels');
     const { messages, uiMessages } = await thread.listMessages();
     assert.deepEqual(messages.map((m) => m.role), ['user', 'assistant']);
+    // MastraDBMessage: the parts are in `content`, format 2.
+    assert.deepEqual(messages.map((m) => m.content.format), [2, 2]);
+    assert.equal(messages[0].content.parts[0].type, 'text');
+    assert.equal(typeof messages[1].content.parts[0].text, 'string');
     assert.ok(Array.isArray(uiMessages), 'uiMessages is an array');
     assert.deepEqual(uiMessages.map((m) => m.role), ['user', 'assistant']);
     const listedMessages = await client.listThreadMessages('carol-1', { agentId: 'echo' });
@@ -131,7 +135,7 @@ const checks = {
     const texts = async (threadId, n) => {
       for (let i = 0; i < 200; i++) {
         const { messages } = await client.listThreadMessages(threadId, { agentId: 'echo' });
-        if (messages.length >= n) return messages.map((m) => m.content?.parts?.map((p) => p.text).join('') ?? m.parts?.map((p) => p.text).join(''));
+        if (messages.length >= n) return messages.map((m) => m.content.parts.map((p) => p.text).join(''));
         await new Promise((r) => setTimeout(r, 10));
       }
       throw new Error(`thread ${threadId} never held ${n} messages`);

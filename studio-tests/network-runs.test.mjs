@@ -121,12 +121,12 @@ test("an abort, an error and a stream that ends early", () => {
 
 test("a network's thread read back: its iterations and checks, not raw JSON", () => {
   const record = { isNetwork: true, primitiveType: "agent", primitiveId: "research", selectionReason: "facts first", input: "facts", finalResult: { text: "Kestrels hover." } };
-  const text = (t) => [{ type: "text", text: t }];
+  const text = (t) => ({ format: 2, parts: [{ type: "text", text: t }] });
   const turns = storedTurns([
-    { id: "u", role: "user", parts: text("Tell me about kestrels") },
-    { id: "a1", role: "assistant", parts: text(JSON.stringify(record)) },
-    { id: "a2", role: "assistant", parts: text("#### Completion Check Results\n\nOverall: ✅ COMPLETE\nDuration: 3ms") },
-    { id: "a3", role: "assistant", parts: text("Kestrels hover.") },
+    { id: "u", role: "user", content: text("Tell me about kestrels") },
+    { id: "a1", role: "assistant", content: text(JSON.stringify(record)) },
+    { id: "a2", role: "assistant", content: text("#### Completion Check Results\n\nOverall: ✅ COMPLETE\nDuration: 3ms") },
+    { id: "a3", role: "assistant", content: text("Kestrels hover.") },
   ]);
   assert.equal(turns.length, 2);
   const kinds = turns[1].items.map((i) => i.kind);
@@ -135,6 +135,17 @@ test("a network's thread read back: its iterations and checks, not raw JSON", ()
   assert.equal(turns[1].items[0].finalResult.text, "Kestrels hover.");
   assert.equal(turns[1].items[1].passed, true);
   assert.equal(networkItem('{"isNetwork": false}'), null);
+  // A tool call holds its result (Mastra's tool-invocation), in the turn that made it.
+  const tool = storedTurns([
+    { id: "u", role: "user", content: text("Weather?") },
+    { id: "a", role: "assistant", content: { format: 2, parts: [{ type: "tool-invocation", toolInvocation: { state: "result", toolCallId: "c1", toolName: "weather", args: { city: "Oslo" }, result: { sky: "clear" } } }] } },
+    { id: "b", role: "assistant", content: { format: 2, parts: [{ type: "tool-invocation", toolInvocation: { state: "result", toolCallId: "c2", toolName: "weather", args: {}, result: "no such city", isError: true } }] } },
+    { id: "c", role: "assistant", content: text("Clear in Oslo.") },
+  ]);
+  assert.equal(tool.length, 2);
+  assert.deepEqual(tool[1].calls.map((c) => [c.name, c.status]), [["weather", "done"], ["weather", "error"]]);
+  assert.deepEqual(tool[1].calls[0].result, { sky: "clear" });
+  assert.equal(tool[1].calls[1].error, "no such city");
   assert.equal(networkItem("{not json"), null);
   assert.equal(networkItem("plain text"), null);
 });

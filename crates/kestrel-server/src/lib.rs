@@ -36,6 +36,7 @@
 
 mod auth;
 mod chat;
+mod db_messages;
 mod error;
 mod guard;
 mod limits;

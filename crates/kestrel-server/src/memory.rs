@@ -20,7 +20,7 @@ use kestrel_storage::{
     Thread, ThreadOrder, ThreadOrderField, ThreadPatch, ThreadQuery,
 };
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
@@ -82,7 +82,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 MEMORY,
                 "A thread's messages, oldest first, with their AI SDK UI form",
             )
-            .query::<MessagesQuery>(),
+            .query::<MessagesQuery>()
+            .returns::<MessagesPage>(),
         )
         .get(
             "/memory/threads/{thread_id}/working-memory",
@@ -560,11 +561,29 @@ struct MessagesQuery {
     version: Option<String>,
 }
 
+/// A page of a thread's messages.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct MessagesPage {
+    /// The page's messages, as Mastra's `MastraDBMessage` (tool results inside their calls).
+    messages: Vec<crate::db_messages::DbMessage>,
+    /// The same messages as AI SDK `UIMessage`s (one per turn), with pending approvals.
+    ui_messages: Vec<Value>,
+    /// The page, from 0.
+    page: u32,
+    /// Stored messages per page.
+    per_page: u32,
+    /// How many stored messages the thread has (a tool result counts as one).
+    total: Option<u64>,
+    /// Whether a later page has more.
+    has_more: bool,
+}
+
 async fn list_messages(
     State(state): Shared,
     ThreadAccess { memory, thread }: ThreadAccess,
     query: Result<Query<MessagesQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessagesPage>, ApiError> {
     let query = parsed(query)?;
     let storage = memory.storage();
     let per_page = match query.per_page {
@@ -598,14 +617,14 @@ async fn list_messages(
             .extend(history::thread_pending_calls(agent, &thread.id, &thread.resource_id).await?);
     }
     let ui_messages = history::ui_messages(&list.messages, &pending, version);
-    Ok(Json(json!({
-        "messages": list.messages,
-        "uiMessages": ui_messages,
-        "page": page,
-        "perPage": per_page,
-        "total": list.total,
-        "hasMore": list.has_more,
-    })))
+    Ok(Json(MessagesPage {
+        messages: crate::db_messages::db_messages(&list.messages),
+        ui_messages,
+        page,
+        per_page,
+        total: list.total,
+        has_more: list.has_more,
+    }))
 }
 
 /// The storage scope of the thread's working memory.

@@ -43,6 +43,8 @@ pub(crate) struct Doc {
     answer: Answer,
     body: Option<fn(&mut SchemaGenerator) -> Schema>,
     query: Option<fn(&mut SchemaGenerator) -> Schema>,
+    /// The schema of its success body, when it is typed.
+    returns: Option<fn(&mut SchemaGenerator) -> Schema>,
     /// Statuses besides 200 (and the 4xx every route may give) worth naming.
     created: bool,
     /// When it answers 409 Conflict.
@@ -58,6 +60,7 @@ impl Doc {
             answer: Answer::Json,
             body: None,
             query: None,
+            returns: None,
             created: false,
             conflict: None,
         }
@@ -72,6 +75,13 @@ impl Doc {
     /// Its JSON body is a `T`.
     pub(crate) fn body<T: JsonSchema>(mut self) -> Self {
         self.body = Some(|generator| generator.subschema_for::<T>());
+        self
+    }
+
+    /// Its success body is a `T` (the document states its schema, and the fuzzer checks
+    /// every answer against it).
+    pub(crate) fn returns<T: JsonSchema>(mut self) -> Self {
+        self.returns = Some(|generator| generator.subschema_for::<T>());
         self
     }
 
@@ -274,11 +284,11 @@ fn error_response(description: &str) -> Value {
     })
 }
 
-fn success_response(answer: Answer) -> Value {
+fn success_response(answer: Answer, returns: Option<Schema>) -> Value {
     match answer {
         Answer::Json => json!({
             "description": "OK",
-            "content": {"application/json": {"schema": {}}},
+            "content": {"application/json": {"schema": returns.map_or(json!({}), |s| s.to_value())}},
         }),
         Answer::Events => json!({
             "description": "Server-sent events: `data: <event JSON>` per Kestrel event, then `data: [DONE]`",
@@ -339,7 +349,8 @@ pub(crate) fn document(operations: &[Operation], secured: bool) -> Value {
             parameters.extend(query_parameters(&query(&mut generator)));
         }
         let mut responses = Map::new();
-        let ok = success_response(op.doc.answer);
+        let returns = op.doc.returns.map(|returns| returns(&mut generator));
+        let ok = success_response(op.doc.answer, returns);
         responses.insert(if op.doc.created { "201" } else { "200" }.into(), ok);
         responses.insert(
             "400".into(),

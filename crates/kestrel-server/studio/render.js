@@ -201,19 +201,15 @@ function toolsLine(run) {
 }
 
 /**
- * Stored messages as chat entries: one bubble per user message, one per assistant turn (its
- * steps' text and tool calls, with each call's result from the tool messages).
+ * Stored messages (Mastra's `MastraDBMessage`: `content.parts`, each tool call a
+ * `tool-invocation` part holding its result) as chat entries: one bubble per user message, one
+ * per assistant turn (its steps' text and tool calls).
  */
 export function storedTurns(messages) {
-  const results = new Map();
-  for (const m of messages) {
-    if (m.role !== "tool") continue;
-    for (const p of m.parts || []) if (p.type === "tool-result") results.set(p.toolCallId, p);
-  }
   const turns = [];
   let current = null;
   for (const m of messages) {
-    if (m.role === "system" || m.role === "tool") continue;
+    if (m.role === "system") continue;
     if (m.role === "user") {
       current = null;
       turns.push({ role: "user", text: textOf(m), id: m.id });
@@ -224,30 +220,44 @@ export function storedTurns(messages) {
       turns.push(current);
     }
     if (m.status && m.status !== "complete") current.status = m.status;
-    for (const p of m.parts || []) {
+    for (const p of partsOf(m)) {
       const record = p.type === "text" && p.text ? networkItem(p.text) : null;
       if (record) current.items.push(record);
       else if (p.type === "text" && p.text) current.items.push({ kind: "text", text: p.text });
-      else if (p.type === "reasoning" && p.text) current.items.push({ kind: "reasoning", text: p.text });
-      else if (p.type === "tool-call") {
-        const r = results.get(p.toolCallId);
-        const call = {
-          id: p.toolCallId,
-          name: p.toolName,
-          args: p.args,
+      else if (p.type === "reasoning" && p.reasoning) current.items.push({ kind: "reasoning", text: p.reasoning });
+      else if (p.type === "tool-invocation" && p.toolInvocation) {
+        const t = p.toolInvocation;
+        const done = t.state === "result";
+        const known = current.calls.find((c) => c.id === t.toolCallId);
+        const call = known || {
+          id: t.toolCallId,
+          name: t.toolName,
+          args: t.args,
           argsText: "",
-          status: r ? (r.isError ? "error" : "done") : "missing",
-          result: r && !r.isError ? r.result : undefined,
-          error: r && r.isError ? asText(r.result) : null,
+          status: "missing",
+          result: undefined,
+          error: null,
           outputs: [],
           delegation: null,
         };
-        current.items.push({ kind: "tool", call });
-        current.calls.push(call);
+        if (done) {
+          call.status = t.isError ? "error" : "done";
+          call.result = t.isError ? undefined : t.result;
+          call.error = t.isError ? asText(t.result) : null;
+        }
+        if (!known) {
+          current.items.push({ kind: "tool", call });
+          current.calls.push(call);
+        }
       }
     }
   }
   return turns;
+}
+
+/** A stored message's parts. */
+function partsOf(message) {
+  return (message.content && message.content.parts) || [];
 }
 
 /**
@@ -278,7 +288,7 @@ export function networkItem(text) {
 }
 
 function textOf(message) {
-  return (message.parts || [])
+  return partsOf(message)
     .filter((p) => p.type === "text")
     .map((p) => p.text)
     .join("");

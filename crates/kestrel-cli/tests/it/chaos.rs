@@ -57,7 +57,7 @@ async fn converse(live: Live, thread: String, seed: usize) -> Duration {
             .await
         {
             Ok(r) if r.status() == 200 => match r.json::<Value>().await {
-                Ok(v) => v["messages"].as_array().cloned().unwrap_or_default(),
+                Ok(v) => crate::as_stored(v["messages"].as_array().map_or(&[][..], Vec::as_slice)),
                 Err(_) => continue,
             },
             Ok(r) if r.status() == 404 => Vec::new(),
@@ -183,7 +183,8 @@ async fn a_chaos_run_loses_and_duplicates_nothing() {
                 "/memory/threads/chaos-{n}/messages?agentId=assistant&resourceId={RESOURCE}"
             ))
             .await;
-        let messages = listed["messages"].as_array().cloned().unwrap_or_default();
+        let messages =
+            crate::as_stored(listed["messages"].as_array().map_or(&[][..], Vec::as_slice));
         assert_each_once(&messages);
         let tools = messages.iter().filter(|m| m["role"] == "tool").count();
         assert_eq!(tools, 1, "chaos-{n}: {messages:#?}");

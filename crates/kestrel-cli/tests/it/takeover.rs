@@ -30,7 +30,7 @@ async fn thread_of(instance: &Instance, agent: &str) -> Vec<Value> {
             "/memory/threads/{THREAD}/messages?agentId={agent}&resourceId={RESOURCE}"
         ))
         .await;
-    listed["messages"].as_array().cloned().unwrap_or_default()
+    crate::as_stored(listed["messages"].as_array().map_or(&[][..], Vec::as_slice))
 }
 
 /// Polls `agent`'s thread on `instance` until it holds a whole turn with one tool call (the

@@ -210,10 +210,15 @@ async fn a_runs_messages_are_listed_oldest_first() {
     assert_eq!(messages[0]["role"], "user");
     assert_eq!(messages[1]["role"], "assistant");
     assert_eq!(messages[0]["threadId"], "chat-1");
+    // Mastra's MastraDBMessage: the parts are in `content`, format 2.
+    assert_eq!(messages[0]["type"], "v2");
+    assert_eq!(messages[0]["content"]["format"], 2);
+    assert_eq!(messages[1]["content"]["content"], "echo: hello there");
+    assert!(messages[0].get("parts").is_none(), "{listed}");
     let texts: Vec<String> = messages
         .iter()
         .map(|m| {
-            m["parts"]
+            m["content"]["parts"]
                 .as_array()
                 .unwrap()
                 .iter()
@@ -523,7 +528,7 @@ async fn thread_texts(f: &Fixture, thread: &str) -> Vec<String> {
         .unwrap()
         .iter()
         .map(|m| {
-            m["parts"]
+            m["content"]["parts"]
                 .as_array()
                 .unwrap()
                 .iter()

@@ -203,6 +203,19 @@ async fn the_document_lists_every_route_with_its_schemas() {
             .contains(&json!("messages"))
     );
     assert_eq!(generate["parameters"][0]["name"], "agent_id");
+
+    // A typed answer's schema is the handler's type: a thread's messages are Mastra's
+    // MastraDBMessage, parts inside `content` (format 2).
+    let messages = &paths["/api/memory/threads/{thread_id}/messages"]["get"];
+    let page = resolve(
+        &doc,
+        &messages["responses"]["200"]["content"]["application/json"]["schema"],
+    );
+    let message = resolve(&doc, &page["properties"]["messages"]["items"]);
+    let content = resolve(&doc, &message["properties"]["content"]);
+    assert!(content["properties"]["parts"].is_object(), "{content}");
+    assert!(content["properties"]["format"].is_object(), "{content}");
+    assert!(message["properties"].get("parts").is_none(), "{message}");
     assert_eq!(generate["parameters"][0]["in"], "path");
     let stream = &paths["/api/agents/{agent_id}/stream"]["post"];
     assert!(stream["responses"]["200"]["content"]["text/event-stream"].is_object());

@@ -478,7 +478,12 @@ async fn no_network_output_shows_a_planted_secret() {
         .as_array()
         .unwrap()
         .iter()
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| {
+            m["content"]["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter_map(|part| serde_json::from_str::<Value>(part["text"].as_str()?).ok())
         .filter(|record| record["isNetwork"] == true)
         .filter_map(|record| record["finalResult"]["error"].as_str().map(str::to_owned))

@@ -95,7 +95,7 @@ pub(super) async fn thread_messages(live: &Live, agent: &str, thread: &str) -> V
             )))
             .await
         {
-            return listed["messages"].as_array().cloned().unwrap_or_default();
+            return crate::as_stored(listed["messages"].as_array().map_or(&[][..], Vec::as_slice));
         }
         assert!(tick < 50, "no instance lists thread {thread}");
         pause(200).await;

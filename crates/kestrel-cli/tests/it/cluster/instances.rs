@@ -296,7 +296,7 @@ pub(crate) async fn thread_messages(instance: &Instance) -> Vec<Value> {
             "/memory/threads/{THREAD}/messages?agentId=assistant&resourceId={RESOURCE}"
         ))
         .await;
-    listed["messages"].as_array().cloned().unwrap_or_default()
+    crate::as_stored(listed["messages"].as_array().map_or(&[][..], Vec::as_slice))
 }
 
 /// Polls the thread on `instance` until run `run_id`'s answer is stored (another instance
