@@ -17,7 +17,6 @@ use serde_json::Value;
 use crate::model::{FinishReason, Usage};
 
 mod network;
-mod sink;
 mod workflow;
 pub use network::{
     AgentExecutionEndPayload, AgentExecutionStartPayload, AgentExecutionWaitPayload,
@@ -28,7 +27,6 @@ pub use network::{
     ToolExecutionStartPayload, ToolExecutionWaitPayload, WorkflowExecutionEndPayload,
     WorkflowExecutionStartPayload, WorkflowExecutionSuspendedPayload,
 };
-pub(crate) use sink::{EventQueue, EventSink, Tap};
 pub use workflow::{
     EmptyPayload, StepErrorInfo, StepStatus, WorkflowFinishOutput, WorkflowFinishPayload,
     WorkflowStartPayload, WorkflowStatus, WorkflowStepOutputPayload, WorkflowStepPayload,

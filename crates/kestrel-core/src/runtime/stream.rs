@@ -9,8 +9,9 @@ use futures::future::BoxFuture;
 
 use crate::abort::AbortSignal;
 use crate::definition::AgentError;
-use crate::event::{Event, EventKind, EventQueue};
+use crate::event::{Event, EventKind};
 use crate::run::GenerateResult;
+use crate::sink::EventQueue;
 
 type RunFuture = BoxFuture<'static, Result<GenerateResult, AgentError>>;
 

@@ -8,7 +8,8 @@ use super::ToolError;
 use super::extensions::Extensions;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
-use crate::event::{Event, EventKind, EventSink, ToolOutputPayload};
+use crate::event::{Event, EventKind, ToolOutputPayload};
+use crate::sink::EventSink;
 
 /// Context passed to every tool call.
 #[derive(Debug, Clone)]

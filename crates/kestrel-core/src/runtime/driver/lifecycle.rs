@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use super::AgentRun;
 use crate::definition::{AgentError, BusyThread};
-use crate::event::{ErrorPayload, EventKind, Tap};
+use crate::event::{ErrorPayload, EventKind};
 use crate::model::FinishReason;
 use crate::pubsub::thread_topic;
 use crate::run::GenerateResult;
 use crate::runtime::registry::{Registered, ThreadKey};
+use crate::sink::Tap;
 use crate::store::RunPhase;
 
 impl AgentRun {

@@ -27,12 +27,12 @@ use crate::definition::{
     RunOptions, approval_policy,
 };
 use crate::event::*;
-use crate::event::{EventQueue, EventSink};
 use crate::message::Message;
 use crate::model::{FinishReason, SharedModel};
 use crate::run::{
     Action, MIN_RUN_STATE_VERSION, RUN_STATE_VERSION, RunSettings, RunState, SavedApproval,
 };
+use crate::sink::{EventQueue, EventSink};
 use crate::store::{RunPhase, SharedRunStore};
 use crate::tool::ApprovalPolicy;
 

@@ -8,15 +8,16 @@ use futures::StreamExt;
 use super::{AgentRun, now_ms};
 use crate::definition::{AgentError, Instructions, ModelSource};
 use crate::event::{
-    EventKind, EventSink, PartIdPayload, StartPayload, StepFinishPayload, StepOutput,
-    StepResultInfo, StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload,
-    ToolCallPayload, ToolCallStreamingStartPayload,
+    EventKind, PartIdPayload, StartPayload, StepFinishPayload, StepOutput, StepResultInfo,
+    StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload, ToolCallPayload,
+    ToolCallStreamingStartPayload,
 };
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
     Usage,
 };
 use crate::run::{ToolCallRecord, parse_call};
+use crate::sink::EventSink;
 
 impl AgentRun {
     pub(super) async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {

@@ -15,8 +15,8 @@ use crate::context::RequestContext;
 use crate::definition::tools::DELEGATION_TOOL_PREFIX;
 use crate::definition::{AgentDefinition, AgentError};
 use crate::event::{
-    Event, EventKind, EventSink, StepFinishPayload, StepOutput, StepResultInfo,
-    ToolCallApprovalPayload, ToolCallSuspendedPayload, ToolErrorPayload, ToolResultPayload,
+    Event, EventKind, StepFinishPayload, StepOutput, StepResultInfo, ToolCallApprovalPayload,
+    ToolCallSuspendedPayload, ToolErrorPayload, ToolResultPayload,
 };
 use crate::message::Transcript;
 use crate::model::FinishReason;
@@ -28,6 +28,7 @@ use crate::runtime::Agent;
 use crate::runtime::background::BackgroundCall;
 use crate::runtime::subrun::{DelegationRuntime, SubRunContext};
 use crate::schema::schema_errors;
+use crate::sink::EventSink;
 use crate::store::{RunPhase, SharedRunStore};
 use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
 

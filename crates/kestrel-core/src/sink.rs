@@ -1,10 +1,13 @@
-//! Where a run's events go while it runs.
+//! Where a run's events go while it runs: the queue its reader takes them from, and the
+//! pub/sub topic of its thread while someone watches it. Above both [`crate::event`] (what an
+//! event is) and [`crate::pubsub`] (how watchers get them), which name neither this nor each
+//! other back.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
-use super::Event;
+use crate::event::Event;
 use crate::pubsub::SharedPubSub;
 
 /// Where a run sends its events: a queue its [`AgentStream`] or step-by-step driver reads
