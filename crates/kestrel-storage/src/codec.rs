@@ -4,22 +4,14 @@
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Utc};
 use kestrel_core::message::Part;
 use serde_json::{Map, Number, Value};
 
 use crate::error::{Result, StorageError};
 use crate::types::{Metadata, NewThread, PageRequest, VectorMatch};
 
-/// Now, truncated to microseconds (the precision every backend keeps).
-pub fn now() -> DateTime<Utc> {
-    truncate(Utc::now())
-}
-
-/// A time truncated to microseconds.
-pub fn truncate(at: DateTime<Utc>) -> DateTime<Utc> {
-    at.trunc_subsecs(6)
-}
+pub use crate::types::{now, truncate};
 
 /// Microseconds since the Unix epoch.
 pub fn to_micros(at: DateTime<Utc>) -> i64 {

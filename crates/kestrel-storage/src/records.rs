@@ -3,7 +3,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::types::Metadata;
+/// A JSON object, the shape of every `metadata` field.
+pub type Metadata = serde_json::Map<String, Value>;
 
 /// An agent whose definition is kept in the storage, in versions: a stored agent, or the
 /// stored overrides of an agent written in code (same id).

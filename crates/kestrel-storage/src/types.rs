@@ -5,19 +5,26 @@
 
 use std::str::FromStr;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use kestrel_core::message::{Message, Part, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::error::StorageError;
 
 // Stored agents, their versions and message queues: their own file, the same place here.
 pub use crate::records::*;
 
-/// A JSON object, the shape of every `metadata` field.
-pub type Metadata = Map<String, Value>;
+/// Now, truncated to microseconds (the precision every backend keeps).
+pub fn now() -> DateTime<Utc> {
+    truncate(Utc::now())
+}
+
+/// A time truncated to microseconds.
+pub fn truncate(at: DateTime<Utc>) -> DateTime<Utc> {
+    at.trunc_subsecs(6)
+}
 
 // ---------------------------------------------------------------------------------------------
 // Pages
@@ -564,7 +571,7 @@ impl RunRecord {
         status: RunPhase,
         snapshot: Box<RawValue>,
     ) -> Self {
-        let now = crate::codec::now();
+        let now = now();
         Self {
             run_id: run_id.into(),
             agent_id: agent_id.into(),
@@ -642,7 +649,7 @@ impl WorkflowRunRecord {
         status: WorkflowStatus,
         snapshot: Box<RawValue>,
     ) -> Self {
-        let now = crate::codec::now();
+        let now = now();
         Self {
             workflow_id: workflow_id.into(),
             run_id: run_id.into(),
