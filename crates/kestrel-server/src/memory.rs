@@ -6,6 +6,8 @@
 //! that resource's threads: another resource's thread is "not found", so its existence is not
 //! revealed, and a list or create naming another resource is refused (403).
 
+mod responses;
+
 use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
@@ -21,7 +23,12 @@ use kestrel_storage::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use responses::{
+    MemoryConfig, MemoryStatus, Observations, StorageThread, StoredObservation, ThreadDeleted,
+    ThreadWorkingMemory, ThreadsPage, WorkingMemoryUpdated, observation_scope_name,
+};
 
 use crate::auth::Caller;
 use crate::chat::history;
@@ -43,12 +50,16 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         .get(
             "/memory/status",
             status,
-            Doc::json(MEMORY, "Whether memory is configured, and how").query::<StatusQuery>(),
+            Doc::json(MEMORY, "Whether memory is configured, and how")
+                .query::<StatusQuery>()
+                .returns::<MemoryStatus>(),
         )
         .get(
             "/memory/threads",
             list_threads,
-            Doc::json(MEMORY, "List threads, a page at a time").query::<ListQuery>(),
+            Doc::json(MEMORY, "List threads, a page at a time")
+                .query::<ListQuery>()
+                .returns::<ThreadsPage>(),
         )
         .post(
             "/memory/threads",
@@ -56,24 +67,30 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(MEMORY, "Create a thread")
                 .query::<ThreadQueryParams>()
                 .body::<CreateBody>()
+                .returns::<StorageThread>()
                 .created(),
         )
         .get(
             "/memory/threads/{thread_id}",
             get_thread,
-            Doc::json(MEMORY, "Get a thread").query::<ThreadQueryParams>(),
+            Doc::json(MEMORY, "Get a thread")
+                .query::<ThreadQueryParams>()
+                .returns::<StorageThread>(),
         )
         .patch(
             "/memory/threads/{thread_id}",
             update_thread,
             Doc::json(MEMORY, "Change a thread's title or metadata")
                 .query::<ThreadQueryParams>()
-                .body::<UpdateBody>(),
+                .body::<UpdateBody>()
+                .returns::<StorageThread>(),
         )
         .delete(
             "/memory/threads/{thread_id}",
             delete_thread,
-            Doc::json(MEMORY, "Delete a thread and its messages").query::<ThreadQueryParams>(),
+            Doc::json(MEMORY, "Delete a thread and its messages")
+                .query::<ThreadQueryParams>()
+                .returns::<ThreadDeleted>(),
         )
         .get(
             "/memory/threads/{thread_id}/messages",
@@ -88,19 +105,24 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         .get(
             "/memory/threads/{thread_id}/working-memory",
             get_working_memory,
-            Doc::json(MEMORY, "The working memory a thread sees").query::<ThreadQueryParams>(),
+            Doc::json(MEMORY, "The working memory a thread sees")
+                .query::<ThreadQueryParams>()
+                .returns::<ThreadWorkingMemory>(),
         )
         .post(
             "/memory/threads/{thread_id}/working-memory",
             set_working_memory,
             Doc::json(MEMORY, "Replace the working memory a thread sees")
                 .query::<ThreadQueryParams>()
-                .body::<WorkingMemoryBody>(),
+                .body::<WorkingMemoryBody>()
+                .returns::<WorkingMemoryUpdated>(),
         )
         .get(
             "/memory/observational-memory",
             observations,
-            Doc::json(MEMORY, "The observations a thread sees").query::<ObservationsQuery>(),
+            Doc::json(MEMORY, "The observations a thread sees")
+                .query::<ObservationsQuery>()
+                .returns::<Observations>(),
         )
 }
 
@@ -236,7 +258,7 @@ struct StatusQuery {
 async fn status(
     State(state): Shared,
     query: Result<Query<StatusQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MemoryStatus>, ApiError> {
     let query = parsed(query)?;
     let result = match &query.agent_id {
         Some(id) => state
@@ -247,31 +269,10 @@ async fn status(
             .is_some(),
         None => state.memory.is_some(),
     };
-    let config = state.memory.as_ref().map(|m| {
-        json!({
-            "lastMessages": m.last_messages(),
-            "readOnly": m.is_read_only(),
-            "workingMemory": m.working_memory().map(|w| json!({
-                "scope": scope_name(w.scope_kind()),
-                "template": w.template_text(),
-                "schema": w.schema_value(),
-            })),
-            "observationalMemory": m.observation_scope().map(|s| json!({
-                "scope": match s {
-                    ObservationScope::Thread => "thread",
-                    ObservationScope::Resource => "resource",
-                },
-            })),
-        })
-    });
-    Ok(Json(json!({"result": result, "config": config})))
-}
-
-fn scope_name(scope: WorkingMemoryScope) -> &'static str {
-    match scope {
-        WorkingMemoryScope::Thread => "thread",
-        WorkingMemoryScope::Resource => "resource",
-    }
+    Ok(Json(MemoryStatus {
+        result,
+        config: state.memory.as_ref().map(MemoryConfig::of),
+    }))
 }
 
 /// Query of the thread list.
@@ -320,7 +321,7 @@ async fn list_threads(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadsPage>, ApiError> {
     let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
@@ -382,13 +383,7 @@ async fn list_threads(
         })
         .await
         .map_err(storage_error)?;
-    Ok(Json(json!({
-        "threads": page.items,
-        "page": page.page,
-        "perPage": page.per_page,
-        "total": page.total,
-        "hasMore": page.has_more,
-    })))
+    Ok(Json(ThreadsPage::from(page)))
 }
 
 /// Query naming the agent (accepted on every thread route, as Mastra's client sends it).
@@ -426,7 +421,7 @@ async fn create_thread(
     Extension(caller): Extension<Caller>,
     query: Result<Query<ThreadQueryParams>, QueryRejection>,
     Body(body): Body<CreateBody>,
-) -> Result<(StatusCode, Json<Thread>), ApiError> {
+) -> Result<(StatusCode, Json<StorageThread>), ApiError> {
     let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
@@ -452,11 +447,11 @@ async fn create_thread(
         .create_thread(thread)
         .await
         .map_err(storage_error)?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((StatusCode::CREATED, Json(created.into())))
 }
 
-async fn get_thread(access: ThreadAccess) -> Json<Thread> {
-    Json(access.thread)
+async fn get_thread(access: ThreadAccess) -> Json<StorageThread> {
+    Json(access.thread.into())
 }
 
 /// Body of a thread update: a new title, and metadata merged in (or replacing the old with
@@ -481,7 +476,7 @@ struct UpdateBody {
 async fn update_thread(
     ThreadAccess { memory, thread }: ThreadAccess,
     Body(body): Body<UpdateBody>,
-) -> Result<Json<Thread>, ApiError> {
+) -> Result<Json<StorageThread>, ApiError> {
     let thread_id = &thread.id;
     let storage = memory.storage();
     if let Some(resource) = &body.resource_id
@@ -514,12 +509,12 @@ async fn update_thread(
         )
         .await
         .map_err(storage_error)?;
-    Ok(Json(updated))
+    Ok(Json(updated.into()))
 }
 
 async fn delete_thread(
     ThreadAccess { memory, thread }: ThreadAccess,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadDeleted>, ApiError> {
     let thread_id = &thread.id;
     let deleted = memory
         .storage()
@@ -531,7 +526,9 @@ async fn delete_thread(
             "thread {thread_id:?} not found"
         )));
     }
-    Ok(Json(json!({"result": "Thread deleted"})))
+    Ok(Json(ThreadDeleted {
+        result: "Thread deleted",
+    }))
 }
 
 /// Query of a thread's messages: a page, oldest first (all of them by default, up to 1,000).
@@ -568,7 +565,7 @@ struct MessagesPage {
     /// The page's messages, as Mastra's `MastraDBMessage` (tool results inside their calls).
     messages: Vec<crate::db_messages::DbMessage>,
     /// The same messages as AI SDK `UIMessage`s (one per turn), with pending approvals.
-    ui_messages: Vec<Value>,
+    ui_messages: Vec<history::UiMessage>,
     /// The page, from 0.
     page: u32,
     /// Stored messages per page.
@@ -642,22 +639,14 @@ fn working_scope(memory: &Memory, thread: &Thread) -> (Scope, WorkingMemoryScope
 
 async fn get_working_memory(
     ThreadAccess { memory, thread }: ThreadAccess,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadWorkingMemory>, ApiError> {
     let storage = memory.storage();
     let (scope, kind) = working_scope(&memory, &thread);
     let content = storage
         .get_working_memory(&scope)
         .await
         .map_err(storage_error)?;
-    let options = memory.working_memory();
-    Ok(Json(json!({
-        "enabled": options.is_some(),
-        "workingMemory": content,
-        "source": scope_name(kind),
-        "workingMemoryTemplate": options.and_then(|w| w.template_text()),
-        "workingMemorySchema": options.and_then(|w| w.schema_value()),
-        "threadExists": true,
-    })))
+    Ok(Json(ThreadWorkingMemory::new(&memory, kind, content)))
 }
 
 /// Body of a working memory update: the whole new content.
@@ -677,7 +666,7 @@ async fn set_working_memory(
     Path(thread_id): Path<String>,
     query: Result<Query<ThreadQueryParams>, QueryRejection>,
     Body(body): Body<WorkingMemoryBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkingMemoryUpdated>, ApiError> {
     let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
@@ -710,7 +699,7 @@ async fn set_working_memory(
         .set_working_memory(&scope, &body.working_memory)
         .await
         .map_err(storage_error)?;
-    Ok(Json(json!({"success": true})))
+    Ok(Json(WorkingMemoryUpdated { success: true }))
 }
 
 /// Query of the observations.
@@ -731,7 +720,7 @@ async fn observations(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     query: Result<Query<ObservationsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Observations>, ApiError> {
     let query = parsed(query)?;
     let (memory, thread) = thread_of(
         &state,
@@ -743,33 +732,26 @@ async fn observations(
     .await?;
     let storage = memory.storage();
     let Some(kind) = memory.observation_scope() else {
-        return Ok(Json(json!({"enabled": false, "observations": []})));
+        return Ok(Json(Observations {
+            enabled: false,
+            scope: None,
+            observations: Vec::new(),
+        }));
     };
     let scope = match kind {
         ObservationScope::Thread => Scope::thread(&thread.id, &thread.resource_id),
         ObservationScope::Resource => Scope::resource(&thread.resource_id),
     };
-    let observations: Vec<Value> = storage
+    let observations = storage
         .list_observations(&scope)
         .await
         .map_err(storage_error)?
         .into_iter()
-        .map(|o| {
-            json!({
-                "id": o.id,
-                "text": o.text,
-                "createdAt": o.created_at,
-                "observedUpToSeq": o.observed_up_to_seq,
-                "sourceThreadId": o.source_thread_id,
-            })
-        })
+        .map(StoredObservation::from)
         .collect();
-    Ok(Json(json!({
-        "enabled": true,
-        "scope": match kind {
-            ObservationScope::Thread => "thread",
-            ObservationScope::Resource => "resource",
-        },
-        "observations": observations,
-    })))
+    Ok(Json(Observations {
+        enabled: true,
+        scope: Some(observation_scope_name(kind)),
+        observations,
+    }))
 }

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::{Extension, Json};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::auth::Caller;
 use crate::openapi::{Doc, Routes};
@@ -32,6 +32,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 "Queue a message for the thread's next run (after the active one; at once on an idle thread)",
             )
             .body::<QueueMessageDoc>()
+            .returns::<QueuedAnswer>()
             .conflict(NO_QUEUE),
         )
         .post(
@@ -39,6 +40,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             list_queue,
             Doc::json(RUNS, "List the thread's queued messages, oldest first")
                 .body::<ThreadBody>()
+                .returns::<ThreadQueue>()
                 .conflict(NO_QUEUE),
         )
         .post(
@@ -46,6 +48,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             cancel_queue,
             Doc::json(RUNS, "Cancel queued messages of the thread (these ids, or all)")
                 .body::<CancelBody>()
+                .returns::<CancelledMessages>()
                 .conflict(NO_QUEUE),
         )
 }
@@ -84,15 +87,69 @@ struct CancelBody {
     ids: Option<Vec<String>>,
 }
 
-fn queued_json(message: &kestrel_core::store::QueuedMessage) -> Value {
-    json!({
-        "id": message.id,
-        "runId": message.run_id,
-        "agentId": message.agent_id,
-        "threadId": message.scope.thread_id,
-        "resourceId": message.scope.resource_id,
-        "text": message.message.text(),
-    })
+/// A message waiting in a thread's queue.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct QueuedInfo {
+    /// Its id; the message keeps it in the thread once a run takes it.
+    id: String,
+    /// The run that will carry it.
+    run_id: String,
+    /// The agent that will run it.
+    agent_id: String,
+    /// The thread.
+    thread_id: String,
+    /// The thread's resource.
+    resource_id: String,
+    /// The message's text.
+    text: String,
+}
+
+impl From<kestrel_core::store::QueuedMessage> for QueuedInfo {
+    fn from(message: kestrel_core::store::QueuedMessage) -> Self {
+        Self {
+            text: message.message.text(),
+            id: message.id,
+            run_id: message.run_id,
+            agent_id: message.agent_id,
+            thread_id: message.scope.thread_id,
+            resource_id: message.scope.resource_id,
+        }
+    }
+}
+
+/// What `queue-message` did: the message waits for the thread's next run.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct QueuedAnswer {
+    /// Always `true` (a message that cannot be queued is a 409).
+    #[schemars(extend("const" = true))]
+    accepted: bool,
+    /// The queued message's id (also its id in the thread once a run takes it).
+    id: String,
+    /// The run that will carry it.
+    run_id: String,
+    /// The thread.
+    thread_id: String,
+    /// Its place in the queue when it was queued (0: next).
+    position: usize,
+}
+
+/// A thread's queue, as `threads/queue` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ThreadQueue {
+    /// The queued messages, oldest first.
+    messages: Vec<QueuedInfo>,
+    /// What the queue waits for: the thread's run in this process; `null` when there is none.
+    active_run_id: Option<String>,
+}
+
+/// What `threads/queue/cancel` did.
+#[derive(Debug, Serialize, JsonSchema)]
+struct CancelledMessages {
+    /// The messages it took out of the queue.
+    cancelled: Vec<QueuedInfo>,
 }
 
 async fn queue_message(
@@ -101,7 +158,7 @@ async fn queue_message(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QueuedAnswer>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
@@ -112,13 +169,13 @@ async fn queue_message(
         ));
     }
     let queued = agent.queue_message(text, target).await?;
-    Ok(Json(json!({
-        "accepted": true,
-        "id": queued.id,
-        "runId": queued.run_id,
-        "threadId": queued.thread_id,
-        "position": queued.position,
-    })))
+    Ok(Json(QueuedAnswer {
+        accepted: true,
+        id: queued.id,
+        run_id: queued.run_id,
+        thread_id: queued.thread_id,
+        position: queued.position,
+    }))
 }
 
 async fn list_queue(
@@ -126,17 +183,16 @@ async fn list_queue(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadQueue>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let queued = agent
         .queued_messages(&body.resource_id, &body.thread_id)
         .await?;
-    Ok(Json(json!({
-        "messages": queued.iter().map(queued_json).collect::<Vec<_>>(),
-        // What the queue waits for: the thread's run in this process, if any.
-        "activeRunId": agent.active_run_on(&body.resource_id, &body.thread_id),
-    })))
+    Ok(Json(ThreadQueue {
+        messages: queued.into_iter().map(QueuedInfo::from).collect(),
+        active_run_id: agent.active_run_on(&body.resource_id, &body.thread_id),
+    }))
 }
 
 async fn cancel_queue(
@@ -144,13 +200,13 @@ async fn cancel_queue(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<CancelBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CancelledMessages>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let cancelled = agent
         .cancel_queued_messages(&body.resource_id, &body.thread_id, body.ids)
         .await?;
-    Ok(Json(
-        json!({"cancelled": cancelled.iter().map(queued_json).collect::<Vec<_>>()}),
-    ))
+    Ok(Json(CancelledMessages {
+        cancelled: cancelled.into_iter().map(QueuedInfo::from).collect(),
+    }))
 }

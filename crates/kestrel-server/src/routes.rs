@@ -10,17 +10,21 @@ use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
 use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_core::version::{VersionChoice, VersionStatus};
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
 use crate::openapi::{Doc, Routes};
 use crate::wire::{
-    Body, BodyRules, DecisionBody, ResumeBody, RunBody, SendBody, ThreadBody, result_json,
-    waiting_json,
+    Body, BodyRules, DecisionBody, ResumeBody, RunBody, RunResult, SendBody, ThreadBody,
 };
 use crate::{ApiError, AppState};
+
+mod agent_info;
+
+use agent_info::{AgentInfo, AgentList, ToolInfo, ToolList};
 
 type Shared = State<Arc<AppState>>;
 
@@ -34,7 +38,7 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
         .get(
             "/agents",
             list_agents,
-            Doc::json(AGENTS, "List the agents, by id"),
+            Doc::json(AGENTS, "List the agents, by id").returns::<AgentList>(),
         )
         .get(
             "/agents/{agent_id}",
@@ -43,12 +47,15 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
                 AGENTS,
                 "Describe an agent (through its published version, a draft, or a version by id)",
             )
-            .query::<AgentQuery>(),
+            .query::<AgentQuery>()
+            .returns::<AgentInfo>(),
         )
         .post(
             "/agents/{agent_id}/generate",
             generate,
-            Doc::json(RUNS, "Run the agent to its end (or its next stop)").body::<RunBody>(),
+            Doc::json(RUNS, "Run the agent to its end (or its next stop)")
+                .body::<RunBody>()
+                .returns::<RunResult>(),
         )
         .post(
             "/agents/{agent_id}/stream",
@@ -82,13 +89,15 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
             "/agents/{agent_id}/approve-tool-call-generate",
             decide_generate::<true>,
             Doc::json(RUNS, "Approve a waiting tool call and run to the end")
-                .body::<DecisionBody>(),
+                .body::<DecisionBody>()
+                .returns::<RunResult>(),
         )
         .post(
             "/agents/{agent_id}/decline-tool-call-generate",
             decide_generate::<false>,
             Doc::json(RUNS, "Decline a waiting tool call and run to the end")
-                .body::<DecisionBody>(),
+                .body::<DecisionBody>()
+                .returns::<RunResult>(),
         )
         .post(
             "/agents/{agent_id}/resume-stream",
@@ -103,17 +112,21 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
         .get(
             "/agents/{agent_id}/suspended-runs",
             suspended_runs,
-            Doc::json(RUNS, "List runs waiting for a person").query::<SuspendedQuery>(),
+            Doc::json(RUNS, "List runs waiting for a person")
+                .query::<SuspendedQuery>()
+                .returns::<SuspendedRunsPage>(),
         )
         .post(
             "/agents/{agent_id}/threads/abort",
             abort_thread,
-            Doc::json(RUNS, "Abort the thread's active run").body::<ThreadBody>(),
+            Doc::json(RUNS, "Abort the thread's active run")
+                .body::<ThreadBody>()
+                .returns::<ThreadAborted>(),
         )
         .post(
             "/agents/{agent_id}/runs/{run_id}/abort",
             abort_run,
-            Doc::json(RUNS, "Abort a run, live or stored"),
+            Doc::json(RUNS, "Abort a run, live or stored").returns::<RunAborted>(),
         )
         .post(
             "/agents/{agent_id}/runs/{run_id}/resume",
@@ -127,12 +140,15 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
                 RUNS,
                 "Send a message to a thread (to its active run, or to wake one)",
             )
-            .body::<crate::wire::SendMessageDoc>(),
+            .body::<crate::wire::SendMessageDoc>()
+            .returns::<SentMessage>(),
         )
         .post(
             "/agents/{agent_id}/signals",
             signal,
-            Doc::json(RUNS, "Send a signal to a thread's run").body::<crate::wire::SignalDoc>(),
+            Doc::json(RUNS, "Send a signal to a thread's run")
+                .body::<crate::wire::SignalDoc>()
+                .returns::<SentMessage>(),
         )
         .post(
             "/agents/{agent_id}/threads/subscribe",
@@ -144,12 +160,12 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
         .get(
             "/agents/{agent_id}/tools",
             list_tools,
-            Doc::json(TOOLS, "List the agent's tools"),
+            Doc::json(TOOLS, "List the agent's tools").returns::<ToolList>(),
         )
         .get(
             "/agents/{agent_id}/tools/{tool_id}",
             get_tool,
-            Doc::json(TOOLS, "Describe one of the agent's tools"),
+            Doc::json(TOOLS, "Describe one of the agent's tools").returns::<ToolInfo>(),
         )
         .post(
             "/agents/{agent_id}/tools/{tool_id}/execute",
@@ -158,7 +174,8 @@ pub(crate) fn api() -> Routes<Arc<AppState>> {
                 TOOLS,
                 "Run a tool directly (not one that needs approval or a run)",
             )
-            .body::<ExecuteBody>(),
+            .body::<ExecuteBody>()
+            .returns::<ToolOutput>(),
         )
 }
 
@@ -177,78 +194,6 @@ pub(crate) async fn agent(state: &AppState, id: &str) -> Result<Agent, ApiError>
     })
 }
 
-/// A tool as the routes describe it.
-fn tool_json(tool: &dyn kestrel_core::tool::Tool) -> Value {
-    json!({
-        "id": tool.id(),
-        "description": tool.description(),
-        "inputSchema": tool.input_schema(),
-        "outputSchema": tool.output_schema(),
-        "suspendSchema": tool.suspend_schema(),
-        "resumeSchema": tool.resume_schema(),
-        "clientTool": tool.is_client_tool(),
-    })
-}
-
-/// The agent's tools by name.
-fn tools_json(agent: &Agent) -> serde_json::Map<String, Value> {
-    agent
-        .tools()
-        .names()
-        .into_iter()
-        .filter_map(|name| {
-            let tool = agent.tools().get(&name)?;
-            Some((name, tool_json(tool.as_ref())))
-        })
-        .collect()
-}
-
-/// An agent as the agents routes describe it.
-async fn agent_json(agent: &Agent) -> Value {
-    let tools = tools_json(agent);
-    let skills = crate::skills::skills_json(agent).await;
-    let editable = agent.editable();
-    let editable = (!editable.is_none()).then(|| {
-        json!({
-            "instructions": editable.instructions,
-            "toolDescriptions": editable.tool_descriptions,
-            "tools": editable.tools,
-            "model": editable.model,
-            "defaultOptions": editable.default_options,
-            "profile": editable.profile,
-            "memory": editable.memory,
-        })
-    });
-    json!({
-        "id": agent.id(),
-        "name": agent.name(),
-        "description": agent.description(),
-        "instructions": agent.static_instructions(),
-        "modelId": agent.model_name(),
-        "tools": tools,
-        // Mastra's shape: the sub-agents by id, each `{id, name}`.
-        "agents": agent
-            .sub_agent_ids()
-            .into_iter()
-            .filter_map(|id| {
-                let sub = agent.sub_agent(id)?;
-                Some((id.to_owned(), json!({"id": id, "name": sub.name()})))
-            })
-            .collect::<BTreeMap<String, Value>>(),
-        "workflows": agent
-            .workflows()
-            .iter()
-            .map(|w| (w.id().to_owned(), json!({"name": w.id(), "description": w.description()})))
-            .collect::<BTreeMap<String, Value>>(),
-        "defaultOptions": {"maxSteps": agent.max_steps()},
-        "hasMemory": agent.memory().is_some(),
-        "skills": skills,
-        "source": if agent.is_stored() { "stored" } else { "code" },
-        "editable": editable,
-        "resolvedVersionId": agent.version_id(),
-    })
-}
-
 /// `agent` as its runs see it by default: through its published version, if it has one.
 /// A published version this instance cannot run is logged, and the agent shown as it is.
 async fn published(agent: Agent) -> Agent {
@@ -261,11 +206,11 @@ async fn published(agent: Agent) -> Agent {
     }
 }
 
-async fn list_agents(State(state): Shared) -> Json<Value> {
+async fn list_agents(State(state): Shared) -> Json<AgentList> {
     let mut agents = BTreeMap::new();
     for agent in state.kestrel.agents() {
         let agent = published(agent.clone()).await;
-        agents.insert(agent.id().to_owned(), agent_json(&agent).await);
+        agents.insert(agent.id().to_owned(), AgentInfo::of(&agent).await);
     }
     // Agents defined in the storage alone; a store that fails leaves the code agents listed.
     let stored = state
@@ -279,12 +224,12 @@ async fn list_agents(State(state): Shared) -> Json<Value> {
     for id in stored {
         match state.kestrel.find_agent(&id).await {
             Ok(agent) => {
-                agents.insert(id, agent_json(&agent).await);
+                agents.insert(id, AgentInfo::of(&agent).await);
             }
             Err(error) => tracing::warn!(agent = %id, %error, "a stored agent cannot be listed"),
         }
     }
-    Json(json!(agents))
+    Json(AgentList(agents))
 }
 
 /// Which version of an agent to describe: at most one of the two.
@@ -304,7 +249,7 @@ async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
     query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentInfo>, ApiError> {
     let query = crate::memory::parsed(query)?;
     let choice = match (query.status, query.version_id) {
         (Some(_), Some(_)) => {
@@ -321,7 +266,7 @@ async fn get_agent(
         .at_version(&choice)
         .await
         .map_err(crate::stored::version_error)?;
-    Ok(Json(agent_json(&agent).await))
+    Ok(Json(AgentInfo::of(&agent).await))
 }
 
 async fn generate(
@@ -330,14 +275,14 @@ async fn generate(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunResult>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let agent = agent.clone();
     let result = in_task(async move { agent.generate(input).options(options).await })
         .await?
         .map_err(|e| ApiError::of_run(e, &caller))?;
-    Ok(Json(result_json(&result)))
+    Ok(Json(result.into()))
 }
 
 async fn stream(
@@ -420,7 +365,7 @@ async fn decide_generate<const APPROVE: bool>(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunResult>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
     let agent = agent.clone();
@@ -432,7 +377,7 @@ async fn decide_generate<const APPROVE: bool>(
         }
     })
     .await??;
-    Ok(Json(result_json(&result)))
+    Ok(Json(result.into()))
 }
 
 async fn resume_stream(
@@ -518,12 +463,37 @@ struct SuspendedQuery {
     per_page: Option<u32>,
 }
 
+/// A page of an agent's runs waiting for a person, newest first.
+#[derive(Debug, Serialize, JsonSchema)]
+struct SuspendedRunsPage {
+    /// This page's runs.
+    runs: Vec<SuspendedRunInfo>,
+    /// How many runs match in all.
+    total: u64,
+}
+
+/// A run waiting for a person.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SuspendedRunInfo {
+    /// The run's id.
+    run_id: String,
+    /// Its thread; `null` for a run without memory.
+    thread_id: Option<String>,
+    /// Its resource; `null` for a run without memory.
+    resource_id: Option<String>,
+    /// The calls it waits on, in the model's order.
+    tool_calls: Vec<kestrel_core::agent::WaitingCall>,
+    /// When it stopped, in milliseconds since the Unix epoch.
+    suspended_at: i64,
+}
+
 async fn suspended_runs(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SuspendedRunsPage>, ApiError> {
     let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let agent = agent(&state, &agent_id).await?;
     let max = kestrel_core::store::MAX_SUSPENDED_PAGE;
@@ -547,20 +517,29 @@ async fn suspended_runs(
             ..SuspendedRunsQuery::default()
         })
         .await?;
-    let runs: Vec<Value> = page
+    let runs = page
         .runs
-        .iter()
-        .map(|run| {
-            json!({
-                "runId": run.run_id,
-                "threadId": run.thread_id,
-                "resourceId": run.resource_id,
-                "toolCalls": run.tool_calls.iter().map(waiting_json).collect::<Vec<_>>(),
-                "suspendedAt": run.suspended_at_ms,
-            })
+        .into_iter()
+        .map(|run| SuspendedRunInfo {
+            run_id: run.run_id,
+            thread_id: run.thread_id,
+            resource_id: run.resource_id,
+            tool_calls: run.tool_calls,
+            suspended_at: run.suspended_at_ms,
         })
         .collect();
-    Ok(Json(json!({"runs": runs, "total": page.total})))
+    Ok(Json(SuspendedRunsPage {
+        runs,
+        total: page.total,
+    }))
+}
+
+/// What aborting a thread's run did.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ThreadAborted {
+    /// How many of the thread's runs were aborted: those in progress in this process, and in
+    /// a cluster its active run on another instance (0 when none was running).
+    aborted: usize,
 }
 
 async fn abort_thread(
@@ -568,20 +547,32 @@ async fn abort_thread(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadAborted>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let aborted = agent
         .abort_thread_anywhere(&body.resource_id, &body.thread_id)
         .await?;
-    Ok(Json(json!({"aborted": aborted})))
+    Ok(Json(ThreadAborted { aborted }))
+}
+
+/// What aborting a run did (a run that cannot be aborted is a 404 or 409 instead).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct RunAborted {
+    /// Always `true`.
+    #[schemars(extend("const" = true))]
+    aborted: bool,
+    /// How many stored runs were marked aborted: a stopped run and its unfinished sub-agent
+    /// runs (0 for a run in progress here, which records its own end, and for a network run).
+    stored_runs_marked: usize,
 }
 
 async fn abort_run(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, run_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunAborted>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
     let marked = match agent.abort_stored_run(run_ref(&caller, &run_id)).await {
@@ -599,7 +590,10 @@ async fn abort_run(
         }
         Err(error) => return Err(error.into()),
     };
-    Ok(Json(json!({"aborted": true, "storedRunsMarked": marked})))
+    Ok(Json(RunAborted {
+        aborted: true,
+        stored_runs_marked: marked,
+    }))
 }
 
 async fn resume_run(
@@ -620,14 +614,14 @@ async fn send_message(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SentMessage>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let sent = agent
         .send_message(text, pinned_target(&caller, body.target()?))
         .await?;
-    Ok(Json(sent_json(sent)))
+    Ok(Json(sent.into()))
 }
 
 async fn signal(
@@ -636,14 +630,14 @@ async fn signal(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<SentMessage>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
     let sent = agent
         .send_signal(text, pinned_target(&caller, body.target()?))
         .await?;
-    Ok(Json(sent_json(sent)))
+    Ok(Json(sent.into()))
 }
 
 /// A run a message wakes acts for the pinned caller's resource, as a run the caller started
@@ -664,9 +658,26 @@ fn pinned_target(
     )
 }
 
-/// What a sent message did. A run it woke goes on in the background.
-fn sent_json(sent: kestrel_core::agent::Sent) -> Value {
-    json!({"accepted": sent.accepted, "runId": sent.run_id, "threadId": sent.thread_id})
+/// What a sent message (or signal) did. A run it woke goes on in the background.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SentMessage {
+    /// Whether it was delivered, stored or started a run (`false`: discarded).
+    accepted: bool,
+    /// The thread's active run, or the run it woke; `null` when there is none.
+    run_id: Option<String>,
+    /// The thread it went to: the one named, or the fork.
+    thread_id: String,
+}
+
+impl From<kestrel_core::agent::Sent> for SentMessage {
+    fn from(sent: kestrel_core::agent::Sent) -> Self {
+        Self {
+            accepted: sent.accepted,
+            run_id: sent.run_id,
+            thread_id: sent.thread_id,
+        }
+    }
 }
 
 /// How long a thread subscription waits between heartbeats.
@@ -702,16 +713,15 @@ async fn subscribe(
 async fn list_tools(
     State(state): Shared,
     Path(agent_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(Value::Object(tools_json(
-        &agent(&state, &agent_id).await?,
-    ))))
+) -> Result<Json<ToolList>, ApiError> {
+    let agent = agent(&state, &agent_id).await?;
+    Ok(Json(ToolList(agent_info::tools_of(&agent))))
 }
 
 async fn get_tool(
     State(state): Shared,
     Path((agent_id, tool_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolInfo>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     let tool = agent.tools().get(&tool_id).ok_or_else(|| {
         ApiError::not_found(format!(
@@ -719,7 +729,7 @@ async fn get_tool(
             agent.tools().names().join(", ")
         ))
     })?;
-    Ok(Json(tool_json(tool.as_ref())))
+    Ok(Json(ToolInfo::of(tool.as_ref())))
 }
 
 /// Body of a direct tool execution (Mastra's `{data}`).
@@ -734,12 +744,19 @@ struct ExecuteBody {
     request_context: Option<serde_json::Map<String, Value>>,
 }
 
+/// What a directly run tool returned.
+#[derive(Debug, Serialize, JsonSchema)]
+struct ToolOutput {
+    /// The tool's output (its output schema, when it states one, describes it).
+    result: Value,
+}
+
 async fn execute_tool(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, tool_id)): Path<(String, String)>,
     Body(body): Body<ExecuteBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolOutput>, ApiError> {
     use kestrel_core::tool::{ApprovalContext, ToolCallError, ToolContext};
     let agent = agent(&state, &agent_id).await?;
     let args = if body.data.is_null() {
@@ -784,7 +801,7 @@ async fn execute_tool(
     }
     let ctx = ToolContext::standalone(&tool_id).with_request_context(context);
     match tool.execute(args, ctx).await {
-        Ok(result) => Ok(Json(json!({"result": result}))),
+        Ok(result) => Ok(Json(ToolOutput { result })),
         Err(error) if error.is_suspension() => Err(refuse("suspends for resume data")),
         Err(error) => Err(ApiError::new(
             axum::http::StatusCode::UNPROCESSABLE_ENTITY,

@@ -1,22 +1,24 @@
-//! Request bodies and response shapes, in Mastra's camelCase JSON.
+//! Request bodies, in Mastra's camelCase JSON, and what a run answers ([`RunResult`]).
 //!
 //! Bodies accept the fields Mastra's clients send; fields this server does not use are
 //! ignored (a client written for Mastra may send more), but a known field of the wrong type
 //! is a 400 that names it.
 
 use axum::http::StatusCode;
-use kestrel_core::agent::{GenerateResult, RunOptions, WaitingCall};
+use kestrel_core::agent::RunOptions;
 use kestrel_core::context::RequestContext;
 use kestrel_core::message::{Message, Part, Role};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::ApiError;
 
 mod extract;
+mod result;
 
 pub(crate) use extract::{Body, MaybeBody};
+pub(crate) use result::RunResult;
 
 /// The longest id (thread, resource, run, tool call, chat) a request may name, in characters.
 /// Ids end up as map keys, topics and database keys: an unbounded one is a way to make the
@@ -478,27 +480,6 @@ pub(crate) struct ThreadBody {
     #[serde(deserialize_with = "crate::wire::id")]
     #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
     pub thread_id: String,
-}
-
-/// A waiting call as JSON.
-pub(crate) fn waiting_json(call: &WaitingCall) -> Value {
-    serde_json::to_value(call).unwrap_or(Value::Null)
-}
-
-/// A finished (or stopped) run as `generate` returns it.
-pub(crate) fn result_json(result: &GenerateResult) -> Value {
-    json!({
-        "runId": result.run_id,
-        "text": result.text,
-        "object": result.object,
-        "finishReason": result.finish_reason,
-        "usage": result.usage,
-        "steps": result.steps,
-        "toolCalls": result.tool_calls,
-        "toolResults": result.tool_results,
-        "suspended": result.waiting.iter().map(waiting_json).collect::<Vec<_>>(),
-        "responseMessages": result.response_messages,
-    })
 }
 
 /// The body of `send-message` and `signals`: the text, and the thread (or a run on it).

@@ -8,8 +8,8 @@ use std::str::FromStr;
 use chrono::{DateTime, SubsecRound, Utc};
 use kestrel_core::message::{Message, Part, Role};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::StorageError;
 

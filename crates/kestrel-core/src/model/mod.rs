@@ -171,7 +171,9 @@ impl fmt::Display for FinishReason {
 }
 
 /// Token usage of one call or a whole run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Usage {
     /// Tokens read.

@@ -79,7 +79,7 @@ pub struct StepResult {
 }
 
 /// What a tool call of a stopped run waits for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Waiting {
     /// A person's approval before the tool runs.
@@ -227,7 +227,7 @@ impl CallProgress {
 }
 
 /// A tool call a stopped run waits for, as callers see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WaitingCall {
     /// The call id.
@@ -247,7 +247,7 @@ pub struct WaitingCall {
 }
 
 /// One delegation on the way from a run to a call of one of its sub-agents.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DelegationHop {
     /// The delegation's tool call id (in the run above).

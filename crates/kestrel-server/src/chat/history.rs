@@ -13,13 +13,15 @@ use kestrel_core::agent::{Agent, DEFAULT_DECLINE_REASON, RunStatus, Waiting, Wai
 use kestrel_core::message::{Part, Role};
 use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_memory::kestrel_storage::{Selection, StorageError, StoredMessage};
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::ui_stream::{PendingCall, Version, WaitsFor};
 use crate::{ApiError, AppState};
 
-/// The messages of thread `thread_id` (of resource `resource_id`) as `UIMessage` JSON
-/// objects (`{id, role, parts}`), oldest first, with the thread's pending approvals and
+/// The messages of thread `thread_id` (of resource `resource_id`) as `UIMessage`s
+/// (`{id, role, parts}`), oldest first, with the thread's pending approvals and
 /// suspensions of `agent`'s runs shown exactly as the chat stream of `version` showed them.
 ///
 /// The caller checks that `resource_id` is one the caller may read. A thread that does not
@@ -31,7 +33,7 @@ pub(crate) async fn thread_ui_messages(
     thread_id: &str,
     resource_id: &str,
     version: Version,
-) -> Result<Vec<Value>, ApiError> {
+) -> Result<Vec<UiMessage>, ApiError> {
     let memory = state.memory.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -148,8 +150,32 @@ fn resume_schema(agent: &Agent, call: &WaitingCall) -> String {
         .unwrap_or_default()
 }
 
+/// An AI SDK `UIMessage`, as the history routes answer it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct UiMessage {
+    /// The message's id (an assistant turn's: its first assistant message's, the `messageId`
+    /// its stream started with).
+    id: String,
+    /// `user`, `assistant` or `system`.
+    #[schemars(extend("enum" = ["user", "assistant", "system"]))]
+    role: &'static str,
+    /// Its parts, in order, as the UI message stream of the asked version built them.
+    #[schemars(with = "Vec<UiMessagePart>")]
+    parts: Vec<Value>,
+}
+
+/// The schema of one part of a `UIMessage` (only documented: parts are built as JSON).
+#[derive(JsonSchema)]
+#[allow(dead_code)] // Only its schema is used.
+struct UiMessagePart {
+    /// `text`, `reasoning`, `step-start`, `tool-<name>` or `data-<name>`; the other fields
+    /// depend on it (AI SDK `UIMessagePart`).
+    #[schemars(rename = "type")]
+    kind: String,
+}
+
 /// One `UIMessage` being built.
-struct UiMessage {
+struct Building {
     id: String,
     role: &'static str,
     parts: Vec<Value>,
@@ -157,9 +183,13 @@ struct UiMessage {
     steps: Vec<String>,
 }
 
-impl UiMessage {
-    fn json(self) -> Value {
-        json!({"id": self.id, "role": self.role, "parts": self.parts})
+impl Building {
+    fn done(self) -> UiMessage {
+        UiMessage {
+            id: self.id,
+            role: self.role,
+            parts: self.parts,
+        }
     }
 
     /// The tool part of a call, if this message has it.
@@ -184,8 +214,6 @@ fn is_tool_part(part: &Value, tool_call_id: &str) -> bool {
             .is_some_and(|t| t.starts_with("tool-"))
 }
 
-impl UiMessage {}
-
 /// The text of a tool's failed result, as `tool-output-error`'s `errorText` gives it.
 fn error_text(result: &Value) -> String {
     match result {
@@ -199,8 +227,8 @@ pub(crate) fn ui_messages(
     stored: &[StoredMessage],
     pending: &[PendingCall],
     version: Version,
-) -> Vec<Value> {
-    let mut messages: Vec<UiMessage> = Vec::new();
+) -> Vec<UiMessage> {
+    let mut messages: Vec<Building> = Vec::new();
     // Whether the last message is an assistant turn still taking steps and tool results.
     let mut in_turn = false;
     for message in stored {
@@ -215,7 +243,7 @@ pub(crate) fn ui_messages(
                         _ => None,
                     })
                     .collect();
-                messages.push(UiMessage {
+                messages.push(Building {
                     id: message.id.clone(),
                     role: if message.role == Role::User {
                         "user"
@@ -229,7 +257,7 @@ pub(crate) fn ui_messages(
             Role::Assistant => {
                 if !in_turn {
                     in_turn = true;
-                    messages.push(UiMessage {
+                    messages.push(Building {
                         id: message.id.clone(),
                         role: "assistant",
                         parts: Vec::new(),
@@ -308,7 +336,7 @@ pub(crate) fn ui_messages(
             .via
             .first()
             .map_or(call.tool_call_id.as_str(), |hop| hop.tool_call_id.as_str());
-        let in_step = |m: &UiMessage| {
+        let in_step = |m: &Building| {
             call.step_message_id
                 .as_ref()
                 .is_none_or(|step| m.steps.contains(step))
@@ -330,5 +358,5 @@ pub(crate) fn ui_messages(
         }
         turn.parts.push(call.data_chunk(None).part());
     }
-    messages.into_iter().map(UiMessage::json).collect()
+    messages.into_iter().map(Building::done).collect()
 }

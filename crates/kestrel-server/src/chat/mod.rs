@@ -51,7 +51,7 @@ use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::agent::{Agent, AgentStream};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use decisions::{
@@ -102,7 +102,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/chat/{agent_id}/{chat_id}/messages",
             messages,
             Doc::json(CHAT, "The chat's stored history as AI SDK UIMessages")
-                .query::<HistoryQuery>(),
+                .query::<HistoryQuery>()
+                .returns::<ChatHistory>(),
         )
 }
 
@@ -490,6 +491,15 @@ struct HistoryQuery {
     version: Option<String>,
 }
 
+/// A chat's stored history.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct ChatHistory {
+    /// The thread's messages as AI SDK `UIMessage`s, oldest first, pending approvals and
+    /// suspensions included (none for a chat that has no thread yet).
+    ui_messages: Vec<history::UiMessage>,
+}
+
 /// `GET /chat/{agentId}/{chatId}/messages?version=v5|v6`: the chat's thread as `{uiMessages}`
 /// for `useChat`'s initial messages.
 async fn messages(
@@ -497,7 +507,7 @@ async fn messages(
     Extension(caller): Extension<Caller>,
     Path((agent_id, chat_id)): Path<(String, String)>,
     query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ChatHistory>, ApiError> {
     let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let version = match query.version.as_deref() {
         None => Version::default(),
@@ -518,11 +528,13 @@ async fn messages(
         .await
         .map_err(|e| ApiError::internal(&e))?;
     let Some(thread) = thread else {
-        return Ok(Json(json!({"uiMessages": []})));
+        return Ok(Json(ChatHistory {
+            ui_messages: Vec::new(),
+        }));
     };
     if caller.resource.is_some() && caller.resource.as_ref() != Some(&thread.resource_id) {
         return Err(ApiError::not_found(format!("thread {chat_id:?} not found")));
     }
     let ui = thread_ui_messages(&state, &agent, &chat_id, &thread.resource_id, version).await?;
-    Ok(Json(json!({"uiMessages": ui})))
+    Ok(Json(ChatHistory { ui_messages: ui }))
 }

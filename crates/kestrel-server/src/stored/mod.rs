@@ -8,6 +8,7 @@
 //! the operator's.
 
 mod bodies;
+mod responses;
 mod versions;
 
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use axum::http::StatusCode;
 use axum::{Extension, Json};
 use kestrel_core::version::{AgentConfig, VersionError};
 use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageError, StoredAgent};
-use serde_json::{Map, Value, json};
 
 use crate::auth::Caller;
 use crate::memory::{memory, parsed};
@@ -26,6 +26,10 @@ use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
 use bodies::{ConfigBody, CreateBody, ListQuery, StatusQuery, UpdateBody};
+use responses::{
+    StoredAgentBody, StoredAgentsPage, StoredDeleted, VersionActivated, VersionBody,
+    VersionComparison, VersionsPage,
+};
 use versions::{
     activate_version, compare_versions, create_version, delete_version, get_version, list_versions,
     restore_version,
@@ -41,13 +45,15 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/stored/agents",
             list_agents,
             Doc::json(STORED, "List the stored agents and the code agents with versions")
-                .query::<ListQuery>(),
+                .query::<ListQuery>()
+                .returns::<StoredAgentsPage>(),
         )
         .post(
             "/stored/agents",
             create_agent,
             Doc::json(STORED, "Create a stored agent with its first version")
                 .body::<CreateBody>()
+                .returns::<StoredAgentBody>()
                 .created()
                 .conflict(TAKEN),
         )
@@ -55,7 +61,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             "/stored/agents/{agent_id}",
             get_agent,
             Doc::json(STORED, "A stored agent, seen through its published version or its draft")
-                .query::<StatusQuery>(),
+                .query::<StatusQuery>()
+                .returns::<StoredAgentBody>(),
         )
         .patch(
             "/stored/agents/{agent_id}",
@@ -64,17 +71,20 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 STORED,
                 "Change a stored agent: a new version over the latest, published unless publishOnSave is false",
             )
-            .body::<UpdateBody>(),
+            .body::<UpdateBody>()
+            .returns::<StoredAgentBody>(),
         )
         .delete(
             "/stored/agents/{agent_id}",
             delete_agent,
-            Doc::json(STORED, "Delete a stored agent and its versions"),
+            Doc::json(STORED, "Delete a stored agent and its versions").returns::<StoredDeleted>(),
         )
         .get(
             "/stored/agents/{agent_id}/versions",
             list_versions,
-            Doc::json(STORED, "List an agent's versions, newest first").query::<ListQuery>(),
+            Doc::json(STORED, "List an agent's versions, newest first")
+                .query::<ListQuery>()
+                .returns::<VersionsPage>(),
         )
         .post(
             "/stored/agents/{agent_id}/versions",
@@ -84,33 +94,38 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 "Save a version (a draft): the latest version with the fields given over it",
             )
             .body::<UpdateBody>()
+            .returns::<VersionBody>()
             .created(),
         )
         .get(
             "/stored/agents/{agent_id}/versions/compare",
             compare_versions,
-            Doc::json(STORED, "The fields two versions set differently").query::<bodies::CompareQuery>(),
+            Doc::json(STORED, "The fields two versions set differently")
+                .query::<bodies::CompareQuery>()
+                .returns::<VersionComparison>(),
         )
         .get(
             "/stored/agents/{agent_id}/versions/{version_id}",
             get_version,
-            Doc::json(STORED, "One version"),
+            Doc::json(STORED, "One version").returns::<VersionBody>(),
         )
         .post(
             "/stored/agents/{agent_id}/versions/{version_id}/activate",
             activate_version,
-            Doc::json(STORED, "Publish a version"),
+            Doc::json(STORED, "Publish a version").returns::<VersionActivated>(),
         )
         .post(
             "/stored/agents/{agent_id}/versions/{version_id}/restore",
             restore_version,
             Doc::json(STORED, "Save an old version's definition as the new latest version")
+                .returns::<VersionBody>()
                 .created(),
         )
         .delete(
             "/stored/agents/{agent_id}/versions/{version_id}",
             delete_version,
             Doc::json(STORED, "Delete a version (not the published one)")
+                .returns::<StoredDeleted>()
                 .conflict("The version is the published one"),
         )
 }
@@ -139,17 +154,6 @@ impl Page {
         let page: Vec<T> = items.into_iter().skip(start).take(self.per_page).collect();
         let has_more = start.saturating_add(page.len()) < total;
         (page, total, has_more)
-    }
-
-    /// The page as Mastra answers it: `{<key>: items, total, page, perPage, hasMore}`.
-    fn answer(&self, key: &str, items: Vec<Value>, total: usize, has_more: bool) -> Value {
-        json!({
-            key: items,
-            "total": total,
-            "page": self.page,
-            "perPage": self.per_page,
-            "hasMore": has_more,
-        })
     }
 }
 
@@ -208,52 +212,6 @@ fn parse_config(version: &AgentVersion) -> Result<AgentConfig, ApiError> {
             version.id, version.agent_id
         ))
     })
-}
-
-/// A version: its record, with the fields it sets at the top level (Mastra's shape).
-fn version_json(version: &AgentVersion) -> Value {
-    let mut json = match &version.config {
-        Value::Object(map) => map.clone(),
-        _ => Map::new(),
-    };
-    json.insert("id".into(), json!(version.id));
-    json.insert("agentId".into(), json!(version.agent_id));
-    json.insert("versionNumber".into(), json!(version.version_number));
-    json.insert("changedFields".into(), json!(version.changed_fields));
-    json.insert("changeMessage".into(), json!(version.change_message));
-    json.insert("createdAt".into(), json!(version.created_at.to_rfc3339()));
-    Value::Object(json)
-}
-
-/// A stored agent seen through `version` (Mastra's "resolved" agent).
-fn agent_json(state: &AppState, agent: &StoredAgent, version: Option<&AgentVersion>) -> Value {
-    let mut json = match version.map(|v| &v.config) {
-        Some(Value::Object(map)) => map.clone(),
-        _ => Map::new(),
-    };
-    json.insert("id".into(), json!(agent.id));
-    let status = if agent.active_version_id.is_some() {
-        "published"
-    } else {
-        "draft"
-    };
-    json.insert("status".into(), json!(status));
-    json.insert("activeVersionId".into(), json!(agent.active_version_id));
-    json.insert("resolvedVersionId".into(), json!(version.map(|v| &v.id)));
-    json.insert(
-        "versionNumber".into(),
-        json!(version.map(|v| v.version_number)),
-    );
-    let source = if state.kestrel.agent(&agent.id).is_ok() {
-        "code"
-    } else {
-        "stored"
-    };
-    json.insert("source".into(), json!(source));
-    json.insert("metadata".into(), Value::Object(agent.metadata.clone()));
-    json.insert("createdAt".into(), json!(agent.created_at.to_rfc3339()));
-    json.insert("updatedAt".into(), json!(agent.updated_at.to_rfc3339()));
-    Value::Object(json)
 }
 
 // --- the storage ------------------------------------------------------------------------
@@ -371,7 +329,7 @@ async fn add_version(
 async fn list_agents(
     State(state): Shared,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredAgentsPage>, ApiError> {
     use kestrel_core::version::VersionStatus;
     let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
@@ -389,19 +347,25 @@ async fn list_agents(
         .collect();
     // Only the agents on the page have their version read.
     let (listed, total, has_more) = page.cut(listed);
-    let mut items = Vec::with_capacity(listed.len());
+    let mut agents = Vec::with_capacity(listed.len());
     for agent in listed {
         let version = version_for(&state, &agent, None).await?;
-        items.push(agent_json(&state, &agent, version.as_ref()));
+        agents.push(StoredAgentBody::new(&state, &agent, version.as_ref()));
     }
-    Ok(Json(page.answer("agents", items, total, has_more)))
+    Ok(Json(StoredAgentsPage {
+        agents,
+        total,
+        page: page.page,
+        per_page: page.per_page,
+        has_more,
+    }))
 }
 
 async fn create_agent(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Body(body): Body<CreateBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<StoredAgentBody>), ApiError> {
     refuse_pinned(&caller)?;
     let id = match (&body.id, &body.name) {
         (Some(id), _) => id.clone(),
@@ -450,7 +414,7 @@ async fn create_agent(
         .map_err(storage_error)?;
     Ok((
         StatusCode::CREATED,
-        Json(agent_json(&state, &agent, Some(&version))),
+        Json(StoredAgentBody::new(&state, &agent, Some(&version))),
     ))
 }
 
@@ -472,11 +436,11 @@ async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
     query: Result<Query<StatusQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredAgentBody>, ApiError> {
     let query = parsed(query)?;
     let agent = stored(&state, &agent_id).await?;
     let version = version_for(&state, &agent, query.status).await?;
-    Ok(Json(agent_json(&state, &agent, version.as_ref())))
+    Ok(Json(StoredAgentBody::new(&state, &agent, version.as_ref())))
 }
 
 async fn update_agent(
@@ -484,7 +448,7 @@ async fn update_agent(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredAgentBody>, ApiError> {
     refuse_pinned(&caller)?;
     let latest_version = latest(&state, &agent_id).await?;
     let base = match &latest_version {
@@ -507,14 +471,14 @@ async fn update_agent(
     } else {
         stored(&state, &agent_id).await?
     };
-    Ok(Json(agent_json(&state, &agent, Some(&version))))
+    Ok(Json(StoredAgentBody::new(&state, &agent, Some(&version))))
 }
 
 async fn delete_agent(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;
     let deleted = storage(&state)?
         .delete_stored_agent(&agent_id)
@@ -523,10 +487,10 @@ async fn delete_agent(
     if !deleted {
         return Err(ApiError::not_found(format!("no stored agent {agent_id:?}")));
     }
-    Ok(Json(json!({
-        "success": true,
-        "message": format!("agent {agent_id:?} and its versions were deleted"),
-    })))
+    Ok(Json(StoredDeleted {
+        success: true,
+        message: format!("agent {agent_id:?} and its versions were deleted"),
+    }))
 }
 
 #[cfg(test)]

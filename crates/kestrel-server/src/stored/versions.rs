@@ -5,12 +5,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
-use serde_json::{Value, json};
 
 use super::bodies::{CompareQuery, ListQuery, UpdateBody};
+use super::responses::{
+    StoredDeleted, VersionActivated, VersionBody, VersionComparison, VersionFieldDiff, VersionsPage,
+};
 use super::{
     Page, Shared, add_version, latest, parse_config, parsed, refuse_pinned, storage, storage_error,
-    stored, version_error, version_json, versions,
+    stored, version_error, versions,
 };
 use crate::ApiError;
 use crate::auth::Caller;
@@ -20,7 +22,7 @@ pub(super) async fn list_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
     query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<VersionsPage>, ApiError> {
     let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
     let ascending = match query.direction.as_deref() {
@@ -41,8 +43,13 @@ pub(super) async fn list_versions(
         versions.reverse();
     }
     let (versions, total, has_more) = page.cut(versions);
-    let items = versions.iter().map(version_json).collect();
-    Ok(Json(page.answer("versions", items, total, has_more)))
+    Ok(Json(VersionsPage {
+        versions: versions.iter().map(VersionBody::from).collect(),
+        total,
+        page: page.page,
+        per_page: page.per_page,
+        has_more,
+    }))
 }
 
 pub(super) async fn create_version(
@@ -50,7 +57,7 @@ pub(super) async fn create_version(
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
     refuse_pinned(&caller)?;
     let (fields, change_message, publish) = body.into_parts();
     let base = match latest(&state, &agent_id).await? {
@@ -65,25 +72,25 @@ pub(super) async fn create_version(
             .await
             .map_err(storage_error)?;
     }
-    Ok((StatusCode::CREATED, Json(version_json(&version))))
+    Ok((StatusCode::CREATED, Json(VersionBody::from(&version))))
 }
 
 pub(super) async fn get_version(
     State(state): Shared,
     Path((agent_id, version_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<VersionBody>, ApiError> {
     let version = storage(&state)?
         .get_agent_version(&agent_id, &version_id)
         .await
         .map_err(storage_error)?;
-    Ok(Json(version_json(&version)))
+    Ok(Json(VersionBody::from(&version)))
 }
 
 pub(super) async fn activate_version(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, version_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<VersionActivated>, ApiError> {
     refuse_pinned(&caller)?;
     let storage = storage(&state)?;
     let version = storage
@@ -99,18 +106,21 @@ pub(super) async fn activate_version(
         .activate_agent_version(&agent_id, Some(&version_id))
         .await
         .map_err(storage_error)?;
-    Ok(Json(json!({
-        "success": true,
-        "message": format!("version {} of agent {agent_id:?} is published", version.version_number),
-        "activeVersionId": agent.active_version_id,
-    })))
+    Ok(Json(VersionActivated {
+        success: true,
+        message: format!(
+            "version {} of agent {agent_id:?} is published",
+            version.version_number
+        ),
+        active_version_id: agent.active_version_id,
+    }))
 }
 
 pub(super) async fn restore_version(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, version_id)): Path<(String, String)>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
     refuse_pinned(&caller)?;
     let old = storage(&state)?
         .get_agent_version(&agent_id, &version_id)
@@ -123,30 +133,30 @@ pub(super) async fn restore_version(
     };
     let message = format!("Restored from version {}", old.version_number);
     let version = add_version(&state, &agent_id, &config, base.as_ref(), Some(message)).await?;
-    Ok((StatusCode::CREATED, Json(version_json(&version))))
+    Ok((StatusCode::CREATED, Json(VersionBody::from(&version))))
 }
 
 pub(super) async fn delete_version(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, version_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;
     storage(&state)?
         .delete_agent_version(&agent_id, &version_id)
         .await
         .map_err(storage_error)?;
-    Ok(Json(json!({
-        "success": true,
-        "message": format!("version {version_id:?} of agent {agent_id:?} was deleted"),
-    })))
+    Ok(Json(StoredDeleted {
+        success: true,
+        message: format!("version {version_id:?} of agent {agent_id:?} was deleted"),
+    }))
 }
 
 pub(super) async fn compare_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
     query: Result<Query<CompareQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<VersionComparison>, ApiError> {
     let query = parsed(query)?;
     let storage = storage(&state)?;
     let from = storage
@@ -162,20 +172,18 @@ pub(super) async fn compare_versions(
         serde_json::to_value(&a).map_err(|e| ApiError::internal(&e))?,
         serde_json::to_value(&b).map_err(|e| ApiError::internal(&e))?,
     );
-    let diffs: Vec<Value> = a
+    let diffs = a
         .changed_fields(&b)
         .into_iter()
-        .map(|field| {
-            json!({
-                "field": field,
-                "previousValue": a_json.get(field),
-                "currentValue": b_json.get(field),
-            })
+        .map(|field| VersionFieldDiff {
+            field: field.to_owned(),
+            previous_value: a_json.get(field).cloned().unwrap_or_default(),
+            current_value: b_json.get(field).cloned().unwrap_or_default(),
         })
         .collect();
-    Ok(Json(json!({
-        "diffs": diffs,
-        "fromVersion": version_json(&from),
-        "toVersion": version_json(&to),
-    })))
+    Ok(Json(VersionComparison {
+        diffs,
+        from_version: VersionBody::from(&from),
+        to_version: VersionBody::from(&to),
+    }))
 }

@@ -3,54 +3,6 @@
 
 use super::*;
 
-/// A time in milliseconds since the Unix epoch, as the ISO 8601 text Mastra's dates give.
-pub(super) fn iso_time(ms: i64) -> Value {
-    chrono::DateTime::from_timestamp_millis(ms).map_or(Value::Null, |time| {
-        Value::String(time.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-    })
-}
-
-/// The steps of `snapshot` in `status`, as Mastra's paths: `{stepId: [entry index]}`.
-pub(super) fn paths_in(snapshot: &WorkflowSnapshot, status: StepStatus) -> Value {
-    let paths: Map<String, Value> = snapshot
-        .steps
-        .iter()
-        .filter(|(_, step)| step.status == status)
-        .map(|(id, _)| (id.clone(), json!([snapshot.position])))
-        .collect();
-    Value::Object(paths)
-}
-
-/// A stored run's snapshot in the shape of Mastra's `WorkflowRunState`.
-pub(super) fn snapshot_json(workflow: &Workflow, snapshot: &WorkflowSnapshot) -> Value {
-    let mut context = Map::new();
-    context.insert("input".to_owned(), Value::clone(&snapshot.input));
-    for (id, step) in &snapshot.steps {
-        context.insert(id.clone(), json!(step));
-    }
-    let mut state = json!({
-        "runId": snapshot.run_id,
-        "status": snapshot.status,
-        "value": snapshot.state,
-        "context": context,
-        "activePaths": [],
-        "activeStepsPath": paths_in(snapshot, StepStatus::Running),
-        "stepExecutionPath": snapshot.step_execution_path,
-        "suspendedPaths": paths_in(snapshot, StepStatus::Suspended),
-        "waitingPaths": paths_in(snapshot, StepStatus::Waiting),
-        "serializedStepGraph": workflow.serialized_step_graph(),
-        "requestContext": snapshot.request_context,
-        "timestamp": snapshot.updated_at_ms,
-    });
-    if let Some(result) = &snapshot.result {
-        state["result"] = Value::clone(result);
-    }
-    if let Some(error) = &snapshot.error {
-        state["error"] = json!(error);
-    }
-    state
-}
-
 /// Query of the runs list (Mastra's: `page`/`perPage`, or `limit`/`offset`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -154,7 +106,7 @@ pub(super) async fn list_runs(
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
     runs: Result<Query<RunsQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunsPage>, ApiError> {
     let runs = query(runs)?;
     let workflow = workflow(&state, &workflow_id)?;
     if runs.from_date.is_some() || runs.to_date.is_some() {
@@ -187,20 +139,11 @@ pub(super) async fn list_runs(
         per_page: size,
     };
     let (listed, total) = runs_page(workflow, query, size, skip).await?;
-    let runs: Vec<Value> = listed
-        .iter()
-        .map(|run| {
-            json!({
-                "workflowName": run.workflow_id,
-                "runId": run.run_id,
-                "resourceId": run.resource_id,
-                "snapshot": snapshot_json(workflow, run),
-                "createdAt": iso_time(run.created_at_ms),
-                "updatedAt": iso_time(run.updated_at_ms),
-            })
-        })
+    let runs = listed
+        .into_iter()
+        .map(|run| WorkflowRunSummary::new(workflow, run))
         .collect();
-    Ok(Json(json!({"runs": runs, "total": total})))
+    Ok(Json(WorkflowRunsPage { runs, total }))
 }
 
 /// Query of one run.
@@ -220,21 +163,12 @@ pub(super) struct RunQuery {
     with_nested_workflows: Option<bool>,
 }
 
-pub(super) const RUN_FIELDS: [&str; 6] = [
-    "result",
-    "error",
-    "payload",
-    "steps",
-    "activeStepsPath",
-    "serializedStepGraph",
-];
-
 pub(super) async fn get_run(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((workflow_id, run_id)): Path<(String, String)>,
     run: Result<Query<RunQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunDetails>, ApiError> {
     let run = query(run)?;
     let fields: Vec<&str> = match &run.fields {
         None => RUN_FIELDS.to_vec(),
@@ -254,33 +188,14 @@ pub(super) async fn get_run(
     };
     let workflow = workflow(&state, &workflow_id)?;
     let snapshot = visible(workflow, &caller, &run_id).await?;
-    let mut body = json!({
-        "runId": snapshot.run_id,
-        "workflowName": snapshot.workflow_id,
-        "resourceId": snapshot.resource_id,
-        "createdAt": iso_time(snapshot.created_at_ms),
-        "updatedAt": iso_time(snapshot.updated_at_ms),
-        "status": snapshot.status,
-    });
-    for field in fields {
-        let value = match field {
-            "result" => snapshot.result.as_deref().cloned().unwrap_or(Value::Null),
-            "error" => snapshot.error.as_ref().map_or(Value::Null, |e| json!(e)),
-            "payload" => Value::clone(&snapshot.input),
-            "steps" => json!(snapshot.steps),
-            "activeStepsPath" => paths_in(&snapshot, StepStatus::Running),
-            _ => workflow.serialized_step_graph(),
-        };
-        body[field] = value;
-    }
-    Ok(Json(body))
+    Ok(Json(WorkflowRunDetails::new(workflow, snapshot, &fields)))
 }
 
 pub(super) async fn delete_run(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((workflow_id, run_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;
     let snapshot = visible(workflow, &caller, &run_id).await?;
     // An ended run's last snapshot is written: only one still going on here is refused.
@@ -299,5 +214,7 @@ pub(super) async fn delete_run(
     if !deleted {
         return Err(run_not_found(workflow, &run_id));
     }
-    Ok(Json(json!({"message": "Workflow run deleted"})))
+    Ok(Json(WorkflowMessage {
+        message: "Workflow run deleted",
+    }))
 }

@@ -2,76 +2,6 @@
 
 use super::*;
 
-/// A schema as Mastra's routes give it: a JSON string of `{"json": schema}` (superjson's
-/// form, which `@mastra/client-js` unwraps).
-pub(super) fn schema_string(schema: &Value) -> Value {
-    Value::String(json!({ "json": schema }).to_string())
-}
-
-pub(super) fn step_json(step: &Arc<dyn kestrel_core::workflow::Step>) -> Value {
-    let mut object = json!({
-        "id": step.id(),
-        "description": step.description(),
-        "inputSchema": schema_string(step.input_schema()),
-        "outputSchema": schema_string(step.output_schema()),
-    });
-    if let Some(schema) = step.resume_schema() {
-        object["resumeSchema"] = schema_string(schema);
-    }
-    if let Some(schema) = step.suspend_schema() {
-        object["suspendSchema"] = schema_string(schema);
-    }
-    object
-}
-
-/// Every step of `workflow`, nested workflows' too, by their prefixed ids (`nested.inner`),
-/// as Mastra's `allSteps`.
-pub(super) fn every_step(workflow: &Workflow, prefix: &str, into: &mut Map<String, Value>) {
-    for step in workflow.steps() {
-        let id = format!("{prefix}{}", step.id());
-        into.insert(id.clone(), step_json(step));
-        if let Some(inner) = step.nested_workflow() {
-            every_step(inner, &format!("{id}."), into);
-        }
-    }
-}
-
-/// A workflow as Mastra's `WorkflowInfo`; `partial` leaves the steps out (and counts them).
-pub(super) fn workflow_json(workflow: &Workflow, partial: bool) -> Value {
-    let steps: Map<String, Value> = if partial {
-        Map::new()
-    } else {
-        workflow
-            .steps()
-            .into_iter()
-            .map(|step| (step.id().to_owned(), step_json(step)))
-            .collect()
-    };
-    let mut all_steps = Map::new();
-    if !partial {
-        every_step(workflow, "", &mut all_steps);
-    }
-    let mut info = json!({
-        "name": workflow.id(),
-        "description": workflow.description(),
-        "metadata": {},
-        "origin": "code",
-        "steps": steps,
-        "allSteps": all_steps,
-        "stepGraph": workflow.serialized_step_graph(),
-        "inputSchema": schema_string(workflow.input_schema()),
-        "outputSchema": schema_string(workflow.output_schema()),
-        "stateSchema": Value::Null,
-        "requestContextSchema": Value::Null,
-        "options": {"validateInputs": true},
-        "isProcessorWorkflow": false,
-    });
-    if partial {
-        info["stepCount"] = json!(workflow.steps().len());
-    }
-    info
-}
-
 /// Query of the workflow list.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -84,21 +14,24 @@ pub(super) struct ListQuery {
 pub(super) async fn list_workflows(
     State(state): Shared,
     list: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<BTreeMap<String, WorkflowDescription>>, ApiError> {
     let partial = query(list)?.partial.unwrap_or(false);
-    let workflows: BTreeMap<String, Value> = state
+    let workflows = state
         .kestrel
         .workflows()
-        .map(|w| (w.id().to_owned(), workflow_json(w, partial)))
+        .map(|w| (w.id().to_owned(), WorkflowDescription::of(w, partial)))
         .collect();
-    Ok(Json(json!(workflows)))
+    Ok(Json(workflows))
 }
 
 pub(super) async fn get_workflow(
     State(state): Shared,
     Path(workflow_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    Ok(Json(workflow_json(workflow(&state, &workflow_id)?, false)))
+) -> Result<Json<WorkflowDescription>, ApiError> {
+    Ok(Json(WorkflowDescription::of(
+        workflow(&state, &workflow_id)?,
+        false,
+    )))
 }
 
 /// How many runs of `workflow` are in `status` (the caller's own, for a pinned caller).
@@ -124,15 +57,15 @@ pub(super) async fn count(
 pub(super) async fn run_counts(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
-) -> Result<Json<Value>, ApiError> {
-    let mut counts = Map::new();
+) -> Result<Json<BTreeMap<String, WorkflowRunCount>>, ApiError> {
+    let mut counts = BTreeMap::new();
     for workflow in state.kestrel.workflows() {
         let running = count(workflow, &caller, WorkflowStatus::Running).await?;
         let suspended = count(workflow, &caller, WorkflowStatus::Suspended).await?;
         counts.insert(
             workflow.id().to_owned(),
-            json!({"running": running, "suspended": suspended}),
+            WorkflowRunCount { running, suspended },
         );
     }
-    Ok(Json(Value::Object(counts)))
+    Ok(Json(counts))
 }

@@ -20,12 +20,11 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use kestrel_core::context::RESOURCE_ID_KEY;
 use kestrel_core::workflow::{
-    StepStatus, Workflow, WorkflowRun, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStatus,
-    WorkflowStream,
+    Workflow, WorkflowRun, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStatus, WorkflowStream,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
@@ -36,12 +35,14 @@ use crate::{ApiError, AppState};
 
 mod history;
 mod info;
+mod responses;
 mod resume;
 mod start;
 mod travel;
 
 use history::*;
 use info::*;
+use responses::*;
 use resume::*;
 use start::*;
 use travel::*;
@@ -64,7 +65,9 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         .get(
             "/workflows",
             list_workflows,
-            Doc::json(WORKFLOWS, "List the workflows, by id").query::<ListQuery>(),
+            Doc::json(WORKFLOWS, "List the workflows, by id")
+                .query::<ListQuery>()
+                .returns::<BTreeMap<String, WorkflowDescription>>(),
         )
         .get(
             "/workflows/run-counts",
@@ -72,7 +75,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(
                 WORKFLOWS,
                 "Count each workflow's running and suspended runs",
-            ),
+            )
+            .returns::<BTreeMap<String, WorkflowRunCount>>(),
         )
         .get(
             "/workflows/{workflow_id}",
@@ -80,22 +84,29 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(
                 WORKFLOWS,
                 "Describe a workflow: its steps, graph and schemas",
-            ),
+            )
+            .returns::<WorkflowDescription>(),
         )
         .get(
             "/workflows/{workflow_id}/runs",
             list_runs,
-            Doc::json(RUNS, "List a workflow's runs, newest first").query::<RunsQuery>(),
+            Doc::json(RUNS, "List a workflow's runs, newest first")
+                .query::<RunsQuery>()
+                .returns::<WorkflowRunsPage>(),
         )
         .get(
             "/workflows/{workflow_id}/runs/{run_id}",
             get_run,
-            Doc::json(RUNS, "Read a run: its status, steps and result").query::<RunQuery>(),
+            Doc::json(RUNS, "Read a run: its status, steps and result")
+                .query::<RunQuery>()
+                .returns::<WorkflowRunDetails>(),
         )
         .delete(
             "/workflows/{workflow_id}/runs/{run_id}",
             delete_run,
-            Doc::json(RUNS, "Delete a run").conflict("The run is in progress: cancel it first"),
+            Doc::json(RUNS, "Delete a run")
+                .returns::<WorkflowMessage>()
+                .conflict("The run is in progress: cancel it first"),
         )
         .post(
             "/workflows/{workflow_id}/create-run",
@@ -103,6 +114,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(RUNS, "Create a run (stored as pending until it starts)")
                 .query::<RunIdQuery>()
                 .body::<CreateRunBody>()
+                .returns::<WorkflowRunId>()
                 .conflict("The run id is another resource's run"),
         )
         .post(
@@ -120,6 +132,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(RUNS, "Start a run and answer with its result")
                 .query::<RunIdQuery>()
                 .body::<StartBody>()
+                .returns::<WorkflowRunResult>()
                 .conflict(STARTED),
         )
         .post(
@@ -128,6 +141,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(RUNS, "Start a run in the background")
                 .query::<RunIdQuery>()
                 .body::<StartBody>()
+                .returns::<WorkflowRunStarted>()
                 .conflict(STARTED),
         )
         .post(
@@ -145,6 +159,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(RUNS, "Resume a suspended run and answer with its result")
                 .query::<StoredRunQuery>()
                 .body::<ResumeBody>()
+                .returns::<WorkflowRunResult>()
                 .conflict(NOT_SUSPENDED),
         )
         .post(
@@ -153,6 +168,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(RUNS, "Resume a suspended run in the background")
                 .query::<StoredRunQuery>()
                 .body::<ResumeBody>()
+                .returns::<WorkflowRunStarted>()
                 .conflict(NOT_SUSPENDED),
         )
         .post(
@@ -164,6 +180,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             )
             .query::<StoredRunQuery>()
             .body::<ResumeBody>()
+            .returns::<WorkflowRunId>()
             .conflict(NOT_SUSPENDED),
         )
         .post(
@@ -175,6 +192,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             )
             .query::<StoredRunQuery>()
             .body::<RestartBody>()
+            .returns::<WorkflowRunStarted>()
             .conflict(NOT_ACTIVE),
         )
         .post(
@@ -186,6 +204,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             )
             .query::<StoredRunQuery>()
             .body::<RestartBody>()
+            .returns::<WorkflowRunResult>()
             .conflict(NOT_ACTIVE),
         )
         .post(
@@ -194,7 +213,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             Doc::json(
                 RUNS,
                 "Restart every run of the workflow left running or sleeping by a process that died",
-            ),
+            )
+            .returns::<WorkflowRunsRestarted>(),
         )
         .post(
             "/workflows/{workflow_id}/time-travel",
@@ -205,6 +225,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             )
             .query::<StoredRunQuery>()
             .body::<TravelBody>()
+            .returns::<WorkflowRunStarted>()
             .conflict(TRAVEL),
         )
         .post(
@@ -216,6 +237,7 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             )
             .query::<StoredRunQuery>()
             .body::<TravelBody>()
+            .returns::<WorkflowRunResult>()
             .conflict(TRAVEL),
         )
         .post(
@@ -233,7 +255,9 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         .post(
             "/workflows/{workflow_id}/runs/{run_id}/cancel",
             cancel,
-            Doc::json(RUNS, "Cancel a run").conflict("The run has ended"),
+            Doc::json(RUNS, "Cancel a run")
+                .returns::<WorkflowMessage>()
+                .conflict("The run has ended"),
         )
 }
 
@@ -367,11 +391,13 @@ fn records(stream: WorkflowStream, slot: StreamSlot) -> Response {
     response
 }
 
-/// How a route that does not stream answers for the run it set going.
+/// How a route that does not stream answers for the run it set going: with its result
+/// ([`WorkflowRunResult`]).
 const RESULT: u8 = 0;
-/// With `{message}`, at once: the run goes on in the background.
+/// With `{message, runId}` ([`WorkflowRunStarted`]), at once: the run goes on in the
+/// background.
 const MESSAGE: u8 = 1;
-/// With `{runId}`, at once.
+/// With `{runId}` ([`WorkflowRunId`]), at once.
 const RUN_ID: u8 = 2;
 
 /// The answer `HOW` ([`RESULT`], [`MESSAGE`] or [`RUN_ID`]) for a run set going as `stream`.
@@ -381,14 +407,15 @@ const RUN_ID: u8 = 2;
 async fn answer<const HOW: u8>(
     stream: WorkflowStream,
     run_id: &str,
-    message: &str,
-) -> Result<Json<Value>, ApiError> {
-    match HOW {
+    message: &'static str,
+) -> Result<Json<WorkflowRunAnswer>, ApiError> {
+    let run_id = run_id.to_owned();
+    Ok(Json(match HOW {
         RESULT => {
             let result = crate::routes::in_task(stream.result()).await??;
-            Ok(Json(json!(result)))
+            WorkflowRunAnswer::Result(Box::new(result.into()))
         }
-        MESSAGE => Ok(Json(json!({"message": message, "runId": run_id}))),
-        _ => Ok(Json(json!({"runId": run_id}))),
-    }
+        MESSAGE => WorkflowRunAnswer::Started(WorkflowRunStarted { message, run_id }),
+        _ => WorkflowRunAnswer::Id(WorkflowRunId { run_id }),
+    }))
 }

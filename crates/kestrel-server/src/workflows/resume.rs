@@ -134,7 +134,7 @@ pub(super) async fn resume<const HOW: u8>(
     Path(workflow_id): Path<String>,
     run: Result<Query<StoredRunQuery>, QueryRejection>,
     Body(body): Body<ResumeBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunAnswer>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
@@ -163,7 +163,7 @@ pub(super) async fn restart<const HOW: u8>(
     Path(workflow_id): Path<String>,
     run: Result<Query<StoredRunQuery>, QueryRejection>,
     MaybeBody(body): MaybeBody<RestartBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunAnswer>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     visible(workflow, &caller, &run_id).await?;
@@ -178,7 +178,7 @@ pub(super) async fn restart_all(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunsRestarted>, ApiError> {
     // Other resources' runs are theirs to restart.
     if caller.resource.is_some() {
         return Err(ApiError::new(
@@ -189,19 +189,21 @@ pub(super) async fn restart_all(
     }
     let workflow = workflow(&state, &workflow_id)?;
     let restarted = workflow.restart_active_runs().await?;
-    Ok(Json(json!({
-        "message": "Restarted all active workflow runs",
-        "runIds": restarted,
-    })))
+    Ok(Json(WorkflowRunsRestarted {
+        message: "Restarted all active workflow runs",
+        run_ids: restarted,
+    }))
 }
 
 pub(super) async fn cancel(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((workflow_id, run_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;
     visible(workflow, &caller, &run_id).await?;
     workflow.create_run_with_id(run_id).cancel().await?;
-    Ok(Json(json!({"message": "Workflow run cancelled"})))
+    Ok(Json(WorkflowMessage {
+        message: "Workflow run cancelled",
+    }))
 }

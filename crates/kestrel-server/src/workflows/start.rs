@@ -22,7 +22,7 @@ pub(super) async fn create_run(
     Path(workflow_id): Path<String>,
     run: Result<Query<RunIdQuery>, QueryRejection>,
     MaybeBody(body): MaybeBody<CreateRunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunId>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let resource = run_resource(&caller, body.resource_id)?;
@@ -32,7 +32,9 @@ pub(super) async fn create_run(
         None => run,
     };
     run.create().await?;
-    Ok(Json(json!({"runId": run.run_id()})))
+    Ok(Json(WorkflowRunId {
+        run_id: run.run_id().to_owned(),
+    }))
 }
 
 /// The body that starts a run (`stream`, `start`, `start-async`).
@@ -119,7 +121,7 @@ pub(super) async fn start<const HOW: u8>(
     Path(workflow_id): Path<String>,
     run: Result<Query<RunIdQuery>, QueryRejection>,
     Body(body): Body<StartBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunAnswer>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;

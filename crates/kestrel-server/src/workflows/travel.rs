@@ -111,7 +111,7 @@ pub(super) async fn time_travel<const HOW: u8>(
     Path(workflow_id): Path<String>,
     run: Result<Query<StoredRunQuery>, QueryRejection>,
     Body(body): Body<TravelBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<WorkflowRunAnswer>, ApiError> {
     let run_id = query(run)?.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, travel) = travel_of(workflow, &caller, run_id, body).await?;

@@ -1,0 +1,67 @@
+//! What a run answers when it ends (or stops) without streaming: `generate` and the
+//! `*-tool-call-generate` decisions give a [`RunResult`].
+//!
+//! The parts that are kestrel-core's types are serialized by those types themselves, and the
+//! document shows their own schemas (`WaitingCall`, `Usage`) where a client reads them field
+//! by field.
+
+use kestrel_core::agent::{
+    GenerateResult, StepResult, ToolCallRecord, ToolResultRecord, WaitingCall,
+};
+use kestrel_core::message::Message;
+use kestrel_core::model::{FinishReason, Usage};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A finished (or stopped) run, as `generate` answers.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RunResult {
+    /// The run's id (what a decision on a stopped run names).
+    run_id: String,
+    /// The final step's text.
+    text: String,
+    /// The structured output, when the run asked for one (`null` otherwise).
+    object: Option<Value>,
+    /// Why the run ended: `stop`, `length`, `content-filter`, `tool-calls` (only client tools'
+    /// results are awaited), `max-steps`, `suspended` (calls wait for a person or resume
+    /// data), `paused`, `abort`, `error`, `other` or `unknown`.
+    #[schemars(with = "String")]
+    finish_reason: FinishReason,
+    /// The tokens all steps used.
+    usage: Usage,
+    /// Every step, in order: its message id, text, reasoning, tool calls and results, finish
+    /// reason and usage.
+    #[schemars(with = "Vec<Value>")]
+    steps: Vec<StepResult>,
+    /// Every tool call of every step, in order: `{toolCallId, toolName, args, parseError?}`.
+    #[schemars(with = "Vec<Value>")]
+    tool_calls: Vec<ToolCallRecord>,
+    /// Every tool result of every step, in order: `{toolCallId, toolName, args, result,
+    /// isError, denied?}`.
+    #[schemars(with = "Vec<Value>")]
+    tool_results: Vec<ToolResultRecord>,
+    /// The tool calls a stopped run waits for (empty when the run is over).
+    suspended: Vec<WaitingCall>,
+    /// The messages the run added to the conversation, as Kestrel's messages.
+    #[schemars(with = "Vec<Value>")]
+    response_messages: Vec<Message>,
+}
+
+impl From<GenerateResult> for RunResult {
+    fn from(result: GenerateResult) -> Self {
+        Self {
+            run_id: result.run_id,
+            text: result.text,
+            object: result.object,
+            finish_reason: result.finish_reason,
+            usage: result.usage,
+            steps: result.steps,
+            tool_calls: result.tool_calls,
+            tool_results: result.tool_results,
+            suspended: result.waiting,
+            response_messages: result.response_messages,
+        }
+    }
+}
