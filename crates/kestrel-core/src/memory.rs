@@ -81,7 +81,7 @@ impl MemoryError {
     }
 
     /// A write refused because the run has a newer owner (its [`Fence`] token is below one
-    /// the store has seen): see [`AgentMemory::persist_fenced`].
+    /// the store has seen): see [`Persist::fenced`].
     pub fn fenced(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Self {
             fenced: true,
@@ -113,6 +113,38 @@ impl MemoryError {
     /// The message.
     pub fn message(&self) -> &str {
         &self.message
+    }
+}
+
+/// How [`AgentMemory::persist`] stores messages: `Persist::default()` for complete messages
+/// outside a cluster.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Persist<'a> {
+    /// The messages are the partial answer of a step stopped by an abort (its text so far, no
+    /// unfinished tool calls): stored so what the user saw is not lost, marked aborted.
+    pub aborted: bool,
+    /// A write of run `fence.run_id` under lease token `fence.token`: refused once the memory
+    /// has seen a greater token for the run. Runs shared between instances write this way.
+    pub fence: Option<Fence<'a>>,
+}
+
+impl<'a> Persist<'a> {
+    /// Complete messages, not fenced.
+    pub fn complete() -> Self {
+        Self::default()
+    }
+
+    /// The partial answer of an aborted step.
+    pub fn aborted(mut self) -> Self {
+        self.aborted = true;
+        self
+    }
+
+    /// A write under `fence` (none: not fenced).
+    pub fn fenced(mut self, fence: Option<Fence<'a>>) -> Self {
+        self.fence = fence;
+        self
     }
 }
 
@@ -165,8 +197,21 @@ pub trait AgentMemory: Send + Sync {
         request_context: &RequestContext,
     ) -> Result<RecalledContext, MemoryError>;
 
-    /// Stores complete messages in `scope`, in order. Idempotent by message id.
-    async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError>;
+    /// Stores messages in `scope`, in order, as `how` says: complete (the default), or the
+    /// partial answer of a step stopped by an abort ([`Persist::aborted`]), and in a cluster
+    /// as a write of one run under its lease's token ([`Persist::fenced`]). Idempotent by
+    /// message id: a continued or retried run may hand the same message again.
+    ///
+    /// A memory that keeps a message's status marks aborted ones so; one that supports
+    /// fencing refuses a write whose token is below one it has seen for the run (with
+    /// [`MemoryError::fenced`]), so an instance that lost a run to another cannot add
+    /// messages behind its successor's. A memory that does neither stores them as complete.
+    async fn persist(
+        &self,
+        scope: &MemoryScope,
+        messages: &[Message],
+        how: Persist<'_>,
+    ) -> Result<(), MemoryError>;
 
     /// Makes sure the thread exists, with `metadata` merged into its metadata (a delegation's
     /// thread gets the parent's ids and the start hook's metadata this way). The default does
@@ -177,44 +222,6 @@ pub trait AgentMemory: Send + Sync {
         _metadata: serde_json::Map<String, serde_json::Value>,
     ) -> Result<(), MemoryError> {
         Ok(())
-    }
-
-    /// Stores the partial answer of a step stopped by an abort (its text so far, no unfinished
-    /// tool calls), so what the user saw is not lost. Implementations mark it aborted; the
-    /// default stores it like a complete message.
-    async fn persist_aborted(
-        &self,
-        scope: &MemoryScope,
-        message: &Message,
-    ) -> Result<(), MemoryError> {
-        self.persist(scope, std::slice::from_ref(message)).await
-    }
-
-    /// Stores messages like [`AgentMemory::persist`], as a write of run `fence.run_id`
-    /// under lease token `fence.token`: a memory that supports fencing refuses it (with
-    /// [`MemoryError::fenced`]) once it has seen a greater token for the run, so an instance
-    /// that lost a run to another cannot add messages behind its successor's. Runs shared
-    /// between instances write this way. The default does not check the fence.
-    async fn persist_fenced(
-        &self,
-        scope: &MemoryScope,
-        messages: &[Message],
-        fence: Fence<'_>,
-    ) -> Result<(), MemoryError> {
-        let _ = fence;
-        self.persist(scope, messages).await
-    }
-
-    /// [`AgentMemory::persist_aborted`] under a fence, as [`AgentMemory::persist_fenced`].
-    /// The default does not check the fence.
-    async fn persist_aborted_fenced(
-        &self,
-        scope: &MemoryScope,
-        message: &Message,
-        fence: Fence<'_>,
-    ) -> Result<(), MemoryError> {
-        let _ = fence;
-        self.persist_aborted(scope, message).await
     }
 
     /// Copies thread `source` (its messages so far, in order) into a new thread of the same

@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use kestrel_core::agent::GenerateResult;
 use kestrel_core::context::RequestContext;
 use kestrel_core::lease::Fence;
-use kestrel_core::memory::{AgentMemory, ForkError, MemoryError, MemoryScope, RecalledContext};
+use kestrel_core::memory::{
+    AgentMemory, ForkError, MemoryError, MemoryScope, Persist, RecalledContext,
+};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ModelRegistry, ModelSpec};
 use kestrel_core::tool::SharedTool;
@@ -408,26 +410,30 @@ impl AgentMemory for Memory {
         Ok(recalled)
     }
 
-    async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
-        if self.inner.read_only || messages.is_empty() {
-            return Ok(());
-        }
-        let batch = messages.iter().cloned().map(NewMessage::from).collect();
-        self.append(scope, batch, "store messages", None).await
-    }
-
-    async fn persist_fenced(
+    async fn persist(
         &self,
         scope: &MemoryScope,
         messages: &[Message],
-        fence: Fence<'_>,
+        how: Persist<'_>,
     ) -> Result<(), MemoryError> {
         if self.inner.read_only || messages.is_empty() {
             return Ok(());
         }
-        let batch = messages.iter().cloned().map(NewMessage::from).collect();
-        self.append(scope, batch, "store messages", Some(fence))
-            .await
+        let new = |m: &Message| {
+            let message = NewMessage::from(m.clone());
+            if how.aborted {
+                message.aborted()
+            } else {
+                message
+            }
+        };
+        let batch = messages.iter().map(new).collect();
+        let what = if how.aborted {
+            "store the aborted step"
+        } else {
+            "store messages"
+        };
+        self.append(scope, batch, what, how.fence).await
     }
 
     async fn prepare_thread(
@@ -439,33 +445,6 @@ impl AgentMemory for Memory {
             return Ok(());
         }
         Ok(self.create_thread(scope, metadata).await?)
-    }
-
-    async fn persist_aborted(
-        &self,
-        scope: &MemoryScope,
-        message: &Message,
-    ) -> Result<(), MemoryError> {
-        if self.inner.read_only {
-            return Ok(());
-        }
-        let batch = vec![NewMessage::from(message.clone()).aborted()];
-        self.append(scope, batch, "store the aborted step", None)
-            .await
-    }
-
-    async fn persist_aborted_fenced(
-        &self,
-        scope: &MemoryScope,
-        message: &Message,
-        fence: Fence<'_>,
-    ) -> Result<(), MemoryError> {
-        if self.inner.read_only {
-            return Ok(());
-        }
-        let batch = vec![NewMessage::from(message.clone()).aborted()];
-        self.append(scope, batch, "store the aborted step", Some(fence))
-            .await
     }
 
     /// Only when the memory writes titles or has processors.

@@ -19,7 +19,10 @@ pub(crate) fn task_of(messages: &[Message]) -> String {
 /// Saves `messages` to the network's thread; a memory that fails is logged (the network
 /// goes on: what it streams still reaches the caller).
 pub(crate) async fn save(memory: &dyn AgentMemory, scope: &MemoryScope, messages: &[Message]) {
-    if let Err(error) = memory.persist(scope, messages).await {
+    if let Err(error) = memory
+        .persist(scope, messages, crate::memory::Persist::complete())
+        .await
+    {
         tracing::warn!(thread = %scope.thread_id, %error, "a network could not save to its thread");
     }
 }

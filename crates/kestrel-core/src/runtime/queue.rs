@@ -273,7 +273,11 @@ impl Agent {
             // after a restart): the thread keeps the message, stored once by its id.
             if let Some(memory) = &self.inner.memory
                 && let Err(e) = memory
-                    .persist(scope, std::slice::from_ref(&next.message))
+                    .persist(
+                        scope,
+                        std::slice::from_ref(&next.message),
+                        crate::memory::Persist::complete(),
+                    )
                     .await
             {
                 tracing::warn!(thread = %scope.thread_id, error = %e, "a queued message could not be stored; it stays queued");

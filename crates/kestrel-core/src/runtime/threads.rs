@@ -483,7 +483,9 @@ impl Agent {
         memory
             .recall(&scope, &input, &RequestContext::new())
             .await?;
-        memory.persist(&scope, &input).await?;
+        memory
+            .persist(&scope, &input, crate::memory::Persist::complete())
+            .await?;
         Ok(())
     }
 }

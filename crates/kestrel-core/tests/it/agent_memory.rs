@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use kestrel_core::agent::{Agent, AgentError, RunOptions, RunState};
 use kestrel_core::context::RequestContext;
 use kestrel_core::event::EventKind;
-use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
+use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, Persist, RecalledContext};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::create_tool;
@@ -50,7 +50,12 @@ impl AgentMemory for FakeMemory {
         })
     }
 
-    async fn persist(&self, scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
+    async fn persist(
+        &self,
+        scope: &MemoryScope,
+        messages: &[Message],
+        _how: Persist<'_>,
+    ) -> Result<(), MemoryError> {
         let done = self.batches.lock().unwrap().len();
         if self.fail_persist || self.fail_after.is_some_and(|n| done >= n) {
             return Err(MemoryError::new("database is locked"));

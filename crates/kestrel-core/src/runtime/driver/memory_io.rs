@@ -4,7 +4,7 @@
 use super::AgentRun;
 use crate::definition::AgentError;
 use crate::lease::Fence;
-use crate::memory::{AgentMemory, MemoryError, MemoryScope};
+use crate::memory::{AgentMemory, MemoryError, MemoryScope, Persist};
 use crate::message::{Message, Part, Role};
 use crate::run::{GenerateResult, RunStatus};
 
@@ -15,10 +15,8 @@ async fn store_messages(
     messages: &[Message],
     fence: Option<Fence<'_>>,
 ) -> Result<(), MemoryError> {
-    match fence {
-        Some(fence) => memory.persist_fenced(scope, messages, fence).await,
-        None => memory.persist(scope, messages).await,
-    }
+    let how = Persist::complete().fenced(fence);
+    memory.persist(scope, messages, how).await
 }
 
 impl AgentRun {
@@ -59,10 +57,10 @@ impl AgentRun {
             role: Role::Assistant,
             parts,
         };
-        let stored = match self.fence() {
-            Some(fence) => memory.persist_aborted_fenced(&scope, &partial, fence).await,
-            None => memory.persist_aborted(&scope, &partial).await,
-        };
+        let how = Persist::complete().aborted().fenced(self.fence());
+        let stored = memory
+            .persist(&scope, std::slice::from_ref(&partial), how)
+            .await;
         if let Err(error) = stored {
             tracing::warn!(run_id = %self.run_id, %error, "storing the aborted step's partial text failed");
         }

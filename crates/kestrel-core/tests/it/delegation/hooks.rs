@@ -8,7 +8,7 @@ use kestrel_core::agent::{
     Agent, DelegationCompleteOutcome, DelegationOptions, DelegationStartOutcome, HookErrorStrategy,
 };
 use kestrel_core::context::RequestContext;
-use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, RecalledContext};
+use kestrel_core::memory::{AgentMemory, MemoryError, MemoryScope, Persist, RecalledContext};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{FinishReason, ModelError, ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::create_tool;
@@ -222,7 +222,12 @@ impl AgentMemory for Recorder {
         Ok(RecalledContext::default())
     }
 
-    async fn persist(&self, _scope: &MemoryScope, messages: &[Message]) -> Result<(), MemoryError> {
+    async fn persist(
+        &self,
+        _scope: &MemoryScope,
+        messages: &[Message],
+        _how: Persist<'_>,
+    ) -> Result<(), MemoryError> {
         self.stored.lock().unwrap().extend(messages.iter().cloned());
         Ok(())
     }
