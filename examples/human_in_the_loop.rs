@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kestrel::agent::ToolCallRef;
 use kestrel::memory::Memory;
 use kestrel::prelude::*;
 use kestrel::storage::{Selection, SqliteStorage, Storage};
@@ -99,10 +98,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "after the restart, run {} waits on {}",
         run.run_id, call.tool_name
     );
-    let decision = ToolCallRef::new(&run.run_id, &call.tool_call_id)
+    // The run's handle decides for it: this very call (its fingerprint), for this user.
+    let done = agent
+        .run(&run.run_id)
+        .resource("user-ada")
+        .approve(&call.tool_call_id)
         .fingerprint(&call.fingerprint)
-        .resource("user-ada");
-    let done = agent.approve(decision).await?;
+        .await?;
     println!(
         "{} (same run: {})",
         done.text,

@@ -280,6 +280,14 @@ pub struct Continue {
 }
 
 impl Continue {
+    /// Refuses the decision unless the call's fingerprint is this one: the `fingerprint` of
+    /// the `tool-call-approval` / `tool-call-suspended` event the person saw (same arguments,
+    /// same step).
+    pub fn fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
+        self.call.fingerprint = Some(fingerprint.into());
+        self
+    }
+
     /// Records the decision and continues the run as an event stream.
     pub async fn stream(self) -> Result<AgentStream, RunControlError> {
         let run = self.agent.decide(self.call, self.decision).await?;

@@ -8,6 +8,7 @@
 //!
 //! - `driver`: the loop of a run, [`AgentRun`];
 //! - `stream`: [`AgentStream`], a run's events as they happen;
+//! - `thread_handle`: [`ThreadHandle`], one thread and what can be done to it;
 //! - `threads`: live threads: messages into a thread's active run, watching a thread;
 //! - `background`: a run's side of its background delegations;
 //! - `subrun`: what a delegation call learns from the run that makes it.
@@ -19,6 +20,7 @@ mod queue;
 pub(crate) mod registry;
 mod stream;
 pub(crate) mod subrun;
+mod thread_handle;
 mod threads;
 mod versioned;
 
@@ -27,6 +29,7 @@ use std::sync::Arc;
 pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
 pub use queue::{MAX_QUEUED_PER_THREAD, Queued};
 pub use stream::{AgentStream, TextStream};
+pub use thread_handle::{SendRequest, ThreadHandle};
 pub use threads::{Fork, IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 
 use crate::definition::{AgentDefinition, Instructions, ModelSource};

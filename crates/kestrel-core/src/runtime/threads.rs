@@ -310,7 +310,11 @@ impl Agent {
         self.send(Message::system(text), to).await
     }
 
-    async fn send(&self, message: Message, mut to: SendMessage) -> Result<Sent, ThreadError> {
+    pub(super) async fn send(
+        &self,
+        message: Message,
+        mut to: SendMessage,
+    ) -> Result<Sent, ThreadError> {
         if let Some(fork) = to.fork.take() {
             to.thread_id = self.fork_thread(&to, &fork).await?;
         }

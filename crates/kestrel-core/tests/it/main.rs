@@ -24,6 +24,7 @@ mod provider_openai;
 mod provider_openai_embeddings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
 mod registry;
+mod run_handles;
 mod skill_search_bounds;
 mod skills;
 mod workflow;

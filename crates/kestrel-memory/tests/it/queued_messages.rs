@@ -26,6 +26,7 @@ on_every_backend!(
     cancelled_messages_never_run,
     a_queue_left_by_a_dead_process_is_drained_by_the_next,
     bad_queues_are_refused,
+    a_threads_handle_sends_queues_watches_and_aborts,
 );
 
 const THREAD: &str = "t1";
@@ -326,4 +327,60 @@ async fn bad_queues_are_refused(store: Store) {
         .await
         .unwrap_err();
     assert!(matches!(err, ThreadError::NoMemory { .. }), "{err:?}");
+}
+
+/// The same through the thread's handle (`agent.thread(resource, thread)`): send into the
+/// active run or start one, queue for the next run, list and cancel the queue, watch, abort.
+async fn a_threads_handle_sends_queues_watches_and_aborts(store: Store) {
+    let agent = agent_on(&store);
+    let thread = agent.thread(RESOURCE, THREAD);
+    assert_eq!((thread.id(), thread.resource_id()), (THREAD, RESOURCE));
+    let mut watch = thread.subscribe().await.unwrap();
+    // An idle thread: the message starts a run.
+    let sent = thread.send("hello").await.unwrap();
+    assert_eq!(sent.thread_id, THREAD);
+    let started = sent.stream.expect("a run was started");
+    assert_eq!(started.result().await.unwrap().text, "Re: hello");
+    assert_eq!(wait_for(&store, 2).await, ["hello", "Re: hello"]);
+
+    // A slow run is active: queued messages wait for it; a cancelled one never runs.
+    let slow = start_slow(&agent).await;
+    assert!(thread.active_run().is_some());
+    let kept = thread.queue("kept").await.unwrap();
+    let dropped = thread.queue("dropped").await.unwrap();
+    let waiting: Vec<String> = thread
+        .queued()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|q| q.id)
+        .collect();
+    assert_eq!(waiting, [kept.id.clone(), dropped.id.clone()]);
+    let cancelled = thread
+        .cancel_queued(Some(vec![dropped.id.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(slow.result().await.unwrap().text, "Re: slow");
+    assert_eq!(
+        wait_for(&store, 6).await,
+        ["hello", "Re: hello", "slow", "Re: slow", "kept", "Re: kept"]
+    );
+    let mut kinds = Vec::new();
+    while !kinds.contains(&"queued-message-cancelled") {
+        kinds.push(next_event(&mut watch).await.type_name());
+    }
+
+    // Aborting the thread stops its active run.
+    let slow = start_slow(&agent).await;
+    assert_eq!(thread.abort().await.unwrap(), 1);
+    let aborted = slow.result().await;
+    assert!(
+        matches!(
+            aborted,
+            Err(kestrel_core::agent::AgentError::Aborted { .. })
+        ),
+        "{aborted:?}"
+    );
+    assert!(thread.active_run().is_none());
 }
