@@ -19,6 +19,9 @@
 //! compare-and-set: of two racing decisions one wins. Each decision, like `proceed`, awaits to
 //! the run's result, or `.stream()`s its events.
 //!
+//! A network run (of [`Agent::network`](crate::agent::Agent::network)) is one workflow step
+//! around its whole loop; [`RunHandle::network`] decides for it and aborts it.
+//!
 //! Messages are a thread's business, not a run's: to add a message to the active run, or to
 //! queue one for the thread's next run, use the thread's handle ([`Agent::thread`]).
 //!
@@ -70,6 +73,16 @@ impl RunHandle {
     /// The run's id.
     pub fn id(&self) -> &str {
         &self.run_id
+    }
+
+    /// The agent whose run this is.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// The resource the handle acts for, if it was given one.
+    pub fn resource_id(&self) -> Option<&str> {
+        self.resource_id.as_deref()
     }
 
     /// Acts for `resource_id`: a run of another resource is not found (no one decides on,

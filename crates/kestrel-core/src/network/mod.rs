@@ -61,7 +61,7 @@ use crate::definition::iteration::{CompletionStrategy, Scorer};
 use crate::model::ModelSettings;
 
 pub use crate::event::{PrimitiveType, RoutingDecision, ScorerResult};
-pub use run::{NetworkRequest, NetworkResult, NetworkStatus, NetworkStream};
+pub use run::{NetworkRequest, NetworkResult, NetworkRunHandle, NetworkStatus, NetworkStream};
 
 /// The id of a network's routing agent.
 pub const ROUTING_AGENT_ID: &str = "routing-agent";

@@ -452,6 +452,56 @@ impl Agent {
 /// Why a network run left behind by a process that died is ended rather than continued: its
 /// one step is the whole loop, so continuing it would run every iteration (and its
 /// primitives' side effects) again.
+/// A network run by id, from its run's handle ([`crate::agent::RunHandle::network`]): decide
+/// for what it waits on, or abort it.
+#[derive(Debug, Clone)]
+pub struct NetworkRunHandle {
+    agent: Agent,
+    run_id: String,
+    resource_id: Option<String>,
+}
+
+impl crate::agent::RunHandle {
+    /// This run as a network run: what its decisions and abort go through.
+    pub fn network(&self) -> NetworkRunHandle {
+        NetworkRunHandle {
+            agent: self.agent().clone(),
+            run_id: self.id().to_owned(),
+            resource_id: self.resource_id().map(str::to_owned),
+        }
+    }
+}
+
+impl NetworkRunHandle {
+    fn pinned(&self, request: NetworkRequest) -> NetworkRequest {
+        match &self.resource_id {
+            Some(resource) => request.resource(resource.clone()),
+            None => request,
+        }
+    }
+
+    /// Approves what the stopped network run waits for; the run goes on from there.
+    pub fn approve(&self) -> NetworkRequest {
+        self.pinned(self.agent.approve_network(self.run_id.clone()))
+    }
+
+    /// Declines what it waits for, with an optional reason.
+    pub fn decline(&self, reason: Option<String>) -> NetworkRequest {
+        self.pinned(self.agent.decline_network(self.run_id.clone(), reason))
+    }
+
+    /// Resumes it with `data` (a suspended tool's or workflow's resume data).
+    pub fn resume(&self, data: Value) -> NetworkRequest {
+        self.pinned(self.agent.resume_network(self.run_id.clone(), data))
+    }
+
+    /// Stops it (see [`Agent::abort_network`]); `Ok(false)` when there is no such run.
+    pub async fn abort(&self) -> Result<bool, NetworkError> {
+        let resource = self.resource_id.as_deref();
+        self.agent.abort_network(&self.run_id, resource).await
+    }
+}
+
 const LEFT_BEHIND: &str = "the process driving this network run stopped before it ended; the \
      iterations that ended are in its thread, and a new network run on the thread goes on from \
      them";

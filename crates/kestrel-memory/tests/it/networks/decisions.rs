@@ -97,8 +97,11 @@ pub(super) async fn an_approval_in_a_delegated_agent_is_decided_with_the_network
     let helper = scripted(vec![ScriptedResponse::text("I sent the card.")]);
     let second = instance(&store, router, helper, Some(send()), false, Arc::default());
     let agent = second.agent("router").unwrap();
+    // Through the run's handle, as a network run.
     let (events, result) = agent
-        .approve_network(&run_id)
+        .run(&run_id)
+        .network()
+        .approve()
         .await
         .unwrap()
         .collect()

@@ -107,7 +107,10 @@ pub(super) async fn a_network_run_left_behind_is_aborted_by_its_id(store: Store)
     let router = next.agent("router").unwrap();
     assert!(
         !router
-            .abort_network(&run_id, Some("mallory"))
+            .run(&run_id)
+            .resource("mallory")
+            .network()
+            .abort()
             .await
             .unwrap(),
         "another resource's run is not found"
