@@ -478,14 +478,48 @@ struct SuspendedRunsPage {
 struct SuspendedRunInfo {
     /// The run's id.
     run_id: String,
+    /// Always `suspended` (Mastra's).
+    #[schemars(extend("const" = "suspended"))]
+    status: &'static str,
     /// Its thread; `null` for a run without memory.
     thread_id: Option<String>,
     /// Its resource; `null` for a run without memory.
     resource_id: Option<String>,
     /// The calls it waits on, in the model's order.
-    tool_calls: Vec<kestrel_core::agent::WaitingCall>,
-    /// When it stopped, in milliseconds since the Unix epoch.
-    suspended_at: i64,
+    tool_calls: Vec<SuspendedCall>,
+    /// When it stopped.
+    #[schemars(with = "String", extend("format" = "date-time"))]
+    suspended_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// A call a suspended run waits on: Kestrel's waiting call, and Mastra's `requiresApproval`
+/// and `suspendPayload`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SuspendedCall {
+    /// The call, and what it waits for.
+    #[serde(flatten)]
+    call: kestrel_core::agent::WaitingCall,
+    /// Whether it waits for a person's approval.
+    requires_approval: bool,
+    /// What its tool passed to `suspend`, when it suspended itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    suspend_payload: Option<Value>,
+}
+
+impl From<kestrel_core::agent::WaitingCall> for SuspendedCall {
+    fn from(call: kestrel_core::agent::WaitingCall) -> Self {
+        use kestrel_core::agent::Waiting;
+        let suspend_payload = match &call.waiting {
+            Waiting::Resume { payload } => Some(payload.clone()),
+            _ => None,
+        };
+        Self {
+            requires_approval: call.waiting == Waiting::Approval,
+            suspend_payload,
+            call,
+        }
+    }
 }
 
 async fn suspended_runs(
@@ -522,10 +556,16 @@ async fn suspended_runs(
         .into_iter()
         .map(|run| SuspendedRunInfo {
             run_id: run.run_id,
+            status: "suspended",
             thread_id: run.thread_id,
             resource_id: run.resource_id,
-            tool_calls: run.tool_calls,
-            suspended_at: run.suspended_at_ms,
+            tool_calls: run
+                .tool_calls
+                .into_iter()
+                .map(SuspendedCall::from)
+                .collect(),
+            suspended_at: chrono::DateTime::from_timestamp_millis(run.suspended_at_ms)
+                .unwrap_or_default(),
         })
         .collect();
     Ok(Json(SuspendedRunsPage {
@@ -534,12 +574,14 @@ async fn suspended_runs(
     }))
 }
 
-/// What aborting a thread's run did.
+/// What aborting a thread's run did: Mastra's `{aborted}`, and how many.
 #[derive(Debug, Serialize, JsonSchema)]
 struct ThreadAborted {
+    /// Whether a run was aborted.
+    aborted: bool,
     /// How many of the thread's runs were aborted: those in progress in this process, and in
     /// a cluster its active run on another instance (0 when none was running).
-    aborted: usize,
+    count: usize,
 }
 
 async fn abort_thread(
@@ -550,10 +592,14 @@ async fn abort_thread(
 ) -> Result<Json<ThreadAborted>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
-    let aborted = agent
-        .abort_thread_anywhere(&body.resource_id, &body.thread_id)
+    let count = agent
+        .thread(&body.resource_id, &body.thread_id)
+        .abort()
         .await?;
-    Ok(Json(ThreadAborted { aborted }))
+    Ok(Json(ThreadAborted {
+        aborted: count > 0,
+        count,
+    }))
 }
 
 /// What aborting a run did (a run that cannot be aborted is a 404 or 409 instead).
