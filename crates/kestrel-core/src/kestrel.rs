@@ -396,8 +396,10 @@ impl KestrelBuilder {
                 }
                 let handle =
                     tokio::runtime::Handle::try_current().map_err(|_| KestrelError::NoRuntime)?;
-                Arc::new_cyclic(|weak| {
-                    registry.cluster = Some(ClusterRuntime::start(cluster, weak.clone(), &handle));
+                Arc::new_cyclic(|weak: &std::sync::Weak<RunRegistry>| {
+                    let live: std::sync::Weak<dyn crate::runtime::registry::LiveRuns> =
+                        weak.clone();
+                    registry.cluster = Some(ClusterRuntime::start(cluster, live, &handle));
                     registry
                 })
             }

@@ -1,5 +1,5 @@
 //! This instance's side of a [`Cluster`]: its inbox (requests from other instances, answered
-//! from the run registry), requests to other instances, and the leases its runs hold.
+//! from the runs in progress, [`super::live::LiveRuns`]), requests to other instances, and the leases its runs hold.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio::sync::oneshot;
 
-use super::registry::{LiveAbort, RunRegistry, ThreadKey};
+use super::live::{LiveAbort, LiveRuns, ThreadKey};
 use crate::cluster::{Cluster, ClusterError, Command, ControlMessage, Outcome, thread_lease_key};
 use crate::lease::Lease;
 
@@ -69,7 +69,7 @@ impl ClusterRuntime {
     /// `registry`.
     pub(crate) fn start(
         config: Cluster,
-        registry: Weak<RunRegistry>,
+        registry: Weak<dyn LiveRuns>,
         handle: &tokio::runtime::Handle,
     ) -> Arc<Self> {
         let runtime = Arc::new(Self {
@@ -221,7 +221,7 @@ pub(crate) fn holder_run(holder: &str) -> Option<&str> {
 }
 
 /// Reads the inbox until the runtime goes, reconnecting when the bus fails.
-async fn listen(runtime: Weak<ClusterRuntime>, registry: Weak<RunRegistry>) {
+async fn listen(runtime: Weak<ClusterRuntime>, registry: Weak<dyn LiveRuns>) {
     let mut delay = Duration::from_millis(50);
     loop {
         let inbox = {
@@ -248,14 +248,14 @@ async fn listen(runtime: Weak<ClusterRuntime>, registry: Weak<RunRegistry>) {
                 tracing::warn!(%reason, "dropping an invalid message from this instance's inbox");
                 continue;
             }
-            runtime.handle(&registry, message).await;
+            runtime.handle(registry.as_ref(), message).await;
         }
         tracing::debug!("this instance's inbox ended; reading it again");
     }
 }
 
 impl ClusterRuntime {
-    async fn handle(&self, registry: &RunRegistry, message: ControlMessage) {
+    async fn handle(&self, registry: &dyn LiveRuns, message: ControlMessage) {
         let outcome = match message.body {
             Command::Reply { to, outcome } => {
                 if let Some(waiting) = lock(&self.pending).remove(&to) {

@@ -16,6 +16,7 @@
 pub(crate) mod background;
 pub(crate) mod cluster;
 pub(crate) mod driver;
+mod live;
 mod queue;
 pub(crate) mod registry;
 mod stream;

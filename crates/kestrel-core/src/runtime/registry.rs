@@ -9,17 +9,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::cluster::{ClusterRuntime, Hold, ThreadRecovery};
+pub(crate) use super::live::LiveRuns;
+pub(crate) use super::live::{LiveAbort, ThreadKey};
 use crate::abort::AbortSignal;
 use crate::cluster::ClusterError;
 use crate::message::Message;
 use crate::pubsub::{InProcessPubSub, SharedPubSub};
-
-/// A thread, as the lease and the inbox know it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct ThreadKey {
-    pub resource_id: String,
-    pub thread_id: String,
-}
 
 /// Messages delivered to a run; `None` once the run stopped taking them.
 pub(crate) type Inbox = Arc<Mutex<Option<Vec<Message>>>>;
@@ -30,17 +25,6 @@ struct ActiveRun {
     thread: Option<ThreadKey>,
     /// The resource the run acts for, so a caller pinned to another cannot reach it.
     resource: Option<String>,
-}
-
-/// What [`RunRegistry::abort_run_of`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LiveAbort {
-    /// The run was in progress and got its abort signal.
-    Aborted,
-    /// A run of that id is in progress, for another resource: left alone.
-    OtherResource,
-    /// No run of that id is in progress here.
-    NotLive,
 }
 
 #[derive(Default)]
@@ -340,5 +324,23 @@ impl Drop for Lease {
         {
             threads.leases.remove(&self.thread);
         }
+    }
+}
+
+impl LiveRuns for RunRegistry {
+    fn abort_run_of(&self, run_id: &str, resource: Option<&str>) -> LiveAbort {
+        RunRegistry::abort_run_of(self, run_id, resource)
+    }
+
+    fn abort_thread(&self, thread: &ThreadKey) -> usize {
+        RunRegistry::abort_thread(self, thread)
+    }
+
+    fn deliver(&self, thread: &ThreadKey, message: Message) -> Result<String, Message> {
+        RunRegistry::deliver(self, thread, message)
+    }
+
+    fn pause_run(&self, run_id: &str) -> bool {
+        RunRegistry::pause_run(self, run_id)
     }
 }
