@@ -11,9 +11,9 @@ use std::time::Instant;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::call::ABORTED;
 use super::primitives::Exec;
 use super::records::{self, FEEDBACK_HEADING};
-use super::step::ABORTED;
 use crate::agent::{Agent, RunOptions, StructuredOutput};
 use crate::definition::iteration::{CompletionStrategy, TaskContext};
 use crate::event::{

@@ -43,6 +43,7 @@
 //! [`Agent::decline_network`]: crate::agent::Agent::decline_network
 //! [`Agent::resume_network`]: crate::agent::Agent::resume_network
 
+mod call;
 mod completion;
 mod primitives;
 mod records;

@@ -14,8 +14,8 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::call::{Network, NetworkInit};
 use super::records;
-use super::step::{Network, NetworkInit};
 use crate::agent::{Agent, RunOptions, ToolCallRef};
 use crate::event::{
     AgentExecutionEndPayload, AgentExecutionStartPayload, AgentExecutionWaitPayload, EventKind,
@@ -377,7 +377,7 @@ fn held_workflow(agent: &Agent, id: &str) -> Option<crate::workflow::Workflow> {
     let workflow = if workflow.has_own_store() {
         workflow
     } else {
-        workflow.with_store(super::run::network_store(agent))
+        workflow.with_store(Arc::clone(&agent.stores().workflows))
     };
     match &agent.runtime.runs.cluster {
         Some(cluster) if workflow.inner.cluster.is_none() => {

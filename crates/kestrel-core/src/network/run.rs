@@ -9,7 +9,8 @@ use futures::Stream;
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::step::{Network, NetworkInit, NetworkStep};
+use super::call::{Network, NetworkInit};
+use super::step::NetworkStep;
 use super::{DEFAULT_NETWORK_MAX_STEPS, NetworkError, NetworkOptions};
 use crate::abort::AbortSignal;
 use crate::agent::Agent;
@@ -68,7 +69,7 @@ impl NetworkResult {
             .cloned();
         let (status, error) = match result.status {
             WorkflowStatus::Success => match &finish {
-                Some(f) if f.result == super::step::ABORTED => (NetworkStatus::Aborted, None),
+                Some(f) if f.result == super::call::ABORTED => (NetworkStatus::Aborted, None),
                 Some(f) if f.is_complete => (NetworkStatus::Complete, None),
                 Some(_) => (NetworkStatus::MaxIterations, None),
                 None => (

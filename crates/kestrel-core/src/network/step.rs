@@ -8,33 +8,19 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::call::{ABORTED, Network, NetworkInit};
+use super::completion;
 use super::primitives::{self, Exec, Outcome, Wait};
 use super::records;
 use super::routing::{self, Primitives, RoutingCall, RoutingFailure};
-use super::{NetworkOptions, completion};
 use crate::agent::Agent;
 use crate::event::{
     ErrorPayload, EventKind, NetworkFinishPayload, NetworkStepFinishPayload, PrimitiveAbortPayload,
     PrimitiveType, RoutingAgentEndPayload, RoutingAgentStartPayload, RoutingDecision, RoutingInput,
     WorkflowUsage,
 };
-use crate::memory::{AgentMemory, MemoryScope};
-use crate::message::Message;
+use crate::memory::MemoryScope;
 use crate::workflow::{Step, StepContext, StepError};
-
-/// The result of an aborted iteration (Mastra's).
-pub(crate) const ABORTED: &str = "Aborted";
-
-/// What a network run starts with: its input as a workflow run, kept with it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct NetworkInit {
-    pub task: String,
-    pub thread_id: String,
-    pub resource_id: String,
-    pub max_steps: u32,
-    pub verbose_introspection: bool,
-}
 
 /// Where the loop is.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -54,40 +40,6 @@ struct Pending {
     state: LoopState,
     decision: RoutingDecision,
     wait: Wait,
-}
-
-/// One network call's settings and agent.
-pub(crate) struct Network {
-    pub agent: Agent,
-    pub options: NetworkOptions,
-}
-
-impl Network {
-    pub(crate) fn new(agent: Agent, options: NetworkOptions) -> Self {
-        Self { agent, options }
-    }
-
-    fn memory(&self) -> Result<Arc<dyn AgentMemory>, StepError> {
-        self.agent
-            .memory()
-            .cloned()
-            .ok_or_else(|| StepError::new(format!("agent {:?} has no memory", self.agent.id())))
-    }
-
-    /// Stores the task in the network's thread (creating it).
-    pub(crate) async fn save_task(&self, init: &NetworkInit, messages: &[Message]) {
-        let Some(memory) = self.agent.memory() else {
-            return;
-        };
-        let scope = MemoryScope {
-            thread_id: init.thread_id.clone(),
-            resource_id: init.resource_id.clone(),
-        };
-        if let Err(error) = memory.prepare_thread(&scope, serde_json::Map::new()).await {
-            tracing::warn!(thread = %scope.thread_id, %error, "a network could not create its thread");
-        }
-        records::save(memory.as_ref(), &scope, messages).await;
-    }
 }
 
 /// The loop, as a workflow step.
