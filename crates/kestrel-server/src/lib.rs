@@ -39,6 +39,7 @@ mod chat;
 mod db_messages;
 mod error;
 mod guard;
+mod ids;
 mod limits;
 mod memory;
 mod network;

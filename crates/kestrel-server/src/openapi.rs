@@ -239,8 +239,8 @@ fn path_parameters(path: &str) -> Vec<Value> {
                 // No control characters: the path check refuses them, as bodies do in ids.
                 "schema": {
                     "type": "string",
-                    "maxLength": crate::wire::MAX_ID_LEN,
-                    "pattern": crate::wire::ID_PATTERN,
+                    "maxLength": crate::ids::MAX_ID_LEN,
+                    "pattern": crate::ids::ID_PATTERN,
                 },
             })
         })

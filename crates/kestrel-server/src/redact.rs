@@ -137,6 +137,11 @@ fn redact_nested(value: &mut Value) {
     }
 }
 
+/// An event's JSON as a client may read it: [`public_event`], written out.
+pub(crate) fn public_json(event: &kestrel_core::event::Event) -> String {
+    public_event(event).to_json()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

@@ -41,7 +41,7 @@ pub(crate) const BACKLOG_BYTES: usize = 8 * 1024 * 1024;
 /// What the response of a relayed run reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Relayed {
-    /// An event's JSON, as a client may read it ([`crate::sse::public_json`]).
+    /// An event's JSON, as a client may read it ([`crate::redact::public_json`]).
     Event(String),
     /// The run's stream ended and every event of it was relayed (never sent to a client
     /// that was let go, so a stream cut short does not look complete).
@@ -167,7 +167,7 @@ impl Driver {
             })
             .await;
             let sent = match next {
-                Ok(Some(event)) if reading => self.send(crate::sse::public_json(&event)),
+                Ok(Some(event)) if reading => self.send(crate::redact::public_json(&event)),
                 // Nobody reads: the event is dropped, the run goes on.
                 Ok(Some(_)) => Sent::LetGo,
                 Ok(None) => break,

@@ -749,7 +749,7 @@ async fn subscribe(
     });
     let events = subscription.map(move |event| {
         let _held = &slot;
-        Ok(SseEvent::default().data(crate::sse::public_json(&event)))
+        Ok(SseEvent::default().data(crate::redact::public_json(&event)))
     });
     let sse = Sse::new(connected.chain(events))
         .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("heartbeat"));

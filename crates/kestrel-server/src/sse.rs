@@ -69,11 +69,6 @@ impl LiveEvents for kestrel_core::network::NetworkStream {
     }
 }
 
-/// An event's JSON as a client may read it (see [`crate::redact`]).
-pub(crate) fn public_json(event: &kestrel_core::event::Event) -> String {
-    crate::redact::public_event(event).to_json()
-}
-
 /// Wraps `stream` so that `disconnected` runs, with the stream, if the wrapper is dropped
 /// before the stream ended. A response body is dropped when its client goes away (the server
 /// stops polling it), so around a response's stream this detects a disconnect; a stream read

@@ -4,7 +4,7 @@
 //! ignored (a client written for Mastra may send more), but a known field of the wrong type
 //! is a 400 that names it.
 //!
-//! - `ids`: what a caller may name and how long it may be (and the path guard);
+//! - [`crate::ids`] (re-exported here): what a caller may name and how long it may be;
 //! - `run_body`: the body of `generate` and `stream`, and what a token lets it ask;
 //! - `messages`: `messages` as Mastra's clients write them;
 //! - `decisions` and `send`: decisions, resumes, aborts, and messages into a thread;
@@ -13,15 +13,14 @@
 
 mod decisions;
 mod extract;
-mod ids;
 mod messages;
 mod result;
 mod run_body;
 mod send;
 
+pub(crate) use crate::ids::*;
 pub(crate) use decisions::*;
 pub(crate) use extract::{Body, MaybeBody};
-pub(crate) use ids::*;
 use messages::{input_messages, messages_schema};
 pub(crate) use result::RunResult;
 pub(crate) use run_body::*;
