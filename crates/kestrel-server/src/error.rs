@@ -4,9 +4,13 @@
 //! text, a database error) is logged, not sent: it may hold keys, prompts or internals.
 
 use axum::Json;
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{AgentError, RunControlError};
+use kestrel_core::version::VersionError;
+use kestrel_memory::kestrel_storage::StorageError;
 use serde_json::json;
 
 /// An error response.
@@ -316,5 +320,48 @@ impl From<kestrel_core::workflow::WorkflowRunError> for ApiError {
             _ => return ApiError::internal(&error),
         };
         ApiError::new(status, code, error.to_string())
+    }
+}
+
+/// A storage failure as the client sees it: what it did wrong, or a generic 500.
+pub(crate) fn storage_error(error: StorageError) -> ApiError {
+    match error {
+        // Another resource's thread is not revealed.
+        StorageError::ThreadNotFound { thread_id }
+        | StorageError::ThreadOwnedByOtherResource { thread_id, .. } => {
+            ApiError::not_found(format!("thread {thread_id:?} not found"))
+        }
+        StorageError::ThreadExists { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "thread_exists", error.to_string())
+        }
+        StorageError::InvalidFilter { .. } | StorageError::InvalidArgument { .. } => {
+            ApiError::invalid(error.to_string())
+        }
+        other => ApiError::internal(&other),
+    }
+}
+
+/// A query string axum could not parse, as a 400 naming the parameter.
+pub(crate) fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::invalid_query(e.body_text()))
+}
+
+/// A version the instance cannot run: 422 naming what is wrong.
+pub(crate) fn version_error(error: VersionError) -> ApiError {
+    match error {
+        e @ VersionError::NotEditable { .. } => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not_editable",
+            e.to_string(),
+        ),
+        e @ VersionError::UnknownVersion { .. } => ApiError::not_found(e.to_string()),
+        VersionError::Store(e) => ApiError::internal(&e),
+        e => ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_version",
+            e.to_string(),
+        ),
     }
 }

@@ -41,6 +41,7 @@ mod error;
 mod guard;
 mod ids;
 mod limits;
+mod lookup;
 mod memory;
 mod network;
 mod openapi;

@@ -18,8 +18,8 @@ use axum::{Extension, Json};
 use kestrel_core::agent::Agent;
 use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
 use kestrel_storage::{
-    Direction, MetadataUpdate, NewThread, PageRequest, Scope, Selection, Storage, StorageError,
-    Thread, ThreadOrder, ThreadOrderField, ThreadPatch, ThreadQuery,
+    Direction, MetadataUpdate, NewThread, PageRequest, Scope, Selection, Storage, Thread,
+    ThreadOrder, ThreadOrderField, ThreadPatch, ThreadQuery,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,8 @@ use responses::{
 use crate::auth::Caller;
 use crate::chat::history;
 use crate::chat::ui_stream::Version;
+use crate::error::{parsed, storage_error};
+use crate::lookup::memory;
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
@@ -126,48 +128,12 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
 }
 
-/// The server's memory, or 404 naming how to configure one.
-pub(crate) fn memory(state: &AppState) -> Result<&Memory, ApiError> {
-    state.memory.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_memory",
-            "this server has no memory: give it one with Server::memory",
-        )
-    })
-}
-
 /// Checks that `agentId`, when given, names an agent.
 async fn check_agent(state: &AppState, agent_id: Option<&str>) -> Result<(), ApiError> {
     if let Some(id) = agent_id {
-        crate::routes::agent(state, id).await?;
+        crate::lookup::agent(state, id).await?;
     }
     Ok(())
-}
-
-/// A storage failure as the client sees it: what it did wrong, or a generic 500.
-pub(crate) fn storage_error(error: StorageError) -> ApiError {
-    match error {
-        // Another resource's thread is not revealed.
-        StorageError::ThreadNotFound { thread_id }
-        | StorageError::ThreadOwnedByOtherResource { thread_id, .. } => {
-            ApiError::not_found(format!("thread {thread_id:?} not found"))
-        }
-        StorageError::ThreadExists { .. } => {
-            ApiError::new(StatusCode::CONFLICT, "thread_exists", error.to_string())
-        }
-        StorageError::InvalidFilter { .. } | StorageError::InvalidArgument { .. } => {
-            ApiError::invalid(error.to_string())
-        }
-        other => ApiError::internal(&other),
-    }
-}
-
-/// A query string axum could not parse, as a 400 naming the parameter.
-pub(crate) fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid_query(e.body_text()))
 }
 
 /// The thread, if it exists and the caller may see it (404 otherwise, for both).
@@ -606,7 +572,7 @@ async fn list_messages(
     // agent's runs, or from any agent's.
     let mut pending = Vec::new();
     let agents: Vec<Agent> = match query.agent_id.as_deref() {
-        Some(id) => vec![crate::routes::agent(&state, id).await?],
+        Some(id) => vec![crate::lookup::agent(&state, id).await?],
         None => state.kestrel.agents().cloned().collect(),
     };
     for agent in &agents {

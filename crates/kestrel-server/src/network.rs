@@ -17,8 +17,8 @@ use serde_json::{Map, Value};
 
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
+use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::routes::agent;
 use crate::wire::{Body, BodyRules, RunBody, client_context};
 use crate::{ApiError, AppState};
 

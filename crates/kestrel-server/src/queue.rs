@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::auth::Caller;
+use crate::lookup::agent;
 use crate::openapi::{Doc, Routes};
-use crate::routes::agent;
 use crate::wire::{Body, SendBody, ThreadBody};
 use crate::{ApiError, AppState};
 

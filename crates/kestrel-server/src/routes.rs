@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::auth::Caller;
 use crate::limits::{RunSlot, StreamSlot};
+use crate::lookup::{agent, stored_run};
 use crate::openapi::{Doc, Routes};
 use crate::wire::{
     Body, BodyRules, DecisionBody, ResumeBody, RunBody, RunResult, SendBody, ThreadBody,
@@ -184,16 +185,6 @@ pub(crate) async fn not_found() -> ApiError {
     ApiError::not_found("no such route")
 }
 
-/// The agent with this id, or a 404.
-pub(crate) async fn agent(state: &AppState, id: &str) -> Result<Agent, ApiError> {
-    state.kestrel.find_agent(id).await.map_err(|e| match e {
-        e @ kestrel_core::kestrel::KestrelError::AgentNotFound { .. } => {
-            ApiError::not_found(e.to_string())
-        }
-        e => ApiError::internal(&e),
-    })
-}
-
 /// `agent` as its runs see it by default: through its published version, if it has one.
 /// A published version this instance cannot run is logged, and the agent shown as it is.
 async fn published(agent: Agent) -> Agent {
@@ -250,7 +241,7 @@ async fn get_agent(
     Path(agent_id): Path<String>,
     query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AgentInfo>, ApiError> {
-    let query = crate::memory::parsed(query)?;
+    let query = crate::error::parsed(query)?;
     let choice = match (query.status, query.version_id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_query(
@@ -265,7 +256,7 @@ async fn get_agent(
     let agent = agent
         .at_version(&choice)
         .await
-        .map_err(crate::stored::version_error)?;
+        .map_err(crate::error::version_error)?;
     Ok(Json(AgentInfo::of(&agent).await))
 }
 
@@ -396,23 +387,6 @@ async fn resume_stream(
     let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
     let stream = agent.resume(call, body.resume_data).stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
-}
-
-/// The stored run `run_id` of `agent`, if the caller may reach it (404 otherwise, for both:
-/// another resource's run is not revealed).
-pub(crate) async fn stored_run(
-    agent: &Agent,
-    caller: &Caller,
-    run_id: &str,
-) -> Result<kestrel_core::store::StoredRun, ApiError> {
-    agent
-        .run_store()
-        .load(run_id)
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .filter(|s| s.state.agent_id == agent.id())
-        .filter(|s| caller.resource.is_none() || s.state.settings.resource_id == caller.resource)
-        .ok_or_else(|| ApiError::not_found(format!("run {run_id:?} not found")))
 }
 
 /// Without a `toolCallId`, the one suspended call of the run (Mastra's older clients send

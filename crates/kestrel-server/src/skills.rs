@@ -13,8 +13,8 @@ use kestrel_core::skill::{Skill, SkillError, SkillFiles, SkillMetadata};
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::lookup::agent;
 use crate::openapi::{Doc, Routes};
-use crate::routes::agent;
 use crate::{ApiError, AppState};
 
 pub(crate) fn routes() -> Routes<Arc<AppState>> {

@@ -102,7 +102,7 @@ pub(super) async fn load_stopped_run(
     caller: &Caller,
     run_id: &str,
 ) -> Result<StoredRun, ApiError> {
-    let stored = crate::routes::stored_run(agent, caller, run_id).await?;
+    let stored = crate::lookup::stored_run(agent, caller, run_id).await?;
     if stored.phase != RunPhase::Suspended {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -63,8 +63,8 @@ use turns::{AttachError, Turn, TurnKey};
 use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
 
 use crate::auth::Caller;
+use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::routes::agent;
 use crate::wire::{Body, MemoryBody};
 use crate::{ApiError, AppState};
 

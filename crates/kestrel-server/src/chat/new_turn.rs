@@ -32,7 +32,7 @@ pub(super) async fn replaced_after(
     {
         Ok(list) => list.messages,
         Err(StorageError::ThreadNotFound { .. }) => return Ok(None),
-        Err(error) => return Err(crate::memory::storage_error(error)),
+        Err(error) => return Err(crate::error::storage_error(error)),
     };
     let Some(at) = stored.iter().position(|m| m.id == message_id) else {
         return Ok(None);

@@ -17,11 +17,12 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use kestrel_core::version::{AgentConfig, VersionError};
+use kestrel_core::version::AgentConfig;
 use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageError, StoredAgent};
 
 use crate::auth::Caller;
-use crate::memory::{memory, parsed};
+use crate::error::{parsed, version_error};
+use crate::lookup::memory;
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
@@ -170,25 +171,7 @@ fn storage_error(error: StorageError) -> ApiError {
         e @ StorageError::VersionPublished { .. } => {
             ApiError::new(StatusCode::CONFLICT, "version_published", e.to_string())
         }
-        other => crate::memory::storage_error(other),
-    }
-}
-
-/// A version the instance cannot run: 422 naming what is wrong.
-pub(crate) fn version_error(error: VersionError) -> ApiError {
-    match error {
-        e @ VersionError::NotEditable { .. } => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "not_editable",
-            e.to_string(),
-        ),
-        e @ VersionError::UnknownVersion { .. } => ApiError::not_found(e.to_string()),
-        VersionError::Store(e) => ApiError::internal(&e),
-        e => ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_version",
-            e.to_string(),
-        ),
+        other => crate::error::storage_error(other),
     }
 }
 

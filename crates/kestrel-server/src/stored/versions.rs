@@ -12,10 +12,11 @@ use super::responses::{
 };
 use super::{
     Page, Shared, add_version, latest, parse_config, parsed, refuse_pinned, storage, storage_error,
-    stored, version_error, versions,
+    stored, versions,
 };
 use crate::ApiError;
 use crate::auth::Caller;
+use crate::error::version_error;
 use crate::wire::Body;
 
 pub(super) async fn list_versions(
