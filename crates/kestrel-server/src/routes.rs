@@ -24,8 +24,10 @@ use crate::wire::{
 use crate::{ApiError, AppState};
 
 mod agent_info;
+mod suspended;
 
 use agent_info::{AgentInfo, AgentList, ToolInfo, ToolList};
+use suspended::{SuspendedCall, SuspendedRunInfo, SuspendedRunsPage};
 
 type Shared = State<Arc<AppState>>;
 
@@ -435,65 +437,6 @@ struct SuspendedQuery {
     #[serde(default)]
     #[schemars(range(max = 1000))]
     per_page: Option<u32>,
-}
-
-/// A page of an agent's runs waiting for a person, newest first.
-#[derive(Debug, Serialize, JsonSchema)]
-struct SuspendedRunsPage {
-    /// This page's runs.
-    runs: Vec<SuspendedRunInfo>,
-    /// How many runs match in all.
-    total: u64,
-}
-
-/// A run waiting for a person.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-struct SuspendedRunInfo {
-    /// The run's id.
-    run_id: String,
-    /// Always `suspended` (Mastra's).
-    #[schemars(extend("const" = "suspended"))]
-    status: &'static str,
-    /// Its thread; `null` for a run without memory.
-    thread_id: Option<String>,
-    /// Its resource; `null` for a run without memory.
-    resource_id: Option<String>,
-    /// The calls it waits on, in the model's order.
-    tool_calls: Vec<SuspendedCall>,
-    /// When it stopped.
-    #[schemars(with = "String", extend("format" = "date-time"))]
-    suspended_at: chrono::DateTime<chrono::Utc>,
-}
-
-/// A call a suspended run waits on: Kestrel's waiting call, and Mastra's `requiresApproval`
-/// and `suspendPayload`.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-struct SuspendedCall {
-    /// The call, and what it waits for.
-    #[serde(flatten)]
-    call: kestrel_core::agent::WaitingCall,
-    /// Whether it waits for a person's approval.
-    requires_approval: bool,
-    /// What its tool passed to `suspend`, when it suspended itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    suspend_payload: Option<Value>,
-}
-
-impl From<kestrel_core::agent::WaitingCall> for SuspendedCall {
-    fn from(call: kestrel_core::agent::WaitingCall) -> Self {
-        use kestrel_core::agent::Waiting;
-        let suspend_payload = match &call.waiting {
-            Waiting::Resume { payload } => Some(payload.clone()),
-            _ => None,
-        };
-        Self {
-            requires_approval: call.waiting == Waiting::Approval,
-            suspend_payload,
-            call,
-        }
-    }
 }
 
 async fn suspended_runs(
