@@ -2,7 +2,8 @@
 //! signal, one driven by another instance through that instance (the cancel goes to the
 //! lease holder), and one left behind by a process that died is marked `canceled`.
 
-use super::run::{WorkflowRun, WorkflowRunError};
+use super::error::WorkflowRunError;
+use super::run::WorkflowRun;
 use crate::event::WorkflowStatus;
 
 impl WorkflowRun {

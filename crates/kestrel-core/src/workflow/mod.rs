@@ -38,6 +38,8 @@
 
 mod builder;
 mod engine;
+mod error;
+mod events;
 mod graph;
 mod held;
 mod lease;
@@ -45,6 +47,7 @@ mod live;
 pub(crate) use live::LiveRuns;
 mod cancel;
 mod nested;
+mod path;
 mod persist;
 mod primitives;
 mod recovery;
@@ -62,10 +65,11 @@ pub use crate::store::{
 pub use builder::{
     Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
 };
+pub use error::WorkflowRunError;
 pub use persist::SnapshotCheck;
 pub use primitives::{AgentStep, ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
-pub use run::{WorkflowRun, WorkflowRunError};
+pub use run::WorkflowRun;
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};
 pub use stream::WorkflowStream;
 pub use travel::TimeTravel;

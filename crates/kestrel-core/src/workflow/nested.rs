@@ -17,14 +17,12 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use super::builder::Workflow;
-use super::run::WorkflowRunError;
+use super::error::WorkflowRunError;
+use super::path::{META, path_of};
 use super::step::{Step, StepContext, StepError};
 use super::stream::WorkflowStream;
 use crate::event::{EventKind, StepStatus, WorkflowStatus, WorkflowStepPayload};
 use crate::store::{SharedWorkflowStore, WorkflowSnapshot};
-
-/// The key of the path under which a nesting step's suspend payload names the inner step.
-pub(crate) const META: &str = "__workflow_meta";
 
 #[async_trait::async_trait]
 impl Step for Workflow {
@@ -141,20 +139,6 @@ fn suspended_of(snapshot: &WorkflowSnapshot) -> Vec<(Vec<String>, Value)> {
             (path_of(id, &payload), payload)
         })
         .collect()
-}
-
-/// A suspended step's path: its id, then the path its payload names inside it (a nested
-/// workflow's).
-pub(crate) fn path_of(id: &str, payload: &Value) -> Vec<String> {
-    let mut path = vec![id.to_owned()];
-    if let Some(inner) = payload
-        .get(META)
-        .and_then(|meta| meta.get("path"))
-        .and_then(Value::as_array)
-    {
-        path.extend(inner.iter().filter_map(Value::as_str).map(str::to_owned));
-    }
-    path
 }
 
 /// The nesting step's suspension: the first suspended inner step's payload, with where it

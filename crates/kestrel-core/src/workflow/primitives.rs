@@ -12,7 +12,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::run::WorkflowRunError;
+use super::error::WorkflowRunError;
 use super::step::{Step, StepContext, StepError};
 use crate::agent::{Agent, RunOptions};
 use crate::tool::{Tool, ToolContext};

@@ -5,7 +5,7 @@
 //! is found by its lease having run out).
 
 use super::builder::Workflow;
-use super::run::WorkflowRunError;
+use super::error::WorkflowRunError;
 use crate::event::WorkflowStatus;
 use crate::store::WorkflowRunsQuery;
 

@@ -5,7 +5,8 @@ use serde_json::Value;
 
 use super::WorkflowResult;
 use super::engine::{Engine, Resume};
-use super::run::{WorkflowRun, WorkflowRunError};
+use super::error::WorkflowRunError;
+use super::run::WorkflowRun;
 use super::stream::WorkflowStream;
 use crate::event::WorkflowStatus;
 
@@ -23,7 +24,7 @@ impl WorkflowRun {
 
     /// [`WorkflowRun::restart`], streamed: a new `workflow-start`, then the rest of the run.
     pub async fn restart_stream(&self) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::stream::event_channel();
+        let (sender, receiver) = super::events::event_channel();
         let engine = self.restarted(Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -32,7 +33,7 @@ impl WorkflowRun {
     /// drives, taken over at its position.
     async fn restarted(
         &self,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow().inner.store;
         let workflow = self.workflow().id();

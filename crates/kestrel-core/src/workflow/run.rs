@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 
 use super::builder::Workflow;
 use super::engine::{Engine, Resume, foreach_suspended};
+use super::error::WorkflowRunError;
 use super::lease::RunLease;
 use super::live::LiveGuard;
 use super::result::WorkflowResult;
@@ -17,152 +18,7 @@ use super::stream::WorkflowStream;
 use crate::abort::AbortSignal;
 use crate::context::RequestContext;
 use crate::event::{StepStatus, WorkflowStatus};
-use crate::store::{WorkflowSnapshot, WorkflowStoreError};
-
-/// Why a run could not be started, resumed or canceled.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WorkflowRunError {
-    /// The input does not match the workflow's input schema.
-    #[error("invalid input for workflow {workflow:?}: {}", errors.join("; "))]
-    InvalidInput {
-        /// The workflow.
-        workflow: String,
-        /// One message per violation, naming its path.
-        errors: Vec<String>,
-    },
-    /// No run of that id is stored.
-    #[error("workflow {workflow:?} has no run {run_id:?}")]
-    UnknownRun {
-        /// The workflow.
-        workflow: String,
-        /// The run.
-        run_id: String,
-    },
-    /// A run of that id exists already (it cannot be started again).
-    #[error("run {run_id:?} of workflow {workflow:?} was started already (it is {status:?})")]
-    AlreadyStarted {
-        /// The workflow.
-        workflow: String,
-        /// The run.
-        run_id: String,
-        /// Where it stands.
-        status: WorkflowStatus,
-    },
-    /// The run is not suspended, so it cannot be resumed.
-    #[error("run {run_id:?} is not suspended (it is {status:?})")]
-    NotSuspended {
-        /// The run.
-        run_id: String,
-        /// Where it stands.
-        status: WorkflowStatus,
-    },
-    /// The step named is not one the run waits at (or none was named and several wait).
-    #[error("run {run_id:?} has no suspended step {step:?}; it waits at {suspended:?}")]
-    NotSuspendedStep {
-        /// The run.
-        run_id: String,
-        /// The step asked for (`None`: none was named).
-        step: Option<String>,
-        /// The steps it waits at.
-        suspended: Vec<String>,
-    },
-    /// The item named is not one of the foreach step's that wait (or none was named and
-    /// several wait).
-    #[error(
-        "item {index:?} of foreach step {step:?} in run {run_id:?} does not wait; the items that wait: {suspended:?}"
-    )]
-    NotSuspendedItem {
-        /// The run.
-        run_id: String,
-        /// The foreach step.
-        step: String,
-        /// The item asked for (`None`: none was named).
-        index: Option<usize>,
-        /// The items that wait.
-        suspended: Vec<usize>,
-    },
-    /// The resume data does not match the step's resume schema.
-    #[error("invalid resume data for step {step:?}: {}", errors.join("; "))]
-    InvalidResumeData {
-        /// The step.
-        step: String,
-        /// One message per violation, naming its path.
-        errors: Vec<String>,
-    },
-    /// Another resumer claimed the run first.
-    #[error("run {run_id:?} was resumed by someone else first")]
-    AlreadyClaimed {
-        /// The run.
-        run_id: String,
-    },
-    /// The run has ended, so it cannot be canceled.
-    #[error("run {run_id:?} has ended ({status:?}); there is nothing to cancel")]
-    Ended {
-        /// The run.
-        run_id: String,
-        /// How it ended.
-        status: WorkflowStatus,
-    },
-    /// The workflow store failed.
-    #[error(transparent)]
-    Store(#[from] WorkflowStoreError),
-    /// The cluster could not be reached (its leases or the instance driving the run: Redis
-    /// refuses or does not answer, or the instance did not answer in time): the run was not
-    /// started, continued or canceled, and nothing of it was written.
-    #[error("run {run_id:?}: the cluster could not be reached: {source}")]
-    Cluster {
-        /// The run.
-        run_id: String,
-        /// What failed.
-        #[source]
-        source: crate::cluster::ClusterError,
-    },
-    /// The run is neither running nor sleeping, so there is nothing to restart.
-    #[error(
-        "run {run_id:?} is not running or sleeping (it is {status:?}): only such a run is restarted"
-    )]
-    NotActive {
-        /// The run.
-        run_id: String,
-        /// Where it stands.
-        status: WorkflowStatus,
-    },
-    /// The run is going on in this process.
-    #[error("run {run_id:?} is in progress in this process")]
-    InProgress {
-        /// The run.
-        run_id: String,
-    },
-    /// Another live instance of the cluster drives the run (it holds the run's lease).
-    #[error("run {run_id:?} is driven by another instance")]
-    DrivenElsewhere {
-        /// The run.
-        run_id: String,
-    },
-    /// The run cannot travel in time: it is in progress (or only created).
-    #[error("run {run_id:?} is {status:?}: time travel takes a run that has ended or is suspended")]
-    TravelRefused {
-        /// The run.
-        run_id: String,
-        /// Where it stands.
-        status: WorkflowStatus,
-    },
-    /// The workflow has no such step.
-    #[error("workflow {workflow:?} has no step {step:?}")]
-    UnknownStep {
-        /// The workflow.
-        workflow: String,
-        /// The step asked for.
-        step: String,
-    },
-    /// The task driving a streamed run ended before the run did (its runtime shut down).
-    #[error("the workflow run was interrupted: {reason}")]
-    Interrupted {
-        /// Why.
-        reason: String,
-    },
-}
+use crate::store::WorkflowSnapshot;
 
 impl Workflow {
     /// A new run of the workflow, with a fresh id (Mastra's `createRun`).
@@ -314,7 +170,7 @@ impl WorkflowRun {
     /// [`WorkflowStream::result`] gives the result. Dropping the stream does not stop the run:
     /// it goes on in a task of its own.
     pub async fn stream(&self, input: Value) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::stream::event_channel();
+        let (sender, receiver) = super::events::event_channel();
         let engine = self.fresh(input, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -363,7 +219,7 @@ impl WorkflowRun {
         path: &[&str],
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::stream::event_channel();
+        let (sender, receiver) = super::events::event_channel();
         let engine = self.resumed(path, None, data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -391,7 +247,7 @@ impl WorkflowRun {
         data: Value,
     ) -> Result<WorkflowStream, WorkflowRunError> {
         let path: Vec<&str> = step.into_iter().collect();
-        let (sender, receiver) = super::stream::event_channel();
+        let (sender, receiver) = super::events::event_channel();
         let engine = self.resumed(&path, Some(index), data, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -478,7 +334,7 @@ impl WorkflowRun {
     pub(super) async fn fresh(
         &self,
         input: Value,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let errors = crate::schema::violations(&self.workflow.inner.input_validator, &input);
         if !errors.is_empty() {
@@ -568,7 +424,7 @@ impl WorkflowRun {
         path: &[&str],
         item: Option<usize>,
         data: Value,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
     ) -> Result<Engine, WorkflowRunError> {
         let store = &self.workflow.inner.store;
         let workflow = self.workflow.id();
@@ -661,7 +517,7 @@ impl WorkflowRun {
         mut stored: WorkflowSnapshot,
         from: WorkflowStatus,
         resume: Option<Resume>,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
     ) -> Result<Option<Engine>, WorkflowRunError> {
         let Some(live) = self.go_live() else {
             return Ok(None);
@@ -698,7 +554,7 @@ impl WorkflowRun {
         &self,
         stored: WorkflowSnapshot,
         resume: Option<Resume>,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
         live: LiveGuard,
         lease: Option<RunLease>,
     ) -> Engine {
@@ -741,7 +597,7 @@ impl WorkflowRun {
         results: crate::store::StepResults,
         state: Arc<Value>,
         request_context: RequestContext,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
         live: LiveGuard,
     ) -> Arc<RunShared> {
         Arc::new(RunShared {

@@ -128,7 +128,7 @@ pub(crate) struct RunShared {
     pub state: Mutex<Arc<Value>>,
     pub request_context: RequestContext,
     pub abort: AbortSignal,
-    pub events: Option<super::stream::EventSender>,
+    pub events: Option<super::events::EventSender>,
     /// The model usage of the run's agent steps.
     pub usage: Mutex<crate::event::WorkflowUsage>,
     /// Where the run is kept (a nested workflow keeps its runs there too).

@@ -8,7 +8,8 @@ use serde_json::Value;
 use super::WorkflowResult;
 use super::builder::Entry;
 use super::engine::Resume;
-use super::run::{WorkflowRun, WorkflowRunError};
+use super::error::WorkflowRunError;
+use super::run::WorkflowRun;
 use super::stream::WorkflowStream;
 use crate::event::WorkflowStatus;
 
@@ -72,7 +73,7 @@ impl WorkflowRun {
         &self,
         travel: TimeTravel,
     ) -> Result<WorkflowStream, WorkflowRunError> {
-        let (sender, receiver) = super::stream::event_channel();
+        let (sender, receiver) = super::events::event_channel();
         let engine = self.travelled(travel, Some(sender)).await?;
         Ok(WorkflowStream::spawn(engine, receiver))
     }
@@ -80,7 +81,7 @@ impl WorkflowRun {
     async fn travelled(
         &self,
         travel: TimeTravel,
-        events: Option<super::stream::EventSender>,
+        events: Option<super::events::EventSender>,
     ) -> Result<super::engine::Engine, WorkflowRunError> {
         let workflow = self.workflow();
         let store = workflow.store();

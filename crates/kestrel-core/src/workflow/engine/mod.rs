@@ -651,7 +651,7 @@ impl Engine {
         for (id, step) in &steps {
             if step.status == StepStatus::Suspended {
                 let payload = step.suspend_payload.as_ref().unwrap_or(&Value::Null);
-                suspended.push(super::nested::path_of(id, payload));
+                suspended.push(super::path::path_of(id, payload));
                 if let Some(payload) = &step.suspend_payload {
                     suspend_payload.insert(id.clone(), payload.clone());
                 }
