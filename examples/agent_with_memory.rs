@@ -22,13 +22,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Created and migrated on first open; WAL mode.
     let store: Arc<dyn Storage> = Arc::new(SqliteStorage::open(&path).await?);
     let model = default_model(process_env).ok_or("no model configured")?;
-    let memory = Memory::builder(store.clone())
+    // The memory has no store of its own: it keeps the agent's threads in the agent's storage.
+    let memory = Memory::builder()
         .last_messages(10)
         .generate_title(GenerateTitle::new(model.as_str()))
         .build()?;
     let agent = Agent::builder("assistant")
         .instructions("You are a helpful assistant. Keep answers short.")
         .memory(memory)
+        .storage(store.clone())
         .build()?;
 
     for question in ["Hi! My name is Ada.", "What is my name?"] {

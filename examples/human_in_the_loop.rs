@@ -46,7 +46,8 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn std::error::Erro
             println!("  (sending {:?} to {})", email.subject, email.to);
             Ok(format!("sent to {}", email.to))
         });
-    let memory = Memory::builder(store.clone()).last_messages(10).build()?;
+    // No store of its own: the memory keeps threads in the instance's storage.
+    let memory = Memory::builder().last_messages(10).build()?;
     let agent = Agent::builder("assistant")
         .instructions("You send emails for the user.")
         .model(Arc::new(model))

@@ -9,8 +9,6 @@
 //! that exist — so on this small model the answers may be weak, but each decision parses and
 //! names a real primitive, every time. The example checks that it did.
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 use kestrel::event::EventKind;
 use kestrel::memory::Memory;
@@ -38,9 +36,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .execute(|input: Shout, _ctx| async move { Ok(input.text.to_uppercase()) });
     let network = Agent::builder("coordinator")
         .instructions("Greet the user with the greeter, or shout a text with shout.")
-        .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+        .memory(Memory::default())
         .agents([greeter])
         .tool(shout)
+        .storage(InMemoryStorage::new())
         .build()?;
 
     let mut stream = network

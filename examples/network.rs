@@ -112,10 +112,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "the fact, its 12 words and the shouted fact are all there",
             ),
         ]))
-        .memory(Memory::new(Arc::new(InMemoryStorage::new())))
+        .memory(Memory::default())
         .agents([researcher])
         .workflow(word_count)
         .tool(shout)
+        .storage(InMemoryStorage::new())
         .build()?;
 
     let mut stream = coordinator

@@ -34,24 +34,18 @@ fn model() -> ModelSpec {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     // One storage (use SQLite or PostgreSQL storage to keep threads and runs across restarts),
-    // and one memory on it for the agent and for the server's /api/memory routes.
-    let storage = Arc::new(InMemoryStorage::new());
-    let memory = Memory::new(storage.clone());
+    // given to the instance once; the agent's memory keeps its threads there too.
+    let storage = InMemoryStorage::new();
     let greeter = Agent::builder("greeter")
         .description("Greets people by name")
         .instructions("Greet the user by name, briefly.")
         .model(model())
-        .memory(memory.clone())
+        .memory(Memory::default())
         .build()?;
-    // The instance's storage, given once: its runs are saved there, next to the threads.
-    let kestrel = Kestrel::builder()
-        .agent(greeter)
-        .storage(storage)
-        .memory(memory.clone())
-        .build()?;
+    let kestrel = Kestrel::builder().agent(greeter).storage(storage).build()?;
     // Beyond loopback the server refuses to start without KESTREL_API_TOKEN. Its memory
-    // routes serve the agent's memory.
-    let server = Server::from_env(kestrel).memory(memory);
+    // routes serve the instance's storage.
+    let server = Server::from_env(kestrel);
 
     if std::env::args().any(|a| a == "--serve") {
         println!("serving on http://127.0.0.1:4111/api");

@@ -84,12 +84,12 @@ fn delegates_once() -> ScriptedModel {
 }
 
 fn supervisor(script: ScriptedModel, research: Agent) -> Result<Agent, Error> {
-    let store = Arc::new(InMemoryStorage::new());
     Ok(Agent::builder("supervisor")
         .instructions("Delegate research to agent-research, then answer from its findings.")
         .model(model_or(script))
         .agents([research])
-        .memory(Memory::new(store))
+        .memory(Memory::default())
+        .storage(InMemoryStorage::new())
         .max_steps(10)
         .build()?)
 }

@@ -48,7 +48,8 @@ async fn main() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let store: Arc<dyn Storage> =
         Arc::new(SqliteStorage::open(dir.path().join("kestrel.db")).await?);
-    let memory = || Memory::new(store.clone()).shared();
+    // One memory for the three agents, on the supervisor's storage (given below).
+    let memory = || Memory::default().shared();
 
     let research = Agent::builder("research-agent")
         .description("Gathers factual information and returns bullet-point summaries.")
@@ -90,6 +91,7 @@ async fn main() -> Result<(), Error> {
         })))
         .agents([research, writing])
         .memory(memory())
+        .storage(store.clone())
         .build()?;
 
     // Tag every sub-agent thread with the tenant.

@@ -110,10 +110,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .models(models)
         .agent(writing)
         .agent(supervisor)
-        // Where the versions are kept (and the runs), given once; the memory of agents
-        // defined in the storage alone.
+        // Where the versions are kept (and the runs and threads), given once; the memory
+        // of agents defined in the storage alone keeps its threads there.
         .storage(Arc::clone(&storage))
-        .memory(Memory::new(Arc::clone(&storage)))
+        .memory(Memory::default())
         .build()?;
     let supervisor = kestrel.agent("supervisor")?;
 

@@ -91,7 +91,10 @@ async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
     let path = dir.path().join("w4.db");
     let store = SqliteStorage::open_with(&path, crate::sqlite_options()).await?;
     let shared: Arc<dyn Storage> = Arc::new(store.clone());
-    let memory = Memory::builder(shared.clone()).last_messages(10).build()?;
+    let memory = Memory::builder()
+        .storage(shared.clone())
+        .last_messages(10)
+        .build()?;
     let agent = agent(memory)?;
     let mut each = Vec::with_capacity(runs);
     let start = Instant::now();

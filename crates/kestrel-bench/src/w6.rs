@@ -43,7 +43,8 @@ fn instance(store: Arc<dyn Storage>) -> Result<Kestrel, Box<dyn Error>> {
         .description("Adds two integers")
         .require_approval(true)
         .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) });
-    let memory = Memory::builder(Arc::clone(&store))
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
         .last_messages(10)
         .build()?;
     let agent = Agent::builder("w6")

@@ -19,7 +19,8 @@
 //! One store holds everything: it is the instance's storage (every stopped run, workflow run,
 //! queued message and stored agent is saved there, so a run waiting for an approval survives a
 //! restart) and the database of the demo [`Memory`] ([`demo_memory`]), in which the assistant
-//! and the supervisor remember their threads and which the server's `/api/memory` routes read.
+//! and the supervisor remember their threads and which the server's `/api/memory` routes read:
+//! the memory has no store of its own, it takes the instance's.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -30,7 +31,7 @@
 //!
 //! let storage: Arc<dyn Storage> = Arc::new(dev::open_storage(".kestrel/dev.db".as_ref()).await?);
 //! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::clone(&storage))?;
-//! dev::server(kestrel, dev::demo_memory(storage)?)
+//! dev::server(kestrel, dev::demo_memory()?)
 //!     .serve("127.0.0.1:4111".parse()?)
 //!     .await?;
 //! # Ok(()) }
@@ -290,7 +291,7 @@ pub fn demo_kestrel_with(
         delay: tool_delay,
         ledger,
     };
-    let memory = demo_memory(Arc::clone(&storage))?;
+    let memory = demo_memory()?;
 
     let assistant = Agent::builder(ASSISTANT)
         .name("Assistant")
@@ -356,10 +357,10 @@ pub fn demo_kestrel_with(
     Ok(builder.build()?)
 }
 
-/// The memory of the demo agents over `storage`: the last 20 messages of a thread and a
-/// working memory about the user. [`server`] serves it behind the memory routes.
-pub fn demo_memory(storage: Arc<dyn Storage>) -> Result<Memory, DevError> {
-    Ok(Memory::builder(storage)
+/// The memory of the demo agents, on their instance's storage: the last 20 messages of a
+/// thread and a working memory about the user. [`server`] serves it behind the memory routes.
+pub fn demo_memory() -> Result<Memory, DevError> {
+    Ok(Memory::builder()
         .last_messages(20)
         .working_memory(WorkingMemory::template(
             "# About the user\n- Name:\n- Preferences:\n",
@@ -368,7 +369,7 @@ pub fn demo_memory(storage: Arc<dyn Storage>) -> Result<Memory, DevError> {
 }
 
 /// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` (the demo agents',
-/// [`demo_memory`] over the instance's storage) behind the memory routes, and the token from
+/// [`demo_memory`], on the instance's storage) behind the memory routes, and the token from
 /// `KESTREL_API_TOKEN` when it is set.
 pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
     Server::from_env(kestrel).studio(true).memory(memory)

@@ -100,7 +100,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(error) => return fail(USAGE, error),
     };
     // What the memory routes serve: the demo agents' memory, on the same database.
-    let memory = match dev::demo_memory(storage.storage()) {
+    let memory = match dev::demo_memory() {
         Ok(memory) => memory,
         Err(error) => return fail(USAGE, error),
     };

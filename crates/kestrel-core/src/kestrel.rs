@@ -67,6 +67,18 @@ pub enum KestrelError {
         /// The id.
         id: String,
     },
+    /// A memory cannot use the instance's storage ([`AgentMemory::attach`]): it already
+    /// uses another instance's.
+    #[error(
+        "{}: {message}",
+        agent.as_ref().map_or_else(|| "the instance's memory".to_owned(), |id| format!("the memory of agent {id:?}"))
+    )]
+    Memory {
+        /// The agent whose memory it is; `None`: the instance's own ([`KestrelBuilder::memory`]).
+        agent: Option<String>,
+        /// Why.
+        message: String,
+    },
     /// An agent defined in the storage could not be read or built from its version.
     #[error("stored agent {id:?} cannot be used: {message}")]
     StoredAgent {
@@ -424,6 +436,24 @@ impl KestrelBuilder {
             drains: Default::default(),
             versions: self.versions.clone(),
         });
+        // A memory without a store of its own uses the instance's.
+        if let Some(memory) = &runtime.memory {
+            memory
+                .attach(&runtime.stores)
+                .map_err(|error| KestrelError::Memory {
+                    agent: None,
+                    message: error.to_string(),
+                })?;
+        }
+        for agent in &self.agents {
+            agent
+                .inner
+                .attach_memories(&runtime.stores)
+                .map_err(|(agent, error)| KestrelError::Memory {
+                    agent: Some(agent),
+                    message: error.to_string(),
+                })?;
+        }
         let mut agents = BTreeMap::new();
         for agent in self.agents {
             let agent = agent.in_runtime(&runtime);

@@ -51,6 +51,7 @@ pub mod pubsub;
 pub mod run;
 pub mod runtime;
 pub mod schema;
+mod scope;
 mod sink;
 pub mod skill;
 pub mod store;

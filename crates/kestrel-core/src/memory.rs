@@ -24,15 +24,7 @@ use crate::message::Message;
 use crate::run::GenerateResult;
 use crate::tool::SharedTool;
 
-/// The conversation a run belongs to.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MemoryScope {
-    /// The thread (one conversation).
-    pub thread_id: String,
-    /// Its owner (a user, an organisation...).
-    pub resource_id: String,
-}
+pub use crate::scope::MemoryScope;
 
 /// What memory contributes to a run's context.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -238,6 +230,16 @@ pub trait AgentMemory: Send + Sync {
         Err(ForkError::Unsupported {
             thread_id: source.thread_id.clone(),
         })
+    }
+
+    /// Called when an agent with this memory joins an instance
+    /// ([`KestrelBuilder::build`](crate::kestrel::KestrelBuilder::build)), or is built with
+    /// stores of its own ([`AgentBuilder::storage`](crate::agent::AgentBuilder::storage)): a
+    /// memory without a store of its own takes the one these stores were made from here (see
+    /// [`Stores::backend`](crate::store::Stores::backend)). An error (the memory already
+    /// took another instance's store) stops the build. The default does nothing.
+    fn attach(&self, _stores: &crate::store::Stores) -> Result<(), MemoryError> {
+        Ok(())
     }
 
     /// Called once the run finished successfully, in a background task, when

@@ -54,6 +54,13 @@ pub enum Error {
         /// The resource the run named.
         resource_id: String,
     },
+    /// The memory has no store: it was built without one and its agent runs in no instance
+    /// with a storage. Nothing was read or written.
+    #[error(
+        "this memory has no storage: give its agent's instance one \
+         (Kestrel::builder().storage(..)), or the memory its own (Memory::builder().storage(..))"
+    )]
+    NoStorage,
     /// The thread disappeared while the run used it (deleted by someone else).
     #[error("thread `{thread_id}` no longer exists; its messages cannot be stored")]
     ThreadGone {

@@ -1,7 +1,10 @@
 //! Kestrel's memory: agents that remember, on SQLite, PostgreSQL or in memory.
 //!
 //! A [`Memory`] keeps each conversation as a **thread** owned by a **resource** (a user, an
-//! organisation...) in a [`kestrel_storage::Storage`]. Give it to an agent and name the thread
+//! organisation...) in a [`kestrel_storage::Storage`]: the storage of the instance its agent
+//! joins (`Kestrel::builder().storage(..)`), or of the agent itself
+//! (`Agent::builder(..).storage(..)`), so one store is given once; [`MemoryBuilder::storage`]
+//! gives a memory a store of its own instead. Give it to an agent and name the thread
 //! and the resource on each run; the agent then sees the thread's recent messages, and every
 //! complete message of the run is stored, with the ids streamed in events:
 //!
@@ -37,7 +40,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // `SqliteStorage::open("kestrel.db")` or `PostgresStorage::connect(..)` in real programs.
 //! let store: Arc<dyn Storage> = Arc::new(InMemoryStorage::new());
-//! let memory = Memory::builder(store.clone())
+//! let memory = Memory::builder()
 //!     .last_messages(20)
 //!     .working_memory(WorkingMemory::template("# User\n- Name:\n- City:"))
 //!     .build()?;
@@ -48,6 +51,7 @@
 //!     .instructions("You are a helpful assistant.")
 //!     .model(Arc::new(model))
 //!     .memory(memory)
+//!     .storage(store.clone()) // the agent's storage, and so its memory's
 //!     .build()?;
 //!
 //! agent.generate("I am Ada.").memory("thread-1", "user-1").await?;
@@ -66,6 +70,7 @@ pub mod observational;
 pub mod processor;
 mod recall_tool;
 pub mod semantic;
+mod slot;
 mod title;
 pub mod tokens;
 mod working;

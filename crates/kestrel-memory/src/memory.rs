@@ -25,6 +25,7 @@ use crate::history::{pair_tool_messages, window};
 use crate::observational::{ObservationScope, ObservationalMemory, ObservationalProcessor};
 use crate::processor::{RecallContext, SharedProcessor, StoreContext};
 use crate::semantic::{SemanticRecall, SemanticRecallProcessor};
+use crate::slot::StoreSlot;
 use crate::title::{GenerateTitle, TitleGenerator};
 use crate::working::{WorkingMemory, WorkingMemoryProcessor};
 
@@ -34,7 +35,10 @@ pub const DEFAULT_LAST_MESSAGES: u32 = 10;
 /// An agent's memory: conversations kept as threads in a [`Storage`].
 ///
 /// Give it to an agent (`Agent::builder(..).memory(memory)`) and name a thread and a
-/// resource on each run (`RunOptions::new().memory(thread, resource)`). Then, for each run:
+/// resource on each run (`RunOptions::new().memory(thread, resource)`). Its store is the
+/// instance's (`Kestrel::builder().storage(..)`), taken when the agent joins it, unless the
+/// memory was given one of its own ([`MemoryBuilder::storage`], [`Memory::new`]); a memory
+/// with neither answers each run with [`Error::NoStorage`]. Then, for each run:
 ///
 /// - **before the first step** the thread is created for the resource if it does not exist (a
 ///   thread of another resource is refused with [`Error::ForeignThread`]); the run's input is
@@ -54,7 +58,7 @@ pub struct Memory {
 }
 
 struct Inner {
-    storage: Arc<dyn Storage>,
+    storage: StoreSlot,
     last_messages: u32,
     read_only: bool,
     title: Option<TitleGenerator>,
@@ -69,7 +73,7 @@ impl fmt::Debug for Memory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let processors: Vec<&str> = self.inner.processors.iter().map(|p| p.name()).collect();
         f.debug_struct("Memory")
-            .field("backend", &self.inner.storage.backend())
+            .field("backend", &self.inner.storage.get().map(|s| s.backend()))
             .field("last_messages", &self.inner.last_messages)
             .field("read_only", &self.inner.read_only)
             .field("generate_title", &self.inner.title.is_some())
@@ -79,10 +83,11 @@ impl fmt::Debug for Memory {
 }
 
 impl Memory {
-    /// Starts building a memory over `storage`.
-    pub fn builder(storage: Arc<dyn Storage>) -> MemoryBuilder {
+    /// Starts building a memory, on its instance's store unless
+    /// [`MemoryBuilder::storage`] gives it one of its own.
+    pub fn builder() -> MemoryBuilder {
         MemoryBuilder {
-            storage,
+            storage: None,
             last_messages: DEFAULT_LAST_MESSAGES,
             read_only: false,
             generate_title: None,
@@ -97,6 +102,11 @@ impl Memory {
     /// A memory over `storage` with the defaults: the last 10 messages, no title, no working
     /// memory.
     pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self::with_defaults(StoreSlot::own(storage))
+    }
+
+    /// A memory with the defaults on `storage`.
+    fn with_defaults(storage: StoreSlot) -> Self {
         Self::from_parts(Parts {
             storage,
             last_messages: DEFAULT_LAST_MESSAGES,
@@ -122,9 +132,10 @@ impl Memory {
         }
     }
 
-    /// The store.
-    pub fn storage(&self) -> &Arc<dyn Storage> {
-        &self.inner.storage
+    /// The store: the memory's own, or the instance's once its agent joined one; `None`
+    /// before that.
+    pub fn storage(&self) -> Option<&Arc<dyn Storage>> {
+        self.inner.storage.get()
     }
 
     /// How many recent messages a run sees.
@@ -159,7 +170,7 @@ impl Memory {
         scope: &MemoryScope,
     ) -> Result<(Vec<StoredMessage>, bool, bool), Error> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let storage = &self.inner.storage;
+        let storage = self.inner.storage.require()?;
         let n = self.inner.last_messages;
         let loaded = if n == 0 {
             // No history, but the thread's owner must still be checked.
@@ -197,7 +208,7 @@ impl Memory {
     /// same resource's.
     async fn create_thread(&self, scope: &MemoryScope, metadata: Metadata) -> Result<(), Error> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let storage = &self.inner.storage;
+        let storage = self.inner.storage.require()?;
         let new = NewThread::new(resource_id)
             .id(thread_id)
             .metadata(metadata.clone());
@@ -250,7 +261,7 @@ impl Memory {
         input: &[Message],
     ) -> Result<(Vec<StoredMessage>, bool), MemoryError> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let storage = &self.inner.storage;
+        let storage = self.inner.storage.require().map_err(MemoryError::from)?;
         let batch: Vec<NewMessage> = input.iter().cloned().map(NewMessage::from).collect();
         let last = self.inner.last_messages.saturating_add(1);
         let appended = match storage
@@ -280,7 +291,7 @@ impl Memory {
         fence: Option<Fence<'_>>,
     ) -> Result<(), MemoryError> {
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let storage = &self.inner.storage;
+        let storage = self.inner.storage.require().map_err(MemoryError::from)?;
         let stored = match fence {
             Some(fence) => {
                 storage
@@ -302,18 +313,20 @@ impl Memory {
         if self.inner.processors.is_empty() {
             return Ok(());
         }
-        let cx = self.store_context(scope);
+        let storage = self.inner.storage.require().map_err(MemoryError::from)?;
+        let cx = StoreContext { storage, scope };
         for processor in &self.inner.processors {
             processor.stored(&cx, stored).await?;
         }
         Ok(())
     }
+}
 
-    fn store_context<'a>(&'a self, scope: &'a MemoryScope) -> StoreContext<'a> {
-        StoreContext {
-            storage: &self.inner.storage,
-            scope,
-        }
+/// A memory with the defaults (the last 10 messages, no title, no working memory) on its
+/// instance's store: Mastra's `new Memory()`.
+impl Default for Memory {
+    fn default() -> Self {
+        Self::with_defaults(StoreSlot::default())
     }
 }
 
@@ -335,8 +348,9 @@ impl Memory {
         thread_exists: bool,
     ) -> Result<RecalledContext, MemoryError> {
         let (history, has_older) = window(fetched, self.inner.last_messages as usize, older);
+        let storage = self.inner.storage.require().map_err(MemoryError::from)?;
         let mut cx = RecallContext {
-            storage: &self.inner.storage,
+            storage,
             scope,
             input,
             request_context,
@@ -456,10 +470,14 @@ impl AgentMemory for Memory {
         if self.inner.read_only {
             return;
         }
+        // A run with this memory had its store: recall needed it.
+        let Some(storage) = self.inner.storage.get() else {
+            return;
+        };
         if let Some(title) = &self.inner.title {
-            title.run(&self.inner.storage, scope).await;
+            title.run(storage, scope).await;
         }
-        let cx = self.store_context(scope);
+        let cx = StoreContext { storage, scope };
         for processor in &self.inner.processors {
             processor.run_finished(&cx, result).await;
         }
@@ -478,12 +496,8 @@ impl AgentMemory for Memory {
             new_thread_id: new_thread_id.map(str::to_owned),
             title: title.map(str::to_owned),
         };
-        match self
-            .inner
-            .storage
-            .clone_thread(&source.thread_id, options)
-            .await
-        {
+        let storage = self.inner.storage.require().map_err(MemoryError::from)?;
+        match storage.clone_thread(&source.thread_id, options).await {
             Ok(thread) => Ok(thread.id),
             Err(StorageError::ThreadNotFound { thread_id }) => {
                 Err(ForkError::ThreadNotFound { thread_id })
@@ -503,6 +517,10 @@ impl AgentMemory for Memory {
         }
     }
 
+    fn attach(&self, stores: &kestrel_core::store::Stores) -> Result<(), MemoryError> {
+        self.inner.storage.attach(stores)
+    }
+
     fn tools(&self) -> Vec<SharedTool> {
         if self.inner.read_only {
             return Vec::new();
@@ -517,7 +535,7 @@ impl AgentMemory for Memory {
 
 /// Builds a [`Memory`]. See [`Memory::builder`].
 pub struct MemoryBuilder {
-    storage: Arc<dyn Storage>,
+    storage: Option<Arc<dyn Storage>>,
     last_messages: u32,
     read_only: bool,
     generate_title: Option<GenerateTitle>,
@@ -531,7 +549,7 @@ pub struct MemoryBuilder {
 impl fmt::Debug for MemoryBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryBuilder")
-            .field("backend", &self.storage.backend())
+            .field("backend", &self.storage.as_ref().map(|s| s.backend()))
             .field("last_messages", &self.last_messages)
             .field("read_only", &self.read_only)
             .field("generate_title", &self.generate_title)
@@ -544,6 +562,13 @@ impl fmt::Debug for MemoryBuilder {
 }
 
 impl MemoryBuilder {
+    /// A store of the memory's own, over the instance's: usually not needed, the instance's
+    /// storage (`Kestrel::builder().storage(..)`) is the memory's too.
+    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(storage);
+        self
+    }
+
     /// How many of the thread's most recent messages (every stored message counts: user,
     /// assistant, tool results) a run sees; default 10, 0 for none.
     ///
@@ -627,15 +652,17 @@ impl MemoryBuilder {
             }
             None => None,
         };
+        // One slot for the memory and what it makes: a store taken later reaches them all.
+        let storage = self.storage.map(StoreSlot::own).unwrap_or_default();
         let mut processors: Vec<SharedProcessor> = Vec::new();
         let working_memory = self.working_memory.clone();
         if let Some(options) = self.working_memory {
-            let storage = Arc::clone(&self.storage);
+            let storage = storage.clone();
             processors.push(Arc::new(WorkingMemoryProcessor::new(storage, options)?));
         }
         let observation_scope = self.observational_memory.as_ref().map(|o| o.scope);
         if let Some(options) = self.observational_memory {
-            let storage = Arc::clone(&self.storage);
+            let storage = storage.clone();
             let registry = self.registry.as_ref();
             processors.push(Arc::new(ObservationalProcessor::new(
                 storage, options, registry,
@@ -656,7 +683,7 @@ impl MemoryBuilder {
             }
         }
         Ok(Memory::from_parts(Parts {
-            storage: self.storage,
+            storage,
             last_messages: self.last_messages,
             read_only: self.read_only,
             title,
@@ -669,7 +696,7 @@ impl MemoryBuilder {
 
 /// What a [`Memory`] is made of.
 struct Parts {
-    storage: Arc<dyn Storage>,
+    storage: StoreSlot,
     last_messages: u32,
     read_only: bool,
     title: Option<TitleGenerator>,
@@ -696,18 +723,20 @@ mod tests {
     #[test]
     fn finished_runs_are_wanted_only_for_titles_or_processors() {
         let storage = Arc::new(InMemoryStorage::new());
-        let plain = Memory::builder(storage.clone()).build().unwrap();
+        let plain = Memory::builder().storage(storage.clone()).build().unwrap();
         assert!(!plain.wants_finished_runs());
         let titles = || {
             let model = ScriptedModel::new().respond(ScriptedResponse::text("A title"));
             GenerateTitle::new(Arc::new(model))
         };
-        let titled = Memory::builder(storage.clone())
+        let titled = Memory::builder()
+            .storage(storage.clone())
             .generate_title(titles())
             .build()
             .unwrap();
         assert!(titled.wants_finished_runs());
-        let read_only = Memory::builder(storage)
+        let read_only = Memory::builder()
+            .storage(storage)
             .generate_title(titles())
             .read_only(true)
             .build()

@@ -26,6 +26,7 @@ use kestrel_storage::{
 use serde_json::{Value, json};
 
 use crate::observational::{ObservationScope, cut, message_content};
+use crate::slot::StoreSlot;
 
 /// The name of the tool that reads earlier messages.
 pub const RECALL_TOOL: &str = "recall";
@@ -50,14 +51,21 @@ const SNIPPET_CHARS: usize = 400;
 
 /// The `recall` tool.
 pub(crate) struct RecallTool {
-    storage: Arc<dyn Storage>,
+    storage: StoreSlot,
     scope: ObservationScope,
     description: String,
     input_schema: Value,
 }
 
 impl RecallTool {
-    pub(crate) fn new(storage: Arc<dyn Storage>, scope: ObservationScope) -> Self {
+    /// The memory's store, or why there is none.
+    fn store(&self) -> Result<&Arc<dyn Storage>, ToolError> {
+        self.storage
+            .require()
+            .map_err(|error| ToolError::new(error.to_string()))
+    }
+
+    pub(crate) fn new(storage: StoreSlot, scope: ObservationScope) -> Self {
         let limit = json!({
             "type": "integer", "minimum": 1, "maximum": MAX_LIMIT,
             "description": format!("How many messages (or threads) to return; default {DEFAULT_LIMIT}.")
@@ -178,7 +186,7 @@ impl RecallTool {
             }
         };
         let list = self
-            .storage
+            .store()?
             .list_messages(thread_id, Some(resource_id), selection)
             .await
             .map_err(|e| not_found_or(e, thread_id))?;
@@ -218,7 +226,7 @@ impl RecallTool {
             ..SeqRange::default()
         });
         let list = self
-            .storage
+            .store()?
             .list_messages(thread_id, Some(resource_id), selection)
             .await
             .map_err(|e| not_found_or(e, thread_id))?;
@@ -273,7 +281,7 @@ impl RecallTool {
             query: query.to_owned(),
             limit: limit(input),
         };
-        let hits = self.storage.search_messages(search).await.map_err(|e| {
+        let hits = self.store()?.search_messages(search).await.map_err(|e| {
             let thread = match &scope {
                 Scope::Thread { thread_id, .. } => thread_id.as_str(),
                 Scope::Resource { .. } => current,
@@ -321,7 +329,7 @@ impl RecallTool {
             ..ThreadQuery::default()
         };
         let listed = self
-            .storage
+            .store()?
             .list_threads(query)
             .await
             .map_err(|e| ToolError::new(format!("listing conversations failed: {e}")))?;

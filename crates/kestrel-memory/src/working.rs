@@ -11,11 +11,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kestrel_core::memory::MemoryError;
 use kestrel_core::tool::{SharedTool, Tool, ToolContext, ToolError};
-use kestrel_storage::{Scope, Storage, StorageError};
+use kestrel_storage::{Scope, StorageError};
 use serde_json::{Value, json};
 
 use crate::error::{Error, MemoryBuildError};
 use crate::processor::{MemoryProcessor, RecallContext};
+use crate::slot::StoreSlot;
 
 /// The name of the tool that updates working memory.
 pub const UPDATE_WORKING_MEMORY: &str = "update_working_memory";
@@ -109,7 +110,7 @@ pub(crate) struct WorkingMemoryProcessor {
 
 impl WorkingMemoryProcessor {
     pub(crate) fn new(
-        storage: Arc<dyn Storage>,
+        storage: StoreSlot,
         options: WorkingMemory,
     ) -> Result<Self, MemoryBuildError> {
         let input_schema = match &options.format {
@@ -227,7 +228,7 @@ fn system_text(options: &WorkingMemory, stored: Option<&str>, read_only: bool) -
 
 /// The `update_working_memory` tool.
 struct UpdateWorkingMemory {
-    storage: Arc<dyn Storage>,
+    storage: StoreSlot,
     options: WorkingMemory,
     input_schema: Value,
     validator: jsonschema::Validator,
@@ -279,7 +280,11 @@ impl Tool for UpdateWorkingMemory {
             Format::Schema(_) => input.to_string(),
         };
         let scope = scope_of(self.options.scope, thread_id, resource_id);
-        self.storage
+        let storage = self
+            .storage
+            .require()
+            .map_err(|error| ToolError::new(error.to_string()))?;
+        storage
             .set_working_memory(&scope, &content)
             .await
             .map_err(|e: StorageError| {

@@ -62,7 +62,8 @@ async fn main() -> Result<(), Error> {
     let dir = tempfile::tempdir()?;
     let storage: Arc<dyn Storage> =
         Arc::new(SqliteStorage::open(dir.path().join("fuzz.db")).await?);
-    let memory = Memory::builder(storage.clone())
+    let memory = Memory::builder()
+        .storage(storage.clone())
         .last_messages(20)
         .working_memory(WorkingMemory::template("# About the user\n- Name:\n"))
         .observational_memory(

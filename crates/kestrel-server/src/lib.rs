@@ -132,7 +132,7 @@ pub struct Server {
 pub(crate) struct AppState {
     pub kestrel: Kestrel,
     /// The memory the `/api/memory` routes (and chat history) read and write.
-    pub memory: Option<Memory>,
+    pub memory: Option<lookup::ServedMemory>,
     /// Whether a client that goes away aborts the run it was streaming.
     pub abort_on_disconnect: bool,
     /// The chat turns running now, for re-attaching to them.
@@ -147,7 +147,9 @@ impl Server {
     /// A server for `kestrel`'s agents, with no token, no CORS and a 1 MiB body limit.
     ///
     /// The `/api/memory` routes and the chat route's stored history serve the memory given to
-    /// [`Server::memory`]; without one those routes answer 404 `no_memory`.
+    /// [`Server::memory`], else the instance's storage
+    /// ([`KestrelBuilder::storage`](kestrel_core::kestrel::KestrelBuilder::storage)); with
+    /// neither those routes answer 404 `no_memory`.
     pub fn new(kestrel: Kestrel) -> Self {
         Self {
             kestrel,
@@ -166,7 +168,9 @@ impl Server {
     }
 
     /// The memory the `/api/memory` routes (threads, messages, working memory, observations)
-    /// and the chat route's stored history serve: usually the one the agents were given.
+    /// and the chat route's stored history serve: usually the one the agents were given. A
+    /// memory without a store of its own serves the instance's. Default: a
+    /// [`Memory::default`] on the instance's storage, when it has one.
     pub fn memory(mut self, memory: Memory) -> Self {
         self.memory = Some(memory);
         self
@@ -288,6 +292,26 @@ impl Server {
         self
     }
 
+    /// The memory the routes serve: the one given, or one on the instance's storage; it
+    /// takes the instance's store when it has none of its own.
+    fn served_memory(&self) -> Option<lookup::ServedMemory> {
+        let memory = self.memory.clone().unwrap_or_default();
+        if let Err(error) =
+            kestrel_core::memory::AgentMemory::attach(&memory, self.kestrel.stores())
+        {
+            // Its own store stays; the routes serve that.
+            tracing::warn!(%error, "the server's memory keeps the store it has");
+        }
+        let served = lookup::ServedMemory::new(memory);
+        if served.is_none() && self.memory.is_some() {
+            tracing::warn!(
+                "the server's memory has no storage and neither has its instance: the \
+                 /api/memory routes answer 404 no_memory"
+            );
+        }
+        served
+    }
+
     /// Refuses bodies larger than `bytes` with 413.
     pub fn body_limit(mut self, bytes: usize) -> Self {
         self.body_limit = bytes;
@@ -305,7 +329,7 @@ impl Server {
         ));
         let state = Arc::new(AppState {
             kestrel: self.kestrel.clone(),
-            memory: self.memory.clone(),
+            memory: self.served_memory(),
             abort_on_disconnect: self.abort_on_disconnect,
             chat_turns: Arc::default(),
             system_messages: self.system_messages,

@@ -1,9 +1,12 @@
 //! Finding what a request names: the agent, a stored run the caller may reach, the server's
 //! memory; each a 404 when it is not there (or not the caller's).
 
+use std::sync::Arc;
+
 use axum::http::StatusCode;
 use kestrel_core::agent::Agent;
 use kestrel_memory::Memory;
+use kestrel_storage::Storage;
 
 use crate::auth::Caller;
 use crate::{ApiError, AppState};
@@ -36,12 +39,42 @@ pub(crate) async fn stored_run(
 }
 
 /// The server's memory, or 404 naming how to configure one.
-pub(crate) fn memory(state: &AppState) -> Result<&Memory, ApiError> {
+pub(crate) fn memory(state: &AppState) -> Result<&ServedMemory, ApiError> {
     state.memory.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
             "no_memory",
-            "this server has no memory: give it one with Server::memory",
+            "this server has no memory: give its instance a storage (Kestrel::builder().storage(..)) \
+             or the server a memory with one (Server::memory)",
         )
     })
+}
+
+/// The memory the server serves and the store it has, found once when the router is made
+/// (a memory that has no store is not served). It reads as the [`Memory`] it wraps.
+#[derive(Debug, Clone)]
+pub(crate) struct ServedMemory {
+    memory: Memory,
+    storage: Arc<dyn Storage>,
+}
+
+impl ServedMemory {
+    /// `memory`, when it has a store.
+    pub(crate) fn new(memory: Memory) -> Option<Self> {
+        let storage = Arc::clone(memory.storage()?);
+        Some(Self { memory, storage })
+    }
+
+    /// The memory's store.
+    pub(crate) fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+}
+
+impl std::ops::Deref for ServedMemory {
+    type Target = Memory;
+
+    fn deref(&self) -> &Memory {
+        &self.memory
+    }
 }

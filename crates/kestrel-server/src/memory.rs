@@ -34,7 +34,7 @@ use crate::auth::Caller;
 use crate::chat::history;
 use crate::chat::ui_stream::Version;
 use crate::error::{parsed, storage_error};
-use crate::lookup::memory;
+use crate::lookup::{ServedMemory, memory};
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
@@ -166,7 +166,7 @@ async fn thread_of<'a>(
     thread_id: &str,
     agent_id: Option<&str>,
     resource_id: Option<&str>,
-) -> Result<(&'a Memory, Thread), ApiError> {
+) -> Result<(&'a ServedMemory, Thread), ApiError> {
     check_agent(state, agent_id).await?;
     let memory = memory(state)?;
     let thread = visible_thread(memory.storage().as_ref(), caller, thread_id, resource_id).await?;
@@ -176,7 +176,7 @@ async fn thread_of<'a>(
 /// A route's thread (the `{thread_id}` of its path, with the `agentId` and `resourceId` of its
 /// query), checked: the agent exists, the server has memory, and the caller may see the thread.
 struct ThreadAccess {
-    memory: Memory,
+    memory: ServedMemory,
     thread: Thread,
 }
 
@@ -237,7 +237,7 @@ async fn status(
     };
     Ok(Json(MemoryStatus {
         result,
-        config: state.memory.as_ref().map(MemoryConfig::of),
+        config: state.memory.as_deref().map(MemoryConfig::of),
     }))
 }
 

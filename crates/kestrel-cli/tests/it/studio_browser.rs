@@ -343,7 +343,7 @@ async fn the_studio_works_in_a_browser() {
         options,
     )
     .unwrap();
-    let memory = dev::demo_memory(Arc::new(storage.clone())).unwrap();
+    let memory = dev::demo_memory().unwrap();
     // The same agents behind a token, for the Studio's token prompt.
     let guarded = dev::server(kestrel.clone(), memory.clone()).token(TOKEN);
     let server = dev::server(kestrel, memory);

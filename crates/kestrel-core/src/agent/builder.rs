@@ -403,6 +403,15 @@ impl AgentBuilder {
                 known,
             });
         }
+        // Stores given to the agent itself are its memory's too, when it has none of its own.
+        if let Some(stores) = &self.storage {
+            inner
+                .attach_memories(stores)
+                .map_err(|(agent, error)| AgentBuildError::Memory {
+                    agent,
+                    message: error.to_string(),
+                })?;
+        }
         Ok(Agent {
             inner: Arc::new(inner),
             runtime: Arc::new(Runtime::standalone(

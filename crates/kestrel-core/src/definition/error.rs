@@ -45,6 +45,15 @@ pub enum AgentBuildError {
         /// Where the second is.
         second: String,
     },
+    /// The agent's memory cannot use the agent's stores
+    /// ([`crate::memory::AgentMemory::attach`]).
+    #[error("agent {agent:?}: its memory cannot use the agent's storage: {message}")]
+    Memory {
+        /// The agent id.
+        agent: String,
+        /// Why.
+        message: String,
+    },
     /// The agent id is empty.
     #[error("an agent needs a non-empty id")]
     EmptyId,

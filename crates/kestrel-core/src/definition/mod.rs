@@ -97,6 +97,24 @@ pub(crate) struct AgentDefinition {
     pub(crate) versioning: Versioning,
 }
 
+impl AgentDefinition {
+    /// Hands `stores` to the memory of this agent and of each sub-agent below it
+    /// ([`AgentMemory::attach`]); on failure, the agent whose memory refused, and why.
+    pub(crate) fn attach_memories(
+        &self,
+        stores: &crate::store::Stores,
+    ) -> Result<(), (String, crate::memory::MemoryError)> {
+        if let Some(memory) = &self.memory {
+            memory
+                .attach(stores)
+                .map_err(|error| (self.id.clone(), error))?;
+        }
+        self.sub_agents
+            .values()
+            .try_for_each(|sub_agent| sub_agent.attach_memories(stores))
+    }
+}
+
 /// Where a definition stands among stored versions.
 #[derive(Clone, Default)]
 pub(crate) struct Versioning {

@@ -26,6 +26,8 @@
 //! # Ok::<(), kestrel_core::kestrel::KestrelError>(())
 //! ```
 
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 mod queue;
@@ -60,7 +62,13 @@ pub struct Stores {
     pub queue: Option<SharedMessageQueue>,
     /// Where agents' versions are kept; `None`: every run uses its agent's own definition.
     pub versions: Option<SharedAgentVersions>,
+    /// The backend the ports came from, as the crates above core know it (see
+    /// [`Stores::backend`]).
+    backends: Backends,
 }
+
+/// Values kept beside the ports, one per type.
+type Backends = Arc<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>;
 
 impl Stores {
     /// Stores in this process's memory: runs and workflow runs last as long as the process;
@@ -71,6 +79,7 @@ impl Stores {
             workflows: Arc::new(InMemoryWorkflowStore::new()),
             queue: None,
             versions: None,
+            backends: Backends::default(),
         }
     }
 
@@ -84,7 +93,36 @@ impl Stores {
             workflows: Arc::clone(&store) as SharedWorkflowStore,
             queue: Some(Arc::clone(&store) as SharedMessageQueue),
             versions: Some(store as SharedAgentVersions),
+            backends: Backends::default(),
         }
+    }
+
+    /// These stores with `backend` kept beside them, found again by its type with
+    /// [`Stores::backend`]. A storage crate keeps its own handle on the store here, so what
+    /// needs more than the ports (a memory's threads and messages) can use the instance's
+    /// store instead of being given one of its own: `kestrel-storage` keeps an
+    /// `Arc<dyn Storage>`. One value per type; a second replaces the first.
+    pub fn with_backend<T: Any + Send + Sync>(mut self, backend: T) -> Self {
+        Arc::make_mut(&mut self.backends).insert(TypeId::of::<T>(), Arc::new(backend));
+        self
+    }
+
+    /// The value of type `T` kept with [`Stores::with_backend`], if any.
+    ///
+    /// ```
+    /// use kestrel_core::store::Stores;
+    ///
+    /// #[derive(Debug, PartialEq)]
+    /// struct Pool(&'static str);
+    ///
+    /// let stores = Stores::in_memory().with_backend(Pool("main"));
+    /// assert_eq!(stores.backend::<Pool>(), Some(&Pool("main")));
+    /// assert_eq!(Stores::in_memory().backend::<Pool>(), None);
+    /// ```
+    pub fn backend<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.backends
+            .get(&TypeId::of::<T>())
+            .and_then(|value| value.downcast_ref::<T>())
     }
 
     /// These stores with stopped runs saved in `runs` instead.
@@ -119,6 +157,7 @@ impl std::fmt::Debug for Stores {
             .field("workflows", &self.workflows)
             .field("queue", &self.queue.is_some())
             .field("versions", &self.versions.is_some())
+            .field("backends", &self.backends.len())
             .finish()
     }
 }

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use crate::error::BoxError;
-use crate::memory::MemoryScope;
 use crate::message::Message;
+use crate::scope::MemoryScope;
 
 /// A message waiting in a thread's queue.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,9 +32,9 @@ use super::{
     WorkflowSnapshot,
 };
 use crate::event::WorkflowStatus;
-use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::run::{RunSettings, RunState};
+use crate::scope::MemoryScope;
 use crate::version::{AgentConfig, VersionChoice, VersionError};
 
 /// One check: its name, and the check run on fresh stores.

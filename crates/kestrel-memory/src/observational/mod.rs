@@ -128,7 +128,7 @@ pub enum ObservationScope {
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// // A `provider/model` string such as "openai/gpt-5-mini" in real programs.
 /// let observer = Arc::new(ScriptedModel::new());
-/// let memory = Memory::builder(Arc::new(InMemoryStorage::new()))
+/// let memory = Memory::builder().storage(Arc::new(InMemoryStorage::new()))
 ///     .observational_memory(
 ///         ObservationalMemory::new(observer)
 ///             .scope(ObservationScope::Resource)

@@ -25,6 +25,7 @@ use super::{
 use crate::error::{Error, MemoryBuildError};
 use crate::processor::{MemoryProcessor, RecallContext, StoreContext};
 use crate::recall_tool::RecallTool;
+use crate::slot::StoreSlot;
 use crate::tokens::{count_tokens, stored_message_tokens};
 
 /// At most this many unobserved messages are loaded into a run's context (more only accumulate
@@ -46,7 +47,7 @@ const PREVIOUS_OBSERVATION_TOKENS: usize = 2000;
 
 /// The observational memory stage of a [`Memory`](crate::Memory), and its `recall` tool.
 pub(crate) struct ObservationalProcessor {
-    storage: Arc<dyn Storage>,
+    storage: StoreSlot,
     observer: SharedModel,
     reflector: SharedModel,
     scope: ObservationScope,
@@ -61,7 +62,7 @@ pub(crate) struct ObservationalProcessor {
 
 impl ObservationalProcessor {
     pub(crate) fn new(
-        storage: Arc<dyn Storage>,
+        storage: StoreSlot,
         options: ObservationalMemory,
         registry: Option<&ModelRegistry>,
     ) -> Result<Self, MemoryBuildError> {
@@ -78,7 +79,7 @@ impl ObservationalProcessor {
         };
         let tool: Option<SharedTool> = options
             .recall_tool
-            .then(|| Arc::new(RecallTool::new(Arc::clone(&storage), options.scope)) as SharedTool);
+            .then(|| Arc::new(RecallTool::new(storage.clone(), options.scope)) as SharedTool);
         Ok(Self {
             storage,
             observer,
@@ -91,6 +92,11 @@ impl ObservationalProcessor {
             tool,
             locks: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The memory's store, or why there is none.
+    fn store(&self) -> Result<&Arc<dyn Storage>, String> {
+        self.storage.require().map_err(|error| error.to_string())
     }
 
     /// Where this thread's observations are kept.
@@ -118,7 +124,7 @@ impl ObservationalProcessor {
         let lock = self.lock_for(&log);
         let _guard = lock.lock().await;
         let (thread_id, resource_id) = (scope.thread_id.as_str(), scope.resource_id.as_str());
-        let storage = &self.storage;
+        let storage = self.store()?;
         let mut observed = storage
             .get_observed_seq(thread_id, resource_id)
             .await
@@ -244,7 +250,7 @@ impl ObservationalProcessor {
         let observations = match known {
             Some(observations) => observations,
             None => self
-                .storage
+                .store()?
                 .list_observations(log)
                 .await
                 .map_err(|e| format!("reading observations failed: {e}"))?,
@@ -315,7 +321,7 @@ impl ObservationalProcessor {
                 source_thread_id: source.clone(),
             })
             .collect();
-        self.storage
+        self.store()?
             .replace_observations(log, replacement)
             .await
             .map_err(|e| format!("storing the reflected observations failed: {e}"))?;

@@ -110,7 +110,7 @@ impl From<(u32, u32)> for MessageRange {
 /// // `EmbedderRegistry::from_env().resolve("openai/text-embedding-3-small")?`.
 /// let embedder = Arc::new(HashEmbedder::new(256));
 /// let store: Arc<dyn Storage> = Arc::new(InMemoryStorage::new());
-/// let memory = Memory::builder(store)
+/// let memory = Memory::builder().storage(store)
 ///     .last_messages(10)
 ///     .semantic_recall(
 ///         SemanticRecall::new(embedder)

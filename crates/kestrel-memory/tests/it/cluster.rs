@@ -150,7 +150,8 @@ fn instance(
 
 /// The instances' memory on `store`: the last 20 messages of a thread.
 fn memory(store: &Store) -> Memory {
-    Memory::builder(Arc::clone(store))
+    Memory::builder()
+        .storage(Arc::clone(store))
         .last_messages(20)
         .build()
         .unwrap()
@@ -165,7 +166,7 @@ fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Ke
         .build()
         .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(agent)
         .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
@@ -538,7 +539,7 @@ fn background_instance(
         .build()
         .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(boss)
         .agent(helper)

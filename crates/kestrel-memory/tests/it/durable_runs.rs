@@ -108,7 +108,8 @@ fn model(tool: &'static str, args: Value) -> Arc<ScriptedModel> {
 /// A `Kestrel` instance (a "process") on `store`: the agent with memory, and the instance's
 /// runs saved in the memory's storage.
 fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(&store))
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
         .last_messages(10)
         .build()
         .unwrap();
@@ -120,7 +121,7 @@ fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> K
         .unwrap();
     // The storage, given once: the instance saves its runs in the memory's database.
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(agent)
         .build()
@@ -395,7 +396,8 @@ fn delegating_instance(
                 Ok("ok")
             }
         });
-    let memory = Memory::builder(Arc::clone(&store))
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
         .build()
         .unwrap()
         .shared();

@@ -29,7 +29,8 @@ const THREAD: &str = "t1";
 const RESOURCE: &str = "alice";
 
 fn agent_on(store: &Store, model: Arc<ScriptedModel>) -> Agent {
-    let memory = Memory::builder(Arc::clone(store))
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
         .last_messages(20)
         .build()
         .unwrap();

@@ -45,7 +45,8 @@ fn options() -> RunOptions {
 }
 
 fn agent_on(store: &Store, model: Arc<ScriptedModel>) -> Agent {
-    let memory = Memory::builder(Arc::clone(store))
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
         .last_messages(20)
         .build()
         .unwrap();
@@ -146,7 +147,10 @@ async fn an_abort_inside_a_watching_tool_keeps_the_step_text(store: Store) {
             ctx.abort_signal().aborted().await;
             Err::<Value, _>(ToolError::new("stopped"))
         });
-    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
+        .build()
+        .unwrap();
     let agent = Agent::builder("assistant")
         .model(model)
         .tool(watch)
@@ -297,7 +301,10 @@ async fn a_message_sent_to_the_active_run_reaches_its_next_step(store: Store) {
             tokio::time::sleep(Duration::from_millis(150)).await;
             Ok("sent")
         });
-    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
+        .build()
+        .unwrap();
     let agent = Agent::builder("assistant")
         .model(model)
         .tool(slow_send)

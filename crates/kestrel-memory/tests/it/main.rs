@@ -12,6 +12,7 @@ mod cluster;
 mod delegation_memory;
 mod durable_runs;
 mod forked_threads;
+mod instance_storage;
 mod live_threads;
 mod networks;
 mod observational_memory;

@@ -33,7 +33,8 @@ const THREAD: &str = "t1";
 const RESOURCE: &str = "alice";
 
 fn memory(store: &Store) -> Memory {
-    Memory::builder(Arc::clone(store))
+    Memory::builder()
+        .storage(Arc::clone(store))
         .last_messages(20)
         .build()
         .unwrap()
@@ -254,7 +255,7 @@ async fn a_queue_left_by_a_dead_process_is_drained_by_the_next(store: Store) {
                 .build()
                 .unwrap(),
         )
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .build()
         .unwrap();

@@ -63,7 +63,8 @@ fn embedder() -> Arc<HashEmbedder> {
 }
 
 fn memory(store: &Store, recall: SemanticRecall) -> Memory {
-    Memory::builder(store.clone())
+    Memory::builder()
+        .storage(store.clone())
         .last_messages(2)
         .semantic_recall(recall)
         .build()
@@ -352,7 +353,8 @@ async fn an_index_of_another_dimension_is_a_typed_error(store: Store) {
     store.create_index("shared", 8).await.unwrap();
     let recall = SemanticRecall::new(Arc::new(HashEmbedder::new(64))).index_name("shared");
     let writing = memory(&store, recall.clone());
-    let reading = Memory::builder(store.clone())
+    let reading = Memory::builder()
+        .storage(store.clone())
         .read_only(true)
         .semantic_recall(recall)
         .build()
@@ -444,7 +446,8 @@ async fn recall_by_meaning_with_the_local_embedder(store: Store) {
         return;
     };
     assert_eq!(embedder.dimension(), 384);
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(2)
         .semantic_recall(SemanticRecall::new(embedder).top_k(1).message_range(0))
         .build()

@@ -35,14 +35,18 @@ fn instance(
     shared: &Cluster,
     id: &str,
 ) -> Kestrel {
-    let memory = Memory::builder(store).last_messages(10).build().unwrap();
+    let memory = Memory::builder()
+        .storage(store)
+        .last_messages(10)
+        .build()
+        .unwrap();
     let agent = Agent::builder("assistant")
         .model(model)
         .memory(memory.clone())
         .build()
         .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(agent)
         .cluster(shared.clone().instance_id(id).lease_ttl(TTL))

@@ -135,7 +135,13 @@ async fn a_stored_agent_runs_from_its_versions(store: Store) {
     assert_eq!(answer.text, "[Help.] tools=agent-writing,lookup");
     // The run is remembered in the instance's memory.
     let memory = Memory::new(Arc::clone(&store));
-    let stored = memory.storage().get_thread("t1").await.unwrap().unwrap();
+    let stored = memory
+        .storage()
+        .unwrap()
+        .get_thread("t1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.resource_id, "alice");
 
     // A draft may name tools the published version does not: versions apply to the base.
@@ -187,7 +193,15 @@ async fn a_stored_agent_runs_from_its_versions(store: Store) {
         .memory("t2", "alice")
         .await
         .unwrap();
-    assert!(memory.storage().get_thread("t2").await.unwrap().is_none());
+    assert!(
+        memory
+            .storage()
+            .unwrap()
+            .get_thread("t2")
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Deleted, it is gone.
     store.delete_stored_agent("support").await.unwrap();

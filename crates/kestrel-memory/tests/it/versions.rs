@@ -107,7 +107,7 @@ fn instance(store: &Store, versions: Versions) -> Kestrel {
     Kestrel::builder()
         .agent(writing)
         .agent(supervisor)
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .versions(versions)
         .build()
@@ -192,7 +192,7 @@ async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
             .unwrap();
         Kestrel::builder()
             .agent(writing)
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory)
             .build()
             .unwrap()

@@ -70,9 +70,12 @@ fn workflow(ledger: &Arc<Ledger>, gate: Option<Arc<Semaphore>>) -> Workflow {
 
 /// An instance of `cluster` (one per test: its instances share its bus) over `store`.
 fn instance(store: &Store, cluster: &Cluster, id: &str, workflow: Workflow) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
+        .build()
+        .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .workflow(workflow)
         .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
@@ -232,9 +235,12 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
             .unwrap()
     };
     let on = |store: &Store, workflow: Workflow| {
-        let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+        let memory = Memory::builder()
+            .storage(Arc::clone(store))
+            .build()
+            .unwrap();
         Kestrel::builder()
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory)
             .workflow(workflow)
             .build()
@@ -342,7 +348,10 @@ async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
 
     // A run sleeping on A, canceled from B.
     let nap = |id: &str| {
-        let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+        let memory = Memory::builder()
+            .storage(Arc::clone(&store))
+            .build()
+            .unwrap();
         let before = create_step("before").execute(|n: Value, _ctx| async move { Ok(n) });
         let after = create_step("after").execute(|n: Value, _ctx| async move { Ok(n) });
         let napping = Workflow::builder("nap")
@@ -352,7 +361,7 @@ async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
             .commit()
             .unwrap();
         Kestrel::builder()
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory)
             .workflow(napping)
             .cluster(shared.clone().instance_id(id).lease_ttl(TTL))

@@ -79,9 +79,12 @@ fn napping() -> Workflow {
 
 /// An instance (a "process") over `store` with these workflows.
 fn instance(store: &Store, workflows: Vec<Workflow>) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
+        .build()
+        .unwrap();
     let mut builder = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory);
     for workflow in workflows {
         builder = builder.workflow(workflow);

@@ -31,9 +31,12 @@ fn approval_workflow() -> Workflow {
 }
 
 fn instance(store: &Store) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
+        .build()
+        .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .workflow(approval_workflow())
         .build()

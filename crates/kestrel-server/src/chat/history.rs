@@ -8,7 +8,6 @@
 //! (`<runId>::<toolCallId>`), and, in both versions, a `data-tool-call-approval` /
 //! `data-tool-call-suspended` part follows, built by the same function as the streamed chunk.
 
-use axum::http::StatusCode;
 use kestrel_core::agent::{Agent, DEFAULT_DECLINE_REASON, RunStatus, Waiting, WaitingCall};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::store::SuspendedRunsQuery;
@@ -34,13 +33,7 @@ pub(crate) async fn thread_ui_messages(
     resource_id: &str,
     version: Version,
 ) -> Result<Vec<UiMessage>, ApiError> {
-    let memory = state.memory.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::NOT_FOUND,
-            "no_memory",
-            "this server has no memory: give it one with Server::memory",
-        )
-    })?;
+    let memory = crate::lookup::memory(state)?;
     let stored = match memory
         .storage()
         .list_messages(thread_id, Some(resource_id), Selection::all())

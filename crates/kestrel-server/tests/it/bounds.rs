@@ -40,7 +40,7 @@ async fn start() -> String {
         .models(models)
         .agent(Agent::builder("echo").model(echo()).build().unwrap())
         .tool(lookup)
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone());
     for workflow in crate::workflows::workflows() {
         builder = builder.workflow(workflow);

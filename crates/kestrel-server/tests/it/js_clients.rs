@@ -121,7 +121,7 @@ fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     let mut builder = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(echo)
         .agent(mailer)
@@ -184,7 +184,7 @@ async fn the_mastra_client_drives_networks_against_kestrel() {
         let memory = Memory::new(Arc::new(InMemoryStorage::new()));
         let unlocks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut builder = Kestrel::builder()
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory.clone());
         for agent in crate::networks::network_agents(&memory, Arc::clone(&unlocks)) {
             builder = builder.agent(agent);
@@ -225,7 +225,7 @@ async fn the_mastra_client_manages_stored_agents_and_versions() {
             .models(models)
             .agent(writing)
             .tool(lookup)
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory.clone())
             .build()
             .unwrap();

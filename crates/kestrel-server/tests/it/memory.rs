@@ -31,7 +31,7 @@ async fn start(memory: Option<Memory>, configure: impl FnOnce(Server) -> Server)
     let mut kestrel = Kestrel::builder().agent(echo.build().unwrap());
     if let Some(memory) = &memory {
         kestrel = kestrel
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory.clone());
     }
     let mut server = Server::new(kestrel.build().unwrap());
@@ -256,7 +256,8 @@ async fn a_runs_messages_are_listed_oldest_first() {
 #[tokio::test]
 async fn working_memory_is_read_and_replaced() {
     let storage = Arc::new(InMemoryStorage::new());
-    let memory = Memory::builder(storage)
+    let memory = Memory::builder()
+        .storage(storage)
         .working_memory(
             WorkingMemory::template("# User\n- Name:").scope(WorkingMemoryScope::Resource),
         )
@@ -306,7 +307,8 @@ async fn working_memory_is_read_and_replaced() {
 
 #[tokio::test]
 async fn working_memory_with_a_schema_takes_a_json_object_only() {
-    let memory = Memory::builder(Arc::new(InMemoryStorage::new()))
+    let memory = Memory::builder()
+        .storage(Arc::new(InMemoryStorage::new()))
         .working_memory(
             WorkingMemory::schema(
                 json!({"type": "object", "properties": {"name": {"type": "string"}}}),
@@ -386,6 +388,46 @@ async fn a_server_without_memory_answers_no_memory() {
     let (status, body) = f.get("/memory/status").await;
     assert_eq!(status, 200);
     assert_eq!(body["result"], false);
+}
+
+/// Storage given once: the agent's `Memory::default()` and the server's memory routes both
+/// use the instance's storage; the server was given no memory.
+#[tokio::test]
+async fn the_instances_storage_serves_the_memory_routes() {
+    let echo = Agent::builder("echo")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            let last = req.messages.last().map(|m| m.text()).unwrap_or_default();
+            ScriptedResponse::text(format!("echo: {last}"))
+        })))
+        .memory(Memory::default())
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .storage(InMemoryStorage::new())
+        .agent(echo)
+        .build()
+        .unwrap();
+    let server = Server::new(kestrel);
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    tokio::spawn(server.serve_on(listener, addr));
+    let f = Fixture {
+        base: format!("http://{addr}/api"),
+        http: reqwest::Client::new(),
+        token: None,
+    };
+    let (status, result) = f
+        .post(
+            "/agents/echo/generate",
+            json!({"messages": "hello", "memory": {"thread": "t-1", "resource": "alice"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{result}");
+    let (status, listed) = f.get("/memory/threads/t-1/messages?agentId=echo").await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["total"], 2, "{listed}");
+    let (status, threads) = f.get("/memory/threads?resourceId=alice").await;
+    assert_eq!(status, 200, "{threads}");
+    assert_eq!(threads["threads"][0]["id"], "t-1", "{threads}");
 }
 
 #[tokio::test]
@@ -513,7 +555,13 @@ async fn a_pinned_caller_reaches_only_its_resources_threads() {
         .await;
     assert_eq!(status, 404);
     // Nothing of Bob's changed.
-    let thread = memory.storage().get_thread("b-1").await.unwrap().unwrap();
+    let thread = memory
+        .storage()
+        .unwrap()
+        .get_thread("b-1")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(thread.title, None);
     let (status, _) = alice.get("/memory/threads/a-1/messages").await;
     assert_eq!(status, 200);

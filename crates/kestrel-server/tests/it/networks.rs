@@ -122,7 +122,7 @@ async fn serve() -> Fixture {
         .build()
         .unwrap();
     let mut builder = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(echo);
     for agent in network_agents(&memory, Arc::clone(&unlocks)) {

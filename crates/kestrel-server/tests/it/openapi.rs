@@ -22,7 +22,7 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> String {
     let memory = Memory::new(Arc::new(InMemoryStorage::new()));
     let kestrel = Kestrel::builder()
         .agent(echo)
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .build()
         .unwrap();

@@ -287,7 +287,7 @@ async fn serve() -> Fixture {
         .commit()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(hub)
         .agent(clerk)

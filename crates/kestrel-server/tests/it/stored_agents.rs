@@ -102,7 +102,7 @@ async fn start() -> Fixture {
         .agent(writing)
         .agent(fixed)
         .tool(lookup)
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .build()
         .unwrap();

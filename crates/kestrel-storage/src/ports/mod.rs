@@ -185,13 +185,15 @@ macro_rules! implement_ports {
 
         impl kestrel_core::store::DurableStore for $backend {
             fn stores(self: std::sync::Arc<Self>) -> kestrel_core::store::Stores {
-                kestrel_core::store::Stores::on(self)
+                // The store itself rides along, for a memory without one of its own.
+                kestrel_core::store::Stores::on(std::sync::Arc::clone(&self))
+                    .with_backend(self as std::sync::Arc<dyn $crate::Storage>)
             }
         }
 
         impl kestrel_core::store::IntoStores for $backend {
             fn into_stores(self) -> kestrel_core::store::Stores {
-                kestrel_core::store::Stores::on(std::sync::Arc::new(self))
+                kestrel_core::store::DurableStore::stores(std::sync::Arc::new(self))
             }
         }
     };

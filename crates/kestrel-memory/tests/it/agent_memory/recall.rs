@@ -28,7 +28,8 @@ pub(super) async fn the_window_holds_the_last_messages(store: Store) {
         })
         .collect();
     seed(&store, "t1", "alice", seeded).await;
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(4)
         .build()
         .unwrap();
@@ -85,7 +86,8 @@ pub(super) async fn a_window_starting_at_tool_results_keeps_their_call_and_drops
         ],
     )
     .await;
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(2)
         .build()
         .unwrap();
@@ -157,7 +159,8 @@ pub(super) async fn read_only_recalls_but_never_writes(store: Store) {
         .set_working_memory(&Scope::resource("alice"), "# User\n- City: Porto")
         .await
         .unwrap();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .read_only(true)
         .working_memory(WorkingMemory::template("# User\n- City:"))
         .build()
@@ -202,7 +205,8 @@ pub(super) async fn a_thread_of_another_resource_is_refused(store: Store) {
     )
     .await;
     for last_messages in [10, 0] {
-        let memory = Memory::builder(store.clone())
+        let memory = Memory::builder()
+            .storage(store.clone())
             .last_messages(last_messages)
             .build()
             .unwrap();

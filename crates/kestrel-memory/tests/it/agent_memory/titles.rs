@@ -19,7 +19,8 @@ pub(super) async fn titles_are_generated_once_without_delaying_the_response(stor
             .with_model_id("titles")
             .respond(ScriptedResponse::text("\"Weather in Lisbon\"").with_delay(title_delay)),
     );
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .generate_title(GenerateTitle::new(title_model.clone()).instructions("Title it."))
         .build()
         .unwrap();
@@ -79,7 +80,8 @@ pub(super) async fn a_failing_title_model_is_not_fatal(store: Store) {
         message: "no".into(),
     };
     let title_model = Arc::new(ScriptedModel::new().respond(ScriptedResponse::error(failure)));
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .generate_title(GenerateTitle::new(title_model.clone()))
         .build()
         .unwrap();

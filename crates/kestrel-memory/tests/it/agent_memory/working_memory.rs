@@ -15,7 +15,8 @@ use crate::common::Store;
 /// resource's other threads, not by another resource.
 pub(super) async fn working_memory_template_is_shared_by_the_resource_threads(store: Store) {
     let template = "# User\n- Name:\n- City:";
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .working_memory(WorkingMemory::template(template))
         .build()
         .unwrap();
@@ -76,7 +77,8 @@ pub(super) async fn working_memory_template_is_shared_by_the_resource_threads(st
 /// it (a small local model picked it for a weather question and could only fail), while the
 /// agent's own tools stay. Where it is offered it is marked auxiliary.
 pub(super) async fn memory_tools_are_offered_only_to_runs_with_a_thread(store: Store) {
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .working_memory(WorkingMemory::template("# User\n- Name:"))
         .build()
         .unwrap();
@@ -122,7 +124,8 @@ pub(super) async fn working_memory_schema_is_per_thread_and_rejects_invalid_upda
         "required": ["name"],
         "additionalProperties": false
     });
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .working_memory(WorkingMemory::schema(schema.clone()).scope(WorkingMemoryScope::Thread))
         .build()
         .unwrap();

@@ -221,7 +221,10 @@ pub(super) async fn an_abort_reaches_the_delegated_agent(store: Store) {
 }
 
 pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(store: Store) {
-    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
+        .build()
+        .unwrap();
     let ask = create_step("ask")
         .resume_type::<Nights>()
         .execute(|_n: Value, ctx| async move {
@@ -247,7 +250,7 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(agent)
         .build()
@@ -310,7 +313,10 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
 }
 
 pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed(store: Store) {
-    let memory = Memory::builder(Arc::clone(&store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(&store))
+        .build()
+        .unwrap();
     // The sub-agent's own tool suspends: agent-execution-suspended.
     let helper = Agent::builder("helper")
         .description("Books rooms")
@@ -335,7 +341,7 @@ pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resume
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(agent)
         .build()

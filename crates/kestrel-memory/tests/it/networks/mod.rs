@@ -103,7 +103,10 @@ fn instance(
     shout_approval: bool,
     shouts: Arc<AtomicUsize>,
 ) -> Kestrel {
-    let memory = Memory::builder(Arc::clone(store)).build().unwrap();
+    let memory = Memory::builder()
+        .storage(Arc::clone(store))
+        .build()
+        .unwrap();
     let mut helper_agent = Agent::builder("helper")
         .description("Greets people")
         .model(helper);
@@ -120,7 +123,7 @@ fn instance(
         .build()
         .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory)
         .agent(network)
         .build()

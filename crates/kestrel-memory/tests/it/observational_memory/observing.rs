@@ -36,7 +36,8 @@ pub(super) async fn observations_replace_observed_messages_and_the_window_stays_
     let below: usize = first.iter().map(|t| count_tokens(t)).sum();
     let options = ObservationalMemory::new(observer.clone()).message_tokens(below + 6);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(2)
         .observational_memory(options)
         .build()
@@ -170,7 +171,8 @@ pub(super) async fn the_observer_gets_instructions_as_system_and_the_conversatio
     }));
     let options = ObservationalMemory::new(observer.clone()).message_tokens(1);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .observational_memory(options)
         .build()
         .unwrap();
@@ -230,7 +232,8 @@ pub(super) async fn a_single_message_larger_than_the_threshold_is_observed(store
     let options = ObservationalMemory::new(observer.clone()).message_tokens(500);
     assert!(count_tokens(&huge) > 3000);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(1)
         .observational_memory(options)
         .build()
@@ -310,7 +313,8 @@ pub(super) async fn thresholds_count_tokenizer_tokens(store: Store) {
         }));
         let options = ObservationalMemory::new(observer.clone()).message_tokens(threshold);
         let progress = options.progress();
-        let memory = Memory::builder(store.clone())
+        let memory = Memory::builder()
+            .storage(store.clone())
             .observational_memory(options)
             .build()
             .unwrap();
@@ -337,7 +341,8 @@ pub(super) async fn a_failing_observer_never_fails_the_run_and_is_retried(store:
     );
     let options = ObservationalMemory::new(observer.clone()).message_tokens(1);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .last_messages(1)
         .observational_memory(options)
         .build()
@@ -397,7 +402,8 @@ pub(super) async fn resource_scope_observations_reach_the_resources_other_thread
         .scope(ObservationScope::Resource)
         .message_tokens(1);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .observational_memory(options)
         .build()
         .unwrap();

@@ -71,7 +71,8 @@ pub(super) async fn recall_pages_reads_and_searches_this_thread(store: Store) {
     )
     .await;
     let observer = Arc::new(ScriptedModel::from_fn(|_| ScriptedResponse::text("NONE")));
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .observational_memory(ObservationalMemory::new(observer))
         .build()
         .unwrap();
@@ -168,7 +169,8 @@ pub(super) async fn recall_in_resource_scope_reads_the_resources_threads_and_nev
     .await;
     seed(&store, "b1", "bob", &["Lisbon secret of Bob.", "Noted."]).await;
     let observer = Arc::new(ScriptedModel::from_fn(|_| ScriptedResponse::text("NONE")));
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .observational_memory(ObservationalMemory::new(observer).scope(ObservationScope::Resource))
         .build()
         .unwrap();

@@ -31,7 +31,8 @@ pub(super) async fn reflection_condenses_observations_past_observation_tokens(st
         .message_tokens(1)
         .observation_tokens(rendered * 3 / 2);
     let progress = options.progress();
-    let memory = Memory::builder(store.clone())
+    let memory = Memory::builder()
+        .storage(store.clone())
         .observational_memory(options)
         .build()
         .unwrap();

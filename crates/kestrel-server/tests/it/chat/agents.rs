@@ -241,7 +241,7 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
         .build()
         .unwrap();
     Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(flaky)
         .agent(echo)

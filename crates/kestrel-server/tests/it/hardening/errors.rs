@@ -100,7 +100,7 @@ async fn a_nul_character_is_refused_alike_on_sqlite_and_postgres() {
             .unwrap();
         let kestrel = Kestrel::builder()
             .agent(echo)
-            .storage(Arc::clone(memory.storage()))
+            .storage(Arc::clone(memory.storage().unwrap()))
             .memory(memory.clone())
             .build()
             .unwrap();
@@ -191,7 +191,7 @@ async fn what_the_fuzzer_found_answers_4xx() {
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(mailer)
         .build()

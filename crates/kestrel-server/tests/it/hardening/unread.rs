@@ -244,7 +244,7 @@ async fn serve(configure: impl FnOnce(Server) -> Server) -> Fixture {
     let memory = Memory::new(Arc::new(kestrel_storage::InMemoryStorage::new()));
     let counts = Arc::new(Counts::default());
     let mut builder = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone());
     for workflow in workflows(&counts) {
         builder = builder.workflow(workflow);
@@ -314,7 +314,9 @@ impl Fixture {
         run_id: &str,
         done: impl Fn(WorkflowStatus) -> bool,
     ) -> Option<(WorkflowStatus, Value)> {
-        let store = Arc::clone(self.memory.storage()).into_stores().workflows;
+        let store = Arc::clone(self.memory.storage().unwrap())
+            .into_stores()
+            .workflows;
         let workflow = format!("agent-network-{agent}");
         let deadline = tokio::time::Instant::now() + PATIENCE;
         let mut last = None;

@@ -147,7 +147,7 @@ async fn a_network_start_refused_by_the_cluster_is_503() {
         .build()
         .unwrap();
     let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage()))
+        .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
         .agent(router)
         .cluster(cluster)
