@@ -15,7 +15,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kestrel::memory::Memory;
 use kestrel::prelude::*;
-use kestrel::storage::{Selection, SqliteStorage, Storage};
+use kestrel::storage::prelude::*;
+use kestrel::storage::{Selection, SqliteStorage};
 use kestrel::store::SuspendedRunsQuery;
 use serde_json::json;
 

@@ -43,9 +43,10 @@ pub const DEFAULT_LAST_MESSAGES: u32 = 10;
 /// - **before the first step** the thread is created for the resource if it does not exist (a
 ///   thread of another resource is refused with [`Error::ForeignThread`]); the run's input is
 ///   stored and the [`last_messages`](MemoryBuilder::last_messages) messages before it are read,
-///   in one call ([`Storage::append_with_history`], one round trip on SQLite); they become the
-///   run's history, and the [processors](crate::processor) add their context (working
-///   memory...);
+///   in one call
+///   ([`append_with_history`](kestrel_storage::MessageStore::append_with_history), one
+///   round trip on SQLite); they become the run's history, and the
+///   [processors](crate::processor) add their context (working memory...);
 /// - **as each step ends** its assistant message and tool results are appended, with the ids the
 ///   events streamed (appends are idempotent by id);
 /// - **after the run**, in the background, the thread gets a title if it has none

@@ -15,10 +15,10 @@
 //! This is how semantic recall and observational memory plug in:
 //!
 //! - **semantic recall** (`embedder`, `top_k`, `message_range`, `scope`): `stored` embeds the new
-//!   messages with text into a vector index (`Storage::upsert_vectors`, metadata `thread_id`,
+//!   messages with text into a vector index (`VectorStore::upsert_vectors`, metadata `thread_id`,
 //!   `resource_id`, `message_id`); `recall` embeds the input's text, queries the index
 //!   (thread or resource filter), loads each match with `message_range` neighbours
-//!   (`Storage::list_messages` with a seq range), merges this thread's matches into the history
+//!   (`MessageStore::list_messages` with a seq range), merges this thread's matches into the history
 //!   with [`RecallContext::add_history`] and describes other threads' matches in
 //!   [`RecallContext::system`];
 //! - **observational memory** ([`crate::observational`]): `recall` adds the messages after the

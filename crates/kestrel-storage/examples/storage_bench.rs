@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kestrel_core::message::{Message, Part, Role};
+use kestrel_storage::prelude::*;
 use kestrel_storage::{
     MessageSearch, NewMessage, NewThread, PgOptions, PostgresStorage, Scope, Selection,
     SqliteStorage, Storage, VectorFilter, VectorQuery, VectorRecord,

@@ -1,6 +1,9 @@
 //! Kestrel's storage: the durable state of agents.
 //!
-//! One object-safe trait, [`Storage`], shared as `Arc<dyn Storage>`, covers
+//! One object-safe trait, [`Storage`], shared as `Arc<dyn Storage>`, is the sum of one trait
+//! per domain ([`ThreadStore`], [`MessageStore`], [`WorkingMemoryStore`], [`RunRecordStore`],
+//! [`ObservationStore`], [`VectorStore`], ...; `use kestrel_storage::prelude::*` brings them
+//! into scope). Together they cover
 //!
 //! - **threads** owned by resources, listed by resource and metadata filter, paginated;
 //! - **messages** with a per-thread sequence assigned by the store (concurrent appends never
@@ -20,7 +23,8 @@
 //! # async fn demo() -> Result<(), kestrel_storage::StorageError> {
 //! use std::sync::Arc;
 //! use kestrel_core::message::Message;
-//! use kestrel_storage::{NewThread, Selection, SqliteStorage, Storage};
+//! use kestrel_storage::prelude::*;
+//! use kestrel_storage::{NewThread, Selection, SqliteStorage};
 //!
 //! let store: Arc<dyn Storage> = Arc::new(SqliteStorage::open("kestrel.db").await?);
 //! let thread = store.create_thread(NewThread::new("user-1").title("Lisbon trip")).await?;
@@ -56,5 +60,16 @@ pub use postgres::{PgOptions, PostgresStorage};
 pub use sql_common::redact_url;
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStorage, Synchronous};
-pub use storage::Storage;
+pub use storage::{
+    AgentStore, MessageStore, ObservationStore, QueueStore, RunRecordStore, Storage, ThreadStore,
+    VectorStore, WorkflowRecordStore, WorkingMemoryStore,
+};
+
+/// The storage traits, to call any domain's methods on a storage: `use kestrel_storage::prelude::*;`.
+pub mod prelude {
+    pub use crate::storage::{
+        AgentStore, MessageStore, ObservationStore, QueueStore, RunRecordStore, Storage,
+        ThreadStore, VectorStore, WorkflowRecordStore, WorkingMemoryStore,
+    };
+}
 pub use types::*;

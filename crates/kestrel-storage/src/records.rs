@@ -65,7 +65,7 @@ pub struct AgentVersion {
     pub created_at: DateTime<Utc>,
 }
 
-/// A message to queue for a thread's next run ([`crate::Storage::enqueue_message`]).
+/// A message to queue for a thread's next run ([`crate::QueueStore::enqueue_message`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewQueuedMessage {
     /// Its id (also the message's id once a run takes it); unique across queues.

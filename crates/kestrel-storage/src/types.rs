@@ -189,7 +189,7 @@ pub struct ThreadPatch {
     pub metadata: Option<MetadataUpdate>,
 }
 
-/// Options of [`crate::Storage::clone_thread`].
+/// Options of [`crate::ThreadStore::clone_thread`].
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CloneThread {
     /// The resource that owns the source thread (checked).
@@ -220,7 +220,7 @@ pub struct ThreadOrder {
     pub direction: Direction,
 }
 
-/// What [`crate::Storage::list_threads`] returns.
+/// What [`crate::ThreadStore::list_threads`] returns.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ThreadQuery {
     /// Only this resource's threads.
@@ -375,7 +375,7 @@ pub struct SeqRange {
     pub anchor: Anchor,
 }
 
-/// Which messages of a thread [`crate::Storage::list_messages`] returns, always in seq order.
+/// Which messages of a thread [`crate::MessageStore::list_messages`] returns, always in seq order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selection {
     /// The last `n` messages.
@@ -422,7 +422,7 @@ impl Selection {
     }
 }
 
-/// What [`crate::Storage::list_messages`] returns.
+/// What [`crate::MessageStore::list_messages`] returns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageList {
     /// The messages, in seq order.
@@ -588,7 +588,7 @@ impl RunRecord {
     }
 }
 
-/// What [`crate::Storage::list_runs`] returns; `None` fields do not filter.
+/// What [`crate::RunRecordStore::list_runs`] returns; `None` fields do not filter.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunFilter {
     /// Only this agent's runs.
@@ -663,7 +663,7 @@ impl WorkflowRunRecord {
     }
 }
 
-/// Which workflow runs [`crate::Storage::list_workflow_runs`] returns.
+/// Which workflow runs [`crate::WorkflowRecordStore::list_workflow_runs`] returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkflowRunFilter {
     /// Only this workflow's runs.

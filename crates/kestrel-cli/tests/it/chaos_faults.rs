@@ -36,9 +36,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kestrel_chaos::{Fault, FaultProxy};
+use kestrel_storage::prelude::*;
 use kestrel_storage::{
-    PageRequest, PgOptions, PostgresStorage, RunFilter, RunPhase, Storage, WorkflowRunFilter,
-    WorkflowStatus,
+    PageRequest, PgOptions, PostgresStorage, RunFilter, RunPhase, WorkflowRunFilter, WorkflowStatus,
 };
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 //! was said long ago (or in the user's other conversations) that relates to the new message:
 //!
 //! - **when messages are stored**, the text of each new user and assistant message is embedded
-//!   and upserted into a vector index of the store ([`Storage::upsert_vectors`]), with the
+//!   and upserted into a vector index of the store ([`VectorStore::upsert_vectors`]), with the
 //!   message's `thread_id`, `resource_id`, `message_id` and `seq` as metadata. The vector's id is
 //!   the message id, so deleting a message or a thread deletes its vector;
 //! - **before a run**, the text of the input's last user message is embedded and the index is
@@ -28,7 +28,7 @@
 //! This module holds the options; the memory stage that stores and searches the vectors is in
 //! `processor`.
 //!
-//! [`Storage::upsert_vectors`]: kestrel_storage::Storage::upsert_vectors
+//! [`VectorStore::upsert_vectors`]: kestrel_storage::VectorStore::upsert_vectors
 
 mod processor;
 

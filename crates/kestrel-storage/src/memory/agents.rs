@@ -1,6 +1,9 @@
 //! The stored agents of [`super::InMemoryStorage`] and their versions.
 
-use super::State;
+use crate::storage::AgentStore;
+use async_trait::async_trait;
+
+use super::{InMemoryStorage, State};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::types::{AgentVersion, NewAgentVersion, NewStoredAgent, StoredAgent};
@@ -143,4 +146,54 @@ pub(super) fn delete_version(state: &mut State, agent_id: &str, version_id: &str
         versions.retain(|v| v.id != version_id);
     }
     Ok(())
+}
+
+#[async_trait]
+impl AgentStore for InMemoryStorage {
+    async fn create_stored_agent(
+        &self,
+        agent: NewStoredAgent,
+    ) -> Result<(StoredAgent, AgentVersion)> {
+        create(&mut self.state(), agent)
+    }
+
+    async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
+        Ok(get(&self.state(), agent_id))
+    }
+
+    async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
+        Ok(list(&self.state()))
+    }
+
+    async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
+        Ok(delete(&mut self.state(), agent_id))
+    }
+
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        version: NewAgentVersion,
+    ) -> Result<AgentVersion> {
+        add_version(&mut self.state(), agent_id, version)
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
+        get_version(&self.state(), agent_id, version_id)
+    }
+
+    async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
+        list_versions(&self.state(), agent_id)
+    }
+
+    async fn activate_agent_version(
+        &self,
+        agent_id: &str,
+        version_id: Option<&str>,
+    ) -> Result<StoredAgent> {
+        activate(&mut self.state(), agent_id, version_id)
+    }
+
+    async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
+        delete_version(&mut self.state(), agent_id, version_id)
+    }
 }

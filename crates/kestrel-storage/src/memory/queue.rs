@@ -1,6 +1,9 @@
 //! The message queues of [`super::InMemoryStorage`]: one ordered list of every queued message.
 
-use super::State;
+use crate::storage::QueueStore;
+use async_trait::async_trait;
+
+use super::{InMemoryStorage, State};
 use crate::codec;
 use crate::error::Result;
 use crate::types::{NewQueuedMessage, QueuedMessage, QueuedThread};
@@ -72,4 +75,36 @@ pub(super) fn threads(state: &State) -> Vec<QueuedThread> {
             resource_id: q.resource_id.clone(),
         })
         .collect()
+}
+
+#[async_trait]
+impl QueueStore for InMemoryStorage {
+    async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {
+        enqueue(&mut self.state(), message)
+    }
+
+    async fn queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+    ) -> Result<Vec<QueuedMessage>> {
+        list(&self.state(), thread_id, resource_id)
+    }
+
+    async fn remove_queued_message(&self, id: &str) -> Result<bool> {
+        Ok(remove(&mut self.state(), id))
+    }
+
+    async fn cancel_queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<QueuedMessage>> {
+        cancel(&mut self.state(), thread_id, resource_id, ids.as_deref())
+    }
+
+    async fn queued_threads(&self) -> Result<Vec<QueuedThread>> {
+        Ok(threads(&self.state()))
+    }
 }

@@ -1,13 +1,16 @@
 //! The agent runs of [`super::InMemoryStorage`]: each run's snapshot by id, saved with a
 //! compare-and-set on its version and fenced by its lease token, and listed.
 
-use super::State;
+use crate::storage::RunRecordStore;
+use async_trait::async_trait;
+
 use super::listing::{newest_first, run_matches};
+use super::{InMemoryStorage, State};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::types::{Page, RunFilter, RunRecord};
 
-/// Saves one run (see [`crate::Storage::save_run`]).
+/// Saves one run (see [`crate::RunRecordStore::save_run`]).
 pub(super) fn save(
     state: &mut State,
     record: RunRecord,
@@ -26,7 +29,7 @@ pub(super) fn save(
     Ok(saved)
 }
 
-/// Saves several runs, all or none (see [`crate::Storage::save_runs`]).
+/// Saves several runs, all or none (see [`crate::RunRecordStore::save_runs`]).
 pub(super) fn save_many(
     state: &mut State,
     saves: Vec<(RunRecord, Option<i64>)>,
@@ -123,4 +126,31 @@ fn next_run(
         }
     };
     Ok(saved)
+}
+
+#[async_trait]
+impl RunRecordStore for InMemoryStorage {
+    async fn save_run(
+        &self,
+        record: RunRecord,
+        expected_version: Option<i64>,
+    ) -> Result<RunRecord> {
+        save(&mut self.state(), record, expected_version)
+    }
+
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
+        save_many(&mut self.state(), saves)
+    }
+
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        Ok(self.state().runs.get(run_id).cloned())
+    }
+
+    async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
+        list(&self.state(), filter)
+    }
+
+    async fn delete_run(&self, run_id: &str) -> Result<bool> {
+        Ok(self.state().runs.remove(run_id).is_some())
+    }
 }

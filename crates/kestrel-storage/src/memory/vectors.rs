@@ -1,14 +1,17 @@
 //! The vector indexes of [`super::InMemoryStorage`]: records by id in named indexes of one
 //! dimension each, queried by cosine similarity.
 
+use crate::storage::VectorStore;
+use async_trait::async_trait;
+
 use std::collections::BTreeMap;
 
-use super::{State, VectorIndex};
+use super::{InMemoryStorage, State, VectorIndex};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::types::{VectorMatch, VectorQuery, VectorRecord};
 
-/// Creates index `name` (see [`crate::Storage::create_index`]).
+/// Creates index `name` (see [`crate::VectorStore::create_index`]).
 pub(super) fn create_index(state: &mut State, name: &str, dimension: usize) -> Result<()> {
     codec::check_id("index", name)?;
     codec::check_dimension(dimension)?;
@@ -86,4 +89,27 @@ pub(super) fn delete(state: &mut State, index: &str, ids: &[String]) -> Result<u
         }
     }
     Ok(deleted)
+}
+
+#[async_trait]
+impl VectorStore for InMemoryStorage {
+    async fn create_index(&self, name: &str, dimension: usize) -> Result<()> {
+        create_index(&mut self.state(), name, dimension)
+    }
+
+    async fn index_dimension(&self, name: &str) -> Result<Option<usize>> {
+        Ok(self.state().indexes.get(name).map(|i| i.dimension))
+    }
+
+    async fn upsert_vectors(&self, index: &str, vectors: Vec<VectorRecord>) -> Result<()> {
+        upsert(&mut self.state(), index, vectors)
+    }
+
+    async fn query_vectors(&self, index: &str, query: VectorQuery) -> Result<Vec<VectorMatch>> {
+        self::query(&self.state(), index, query)
+    }
+
+    async fn delete_vectors(&self, index: &str, ids: &[String]) -> Result<u64> {
+        delete(&mut self.state(), index, ids)
+    }
 }

@@ -1,8 +1,11 @@
 //! The workflow runs of [`super::InMemoryStorage`]: each run's latest snapshot by workflow
 //! and run id, saved, claimed with a compare-and-set on its status, and listed.
 
-use super::State;
+use crate::storage::WorkflowRecordStore;
+use async_trait::async_trait;
+
 use super::listing::newest_first;
+use super::{InMemoryStorage, State};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::types::{Page, WorkflowRunFilter, WorkflowRunRecord, WorkflowStatus};
@@ -97,4 +100,45 @@ pub(super) fn list(state: &State, filter: WorkflowRunFilter) -> Result<Page<Work
         |r| (r.created_at, r.run_id.as_str()),
         filter.page,
     ))
+}
+
+#[async_trait]
+impl WorkflowRecordStore for InMemoryStorage {
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        save(&mut self.state(), record)
+    }
+
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+        fence(&mut self.state(), workflow_id, run_id, token)
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        Ok(get(&self.state(), workflow_id, run_id))
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        Ok(claim(&mut self.state(), workflow_id, run_id, from, to))
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        list(&self.state(), filter)
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        let key = (workflow_id.to_owned(), run_id.to_owned());
+        Ok(self.state().workflow_runs.remove(&key).is_some())
+    }
 }

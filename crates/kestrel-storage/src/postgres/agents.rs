@@ -1,6 +1,9 @@
 //! The stored agents of [`PostgresStorage`] and their versions. Adding a version locks the
 //! agent's row, so concurrent versions get consecutive numbers.
 
+use crate::storage::AgentStore;
+use async_trait::async_trait;
+
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::postgres::PgConnection;
@@ -163,140 +166,159 @@ async fn set_active(
     load_agent(conn, agent_id, false, op).await
 }
 
-pub(super) async fn create(
-    store: &PostgresStorage,
-    agent: NewStoredAgent,
-) -> Result<(StoredAgent, AgentVersion)> {
-    const OP: &str = "create_stored_agent";
-    codec::check_id("id", &agent.id)?;
-    let mut tx = store.begin(OP).await?;
-    let now = codec::now();
-    let inserted = sqlx::query(&format!(
-        "INSERT INTO stored_agents ({AGENT_COLS}) VALUES ($1, NULL, $2, $3, $3) \
+#[async_trait]
+impl AgentStore for PostgresStorage {
+    async fn create_stored_agent(
+        &self,
+        agent: NewStoredAgent,
+    ) -> Result<(StoredAgent, AgentVersion)> {
+        self.bounded("create_stored_agent", async move {
+            const OP: &str = "create_stored_agent";
+            codec::check_id("id", &agent.id)?;
+            let mut tx = self.begin(OP).await?;
+            let now = codec::now();
+            let inserted = sqlx::query(&format!(
+                "INSERT INTO stored_agents ({AGENT_COLS}) VALUES ($1, NULL, $2, $3, $3) \
          ON CONFLICT (id) DO NOTHING"
-    ))
-    .bind(&agent.id)
-    .bind(Value::Object(agent.metadata.clone()))
-    .bind(now)
-    .execute(&mut *tx)
-    .await
-    .map_err(err(OP))?;
-    if inserted.rows_affected() == 0 {
-        return Err(StorageError::AgentExists { agent_id: agent.id });
-    }
-    let version = insert_version(&mut tx, &agent.id, agent.version, OP).await?;
-    let stored = if agent.publish {
-        set_active(&mut tx, &agent.id, Some(&version.id), OP).await?
-    } else {
-        load_agent(&mut tx, &agent.id, false, OP).await?
-    };
-    tx.commit().await.map_err(err(OP))?;
-    Ok((stored, version))
-}
-
-pub(super) async fn get(store: &PostgresStorage, agent_id: &str) -> Result<Option<StoredAgent>> {
-    const OP: &str = "get_stored_agent";
-    let mut conn = store.conn(OP).await?;
-    match load_agent(&mut conn, agent_id, false, OP).await {
-        Ok(agent) => Ok(Some(agent)),
-        Err(StorageError::AgentNotFound { .. }) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-pub(super) async fn list(store: &PostgresStorage) -> Result<Vec<StoredAgent>> {
-    const OP: &str = "list_stored_agents";
-    let mut conn = store.conn(OP).await?;
-    let rows: Vec<AgentRow> = sqlx::query_as(&format!(
-        "SELECT {AGENT_COLS} FROM stored_agents ORDER BY id"
-    ))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err(OP))?;
-    rows.into_iter().map(decode_agent).collect()
-}
-
-pub(super) async fn delete(store: &PostgresStorage, agent_id: &str) -> Result<bool> {
-    const OP: &str = "delete_stored_agent";
-    let mut conn = store.conn(OP).await?;
-    let deleted = sqlx::query("DELETE FROM stored_agents WHERE id = $1")
-        .bind(agent_id)
-        .execute(&mut *conn)
+            ))
+            .bind(&agent.id)
+            .bind(Value::Object(agent.metadata.clone()))
+            .bind(now)
+            .execute(&mut *tx)
+            .await
+            .map_err(err(OP))?;
+            if inserted.rows_affected() == 0 {
+                return Err(StorageError::AgentExists { agent_id: agent.id });
+            }
+            let version = insert_version(&mut tx, &agent.id, agent.version, OP).await?;
+            let stored = if agent.publish {
+                set_active(&mut tx, &agent.id, Some(&version.id), OP).await?
+            } else {
+                load_agent(&mut tx, &agent.id, false, OP).await?
+            };
+            tx.commit().await.map_err(err(OP))?;
+            Ok((stored, version))
+        })
         .await
-        .map_err(err(OP))?;
-    Ok(deleted.rows_affected() > 0)
-}
+    }
 
-pub(super) async fn add_version(
-    store: &PostgresStorage,
-    agent_id: &str,
-    version: NewAgentVersion,
-) -> Result<AgentVersion> {
-    const OP: &str = "add_agent_version";
-    let mut tx = store.begin(OP).await?;
-    let added = insert_version(&mut tx, agent_id, version, OP).await?;
-    tx.commit().await.map_err(err(OP))?;
-    Ok(added)
-}
+    async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
+        self.bounded("get_stored_agent", async move {
+            const OP: &str = "get_stored_agent";
+            let mut conn = self.conn(OP).await?;
+            match load_agent(&mut conn, agent_id, false, OP).await {
+                Ok(agent) => Ok(Some(agent)),
+                Err(StorageError::AgentNotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+        .await
+    }
 
-pub(super) async fn get_version(
-    store: &PostgresStorage,
-    agent_id: &str,
-    version_id: &str,
-) -> Result<AgentVersion> {
-    const OP: &str = "get_agent_version";
-    let mut conn = store.conn(OP).await?;
-    load_version(&mut conn, agent_id, version_id, OP).await
-}
+    async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
+        self.bounded("list_stored_agents", async move {
+            const OP: &str = "list_stored_agents";
+            let mut conn = self.conn(OP).await?;
+            let rows: Vec<AgentRow> = sqlx::query_as(&format!(
+                "SELECT {AGENT_COLS} FROM stored_agents ORDER BY id"
+            ))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(err(OP))?;
+            rows.into_iter().map(decode_agent).collect()
+        })
+        .await
+    }
 
-pub(super) async fn list_versions(
-    store: &PostgresStorage,
-    agent_id: &str,
-) -> Result<Vec<AgentVersion>> {
-    const OP: &str = "list_agent_versions";
-    let mut conn = store.conn(OP).await?;
-    load_agent(&mut conn, agent_id, false, OP).await?;
-    let rows: Vec<VersionRow> = sqlx::query_as(&format!(
+    async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
+        self.bounded("delete_stored_agent", async move {
+            const OP: &str = "delete_stored_agent";
+            let mut conn = self.conn(OP).await?;
+            let deleted = sqlx::query("DELETE FROM stored_agents WHERE id = $1")
+                .bind(agent_id)
+                .execute(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            Ok(deleted.rows_affected() > 0)
+        })
+        .await
+    }
+
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        version: NewAgentVersion,
+    ) -> Result<AgentVersion> {
+        self.bounded("add_agent_version", async move {
+            const OP: &str = "add_agent_version";
+            let mut tx = self.begin(OP).await?;
+            let added = insert_version(&mut tx, agent_id, version, OP).await?;
+            tx.commit().await.map_err(err(OP))?;
+            Ok(added)
+        })
+        .await
+    }
+
+    async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
+        self.bounded("get_agent_version", async move {
+            const OP: &str = "get_agent_version";
+            let mut conn = self.conn(OP).await?;
+            load_version(&mut conn, agent_id, version_id, OP).await
+        })
+        .await
+    }
+
+    async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
+        self.bounded("list_agent_versions", async move {
+            const OP: &str = "list_agent_versions";
+            let mut conn = self.conn(OP).await?;
+            load_agent(&mut conn, agent_id, false, OP).await?;
+            let rows: Vec<VersionRow> = sqlx::query_as(&format!(
         "SELECT {VERSION_COLS} FROM agent_versions WHERE agent_id = $1 ORDER BY version_number DESC"
     ))
     .bind(agent_id)
     .fetch_all(&mut *conn)
     .await
     .map_err(err(OP))?;
-    rows.into_iter().map(decode_version).collect()
-}
-
-pub(super) async fn activate(
-    store: &PostgresStorage,
-    agent_id: &str,
-    version_id: Option<&str>,
-) -> Result<StoredAgent> {
-    const OP: &str = "activate_agent_version";
-    let mut tx = store.begin(OP).await?;
-    let agent = set_active(&mut tx, agent_id, version_id, OP).await?;
-    tx.commit().await.map_err(err(OP))?;
-    Ok(agent)
-}
-
-pub(super) async fn delete_version(
-    store: &PostgresStorage,
-    agent_id: &str,
-    version_id: &str,
-) -> Result<()> {
-    const OP: &str = "delete_agent_version";
-    let mut tx = store.begin(OP).await?;
-    let agent = load_agent(&mut tx, agent_id, true, OP).await?;
-    load_version(&mut tx, agent_id, version_id, OP).await?;
-    if agent.active_version_id.as_deref() == Some(version_id) {
-        return Err(StorageError::VersionPublished {
-            agent_id: agent_id.to_owned(),
-            version_id: version_id.to_owned(),
-        });
-    }
-    sqlx::query("DELETE FROM agent_versions WHERE id = $1")
-        .bind(version_id)
-        .execute(&mut *tx)
+            rows.into_iter().map(decode_version).collect()
+        })
         .await
-        .map_err(err(OP))?;
-    tx.commit().await.map_err(err(OP))
+    }
+
+    async fn activate_agent_version(
+        &self,
+        agent_id: &str,
+        version_id: Option<&str>,
+    ) -> Result<StoredAgent> {
+        self.bounded("activate_agent_version", async move {
+            const OP: &str = "activate_agent_version";
+            let mut tx = self.begin(OP).await?;
+            let agent = set_active(&mut tx, agent_id, version_id, OP).await?;
+            tx.commit().await.map_err(err(OP))?;
+            Ok(agent)
+        })
+        .await
+    }
+
+    async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
+        self.bounded("delete_agent_version", async move {
+            const OP: &str = "delete_agent_version";
+            let mut tx = self.begin(OP).await?;
+            let agent = load_agent(&mut tx, agent_id, true, OP).await?;
+            load_version(&mut tx, agent_id, version_id, OP).await?;
+            if agent.active_version_id.as_deref() == Some(version_id) {
+                return Err(StorageError::VersionPublished {
+                    agent_id: agent_id.to_owned(),
+                    version_id: version_id.to_owned(),
+                });
+            }
+            sqlx::query("DELETE FROM agent_versions WHERE id = $1")
+                .bind(version_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(err(OP))?;
+            tx.commit().await.map_err(err(OP))
+        })
+        .await
+    }
 }

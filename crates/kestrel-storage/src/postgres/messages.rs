@@ -1,6 +1,9 @@
 //! The messages of [`PostgresStorage`]: appends (the one-statement path and the transactional
 //! one, on the thread's row lock), listings by selection, gets and deletes.
 
+use crate::storage::MessageStore;
+use async_trait::async_trait;
+
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -12,7 +15,10 @@ use super::{PostgresStorage, err, owned, sql};
 use crate::codec;
 use crate::error::Result;
 use crate::sql_common::{EncodedMessage, ExistingMessage, check_homes};
-use crate::types::{Anchor, MessageList, NewMessage, Selection, SeqRange, StoredMessage};
+use crate::types::{
+    Anchor, MessageList, MessageSearch, NewMessage, Selection, SeqRange, StoredMessage,
+};
+use kestrel_core::lease::Fence;
 
 pub(super) async fn fetch_messages<'q>(
     conn: &mut PgConnection,
@@ -226,92 +232,141 @@ pub(super) async fn append_messages(
         .collect())
 }
 
-pub(super) async fn list_messages(
-    store: &PostgresStorage,
-    thread_id: &str,
-    resource_id: Option<&str>,
-    selection: Selection,
-) -> Result<MessageList> {
-    const OP: &str = "list_messages";
-    if let Selection::Page(page) = selection {
-        codec::check_page(page)?;
+#[async_trait]
+impl MessageStore for PostgresStorage {
+    async fn append_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>> {
+        self.bounded(
+            "append_messages",
+            append_messages(self, thread_id, resource_id, messages, None),
+        )
+        .await
     }
-    let mut conn = store.conn(OP).await?;
-    owned(&mut conn, thread_id, resource_id, false, OP).await?;
-    match selection {
-        Selection::Last(n) => {
-            let range = SeqRange {
-                limit: Some(n),
-                anchor: Anchor::End,
-                ..SeqRange::default()
-            };
-            select_range(&mut conn, thread_id, range).await
-        }
-        Selection::Range(range) => select_range(&mut conn, thread_id, range).await,
-        Selection::Page(page) => {
-            let query = sqlx::query_as(sql::PAGE_MESSAGES)
-                .bind(thread_id)
-                .bind(i64::from(page.per_page))
-                .bind(page.offset() as i64);
+
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        let token = codec::fence_token(fence.token)?;
+        let fence = Some((fence.run_id, token));
+        self.bounded(
+            "append_messages_fenced",
+            append_messages(self, thread_id, resource_id, messages, fence),
+        )
+        .await
+    }
+
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        resource_id: Option<&str>,
+        selection: Selection,
+    ) -> Result<MessageList> {
+        self.bounded("list_messages", async move {
+            const OP: &str = "list_messages";
+            if let Selection::Page(page) = selection {
+                codec::check_page(page)?;
+            }
+            let mut conn = self.conn(OP).await?;
+            owned(&mut conn, thread_id, resource_id, false, OP).await?;
+            match selection {
+                Selection::Last(n) => {
+                    let range = SeqRange {
+                        limit: Some(n),
+                        anchor: Anchor::End,
+                        ..SeqRange::default()
+                    };
+                    select_range(&mut conn, thread_id, range).await
+                }
+                Selection::Range(range) => select_range(&mut conn, thread_id, range).await,
+                Selection::Page(page) => {
+                    let query = sqlx::query_as(sql::PAGE_MESSAGES)
+                        .bind(thread_id)
+                        .bind(i64::from(page.per_page))
+                        .bind(page.offset() as i64);
+                    let messages = fetch_messages(&mut conn, query, OP).await?;
+                    let total: i64 = sqlx::query_scalar(sql::COUNT_MESSAGES)
+                        .bind(thread_id)
+                        .fetch_one(&mut *conn)
+                        .await
+                        .map_err(err(OP))?;
+                    let total = total as u64;
+                    Ok(MessageList {
+                        has_more: page.offset() + (messages.len() as u64) < total,
+                        messages,
+                        total: Some(total),
+                    })
+                }
+            }
+        })
+        .await
+    }
+
+    async fn get_messages(
+        &self,
+        ids: &[String],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<StoredMessage>> {
+        self.bounded("get_messages", async move {
+            const OP: &str = "get_messages";
+            let mut conn = self.conn(OP).await?;
+            let query = sqlx::query_as(sql::GET_MESSAGES).bind(ids);
             let messages = fetch_messages(&mut conn, query, OP).await?;
-            let total: i64 = sqlx::query_scalar(sql::COUNT_MESSAGES)
+            for m in &messages {
+                codec::check_owner(&m.thread_id, &m.resource_id, resource_id)?;
+            }
+            Ok(messages)
+        })
+        .await
+    }
+
+    async fn delete_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: &[String],
+    ) -> Result<u64> {
+        self.bounded("delete_messages", async move {
+            const OP: &str = "delete_messages";
+            let mut tx = self.begin(OP).await?;
+            owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
+            let deleted: Vec<String> = sqlx::query_scalar(sql::DELETE_MESSAGES)
                 .bind(thread_id)
-                .fetch_one(&mut *conn)
+                .bind(ids)
+                .fetch_all(&mut *tx)
                 .await
                 .map_err(err(OP))?;
-            let total = total as u64;
-            Ok(MessageList {
-                has_more: page.offset() + (messages.len() as u64) < total,
-                messages,
-                total: Some(total),
-            })
-        }
-    }
-}
-
-pub(super) async fn get_messages(
-    store: &PostgresStorage,
-    ids: &[String],
-    resource_id: Option<&str>,
-) -> Result<Vec<StoredMessage>> {
-    const OP: &str = "get_messages";
-    let mut conn = store.conn(OP).await?;
-    let query = sqlx::query_as(sql::GET_MESSAGES).bind(ids);
-    let messages = fetch_messages(&mut conn, query, OP).await?;
-    for m in &messages {
-        codec::check_owner(&m.thread_id, &m.resource_id, resource_id)?;
-    }
-    Ok(messages)
-}
-
-pub(super) async fn delete_messages(
-    store: &PostgresStorage,
-    thread_id: &str,
-    resource_id: &str,
-    ids: &[String],
-) -> Result<u64> {
-    const OP: &str = "delete_messages";
-    let mut tx = store.begin(OP).await?;
-    owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
-    let deleted: Vec<String> = sqlx::query_scalar(sql::DELETE_MESSAGES)
-        .bind(thread_id)
-        .bind(ids)
-        .fetch_all(&mut *tx)
+            if !deleted.is_empty() {
+                sqlx::query(sql::DELETE_MESSAGE_VECTORS)
+                    .bind(&deleted)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err(OP))?;
+                sqlx::query(sql::TOUCH_THREAD)
+                    .bind(thread_id)
+                    .bind(codec::now())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err(OP))?;
+            }
+            tx.commit().await.map_err(err(OP))?;
+            Ok(deleted.len() as u64)
+        })
         .await
-        .map_err(err(OP))?;
-    if !deleted.is_empty() {
-        sqlx::query(sql::DELETE_MESSAGE_VECTORS)
-            .bind(&deleted)
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
-        sqlx::query(sql::TOUCH_THREAD)
-            .bind(thread_id)
-            .bind(codec::now())
-            .execute(&mut *tx)
-            .await
-            .map_err(err(OP))?;
     }
-    tx.commit().await.map_err(err(OP))?;
-    Ok(deleted.len() as u64)
+
+    async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
+        self.bounded(
+            "search_messages",
+            super::search::search_messages(self, search),
+        )
+        .await
+    }
 }

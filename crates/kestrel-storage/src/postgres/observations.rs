@@ -1,6 +1,9 @@
 //! The observations of [`PostgresStorage`] (observational memory), per thread or per resource,
 //! and the per-thread "observed up to" marker.
 
+use crate::storage::ObservationStore;
+use async_trait::async_trait;
+
 use sqlx::postgres::PgConnection;
 
 use super::rows::ObservationRow;
@@ -61,93 +64,99 @@ async fn check_scope(
     Ok(())
 }
 
-pub(super) async fn add_observations(
-    store: &PostgresStorage,
-    scope: &Scope,
-    observations: Vec<NewObservation>,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "add_observations";
-    let mut tx = store.begin(OP).await?;
-    check_scope(&mut tx, scope, true, OP).await?;
-    let added = insert_observations(&mut tx, scope, observations).await?;
-    tx.commit().await.map_err(err(OP))?;
-    Ok(added)
-}
-
-pub(super) async fn list_observations(
-    store: &PostgresStorage,
-    scope: &Scope,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "list_observations";
-    let mut conn = store.conn(OP).await?;
-    check_scope(&mut conn, scope, false, OP).await?;
-    let query = match scope {
-        Scope::Thread { thread_id, .. } => {
-            sqlx::query_as(sql::LIST_THREAD_OBSERVATIONS).bind(thread_id)
-        }
-        Scope::Resource { resource_id } => {
-            sqlx::query_as(sql::LIST_RESOURCE_OBSERVATIONS).bind(resource_id)
-        }
-    };
-    let rows: Vec<ObservationRow> = query.fetch_all(&mut *conn).await.map_err(err(OP))?;
-    Ok(rows
-        .into_iter()
-        .map(ObservationRow::into_observation)
-        .collect())
-}
-
-pub(super) async fn replace_observations(
-    store: &PostgresStorage,
-    scope: &Scope,
-    observations: Vec<NewObservation>,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "replace_observations";
-    let mut tx = store.begin(OP).await?;
-    check_scope(&mut tx, scope, true, OP).await?;
-    let delete = match scope {
-        Scope::Thread { thread_id, .. } => {
-            sqlx::query(sql::DELETE_THREAD_OBSERVATIONS).bind(thread_id)
-        }
-        Scope::Resource { resource_id } => {
-            sqlx::query(sql::DELETE_RESOURCE_OBSERVATIONS).bind(resource_id)
-        }
-    };
-    delete.execute(&mut *tx).await.map_err(err(OP))?;
-    let added = insert_observations(&mut tx, scope, observations).await?;
-    tx.commit().await.map_err(err(OP))?;
-    Ok(added)
-}
-
-pub(super) async fn get_observed_seq(
-    store: &PostgresStorage,
-    thread_id: &str,
-    resource_id: &str,
-) -> Result<Option<i64>> {
-    const OP: &str = "get_observed_seq";
-    let mut conn = store.conn(OP).await?;
-    owned(&mut conn, thread_id, Some(resource_id), false, OP).await?;
-    let seq: Option<Option<i64>> = sqlx::query_scalar(sql::GET_OBSERVED_SEQ)
-        .bind(thread_id)
-        .fetch_optional(&mut *conn)
+#[async_trait]
+impl ObservationStore for PostgresStorage {
+    async fn add_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        self.bounded("add_observations", async move {
+            const OP: &str = "add_observations";
+            let mut tx = self.begin(OP).await?;
+            check_scope(&mut tx, scope, true, OP).await?;
+            let added = insert_observations(&mut tx, scope, observations).await?;
+            tx.commit().await.map_err(err(OP))?;
+            Ok(added)
+        })
         .await
-        .map_err(err(OP))?;
-    Ok(seq.flatten())
-}
+    }
 
-pub(super) async fn set_observed_seq(
-    store: &PostgresStorage,
-    thread_id: &str,
-    resource_id: &str,
-    seq: i64,
-) -> Result<()> {
-    const OP: &str = "set_observed_seq";
-    let mut tx = store.begin(OP).await?;
-    owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
-    sqlx::query(sql::SET_OBSERVED_SEQ)
-        .bind(thread_id)
-        .bind(seq)
-        .execute(&mut *tx)
+    async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
+        self.bounded("list_observations", async move {
+            const OP: &str = "list_observations";
+            let mut conn = self.conn(OP).await?;
+            check_scope(&mut conn, scope, false, OP).await?;
+            let query = match scope {
+                Scope::Thread { thread_id, .. } => {
+                    sqlx::query_as(sql::LIST_THREAD_OBSERVATIONS).bind(thread_id)
+                }
+                Scope::Resource { resource_id } => {
+                    sqlx::query_as(sql::LIST_RESOURCE_OBSERVATIONS).bind(resource_id)
+                }
+            };
+            let rows: Vec<ObservationRow> = query.fetch_all(&mut *conn).await.map_err(err(OP))?;
+            Ok(rows
+                .into_iter()
+                .map(ObservationRow::into_observation)
+                .collect())
+        })
         .await
-        .map_err(err(OP))?;
-    tx.commit().await.map_err(err(OP))
+    }
+
+    async fn replace_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        self.bounded("replace_observations", async move {
+            const OP: &str = "replace_observations";
+            let mut tx = self.begin(OP).await?;
+            check_scope(&mut tx, scope, true, OP).await?;
+            let delete = match scope {
+                Scope::Thread { thread_id, .. } => {
+                    sqlx::query(sql::DELETE_THREAD_OBSERVATIONS).bind(thread_id)
+                }
+                Scope::Resource { resource_id } => {
+                    sqlx::query(sql::DELETE_RESOURCE_OBSERVATIONS).bind(resource_id)
+                }
+            };
+            delete.execute(&mut *tx).await.map_err(err(OP))?;
+            let added = insert_observations(&mut tx, scope, observations).await?;
+            tx.commit().await.map_err(err(OP))?;
+            Ok(added)
+        })
+        .await
+    }
+
+    async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
+        self.bounded("get_observed_seq", async move {
+            const OP: &str = "get_observed_seq";
+            let mut conn = self.conn(OP).await?;
+            owned(&mut conn, thread_id, Some(resource_id), false, OP).await?;
+            let seq: Option<Option<i64>> = sqlx::query_scalar(sql::GET_OBSERVED_SEQ)
+                .bind(thread_id)
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(err(OP))?;
+            Ok(seq.flatten())
+        })
+        .await
+    }
+
+    async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
+        self.bounded("set_observed_seq", async move {
+            const OP: &str = "set_observed_seq";
+            let mut tx = self.begin(OP).await?;
+            owned(&mut tx, thread_id, Some(resource_id), true, OP).await?;
+            sqlx::query(sql::SET_OBSERVED_SEQ)
+                .bind(thread_id)
+                .bind(seq)
+                .execute(&mut *tx)
+                .await
+                .map_err(err(OP))?;
+            tx.commit().await.map_err(err(OP))
+        })
+        .await
+    }
 }

@@ -1,6 +1,9 @@
 //! The workflow runs of [`PostgresStorage`]: each run's latest snapshot, saved (created or
 //! replaced), claimed with a compare-and-set on its status, listed and deleted.
 
+use crate::storage::WorkflowRecordStore;
+use async_trait::async_trait;
+
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgConnection;
 use sqlx::{Postgres, QueryBuilder};
@@ -61,41 +64,6 @@ impl Row {
     }
 }
 
-pub(super) async fn save(
-    store: &PostgresStorage,
-    record: WorkflowRunRecord,
-) -> Result<WorkflowRunRecord> {
-    const OP: &str = "save_workflow_run";
-    codec::check_id("workflow_id", &record.workflow_id)?;
-    codec::check_id("run_id", &record.run_id)?;
-    let snapshot = record.snapshot.get().to_owned();
-    let now = codec::now();
-    let upsert = sqlx::query_scalar(UPSERT)
-        .bind(&record.workflow_id)
-        .bind(&record.run_id)
-        .bind(&record.resource_id)
-        .bind(record.status.as_str())
-        .bind(snapshot)
-        .bind(now);
-    let created_at: DateTime<Utc> = match record.lease_token {
-        // A fenced save checks the fence and writes in one transaction.
-        Some(token) => {
-            let token = codec::fence_token(token)?;
-            let mut tx = store.pool.begin().await.map_err(err(OP))?;
-            raise_fence(&mut tx, &record.workflow_id, &record.run_id, token).await?;
-            let created = upsert.fetch_one(&mut *tx).await.map_err(err(OP))?;
-            tx.commit().await.map_err(err(OP))?;
-            created
-        }
-        None => upsert.fetch_one(&store.pool).await.map_err(err(OP))?,
-    };
-    Ok(WorkflowRunRecord {
-        created_at,
-        updated_at: now,
-        ..record
-    })
-}
-
 /// Raises the fence of a run to `token` on `conn` (in the caller's transaction), or refuses.
 async fn raise_fence(
     conn: &mut PgConnection,
@@ -128,55 +96,6 @@ async fn raise_fence(
     })
 }
 
-pub(super) async fn fence(
-    store: &PostgresStorage,
-    workflow_id: &str,
-    run_id: &str,
-    token: u64,
-) -> Result<()> {
-    const OP: &str = "fence_workflow_run";
-    codec::check_id("workflow_id", workflow_id)?;
-    codec::check_id("run_id", run_id)?;
-    let token = codec::fence_token(token)?;
-    let mut conn = store.pool.acquire().await.map_err(err(OP))?;
-    raise_fence(&mut conn, workflow_id, run_id, token).await
-}
-
-pub(super) async fn get(
-    store: &PostgresStorage,
-    workflow_id: &str,
-    run_id: &str,
-) -> Result<Option<WorkflowRunRecord>> {
-    let statement =
-        format!("SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = $1 AND run_id = $2");
-    let row: Option<Row> = sqlx::query_as(&statement)
-        .bind(workflow_id)
-        .bind(run_id)
-        .fetch_optional(&store.pool)
-        .await
-        .map_err(err("get_workflow_run"))?;
-    row.map(Row::into_record).transpose()
-}
-
-pub(super) async fn claim(
-    store: &PostgresStorage,
-    workflow_id: &str,
-    run_id: &str,
-    from: WorkflowStatus,
-    to: WorkflowStatus,
-) -> Result<bool> {
-    let done = sqlx::query(CLAIM)
-        .bind(workflow_id)
-        .bind(run_id)
-        .bind(from.as_str())
-        .bind(to.as_str())
-        .bind(codec::now())
-        .execute(&store.pool)
-        .await
-        .map_err(err("claim_workflow_run"))?;
-    Ok(done.rows_affected() == 1)
-}
-
 fn push_filter<'a>(query: &mut QueryBuilder<'a, Postgres>, filter: &'a WorkflowRunFilter) {
     query.push(" WHERE TRUE");
     if let Some(workflow_id) = &filter.workflow_id {
@@ -190,36 +109,131 @@ fn push_filter<'a>(query: &mut QueryBuilder<'a, Postgres>, filter: &'a WorkflowR
     }
 }
 
-pub(super) async fn list(
-    store: &PostgresStorage,
-    filter: WorkflowRunFilter,
-) -> Result<Page<WorkflowRunRecord>> {
-    const OP: &str = "list_workflow_runs";
-    codec::check_page(filter.page)?;
-    let mut count = QueryBuilder::<Postgres>::new("SELECT COUNT(*) FROM workflow_runs");
-    push_filter(&mut count, &filter);
-    let mut select = QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM workflow_runs"));
-    push_filter(&mut select, &filter);
-    select.push(" ORDER BY created_at DESC, run_id DESC");
-    let (total, rows): (u64, Vec<Row>) =
-        store.count_and_page(OP, count, select, filter.page).await?;
-    let items = rows
-        .into_iter()
-        .map(Row::into_record)
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page::new(items, filter.page, total))
-}
-
-pub(super) async fn delete(
-    store: &PostgresStorage,
-    workflow_id: &str,
-    run_id: &str,
-) -> Result<bool> {
-    let done = sqlx::query(DELETE)
-        .bind(workflow_id)
-        .bind(run_id)
-        .execute(&store.pool)
+#[async_trait]
+impl WorkflowRecordStore for PostgresStorage {
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        self.bounded("save_workflow_run", async move {
+            const OP: &str = "save_workflow_run";
+            codec::check_id("workflow_id", &record.workflow_id)?;
+            codec::check_id("run_id", &record.run_id)?;
+            let snapshot = record.snapshot.get().to_owned();
+            let now = codec::now();
+            let upsert = sqlx::query_scalar(UPSERT)
+                .bind(&record.workflow_id)
+                .bind(&record.run_id)
+                .bind(&record.resource_id)
+                .bind(record.status.as_str())
+                .bind(snapshot)
+                .bind(now);
+            let created_at: DateTime<Utc> = match record.lease_token {
+                // A fenced save checks the fence and writes in one transaction.
+                Some(token) => {
+                    let token = codec::fence_token(token)?;
+                    let mut tx = self.pool.begin().await.map_err(err(OP))?;
+                    raise_fence(&mut tx, &record.workflow_id, &record.run_id, token).await?;
+                    let created = upsert.fetch_one(&mut *tx).await.map_err(err(OP))?;
+                    tx.commit().await.map_err(err(OP))?;
+                    created
+                }
+                None => upsert.fetch_one(&self.pool).await.map_err(err(OP))?,
+            };
+            Ok(WorkflowRunRecord {
+                created_at,
+                updated_at: now,
+                ..record
+            })
+        })
         .await
-        .map_err(err("delete_workflow_run"))?;
-    Ok(done.rows_affected() > 0)
+    }
+
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+        self.bounded("fence_workflow_run", async move {
+            const OP: &str = "fence_workflow_run";
+            codec::check_id("workflow_id", workflow_id)?;
+            codec::check_id("run_id", run_id)?;
+            let token = codec::fence_token(token)?;
+            let mut conn = self.pool.acquire().await.map_err(err(OP))?;
+            raise_fence(&mut conn, workflow_id, run_id, token).await
+        })
+        .await
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        self.bounded("get_workflow_run", async move {
+            let statement = format!(
+                "SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = $1 AND run_id = $2"
+            );
+            let row: Option<Row> = sqlx::query_as(&statement)
+                .bind(workflow_id)
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(err("get_workflow_run"))?;
+            row.map(Row::into_record).transpose()
+        })
+        .await
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        self.bounded("claim_workflow_run", async move {
+            let done = sqlx::query(CLAIM)
+                .bind(workflow_id)
+                .bind(run_id)
+                .bind(from.as_str())
+                .bind(to.as_str())
+                .bind(codec::now())
+                .execute(&self.pool)
+                .await
+                .map_err(err("claim_workflow_run"))?;
+            Ok(done.rows_affected() == 1)
+        })
+        .await
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        self.bounded("list_workflow_runs", async move {
+            const OP: &str = "list_workflow_runs";
+            codec::check_page(filter.page)?;
+            let mut count = QueryBuilder::<Postgres>::new("SELECT COUNT(*) FROM workflow_runs");
+            push_filter(&mut count, &filter);
+            let mut select =
+                QueryBuilder::<Postgres>::new(format!("SELECT {COLUMNS} FROM workflow_runs"));
+            push_filter(&mut select, &filter);
+            select.push(" ORDER BY created_at DESC, run_id DESC");
+            let (total, rows): (u64, Vec<Row>) =
+                self.count_and_page(OP, count, select, filter.page).await?;
+            let items = rows
+                .into_iter()
+                .map(Row::into_record)
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Page::new(items, filter.page, total))
+        })
+        .await
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        self.bounded("delete_workflow_run", async move {
+            let done = sqlx::query(DELETE)
+                .bind(workflow_id)
+                .bind(run_id)
+                .execute(&self.pool)
+                .await
+                .map_err(err("delete_workflow_run"))?;
+            Ok(done.rows_affected() > 0)
+        })
+        .await
+    }
 }

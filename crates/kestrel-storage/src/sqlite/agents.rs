@@ -1,5 +1,8 @@
 //! The stored agents of [`SqliteStorage`] and their versions.
 
+use crate::storage::AgentStore;
+use async_trait::async_trait;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::conn::Cost;
@@ -158,18 +161,19 @@ fn set_active(
     load_agent(conn, agent_id, op)
 }
 
-pub(super) async fn create(
-    store: &SqliteStorage,
-    agent: NewStoredAgent,
-) -> Result<(StoredAgent, AgentVersion)> {
-    const OP: &str = "create_stored_agent";
-    codec::check_id("id", &agent.id)?;
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            let now = codec::to_micros(codec::now());
-            let inserted = tx
+#[async_trait]
+impl AgentStore for SqliteStorage {
+    async fn create_stored_agent(
+        &self,
+        agent: NewStoredAgent,
+    ) -> Result<(StoredAgent, AgentVersion)> {
+        const OP: &str = "create_stored_agent";
+        codec::check_id("id", &agent.id)?;
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                let now = codec::to_micros(codec::now());
+                let inserted = tx
                 .execute(
                     &format!(
                         "INSERT INTO stored_agents ({AGENT_COLS}) VALUES (?1, NULL, ?2, ?3, ?3) \
@@ -178,163 +182,145 @@ pub(super) async fn create(
                     params![agent.id, codec::canonical_map_text(&agent.metadata), now],
                 )
                 .map_err(err(OP))?;
-            if inserted == 0 {
-                return Err(StorageError::AgentExists {
-                    agent_id: agent.id.clone(),
-                });
-            }
-            let version = insert_version(&tx, &agent.id, &agent.version, OP)?;
-            let stored = if agent.publish {
-                set_active(&tx, &agent.id, Some(&version.id), OP)?
-            } else {
-                load_agent(&tx, &agent.id, OP)?
-            };
-            tx.commit().map_err(err(OP))?;
-            Ok((stored, version))
-        })
-        .await
-}
+                if inserted == 0 {
+                    return Err(StorageError::AgentExists {
+                        agent_id: agent.id.clone(),
+                    });
+                }
+                let version = insert_version(&tx, &agent.id, &agent.version, OP)?;
+                let stored = if agent.publish {
+                    set_active(&tx, &agent.id, Some(&version.id), OP)?
+                } else {
+                    load_agent(&tx, &agent.id, OP)?
+                };
+                tx.commit().map_err(err(OP))?;
+                Ok((stored, version))
+            })
+            .await
+    }
 
-pub(super) async fn get(store: &SqliteStorage, agent_id: &str) -> Result<Option<StoredAgent>> {
-    const OP: &str = "get_stored_agent";
-    let agent_id = agent_id.to_owned();
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            match load_agent(conn, &agent_id, OP) {
-                Ok(agent) => Ok(Some(agent)),
-                Err(StorageError::AgentNotFound { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })
-        .await
-}
+    async fn get_stored_agent(&self, agent_id: &str) -> Result<Option<StoredAgent>> {
+        const OP: &str = "get_stored_agent";
+        let agent_id = agent_id.to_owned();
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                match load_agent(conn, &agent_id, OP) {
+                    Ok(agent) => Ok(Some(agent)),
+                    Err(StorageError::AgentNotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .await
+    }
 
-pub(super) async fn list(store: &SqliteStorage) -> Result<Vec<StoredAgent>> {
-    const OP: &str = "list_stored_agents";
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            let rows: Vec<AgentRow> = conn
-                .prepare_cached(&format!(
-                    "SELECT {AGENT_COLS} FROM stored_agents ORDER BY id"
-                ))
-                .and_then(|mut s| s.query_map([], agent_row)?.collect())
-                .map_err(err(OP))?;
-            rows.into_iter().map(decode_agent).collect()
-        })
-        .await
-}
+    async fn list_stored_agents(&self) -> Result<Vec<StoredAgent>> {
+        const OP: &str = "list_stored_agents";
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                let rows: Vec<AgentRow> = conn
+                    .prepare_cached(&format!(
+                        "SELECT {AGENT_COLS} FROM stored_agents ORDER BY id"
+                    ))
+                    .and_then(|mut s| s.query_map([], agent_row)?.collect())
+                    .map_err(err(OP))?;
+                rows.into_iter().map(decode_agent).collect()
+            })
+            .await
+    }
 
-pub(super) async fn delete(store: &SqliteStorage, agent_id: &str) -> Result<bool> {
-    const OP: &str = "delete_stored_agent";
-    let agent_id = agent_id.to_owned();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let deleted = conn
-                .execute("DELETE FROM stored_agents WHERE id = ?1", [&agent_id])
-                .map_err(err(OP))?;
-            Ok(deleted > 0)
-        })
-        .await
-}
+    async fn delete_stored_agent(&self, agent_id: &str) -> Result<bool> {
+        const OP: &str = "delete_stored_agent";
+        let agent_id = agent_id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let deleted = conn
+                    .execute("DELETE FROM stored_agents WHERE id = ?1", [&agent_id])
+                    .map_err(err(OP))?;
+                Ok(deleted > 0)
+            })
+            .await
+    }
 
-pub(super) async fn add_version(
-    store: &SqliteStorage,
-    agent_id: &str,
-    version: NewAgentVersion,
-) -> Result<AgentVersion> {
-    const OP: &str = "add_agent_version";
-    let agent_id = agent_id.to_owned();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            let added = insert_version(&tx, &agent_id, &version, OP)?;
-            tx.commit().map_err(err(OP))?;
-            Ok(added)
-        })
-        .await
-}
+    async fn add_agent_version(
+        &self,
+        agent_id: &str,
+        version: NewAgentVersion,
+    ) -> Result<AgentVersion> {
+        const OP: &str = "add_agent_version";
+        let agent_id = agent_id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                let added = insert_version(&tx, &agent_id, &version, OP)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(added)
+            })
+            .await
+    }
 
-pub(super) async fn get_version(
-    store: &SqliteStorage,
-    agent_id: &str,
-    version_id: &str,
-) -> Result<AgentVersion> {
-    const OP: &str = "get_agent_version";
-    let (agent_id, version_id) = (agent_id.to_owned(), version_id.to_owned());
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            load_version(conn, &agent_id, &version_id, OP)
-        })
-        .await
-}
+    async fn get_agent_version(&self, agent_id: &str, version_id: &str) -> Result<AgentVersion> {
+        const OP: &str = "get_agent_version";
+        let (agent_id, version_id) = (agent_id.to_owned(), version_id.to_owned());
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                load_version(conn, &agent_id, &version_id, OP)
+            })
+            .await
+    }
 
-pub(super) async fn list_versions(
-    store: &SqliteStorage,
-    agent_id: &str,
-) -> Result<Vec<AgentVersion>> {
-    const OP: &str = "list_agent_versions";
-    let agent_id = agent_id.to_owned();
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            load_agent(conn, &agent_id, OP)?;
-            let rows: Vec<VersionRow> = conn
-                .prepare_cached(&format!(
-                    "SELECT {VERSION_COLS} FROM agent_versions WHERE agent_id = ?1 \
+    async fn list_agent_versions(&self, agent_id: &str) -> Result<Vec<AgentVersion>> {
+        const OP: &str = "list_agent_versions";
+        let agent_id = agent_id.to_owned();
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                load_agent(conn, &agent_id, OP)?;
+                let rows: Vec<VersionRow> = conn
+                    .prepare_cached(&format!(
+                        "SELECT {VERSION_COLS} FROM agent_versions WHERE agent_id = ?1 \
                      ORDER BY version_number DESC"
-                ))
-                .and_then(|mut s| s.query_map([&agent_id], version_row)?.collect())
-                .map_err(err(OP))?;
-            rows.into_iter().map(decode_version).collect()
-        })
-        .await
-}
+                    ))
+                    .and_then(|mut s| s.query_map([&agent_id], version_row)?.collect())
+                    .map_err(err(OP))?;
+                rows.into_iter().map(decode_version).collect()
+            })
+            .await
+    }
 
-pub(super) async fn activate(
-    store: &SqliteStorage,
-    agent_id: &str,
-    version_id: Option<&str>,
-) -> Result<StoredAgent> {
-    const OP: &str = "activate_agent_version";
-    let (agent_id, version_id) = (agent_id.to_owned(), version_id.map(str::to_owned));
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            let agent = set_active(&tx, &agent_id, version_id.as_deref(), OP)?;
-            tx.commit().map_err(err(OP))?;
-            Ok(agent)
-        })
-        .await
-}
+    async fn activate_agent_version(
+        &self,
+        agent_id: &str,
+        version_id: Option<&str>,
+    ) -> Result<StoredAgent> {
+        const OP: &str = "activate_agent_version";
+        let (agent_id, version_id) = (agent_id.to_owned(), version_id.map(str::to_owned));
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                let agent = set_active(&tx, &agent_id, version_id.as_deref(), OP)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(agent)
+            })
+            .await
+    }
 
-pub(super) async fn delete_version(
-    store: &SqliteStorage,
-    agent_id: &str,
-    version_id: &str,
-) -> Result<()> {
-    const OP: &str = "delete_agent_version";
-    let (agent_id, version_id) = (agent_id.to_owned(), version_id.to_owned());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            let agent = load_agent(&tx, &agent_id, OP)?;
-            load_version(&tx, &agent_id, &version_id, OP)?;
-            if agent.active_version_id.as_deref() == Some(version_id.as_str()) {
-                return Err(StorageError::VersionPublished {
-                    agent_id: agent_id.clone(),
-                    version_id: version_id.clone(),
-                });
-            }
-            tx.execute("DELETE FROM agent_versions WHERE id = ?1", [&version_id])
-                .map_err(err(OP))?;
-            tx.commit().map_err(err(OP))
-        })
-        .await
+    async fn delete_agent_version(&self, agent_id: &str, version_id: &str) -> Result<()> {
+        const OP: &str = "delete_agent_version";
+        let (agent_id, version_id) = (agent_id.to_owned(), version_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                let agent = load_agent(&tx, &agent_id, OP)?;
+                load_version(&tx, &agent_id, &version_id, OP)?;
+                if agent.active_version_id.as_deref() == Some(version_id.as_str()) {
+                    return Err(StorageError::VersionPublished {
+                        agent_id: agent_id.clone(),
+                        version_id: version_id.clone(),
+                    });
+                }
+                tx.execute("DELETE FROM agent_versions WHERE id = ?1", [&version_id])
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
+            .await
+    }
 }

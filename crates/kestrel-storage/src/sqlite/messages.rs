@@ -1,6 +1,9 @@
 //! The messages of [`SqliteStorage`]: appends (the one-statement path and the transactional
 //! one), listings by selection, gets and deletes.
 
+use crate::storage::MessageStore;
+use async_trait::async_trait;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -12,8 +15,10 @@ use super::{SHORT_BATCH, SqliteStorage, begin, err, json_ids, owned, sql};
 use crate::codec;
 use crate::error::{Result, StorageError};
 use crate::sql_common::{EncodedMessage, ExistingMessage, check_homes};
-use crate::storage::Storage;
-use crate::types::{Anchor, MessageList, NewMessage, Selection, SeqRange, StoredMessage};
+use crate::types::{
+    Anchor, MessageList, MessageSearch, NewMessage, Selection, SeqRange, StoredMessage,
+};
+use kestrel_core::lease::Fence;
 
 /// The one JSON column of the one row a message query returns, decoded.
 fn fetch_messages(
@@ -366,170 +371,195 @@ pub(super) async fn append_messages(
         .collect())
 }
 
-pub(super) async fn append_with_history(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-    messages: Vec<NewMessage>,
-    last: u32,
-) -> Result<(Vec<StoredMessage>, MessageList)> {
-    const OP: &str = "append_with_history";
-    if !messages.is_empty()
-        && last > 0
-        && messages.len() <= SHORT_BATCH
-        && messages.iter().all(|m| m.created_at.is_none())
-    {
-        let batch = EncodedMessage::batch(messages.clone())?;
-        let now = codec::now();
-        let args = (
-            thread_id.to_owned(),
-            resource_id.to_owned(),
-            batch_json(&batch),
-            batch.len(),
-            codec::to_micros(now),
-        );
-        // The append and the history before it on the writer, one hand-over.
-        let appended = store
+#[async_trait]
+impl MessageStore for SqliteStorage {
+    async fn append_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<StoredMessage>> {
+        append_messages(self, thread_id, resource_id, messages, None).await
+    }
+
+    async fn append_messages_fenced(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        fence: Fence<'_>,
+    ) -> Result<Vec<StoredMessage>> {
+        let fence = (fence.run_id.to_owned(), codec::fence_token(fence.token)?);
+        append_messages(self, thread_id, resource_id, messages, Some(fence)).await
+    }
+
+    async fn append_with_history(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        messages: Vec<NewMessage>,
+        last: u32,
+    ) -> Result<(Vec<StoredMessage>, MessageList)> {
+        const OP: &str = "append_with_history";
+        if !messages.is_empty()
+            && last > 0
+            && messages.len() <= SHORT_BATCH
+            && messages.iter().all(|m| m.created_at.is_none())
+        {
+            let batch = EncodedMessage::batch(messages.clone())?;
+            let now = codec::now();
+            let args = (
+                thread_id.to_owned(),
+                resource_id.to_owned(),
+                batch_json(&batch),
+                batch.len(),
+                codec::to_micros(now),
+            );
+            // The append and the history before it on the writer, one hand-over.
+            let appended = self
+                .conns
+                .write(OP, Cost::Short, move |conn| {
+                    let (thread, resource, json, count, at) = &args;
+                    let Some(seqs) = append_new(conn, thread, resource, json, *count, *at)? else {
+                        return Ok(None);
+                    };
+                    let first = seqs.first().copied().unwrap_or(i64::MAX);
+                    let history = history_before(conn, thread, first, last)?;
+                    Ok(Some((
+                        seqs,
+                        trim_to_limit(history, Some(last), Anchor::End),
+                    )))
+                })
+                .await?;
+            if let Some((seqs, history)) = appended {
+                self.appended(batch.len());
+                let stored = batch
+                    .into_iter()
+                    .zip(seqs)
+                    .map(|(m, seq)| m.into_stored(thread_id, resource_id, seq, now))
+                    .collect();
+                return Ok((stored, history));
+            }
+        }
+        // Retries, imports, big batches and errors: the two calls.
+        let stored = self
+            .append_messages(thread_id, resource_id, messages)
+            .await?;
+        let first = stored.iter().map(|m| m.seq).min().unwrap_or(i64::MAX);
+        let history = self
+            .list_messages(thread_id, Some(resource_id), Selection::before(first, last))
+            .await?;
+        Ok((stored, history))
+    }
+
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        resource_id: Option<&str>,
+        selection: Selection,
+    ) -> Result<MessageList> {
+        const OP: &str = "list_messages";
+        if let Selection::Page(page) = selection {
+            codec::check_page(page)?;
+        }
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.map(str::to_owned));
+        // A bounded read is short; a whole history may be long.
+        let cost = match selection {
+            Selection::Last(_) | Selection::Page(_) => Cost::Short,
+            Selection::Range(range) if range.limit.is_some() => Cost::Short,
+            Selection::Range(_) => Cost::Long,
+        };
+        self.conns
+            .read(OP, cost, move |conn| {
+                let resource_id = resource_id.as_deref();
+                match selection {
+                    Selection::Last(n) => {
+                        let range = SeqRange {
+                            limit: Some(n),
+                            anchor: Anchor::End,
+                            ..SeqRange::default()
+                        };
+                        select_range(conn, &thread_id, resource_id, range)
+                    }
+                    Selection::Range(range) => select_range(conn, &thread_id, resource_id, range),
+                    Selection::Page(page) => {
+                        let tx = conn.transaction().map_err(err(OP))?;
+                        owned(&tx, &thread_id, resource_id, OP)?;
+                        let messages = fetch_messages(
+                            &tx,
+                            sql::PAGE_MESSAGES,
+                            params![thread_id, i64::from(page.per_page), page.offset() as i64],
+                            OP,
+                        )?;
+                        let total: i64 = tx
+                            .prepare_cached(sql::COUNT_MESSAGES)
+                            .and_then(|mut s| s.query_row([&thread_id], |r| r.get(0)))
+                            .map_err(err(OP))?;
+                        tx.finish().map_err(err(OP))?;
+                        let total = total as u64;
+                        Ok(MessageList {
+                            has_more: page.offset() + (messages.len() as u64) < total,
+                            messages,
+                            total: Some(total),
+                        })
+                    }
+                }
+            })
+            .await
+    }
+
+    async fn get_messages(
+        &self,
+        ids: &[String],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<StoredMessage>> {
+        const OP: &str = "get_messages";
+        let ids = json_ids(ids);
+        let messages = self
             .conns
-            .write(OP, Cost::Short, move |conn| {
-                let (thread, resource, json, count, at) = &args;
-                let Some(seqs) = append_new(conn, thread, resource, json, *count, *at)? else {
-                    return Ok(None);
-                };
-                let first = seqs.first().copied().unwrap_or(i64::MAX);
-                let history = history_before(conn, thread, first, last)?;
-                Ok(Some((
-                    seqs,
-                    trim_to_limit(history, Some(last), Anchor::End),
-                )))
+            .read(OP, Cost::Short, move |conn| {
+                fetch_messages(conn, sql::GET_MESSAGES, [&ids], OP)
             })
             .await?;
-        if let Some((seqs, history)) = appended {
-            store.appended(batch.len());
-            let stored = batch
-                .into_iter()
-                .zip(seqs)
-                .map(|(m, seq)| m.into_stored(thread_id, resource_id, seq, now))
-                .collect();
-            return Ok((stored, history));
+        for m in &messages {
+            codec::check_owner(&m.thread_id, &m.resource_id, resource_id)?;
         }
+        Ok(messages)
     }
-    // Retries, imports, big batches and errors: the two calls.
-    let stored = store
-        .append_messages(thread_id, resource_id, messages)
-        .await?;
-    let first = stored.iter().map(|m| m.seq).min().unwrap_or(i64::MAX);
-    let history = store
-        .list_messages(thread_id, Some(resource_id), Selection::before(first, last))
-        .await?;
-    Ok((stored, history))
-}
 
-pub(super) async fn list_messages(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: Option<&str>,
-    selection: Selection,
-) -> Result<MessageList> {
-    const OP: &str = "list_messages";
-    if let Selection::Page(page) = selection {
-        codec::check_page(page)?;
-    }
-    let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.map(str::to_owned));
-    // A bounded read is short; a whole history may be long.
-    let cost = match selection {
-        Selection::Last(_) | Selection::Page(_) => Cost::Short,
-        Selection::Range(range) if range.limit.is_some() => Cost::Short,
-        Selection::Range(_) => Cost::Long,
-    };
-    store
-        .conns
-        .read(OP, cost, move |conn| {
-            let resource_id = resource_id.as_deref();
-            match selection {
-                Selection::Last(n) => {
-                    let range = SeqRange {
-                        limit: Some(n),
-                        anchor: Anchor::End,
-                        ..SeqRange::default()
-                    };
-                    select_range(conn, &thread_id, resource_id, range)
-                }
-                Selection::Range(range) => select_range(conn, &thread_id, resource_id, range),
-                Selection::Page(page) => {
-                    let tx = conn.transaction().map_err(err(OP))?;
-                    owned(&tx, &thread_id, resource_id, OP)?;
-                    let messages = fetch_messages(
-                        &tx,
-                        sql::PAGE_MESSAGES,
-                        params![thread_id, i64::from(page.per_page), page.offset() as i64],
-                        OP,
-                    )?;
-                    let total: i64 = tx
-                        .prepare_cached(sql::COUNT_MESSAGES)
-                        .and_then(|mut s| s.query_row([&thread_id], |r| r.get(0)))
-                        .map_err(err(OP))?;
-                    tx.finish().map_err(err(OP))?;
-                    let total = total as u64;
-                    Ok(MessageList {
-                        has_more: page.offset() + (messages.len() as u64) < total,
-                        messages,
-                        total: Some(total),
-                    })
-                }
-            }
-        })
-        .await
-}
-
-pub(super) async fn get_messages(
-    store: &SqliteStorage,
-    ids: &[String],
-    resource_id: Option<&str>,
-) -> Result<Vec<StoredMessage>> {
-    const OP: &str = "get_messages";
-    let ids = json_ids(ids);
-    let messages = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            fetch_messages(conn, sql::GET_MESSAGES, [&ids], OP)
-        })
-        .await?;
-    for m in &messages {
-        codec::check_owner(&m.thread_id, &m.resource_id, resource_id)?;
-    }
-    Ok(messages)
-}
-
-pub(super) async fn delete_messages(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-    ids: &[String],
-) -> Result<u64> {
-    const OP: &str = "delete_messages";
-    let (thread_id, resource_id, ids) =
-        (thread_id.to_owned(), resource_id.to_owned(), json_ids(ids));
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            owned(&tx, &thread_id, Some(&resource_id), OP)?;
-            let deleted: Vec<String> = tx
-                .prepare_cached(sql::DELETE_MESSAGES)
-                .and_then(|mut s| s.query_map([&thread_id, &ids], |r| r.get(0))?.collect())
-                .map_err(err(OP))?;
-            if !deleted.is_empty() {
-                tx.execute(sql::DELETE_MESSAGE_VECTORS, [json_ids(&deleted)])
+    async fn delete_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: &[String],
+    ) -> Result<u64> {
+        const OP: &str = "delete_messages";
+        let (thread_id, resource_id, ids) =
+            (thread_id.to_owned(), resource_id.to_owned(), json_ids(ids));
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &thread_id, Some(&resource_id), OP)?;
+                let deleted: Vec<String> = tx
+                    .prepare_cached(sql::DELETE_MESSAGES)
+                    .and_then(|mut s| s.query_map([&thread_id, &ids], |r| r.get(0))?.collect())
                     .map_err(err(OP))?;
-                tx.execute(
-                    sql::TOUCH_THREAD,
-                    params![thread_id, codec::to_micros(codec::now())],
-                )
-                .map_err(err(OP))?;
-            }
-            tx.commit().map_err(err(OP))?;
-            Ok(deleted.len() as u64)
-        })
-        .await
+                if !deleted.is_empty() {
+                    tx.execute(sql::DELETE_MESSAGE_VECTORS, [json_ids(&deleted)])
+                        .map_err(err(OP))?;
+                    tx.execute(
+                        sql::TOUCH_THREAD,
+                        params![thread_id, codec::to_micros(codec::now())],
+                    )
+                    .map_err(err(OP))?;
+                }
+                tx.commit().map_err(err(OP))?;
+                Ok(deleted.len() as u64)
+            })
+            .await
+    }
+
+    async fn search_messages(&self, search: MessageSearch) -> Result<Vec<StoredMessage>> {
+        super::search::search_messages(self, search).await
+    }
 }

@@ -1,6 +1,9 @@
 //! The observations of [`SqliteStorage`] (observational memory), per thread or per resource, and
 //! the per-thread "observed up to" marker.
 
+use crate::storage::ObservationStore;
+use async_trait::async_trait;
+
 use rusqlite::{Connection, params};
 
 use super::conn::Cost;
@@ -59,117 +62,106 @@ fn check_scope(conn: &Connection, scope: &Scope, operation: &'static str) -> Res
     Ok(())
 }
 
-pub(super) async fn add_observations(
-    store: &SqliteStorage,
-    scope: &Scope,
-    observations: Vec<NewObservation>,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "add_observations";
-    let scope = scope.clone();
-    let now = codec::now();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            check_scope(&tx, &scope, OP)?;
-            let added = insert_observations(&tx, &scope, &observations, now)?;
-            tx.commit().map_err(err(OP))?;
-            Ok(added)
-        })
-        .await
-}
+#[async_trait]
+impl ObservationStore for SqliteStorage {
+    async fn add_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        const OP: &str = "add_observations";
+        let scope = scope.clone();
+        let now = codec::now();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                check_scope(&tx, &scope, OP)?;
+                let added = insert_observations(&tx, &scope, &observations, now)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(added)
+            })
+            .await
+    }
 
-pub(super) async fn list_observations(
-    store: &SqliteStorage,
-    scope: &Scope,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "list_observations";
-    let scope = scope.clone();
-    let rows = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            let tx = conn.transaction().map_err(err(OP))?;
-            check_scope(&tx, &scope, OP)?;
-            let (statement, key) = match &scope {
-                Scope::Thread { thread_id, .. } => (sql::LIST_THREAD_OBSERVATIONS, thread_id),
-                Scope::Resource { resource_id } => (sql::LIST_RESOURCE_OBSERVATIONS, resource_id),
-            };
-            let rows: Vec<ObservationRow> = tx
-                .prepare_cached(statement)
-                .and_then(|mut s| s.query_map([key], ObservationRow::from_row)?.collect())
-                .map_err(err(OP))?;
-            tx.finish().map_err(err(OP))?;
-            Ok(rows)
-        })
-        .await?;
-    rows.into_iter()
-        .map(ObservationRow::into_observation)
-        .collect()
-}
+    async fn list_observations(&self, scope: &Scope) -> Result<Vec<Observation>> {
+        const OP: &str = "list_observations";
+        let scope = scope.clone();
+        let rows = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                check_scope(&tx, &scope, OP)?;
+                let (statement, key) = match &scope {
+                    Scope::Thread { thread_id, .. } => (sql::LIST_THREAD_OBSERVATIONS, thread_id),
+                    Scope::Resource { resource_id } => {
+                        (sql::LIST_RESOURCE_OBSERVATIONS, resource_id)
+                    }
+                };
+                let rows: Vec<ObservationRow> = tx
+                    .prepare_cached(statement)
+                    .and_then(|mut s| s.query_map([key], ObservationRow::from_row)?.collect())
+                    .map_err(err(OP))?;
+                tx.finish().map_err(err(OP))?;
+                Ok(rows)
+            })
+            .await?;
+        rows.into_iter()
+            .map(ObservationRow::into_observation)
+            .collect()
+    }
 
-pub(super) async fn replace_observations(
-    store: &SqliteStorage,
-    scope: &Scope,
-    observations: Vec<NewObservation>,
-) -> Result<Vec<Observation>> {
-    const OP: &str = "replace_observations";
-    let scope = scope.clone();
-    let now = codec::now();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            check_scope(&tx, &scope, OP)?;
-            match &scope {
-                Scope::Thread { thread_id, .. } => {
-                    tx.execute(sql::DELETE_THREAD_OBSERVATIONS, [thread_id])
+    async fn replace_observations(
+        &self,
+        scope: &Scope,
+        observations: Vec<NewObservation>,
+    ) -> Result<Vec<Observation>> {
+        const OP: &str = "replace_observations";
+        let scope = scope.clone();
+        let now = codec::now();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                check_scope(&tx, &scope, OP)?;
+                match &scope {
+                    Scope::Thread { thread_id, .. } => {
+                        tx.execute(sql::DELETE_THREAD_OBSERVATIONS, [thread_id])
+                    }
+                    Scope::Resource { resource_id } => {
+                        tx.execute(sql::DELETE_RESOURCE_OBSERVATIONS, [resource_id])
+                    }
                 }
-                Scope::Resource { resource_id } => {
-                    tx.execute(sql::DELETE_RESOURCE_OBSERVATIONS, [resource_id])
-                }
-            }
-            .map_err(err(OP))?;
-            let added = insert_observations(&tx, &scope, &observations, now)?;
-            tx.commit().map_err(err(OP))?;
-            Ok(added)
-        })
-        .await
-}
-
-pub(super) async fn get_observed_seq(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-) -> Result<Option<i64>> {
-    const OP: &str = "get_observed_seq";
-    let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            owned(conn, &thread_id, Some(&resource_id), OP)?;
-            let seq: Option<Option<i64>> =
-                optional_row(conn, sql::GET_OBSERVED_SEQ, [&thread_id], |r| r.get(0), OP)?;
-            Ok(seq.flatten())
-        })
-        .await
-}
-
-pub(super) async fn set_observed_seq(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-    seq: i64,
-) -> Result<()> {
-    const OP: &str = "set_observed_seq";
-    let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            owned(&tx, &thread_id, Some(&resource_id), OP)?;
-            tx.execute(sql::SET_OBSERVED_SEQ, params![thread_id, seq])
                 .map_err(err(OP))?;
-            tx.commit().map_err(err(OP))
-        })
-        .await
+                let added = insert_observations(&tx, &scope, &observations, now)?;
+                tx.commit().map_err(err(OP))?;
+                Ok(added)
+            })
+            .await
+    }
+
+    async fn get_observed_seq(&self, thread_id: &str, resource_id: &str) -> Result<Option<i64>> {
+        const OP: &str = "get_observed_seq";
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                owned(conn, &thread_id, Some(&resource_id), OP)?;
+                let seq: Option<Option<i64>> =
+                    optional_row(conn, sql::GET_OBSERVED_SEQ, [&thread_id], |r| r.get(0), OP)?;
+                Ok(seq.flatten())
+            })
+            .await
+    }
+
+    async fn set_observed_seq(&self, thread_id: &str, resource_id: &str, seq: i64) -> Result<()> {
+        const OP: &str = "set_observed_seq";
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &thread_id, Some(&resource_id), OP)?;
+                tx.execute(sql::SET_OBSERVED_SEQ, params![thread_id, seq])
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
+            .await
+    }
 }

@@ -1,5 +1,8 @@
 //! The message queues of [`SqliteStorage`]: messages held for a thread's next runs, in order.
 
+use crate::storage::QueueStore;
+use async_trait::async_trait;
+
 use rusqlite::{Connection, params};
 
 use super::conn::Cost;
@@ -47,127 +50,123 @@ fn list(conn: &Connection, thread_id: &str, op: &'static str) -> Result<Vec<Queu
     rows.into_iter().map(decode).collect()
 }
 
-pub(super) async fn enqueue_message(
-    store: &SqliteStorage,
-    message: NewQueuedMessage,
-) -> Result<QueuedMessage> {
-    const OP: &str = "enqueue_message";
-    codec::check_queued(&message)?;
-    let text = codec::message_text(&message.message)?;
-    let now = codec::now();
-    let row = message.clone();
-    let seq = store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            owned(&tx, &row.thread_id, Some(&row.resource_id), OP)?;
-            let inserted = tx
-                .execute(
-                    sql::INSERT_QUEUED,
-                    params![
-                        row.id,
-                        row.run_id,
-                        row.agent_id,
-                        row.thread_id,
-                        row.resource_id,
-                        text,
-                        codec::to_micros(now)
-                    ],
-                )
-                .map_err(err(OP))?;
-            if inserted == 0 {
-                return Err(codec::queued_exists(&row.id));
-            }
-            let seq = tx.last_insert_rowid();
-            tx.commit().map_err(err(OP))?;
-            Ok(seq)
-        })
-        .await?;
-    Ok(QueuedMessage {
-        id: message.id,
-        run_id: message.run_id,
-        agent_id: message.agent_id,
-        thread_id: message.thread_id,
-        resource_id: message.resource_id,
-        message: message.message,
-        seq,
-        created_at: codec::truncate(now),
-    })
-}
-
-pub(super) async fn queued_messages(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-) -> Result<Vec<QueuedMessage>> {
-    const OP: &str = "queued_messages";
-    let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            owned(conn, &thread_id, Some(&resource_id), OP)?;
-            list(conn, &thread_id, OP)
-        })
-        .await
-}
-
-pub(super) async fn remove_queued_message(store: &SqliteStorage, id: &str) -> Result<bool> {
-    const OP: &str = "remove_queued_message";
-    let id = id.to_owned();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let removed = conn.execute(sql::DELETE_QUEUED, [&id]).map_err(err(OP))?;
-            Ok(removed > 0)
-        })
-        .await
-}
-
-pub(super) async fn cancel_queued_messages(
-    store: &SqliteStorage,
-    thread_id: &str,
-    resource_id: &str,
-    ids: Option<Vec<String>>,
-) -> Result<Vec<QueuedMessage>> {
-    const OP: &str = "cancel_queued_messages";
-    let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let tx = begin(conn, OP)?;
-            owned(&tx, &thread_id, Some(&resource_id), OP)?;
-            let queued = list(&tx, &thread_id, OP)?;
-            let mut removed = Vec::new();
-            for message in queued {
-                if ids.as_ref().is_none_or(|ids| ids.contains(&message.id)) {
-                    tx.execute(sql::DELETE_QUEUED, [&message.id])
-                        .map_err(err(OP))?;
-                    removed.push(message);
+#[async_trait]
+impl QueueStore for SqliteStorage {
+    async fn enqueue_message(&self, message: NewQueuedMessage) -> Result<QueuedMessage> {
+        const OP: &str = "enqueue_message";
+        codec::check_queued(&message)?;
+        let text = codec::message_text(&message.message)?;
+        let now = codec::now();
+        let row = message.clone();
+        let seq = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &row.thread_id, Some(&row.resource_id), OP)?;
+                let inserted = tx
+                    .execute(
+                        sql::INSERT_QUEUED,
+                        params![
+                            row.id,
+                            row.run_id,
+                            row.agent_id,
+                            row.thread_id,
+                            row.resource_id,
+                            text,
+                            codec::to_micros(now)
+                        ],
+                    )
+                    .map_err(err(OP))?;
+                if inserted == 0 {
+                    return Err(codec::queued_exists(&row.id));
                 }
-            }
-            tx.commit().map_err(err(OP))?;
-            Ok(removed)
+                let seq = tx.last_insert_rowid();
+                tx.commit().map_err(err(OP))?;
+                Ok(seq)
+            })
+            .await?;
+        Ok(QueuedMessage {
+            id: message.id,
+            run_id: message.run_id,
+            agent_id: message.agent_id,
+            thread_id: message.thread_id,
+            resource_id: message.resource_id,
+            message: message.message,
+            seq,
+            created_at: codec::truncate(now),
         })
-        .await
-}
+    }
 
-pub(super) async fn queued_threads(store: &SqliteStorage) -> Result<Vec<QueuedThread>> {
-    const OP: &str = "queued_threads";
-    store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            conn.prepare_cached(sql::QUEUED_THREADS)
-                .and_then(|mut s| {
-                    s.query_map([], |r| {
-                        Ok(QueuedThread {
-                            agent_id: r.get(0)?,
-                            thread_id: r.get(1)?,
-                            resource_id: r.get(2)?,
-                        })
-                    })?
-                    .collect()
-                })
-                .map_err(err(OP))
-        })
-        .await
+    async fn queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+    ) -> Result<Vec<QueuedMessage>> {
+        const OP: &str = "queued_messages";
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                owned(conn, &thread_id, Some(&resource_id), OP)?;
+                list(conn, &thread_id, OP)
+            })
+            .await
+    }
+
+    async fn remove_queued_message(&self, id: &str) -> Result<bool> {
+        const OP: &str = "remove_queued_message";
+        let id = id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let removed = conn.execute(sql::DELETE_QUEUED, [&id]).map_err(err(OP))?;
+                Ok(removed > 0)
+            })
+            .await
+    }
+
+    async fn cancel_queued_messages(
+        &self,
+        thread_id: &str,
+        resource_id: &str,
+        ids: Option<Vec<String>>,
+    ) -> Result<Vec<QueuedMessage>> {
+        const OP: &str = "cancel_queued_messages";
+        let (thread_id, resource_id) = (thread_id.to_owned(), resource_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = begin(conn, OP)?;
+                owned(&tx, &thread_id, Some(&resource_id), OP)?;
+                let queued = list(&tx, &thread_id, OP)?;
+                let mut removed = Vec::new();
+                for message in queued {
+                    if ids.as_ref().is_none_or(|ids| ids.contains(&message.id)) {
+                        tx.execute(sql::DELETE_QUEUED, [&message.id])
+                            .map_err(err(OP))?;
+                        removed.push(message);
+                    }
+                }
+                tx.commit().map_err(err(OP))?;
+                Ok(removed)
+            })
+            .await
+    }
+
+    async fn queued_threads(&self) -> Result<Vec<QueuedThread>> {
+        const OP: &str = "queued_threads";
+        self.conns
+            .read(OP, Cost::Short, move |conn| {
+                conn.prepare_cached(sql::QUEUED_THREADS)
+                    .and_then(|mut s| {
+                        s.query_map([], |r| {
+                            Ok(QueuedThread {
+                                agent_id: r.get(0)?,
+                                thread_id: r.get(1)?,
+                                resource_id: r.get(2)?,
+                            })
+                        })?
+                        .collect()
+                    })
+                    .map_err(err(OP))
+            })
+            .await
+    }
 }

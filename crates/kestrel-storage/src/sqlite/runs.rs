@@ -1,6 +1,9 @@
 //! The runs of [`SqliteStorage`]: saves with their version compare-and-sets (synced to the disk
 //! with [`Synchronous::Runs`]), gets, listings and deletes.
 
+use crate::storage::RunRecordStore;
+use async_trait::async_trait;
+
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::conn::Cost;
@@ -8,7 +11,6 @@ use super::rows::RunRow;
 use super::{SqliteStorage, Synchronous, begin, count_and_page, err, optional_row, sql};
 use crate::codec;
 use crate::error::{Result, StorageError};
-use crate::storage::Storage;
 use crate::types::{Page, RunFilter, RunRecord};
 
 /// Raises the fence of `run_id` to `token`, inside the caller's transaction: refused with
@@ -182,130 +184,129 @@ fn run_version(conn: &Connection, run_id: &str) -> Result<Option<i64>> {
     optional_row(conn, sql::RUN_VERSION, [run_id], |r| r.get(0), "save_run")
 }
 
-pub(super) async fn save_run(
-    store: &SqliteStorage,
-    record: RunRecord,
-    expected_version: Option<i64>,
-) -> Result<RunRecord> {
-    let mut saved = store.save_runs(vec![(record, expected_version)]).await?;
-    saved
-        .pop()
-        .ok_or_else(|| StorageError::corrupt("save_run", "no run was saved"))
-}
-
-pub(super) async fn save_runs(
-    store: &SqliteStorage,
-    saves: Vec<(RunRecord, Option<i64>)>,
-) -> Result<Vec<RunRecord>> {
-    const OP: &str = "save_runs";
-    let now = codec::now();
-    let at = codec::to_micros(now);
-    let mut rows = Vec::with_capacity(saves.len());
-    for (record, expected_version) in &saves {
-        codec::check_id("run_id", &record.run_id)?;
-        let snapshot = record.snapshot.get().to_owned();
-        rows.push(RunWrite {
-            run_id: record.run_id.clone(),
-            agent_id: record.agent_id.clone(),
-            thread_id: record.thread_id.clone(),
-            resource_id: record.resource_id.clone(),
-            status: record.status.as_str(),
-            snapshot,
-            parent: record.parent_run_id.clone(),
-            expected: *expected_version,
-            lease_token: record.lease_token,
-        });
+#[async_trait]
+impl RunRecordStore for SqliteStorage {
+    async fn save_run(
+        &self,
+        record: RunRecord,
+        expected_version: Option<i64>,
+    ) -> Result<RunRecord> {
+        let mut saved = self.save_runs(vec![(record, expected_version)]).await?;
+        saved
+            .pop()
+            .ok_or_else(|| StorageError::corrupt("save_run", "no run was saved"))
     }
-    // One transaction: a conflict on any run rolls back the ones before it.
-    let sync = store.synchronous == Synchronous::Runs;
-    let outcome = store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            // The commit of a run (a decision above all) is on the disk before it is
-            // reported saved; the setting cannot change inside a transaction.
-            if sync {
-                conn.pragma_update(None, "synchronous", "full")
-                    .map_err(err(OP))?;
-            }
-            let saved = save_runs_in(conn, &rows, at);
-            if sync {
-                conn.pragma_update(None, "synchronous", "normal")
-                    .map_err(err(OP))?;
-            }
-            saved
-        })
-        .await?;
-    match outcome {
-        Ok(written) => saves
-            .into_iter()
-            .zip(written)
-            .map(|((record, _), (version, created))| {
-                Ok(RunRecord {
-                    version,
-                    created_at: codec::from_micros(created)?,
-                    updated_at: now,
-                    ..record
-                })
+
+    async fn save_runs(&self, saves: Vec<(RunRecord, Option<i64>)>) -> Result<Vec<RunRecord>> {
+        const OP: &str = "save_runs";
+        let now = codec::now();
+        let at = codec::to_micros(now);
+        let mut rows = Vec::with_capacity(saves.len());
+        for (record, expected_version) in &saves {
+            codec::check_id("run_id", &record.run_id)?;
+            let snapshot = record.snapshot.get().to_owned();
+            rows.push(RunWrite {
+                run_id: record.run_id.clone(),
+                agent_id: record.agent_id.clone(),
+                thread_id: record.thread_id.clone(),
+                resource_id: record.resource_id.clone(),
+                status: record.status.as_str(),
+                snapshot,
+                parent: record.parent_run_id.clone(),
+                expected: *expected_version,
+                lease_token: record.lease_token,
+            });
+        }
+        // One transaction: a conflict on any run rolls back the ones before it.
+        let sync = self.synchronous == Synchronous::Runs;
+        let outcome = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                // The commit of a run (a decision above all) is on the disk before it is
+                // reported saved; the setting cannot change inside a transaction.
+                if sync {
+                    conn.pragma_update(None, "synchronous", "full")
+                        .map_err(err(OP))?;
+                }
+                let saved = save_runs_in(conn, &rows, at);
+                if sync {
+                    conn.pragma_update(None, "synchronous", "normal")
+                        .map_err(err(OP))?;
+                }
+                saved
             })
-            .collect(),
-        Err((index, actual)) => {
-            let Some((record, expected)) = saves.into_iter().nth(index) else {
-                return Err(StorageError::corrupt("save_runs", "a conflict on no run"));
-            };
-            Err(codec::run_conflict(record.run_id, expected, actual))
+            .await?;
+        match outcome {
+            Ok(written) => saves
+                .into_iter()
+                .zip(written)
+                .map(|((record, _), (version, created))| {
+                    Ok(RunRecord {
+                        version,
+                        created_at: codec::from_micros(created)?,
+                        updated_at: now,
+                        ..record
+                    })
+                })
+                .collect(),
+            Err((index, actual)) => {
+                let Some((record, expected)) = saves.into_iter().nth(index) else {
+                    return Err(StorageError::corrupt("save_runs", "a conflict on no run"));
+                };
+                Err(codec::run_conflict(record.run_id, expected, actual))
+            }
         }
     }
-}
 
-pub(super) async fn get_run(store: &SqliteStorage, run_id: &str) -> Result<Option<RunRecord>> {
-    const OP: &str = "get_run";
-    let run_id = run_id.to_owned();
-    let row = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            optional_row(conn, sql::GET_RUN, [&run_id], RunRow::from_row, OP)
-        })
-        .await?;
-    row.map(RunRow::into_record).transpose()
-}
+    async fn get_run(&self, run_id: &str) -> Result<Option<RunRecord>> {
+        const OP: &str = "get_run";
+        let run_id = run_id.to_owned();
+        let row = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                optional_row(conn, sql::GET_RUN, [&run_id], RunRow::from_row, OP)
+            })
+            .await?;
+        row.map(RunRow::into_record).transpose()
+    }
 
-pub(super) async fn list_runs(store: &SqliteStorage, filter: RunFilter) -> Result<Page<RunRecord>> {
-    const OP: &str = "list_runs";
-    codec::check_page(filter.page)?;
-    let mut count = sql::Dynamic::new(sql::COUNT_RUNS);
-    sql::push_run_filter(&mut count, &filter);
-    let mut select = sql::Dynamic::new(sql::SELECT_RUNS);
-    sql::push_run_filter(&mut select, &filter);
-    select
-        .push(sql::RUN_ORDER)
-        .push(" LIMIT ")
-        .bind(i64::from(filter.page.per_page))
-        .push(" OFFSET ")
-        .bind(filter.page.offset() as i64);
-    let (total, rows) = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            count_and_page(conn, &count, &select, RunRow::from_row, OP)
-        })
-        .await?;
-    let items = rows
-        .into_iter()
-        .map(RunRow::into_record)
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page::new(items, filter.page, total as u64))
-}
+    async fn list_runs(&self, filter: RunFilter) -> Result<Page<RunRecord>> {
+        const OP: &str = "list_runs";
+        codec::check_page(filter.page)?;
+        let mut count = sql::Dynamic::new(sql::COUNT_RUNS);
+        sql::push_run_filter(&mut count, &filter);
+        let mut select = sql::Dynamic::new(sql::SELECT_RUNS);
+        sql::push_run_filter(&mut select, &filter);
+        select
+            .push(sql::RUN_ORDER)
+            .push(" LIMIT ")
+            .bind(i64::from(filter.page.per_page))
+            .push(" OFFSET ")
+            .bind(filter.page.offset() as i64);
+        let (total, rows) = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                count_and_page(conn, &count, &select, RunRow::from_row, OP)
+            })
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(RunRow::into_record)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::new(items, filter.page, total as u64))
+    }
 
-pub(super) async fn delete_run(store: &SqliteStorage, run_id: &str) -> Result<bool> {
-    const OP: &str = "delete_run";
-    let run_id = run_id.to_owned();
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let done = conn
-                .prepare_cached(sql::DELETE_RUN)
-                .and_then(|mut s| s.execute([&run_id]))
-                .map_err(err(OP))?;
-            Ok(done > 0)
-        })
-        .await
+    async fn delete_run(&self, run_id: &str) -> Result<bool> {
+        const OP: &str = "delete_run";
+        let run_id = run_id.to_owned();
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let done = conn
+                    .prepare_cached(sql::DELETE_RUN)
+                    .and_then(|mut s| s.execute([&run_id]))
+                    .map_err(err(OP))?;
+                Ok(done > 0)
+            })
+            .await
+    }
 }

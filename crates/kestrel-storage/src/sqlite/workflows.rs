@@ -1,6 +1,9 @@
 //! The workflow runs of [`SqliteStorage`]: each run's latest snapshot, saved (created or
 //! replaced), claimed with a compare-and-set on its status, listed and deleted.
 
+use crate::storage::WorkflowRecordStore;
+use async_trait::async_trait;
+
 use rusqlite::{OptionalExtension, params};
 
 use super::conn::Cost;
@@ -83,44 +86,6 @@ impl Row {
     }
 }
 
-pub(super) async fn save(
-    store: &SqliteStorage,
-    record: WorkflowRunRecord,
-) -> Result<WorkflowRunRecord> {
-    const OP: &str = "save_workflow_run";
-    codec::check_id("workflow_id", &record.workflow_id)?;
-    codec::check_id("run_id", &record.run_id)?;
-    let snapshot = record.snapshot.get().to_owned();
-    let now = codec::now();
-    let at = codec::to_micros(now);
-    let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());
-    let (resource_id, status) = (record.resource_id.clone(), record.status.as_str());
-    let running = record.status == WorkflowStatus::Running;
-    let token = record.lease_token.map(codec::fence_token).transpose()?;
-    let created: i64 = store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let params = params![workflow_id, run_id, resource_id, status, snapshot, at];
-            match token {
-                // A fenced save checks the fence and writes in one transaction.
-                Some(token) => {
-                    let tx = begin(conn, OP)?;
-                    raise_fence(&tx, &workflow_id, &run_id, token)?;
-                    let created = upsert(&tx, params, running)?;
-                    tx.commit().map_err(err(OP))?;
-                    Ok(created)
-                }
-                None => upsert(conn, params, running),
-            }
-        })
-        .await?;
-    Ok(WorkflowRunRecord {
-        created_at: codec::from_micros(created)?,
-        updated_at: now,
-        ..record
-    })
-}
-
 /// Raises the fence of a run to `token` on `conn` (in the caller's transaction), or refuses.
 fn raise_fence(
     conn: &rusqlite::Connection,
@@ -155,25 +120,6 @@ fn raise_fence(
     })
 }
 
-pub(super) async fn fence(
-    store: &SqliteStorage,
-    workflow_id: &str,
-    run_id: &str,
-    token: u64,
-) -> Result<()> {
-    const OP: &str = "fence_workflow_run";
-    codec::check_id("workflow_id", workflow_id)?;
-    codec::check_id("run_id", run_id)?;
-    let token = codec::fence_token(token)?;
-    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            raise_fence(conn, &workflow_id, &run_id, token)
-        })
-        .await
-}
-
 /// Writes a run's row (`params` as [`UPSERT`] takes them), its creation time back.
 fn upsert(
     conn: &rusqlite::Connection,
@@ -201,48 +147,6 @@ fn upsert(
     }
 }
 
-pub(super) async fn get(
-    store: &SqliteStorage,
-    workflow_id: &str,
-    run_id: &str,
-) -> Result<Option<WorkflowRunRecord>> {
-    const OP: &str = "get_workflow_run";
-    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
-    let statement =
-        format!("SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = ?1 AND run_id = ?2");
-    let row = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            optional_row(conn, &statement, [&workflow_id, &run_id], Row::from_row, OP)
-        })
-        .await?;
-    row.map(Row::into_record).transpose()
-}
-
-pub(super) async fn claim(
-    store: &SqliteStorage,
-    workflow_id: &str,
-    run_id: &str,
-    from: WorkflowStatus,
-    to: WorkflowStatus,
-) -> Result<bool> {
-    const OP: &str = "claim_workflow_run";
-    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
-    let at = codec::to_micros(codec::now());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let changed = conn
-                .prepare_cached(CLAIM)
-                .and_then(|mut s| {
-                    s.execute(params![workflow_id, run_id, from.as_str(), to.as_str(), at])
-                })
-                .map_err(err(OP))?;
-            Ok(changed == 1)
-        })
-        .await
-}
-
 fn push_filter(query: &mut sql::Dynamic, filter: &WorkflowRunFilter) {
     query.push(" WHERE 1 = 1");
     if let Some(workflow_id) = &filter.workflow_id {
@@ -258,45 +162,136 @@ fn push_filter(query: &mut sql::Dynamic, filter: &WorkflowRunFilter) {
     }
 }
 
-pub(super) async fn list(
-    store: &SqliteStorage,
-    filter: WorkflowRunFilter,
-) -> Result<Page<WorkflowRunRecord>> {
-    const OP: &str = "list_workflow_runs";
-    codec::check_page(filter.page)?;
-    let mut count = sql::Dynamic::new("SELECT COUNT(*) FROM workflow_runs");
-    push_filter(&mut count, &filter);
-    let mut select = sql::Dynamic::new(&format!("SELECT {COLUMNS} FROM workflow_runs"));
-    push_filter(&mut select, &filter);
-    select
-        .push(" ORDER BY created_at DESC, run_id DESC LIMIT ")
-        .bind(i64::from(filter.page.per_page))
-        .push(" OFFSET ")
-        .bind(filter.page.offset() as i64);
-    let (total, rows) = store
-        .conns
-        .read(OP, Cost::Short, move |conn| {
-            count_and_page(conn, &count, &select, Row::from_row, OP)
+#[async_trait]
+impl WorkflowRecordStore for SqliteStorage {
+    async fn save_workflow_run(&self, record: WorkflowRunRecord) -> Result<WorkflowRunRecord> {
+        const OP: &str = "save_workflow_run";
+        codec::check_id("workflow_id", &record.workflow_id)?;
+        codec::check_id("run_id", &record.run_id)?;
+        let snapshot = record.snapshot.get().to_owned();
+        let now = codec::now();
+        let at = codec::to_micros(now);
+        let (workflow_id, run_id) = (record.workflow_id.clone(), record.run_id.clone());
+        let (resource_id, status) = (record.resource_id.clone(), record.status.as_str());
+        let running = record.status == WorkflowStatus::Running;
+        let token = record.lease_token.map(codec::fence_token).transpose()?;
+        let created: i64 = self
+            .conns
+            .write(OP, Cost::Short, move |conn| {
+                let params = params![workflow_id, run_id, resource_id, status, snapshot, at];
+                match token {
+                    // A fenced save checks the fence and writes in one transaction.
+                    Some(token) => {
+                        let tx = begin(conn, OP)?;
+                        raise_fence(&tx, &workflow_id, &run_id, token)?;
+                        let created = upsert(&tx, params, running)?;
+                        tx.commit().map_err(err(OP))?;
+                        Ok(created)
+                    }
+                    None => upsert(conn, params, running),
+                }
+            })
+            .await?;
+        Ok(WorkflowRunRecord {
+            created_at: codec::from_micros(created)?,
+            updated_at: now,
+            ..record
         })
-        .await?;
-    let items = rows
-        .into_iter()
-        .map(Row::into_record)
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page::new(items, filter.page, total as u64))
-}
+    }
 
-pub(super) async fn delete(store: &SqliteStorage, workflow_id: &str, run_id: &str) -> Result<bool> {
-    const OP: &str = "delete_workflow_run";
-    let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
-    store
-        .conns
-        .write(OP, Cost::Short, move |conn| {
-            let done = conn
-                .prepare_cached(DELETE)
-                .and_then(|mut s| s.execute([&workflow_id, &run_id]))
-                .map_err(err(OP))?;
-            Ok(done > 0)
-        })
-        .await
+    async fn fence_workflow_run(&self, workflow_id: &str, run_id: &str, token: u64) -> Result<()> {
+        const OP: &str = "fence_workflow_run";
+        codec::check_id("workflow_id", workflow_id)?;
+        codec::check_id("run_id", run_id)?;
+        let token = codec::fence_token(token)?;
+        let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                raise_fence(conn, &workflow_id, &run_id, token)
+            })
+            .await
+    }
+
+    async fn get_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+    ) -> Result<Option<WorkflowRunRecord>> {
+        const OP: &str = "get_workflow_run";
+        let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+        let statement =
+            format!("SELECT {COLUMNS} FROM workflow_runs WHERE workflow_id = ?1 AND run_id = ?2");
+        let row = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                optional_row(conn, &statement, [&workflow_id, &run_id], Row::from_row, OP)
+            })
+            .await?;
+        row.map(Row::into_record).transpose()
+    }
+
+    async fn claim_workflow_run(
+        &self,
+        workflow_id: &str,
+        run_id: &str,
+        from: WorkflowStatus,
+        to: WorkflowStatus,
+    ) -> Result<bool> {
+        const OP: &str = "claim_workflow_run";
+        let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+        let at = codec::to_micros(codec::now());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let changed = conn
+                    .prepare_cached(CLAIM)
+                    .and_then(|mut s| {
+                        s.execute(params![workflow_id, run_id, from.as_str(), to.as_str(), at])
+                    })
+                    .map_err(err(OP))?;
+                Ok(changed == 1)
+            })
+            .await
+    }
+
+    async fn list_workflow_runs(
+        &self,
+        filter: WorkflowRunFilter,
+    ) -> Result<Page<WorkflowRunRecord>> {
+        const OP: &str = "list_workflow_runs";
+        codec::check_page(filter.page)?;
+        let mut count = sql::Dynamic::new("SELECT COUNT(*) FROM workflow_runs");
+        push_filter(&mut count, &filter);
+        let mut select = sql::Dynamic::new(&format!("SELECT {COLUMNS} FROM workflow_runs"));
+        push_filter(&mut select, &filter);
+        select
+            .push(" ORDER BY created_at DESC, run_id DESC LIMIT ")
+            .bind(i64::from(filter.page.per_page))
+            .push(" OFFSET ")
+            .bind(filter.page.offset() as i64);
+        let (total, rows) = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                count_and_page(conn, &count, &select, Row::from_row, OP)
+            })
+            .await?;
+        let items = rows
+            .into_iter()
+            .map(Row::into_record)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::new(items, filter.page, total as u64))
+    }
+
+    async fn delete_workflow_run(&self, workflow_id: &str, run_id: &str) -> Result<bool> {
+        const OP: &str = "delete_workflow_run";
+        let (workflow_id, run_id) = (workflow_id.to_owned(), run_id.to_owned());
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let done = conn
+                    .prepare_cached(DELETE)
+                    .and_then(|mut s| s.execute([&workflow_id, &run_id]))
+                    .map_err(err(OP))?;
+                Ok(done > 0)
+            })
+            .await
+    }
 }

@@ -8,9 +8,10 @@
 use std::time::{Duration, Instant};
 
 use kestrel_chaos::{Fault, FaultProxy};
+use kestrel_storage::prelude::*;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
 use kestrel_storage::{
-    PgOptions, PostgresStorage, Storage, StorageError, WorkflowRunRecord, WorkflowStatus,
+    PgOptions, PostgresStorage, StorageError, WorkflowRunRecord, WorkflowStatus,
 };
 use serde_json::json;
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use kestrel_core::message::Message;
 use kestrel_storage::postgres::MIGRATOR;
+use kestrel_storage::prelude::*;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
 use kestrel_storage::{
     NewThread, PgOptions, PostgresStorage, RunPhase, RunRecord, Selection, Storage, StorageError,

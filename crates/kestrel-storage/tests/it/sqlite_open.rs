@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use kestrel_core::message::Message;
+use kestrel_storage::prelude::*;
 use kestrel_storage::sqlite::{MIGRATIONS, SCHEMA_VERSION};
 use kestrel_storage::{
     MessageSearch, NewThread, Scope, Selection, SqliteStorage, Storage, StorageError,

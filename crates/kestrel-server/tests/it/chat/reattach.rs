@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use kestrel_core::message::Role;
-use kestrel_memory::kestrel_storage::{MessageStatus, Selection, Storage};
+use kestrel_memory::kestrel_storage::prelude::*;
+use kestrel_memory::kestrel_storage::{MessageStatus, Selection};
 use serde_json::json;
 
 use super::protocol::reduce;
