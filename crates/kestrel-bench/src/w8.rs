@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kestrel::agent::{Agent, RunRef};
+use kestrel::agent::Agent;
 use kestrel::cluster::Cluster;
 use kestrel::kestrel::Kestrel;
 use kestrel::prelude::*;
@@ -109,7 +109,7 @@ pub async fn events(runs: usize, on_sqlite: bool) -> Result<(), BoxError> {
     let (mut on_a_samples, mut on_b_samples) = (Vec::new(), Vec::new());
     for n in 0..runs {
         let thread = format!("t{n}");
-        let mut watch = on_b.subscribe_to_thread("bench", &thread).await?;
+        let mut watch = on_b.thread("bench", &thread).subscribe().await?;
         let start = Instant::now();
         // B reads on its own task while A's stream is read here.
         let watching = tokio::spawn(async move {
@@ -172,7 +172,7 @@ pub async fn abort(runs: usize) -> Result<(), BoxError> {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
         let start = Instant::now();
-        on_b.abort_stored_run(RunRef::new(&run_id)).await?;
+        on_b.run(&run_id).abort().await?;
         while stream.next().await.is_some() {}
         samples.push(start.elapsed());
     }
