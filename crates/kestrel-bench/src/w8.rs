@@ -3,7 +3,7 @@
 //!
 //! - `events`: the first event of a W2 run on A as a subscriber on B sees it, against the
 //!   moment A's own stream yields it (p50/p99 over the runs);
-//! - `abort`: `abort_stored_run` on B of a run waiting in a tool on A, until A's stream ends;
+//! - `abort`: `agent.run(id).abort()` on B of a run waiting in a tool on A, until A's stream ends;
 //! - `takeover`: A runs on a tokio runtime of its own; its run waits in a tool; the runtime is
 //!   dropped at once (its tasks die with it, as in `kill -9`); the time until B's sweep has
 //!   finished the run from its SQLite snapshot, with the default lease;

@@ -1,4 +1,4 @@
-//! Forked threads on every backend: `send_message` with a fork copies the thread up to now
+//! Forked threads on every backend: a thread's `send(..).fork(..)` copies the thread up to now
 //! into a new thread and runs the message there, leaving the original (and its active run)
 //! untouched; forks of another resource's thread, of a missing thread or into a taken id are
 //! refused with typed errors, creating nothing.
