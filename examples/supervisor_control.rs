@@ -7,18 +7,18 @@
 //!
 //! 1. A sub-agent's tool with `.require_approval(true)` stops the supervisor too: its stream
 //!    shows a top-level `tool-call-approval` whose `via` is the delegation path. Approving it
-//!    with the supervisor's run id and the sub-agent's call id continues both runs.
+//!    (`supervisor.run(run_id).approve(call_id)`) with the supervisor's run id and the
+//!    sub-agent's call id continues both runs.
 //! 2. A sub-agent's tool that calls `ctx.suspend(..)` surfaces as `tool-call-suspended`;
-//!    `resume` with the supervisor's run id hands the data down to it.
+//!    `resume` on the supervisor's run hands the data down to it.
 //! 3. An abort signal given to the supervisor stops the sub-agent in the middle of its work.
-//! 4. `pause_run` pauses the supervisor and its active sub-agent at the next step boundary;
-//!    `resume_run` continues both from where they stopped.
+//! 4. `supervisor.run(run_id).pause()` pauses the supervisor and its active sub-agent at the
+//!    next step boundary; `proceed()` continues both from where they stopped.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kestrel::agent::RunRef;
 use kestrel::model::{ModelRequest, ModelSpec};
 use kestrel::prelude::*;
 use serde_json::{Value, json};
@@ -140,9 +140,13 @@ async fn approval() -> Result<(), Error> {
         return Err("the approval did not stop the supervisor with its delegation path".into());
     }
     // The decision names the supervisor's run and the sub-agent's call.
-    let call =
-        ToolCallRef::new(&stopped.run_id, &asked.tool_call_id).fingerprint(&asked.fingerprint);
-    let done = follow(supervisor.approve(call).stream().await?, |_, _| {}).await?;
+    let approved = supervisor
+        .run(&stopped.run_id)
+        .approve(&asked.tool_call_id)
+        .fingerprint(&asked.fingerprint)
+        .stream()
+        .await?;
+    let done = follow(approved, |_, _| {}).await?;
     println!("   approved; the supervisor answers: {}\n", done.text);
     if !done.text.contains("Ada") {
         return Err("the approved tool's result did not reach the supervisor".into());
@@ -184,9 +188,9 @@ async fn suspension() -> Result<(), Error> {
     })
     .await?;
     let call_id = suspended.ok_or("no tool-call-suspended on the supervisor's stream")?;
-    let call = ToolCallRef::new(&stopped.run_id, call_id);
     let resumed = supervisor
-        .resume(call, json!({ "budget": 900 }))
+        .run(&stopped.run_id)
+        .resume(call_id, json!({ "budget": 900 }))
         .stream()
         .await?;
     let done = follow(resumed, |_, _| {}).await?;
@@ -261,7 +265,7 @@ async fn pause_and_resume() -> Result<(), Error> {
         // boundary; the part it is already working on still finishes.
         if !paused && nested.is_some_and(|n| matches!(n.kind, EventKind::ToolResult(_))) {
             println!("   pausing run {run_id}");
-            paused = supervisor.pause_run(run_id);
+            paused = supervisor.run(run_id).pause();
         }
     })
     .await;
@@ -269,7 +273,7 @@ async fn pause_and_resume() -> Result<(), Error> {
         return Err(format!("the run did not pause: {outcome:?}").into());
     }
     println!("   paused; resuming");
-    let done = follow(supervisor.resume_run(RunRef::new(run_id)).await?, |_, _| {}).await?;
+    let done = follow(supervisor.run(run_id).proceed().stream().await?, |_, _| {}).await?;
     println!("   the supervisor answers: {}", done.text);
     if done.run_id != run_id || !done.text.contains("finished") {
         return Err("the resumed run did not finish".into());

@@ -17,7 +17,7 @@ use std::error::Error;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kestrel::agent::{Agent, ToolCallRef};
+use kestrel::agent::Agent;
 use kestrel::kestrel::Kestrel;
 use kestrel::prelude::*;
 use kestrel_memory::Memory;
@@ -95,18 +95,14 @@ async fn round(runs: usize) -> Result<Round, Box<dyn Error>> {
             let paused = cycle_start.elapsed();
             sizes.push(snapshot_size(&store, &stopped.run_id).await?);
             let resumed = Instant::now();
-            let done = agent
-                .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
-                .await?;
+            let done = agent.run(&stopped.run_id).approve("call-1").await?;
             each.push(paused + resumed.elapsed());
             if done.finish_reason != FinishReason::Stop {
                 return Err(format!("cycle {cycle}: the approved run did not finish").into());
             }
             continue;
         }
-        let done = agent
-            .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
-            .await?;
+        let done = agent.run(&stopped.run_id).approve("call-1").await?;
         each.push(cycle_start.elapsed());
         if done.finish_reason != FinishReason::Stop {
             return Err(format!("cycle {cycle}: the approved run did not finish").into());

@@ -3,7 +3,7 @@
 //!
 //! - `events`: the first event of a W2 run on A as a subscriber on B sees it, against the
 //!   moment A's own stream yields it (p50/p99 over the runs);
-//! - `abort`: `abort_stored_run` on B of a run waiting in a tool on A, until A's stream ends;
+//! - `abort`: `agent.run(id).abort()` on B of a run waiting in a tool on A, until A's stream ends;
 //! - `takeover`: A runs on a tokio runtime of its own; its run waits in a tool; the runtime is
 //!   dropped at once (its tasks die with it, as in `kill -9`); the time until B's sweep has
 //!   finished the run from its SQLite snapshot, with the default lease;
@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kestrel::agent::{Agent, RunRef};
+use kestrel::agent::Agent;
 use kestrel::cluster::Cluster;
 use kestrel::kestrel::Kestrel;
 use kestrel::prelude::*;
@@ -109,7 +109,7 @@ pub async fn events(runs: usize, on_sqlite: bool) -> Result<(), BoxError> {
     let (mut on_a_samples, mut on_b_samples) = (Vec::new(), Vec::new());
     for n in 0..runs {
         let thread = format!("t{n}");
-        let mut watch = on_b.subscribe_to_thread("bench", &thread).await?;
+        let mut watch = on_b.thread("bench", &thread).subscribe().await?;
         let start = Instant::now();
         // B reads on its own task while A's stream is read here.
         let watching = tokio::spawn(async move {
@@ -172,7 +172,7 @@ pub async fn abort(runs: usize) -> Result<(), BoxError> {
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
         let start = Instant::now();
-        on_b.abort_stored_run(RunRef::new(&run_id)).await?;
+        on_b.run(&run_id).abort().await?;
         while stream.next().await.is_some() {}
         samples.push(start.elapsed());
     }

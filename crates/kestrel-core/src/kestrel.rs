@@ -209,10 +209,10 @@ impl Kestrel {
     }
 
     /// Starts draining the message queues a previous process left (messages queued with
-    /// [`Agent::queue_message`] that no run took yet): call it when a process starts
-    /// (`kestrel dev` does). Each thread's messages run in order, in the background, on the
-    /// agent that queued them. Returns how many threads have a queue; without a storage that
-    /// keeps queues, none.
+    /// [`ThreadHandle::queue`](crate::agent::ThreadHandle::queue) that no run took yet): call
+    /// it when a process starts (`kestrel dev` does). Each thread's messages run in order, in
+    /// the background, on the agent that queued them. Returns how many threads have a queue;
+    /// without a storage that keeps queues, none.
     pub async fn drain_message_queues(&self) -> usize {
         let Some(queue) = self.inner.runtime.stores.queue.clone() else {
             return 0;

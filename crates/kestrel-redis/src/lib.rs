@@ -1,9 +1,10 @@
 //! Redis backends for Kestrel, for several instances of one application on one Redis.
 //!
 //! [`RedisPubSub`] carries run events between processes on Redis Streams: a subscription on
-//! one instance (`subscribe_to_thread`, the Studio's live view) sees the runs another instance
-//! drives. It implements [`kestrel_core::pubsub::PubSub`] and passes the same conformance suite
-//! as the in-process default (`kestrel_core::pubsub::testing`, feature `testing`).
+//! one instance (`agent.thread(..).subscribe()`, the Studio's live view) sees the runs another
+//! instance drives. It implements [`kestrel_core::pubsub::PubSub`] and passes the same
+//! conformance suite as the in-process default (`kestrel_core::pubsub::testing`, feature
+//! `testing`).
 //!
 //! It is also a [`kestrel_core::cluster::ControlBus`]: each instance's inbox is a stream,
 //! through which an abort, a message for a thread's active run or a pause reaches the

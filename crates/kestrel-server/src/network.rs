@@ -191,10 +191,11 @@ async fn decide<const APPROVE: bool>(
     Body(body): Body<NetworkDecisionBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
+    let run = agent.run(body.run_id).network();
     let request = if APPROVE {
-        agent.approve_network(body.run_id)
+        run.approve()
     } else {
-        agent.decline_network(body.run_id, body.reason)
+        run.decline(body.reason)
     };
     let stream = with_context(request, body.request_context, &caller).await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
@@ -209,7 +210,7 @@ async fn resume(
     Body(body): Body<NetworkResumeBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
-    let request = agent.resume_network(body.run_id, body.resume_data);
+    let request = agent.run(body.run_id).network().resume(body.resume_data);
     let stream = with_context(request, body.request_context, &caller).await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }

@@ -162,13 +162,13 @@ async fn queue_message(
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
-    let target = body.target()?;
-    if target.fork.is_some() {
+    let thread = body.thread(&agent)?;
+    if body.forks() {
         return Err(ApiError::invalid(
             "fork does not apply to a queued message; send it with send-message",
         ));
     }
-    let queued = agent.queue_message(text, target).await?;
+    let queued = thread.queue(text).await?;
     Ok(Json(QueuedAnswer {
         accepted: true,
         id: queued.id,
@@ -186,12 +186,11 @@ async fn list_queue(
 ) -> Result<Json<ThreadQueue>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
-    let queued = agent
-        .queued_messages(&body.resource_id, &body.thread_id)
-        .await?;
+    let thread = agent.thread(&body.resource_id, &body.thread_id);
+    let queued = thread.queued().await?;
     Ok(Json(ThreadQueue {
         messages: queued.into_iter().map(QueuedInfo::from).collect(),
-        active_run_id: agent.active_run_on(&body.resource_id, &body.thread_id),
+        active_run_id: thread.active_run(),
     }))
 }
 
@@ -204,7 +203,8 @@ async fn cancel_queue(
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let cancelled = agent
-        .cancel_queued_messages(&body.resource_id, &body.thread_id, body.ids)
+        .thread(&body.resource_id, &body.thread_id)
+        .cancel_queued(body.ids)
         .await?;
     Ok(Json(CancelledMessages {
         cancelled: cancelled.into_iter().map(QueuedInfo::from).collect(),

@@ -1,13 +1,14 @@
 //! The `/api` routes: agents, their runs, and decisions on stopped runs.
 
 use std::collections::BTreeMap;
+use std::future::IntoFuture;
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
-use kestrel_core::agent::{Agent, RunRef, ToolCallRef};
+use kestrel_core::agent::{Agent, Continue, RunHandle};
 use kestrel_core::store::SuspendedRunsQuery;
 use kestrel_core::version::{VersionChoice, VersionStatus};
 use schemars::JsonSchema;
@@ -306,29 +307,20 @@ pub(crate) async fn in_task<T: Send + 'static>(
         .map_err(|e| ApiError::internal(&format!("a run's task failed: {e}")))
 }
 
-/// The call a decision names; a pinned caller reaches only its resource's runs.
-fn call_ref(
-    caller: &Caller,
-    run_id: String,
-    tool_call_id: String,
-    fingerprint: Option<String>,
-) -> ToolCallRef {
-    let mut call = ToolCallRef::new(run_id, tool_call_id);
-    if let Some(fingerprint) = fingerprint {
-        call = call.fingerprint(fingerprint);
-    }
-    if let Some(resource) = &caller.resource {
-        call = call.resource(resource);
-    }
-    call
-}
-
 /// A run named by id; a pinned caller reaches only its resource's runs.
-fn run_ref(caller: &Caller, run_id: &str) -> RunRef {
-    let run = RunRef::new(run_id);
+fn run_of(agent: &Agent, caller: &Caller, run_id: impl Into<String>) -> RunHandle {
+    let run = agent.run(run_id);
     match &caller.resource {
         Some(resource) => run.resource(resource),
         None => run,
+    }
+}
+
+/// A decision pinned, when the body gives one, to the call the person saw.
+fn pinned_to(decision: Continue, fingerprint: Option<String>) -> Continue {
+    match fingerprint {
+        Some(fingerprint) => decision.fingerprint(fingerprint),
+        None => decision,
     }
 }
 
@@ -342,12 +334,13 @@ async fn decide_stream<const APPROVE: bool>(
     Body(body): Body<DecisionBody>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
-    let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
-    let stream = if APPROVE {
-        agent.approve(call).stream().await?
+    let run = run_of(&agent, &caller, body.run_id);
+    let decision = if APPROVE {
+        run.approve(body.tool_call_id)
     } else {
-        agent.decline(call, body.reason).stream().await?
+        run.decline(body.tool_call_id, body.reason)
     };
+    let stream = pinned_to(decision, body.fingerprint).stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
@@ -360,16 +353,13 @@ async fn decide_generate<const APPROVE: bool>(
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<RunResult>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
-    let call = call_ref(&caller, body.run_id, body.tool_call_id, body.fingerprint);
-    let agent = agent.clone();
-    let result = in_task(async move {
-        if APPROVE {
-            agent.approve(call).await
-        } else {
-            agent.decline(call, body.reason).await
-        }
-    })
-    .await??;
+    let run = run_of(&agent, &caller, body.run_id);
+    let decision = if APPROVE {
+        run.approve(body.tool_call_id)
+    } else {
+        run.decline(body.tool_call_id, body.reason)
+    };
+    let result = in_task(pinned_to(decision, body.fingerprint).into_future()).await??;
     Ok(Json(result.into()))
 }
 
@@ -386,8 +376,8 @@ async fn resume_stream(
         Some(id) => id,
         None => only_suspended_call(&agent, &caller, &body.run_id).await?,
     };
-    let call = call_ref(&caller, body.run_id, tool_call_id, body.fingerprint);
-    let stream = agent.resume(call, body.resume_data).stream().await?;
+    let decision = run_of(&agent, &caller, body.run_id).resume(tool_call_id, body.resume_data);
+    let stream = pinned_to(decision, body.fingerprint).stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
@@ -538,15 +528,13 @@ async fn abort_run(
 ) -> Result<Json<RunAborted>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
-    let marked = match agent.abort_stored_run(run_ref(&caller, &run_id)).await {
+    let run = run_of(&agent, &caller, run_id);
+    let marked = match run.abort().await {
         Ok(marked) => marked,
         // Not an agent run: perhaps one of the agent's network runs (live here or elsewhere,
         // stopped, or left behind by a process that died).
         Err(not_found @ kestrel_core::agent::RunControlError::RunNotFound { .. }) => {
-            if !agent
-                .abort_network(&run_id, caller.resource.as_deref())
-                .await?
-            {
+            if !run.network().abort().await? {
                 return Err(not_found.into());
             }
             0
@@ -567,7 +555,7 @@ async fn resume_run(
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
-    let stream = agent.resume_run(run_ref(&caller, &run_id)).await?;
+    let stream = run_of(&agent, &caller, run_id).proceed().stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
@@ -581,9 +569,8 @@ async fn send_message(
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
-    let sent = agent
-        .send_message(text, pinned_target(&caller, body.target()?))
-        .await?;
+    let thread = pinned_thread(&caller, body.thread(&agent)?);
+    let sent = body.apply(thread.send(text)).await?;
     Ok(Json(sent.into()))
 }
 
@@ -597,24 +584,23 @@ async fn signal(
     let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
-    let sent = agent
-        .send_signal(text, pinned_target(&caller, body.target()?))
-        .await?;
+    let thread = pinned_thread(&caller, body.thread(&agent)?);
+    let sent = body.apply(thread.signal(text)).await?;
     Ok(Json(sent.into()))
 }
 
 /// A run a message wakes acts for the pinned caller's resource, as a run the caller started
 /// would: in its options and in its request context.
-fn pinned_target(
+fn pinned_thread(
     caller: &Caller,
-    to: kestrel_core::agent::SendMessage,
-) -> kestrel_core::agent::SendMessage {
+    thread: kestrel_core::agent::ThreadHandle,
+) -> kestrel_core::agent::ThreadHandle {
     let Some(own) = &caller.resource else {
-        return to;
+        return thread;
     };
     let context = kestrel_core::context::RequestContext::new();
     context.set(kestrel_core::context::RESOURCE_ID_KEY, own.as_str());
-    to.options(
+    thread.options(
         kestrel_core::agent::RunOptions::new()
             .resource(own)
             .request_context(context),
@@ -658,7 +644,8 @@ async fn subscribe(
     use futures::StreamExt;
     let agent = agent(&state, &agent_id).await?;
     let subscription = agent
-        .subscribe_to_thread(&body.resource_id, &body.thread_id)
+        .thread(&body.resource_id, &body.thread_id)
+        .subscribe()
         .await
         .map_err(|e| ApiError::internal(&e))?;
     let connected = futures::stream::once(async {

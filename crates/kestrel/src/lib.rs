@@ -106,7 +106,8 @@
 //! assert_eq!(stopped.finish_reason, FinishReason::Suspended);
 //! let call = &stopped.waiting[0];
 //! let done = agent
-//!     .approve(ToolCallRef::new(&stopped.run_id, &call.tool_call_id))
+//!     .run(&stopped.run_id)
+//!     .approve(&call.tool_call_id)
 //!     .await?;
 //! assert_eq!(done.text, "Refunded.");
 //! # Ok(()) }
@@ -158,7 +159,7 @@ pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;
     pub use kestrel_core::agent::{
         Agent, AgentError, AgentStream, ErrorStrategy, GenerateResult, RunControlError, RunOptions,
-        RunState, StructuredOutput, ToolCallRef,
+        RunState, StructuredOutput,
     };
     pub use kestrel_core::context::RequestContext;
     pub use kestrel_core::event::{Event, EventKind};

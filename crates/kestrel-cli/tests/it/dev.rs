@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use kestrel::agent::ToolCallRef;
 use kestrel::model::ModelSpec;
 use kestrel::prelude::*;
 use kestrel::store::SuspendedRunsQuery;
@@ -61,7 +60,8 @@ async fn a_run_waiting_for_approval_survives_a_restart() {
     assert_eq!(run.run_id, stopped.run_id);
     let call = &run.tool_calls[0];
     let done = agent
-        .approve(ToolCallRef::new(&run.run_id, &call.tool_call_id))
+        .run(&run.run_id)
+        .approve(&call.tool_call_id)
         .await
         .unwrap();
     assert_eq!(done.text, "Sent.");

@@ -159,7 +159,7 @@ async fn demo_turn(
     thread: &str,
     resource: &str,
 ) -> Turn {
-    use kestrel::agent::{ToolCallRef, Waiting};
+    use kestrel::agent::Waiting;
     let started = std::time::Instant::now();
     let mut result = assistant
         .generate(prompt)
@@ -202,10 +202,11 @@ async fn demo_turn(
             break;
         };
         assert!(steps < 12, "{prompt}: no end in sight: {result:?}");
-        let call = ToolCallRef::new(&result.run_id, &waiting.tool_call_id);
+        let run = assistant.run(&result.run_id);
+        let call = waiting.tool_call_id;
         result = match waiting.waiting {
-            Waiting::Approval => assistant.approve(call).await.unwrap(),
-            Waiting::Resume { .. } => assistant
+            Waiting::Approval => run.approve(call).await.unwrap(),
+            Waiting::Resume { .. } => run
                 .resume(call, json!({"time": "19:30", "confirm": true}))
                 .await
                 .unwrap(),

@@ -16,8 +16,8 @@ mod builder;
 mod request;
 
 pub use crate::control::{
-    Continue, DEFAULT_DECLINE_REASON, Proceed, RunControlError, RunHandle, RunRef, SuspendedRun,
-    SuspendedRuns, ToolCallRef,
+    Continue, DEFAULT_DECLINE_REASON, Proceed, RunControlError, RunHandle, SuspendedRun,
+    SuspendedRuns,
 };
 pub use crate::definition::{
     AgentBuildError, AgentError, BackgroundTasks, BackgroundTool, BoxError, BusyThread,
@@ -32,9 +32,8 @@ pub use crate::run::{
     ToolResultRecord, Waiting, WaitingCall,
 };
 pub use crate::runtime::{
-    APPROVAL_RESUME_SCHEMA, Agent, AgentRun, AgentStream, Fork, IfActive, IfIdle,
-    MAX_QUEUED_PER_THREAD, Queued, SendMessage, SendRequest, Sent, TextStream, ThreadError,
-    ThreadHandle, ThreadSubscription,
+    APPROVAL_RESUME_SCHEMA, Agent, AgentRun, AgentStream, IfActive, IfIdle, MAX_QUEUED_PER_THREAD,
+    Queued, SendRequest, Sent, TextStream, ThreadError, ThreadHandle, ThreadSubscription,
 };
 pub use builder::AgentBuilder;
 pub use request::{GenerateRequest, StreamRequest};

@@ -3,12 +3,13 @@
 //!
 //! A stopped run lives in the agent's [`crate::store::RunStore`] as a snapshot, not as a
 //! task, so the decision may come from another request or from a new process after a restart.
-//! Every decision names exactly one waiting call ([`ToolCallRef`]) and is checked before
-//! anything changes: the run must exist, belong to this agent (and to the caller's resource,
-//! when given), wait on that call, for that kind of decision, with the same fingerprint (when
-//! given). The decision is then recorded with a compare-and-set on the snapshot's version: of
-//! two racing decisions exactly one wins, the other gets [`RunControlError::Conflict`] and
-//! changes nothing. Nothing is ever approved automatically.
+//! Every decision names exactly one waiting call (through the run's
+//! [`RunHandle`](crate::agent::RunHandle)) and is checked before anything changes: the run
+//! must exist, belong to this agent (and to the caller's resource, when given), wait on that
+//! call, for that kind of decision, with the same fingerprint (when given). The decision is
+//! then recorded with a compare-and-set on the snapshot's version: of two racing decisions
+//! exactly one wins, the other gets [`RunControlError::Conflict`] and changes nothing. Nothing
+//! is ever approved automatically.
 //!
 //! **Approval and suspension.** A call that needs approval waits *before* `execute` runs;
 //! once approved it runs, and if its tool then calls [`crate::tool::ToolContext::suspend`],
@@ -32,53 +33,24 @@ use crate::store::{RunPhase, RunStoreError, SharedRunStore, StoredRun, Suspended
 /// The text the model reads when a call is declined without a reason.
 pub const DEFAULT_DECLINE_REASON: &str = "Tool call was not approved by the user";
 
-/// Names the tool call a decision is about, and how the run continues.
+/// The tool call a decision is about, and how its run continues (made by the run's handle).
 #[derive(Debug, Clone, Default)]
-pub struct ToolCallRef {
+pub(crate) struct CallTarget {
     /// The stopped run.
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// The waiting call.
-    pub tool_call_id: String,
+    pub(crate) tool_call_id: String,
     /// The `fingerprint` of the `tool-call-approval` / `tool-call-suspended` event the person
     /// saw. When given, the decision is refused unless the run waits on exactly that call
     /// (same arguments, same step).
-    pub fingerprint: Option<String>,
+    pub(crate) fingerprint: Option<String>,
     /// The resource the caller acts for. When given, a run of another resource is refused as
     /// not found: no one decides on another user's runs.
-    pub resource_id: Option<String>,
+    pub(crate) resource_id: Option<String>,
     /// Options of the continued run: its abort signal and, optionally, its request context
     /// and run-level approval policy (see [`RunOptions::require_tool_approval`]). The run's
     /// own settings (model settings, memory, limits) are kept.
-    pub options: RunOptions,
-}
-
-impl ToolCallRef {
-    /// The call `tool_call_id` of run `run_id`.
-    pub fn new(run_id: impl Into<String>, tool_call_id: impl Into<String>) -> Self {
-        Self {
-            run_id: run_id.into(),
-            tool_call_id: tool_call_id.into(),
-            ..Self::default()
-        }
-    }
-
-    /// Refuses the decision unless the call's fingerprint is this one.
-    pub fn fingerprint(mut self, fingerprint: impl Into<String>) -> Self {
-        self.fingerprint = Some(fingerprint.into());
-        self
-    }
-
-    /// Refuses the decision if the run belongs to another resource.
-    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
-        self.resource_id = Some(resource_id.into());
-        self
-    }
-
-    /// Continues the run with these options.
-    pub fn options(mut self, options: RunOptions) -> Self {
-        self.options = options;
-        self
-    }
+    pub(crate) options: RunOptions,
 }
 
 /// Why a decision on a stopped run was refused. A refused decision changes nothing.
@@ -247,11 +219,20 @@ fn waits_for(waiting: &Waiting) -> &'static str {
 
 /// A decision as the caller gives it.
 #[derive(Debug)]
-enum Decision {
+pub(crate) enum Decision {
+    /// Allow the call.
     Approve,
+    /// Refuse it, with the reason the model reads.
     Decline(Option<String>),
+    /// Run the suspended tool again with this resume data.
     Resume(Value),
-    ClientResult { result: Value, is_error: bool },
+    /// A client tool's result.
+    ClientResult {
+        /// The result.
+        result: Value,
+        /// Whether the model reads it as a failure.
+        is_error: bool,
+    },
 }
 
 impl Decision {
@@ -267,15 +248,16 @@ impl Decision {
 /// A decision on a waiting tool call, about to continue its run: await it for the run's
 /// result, or await [`Continue::stream`] for its events. Nothing is recorded until then.
 ///
-/// Made by [`Agent::approve`], [`Agent::decline`], [`Agent::resume`] and
-/// [`Agent::submit_result`]; the continued run keeps its run id (its stream has no `start`
+/// Made by [`crate::agent::RunHandle::approve`], [`decline`](crate::agent::RunHandle::decline),
+/// [`resume`](crate::agent::RunHandle::resume) and [`submit`](crate::agent::RunHandle::submit);
+/// the continued run keeps its run id (its stream has no `start`
 /// event). A continued run can stop again, on calls of its next steps, and be continued the
 /// same way.
 #[must_use = "a decision is recorded only when it is awaited"]
 #[derive(Debug)]
 pub struct Continue {
     agent: Agent,
-    call: ToolCallRef,
+    call: CallTarget,
     decision: Decision,
 }
 
@@ -314,31 +296,8 @@ impl std::future::IntoFuture for Continue {
 }
 
 impl Agent {
-    /// Approves a call that waits for approval: its tool runs and the run goes on.
-    pub fn approve(&self, call: ToolCallRef) -> Continue {
-        self.continue_with(call, Decision::Approve)
-    }
-
-    /// Declines a call that waits for approval: the tool never runs, and the model reads
-    /// `reason` (default [`DEFAULT_DECLINE_REASON`]) as the call's failed result.
-    pub fn decline(&self, call: ToolCallRef, reason: Option<String>) -> Continue {
-        self.continue_with(call, Decision::Decline(reason))
-    }
-
-    /// Resumes a suspended call: its tool's `execute` runs again with `data` in
-    /// [`crate::tool::ToolContext::resume_data`]. Data that does not match the tool's resume
-    /// schema is refused and the run stays suspended.
-    pub fn resume(&self, call: ToolCallRef, data: Value) -> Continue {
-        self.continue_with(call, Decision::Resume(data))
-    }
-
-    /// Submits the result of a client tool's call (a tool without `execute`). `is_error`
-    /// reports a failure the model should read as such.
-    pub fn submit_result(&self, call: ToolCallRef, result: Value, is_error: bool) -> Continue {
-        self.continue_with(call, Decision::ClientResult { result, is_error })
-    }
-
-    fn continue_with(&self, call: ToolCallRef, decision: Decision) -> Continue {
+    /// The decision `decision` on the call `call` names, not recorded until awaited.
+    pub(crate) fn continue_with(&self, call: CallTarget, decision: Decision) -> Continue {
         Continue {
             agent: self.clone(),
             call,
@@ -381,7 +340,7 @@ impl Agent {
     /// makes one of two racing decisions win.
     async fn decide(
         &self,
-        target: ToolCallRef,
+        target: CallTarget,
         decision: Decision,
     ) -> Result<AgentRun, RunControlError> {
         let store = Arc::clone(self.run_store());
@@ -424,7 +383,7 @@ impl Agent {
     fn prepare<'a>(
         &'a self,
         store: SharedRunStore,
-        target: &'a ToolCallRef,
+        target: &'a CallTarget,
         decision: Decision,
         nested: bool,
     ) -> BoxFuture<'a, Result<Vec<Prepared>, RunControlError>> {
@@ -505,7 +464,7 @@ impl Agent {
                         ),
                     }));
                 };
-                let nested_target = ToolCallRef {
+                let nested_target = CallTarget {
                     run_id: sub_run_id,
                     tool_call_id: target.tool_call_id.clone(),
                     fingerprint: target.fingerprint.clone(),
@@ -564,7 +523,7 @@ impl Agent {
     /// Checks a decision against the call it names; returns what to record.
     fn check_decision(
         &self,
-        target: &ToolCallRef,
+        target: &CallTarget,
         progress: &CallProgress,
         decision: Decision,
     ) -> Result<CallDecision, RunControlError> {

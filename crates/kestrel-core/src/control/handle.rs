@@ -40,8 +40,8 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::decisions::{Continue, RunControlError, ToolCallRef};
-use super::lifecycle::RunRef;
+use super::decisions::{CallTarget, Continue, Decision, RunControlError};
+use super::lifecycle::RunTarget;
 use crate::definition::RunOptions;
 use crate::run::GenerateResult;
 use crate::runtime::{Agent, AgentStream};
@@ -100,18 +100,20 @@ impl RunHandle {
         self
     }
 
-    fn call(&self, tool_call_id: impl Into<String>) -> ToolCallRef {
-        ToolCallRef {
+    /// The decision `decision` on the call `tool_call_id`, made when awaited.
+    fn decide(&self, tool_call_id: impl Into<String>, decision: Decision) -> Continue {
+        let call = CallTarget {
             run_id: self.run_id.clone(),
             tool_call_id: tool_call_id.into(),
             fingerprint: None,
             resource_id: self.resource_id.clone(),
             options: self.options.clone(),
-        }
+        };
+        self.agent.continue_with(call, decision)
     }
 
-    fn target(&self) -> RunRef {
-        RunRef {
+    fn target(&self) -> RunTarget {
+        RunTarget {
             run_id: self.run_id.clone(),
             resource_id: self.resource_id.clone(),
             options: self.options.clone(),
@@ -120,43 +122,45 @@ impl RunHandle {
 
     /// Allows the call `tool_call_id` the run waits on: its tool runs and the run goes on.
     pub fn approve(&self, tool_call_id: impl Into<String>) -> Continue {
-        self.agent.approve(self.call(tool_call_id))
+        self.decide(tool_call_id, Decision::Approve)
     }
 
     /// Refuses the call: its tool never runs, and the model reads `reason` (default
     /// [`super::DEFAULT_DECLINE_REASON`]) as the call's failed result.
     pub fn decline(&self, tool_call_id: impl Into<String>, reason: Option<String>) -> Continue {
-        self.agent.decline(self.call(tool_call_id), reason)
+        self.decide(tool_call_id, Decision::Decline(reason))
     }
 
     /// Resumes the call whose tool suspended itself: the tool's `execute` runs again with
-    /// `data` as its resume data. Data its resume schema refuses leaves the run as it was.
+    /// `data` in [`crate::tool::ToolContext::resume_data`]. Data its resume schema refuses
+    /// leaves the run as it was ([`RunControlError::InvalidResumeData`]).
     pub fn resume(&self, tool_call_id: impl Into<String>, data: Value) -> Continue {
-        self.agent.resume(self.call(tool_call_id), data)
+        self.decide(tool_call_id, Decision::Resume(data))
     }
 
-    /// Gives a client tool's call its result (`is_error`: the model reads it as a failure).
+    /// Gives a client tool's call (a tool without `execute`) its result (`is_error`: the
+    /// model reads it as a failure).
     pub fn submit(
         &self,
         tool_call_id: impl Into<String>,
         result: Value,
         is_error: bool,
     ) -> Continue {
-        self.agent
-            .submit_result(self.call(tool_call_id), result, is_error)
+        self.decide(tool_call_id, Decision::ClientResult { result, is_error })
     }
 
     /// Asks the run, in progress in this process, to stop at its next step boundary (an
     /// active delegation pauses its sub-agent, and the run with it); it is stored paused and
     /// [`RunHandle::proceed`] continues it. `false` when it is not in progress here.
     pub fn pause(&self) -> bool {
-        self.agent.pause_run(&self.run_id)
+        self.agent.runtime.runs.pause_run(&self.run_id)
     }
 
     /// Continues the run from its last stored step: a paused run, one waiting for its
     /// sub-agent (which goes on first), or one whose process stopped. Await it for the
     /// result, or `.stream()` it. Refused for a run in progress, one that waits for a
-    /// decision, a finished one, or a sub-agent's run (proceed with its parent).
+    /// decision, a finished one, or a sub-agent's run (proceed with its parent); claiming the
+    /// run is a compare-and-set on its snapshot, so of two processes proceeding one wins.
     pub fn proceed(&self) -> Proceed {
         Proceed {
             agent: self.agent.clone(),
@@ -164,12 +168,13 @@ impl RunHandle {
         }
     }
 
-    /// Ends the run: in progress here, it gets its abort signal; on another instance of the
-    /// cluster, that instance stops it; stored and not finished, it and its unfinished
-    /// sub-agents' runs are marked aborted. Returns how many stored runs were marked (0 when
-    /// a live run stops and records its own end).
+    /// Ends the run: in progress here, it gets its abort signal (its sub-agents stop at their
+    /// next step, then it does); on another instance of the cluster, that instance stops it;
+    /// stored and not finished, it and its unfinished sub-agents' runs are marked aborted,
+    /// deepest first. Returns how many stored runs were marked (0 when a live run stops and
+    /// records its own end). A network run is aborted with [`RunHandle::network`].
     pub async fn abort(&self) -> Result<usize, RunControlError> {
-        self.agent.abort_stored_run(self.target()).await
+        self.agent.abort_by_id(self.target()).await
     }
 }
 
@@ -179,13 +184,13 @@ impl RunHandle {
 #[derive(Debug)]
 pub struct Proceed {
     agent: Agent,
-    target: RunRef,
+    target: RunTarget,
 }
 
 impl Proceed {
     /// Claims the run and continues it as an event stream (same run id, no `start` event).
     pub async fn stream(self) -> Result<AgentStream, RunControlError> {
-        self.agent.resume_run(self.target).await
+        Ok(self.agent.claim(self.target).await?.into_stream())
     }
 }
 
@@ -194,6 +199,9 @@ impl std::future::IntoFuture for Proceed {
     type IntoFuture = BoxFuture<'static, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move { self.agent.resume_run_generate(self.target).await })
+        Box::pin(async move {
+            let run = self.agent.claim(self.target).await?;
+            run.run().await.map_err(RunControlError::Run)
+        })
     }
 }

@@ -3,16 +3,21 @@
 //! A run that delegates is saved as waiting for its sub-agent's run
 //! ([`RunPhase::WaitingForSubtask`]), and a delegated run saves a snapshot after every step,
 //! in the same store (a durable one: with the in-memory default there is no restart to
-//! survive, and only pauses and stops for a person are saved). So when the process stops mid-delegation, nothing is lost: a new
-//! process on the same store calls [`Agent::resume_run`] with the parent's id, the parent's
-//! pending delegation finds its sub-agent's run in the store (lazily, only then), continues it
-//! from its last finished step, and the parent continues with its result.
+//! survive, and only pauses and stops for a person are saved). So when the process stops
+//! mid-delegation, nothing is lost: a new process on the same store calls
+//! [`RunHandle::proceed`] on the parent's run, the parent's pending delegation finds its
+//! sub-agent's run in the store (lazily, only then), continues it from its last finished
+//! step, and the parent continues with its result.
 //!
-//! Operations on a parent reach its sub-agents: [`Agent::pause_run`] pauses the active
-//! sub-agent at its next step boundary (and the parent with it), [`Agent::resume_run`]
-//! continues the sub-agent and then the parent, and [`Agent::abort_stored_run`] ends every
+//! Operations on a parent reach its sub-agents: [`RunHandle::pause`] pauses the active
+//! sub-agent at its next step boundary (and the parent with it), [`RunHandle::proceed`]
+//! continues the sub-agent and then the parent, and [`RunHandle::abort`] ends every
 //! unfinished sub-agent run, then the parent. Steps a process was in the middle of when it
 //! stopped run again on resume (tool calls included): delivery is at least once per step.
+//!
+//! [`RunHandle::proceed`]: crate::agent::RunHandle::proceed
+//! [`RunHandle::pause`]: crate::agent::RunHandle::pause
+//! [`RunHandle::abort`]: crate::agent::RunHandle::abort
 
 use futures::future::BoxFuture;
 
@@ -20,77 +25,32 @@ use super::decisions::RunControlError;
 use crate::cluster::{Command, Outcome, run_lease_key};
 use crate::definition::RunOptions;
 use crate::model::FinishReason;
-use crate::run::{GenerateResult, RunState, RunStatus, Waiting};
+use crate::run::{RunState, RunStatus, Waiting};
 use crate::runtime::cluster::{Hold, holder_instance};
 use crate::runtime::registry::LiveAbort;
-use crate::runtime::{Agent, AgentRun, AgentStream};
+use crate::runtime::{Agent, AgentRun};
 use crate::store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};
 
-/// Names a run for [`Agent::resume_run`] and [`Agent::abort_stored_run`].
+/// A run named by id, as its handle names it for proceeding or aborting.
 #[derive(Debug, Clone, Default)]
-pub struct RunRef {
+pub(crate) struct RunTarget {
     /// The run.
-    pub run_id: String,
+    pub(crate) run_id: String,
     /// The resource the caller acts for: a run of another resource is refused as not found.
-    pub resource_id: Option<String>,
+    pub(crate) resource_id: Option<String>,
     /// Options of the continued run (its abort signal, request context, hooks).
-    pub options: RunOptions,
-}
-
-impl RunRef {
-    /// The run `run_id`.
-    pub fn new(run_id: impl Into<String>) -> Self {
-        Self {
-            run_id: run_id.into(),
-            ..Self::default()
-        }
-    }
-
-    /// Refuses the run if it belongs to another resource.
-    pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
-        self.resource_id = Some(resource_id.into());
-        self
-    }
-
-    /// Continues the run with these options.
-    pub fn options(mut self, options: RunOptions) -> Self {
-        self.options = options;
-        self
-    }
+    pub(crate) options: RunOptions,
 }
 
 impl Agent {
-    /// Asks a run in progress in this process to pause at its next step boundary; an active
-    /// delegation pauses its sub-agent the same way, and the run with it. The paused run is
-    /// saved in the run store; [`Agent::resume_run`] continues it. Returns `false` when no
-    /// such run is in progress here.
-    pub fn pause_run(&self, run_id: &str) -> bool {
-        self.runtime.runs.pause_run(run_id)
-    }
-
-    /// Continues a stored run that is paused, waits for a sub-agent, or was being driven by
-    /// a process that stopped: a pending delegation continues its sub-agent's run first
-    /// (found in the store when needed), then this run. Returns the run's stream (same run
-    /// id; no `start` event).
+    /// Claims a stored run that is paused, waits for a sub-agent, or was being driven by a
+    /// process that stopped, and returns it ready to go on (a pending delegation continues
+    /// its sub-agent's run first, found in the store when needed, then this run).
     ///
-    /// Refused when the run is in progress in this process, waits for a decision (approve,
-    /// decline or resume its calls instead), is finished, or is a delegated sub-agent's run
-    /// (resume its parent). Claiming the run is a compare-and-set on its snapshot: of two
-    /// processes resuming it, one wins.
-    pub async fn resume_run(&self, run: RunRef) -> Result<AgentStream, RunControlError> {
-        Ok(self.claim(run).await?.into_stream())
-    }
-
-    /// [`Agent::resume_run`], run to the end.
-    pub async fn resume_run_generate(
-        &self,
-        run: RunRef,
-    ) -> Result<GenerateResult, RunControlError> {
-        let run = self.claim(run).await?;
-        run.run().await.map_err(RunControlError::Run)
-    }
-
-    async fn claim(&self, target: RunRef) -> Result<AgentRun, RunControlError> {
+    /// Refused when the run is in progress in this process, waits for a decision, is
+    /// finished, or is a delegated sub-agent's run. Claiming the run is a compare-and-set on
+    /// its snapshot: of two processes resuming it, one wins.
+    pub(crate) async fn claim(&self, target: RunTarget) -> Result<AgentRun, RunControlError> {
         let run_id = target.run_id.clone();
         if self.runtime.runs.is_active(&run_id) {
             return Err(RunControlError::NotResumable {
@@ -153,12 +113,12 @@ impl Agent {
     }
 
     /// Aborts a run by id, also one no process drives: a run in progress here gets its
-    /// abort signal (its sub-agents stop at their next step, then it does); a stored run
-    /// that is not finished has every unfinished sub-agent run marked aborted, deepest
-    /// first, then itself. Returns how many stored runs were marked (0 for a run in progress
-    /// here, which records its own end). With [`RunRef::resource`], a run of another
-    /// resource, in progress or stored, is not found.
-    pub async fn abort_stored_run(&self, target: RunRef) -> Result<usize, RunControlError> {
+    /// abort signal (its sub-agents stop at their next step, then it does); one another
+    /// instance of the cluster drives is stopped there; a stored run that is not finished has
+    /// every unfinished sub-agent run marked aborted, deepest first, then itself. Returns how
+    /// many stored runs were marked (0 for a live run, which records its own end). With a
+    /// resource, a run of another resource, in progress or stored, is not found.
+    pub(crate) async fn abort_by_id(&self, target: RunTarget) -> Result<usize, RunControlError> {
         let run_id = target.run_id.clone();
         match self
             .runtime
@@ -209,7 +169,10 @@ impl Agent {
 
     /// Asks the instance holding the run's lease, if another, to abort it: what it did, or
     /// `None` when no other instance drives the run.
-    async fn abort_elsewhere(&self, target: &RunRef) -> Result<Option<LiveAbort>, RunControlError> {
+    async fn abort_elsewhere(
+        &self,
+        target: &RunTarget,
+    ) -> Result<Option<LiveAbort>, RunControlError> {
         let Some(cluster) = &self.runtime.runs.cluster else {
             return Ok(None);
         };
@@ -244,7 +207,7 @@ impl Agent {
     async fn load_top_level(
         &self,
         store: &SharedRunStore,
-        target: &RunRef,
+        target: &RunTarget,
     ) -> Result<StoredRun, RunControlError> {
         let stored = self
             .load_own(store, &target.run_id, target.resource_id.as_deref())

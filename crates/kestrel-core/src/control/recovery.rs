@@ -13,7 +13,6 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::RunControlError;
-use super::lifecycle::RunRef;
 use crate::definition::AgentError;
 use crate::definition::background::DEFAULT_BACKGROUND_TIMEOUT;
 use crate::memory::MemoryScope;
@@ -97,9 +96,7 @@ async fn take_over(agents: &BTreeMap<String, Agent>, run: StoredRun) -> Option<T
     let run_id = run.state.run_id;
     let abort = crate::abort::AbortSignal::new();
     let options = crate::definition::RunOptions::new().abort_signal(abort.clone());
-    let mut taken = RunRef::new(&run_id);
-    taken.options = options;
-    let stream = match agent.resume_run(taken).await {
+    let stream = match agent.run(&run_id).options(options).proceed().stream().await {
         Ok(stream) => stream,
         Err(RunControlError::NotResumable { .. } | RunControlError::Conflict { .. }) => {
             return None;

@@ -14,9 +14,10 @@
 //! - with [`RunOptions::until_idle`](super::RunOptions::until_idle), the run does not finish
 //!   while tasks are out: it waits for each, and answers its result in another step (within
 //!   `max_steps`), so the stream stays open until every task finished and was handled;
-//! - otherwise the run may finish first; the result is then delivered to its thread like
-//!   [`Agent::send_message`](crate::agent::Agent::send_message) (into the thread's active run, or
-//!   stored for the next turn). A run without a thread has nowhere to put it: it is logged.
+//! - otherwise the run may finish first; the result is then delivered to its thread like a
+//!   signal sent to it ([`ThreadHandle::signal`](crate::agent::ThreadHandle::signal)): into
+//!   the thread's active run, or stored for the next turn. A run without a thread has nowhere
+//!   to put it: it is logged.
 //!
 //! A task's run records the run that started it ([`crate::run::BackgroundOrigin`]). In a
 //! cluster ([`crate::cluster`]) its snapshots are saved like any run's, so when its instance

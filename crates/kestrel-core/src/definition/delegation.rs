@@ -39,12 +39,12 @@
 //! suspends, stops the sub-agent and then the parent: the parent's stream carries the
 //! `tool-call-approval` / `tool-call-suspended` event (with `via`, the delegation path), its
 //! result lists the call in `waiting`, and the decision is taken with the parent's run id
-//! (`supervisor.approve(ToolCallRef::new(parent_run_id, call_id)).stream()`): it is recorded
-//! in each run on the way down, the sub-agent's run continues, then the parent's. Client tools
-//! alone do not stop the parent: the sub-agent cannot get their results, so the delegation
-//! reports them as pending (with a warning).
+//! (`supervisor.run(parent_run_id).approve(call_id).stream()`): it is recorded in each run on
+//! the way down, the sub-agent's run continues, then the parent's. Client tools alone do not
+//! stop the parent: the sub-agent cannot get their results, so the delegation reports them as
+//! pending (with a warning).
 //!
-//! **Durable delegation** (see [`crate::agent::Agent::resume_run`]). Before a delegation
+//! **Durable delegation** (see [`crate::agent::RunHandle::proceed`]). Before a delegation
 //! starts, the parent's snapshot is saved as waiting for the sub-agent's run, whose id it
 //! names; the sub-agent's run saves a snapshot after every step, in the same store. A new
 //! process on that store resumes the parent, which continues the sub-agent from its last

@@ -244,11 +244,11 @@ event_kinds! {
     ToolError(ToolErrorPayload) = "tool-error",
     /// Custom output a tool wrote through its context's writer.
     ToolOutput(ToolOutputPayload) = "tool-output",
-    /// A tool call waits for a person's approval; the stream ends here and the agent's
-    /// `Agent::approve` / `Agent::decline` continue the run.
+    /// A tool call waits for a person's approval; the stream ends here and the run's handle's
+    /// `approve` / `decline` (`agent.run(run_id)`) continue the run.
     ToolCallApproval(ToolCallApprovalPayload) = "tool-call-approval",
-    /// A tool suspended itself; the stream ends here and the agent's `resume`
-    /// continues the run.
+    /// A tool suspended itself; the stream ends here and the run's handle's `resume`
+    /// (`agent.run(run_id)`) continues the run.
     ToolCallSuspended(ToolCallSuspendedPayload) = "tool-call-suspended",
     /// A step finished.
     StepFinish(StepFinishPayload) = "step-finish",

@@ -132,8 +132,8 @@ pub enum FinishReason {
     MaxSteps,
     /// The run stopped for a human decision or a tool's suspension.
     Suspended,
-    /// The run was paused at a step boundary ([`crate::agent::Agent::pause_run`]); it goes on
-    /// with [`crate::agent::Agent::resume_run`].
+    /// The run was paused at a step boundary ([`crate::agent::RunHandle::pause`]); it goes on
+    /// with [`crate::agent::RunHandle::proceed`].
     Paused,
     /// The run was aborted.
     Abort,

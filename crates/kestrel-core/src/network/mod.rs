@@ -29,19 +29,17 @@
 //!
 //! A tool call that waits for a person inside a delegated agent, a workflow that suspends or a
 //! network tool that needs approval stops the network (`*-approval` / `*-suspended`); decide
-//! with the network's run id: [`Agent::approve_network`], [`Agent::decline_network`],
-//! [`Agent::resume_network`], also in another process after a restart (the run is kept in the
-//! memory's workflow store). Aborting the network ([`NetworkStream::abort`], its
-//! [`NetworkOptions::abort_signal`], or by its run id with
-//! [`crate::agent::Agent::abort_stored_run`] while it runs) aborts the primitive that runs.
+//! with the network's run id, through its run's handle: `agent.run(run_id).network()` is a
+//! [`NetworkRunHandle`] whose [`approve`](NetworkRunHandle::approve),
+//! [`decline`](NetworkRunHandle::decline) and [`resume`](NetworkRunHandle::resume) continue
+//! it, also in another process after a restart (the run is kept in the memory's workflow
+//! store). Aborting the network ([`NetworkStream::abort`], its
+//! [`NetworkOptions::abort_signal`], or by its run id with [`NetworkRunHandle::abort`], or
+//! [`crate::agent::RunHandle::abort`] while it runs) aborts the primitive that runs.
 //!
 //! Mastra has since deprecated networks in favour of supervisor agents (an agent with
 //! sub-agents, [`crate::agent::AgentBuilder::agents`]), which Kestrel has too: prefer one when
 //! the model should call several sub-agents within one answer.
-//!
-//! [`Agent::approve_network`]: crate::agent::Agent::approve_network
-//! [`Agent::decline_network`]: crate::agent::Agent::decline_network
-//! [`Agent::resume_network`]: crate::agent::Agent::resume_network
 
 mod call;
 mod completion;

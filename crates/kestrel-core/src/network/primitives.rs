@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::call::{Network, NetworkInit};
 use super::records;
-use crate::agent::{Agent, RunOptions, ToolCallRef};
+use crate::agent::{Agent, RunOptions};
 use crate::event::{
     AgentExecutionEndPayload, AgentExecutionStartPayload, AgentExecutionWaitPayload, EventKind,
     EventSource, PrimitiveAbortPayload, PrimitiveType, RoutingDecision, ToolExecutionArgs,
@@ -231,14 +231,14 @@ async fn agent(
             },
             data,
         )) => {
-            let call = ToolCallRef::new(run_id.clone(), tool_call_id).options(options);
+            let run = sub.run(run_id.clone()).options(options);
             let decided = if approval {
                 match approved(&data) {
-                    (true, _) => sub.approve(call),
-                    (false, reason) => sub.decline(call, reason),
+                    (true, _) => run.approve(tool_call_id),
+                    (false, reason) => run.decline(tool_call_id, reason),
                 }
             } else {
-                sub.resume(call, data)
+                run.resume(tool_call_id, data)
             };
             decided.stream().await.map_err(|e| e.to_string())
         }

@@ -418,41 +418,8 @@ impl Agent {
             pinned: None,
         }
     }
-
-    /// Approves what the stopped network run `run_id` waits for (a delegated agent's tool
-    /// call, or the network's tool); the run goes on from there. Completion options are not
-    /// kept with the run: give them again with [`NetworkRequest::completion`].
-    pub fn approve_network(&self, run_id: impl Into<String>) -> NetworkRequest {
-        self.resume_network(run_id, super::approval(true, None))
-    }
-
-    /// Declines what the stopped network run `run_id` waits for, with an optional reason.
-    pub fn decline_network(
-        &self,
-        run_id: impl Into<String>,
-        reason: Option<String>,
-    ) -> NetworkRequest {
-        self.resume_network(run_id, super::approval(false, reason))
-    }
-
-    /// Resumes the stopped network run `run_id` with `data` (a suspended tool's or
-    /// workflow's resume data, or `{approved, reason?}` for an approval).
-    pub fn resume_network(&self, run_id: impl Into<String>, data: Value) -> NetworkRequest {
-        NetworkRequest {
-            agent: self.clone(),
-            kind: RequestKind::Resume {
-                run_id: run_id.into(),
-                data,
-            },
-            options: NetworkOptions::default(),
-            pinned: None,
-        }
-    }
 }
 
-/// Why a network run left behind by a process that died is ended rather than continued: its
-/// one step is the whole loop, so continuing it would run every iteration (and its
-/// primitives' side effects) again.
 /// A network run by id, from its run's handle ([`crate::agent::RunHandle::network`]): decide
 /// for what it waits on, or abort it.
 #[derive(Debug, Clone)]
@@ -474,35 +441,71 @@ impl crate::agent::RunHandle {
 }
 
 impl NetworkRunHandle {
-    fn pinned(&self, request: NetworkRequest) -> NetworkRequest {
-        match &self.resource_id {
-            Some(resource) => request.resource(resource.clone()),
-            None => request,
+    /// Continues the stopped run with `data`; a handle acting for a resource reaches only
+    /// that resource's runs.
+    fn continue_with(&self, data: Value) -> NetworkRequest {
+        NetworkRequest {
+            agent: self.agent.clone(),
+            kind: RequestKind::Resume {
+                run_id: self.run_id.clone(),
+                data,
+            },
+            options: NetworkOptions::default(),
+            pinned: self.resource_id.clone(),
         }
     }
 
-    /// Approves what the stopped network run waits for; the run goes on from there.
+    /// Approves what the stopped network run waits for (a delegated agent's tool call, or
+    /// the network's tool); the run goes on from there. Completion options are not kept
+    /// with the run: give them again with [`NetworkRequest::completion`].
     pub fn approve(&self) -> NetworkRequest {
-        self.pinned(self.agent.approve_network(self.run_id.clone()))
+        self.continue_with(super::approval(true, None))
     }
 
-    /// Declines what it waits for, with an optional reason.
+    /// Declines what it waits for, with an optional reason; the run goes on from there.
     pub fn decline(&self, reason: Option<String>) -> NetworkRequest {
-        self.pinned(self.agent.decline_network(self.run_id.clone(), reason))
+        self.continue_with(super::approval(false, reason))
     }
 
-    /// Resumes it with `data` (a suspended tool's or workflow's resume data).
+    /// Resumes it with `data` (a suspended tool's or workflow's resume data, or
+    /// `{approved, reason?}` for an approval), also in another process after a restart.
     pub fn resume(&self, data: Value) -> NetworkRequest {
-        self.pinned(self.agent.resume_network(self.run_id.clone(), data))
+        self.continue_with(data)
     }
 
-    /// Stops it (see [`Agent::abort_network`]); `Ok(false)` when there is no such run.
+    /// Stops the network run: one going on (here or, in a cluster, on the instance driving
+    /// it) is aborted and stores itself `canceled`; a stopped one (waiting for a decision) or
+    /// one left behind by a process that died is marked `canceled`. `Ok(false)` when the
+    /// agent has no such run (or, for a handle acting for a resource, the run is another
+    /// resource's).
     pub async fn abort(&self) -> Result<bool, NetworkError> {
-        let resource = self.resource_id.as_deref();
-        self.agent.abort_network(&self.run_id, resource).await
+        let agent = &self.agent;
+        if agent.memory().is_none() {
+            return Ok(false);
+        }
+        let network = Arc::new(Network::new(agent.clone(), NetworkOptions::default()));
+        let workflow = network_workflow(agent, network)?;
+        let run = workflow.create_run_with_id(&self.run_id);
+        let Some(stored) = run.snapshot().await? else {
+            // Going on here before its first snapshot: its signal stops it.
+            return Ok(run.abort_if_live());
+        };
+        if let Some(own) = &self.resource_id
+            && stored.resource_id.as_ref() != Some(own)
+        {
+            return Ok(false);
+        }
+        match run.cancel().await {
+            Ok(()) => Ok(true),
+            Err(crate::workflow::WorkflowRunError::Ended { .. }) => Ok(true),
+            Err(error) => Err(error.into()),
+        }
     }
 }
 
+/// Why a network run left behind by a process that died is ended rather than continued: its
+/// one step is the whole loop, so continuing it would run every iteration (and its
+/// primitives' side effects) again.
 const LEFT_BEHIND: &str = "the process driving this network run stopped before it ended; the \
      iterations that ended are in its thread, and a new network run on the thread goes on from \
      them";
@@ -535,36 +538,6 @@ impl Agent {
                 tracing::warn!(agent = %self.id(), %error, "looking for network runs left behind failed");
                 Vec::new()
             }
-        }
-    }
-
-    /// Stops the network run `run_id` of this agent: one going on (here or, in a cluster, on
-    /// the instance driving it) is aborted and stores itself `canceled`; a stopped one (waiting
-    /// for a decision) or one left behind by a process that died is marked `canceled`.
-    /// `resource`: the caller's, when it is pinned to one (another resource's run is not
-    /// found). `Ok(false)` when the agent has no such run.
-    pub async fn abort_network(
-        &self,
-        run_id: &str,
-        resource: Option<&str>,
-    ) -> Result<bool, NetworkError> {
-        if self.memory().is_none() {
-            return Ok(false);
-        }
-        let network = Arc::new(Network::new(self.clone(), NetworkOptions::default()));
-        let workflow = network_workflow(self, network)?;
-        let run = workflow.create_run_with_id(run_id);
-        let Some(stored) = run.snapshot().await? else {
-            // Going on here before its first snapshot: its signal stops it.
-            return Ok(run.abort_if_live());
-        };
-        if resource.is_some_and(|own| stored.resource_id.as_deref() != Some(own)) {
-            return Ok(false);
-        }
-        match run.cancel().await {
-            Ok(()) => Ok(true),
-            Err(crate::workflow::WorkflowRunError::Ended { .. }) => Ok(true),
-            Err(error) => Err(error.into()),
         }
     }
 }

@@ -100,7 +100,7 @@ impl Step for NetworkStep {
             .map_err(|e| StepError::new(format!("the network run's input is malformed: {e}")))?;
         let memory = network.memory()?;
         // Listed among the runtime's runs while it goes on, so an abort by its id reaches it
-        // (`Agent::abort_stored_run`, the server's `runs/{runId}/abort`). Ids are unique; a
+        // (`RunHandle::abort`, the server's `runs/{runId}/abort`). Ids are unique; a
         // live agent run with this one would keep it (the network then is not listed).
         let _listed = network
             .agent

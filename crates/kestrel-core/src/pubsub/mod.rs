@@ -2,7 +2,8 @@
 //! default.
 //!
 //! A run that belongs to a thread publishes its events on the thread's topic
-//! ([`thread_topic`]) while someone subscribes to it ([`crate::agent::Agent::subscribe_to_thread`]).
+//! ([`thread_topic`]) while someone subscribes to it
+//! ([`crate::agent::ThreadHandle::subscribe`]).
 //! [`InProcessPubSub`] delivers within one process; a backend shared by several processes
 //! (`kestrel_redis::RedisPubSub`, on Redis Streams) implements the same trait so that a
 //! subscription on one instance sees the runs of another. Every backend passes the same

@@ -21,7 +21,7 @@ pub enum RunPhase {
     /// Waiting for a delegated sub-agent's run (the parent holds no task while it waits
     /// in another process; it is continued once the sub-agent's run ends).
     WaitingForSubtask,
-    /// Paused at a step boundary ([`crate::agent::Agent::pause_run`]), until resumed.
+    /// Paused at a step boundary ([`crate::agent::RunHandle::pause`]), until resumed.
     Paused,
     /// Ended normally (an answer, the step limit, a hook's stop).
     Completed,

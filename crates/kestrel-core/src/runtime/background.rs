@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::{Mutex, Semaphore, mpsc};
 
 use super::Agent;
-use super::threads::{IfActive, IfIdle, SendMessage};
+use super::threads::{IfActive, IfIdle};
 use crate::definition::BackgroundTool;
 use crate::memory::MemoryScope;
 
@@ -126,13 +126,17 @@ pub(crate) async fn deliver_late(runtime: &BackgroundRuntime, done: BackgroundDo
     deliver_to_thread(agent, scope, done).await;
 }
 
-/// Delivers a finished task's result to a thread, as [`Agent::send_signal`] does: into the
-/// thread's active run (here or on another instance), or stored for its next turn.
+/// Delivers a finished task's result to a thread, as a signal
+/// ([`super::ThreadHandle::signal`]): into the thread's active run (here or on another
+/// instance), or stored for its next turn.
 pub(crate) async fn deliver_to_thread(agent: &Agent, scope: &MemoryScope, done: BackgroundDone) {
-    let to = SendMessage::to(&scope.resource_id, &scope.thread_id)
+    let sent = agent
+        .thread(&scope.resource_id, &scope.thread_id)
+        .signal(done.message())
         .if_active(IfActive::Deliver)
-        .if_idle(IfIdle::Persist);
-    if let Err(error) = agent.send_signal(done.message(), to).await {
+        .if_idle(IfIdle::Persist)
+        .await;
+    if let Err(error) = sent {
         tracing::warn!(task_id = %done.task_id, %error, "delivering a background task's result failed");
     }
 }

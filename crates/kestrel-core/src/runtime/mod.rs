@@ -31,7 +31,7 @@ pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
 pub use queue::{MAX_QUEUED_PER_THREAD, Queued};
 pub use stream::{AgentStream, TextStream};
 pub use thread_handle::{SendRequest, ThreadHandle};
-pub use threads::{Fork, IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
+pub use threads::{IfActive, IfIdle, Sent, ThreadError, ThreadSubscription};
 
 use crate::definition::{AgentDefinition, Instructions, ModelSource};
 use crate::memory::AgentMemory;

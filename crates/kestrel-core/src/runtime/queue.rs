@@ -1,5 +1,5 @@
-//! Queued messages: [`Agent::queue_message`] holds a message for the thread's next run, after
-//! the active one (or at once on an idle thread), in order, in the
+//! Queued messages: [`super::ThreadHandle::queue`] holds a message for the thread's next run,
+//! after the active one (or at once on an idle thread), in order, in the
 //! [`crate::store::MessageQueue`] of the agent's stores (durable with a storage), and tells
 //! the thread's watchers.
 //!
@@ -18,7 +18,7 @@ use futures::StreamExt;
 
 use super::Agent;
 use super::registry::ThreadKey;
-use super::threads::{SendMessage, ThreadError};
+use super::threads::ThreadError;
 use crate::event::{Event, EventKind, EventSource, MessageQueuedPayload, QueuedMessagePayload};
 use crate::memory::MemoryScope;
 use crate::message::Message;
@@ -28,7 +28,7 @@ use crate::store::{QueueError, QueuedMessage, SharedMessageQueue};
 /// The most messages one thread's queue holds.
 pub const MAX_QUEUED_PER_THREAD: usize = 100;
 
-/// What [`Agent::queue_message`] did.
+/// What queuing a message ([`super::ThreadHandle::queue`]) did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Queued {
     /// The queued message's id (also its id in the thread once a run takes it).
@@ -87,23 +87,15 @@ impl Agent {
             })
     }
 
-    /// Queues a user message for the thread's next run (Mastra's `queueMessage`): it runs
-    /// after the active run ends, or at once when the thread is idle, after the messages
-    /// queued before it, each in a run of its own. The queue is kept in the agent's stores'
-    /// [`crate::store::MessageQueue`] (so it survives a restart with a durable storage; the
-    /// in-memory default keeps none: [`ThreadError::NoQueue`]), and the thread's watchers
-    /// ([`Agent::subscribe_to_thread`]) see `message-queued`, then `queued-message-started`
-    /// and the run's events. `to`'s `if_active`, `if_idle` and `fork` do not apply.
-    pub async fn queue_message(
+    /// Queues a user message for the thread `scope` names (see
+    /// [`super::ThreadHandle::queue`]); the thread's watchers see `message-queued`, then
+    /// `queued-message-started` and the run's events.
+    pub(super) async fn enqueue(
         &self,
-        text: impl Into<String>,
-        to: SendMessage,
+        text: String,
+        scope: MemoryScope,
     ) -> Result<Queued, ThreadError> {
         let queue = self.message_queue()?;
-        let scope = MemoryScope {
-            thread_id: to.thread_id.clone(),
-            resource_id: to.resource_id.clone(),
-        };
         // Another resource's thread is refused here; a missing one has no queue yet.
         let waiting = queue.list(&scope).await?;
         // The queue belongs to a thread: make sure it exists.
@@ -156,30 +148,20 @@ impl Agent {
     }
 
     /// The thread's queued messages, oldest first.
-    pub async fn queued_messages(
+    pub(super) async fn list_queued(
         &self,
-        resource_id: &str,
-        thread_id: &str,
+        scope: &MemoryScope,
     ) -> Result<Vec<QueuedMessage>, ThreadError> {
-        let scope = MemoryScope {
-            thread_id: thread_id.to_owned(),
-            resource_id: resource_id.to_owned(),
-        };
-        Ok(self.message_queue()?.list(&scope).await?)
+        Ok(self.message_queue()?.list(scope).await?)
     }
 
     /// Cancels the thread's queued messages with these ids (all of them with `None`) that no
     /// run took yet; returns those cancelled. Watchers see `queued-message-cancelled`.
-    pub async fn cancel_queued_messages(
+    pub(super) async fn cancel_queued(
         &self,
-        resource_id: &str,
-        thread_id: &str,
+        scope: MemoryScope,
         ids: Option<Vec<String>>,
     ) -> Result<Vec<QueuedMessage>, ThreadError> {
-        let scope = MemoryScope {
-            thread_id: thread_id.to_owned(),
-            resource_id: resource_id.to_owned(),
-        };
         let cancelled = self.message_queue()?.cancel(&scope, ids).await?;
         for message in &cancelled {
             self.tell_watchers(

@@ -19,8 +19,9 @@ use futures::future::BoxFuture;
 
 use super::Agent;
 use super::queue::Queued;
-use super::threads::{IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
+use super::threads::{Fork, IfActive, IfIdle, SendMessage, Sent, ThreadError, ThreadSubscription};
 use crate::definition::RunOptions;
+use crate::memory::MemoryScope;
 use crate::message::Message;
 use crate::store::QueuedMessage;
 
@@ -60,15 +61,27 @@ impl ThreadHandle {
         &self.resource_id
     }
 
-    /// Options of the runs a message starts ([`ThreadHandle::send`] on an idle thread,
-    /// [`ThreadHandle::queue`]); their memory is always this thread.
+    /// Options of the runs a message sent to the thread starts ([`ThreadHandle::send`] or
+    /// [`ThreadHandle::signal`] on an idle thread); their memory is always this thread. A
+    /// queued message's run does not take them: it may wait out a restart in the queue, and
+    /// runs with the agent's defaults, acting for the thread's resource.
     pub fn options(mut self, options: RunOptions) -> Self {
         self.options = options;
         self
     }
 
     fn to(&self) -> SendMessage {
-        SendMessage::to(&self.resource_id, &self.thread_id).options(self.options.clone())
+        SendMessage {
+            options: self.options.clone(),
+            ..SendMessage::to(&self.resource_id, &self.thread_id)
+        }
+    }
+
+    fn scope(&self) -> MemoryScope {
+        MemoryScope {
+            thread_id: self.thread_id.clone(),
+            resource_id: self.resource_id.clone(),
+        }
     }
 
     /// Sends the user's words to the thread: into the active run's next step, else starting a
@@ -90,48 +103,53 @@ impl ThreadHandle {
         }
     }
 
-    /// Queues the user's words for the thread's next run: after the active run, or at once
-    /// on an idle thread, each queued message in a run of its own, in order. Kept in the
-    /// stores' message queue, so it survives a restart with a durable storage.
+    /// Queues the user's words for the thread's next run (Mastra's `queueMessage`): after
+    /// the active run ends, or at once on an idle thread, after the messages queued before
+    /// it, each in a run of its own, in order. Kept in the agent's stores'
+    /// [`crate::store::MessageQueue`], so it survives a restart with a durable storage (the
+    /// in-memory default keeps none: [`ThreadError::NoQueue`]). The thread's watchers
+    /// ([`ThreadHandle::subscribe`]) see `message-queued`, then `queued-message-started` and
+    /// the run's events.
     pub async fn queue(&self, text: impl Into<String>) -> Result<Queued, ThreadError> {
-        self.agent.queue_message(text, self.to()).await
+        self.agent.enqueue(text.into(), self.scope()).await
     }
 
     /// The thread's queued messages no run took yet, oldest first.
     pub async fn queued(&self) -> Result<Vec<QueuedMessage>, ThreadError> {
-        let (resource, thread) = (&self.resource_id, &self.thread_id);
-        self.agent.queued_messages(resource, thread).await
+        self.agent.list_queued(&self.scope()).await
     }
 
-    /// Cancels queued messages: those with these ids, or all with `None`; returns those
-    /// cancelled.
+    /// Cancels queued messages no run took yet: those with these ids, or all with `None`;
+    /// returns those cancelled. The thread's watchers see `queued-message-cancelled`.
     pub async fn cancel_queued(
         &self,
         ids: Option<Vec<String>>,
     ) -> Result<Vec<QueuedMessage>, ThreadError> {
-        let (resource, thread) = (&self.resource_id, &self.thread_id);
-        self.agent
-            .cancel_queued_messages(resource, thread, ids)
-            .await
+        self.agent.cancel_queued(self.scope(), ids).await
     }
 
-    /// Every event of every run on the thread from now on, each naming its run (a run active
-    /// now is streamed from its start where the pub/sub keeps events).
+    /// Every event of every run on the thread from now on, each naming its run, until the
+    /// subscription is dropped. With a pub/sub that keeps events (Redis), a run active on the
+    /// thread (here or on another instance) is streamed from its start.
     pub async fn subscribe(&self) -> Result<ThreadSubscription, ThreadError> {
-        let (resource, thread) = (&self.resource_id, &self.thread_id);
-        self.agent.subscribe_to_thread(resource, thread).await
+        self.agent
+            .watch_thread(&self.resource_id, &self.thread_id)
+            .await
     }
 
     /// The run active on the thread in this process, if any.
     pub fn active_run(&self) -> Option<String> {
-        self.agent.active_run_on(&self.resource_id, &self.thread_id)
+        self.agent.active_run_of(&self.resource_id, &self.thread_id)
     }
 
     /// Aborts every run on the thread, running or waiting for it, here and (in a cluster) on
-    /// the instance that drives its active run; returns how many.
+    /// the instance that drives its active run; returns how many. A run aborted stops at its
+    /// next step, or inside a tool that watches its abort signal, and its stream ends with
+    /// `abort`.
     pub async fn abort(&self) -> Result<usize, ThreadError> {
-        let (resource, thread) = (&self.resource_id, &self.thread_id);
-        self.agent.abort_thread_anywhere(resource, thread).await
+        self.agent
+            .abort_on_thread(&self.resource_id, &self.thread_id)
+            .await
     }
 }
 
@@ -148,29 +166,23 @@ pub struct SendRequest {
 impl SendRequest {
     /// What to do when a run is active (default: deliver into its next step).
     pub fn if_active(mut self, behaviour: IfActive) -> Self {
-        self.to = self.to.if_active(behaviour);
+        self.to.if_active = behaviour;
         self
     }
 
     /// What to do when none is (default: start one).
     pub fn if_idle(mut self, behaviour: IfIdle) -> Self {
-        self.to = self.to.if_idle(behaviour);
+        self.to.if_idle = behaviour;
         self
     }
 
     /// Sends to a copy of the thread instead: its messages so far copied into a new thread
-    /// (`thread_id`, or a fresh id; titled `title`, or like the original).
+    /// of the same resource (`thread_id`, or a fresh id; titled `title`, or like the
+    /// original), which [`Sent::thread_id`] names; the original and its active run are left
+    /// as they are. `if_active` does not apply (the new thread has no run); `if_idle` does.
+    /// Needs a memory that can fork (`kestrel-memory`'s does).
     pub fn fork(mut self, thread_id: Option<String>, title: Option<String>) -> Self {
-        self.to = match thread_id {
-            Some(id) => self.to.fork_into(id, title),
-            None => {
-                let mut to = self.to.fork();
-                if let Some(fork) = to.fork.as_mut() {
-                    fork.title = title;
-                }
-                to
-            }
-        };
+        self.to.fork = Some(Fork { thread_id, title });
         self
     }
 }

@@ -1,5 +1,6 @@
-//! Live threads: abort a run or every run of a thread, send a message to a thread (into its
-//! active run's next step, or waking a new run), and watch every run on a thread.
+//! Live threads, the workings of [`super::ThreadHandle`]: abort every run of a thread, send a
+//! message to a thread (into its active run's next step, or waking a new run), and watch
+//! every run on a thread.
 //!
 //! Runs on one thread take the thread's lease in turn (see [`super::AgentRun::run`]), so at
 //! most one is active; it takes the messages delivered to the thread before each model call,
@@ -23,7 +24,8 @@ use crate::memory::{ForkError, MemoryError, MemoryScope};
 use crate::message::Message;
 use crate::pubsub::{PubSubError, Subscription, thread_topic};
 
-/// What [`Agent::send_message`] does when a run is active on the thread.
+/// What a message sent to a thread ([`super::ThreadHandle::send`]) does when a run is active
+/// on the thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IfActive {
     /// Put the message into the active run's next step (default).
@@ -35,7 +37,8 @@ pub enum IfActive {
     Discard,
 }
 
-/// What [`Agent::send_message`] does when no run is active on the thread.
+/// What a message sent to a thread ([`super::ThreadHandle::send`]) does when no run is active
+/// on the thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum IfIdle {
     /// Start a new run with the message (default).
@@ -47,78 +50,44 @@ pub enum IfIdle {
     Discard,
 }
 
-/// Where a message goes and what happens to it.
+/// Where a message goes and what happens to it (what a [`super::SendRequest`] carries).
 #[derive(Debug, Clone, Default)]
-pub struct SendMessage {
+pub(crate) struct SendMessage {
     /// The thread's owner.
-    pub resource_id: String,
+    pub(crate) resource_id: String,
     /// The thread.
-    pub thread_id: String,
+    pub(crate) thread_id: String,
     /// When a run is active.
-    pub if_active: IfActive,
+    pub(crate) if_active: IfActive,
     /// When none is.
-    pub if_idle: IfIdle,
+    pub(crate) if_idle: IfIdle,
     /// Options of a woken run (its memory is set to the thread).
-    pub options: RunOptions,
-    /// Send the message to a copy of the thread instead (see [`SendMessage::fork`]).
-    pub fork: Option<Fork>,
+    pub(crate) options: RunOptions,
+    /// Send the message to a copy of the thread instead: the thread copied up to now into a
+    /// new thread of the same resource, where the message goes; the original is left
+    /// untouched (its active run, if any, too). `if_active` does not apply then (the new
+    /// thread has no run); `if_idle` does. Needs a memory that can fork.
+    pub(crate) fork: Option<Fork>,
 }
 
-/// A fork: the thread copied up to now into a new thread, where the message goes; the original
-/// is left untouched (its active run, if any, too).
+/// A fork: the new thread's id (a fresh one when `None`) and title (the original's when
+/// `None`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Fork {
+pub(crate) struct Fork {
     /// The new thread's id; a fresh one when `None`.
-    pub thread_id: Option<String>,
+    pub(crate) thread_id: Option<String>,
     /// The new thread's title; the original's when `None`.
-    pub title: Option<String>,
+    pub(crate) title: Option<String>,
 }
 
 impl SendMessage {
     /// To thread `thread_id` of `resource_id`: delivered to the active run, else waking one.
-    pub fn to(resource_id: impl Into<String>, thread_id: impl Into<String>) -> Self {
+    pub(crate) fn to(resource_id: impl Into<String>, thread_id: impl Into<String>) -> Self {
         Self {
             resource_id: resource_id.into(),
             thread_id: thread_id.into(),
             ..Self::default()
         }
-    }
-
-    /// What to do when a run is active.
-    pub fn if_active(mut self, behaviour: IfActive) -> Self {
-        self.if_active = behaviour;
-        self
-    }
-
-    /// What to do when none is.
-    pub fn if_idle(mut self, behaviour: IfIdle) -> Self {
-        self.if_idle = behaviour;
-        self
-    }
-
-    /// Options of a woken run.
-    pub fn options(mut self, options: RunOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// Forks the thread: copies its messages so far into a new thread of the same resource
-    /// and sends the message there ([`Sent::thread_id`] names it). `if_active` does not apply
-    /// (the new thread has no run); `if_idle` does. Needs a memory that can fork
-    /// (`kestrel-memory`'s does).
-    pub fn fork(mut self) -> Self {
-        self.fork = Some(Fork::default());
-        self
-    }
-
-    /// [`SendMessage::fork`] into a new thread with this id and title (`None`: the
-    /// original's).
-    pub fn fork_into(mut self, thread_id: impl Into<String>, title: Option<String>) -> Self {
-        self.fork = Some(Fork {
-            thread_id: Some(thread_id.into()),
-            title,
-        });
-        self
     }
 }
 
@@ -221,24 +190,9 @@ fn key(resource_id: &str, thread_id: &str) -> ThreadKey {
 }
 
 impl Agent {
-    /// Aborts a run in progress in this process (with the agents of its `Kestrel` instance):
-    /// it stops at its next step, or inside a tool that watches its abort signal; its stream
-    /// ends with `abort`. `false` when no such run is in progress. In a cluster,
-    /// [`Agent::abort_stored_run`] also reaches a run another instance drives.
-    pub fn abort_run(&self, run_id: &str) -> bool {
-        self.runtime.runs.abort_run(run_id)
-    }
-
-    /// Aborts every run in progress on a thread in this process, whether running or waiting
-    /// for the thread; returns how many. In a cluster, [`Agent::abort_thread_anywhere`] also
-    /// reaches the thread's run on another instance.
-    pub fn abort_thread(&self, resource_id: &str, thread_id: &str) -> usize {
-        self.runtime.runs.abort_thread(&key(resource_id, thread_id))
-    }
-
-    /// [`Agent::abort_thread`], and in a cluster also the thread's active run on another
-    /// instance (which stops it and answers); returns how many runs were aborted.
-    pub async fn abort_thread_anywhere(
+    /// Aborts every run on a thread, running or waiting for it, here and (in a cluster) the
+    /// thread's active run on another instance (which stops it and answers); how many.
+    pub(super) async fn abort_on_thread(
         &self,
         resource_id: &str,
         thread_id: &str,
@@ -260,15 +214,15 @@ impl Agent {
         Ok(aborted)
     }
 
-    /// The run active on a thread, if any.
-    pub fn active_run_on(&self, resource_id: &str, thread_id: &str) -> Option<String> {
+    /// The run active on a thread in this process, if any.
+    pub(super) fn active_run_of(&self, resource_id: &str, thread_id: &str) -> Option<String> {
         self.runtime.runs.active_run(&key(resource_id, thread_id))
     }
 
     /// Every event of every run on the thread from now on, each naming its run, until the
     /// subscription is dropped. With a pub/sub that keeps events (Redis), a run active on the
     /// thread (here or on another instance) is streamed from its start.
-    pub async fn subscribe_to_thread(
+    pub(super) async fn watch_thread(
         &self,
         resource_id: &str,
         thread_id: &str,
@@ -290,26 +244,8 @@ impl Agent {
         })
     }
 
-    /// Sends a user message to a thread: into the active run's next step, or waking a new run
+    /// Sends a message to a thread: into the active run's next step, or waking a new run
     /// (see [`SendMessage`] for the other behaviours).
-    pub async fn send_message(
-        &self,
-        text: impl Into<String>,
-        to: SendMessage,
-    ) -> Result<Sent, ThreadError> {
-        self.send(Message::user(text), to).await
-    }
-
-    /// [`Agent::send_message`] with a system message (a reminder, a notification) instead of
-    /// the user's words.
-    pub async fn send_signal(
-        &self,
-        text: impl Into<String>,
-        to: SendMessage,
-    ) -> Result<Sent, ThreadError> {
-        self.send(Message::system(text), to).await
-    }
-
     pub(super) async fn send(
         &self,
         message: Message,

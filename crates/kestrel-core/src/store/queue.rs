@@ -1,4 +1,4 @@
-//! Where messages wait for a thread's next runs ([`crate::agent::Agent::queue_message`]).
+//! Where messages wait for a thread's next runs ([`crate::agent::ThreadHandle::queue`]).
 //!
 //! A [`MessageQueue`] keeps each thread's queued messages in order until a run takes them.
 //! `kestrel-storage` implements it on every backend (so a queue survives a restart), and

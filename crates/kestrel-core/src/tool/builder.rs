@@ -59,8 +59,9 @@ impl ToolBuilder {
     }
 
     /// Requires a person's approval before every call (`true`) or none (`false`, the
-    /// default). The run stops with `tool-call-approval`; the agent's `approve` runs
-    /// the tool, `decline` tells the model it was not approved.
+    /// default). The run stops with `tool-call-approval`; the run's handle's `approve`
+    /// (`agent.run(run_id).approve(call_id)`) runs the tool, `decline` tells the model it was
+    /// not approved.
     pub fn require_approval(mut self, required: bool) -> Self {
         self.approval = required.into();
         self
@@ -102,8 +103,8 @@ impl ToolBuilder {
 
     /// Finishes a client tool: it has no `execute` here. When the model calls it the run stops
     /// with finish reason `tool-calls`; the caller runs it and submits the result with the
-    /// agent's `submit_result`. The input schema comes from `I` unless
-    /// [`ToolBuilder::input_schema`] was given.
+    /// run's handle's `submit` (`agent.run(run_id).submit(..)`). The input schema comes from
+    /// `I` unless [`ToolBuilder::input_schema`] was given.
     pub fn client<I: JsonSchema>(self) -> FnTool {
         let input_schema = self.input_schema.clone().unwrap_or_else(schema_of::<I>);
         self.finish(input_schema, None)

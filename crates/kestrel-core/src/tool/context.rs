@@ -154,9 +154,10 @@ impl ToolContext {
     /// ```
     ///
     /// The run emits `tool-call-suspended` with `payload` (checked against the tool's suspend
-    /// schema, if declared) and is saved; the agent's `resume` with the call's id runs `execute`
-    /// again from the start, with the resume data in [`ToolContext::resume_data`]. Work done
-    /// before `suspend` is therefore done again on resume: keep it idempotent.
+    /// schema, if declared) and is saved; the run's handle's `resume` with the call's id
+    /// (`agent.run(run_id).resume(call_id, data)`) runs `execute` again from the start, with
+    /// the resume data in [`ToolContext::resume_data`]. Work done before `suspend` is
+    /// therefore done again on resume: keep it idempotent.
     pub fn suspend(&self, payload: impl Serialize) -> ToolError {
         match serde_json::to_value(payload) {
             Ok(payload) => ToolError::suspension(payload),

@@ -223,7 +223,7 @@ impl Step for ToolStep {
 /// (`<run>-<call>`), so a call that runs again (after a takeover) finds its run instead of
 /// starting another. A run that suspends suspends the call with
 /// `{workflowId, runId, suspended, suspendPayload}`; resuming the call
-/// ([`crate::agent::Agent::resume`]) resumes the workflow with the resume data.
+/// ([`crate::agent::RunHandle::resume`]) resumes the workflow with the resume data.
 #[derive(Debug, Clone)]
 pub struct WorkflowTool {
     workflow: super::Workflow,

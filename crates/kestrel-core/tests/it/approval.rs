@@ -6,9 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kestrel_core::agent::{
-    Agent, DEFAULT_DECLINE_REASON, RunControlError, RunOptions, ToolCallRef, Waiting,
-};
+use kestrel_core::agent::{Agent, DEFAULT_DECLINE_REASON, RunControlError, RunOptions, Waiting};
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
@@ -121,8 +119,13 @@ async fn an_approval_gated_call_stops_the_run_and_approval_continues_it() {
     assert_eq!(listed.total, 1);
     assert_eq!(listed.runs[0].run_id, result.run_id);
 
-    let call = ToolCallRef::new(&result.run_id, "call-1").fingerprint(&approval.fingerprint);
-    let stream = agent.approve(call.clone()).stream().await.unwrap();
+    let stream = agent
+        .run(&result.run_id)
+        .approve("call-1")
+        .fingerprint(&approval.fingerprint)
+        .stream()
+        .await
+        .unwrap();
     assert_eq!(stream.run_id(), result.run_id);
     let (events, done) = stream.collect().await;
     let done = done.unwrap();
@@ -137,7 +140,13 @@ async fn an_approval_gated_call_stops_the_run_and_approval_continues_it() {
     assert_eq!(names.last(), Some(&"finish"), "{names:?}");
 
     // A second decision on the same call is refused and changes nothing.
-    let again = agent.approve(call).stream().await.unwrap_err();
+    let again = agent
+        .run(&result.run_id)
+        .approve("call-1")
+        .fingerprint(&approval.fingerprint)
+        .stream()
+        .await
+        .unwrap_err();
     assert!(
         matches!(
             again,
@@ -164,7 +173,8 @@ async fn declining_never_runs_the_tool_and_the_model_reads_the_reason() {
         let stopped = agent.generate("email bob").await.unwrap();
         assert_eq!(stopped.finish_reason, FinishReason::Suspended);
         let done = agent
-            .decline(ToolCallRef::new(&stopped.run_id, "call-1"), reason.clone())
+            .run(&stopped.run_id)
+            .decline("call-1", reason.clone())
             .await
             .unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 0);
@@ -202,10 +212,7 @@ async fn an_approved_call_that_fails_is_not_denied() {
         .build()
         .unwrap();
     let stopped = agent.generate("go").await.unwrap();
-    let done = agent
-        .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
-        .await
-        .unwrap();
+    let done = agent.run(&stopped.run_id).approve("call-1").await.unwrap();
     assert!(done.tool_results[0].is_error);
     assert!(!done.tool_results[0].denied);
     // Not serialized when unset: stored messages of older builds and newer ones read alike.
@@ -292,10 +299,7 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
     assert_eq!(first.waiting[0].tool_call_id, "call-1");
     // Continued without the function (as after a restart): call-2 is asked about too, even
     // though the function would have let it through. Nothing is approved by default.
-    let second = agent
-        .approve(ToolCallRef::new(&first.run_id, "call-1"))
-        .await
-        .unwrap();
+    let second = agent.run(&first.run_id).approve("call-1").await.unwrap();
     assert_eq!(second.finish_reason, FinishReason::Suspended);
     assert_eq!(second.waiting[0].tool_call_id, "call-2");
 
@@ -306,10 +310,9 @@ async fn a_run_policy_function_that_cannot_come_back_means_approval_for_every_la
         .await
         .unwrap();
     let done = agent
-        .approve(
-            ToolCallRef::new(&again.run_id, "call-1")
-                .options(RunOptions::new().require_tool_approval(only_kestrel())),
-        )
+        .run(&again.run_id)
+        .options(RunOptions::new().require_tool_approval(only_kestrel()))
+        .approve("call-1")
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
@@ -331,17 +334,15 @@ async fn default_options_hold_when_a_run_is_continued() {
     let first = agent.generate("two words").await.unwrap();
     assert_eq!(first.waiting.len(), 1);
     assert_eq!(first.waiting[0].tool_call_id, "call-1");
-    let done = agent
-        .approve(ToolCallRef::new(&first.run_id, "call-1"))
-        .await
-        .unwrap();
+    let done = agent.run(&first.run_id).approve("call-1").await.unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop, "{done:?}");
     assert_eq!(done.text, "done: osprey is a bird");
 
     // The stream form of the continuation, too.
     let first = agent.generate("two words").await.unwrap();
     let stream = agent
-        .approve(ToolCallRef::new(&first.run_id, "call-1"))
+        .run(&first.run_id)
+        .approve("call-1")
         .stream()
         .await
         .unwrap();
@@ -361,7 +362,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     let run_id = stopped.run_id.clone();
 
     let unknown = agent
-        .approve(ToolCallRef::new("no-such-run", "call-1"))
+        .run("no-such-run")
+        .approve("call-1")
         .stream()
         .await
         .unwrap_err();
@@ -371,7 +373,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let stale = agent
-        .approve(ToolCallRef::new(&run_id, "call-0"))
+        .run(&run_id)
+        .approve("call-0")
         .stream()
         .await
         .unwrap_err();
@@ -382,7 +385,9 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     assert!(stale.to_string().contains("call-0"), "{stale}");
 
     let changed = agent
-        .approve(ToolCallRef::new(&run_id, "call-1").fingerprint("0123"))
+        .run(&run_id)
+        .approve("call-1")
+        .fingerprint("0123")
         .stream()
         .await
         .unwrap_err();
@@ -392,7 +397,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let wrong_kind = agent
-        .resume(ToolCallRef::new(&run_id, "call-1"), json!({"ok": true}))
+        .run(&run_id)
+        .resume("call-1", json!({"ok": true}))
         .stream()
         .await
         .unwrap_err();
@@ -409,7 +415,9 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     );
 
     let foreign = agent
-        .approve(ToolCallRef::new(&run_id, "call-1").resource("mallory"))
+        .run(&run_id)
+        .resource("mallory")
+        .approve("call-1")
         .stream()
         .await
         .unwrap_err();
@@ -425,7 +433,8 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
         .build()
         .unwrap();
     let not_mine = other
-        .approve(ToolCallRef::new(&run_id, "call-1"))
+        .run(&run_id)
+        .approve("call-1")
         .stream()
         .await
         .unwrap_err();
@@ -434,7 +443,9 @@ async fn refused_decisions_name_what_is_wrong_and_change_nothing() {
     // Nothing changed: the run still waits, and the right decision still works.
     assert_eq!(runs.load(Ordering::SeqCst), 0);
     let done = agent
-        .approve(ToolCallRef::new(&run_id, "call-1").resource("alice"))
+        .run(&run_id)
+        .resource("alice")
+        .approve("call-1")
         .await
         .unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
@@ -449,12 +460,12 @@ async fn racing_approvals_of_one_call_have_exactly_one_winner() {
     let tasks: Vec<_> = (0..8)
         .map(|i| {
             let agent = agent.clone();
-            let call = ToolCallRef::new(&stopped.run_id, "call-1");
+            let run = agent.run(&stopped.run_id);
             tokio::spawn(async move {
                 if i % 2 == 0 {
-                    agent.approve(call).await
+                    run.approve("call-1").await
                 } else {
-                    agent.decline(call, None).await
+                    run.decline("call-1", None).await
                 }
             })
         })
@@ -530,9 +541,9 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
     assert_eq!(schema["properties"]["nights"]["type"], "integer");
     assert!(matches!(stopped.waiting[0].waiting, Waiting::Resume { .. }));
 
-    let call = ToolCallRef::new(&stopped.run_id, "call-1");
-    let invalid = agent
-        .resume(call.clone(), json!({"nights": "two"}))
+    let run = agent.run(&stopped.run_id);
+    let invalid = run
+        .resume("call-1", json!({"nights": "two"}))
         .stream()
         .await
         .unwrap_err();
@@ -540,7 +551,7 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
         panic!("{invalid:?}")
     };
     assert!(errors[0].contains("/nights"), "{errors:?}");
-    let approval = agent.approve(call.clone()).stream().await.unwrap_err();
+    let approval = run.approve("call-1").stream().await.unwrap_err();
     assert!(
         matches!(
             approval,
@@ -553,7 +564,7 @@ async fn a_tool_suspends_and_resumes_with_checked_data() {
     );
     assert_eq!(entered.load(Ordering::SeqCst), 1);
 
-    let done = agent.resume(call, json!({"nights": 2})).await.unwrap();
+    let done = run.resume("call-1", json!({"nights": 2})).await.unwrap();
     assert_eq!(done.text, "done: Tivoli booked for 2 nights");
     assert_eq!(entered.load(Ordering::SeqCst), 2);
     assert_eq!(done.run_id, stopped.run_id);
@@ -595,12 +606,12 @@ async fn approval_then_suspension_needs_both_decisions_in_order() {
         .unwrap();
     let first = agent.generate("book").await.unwrap();
     assert_eq!(first.waiting[0].waiting, Waiting::Approval);
-    let call = ToolCallRef::new(&first.run_id, "call-1");
-    let second = agent.approve(call.clone()).await.unwrap();
+    let run = agent.run(&first.run_id);
+    let second = run.approve("call-1").await.unwrap();
     assert_eq!(second.finish_reason, FinishReason::Suspended);
     assert!(matches!(second.waiting[0].waiting, Waiting::Resume { .. }));
     // Resuming does not ask for approval again.
-    let done = agent.resume(call, json!({"nights": 3})).await.unwrap();
+    let done = run.resume("call-1", json!({"nights": 3})).await.unwrap();
     assert_eq!(done.text, "done: Tivoli x3");
 }
 
@@ -618,13 +629,10 @@ async fn a_client_tool_stops_with_tool_calls_and_continues_with_the_submitted_re
     let stopped = agent.generate("where am I?").await.unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::ToolCalls);
     assert_eq!(stopped.waiting[0].waiting, Waiting::ClientResult);
-    let call = ToolCallRef::new(&stopped.run_id, "call-1");
-    let approval = agent.approve(call.clone()).stream().await.unwrap_err();
+    let run = agent.run(&stopped.run_id);
+    let approval = run.approve("call-1").stream().await.unwrap_err();
     assert!(matches!(approval, RunControlError::WrongDecision { .. }));
-    let done = agent
-        .submit_result(call, json!("Lisbon"), false)
-        .await
-        .unwrap();
+    let done = run.submit("call-1", json!("Lisbon"), false).await.unwrap();
     assert_eq!(done.text, "done: Lisbon");
 }
 
@@ -643,17 +651,15 @@ async fn of_two_gated_calls_each_decision_names_one() {
         .unwrap();
     let first = agent.generate("email both").await.unwrap();
     assert_eq!(first.waiting.len(), 2);
-    let second = agent
-        .approve(ToolCallRef::new(&first.run_id, "call-b"))
-        .await
-        .unwrap();
+    let second = agent.run(&first.run_id).approve("call-b").await.unwrap();
     // call-b ran; call-a still waits.
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(second.finish_reason, FinishReason::Suspended);
     assert_eq!(second.waiting.len(), 1);
     assert_eq!(second.waiting[0].tool_call_id, "call-a");
     let done = agent
-        .decline(ToolCallRef::new(&first.run_id, "call-a"), None)
+        .run(&first.run_id)
+        .decline("call-a", None)
         .await
         .unwrap();
     assert_eq!(runs.load(Ordering::SeqCst), 1);

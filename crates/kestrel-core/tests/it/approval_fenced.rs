@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kestrel_core::agent::{Agent, RunControlError, ToolCallRef};
+use kestrel_core::agent::{Agent, RunControlError};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
 use kestrel_core::run::{RunPhase, RunState};
 use kestrel_core::store::{
@@ -90,16 +90,12 @@ async fn a_fenced_decision_is_a_conflict() {
     let stopped = agent.generate("send it").await.unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::Suspended);
     store.fence.store(true, Ordering::SeqCst);
-    let decided = agent
-        .approve(ToolCallRef::new(&stopped.run_id, "call-1"))
-        .await;
+    let decided = agent.run(&stopped.run_id).approve("call-1").await;
     assert!(
         matches!(decided, Err(RunControlError::Conflict { .. })),
         "{decided:?}"
     );
-    let aborted = agent
-        .abort_stored_run(kestrel_core::agent::RunRef::new(&stopped.run_id))
-        .await;
+    let aborted = agent.run(&stopped.run_id).abort().await;
     assert!(
         matches!(aborted, Err(RunControlError::Conflict { .. })),
         "{aborted:?}"

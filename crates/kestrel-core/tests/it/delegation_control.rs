@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kestrel_core::agent::{Agent, AgentError, RunControlError, RunRef, ToolCallRef, Waiting};
+use kestrel_core::agent::{Agent, AgentError, RunControlError, Waiting};
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ModelRequest, ScriptedModel, ScriptedResponse};
@@ -177,17 +177,16 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     // Deciding straight on the sub-agent's run is refused: it answers to the parent.
     let child_run = waiting.via[0].run_id.clone();
     let cleaner = supervisor.sub_agent("cleaner").unwrap().clone();
-    let direct = cleaner
-        .approve(ToolCallRef::new(&child_run, "c1"))
-        .stream()
-        .await;
+    let direct = cleaner.run(&child_run).approve("c1").stream().await;
     assert!(
         matches!(direct, Err(RunControlError::Delegated { .. })),
         "{direct:?}"
     );
     // A stale fingerprint is refused through the parent too.
     let stale = supervisor
-        .approve(ToolCallRef::new(&result.run_id, "c1").fingerprint("nope"))
+        .run(&result.run_id)
+        .approve("c1")
+        .fingerprint("nope")
         .stream()
         .await;
     assert!(
@@ -196,7 +195,9 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
     );
 
     let stream = supervisor
-        .approve(ToolCallRef::new(&result.run_id, "c1").fingerprint(&waiting.fingerprint))
+        .run(&result.run_id)
+        .approve("c1")
+        .fingerprint(&waiting.fingerprint)
         .stream()
         .await
         .unwrap();
@@ -227,10 +228,7 @@ async fn an_approval_inside_a_sub_agent_is_decided_through_the_parent() {
         RunPhase::Completed
     );
     // A second decision finds nothing to decide.
-    let again = supervisor
-        .approve(ToolCallRef::new(&result.run_id, "c1"))
-        .stream()
-        .await;
+    let again = supervisor.run(&result.run_id).approve("c1").stream().await;
     assert!(
         matches!(again, Err(RunControlError::NotSuspended { .. })),
         "{again:?}"
@@ -254,10 +252,8 @@ async fn a_decline_inside_a_sub_agent_reaches_its_model() {
     let (supervisor, _) = parent_of(cleaner, &store);
     let stopped = supervisor.generate("Tidy up").await.unwrap();
     let done = supervisor
-        .decline(
-            ToolCallRef::new(&stopped.run_id, "c1"),
-            Some("not on a Friday".into()),
-        )
+        .run(&stopped.run_id)
+        .decline("c1", Some("not on a Friday".into()))
         .await
         .unwrap();
     assert_eq!(deletions.load(Ordering::SeqCst), 0);
@@ -331,20 +327,16 @@ async fn a_suspension_two_delegations_deep_is_resumed_through_the_top_run() {
 
     // Data that does not match the grandchild tool's schema is refused, and nothing changes.
     let bad = supervisor
-        .resume(
-            ToolCallRef::new(&stopped.run_id, "p1"),
-            json!({"budget": "lots"}),
-        )
+        .run(&stopped.run_id)
+        .resume("p1", json!({"budget": "lots"}))
         .await;
     assert!(
         matches!(bad, Err(RunControlError::InvalidResumeData { .. })),
         "{bad:?}"
     );
     let done = supervisor
-        .resume(
-            ToolCallRef::new(&stopped.run_id, "p1"),
-            json!({"budget": 900}),
-        )
+        .run(&stopped.run_id)
+        .resume("p1", json!({"budget": 900}))
         .await
         .unwrap();
     assert_eq!(done.text, "parent: managed: plan: budget 900");
@@ -371,7 +363,8 @@ async fn an_unknown_call_lists_what_the_parent_waits_on() {
     let (supervisor, _) = parent_of(cleaner, &store);
     let stopped = supervisor.generate("Tidy up").await.unwrap();
     let err = supervisor
-        .approve(ToolCallRef::new(&stopped.run_id, "nope"))
+        .run(&stopped.run_id)
+        .approve("nope")
         .stream()
         .await
         .unwrap_err();
@@ -411,7 +404,7 @@ async fn pause_mid_way(supervisor: &Agent, run_id: &str) {
     let stream = supervisor.stream("Work").run_id(run_id).into_stream();
     let ((_, result), ()) = tokio::join!(collect(stream), async {
         tokio::time::sleep(Duration::from_millis(60)).await;
-        assert!(supervisor.pause_run(run_id));
+        assert!(supervisor.run(run_id).pause());
     });
     // A pause is a stop like a suspension: the run's result, saying why it stopped.
     let stopped = result.unwrap();
@@ -440,15 +433,12 @@ async fn pausing_the_parent_pauses_the_sub_agent_and_resume_continues_both() {
 
     // Resuming the sub-agent straight is refused; the parent's resume continues it.
     let worker = supervisor.sub_agent("worker").unwrap();
-    let direct = worker.resume_run(RunRef::new(&child_id)).await;
+    let direct = worker.run(&child_id).proceed().stream().await;
     assert!(
         matches!(direct, Err(RunControlError::Delegated { .. })),
         "{direct:?}"
     );
-    let done = supervisor
-        .resume_run_generate(RunRef::new(run_id))
-        .await
-        .unwrap();
+    let done = supervisor.run(run_id).proceed().await.unwrap();
     assert_eq!(done.text, "parent: worked 4 steps");
     // No step ran twice: the sub-agent made exactly the calls it had left.
     assert_eq!(worker_model.calls() - calls_before, 5 - steps_before);
@@ -457,7 +447,7 @@ async fn pausing_the_parent_pauses_the_sub_agent_and_resume_continues_both() {
         store.load(&child_id).await.unwrap().unwrap().phase,
         RunPhase::Completed
     );
-    let again = supervisor.resume_run(RunRef::new(run_id)).await;
+    let again = supervisor.run(run_id).proceed().stream().await;
     assert!(
         matches!(again, Err(RunControlError::NotResumable { .. })),
         "{again:?}"
@@ -480,10 +470,7 @@ async fn aborting_a_stored_parent_aborts_its_sub_agent_first() {
         .active_sub_runs()[0]
         .run_id
         .clone();
-    let marked = supervisor
-        .abort_stored_run(RunRef::new(run_id))
-        .await
-        .unwrap();
+    let marked = supervisor.run(run_id).abort().await.unwrap();
     assert_eq!(marked, 2, "the sub-agent's run, then the parent's");
     for id in [run_id, child_id.as_str()] {
         let run = store.load(id).await.unwrap().unwrap();
@@ -496,7 +483,7 @@ async fn aborting_a_stored_parent_aborts_its_sub_agent_first() {
             }
         ));
     }
-    let resumed = supervisor.resume_run(RunRef::new(run_id)).await;
+    let resumed = supervisor.run(run_id).proceed().stream().await;
     assert!(
         matches!(resumed, Err(RunControlError::NotResumable { .. })),
         "{resumed:?}"
@@ -512,7 +499,7 @@ async fn a_run_in_progress_cannot_be_resumed_beside_itself() {
     let stream = supervisor.stream("Work").run_id(run_id).into_stream();
     let running = tokio::spawn(collect(stream));
     tokio::time::sleep(Duration::from_millis(30)).await;
-    let second = supervisor.resume_run(RunRef::new(run_id)).await;
+    let second = supervisor.run(run_id).proceed().stream().await;
     assert!(
         matches!(second, Err(RunControlError::NotResumable { .. })),
         "{second:?}"
@@ -599,9 +586,7 @@ async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided()
     // The sub-agent's run changes under the decision: the decision is refused, and the
     // parent is exactly as it was (still waiting, still listed), not left running undriven.
     *interfering.armed.lock().unwrap() = Some(child_run.clone());
-    let refused = supervisor
-        .approve(ToolCallRef::new(&result.run_id, "c1"))
-        .await;
+    let refused = supervisor.run(&result.run_id).approve("c1").await;
     assert!(
         matches!(&refused, Err(RunControlError::Conflict { run_id }) if *run_id == child_run),
         "{refused:?}"
@@ -621,10 +606,7 @@ async fn a_conflicting_decision_inside_a_sub_agent_leaves_nothing_half_decided()
     assert_eq!(deletions.load(Ordering::SeqCst), 0);
 
     // Decided again, it goes through: the sub-agent runs its tool once, then the parent ends.
-    let done = supervisor
-        .approve(ToolCallRef::new(&result.run_id, "c1"))
-        .await
-        .unwrap();
+    let done = supervisor.run(&result.run_id).approve("c1").await.unwrap();
     assert_eq!(done.finish_reason, FinishReason::Stop);
     assert_eq!(deletions.load(Ordering::SeqCst), 1);
 }

@@ -90,7 +90,7 @@ async fn agents_and_tools_are_steps() {
 
 #[tokio::test]
 async fn a_workflow_is_an_agents_tool_and_its_suspension_the_calls() {
-    use kestrel_core::agent::{Agent, ToolCallRef};
+    use kestrel_core::agent::Agent;
     use kestrel_core::message::Role;
     use kestrel_core::model::{ScriptedModel, ScriptedResponse};
     use kestrel_core::workflow::WorkflowTool;
@@ -126,10 +126,8 @@ async fn a_workflow_is_an_agents_tool_and_its_suspension_the_calls() {
     let stopped = agent.generate("20").await.unwrap();
     assert_eq!(stopped.waiting.len(), 1, "the call waits: {stopped:?}");
     let resumed = agent
-        .resume(
-            ToolCallRef::new(&stopped.run_id, "call-1"),
-            json!({"ok": true}),
-        )
+        .run(&stopped.run_id)
+        .resume("call-1", json!({"ok": true}))
         .await
         .unwrap();
     assert!(resumed.text.contains("40"), "{}", resumed.text);

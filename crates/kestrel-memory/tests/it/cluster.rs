@@ -11,9 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kestrel_core::agent::{
-    Agent, BackgroundTasks, BackgroundTool, RunControlError, RunRef, SendMessage, ToolCallRef,
-};
+use kestrel_core::agent::{Agent, BackgroundTasks, BackgroundTool, RunControlError};
 use kestrel_core::cluster::{Cluster, InProcessBus};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
@@ -273,7 +271,7 @@ async fn a_run_on_one_instance_is_refused_and_aborted_from_another(store: Store)
     } = Started::on(&store, "hello").await;
 
     let on_b = b.agent("assistant").unwrap();
-    let refused = on_b.resume_run(RunRef::new(&run_id)).await;
+    let refused = on_b.run(&run_id).proceed().stream().await;
     assert!(
         matches!(
             refused,
@@ -285,15 +283,13 @@ async fn a_run_on_one_instance_is_refused_and_aborted_from_another(store: Store)
         "{refused:?}"
     );
     // A caller pinned to another resource does not reach it.
-    let foreign = on_b
-        .abort_stored_run(RunRef::new(&run_id).resource("mallory"))
-        .await;
+    let foreign = on_b.run(&run_id).resource("mallory").abort().await;
     assert!(
         matches!(foreign, Err(RunControlError::RunNotFound { .. })),
         "{foreign:?}"
     );
 
-    let marked = on_b.abort_stored_run(RunRef::new(&run_id)).await.unwrap();
+    let marked = on_b.run(&run_id).abort().await.unwrap();
     assert_eq!(marked, 0, "the owner records the abort itself");
     let (events, result) = tokio::time::timeout(Duration::from_secs(5), driving)
         .await
@@ -323,7 +319,8 @@ async fn a_message_sent_on_another_instance_reaches_the_active_run(store: Store)
     let sent = b
         .agent("assistant")
         .unwrap()
-        .send_message("second", SendMessage::to(RESOURCE, THREAD))
+        .thread(RESOURCE, THREAD)
+        .send("second")
         .await
         .unwrap();
     assert!(sent.accepted);
@@ -345,7 +342,8 @@ async fn a_message_sent_on_another_instance_reaches_the_active_run(store: Store)
     let sent = b
         .agent("assistant")
         .unwrap()
-        .send_message("third", SendMessage::to(RESOURCE, THREAD))
+        .thread(RESOURCE, THREAD)
+        .send("third")
         .await
         .unwrap();
     let (_, woken) = sent.stream.expect("a new run").collect().await;
@@ -371,7 +369,9 @@ async fn a_paused_owner_loses_its_run_and_its_late_writes_are_refused(store: Sto
     let (_, taken_over) = b
         .agent("assistant")
         .unwrap()
-        .resume_run(RunRef::new(&run_id))
+        .run(&run_id)
+        .proceed()
+        .stream()
         .await
         .expect("B takes the run over once A's lease ran out")
         .collect()
@@ -625,11 +625,11 @@ async fn an_approved_call_is_not_run_again_after_its_instance_stopped(store: Sto
         .await
         .unwrap();
     assert_eq!(stopped.finish_reason, FinishReason::Suspended);
-    let call = ToolCallRef::new(&stopped.run_id, "call-1");
     let approved = a
         .agent("assistant")
         .unwrap()
-        .approve(call)
+        .run(&stopped.run_id)
+        .approve("call-1")
         .stream()
         .await
         .unwrap();
@@ -641,7 +641,9 @@ async fn an_approved_call_is_not_run_again_after_its_instance_stopped(store: Sto
     let (events, done) = b
         .agent("assistant")
         .unwrap()
-        .resume_run(RunRef::new(&stopped.run_id))
+        .run(&stopped.run_id)
+        .proceed()
+        .stream()
         .await
         .unwrap()
         .collect()

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use kestrel_core::agent::{Agent, RunControlError, RunRef, ToolCallRef, Waiting};
+use kestrel_core::agent::{Agent, RunControlError, Waiting};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Part, Role};
@@ -238,10 +238,13 @@ async fn approval_survives_a_restart(backend: Backend) {
     assert_eq!(found.tool_calls[0].waiting, Waiting::Approval);
     assert_eq!(found.tool_calls[0].args, json!({"to": "bob@example.com"}));
 
-    let call = ToolCallRef::new(&stopped.run_id, "call-1")
-        .fingerprint(fingerprint)
-        .resource(RESOURCE);
-    let stream = agent.approve(call.clone()).stream().await.unwrap();
+    let run = agent.run(&stopped.run_id).resource(RESOURCE);
+    let stream = run
+        .approve("call-1")
+        .fingerprint(&fingerprint)
+        .stream()
+        .await
+        .unwrap();
     let (events, done) = stream.collect().await;
     let done = done.unwrap();
     streamed.extend(message_ids(&events));
@@ -255,7 +258,13 @@ async fn approval_survives_a_restart(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(waiting.total, 0);
-    assert!(agent.approve(call).stream().await.is_err());
+    assert!(
+        run.approve("call-1")
+            .fingerprint(&fingerprint)
+            .stream()
+            .await
+            .is_err()
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     drop(kestrel);
     second.close().await;
@@ -283,17 +292,16 @@ async fn suspension_survives_a_restart(backend: Backend) {
     let store = second.storage();
     let kestrel = instance(Arc::clone(&store), ask_nights(entered.clone()), "book");
     let agent = kestrel.agent("assistant").unwrap();
-    let call = ToolCallRef::new(&stopped.run_id, "call-1");
+    let run = agent.run(&stopped.run_id);
     // Data outside the resume schema is refused; the run stays suspended.
     assert!(
-        agent
-            .resume(call.clone(), json!({"weeks": 1}))
+        run.resume("call-1", json!({"weeks": 1}))
             .stream()
             .await
             .is_err()
     );
-    let (events, done) = agent
-        .resume(call, json!({"nights": 2}))
+    let (events, done) = run
+        .resume("call-1", json!({"nights": 2}))
         .stream()
         .await
         .unwrap()
@@ -331,13 +339,13 @@ async fn racing_decisions_have_one_winner(backend: Backend) {
             } else {
                 second.clone()
             };
-            let call = ToolCallRef::new(&stopped.run_id, "call-1");
+            let run_id = stopped.run_id.clone();
             tokio::spawn(async move {
-                let agent = kestrel.agent("assistant").unwrap();
+                let run = kestrel.agent("assistant").unwrap().run(run_id);
                 if i % 4 < 2 {
-                    agent.approve(call).await
+                    run.approve("call-1").await
                 } else {
-                    agent.decline(call, None).await
+                    run.decline("call-1", None).await
                 }
             })
         })
@@ -472,7 +480,10 @@ async fn a_delegation_survives_a_restart(backend: Backend) {
     assert_eq!(listed.total, 0, "it waits for no person");
     // Someone else's resource cannot resume it.
     let foreign = agent
-        .resume_run(RunRef::new(run_id).resource("mallory"))
+        .run(run_id)
+        .resource("mallory")
+        .proceed()
+        .stream()
         .await;
     assert!(
         matches!(foreign, Err(RunControlError::RunNotFound { .. })),
@@ -480,7 +491,9 @@ async fn a_delegation_survives_a_restart(backend: Backend) {
     );
 
     let done = agent
-        .resume_run_generate(RunRef::new(run_id).resource(RESOURCE))
+        .run(run_id)
+        .resource(RESOURCE)
+        .proceed()
         .await
         .unwrap();
     assert_eq!(done.run_id, run_id);

@@ -1,4 +1,4 @@
-//! Forked threads on every backend: `send_message` with a fork copies the thread up to now
+//! Forked threads on every backend: a thread's `send(..).fork(..)` copies the thread up to now
 //! into a new thread and runs the message there, leaving the original (and its active run)
 //! untouched; forks of another resource's thread, of a missing thread or into a taken id are
 //! refused with typed errors, creating nothing.
@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kestrel_core::agent::{Agent, RunOptions, SendMessage, ThreadError};
+use kestrel_core::agent::{Agent, RunOptions, ThreadError};
 use kestrel_core::memory::ForkError;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
@@ -81,10 +81,9 @@ async fn a_fork_copies_the_thread_and_runs_the_message_there(store: Store) {
     assert_eq!(before.len(), 4);
 
     let sent = agent
-        .send_message(
-            "what about Porto instead?",
-            SendMessage::to(RESOURCE, THREAD).fork(),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("what about Porto instead?")
+        .fork(None, None)
         .await
         .unwrap();
     assert!(sent.accepted);
@@ -116,12 +115,10 @@ async fn a_fork_copies_the_thread_and_runs_the_message_there(store: Store) {
 
     // A fork into a chosen id, stored only (no run).
     let sent = agent
-        .send_message(
-            "a note",
-            SendMessage::to(RESOURCE, THREAD)
-                .fork_into("t1-notes", Some("Notes".into()))
-                .if_idle(kestrel_core::agent::IfIdle::Persist),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("a note")
+        .fork(Some("t1-notes".into()), Some("Notes".into()))
+        .if_idle(kestrel_core::agent::IfIdle::Persist)
         .await
         .unwrap();
     assert_eq!(sent.thread_id, "t1-notes");
@@ -150,11 +147,13 @@ async fn a_fork_leaves_the_active_run_of_the_original_alone(store: Store) {
     // Its first event: the slow run holds the thread.
     slow.next().await.unwrap();
     assert_eq!(
-        agent.active_run_on(RESOURCE, THREAD).as_deref(),
+        agent.thread(RESOURCE, THREAD).active_run().as_deref(),
         Some(slow.run_id())
     );
     let sent = agent
-        .send_message("side question", SendMessage::to(RESOURCE, THREAD).fork())
+        .thread(RESOURCE, THREAD)
+        .send("side question")
+        .fork(None, None)
         .await
         .unwrap();
     // Not delivered to the active run: a run of its own, on the fork.
@@ -193,7 +192,9 @@ async fn bad_forks_are_refused_and_create_nothing(store: Store) {
     let threads = count().await;
 
     let err = agent
-        .send_message("steal", SendMessage::to("mallory", THREAD).fork())
+        .thread("mallory", THREAD)
+        .send("steal")
+        .fork(None, None)
         .await
         .unwrap_err();
     assert!(
@@ -207,7 +208,9 @@ async fn bad_forks_are_refused_and_create_nothing(store: Store) {
     );
 
     let err = agent
-        .send_message("x", SendMessage::to(RESOURCE, "nope").fork())
+        .thread(RESOURCE, "nope")
+        .send("x")
+        .fork(None, None)
         .await
         .unwrap_err();
     assert!(
@@ -216,10 +219,9 @@ async fn bad_forks_are_refused_and_create_nothing(store: Store) {
     );
 
     let err = agent
-        .send_message(
-            "x",
-            SendMessage::to(RESOURCE, THREAD).fork_into(THREAD, None),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("x")
+        .fork(Some(THREAD.into()), None)
         .await
         .unwrap_err();
     assert!(
@@ -235,7 +237,9 @@ async fn bad_forks_are_refused_and_create_nothing(store: Store) {
         .build()
         .unwrap();
     let err = plain
-        .send_message("x", SendMessage::to(RESOURCE, THREAD).fork())
+        .thread(RESOURCE, THREAD)
+        .send("x")
+        .fork(None, None)
         .await
         .unwrap_err();
     assert!(matches!(err, ThreadError::NoMemory { .. }), "{err:?}");

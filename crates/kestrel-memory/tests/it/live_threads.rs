@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use kestrel_core::agent::{
-    Agent, AgentError, BusyThread, IfActive, IfIdle, RunOptions, SendMessage, ThreadError,
+    Agent, AgentError, BusyThread, IfActive, IfIdle, RunOptions, ThreadError,
 };
 use kestrel_core::event::EventKind;
 use kestrel_core::message::{Part, Role};
@@ -107,7 +107,7 @@ async fn an_abort_keeps_complete_messages_and_the_partial_text_once(store: Store
     let mut kinds = Vec::new();
     while let Some(event) = stream.next().await {
         if matches!(event.kind, EventKind::TextDelta(_)) && !kinds.contains(&"text-delta") {
-            assert!(agent.abort_run(&run_id));
+            assert_eq!(agent.run(&run_id).abort().await.unwrap(), 0);
         }
         kinds.push(event.kind.type_name());
     }
@@ -115,7 +115,7 @@ async fn an_abort_keeps_complete_messages_and_the_partial_text_once(store: Store
     let error = stream.result().await.unwrap_err();
     assert!(matches!(error, AgentError::Aborted { .. }), "{error:?}");
     assert!(
-        !agent.abort_run(&run_id),
+        agent.run(&run_id).abort().await.is_err(),
         "the run is no longer in progress"
     );
 
@@ -166,7 +166,7 @@ async fn an_abort_inside_a_watching_tool_keeps_the_step_text(store: Store) {
             let run_id = run_id.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                agent.abort_run(&run_id);
+                let _ = agent.run(&run_id).abort().await;
             });
         }
     }
@@ -207,13 +207,13 @@ async fn abort_thread_stops_the_running_and_the_waiting_runs(store: Store) {
     let second = tokio::spawn(second.collect());
     // Wait until one holds the thread (the other waits for it).
     for _ in 0..100 {
-        if agent.active_run_on(RESOURCE, THREAD).is_some() {
+        if agent.thread(RESOURCE, THREAD).active_run().is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert!(agent.active_run_on(RESOURCE, THREAD).is_some());
-    assert_eq!(agent.abort_thread(RESOURCE, THREAD), 2);
+    assert!(agent.thread(RESOURCE, THREAD).active_run().is_some());
+    assert_eq!(agent.thread(RESOURCE, THREAD).abort().await.unwrap(), 2);
     for (task, run_id) in [(first, first_run), (second, second_run)] {
         let (events, result) = task.await.unwrap();
         assert!(
@@ -222,7 +222,7 @@ async fn abort_thread_stops_the_running_and_the_waiting_runs(store: Store) {
         );
         assert_eq!(events.last().map(|e| e.kind.type_name()), Some("abort"));
     }
-    assert_eq!(agent.active_run_on(RESOURCE, THREAD), None);
+    assert_eq!(agent.thread(RESOURCE, THREAD).active_run(), None);
 }
 
 async fn runs_on_one_thread_go_in_turn_or_fail_fast(store: Store) {
@@ -261,7 +261,7 @@ async fn runs_on_one_thread_go_in_turn_or_fail_fast(store: Store) {
     let holder_run = holder.run_id().to_owned();
     let holder = tokio::spawn(holder.collect());
     for _ in 0..100 {
-        if agent.active_run_on(RESOURCE, THREAD).is_some() {
+        if agent.thread(RESOURCE, THREAD).active_run().is_some() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -321,7 +321,8 @@ async fn a_message_sent_to_the_active_run_reaches_its_next_step(store: Store) {
         if matches!(event.kind, EventKind::ToolCall(_)) && sent.is_none() {
             sent = Some(
                 agent
-                    .send_message("Also copy Carol", SendMessage::to(RESOURCE, THREAD))
+                    .thread(RESOURCE, THREAD)
+                    .send("Also copy Carol")
                     .await
                     .unwrap(),
             );
@@ -364,10 +365,7 @@ async fn a_message_arriving_as_the_run_ends_gets_an_answer(store: Store) {
         // While the final answer is still streaming.
         if matches!(event.kind, EventKind::TextDelta(_)) && !delivered {
             delivered = true;
-            let sent = agent
-                .send_message("second", SendMessage::to(RESOURCE, THREAD))
-                .await
-                .unwrap();
+            let sent = agent.thread(RESOURCE, THREAD).send("second").await.unwrap();
             assert_eq!(sent.run_id.as_deref(), Some(stream.run_id()));
         }
     }
@@ -394,14 +392,11 @@ async fn an_idle_thread_wakes_and_subscribers_see_every_run(store: Store) {
         ScriptedResponse::text(format!("Re: {}", user_texts(req).last().unwrap()))
     }));
     let agent = agent_on(&store, model);
-    let mut subscription = agent.subscribe_to_thread(RESOURCE, THREAD).await.unwrap();
+    let mut subscription = agent.thread(RESOURCE, THREAD).subscribe().await.unwrap();
     assert_eq!(subscription.active_run_id(), None);
     let mut woken = Vec::new();
     for text in ["hello", "again"] {
-        let sent = agent
-            .send_message(text, SendMessage::to(RESOURCE, THREAD))
-            .await
-            .unwrap();
+        let sent = agent.thread(RESOURCE, THREAD).send(text).await.unwrap();
         assert!(sent.accepted);
         let result = sent.stream.unwrap().result().await.unwrap();
         assert_eq!(Some(result.run_id.clone()), sent.run_id);
@@ -433,18 +428,16 @@ async fn persist_and_discard_do_what_they_say(store: Store) {
     let model = Arc::new(ScriptedModel::from_fn(|_| ScriptedResponse::text("ok")));
     let agent = agent_on(&store, model.clone());
     let stored = agent
-        .send_message(
-            "note for later",
-            SendMessage::to(RESOURCE, THREAD).if_idle(IfIdle::Persist),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("note for later")
+        .if_idle(IfIdle::Persist)
         .await
         .unwrap();
     assert!(stored.accepted && stored.run_id.is_none());
     let dropped = agent
-        .send_message(
-            "never mind",
-            SendMessage::to(RESOURCE, THREAD).if_idle(IfIdle::Discard),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("never mind")
+        .if_idle(IfIdle::Discard)
         .await
         .unwrap();
     assert!(!dropped.accepted);
@@ -466,17 +459,15 @@ async fn persist_and_discard_do_what_they_say(store: Store) {
     while let Some(event) = stream.next().await {
         if matches!(event.kind, EventKind::TextDelta(_)) && outcomes.is_none() {
             let persisted = busy_agent
-                .send_message(
-                    "side note",
-                    SendMessage::to(RESOURCE, THREAD).if_active(IfActive::Persist),
-                )
+                .thread(RESOURCE, THREAD)
+                .send("side note")
+                .if_active(IfActive::Persist)
                 .await
                 .unwrap();
             let discarded = busy_agent
-                .send_message(
-                    "ignored",
-                    SendMessage::to(RESOURCE, THREAD).if_active(IfActive::Discard),
-                )
+                .thread(RESOURCE, THREAD)
+                .send("ignored")
+                .if_active(IfActive::Discard)
                 .await
                 .unwrap();
             outcomes = Some((persisted, discarded));
@@ -497,10 +488,9 @@ async fn persist_and_discard_do_what_they_say(store: Store) {
         .build()
         .unwrap();
     let error = forgetful
-        .send_message(
-            "x",
-            SendMessage::to(RESOURCE, THREAD).if_idle(IfIdle::Persist),
-        )
+        .thread(RESOURCE, THREAD)
+        .send("x")
+        .if_idle(IfIdle::Persist)
         .await
         .unwrap_err();
     assert!(matches!(error, ThreadError::NoMemory { .. }), "{error:?}");
@@ -518,10 +508,8 @@ async fn a_signal_reaches_the_model_as_a_system_message(store: Store) {
     }));
     let agent = agent_on(&store, model);
     let sent = agent
-        .send_signal(
-            "<system-reminder>The user is on mobile.</system-reminder>",
-            SendMessage::to(RESOURCE, THREAD),
-        )
+        .thread(RESOURCE, THREAD)
+        .signal("<system-reminder>The user is on mobile.</system-reminder>")
         .await
         .unwrap();
     let result = sent.stream.unwrap().result().await.unwrap();

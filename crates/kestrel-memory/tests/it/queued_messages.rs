@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use kestrel_core::agent::{Agent, MAX_QUEUED_PER_THREAD, RunOptions, SendMessage, ThreadError};
+use kestrel_core::agent::{Agent, MAX_QUEUED_PER_THREAD, RunOptions, ThreadError};
 use kestrel_core::event::{Event, EventKind};
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Message, Role};
@@ -111,19 +111,17 @@ async fn next_event(watch: &mut kestrel_core::agent::ThreadSubscription) -> Even
 
 async fn queued_messages_run_after_the_active_run_in_order(store: Store) {
     let agent = agent_on(&store);
-    let mut watch = agent.subscribe_to_thread(RESOURCE, THREAD).await.unwrap();
+    let mut watch = agent.thread(RESOURCE, THREAD).subscribe().await.unwrap();
     let slow = start_slow(&agent).await;
     let first = agent
-        .queue_message("second", SendMessage::to(RESOURCE, THREAD))
+        .thread(RESOURCE, THREAD)
+        .queue("second")
         .await
         .unwrap();
-    let second = agent
-        .queue_message("third", SendMessage::to(RESOURCE, THREAD))
-        .await
-        .unwrap();
+    let second = agent.thread(RESOURCE, THREAD).queue("third").await.unwrap();
     assert_eq!((first.position, second.position), (0, 1));
     assert_eq!(first.thread_id, THREAD);
-    let waiting = agent.queued_messages(RESOURCE, THREAD).await.unwrap();
+    let waiting = agent.thread(RESOURCE, THREAD).queued().await.unwrap();
     let ids: Vec<&str> = waiting.iter().map(|q| q.id.as_str()).collect();
     assert_eq!(ids, [first.id.as_str(), second.id.as_str()]);
     assert_eq!(waiting[0].message.text(), "second");
@@ -151,7 +149,8 @@ async fn queued_messages_run_after_the_active_run_in_order(store: Store) {
     assert_eq!(stored[4].id, second.id);
     assert!(
         agent
-            .queued_messages(RESOURCE, THREAD)
+            .thread(RESOURCE, THREAD)
+            .queued()
             .await
             .unwrap()
             .is_empty()
@@ -176,10 +175,7 @@ async fn queued_messages_run_after_the_active_run_in_order(store: Store) {
 
 async fn an_idle_thread_runs_a_queued_message_at_once(store: Store) {
     let agent = agent_on(&store);
-    let queued = agent
-        .queue_message("hello", SendMessage::to(RESOURCE, THREAD))
-        .await
-        .unwrap();
+    let queued = agent.thread(RESOURCE, THREAD).queue("hello").await.unwrap();
     assert_eq!(queued.position, 0);
     assert_eq!(wait_for(&store, 2).await, ["hello", "Re: hello"]);
     let thread = store.get_thread(THREAD).await.unwrap().unwrap();
@@ -188,18 +184,13 @@ async fn an_idle_thread_runs_a_queued_message_at_once(store: Store) {
 
 async fn cancelled_messages_never_run(store: Store) {
     let agent = agent_on(&store);
-    let mut watch = agent.subscribe_to_thread(RESOURCE, THREAD).await.unwrap();
+    let mut watch = agent.thread(RESOURCE, THREAD).subscribe().await.unwrap();
     let slow = start_slow(&agent).await;
-    agent
-        .queue_message("keep", SendMessage::to(RESOURCE, THREAD))
-        .await
-        .unwrap();
-    let drop = agent
-        .queue_message("drop", SendMessage::to(RESOURCE, THREAD))
-        .await
-        .unwrap();
+    agent.thread(RESOURCE, THREAD).queue("keep").await.unwrap();
+    let drop = agent.thread(RESOURCE, THREAD).queue("drop").await.unwrap();
     let cancelled = agent
-        .cancel_queued_messages(RESOURCE, THREAD, Some(vec![drop.id.clone()]))
+        .thread(RESOURCE, THREAD)
+        .cancel_queued(Some(vec![drop.id.clone()]))
         .await
         .unwrap();
     assert_eq!(cancelled.len(), 1);
@@ -275,7 +266,8 @@ async fn bad_queues_are_refused(store: Store) {
         .await
         .unwrap();
     let err = agent
-        .queue_message("x", SendMessage::to("mallory", THREAD))
+        .thread("mallory", THREAD)
+        .queue("x")
         .await
         .unwrap_err();
     assert!(
@@ -286,7 +278,8 @@ async fn bad_queues_are_refused(store: Store) {
         "{err:?}"
     );
     let err = agent
-        .cancel_queued_messages("mallory", THREAD, None)
+        .thread("mallory", THREAD)
+        .cancel_queued(None)
         .await
         .unwrap_err();
     assert!(
@@ -301,12 +294,14 @@ async fn bad_queues_are_refused(store: Store) {
     let slow = start_slow(&agent).await;
     for n in 0..MAX_QUEUED_PER_THREAD {
         agent
-            .queue_message(format!("m{n}"), SendMessage::to(RESOURCE, THREAD))
+            .thread(RESOURCE, THREAD)
+            .queue(format!("m{n}"))
             .await
             .unwrap();
     }
     let err = agent
-        .queue_message("one too many", SendMessage::to(RESOURCE, THREAD))
+        .thread(RESOURCE, THREAD)
+        .queue("one too many")
         .await
         .unwrap_err();
     assert!(
@@ -314,7 +309,8 @@ async fn bad_queues_are_refused(store: Store) {
         "{err:?}"
     );
     agent
-        .cancel_queued_messages(RESOURCE, THREAD, None)
+        .thread(RESOURCE, THREAD)
+        .cancel_queued(None)
         .await
         .unwrap();
     slow.result().await.unwrap();
@@ -323,10 +319,7 @@ async fn bad_queues_are_refused(store: Store) {
         .model(Arc::new(ScriptedModel::new()))
         .build()
         .unwrap();
-    let err = plain
-        .queue_message("x", SendMessage::to(RESOURCE, THREAD))
-        .await
-        .unwrap_err();
+    let err = plain.thread(RESOURCE, THREAD).queue("x").await.unwrap_err();
     assert!(matches!(err, ThreadError::NoMemory { .. }), "{err:?}");
 }
 

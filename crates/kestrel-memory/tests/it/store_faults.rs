@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use kestrel_core::agent::{Agent, RunRef};
+use kestrel_core::agent::Agent;
 use kestrel_core::cluster::Cluster;
 use kestrel_core::definition::AgentError;
 use kestrel_core::kestrel::Kestrel;
@@ -108,7 +108,9 @@ async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
     let done = b
         .agent("assistant")
         .unwrap()
-        .resume_run_generate(RunRef::new(run_id).resource(RESOURCE))
+        .run(run_id)
+        .resource(RESOURCE)
+        .proceed()
         .await
         .unwrap();
     assert_eq!(done.run_id, run_id);

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use kestrel_core::agent::{Agent, ToolCallRef};
+use kestrel_core::agent::Agent;
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::{Kestrel, KestrelError};
 use kestrel_core::message::{Part, Role};
@@ -245,14 +245,14 @@ async fn a_stopped_run_of_a_stored_agent_is_approved_in_a_new_instance(store: St
         .expect("the call waits for approval");
     drop(first);
     let second = instance(&store);
-    let call = ToolCallRef::new(&stopped.run_id, "call-1")
-        .fingerprint(fingerprint)
-        .resource("alice");
     let done = second
         .find_agent("mailer")
         .await
         .unwrap()
-        .approve(call)
+        .run(&stopped.run_id)
+        .resource("alice")
+        .approve("call-1")
+        .fingerprint(fingerprint)
         .await
         .unwrap();
     assert_eq!(done.text, r#"done: "sent""#);

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use kestrel_core::agent::{Agent, AgentError, ToolCallRef};
+use kestrel_core::agent::{Agent, AgentError};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
@@ -222,13 +222,13 @@ async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
         .await
         .unwrap();
     let second = build(memory);
-    let call = ToolCallRef::new(&stopped.run_id, "call-1")
-        .fingerprint(fingerprint)
-        .resource("alice");
     let done = second
         .agent("writing")
         .unwrap()
-        .approve(call)
+        .run(&stopped.run_id)
+        .resource("alice")
+        .approve("call-1")
+        .fingerprint(fingerprint)
         .await
         .unwrap();
     assert_eq!(done.text, "sent with [Write like a pirate.]");

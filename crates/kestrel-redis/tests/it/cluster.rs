@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kestrel_core::agent::{Agent, RunControlError, RunRef};
+use kestrel_core::agent::{Agent, RunControlError};
 use kestrel_core::cluster::{Cluster, Command, ControlBus, ControlMessage};
 use kestrel_core::event::EventKind;
 use kestrel_core::kestrel::Kestrel;
@@ -148,15 +148,12 @@ async fn a_run_on_one_instance_is_aborted_from_another_through_redis() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let on_b = b.agent("worker").unwrap();
-    let refused = on_b.resume_run(RunRef::new(&run_id)).await;
+    let refused = on_b.run(&run_id).proceed().stream().await;
     assert!(
         matches!(refused, Err(RunControlError::NotResumable { .. })),
         "{refused:?}"
     );
-    assert_eq!(
-        on_b.abort_stored_run(RunRef::new(&run_id)).await.unwrap(),
-        0
-    );
+    assert_eq!(on_b.run(&run_id).abort().await.unwrap(), 0);
     let (events, _) = tokio::time::timeout(Duration::from_secs(10), driving)
         .await
         .expect("the run on A stopped")
@@ -175,7 +172,7 @@ async fn a_run_on_one_instance_is_aborted_from_another_through_redis() {
             .is_none_or(|r| r.phase == RunPhase::Aborted)
     );
     // The run is over: B may not resume it, and nobody holds it any more.
-    assert!(on_b.resume_run(RunRef::new(&run_id)).await.is_err());
+    assert!(on_b.run(&run_id).proceed().stream().await.is_err());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,7 +197,8 @@ async fn a_subscriber_joining_mid_run_gets_the_run_from_its_start() {
     let mut watch = b
         .agent("worker")
         .unwrap()
-        .subscribe_to_thread("alice", "thread-mid")
+        .thread("alice", "thread-mid")
+        .subscribe()
         .await
         .unwrap();
     let first = tokio::time::timeout(Duration::from_secs(5), watch.next())
@@ -210,7 +208,7 @@ async fn a_subscriber_joining_mid_run_gets_the_run_from_its_start() {
     assert_eq!(&*first.run_id, run_id.as_str());
     assert!(matches!(first.kind, EventKind::Start(_)), "{first:?}");
     let on_b = b.agent("worker").unwrap();
-    on_b.abort_stored_run(RunRef::new(&run_id)).await.unwrap();
+    on_b.run(&run_id).abort().await.unwrap();
     let (events, _) = driving.await.unwrap();
     let mut seen = vec![first];
     while seen.len() < events.len() {

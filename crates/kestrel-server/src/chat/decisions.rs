@@ -3,7 +3,7 @@
 
 use axum::http::StatusCode;
 use kestrel_core::abort::AbortSignal;
-use kestrel_core::agent::{Agent, AgentStream, RunOptions, ToolCallRef};
+use kestrel_core::agent::{Agent, AgentStream, RunOptions};
 use kestrel_core::message::Part;
 use kestrel_core::store::{RunPhase, StoredRun};
 use serde_json::Value;
@@ -269,18 +269,20 @@ pub(super) async fn decide(
     abort: &AbortSignal,
     decided: Decided,
 ) -> Result<AgentStream, ApiError> {
-    let mut call = ToolCallRef::new(decided.call.run_id, decided.call.tool_call_id)
+    let mut run = agent
+        .run(decided.call.run_id)
         .options(RunOptions::new().abort_signal(abort.clone()));
-    if let Some(fingerprint) = decided.fingerprint {
-        call = call.fingerprint(fingerprint);
-    }
     if let Some(resource) = &caller.resource {
-        call = call.resource(resource);
+        run = run.resource(resource);
     }
-    let stream = match decided.decision {
-        Decision::Approve => agent.approve(call).stream().await?,
-        Decision::Decline(reason) => agent.decline(call, reason).stream().await?,
-        Decision::Resume(data) => agent.resume(call, data).stream().await?,
+    let tool_call_id = decided.call.tool_call_id;
+    let mut decision = match decided.decision {
+        Decision::Approve => run.approve(tool_call_id),
+        Decision::Decline(reason) => run.decline(tool_call_id, reason),
+        Decision::Resume(data) => run.resume(tool_call_id, data),
     };
-    Ok(stream)
+    if let Some(fingerprint) = decided.fingerprint {
+        decision = decision.fingerprint(fingerprint);
+    }
+    Ok(decision.stream().await?)
 }

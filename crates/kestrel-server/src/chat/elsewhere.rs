@@ -64,7 +64,8 @@ pub(super) async fn reattach_elsewhere(
         )));
     }
     let subscription = agent
-        .subscribe_to_thread(&thread.resource_id, chat_id)
+        .thread(&thread.resource_id, chat_id)
+        .subscribe()
         .await?;
     let Some(run_id) = subscription.replaying_run_id().map(str::to_owned) else {
         return Ok(None);

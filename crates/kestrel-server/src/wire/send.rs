@@ -1,6 +1,7 @@
 //! The body of `send-message` and `signals`: a message into a thread, and what to do when a
 //! run is (or is not) active.
 
+use kestrel_core::agent::{Agent, IfActive, IfIdle, SendRequest, ThreadHandle};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -147,39 +148,41 @@ impl SendBody {
         }
     }
 
-    /// Where the message goes.
-    pub(crate) fn target(&self) -> Result<kestrel_core::agent::SendMessage, ApiError> {
-        use kestrel_core::agent::{IfActive, IfIdle, SendMessage};
+    /// The thread the message goes to, as `agent` sees it.
+    pub(crate) fn thread(&self, agent: &Agent) -> Result<ThreadHandle, ApiError> {
         if self.resource_id.trim().is_empty() || self.thread_id.trim().is_empty() {
             return Err(ApiError::invalid(
                 "resourceId and threadId must not be empty",
             ));
         }
-        let mut to = SendMessage::to(&self.resource_id, &self.thread_id);
+        Ok(agent.thread(&self.resource_id, &self.thread_id))
+    }
+
+    /// Whether the body asks to send to a fork of the thread.
+    pub(crate) fn forks(&self) -> bool {
+        !matches!(self.fork, None | Some(ForkBody::Flag(false)))
+    }
+
+    /// What happens to the message: `ifActive`, `ifIdle` and `fork`, as the body gives them.
+    pub(crate) fn apply(&self, mut request: SendRequest) -> SendRequest {
         if let Some(if_active) = self.if_active {
-            to = to.if_active(match if_active {
+            request = request.if_active(match if_active {
                 IfActiveBody::Deliver => IfActive::Deliver,
                 IfActiveBody::Persist => IfActive::Persist,
                 IfActiveBody::Discard => IfActive::Discard,
             });
         }
         if let Some(if_idle) = self.if_idle {
-            to = to.if_idle(match if_idle {
+            request = request.if_idle(match if_idle {
                 IfIdleBody::Wake => IfIdle::Wake,
                 IfIdleBody::Persist => IfIdle::Persist,
                 IfIdleBody::Discard => IfIdle::Discard,
             });
         }
         match &self.fork {
-            None | Some(ForkBody::Flag(false)) => {}
-            Some(ForkBody::Flag(true)) => to = to.fork(),
-            Some(ForkBody::Into(into)) => {
-                to.fork = Some(kestrel_core::agent::Fork {
-                    thread_id: into.thread_id.clone(),
-                    title: into.title.clone(),
-                });
-            }
+            None | Some(ForkBody::Flag(false)) => request,
+            Some(ForkBody::Flag(true)) => request.fork(None, None),
+            Some(ForkBody::Into(into)) => request.fork(into.thread_id.clone(), into.title.clone()),
         }
-        Ok(to)
     }
 }

@@ -34,8 +34,9 @@ impl AgentRun {
         }
     }
 
-    /// Records the run as in progress (so `abort_run` and `abort_thread` reach it) from now
-    /// until the guard is dropped; refused when a run of the same id is in progress.
+    /// Records the run as in progress (so an abort of the run or of its thread reaches it)
+    /// from now until the guard is dropped; refused when a run of the same id is in
+    /// progress.
     pub(super) fn register(&self) -> Result<Registered, AgentError> {
         self.agent
             .runtime

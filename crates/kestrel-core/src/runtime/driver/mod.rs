@@ -379,8 +379,10 @@ impl AgentRun {
     /// another step follows.
     ///
     /// Every error of a step ends the run here, if nothing on its way did: the `error` event,
-    /// the failed status and the snapshot closed. A pause ([`Agent::pause_run`]) stops the
+    /// the failed status and the snapshot closed. A pause ([`RunHandle::pause`]) stops the
     /// run at the step boundary, saved: `Ok(false)`, and [`AgentRun::is_paused`] says so.
+    ///
+    /// [`RunHandle::pause`]: crate::agent::RunHandle::pause
     pub async fn step(&mut self) -> Result<bool, AgentError> {
         self.error_handled = false;
         // The step's result is consumed in the statement that awaited it, and only the boxed
@@ -453,7 +455,9 @@ impl AgentRun {
     }
 
     /// Whether the run stopped because it was paused (it is saved, and
-    /// [`Agent::resume_run`] continues it).
+    /// [`RunHandle::proceed`] continues it).
+    ///
+    /// [`RunHandle::proceed`]: crate::agent::RunHandle::proceed
     pub fn is_paused(&self) -> bool {
         self.paused
     }

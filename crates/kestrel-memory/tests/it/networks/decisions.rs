@@ -116,7 +116,7 @@ pub(super) async fn an_approval_in_a_delegated_agent_is_decided_with_the_network
     assert!(kinds.contains(&"agent-execution-end"));
     assert_eq!(kinds.last(), Some(&"network-execution-event-finish"));
     // Decided once: a second approval finds nothing waiting.
-    let again = agent.approve_network(&run_id).await;
+    let again = agent.run(&run_id).network().approve().await;
     assert!(
         matches!(again, Err(NetworkError::NotFound { .. })),
         "{again:?}"
@@ -166,7 +166,9 @@ pub(super) async fn a_network_tool_that_needs_approval_can_be_declined(store: St
     assert_eq!(approval["runId"], result.run_id.as_str());
     router.push(verdict(false, "it was declined", ""));
     let (events, result) = agent
-        .decline_network(&result.run_id, Some("too loud".into()))
+        .run(&result.run_id)
+        .network()
+        .decline(Some("too loud".into()))
         .await
         .unwrap()
         .collect()
@@ -294,7 +296,9 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
     );
     let workflow_run = suspended["runId"].as_str().unwrap().to_owned();
     let (events, result) = agent
-        .resume_network(&result.run_id, json!({"nights": 3}))
+        .run(&result.run_id)
+        .network()
+        .resume(json!({"nights": 3}))
         .await
         .unwrap()
         .collect()
@@ -369,7 +373,9 @@ pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resume
             .contains("nights")
     );
     let (events, result) = agent
-        .resume_network(&result.run_id, json!({"nights": 2}))
+        .run(&result.run_id)
+        .network()
+        .resume(json!({"nights": 2}))
         .await
         .unwrap()
         .collect()
@@ -407,7 +413,9 @@ pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resume
     );
     let call = suspended["toolCallId"].as_str().unwrap().to_owned();
     let (events, result) = agent
-        .resume_network(&result.run_id, json!({"nights": 3}))
+        .run(&result.run_id)
+        .network()
+        .resume(json!({"nights": 3}))
         .await
         .unwrap()
         .collect()

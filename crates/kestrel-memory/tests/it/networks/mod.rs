@@ -214,7 +214,7 @@ async fn a_network_needs_memory_and_a_thread(store: Store) {
         matches!(refused, Err(NetworkError::ZeroMaxSteps)),
         "{refused:?}"
     );
-    let unknown = agent.approve_network("no-such-run").await;
+    let unknown = agent.run("no-such-run").network().approve().await;
     assert!(
         matches!(unknown, Err(NetworkError::NotFound { .. })),
         "{unknown:?}"

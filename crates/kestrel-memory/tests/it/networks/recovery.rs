@@ -94,7 +94,13 @@ pub(super) async fn a_network_run_left_behind_is_ended_with_its_reason(store: St
     );
     assert!(next.recover_workflow_runs().await.is_empty(), "ended once");
     // Nothing to decide on any more.
-    let refused = next.agent("router").unwrap().approve_network(&run_id).await;
+    let refused = next
+        .agent("router")
+        .unwrap()
+        .run(&run_id)
+        .network()
+        .approve()
+        .await;
     assert!(
         matches!(refused, Err(NetworkError::NotFound { .. })),
         "{refused:?}"
@@ -115,8 +121,16 @@ pub(super) async fn a_network_run_left_behind_is_aborted_by_its_id(store: Store)
             .unwrap(),
         "another resource's run is not found"
     );
-    assert!(!router.abort_network("no-such-run", None).await.unwrap());
-    assert!(router.abort_network(&run_id, Some(RESOURCE)).await.unwrap());
+    assert!(!router.run("no-such-run").network().abort().await.unwrap());
+    assert!(
+        router
+            .run(&run_id)
+            .resource(RESOURCE)
+            .network()
+            .abort()
+            .await
+            .unwrap()
+    );
     let record = store
         .get_workflow_run("agent-network-router", &run_id)
         .await
