@@ -878,13 +878,23 @@ function decisionCard(d) {
   return card;
 }
 
+/** A JSON schema as the API gives it: JSON text (Mastra's shape for tools), or an object. */
+function schemaValue(schema) {
+  if (typeof schema !== "string") return schema;
+  try {
+    return JSON.parse(schema);
+  } catch {
+    return null;
+  }
+}
+
 /** The resume schema of a suspension: from its event, else from the tool's description. */
 async function resumeSchemaOf(d) {
-  if (d.resumeSchema) return d.resumeSchema;
+  if (d.resumeSchema) return schemaValue(d.resumeSchema);
   const owner = d.via && d.via.length ? d.via[d.via.length - 1].agentId : d.agentId || state.agentId;
   try {
     const tool = await api(`/api/agents/${encodeURIComponent(owner)}/tools/${encodeURIComponent(d.toolName)}`);
-    return tool && tool.resumeSchema ? tool.resumeSchema : null;
+    return tool && tool.resumeSchema ? schemaValue(tool.resumeSchema) : null;
   } catch {
     return null;
   }
@@ -1014,13 +1024,13 @@ function drawAgentInfo() {
   const tools = Object.values(a.tools || {}).filter((t) => !t.id.startsWith("agent-"));
   box.replaceChildren(
     h("h3", {}, a.name || a.id),
-    h("dl", { class: "kv" }, h("dt", {}, "id"), h("dd", {}, a.id), h("dt", {}, "model"), h("dd", {}, a.modelId || "—"), h("dt", {}, "memory"), h("dd", {}, a.hasMemory ? "yes" : "no"), a.defaultOptions && a.defaultOptions.maxSteps ? [h("dt", {}, "max steps"), h("dd", {}, a.defaultOptions.maxSteps)] : null),
+    h("dl", { class: "kv" }, h("dt", {}, "id"), h("dd", {}, a.id), h("dt", {}, "model"), h("dd", {}, a.modelId ? (a.provider ? a.provider + "/" : "") + a.modelId : "—"), h("dt", {}, "memory"), h("dd", {}, a.hasMemory ? "yes" : "no"), a.defaultOptions && a.defaultOptions.maxSteps ? [h("dt", {}, "max steps"), h("dd", {}, a.defaultOptions.maxSteps)] : null),
     a.description ? h("p", {}, a.description) : null,
     h("h4", {}, "Instructions"),
     h("div", { class: "instructions", "data-testid": "agent-instructions" }, a.instructions || h("span", { class: "muted" }, "dynamic or none")),
     h("h4", {}, "Tools"),
     tools.length
-      ? h("ul", { class: "tool-list" }, tools.map((t) => h("li", {}, h("strong", {}, t.id), t.resumeSchema ? h("span", { class: "chip" }, "asks for input") : null, t.clientTool ? h("span", { class: "chip" }, "client tool") : null, t.description ? h("div", { class: "muted" }, t.description) : null, json(t.inputSchema, "input schema"))))
+      ? h("ul", { class: "tool-list" }, tools.map((t) => h("li", {}, h("strong", {}, t.id), t.resumeSchema ? h("span", { class: "chip" }, "asks for input") : null, t.clientTool ? h("span", { class: "chip" }, "client tool") : null, t.description ? h("div", { class: "muted" }, t.description) : null, json(schemaValue(t.inputSchema), "input schema"))))
       : h("p", { class: "muted" }, "No tools."),
     skillsSection(a),
     h("h4", {}, "Sub-agents"),

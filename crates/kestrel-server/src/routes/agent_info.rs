@@ -30,7 +30,11 @@ pub(crate) struct AgentInfo {
     description: String,
     /// Its instructions; `null` when they are computed per request.
     instructions: Option<String>,
-    /// Its model as `provider/model`; `null` when it is chosen per request.
+    /// Its model's provider (`openai`, `local`...); `null` when the model is chosen per
+    /// request.
+    provider: Option<String>,
+    /// Its model's id at that provider (Mastra's `modelId`: `gpt-5-mini`, `smollm2`); `null`
+    /// when the model is chosen per request.
     model_id: Option<String>,
     /// Its tools, by name.
     tools: BTreeMap<String, ToolInfo>,
@@ -42,6 +46,16 @@ pub(crate) struct AgentInfo {
     default_options: DefaultOptions,
     /// Whether it has memory (threads, and what needs them).
     has_memory: bool,
+    /// Processors its input passes through (Mastra's shape; Kestrel has none yet).
+    input_processors: Vec<ProcessorInfo>,
+    /// Processors its output passes through (Mastra's shape; Kestrel has none yet).
+    output_processors: Vec<ProcessorInfo>,
+    /// Tools of a workspace (Mastra's shape; Kestrel agents have no workspace).
+    workspace_tools: Vec<String>,
+    /// Tools of a browser (Mastra's shape; Kestrel agents have no browser).
+    browser_tools: Vec<String>,
+    /// Whether it drives a browser: never, for a Kestrel agent.
+    has_browser: bool,
     /// Its skills (those a skills function gives an empty request context), sorted by name.
     skills: Vec<SkillSummary>,
     /// `code` for an agent written in code, `stored` for one defined in the storage.
@@ -51,6 +65,16 @@ pub(crate) struct AgentInfo {
     editable: Option<EditableFields>,
     /// The stored version this description is of; `null` for a code agent seen as written.
     resolved_version_id: Option<String>,
+}
+
+/// A processor of an agent's input or output, as Mastra lists them.
+#[derive(Debug, Serialize, JsonSchema)]
+pub(crate) struct ProcessorInfo {
+    /// The processor's id.
+    id: String,
+    /// Its display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
 }
 
 /// A sub-agent, as an agent's `agents` lists it.
@@ -126,12 +150,18 @@ impl AgentInfo {
     /// `agent` described.
     pub(crate) async fn of(agent: &Agent) -> Self {
         let editable = agent.editable();
+        // `provider/model`, or a model named without a provider (all of it is the id).
+        let model = agent.model_name().map(|name| match name.split_once('/') {
+            Some((provider, id)) => (provider.to_owned(), id.to_owned()),
+            None => (String::new(), name),
+        });
         Self {
             id: agent.id().to_owned(),
             name: agent.name().to_owned(),
             description: agent.description().to_owned(),
             instructions: agent.static_instructions().map(str::to_owned),
-            model_id: agent.model_name(),
+            provider: model.as_ref().map(|(provider, _)| provider.clone()),
+            model_id: model.map(|(_, id)| id),
             tools: tools_of(agent),
             agents: agent
                 .sub_agent_ids()
@@ -160,6 +190,11 @@ impl AgentInfo {
                 max_steps: agent.max_steps(),
             },
             has_memory: agent.memory().is_some(),
+            input_processors: Vec::new(),
+            output_processors: Vec::new(),
+            workspace_tools: Vec::new(),
+            browser_tools: Vec::new(),
+            has_browser: false,
             skills: crate::skills::skill_summaries(agent).await,
             source: if agent.is_stored() { "stored" } else { "code" },
             editable: (!editable.is_none()).then(|| editable.into()),
@@ -181,14 +216,16 @@ pub(crate) struct ToolInfo {
     id: String,
     /// What it does (the model reads it).
     description: String,
-    /// The JSON schema of its input.
-    input_schema: Value,
-    /// The JSON schema of its output; `null` when it states none.
-    output_schema: Option<Value>,
-    /// The JSON schema of what it passes when it suspends; `null` when it states none.
-    suspend_schema: Option<Value>,
-    /// The JSON schema of the data it is resumed with; `null` when it states none.
-    resume_schema: Option<Value>,
+    /// The JSON schema of its input, as JSON text (Mastra's shape: clients parse it).
+    input_schema: String,
+    /// The JSON schema of its output, as JSON text; `null` when it states none.
+    output_schema: Option<String>,
+    /// The JSON schema of what it passes when it suspends, as JSON text; `null` when it
+    /// states none.
+    suspend_schema: Option<String>,
+    /// The JSON schema of the data it is resumed with, as JSON text; `null` when it states
+    /// none.
+    resume_schema: Option<String>,
     /// Whether the caller runs it (a client tool has no `execute` on the server).
     client_tool: bool,
 }
@@ -199,10 +236,10 @@ impl ToolInfo {
         Self {
             id: tool.id().to_owned(),
             description: tool.description().to_owned(),
-            input_schema: tool.input_schema().clone(),
-            output_schema: tool.output_schema().cloned(),
-            suspend_schema: tool.suspend_schema().cloned(),
-            resume_schema: tool.resume_schema().cloned(),
+            input_schema: tool.input_schema().to_string(),
+            output_schema: tool.output_schema().map(Value::to_string),
+            suspend_schema: tool.suspend_schema().map(Value::to_string),
+            resume_schema: tool.resume_schema().map(Value::to_string),
             client_tool: tool.is_client_tool(),
         }
     }

@@ -175,7 +175,14 @@ async fn agents_are_listed_and_described() {
         agents["mailer"]["tools"]["send_email"]["description"],
         "Sends an email"
     );
-    assert!(agents["mailer"]["tools"]["send_email"]["inputSchema"]["properties"]["to"].is_object());
+    // Mastra's shape: a tool's schemas are JSON text.
+    let input: Value = serde_json::from_str(
+        agents["mailer"]["tools"]["send_email"]["inputSchema"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(input["properties"]["to"].is_object());
     let one: Value = f.get("/agents/echo").await.json().await.unwrap();
     assert_eq!(one["id"], "echo");
     let message = error_of(f.get("/agents/nobody").await, 404, "not_found").await;
