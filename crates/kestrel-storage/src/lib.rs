@@ -42,7 +42,6 @@ pub mod memory;
 pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-mod records;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;
 #[cfg(feature = "sqlite")]
