@@ -63,6 +63,7 @@
 //! # Ok(()) }
 //! ```
 
+mod builder;
 mod error;
 mod history;
 mod memory;
@@ -75,9 +76,10 @@ mod title;
 pub mod tokens;
 mod working;
 
+pub use builder::MemoryBuilder;
 pub use error::{Error, MemoryBuildError};
 pub use kestrel_storage;
-pub use memory::{DEFAULT_LAST_MESSAGES, Memory, MemoryBuilder};
+pub use memory::{DEFAULT_LAST_MESSAGES, Memory};
 pub use observational::{
     DEFAULT_MESSAGE_TOKENS, DEFAULT_OBSERVATION_TOKENS, ObservationProgress, ObservationScope,
     ObservationalMemory,

@@ -12,7 +12,6 @@ use kestrel_core::memory::{
     AgentMemory, ForkError, MemoryError, MemoryScope, Persist, RecalledContext,
 };
 use kestrel_core::message::Message;
-use kestrel_core::model::{ModelRegistry, ModelSpec};
 use kestrel_core::tool::SharedTool;
 use kestrel_storage::{
     Metadata, MetadataUpdate, NewMessage, NewThread, Selection, Storage, StorageError,
@@ -20,14 +19,14 @@ use kestrel_storage::{
 };
 use serde_json::Value;
 
-use crate::error::{Error, MemoryBuildError};
+use crate::builder::MemoryBuilder;
+use crate::error::Error;
 use crate::history::{pair_tool_messages, window};
-use crate::observational::{ObservationScope, ObservationalMemory, ObservationalProcessor};
+use crate::observational::ObservationScope;
 use crate::processor::{RecallContext, SharedProcessor, StoreContext};
-use crate::semantic::{SemanticRecall, SemanticRecallProcessor};
 use crate::slot::StoreSlot;
-use crate::title::{GenerateTitle, TitleGenerator};
-use crate::working::{WorkingMemory, WorkingMemoryProcessor};
+use crate::title::TitleGenerator;
+use crate::working::WorkingMemory;
 
 /// How many recent messages a run sees unless [`MemoryBuilder::last_messages`] says otherwise.
 pub const DEFAULT_LAST_MESSAGES: u32 = 10;
@@ -87,17 +86,7 @@ impl Memory {
     /// Starts building a memory, on its instance's store unless
     /// [`MemoryBuilder::storage`] gives it one of its own.
     pub fn builder() -> MemoryBuilder {
-        MemoryBuilder {
-            storage: None,
-            last_messages: DEFAULT_LAST_MESSAGES,
-            read_only: false,
-            generate_title: None,
-            working_memory: None,
-            semantic_recall: None,
-            observational_memory: None,
-            processors: Vec::new(),
-            registry: None,
-        }
+        MemoryBuilder::new()
     }
 
     /// A memory over `storage` with the defaults: the last 10 messages, no title, no working
@@ -119,7 +108,7 @@ impl Memory {
         })
     }
 
-    fn from_parts(parts: Parts) -> Self {
+    pub(crate) fn from_parts(parts: Parts) -> Self {
         Self {
             inner: Arc::new(Inner {
                 storage: parts.storage,
@@ -534,176 +523,15 @@ impl AgentMemory for Memory {
     }
 }
 
-/// Builds a [`Memory`]. See [`Memory::builder`].
-pub struct MemoryBuilder {
-    storage: Option<Arc<dyn Storage>>,
-    last_messages: u32,
-    read_only: bool,
-    generate_title: Option<GenerateTitle>,
-    working_memory: Option<WorkingMemory>,
-    semantic_recall: Option<SemanticRecall>,
-    observational_memory: Option<ObservationalMemory>,
-    processors: Vec<SharedProcessor>,
-    registry: Option<ModelRegistry>,
-}
-
-impl fmt::Debug for MemoryBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MemoryBuilder")
-            .field("backend", &self.storage.as_ref().map(|s| s.backend()))
-            .field("last_messages", &self.last_messages)
-            .field("read_only", &self.read_only)
-            .field("generate_title", &self.generate_title)
-            .field("working_memory", &self.working_memory)
-            .field("semantic_recall", &self.semantic_recall)
-            .field("observational_memory", &self.observational_memory)
-            .field("processors", &self.processors.len())
-            .finish()
-    }
-}
-
-impl MemoryBuilder {
-    /// A store of the memory's own, over the instance's: usually not needed, the instance's
-    /// storage (`Kestrel::builder().storage(..)`) is the memory's too.
-    pub fn storage(mut self, storage: Arc<dyn Storage>) -> Self {
-        self.storage = Some(storage);
-        self
-    }
-
-    /// How many of the thread's most recent messages (every stored message counts: user,
-    /// assistant, tool results) a run sees; default 10, 0 for none.
-    ///
-    /// Tool calls and their results are never split, since providers refuse either alone: a
-    /// window that would start with tool results also includes the assistant message that made
-    /// those calls (it is then one message longer), and whatever is still unpaired after every
-    /// processor ran (results whose call was deleted, calls without results) is left out.
-    pub fn last_messages(mut self, last_messages: u32) -> Self {
-        self.last_messages = last_messages;
-        self
-    }
-
-    /// Reads (history, working memory) but never writes: no thread is created, nothing is
-    /// stored, no title is generated, and no memory tools are offered.
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
-    }
-
-    /// Titles untitled threads after a run (see [`GenerateTitle`]).
-    pub fn generate_title(mut self, options: GenerateTitle) -> Self {
-        self.generate_title = Some(options);
-        self
-    }
-
-    /// Keeps a working memory and gives the agent the `update_working_memory` tool (see
-    /// [`WorkingMemory`]), offered in runs with a thread and a resource.
-    pub fn working_memory(mut self, options: WorkingMemory) -> Self {
-        self.working_memory = Some(options);
-        self
-    }
-
-    /// Recalls older messages related to each run's input, found by meaning: from this thread
-    /// into the history, and from the resource's other threads into the system text (see
-    /// [`SemanticRecall`] and [`crate::semantic`]). Every stored user and assistant message with
-    /// text is embedded into a vector index of the store.
-    pub fn semantic_recall(mut self, options: SemanticRecall) -> Self {
-        self.semantic_recall = Some(options);
-        self
-    }
-
-    /// Condenses long threads into dated observations that replace the old messages in the
-    /// context, and gives the agent the `recall` tool to read them exactly (see
-    /// [`ObservationalMemory`] and [`crate::observational`]). Unobserved messages, and at least
-    /// the [`last_messages`](Self::last_messages) window, stay in the context in full.
-    pub fn observational_memory(mut self, options: ObservationalMemory) -> Self {
-        self.observational_memory = Some(options);
-        self
-    }
-
-    /// Adds a processor to the recall pipeline, after the built-in ones (see
-    /// [`crate::processor`]).
-    pub fn processor(mut self, processor: SharedProcessor) -> Self {
-        self.processors.push(processor);
-        self
-    }
-
-    /// Resolves model strings (title, observational memory) through this registry instead of
-    /// [`ModelRegistry::from_env`].
-    pub fn registry(mut self, registry: ModelRegistry) -> Self {
-        self.registry = Some(registry);
-        self
-    }
-
-    /// Checks the options and builds the memory.
-    pub fn build(self) -> Result<Memory, MemoryBuildError> {
-        let title = match &self.generate_title {
-            Some(options) => {
-                let model = match &options.model {
-                    ModelSpec::Model(model) => model.clone(),
-                    spec @ ModelSpec::Id(_) => spec
-                        .resolve(
-                            &self
-                                .registry
-                                .clone()
-                                .unwrap_or_else(ModelRegistry::from_env),
-                        )
-                        .map_err(|source| MemoryBuildError::TitleModel { source })?,
-                };
-                Some(TitleGenerator::new(model, options))
-            }
-            None => None,
-        };
-        // One slot for the memory and what it makes: a store taken later reaches them all.
-        let storage = self.storage.map(StoreSlot::own).unwrap_or_default();
-        let mut processors: Vec<SharedProcessor> = Vec::new();
-        let working_memory = self.working_memory.clone();
-        if let Some(options) = self.working_memory {
-            let storage = storage.clone();
-            processors.push(Arc::new(WorkingMemoryProcessor::new(storage, options)?));
-        }
-        let observation_scope = self.observational_memory.as_ref().map(|o| o.scope);
-        if let Some(options) = self.observational_memory {
-            let storage = storage.clone();
-            let registry = self.registry.as_ref();
-            processors.push(Arc::new(ObservationalProcessor::new(
-                storage, options, registry,
-            )?));
-        }
-        // After observational memory, which reshapes the history from the recent window: the
-        // matches then join the final history, and what it already holds is not recalled again.
-        if let Some(options) = self.semantic_recall {
-            processors.push(Arc::new(SemanticRecallProcessor::new(options)));
-        }
-        processors.extend(self.processors);
-        let mut names = HashSet::new();
-        for processor in &processors {
-            if !names.insert(processor.name().to_owned()) {
-                return Err(MemoryBuildError::DuplicateProcessor {
-                    name: processor.name().to_owned(),
-                });
-            }
-        }
-        Ok(Memory::from_parts(Parts {
-            storage,
-            last_messages: self.last_messages,
-            read_only: self.read_only,
-            title,
-            processors,
-            working_memory,
-            observation_scope,
-        }))
-    }
-}
-
 /// What a [`Memory`] is made of.
-struct Parts {
-    storage: StoreSlot,
-    last_messages: u32,
-    read_only: bool,
-    title: Option<TitleGenerator>,
-    processors: Vec<SharedProcessor>,
-    working_memory: Option<WorkingMemory>,
-    observation_scope: Option<ObservationScope>,
+pub(crate) struct Parts {
+    pub(crate) storage: StoreSlot,
+    pub(crate) last_messages: u32,
+    pub(crate) read_only: bool,
+    pub(crate) title: Option<TitleGenerator>,
+    pub(crate) processors: Vec<SharedProcessor>,
+    pub(crate) working_memory: Option<WorkingMemory>,
+    pub(crate) observation_scope: Option<ObservationScope>,
 }
 
 #[cfg(test)]
