@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, Continue, RunHandle};
 use kestrel_core::store::SuspendedRunsQuery;
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::extract::Query;
 use crate::limits::{RunSlot, StreamSlot};
 use crate::lookup::{agent, stored_run};
 use crate::openapi::{Doc, Routes};
@@ -242,9 +243,8 @@ struct AgentQuery {
 async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
+    Query(query): Query<AgentQuery>,
 ) -> Result<Json<AgentInfo>, ApiError> {
-    let query = crate::error::parsed(query)?;
     let choice = match (query.status, query.version_id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_query(
@@ -433,9 +433,8 @@ async fn suspended_runs(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path(agent_id): Path<String>,
-    query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
+    Query(mut query): Query<SuspendedQuery>,
 ) -> Result<Json<SuspendedRunsPage>, ApiError> {
-    let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let agent = agent(&state, &agent_id).await?;
     let max = kestrel_core::store::MAX_SUSPENDED_PAGE;
     if let Some(asked) = query.per_page.filter(|n| *n > max) {

@@ -43,7 +43,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -63,6 +63,7 @@ use turns::{AttachError, Turn, TurnKey};
 use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
 
 use crate::auth::Caller;
+use crate::extract::Query;
 use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
 use crate::wire::{Body, MemoryBody};
@@ -506,9 +507,8 @@ async fn messages(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((agent_id, chat_id)): Path<(String, String)>,
-    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+    Query(query): Query<HistoryQuery>,
 ) -> Result<Json<ChatHistory>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let version = match query.version.as_deref() {
         None => Version::default(),
         Some(text) => Version::parse(text)

@@ -13,15 +13,15 @@ mod versions;
 
 use std::sync::Arc;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
 use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageError, StoredAgent};
 
 use crate::auth::Caller;
-use crate::error::{parsed, version_error};
+use crate::error::version_error;
+use crate::extract::Query;
 use crate::lookup::memory;
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
@@ -311,10 +311,9 @@ async fn add_version(
 
 async fn list_agents(
     State(state): Shared,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<StoredAgentsPage>, ApiError> {
     use kestrel_core::version::VersionStatus;
-    let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
     let agents = storage(&state)?
         .list_stored_agents()
@@ -418,9 +417,8 @@ fn slug(name: &str) -> Option<String> {
 async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<StatusQuery>, QueryRejection>,
+    Query(query): Query<StatusQuery>,
 ) -> Result<Json<StoredAgentBody>, ApiError> {
-    let query = parsed(query)?;
     let agent = stored(&state, &agent_id).await?;
     let version = version_for(&state, &agent, query.status).await?;
     Ok(Json(StoredAgentBody::new(&state, &agent, version.as_ref())))

@@ -1,7 +1,6 @@
 //! The versions routes: list, save a draft, get, publish, restore, delete, compare.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
@@ -11,20 +10,20 @@ use super::responses::{
     StoredDeleted, VersionActivated, VersionBody, VersionComparison, VersionFieldDiff, VersionsPage,
 };
 use super::{
-    Page, Shared, add_version, latest, parse_config, parsed, refuse_pinned, storage, storage_error,
-    stored, versions,
+    Page, Shared, add_version, latest, parse_config, refuse_pinned, storage, storage_error, stored,
+    versions,
 };
 use crate::ApiError;
 use crate::auth::Caller;
 use crate::error::version_error;
+use crate::extract::Query;
 use crate::wire::Body;
 
 pub(super) async fn list_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<VersionsPage>, ApiError> {
-    let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
     let ascending = match query.direction.as_deref() {
         None => false,
@@ -156,9 +155,8 @@ pub(super) async fn delete_version(
 pub(super) async fn compare_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<CompareQuery>, QueryRejection>,
+    Query(query): Query<CompareQuery>,
 ) -> Result<Json<VersionComparison>, ApiError> {
-    let query = parsed(query)?;
     let storage = storage(&state)?;
     let from = storage
         .get_agent_version(&agent_id, &query.from)

@@ -105,9 +105,8 @@ pub(super) async fn list_runs(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    runs: Result<Query<RunsQuery>, QueryRejection>,
+    Query(runs): Query<RunsQuery>,
 ) -> Result<Json<WorkflowRunsPage>, ApiError> {
-    let runs = query(runs)?;
     let workflow = workflow(&state, &workflow_id)?;
     if runs.from_date.is_some() || runs.to_date.is_some() {
         return Err(ApiError::invalid_query(
@@ -167,9 +166,8 @@ pub(super) async fn get_run(
     State(state): Shared,
     Extension(caller): Extension<Caller>,
     Path((workflow_id, run_id)): Path<(String, String)>,
-    run: Result<Query<RunQuery>, QueryRejection>,
+    Query(run): Query<RunQuery>,
 ) -> Result<Json<WorkflowRunDetails>, ApiError> {
-    let run = query(run)?;
     let fields: Vec<&str> = match &run.fields {
         None => RUN_FIELDS.to_vec(),
         Some(list) => {

@@ -117,10 +117,9 @@ pub(super) async fn resume_stream(
     slot: StreamSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<ResumeBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Response, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
     Ok(records(resumed.stream(data).await?, slot))
@@ -132,10 +131,9 @@ pub(super) async fn resume<const HOW: u8>(
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<ResumeBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
     let stream = resumed.stream(data).await?;
@@ -161,10 +159,12 @@ pub(super) async fn restart<const HOW: u8>(
     _run: RunSlot,
     Extension(caller): Extension<Caller>,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    MaybeBody(body): MaybeBody<RestartBody>,
+    BodyFirst(MaybeBody(body), Query(run)): BodyFirst<
+        MaybeBody<RestartBody>,
+        Query<StoredRunQuery>,
+    >,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     visible(workflow, &caller, &run_id).await?;
     let run = workflow
