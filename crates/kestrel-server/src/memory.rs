@@ -10,10 +10,10 @@ mod responses;
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::{Extension, Json};
 use kestrel_core::agent::Agent;
 use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
 use kestrel_storage::{
@@ -191,12 +191,7 @@ impl FromRequestParts<Arc<AppState>> for ThreadAccess {
             .await
             .map_err(|e| ApiError::not_found(e.body_text()))?;
         let Query(query) = Query::<ThreadQueryParams>::from_request_parts(parts, state).await?;
-        // Fails closed: every route is behind the token check, which names the caller.
-        let caller = parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| ApiError::internal(&"no caller: the token check did not run"))?;
+        let caller = Caller::from_request_parts(parts, state).await?;
         let (memory, thread) = thread_of(
             state,
             &caller,
@@ -284,7 +279,7 @@ fn per_page(asked: Option<u32>) -> Result<u32, ApiError> {
 
 async fn list_threads(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<ThreadsPage>, ApiError> {
     check_agent(&state, query.agent_id.as_deref()).await?;
@@ -382,7 +377,7 @@ struct CreateBody {
 
 async fn create_thread(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     BodyFirst(Body(body), Query(query)): BodyFirst<Body<CreateBody>, Query<ThreadQueryParams>>,
 ) -> Result<(StatusCode, Json<StorageThread>), ApiError> {
     check_agent(&state, query.agent_id.as_deref()).await?;
@@ -623,7 +618,7 @@ struct WorkingMemoryBody {
 
 async fn set_working_memory(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(thread_id): Path<String>,
     BodyFirst(Body(body), Query(query)): BodyFirst<
         Body<WorkingMemoryBody>,
@@ -680,7 +675,7 @@ struct ObservationsQuery {
 
 async fn observations(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Query(query): Query<ObservationsQuery>,
 ) -> Result<Json<Observations>, ApiError> {
     let (memory, thread) = thread_of(

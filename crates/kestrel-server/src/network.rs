@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -143,7 +142,7 @@ async fn network(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
@@ -186,7 +185,7 @@ async fn decide<const APPROVE: bool>(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<NetworkDecisionBody>,
 ) -> Result<Response, ApiError> {
@@ -205,7 +204,7 @@ async fn resume(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<NetworkResumeBody>,
 ) -> Result<Response, ApiError> {

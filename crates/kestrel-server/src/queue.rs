@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Path, State};
-use axum::{Extension, Json};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -155,7 +155,7 @@ struct CancelledMessages {
 async fn queue_message(
     State(state): Shared,
     _run: crate::limits::RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<QueuedAnswer>, ApiError> {
@@ -180,7 +180,7 @@ async fn queue_message(
 
 async fn list_queue(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Json<ThreadQueue>, ApiError> {
@@ -196,7 +196,7 @@ async fn list_queue(
 
 async fn cancel_queue(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<CancelBody>,
 ) -> Result<Json<CancelledMessages>, ApiError> {

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::future::IntoFuture;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -266,7 +265,7 @@ async fn get_agent(
 async fn generate(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Json<RunResult>, ApiError> {
@@ -283,7 +282,7 @@ async fn stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> Result<Response, ApiError> {
@@ -329,7 +328,7 @@ async fn decide_stream<const APPROVE: bool>(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Response, ApiError> {
@@ -348,7 +347,7 @@ async fn decide_stream<const APPROVE: bool>(
 async fn decide_generate<const APPROVE: bool>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<DecisionBody>,
 ) -> Result<Json<RunResult>, ApiError> {
@@ -367,7 +366,7 @@ async fn resume_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ResumeBody>,
 ) -> Result<Response, ApiError> {
@@ -431,7 +430,7 @@ struct SuspendedQuery {
 
 async fn suspended_runs(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Query(mut query): Query<SuspendedQuery>,
 ) -> Result<Json<SuspendedRunsPage>, ApiError> {
@@ -492,7 +491,7 @@ struct ThreadAborted {
 
 async fn abort_thread(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Json<ThreadAborted>, ApiError> {
@@ -522,7 +521,7 @@ struct RunAborted {
 
 async fn abort_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<RunAborted>, ApiError> {
     let agent = agent(&state, &agent_id).await?;
@@ -550,7 +549,7 @@ async fn resume_run(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
@@ -561,7 +560,7 @@ async fn resume_run(
 async fn send_message(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
@@ -576,7 +575,7 @@ async fn send_message(
 async fn signal(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
@@ -634,7 +633,7 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(25);
 async fn subscribe(
     State(state): Shared,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Response, ApiError> {
@@ -702,7 +701,7 @@ struct ToolOutput {
 
 async fn execute_tool(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, tool_id)): Path<(String, String)>,
     Body(body): Body<ExecuteBody>,
 ) -> Result<Json<ToolOutput>, ApiError> {

@@ -43,11 +43,11 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::agent::{Agent, AgentStream};
@@ -192,7 +192,7 @@ async fn chat(
     State(state): Shared,
     _run: crate::limits::RunSlot,
     slot: crate::limits::StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ChatBody>,
 ) -> Result<Response, ApiError> {
@@ -447,7 +447,7 @@ impl TurnJob {
 async fn reattach(
     State(state): Shared,
     slot: crate::limits::StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     let agent = agent(&state, &agent_id).await?;
@@ -505,7 +505,7 @@ struct ChatHistory {
 /// for `useChat`'s initial messages.
 async fn messages(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, chat_id)): Path<(String, String)>,
     Query(query): Query<HistoryQuery>,
 ) -> Result<Json<ChatHistory>, ApiError> {

@@ -13,9 +13,9 @@ mod versions;
 
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
 use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageError, StoredAgent};
 
@@ -345,7 +345,7 @@ async fn list_agents(
 
 async fn create_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Body(body): Body<CreateBody>,
 ) -> Result<(StatusCode, Json<StoredAgentBody>), ApiError> {
     refuse_pinned(&caller)?;
@@ -426,7 +426,7 @@ async fn get_agent(
 
 async fn update_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
 ) -> Result<Json<StoredAgentBody>, ApiError> {
@@ -457,7 +457,7 @@ async fn update_agent(
 
 async fn delete_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
 ) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;

@@ -1,8 +1,8 @@
 //! The versions routes: list, save a draft, get, publish, restore, delete, compare.
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
 
 use super::bodies::{CompareQuery, ListQuery, UpdateBody};
@@ -54,7 +54,7 @@ pub(super) async fn list_versions(
 
 pub(super) async fn create_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
 ) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
@@ -88,7 +88,7 @@ pub(super) async fn get_version(
 
 pub(super) async fn activate_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<Json<VersionActivated>, ApiError> {
     refuse_pinned(&caller)?;
@@ -118,7 +118,7 @@ pub(super) async fn activate_version(
 
 pub(super) async fn restore_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
     refuse_pinned(&caller)?;
@@ -138,7 +138,7 @@ pub(super) async fn restore_version(
 
 pub(super) async fn delete_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;

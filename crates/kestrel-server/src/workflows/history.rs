@@ -103,7 +103,7 @@ pub(super) async fn runs_page(
 
 pub(super) async fn list_runs(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     Query(runs): Query<RunsQuery>,
 ) -> Result<Json<WorkflowRunsPage>, ApiError> {
@@ -164,7 +164,7 @@ pub(super) struct RunQuery {
 
 pub(super) async fn get_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
     Query(run): Query<RunQuery>,
 ) -> Result<Json<WorkflowRunDetails>, ApiError> {
@@ -191,7 +191,7 @@ pub(super) async fn get_run(
 
 pub(super) async fn delete_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;

@@ -56,7 +56,7 @@ pub(super) async fn count(
 
 pub(super) async fn run_counts(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
 ) -> Result<Json<BTreeMap<String, WorkflowRunCount>>, ApiError> {
     let mut counts = BTreeMap::new();
     for workflow in state.kestrel.workflows() {

@@ -115,7 +115,7 @@ pub(super) async fn resume_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Response, ApiError> {
@@ -129,7 +129,7 @@ pub(super) async fn resume_stream(
 pub(super) async fn resume<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
@@ -157,7 +157,7 @@ pub(super) struct RestartBody {
 pub(super) async fn restart<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(MaybeBody(body), Query(run)): BodyFirst<
         MaybeBody<RestartBody>,
@@ -176,7 +176,7 @@ pub(super) async fn restart<const HOW: u8>(
 
 pub(super) async fn restart_all(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
 ) -> Result<Json<WorkflowRunsRestarted>, ApiError> {
     // Other resources' runs are theirs to restart.
@@ -197,7 +197,7 @@ pub(super) async fn restart_all(
 
 pub(super) async fn cancel(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;

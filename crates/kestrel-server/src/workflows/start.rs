@@ -18,7 +18,7 @@ pub(super) struct CreateRunBody {
 
 pub(super) async fn create_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(MaybeBody(body), Query(run)): BodyFirst<MaybeBody<CreateRunBody>, Query<RunIdQuery>>,
 ) -> Result<Json<WorkflowRunId>, ApiError> {
@@ -101,7 +101,7 @@ pub(super) async fn stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<StartBody>, Query<RunIdQuery>>,
 ) -> Result<Response, ApiError> {
@@ -115,7 +115,7 @@ pub(super) async fn stream(
 pub(super) async fn start<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<StartBody>, Query<RunIdQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {

@@ -107,7 +107,7 @@ pub(super) async fn travel_of(
 pub(super) async fn time_travel<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<TravelBody>, Query<StoredRunQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
@@ -122,7 +122,7 @@ pub(super) async fn time_travel_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
     BodyFirst(Body(body), Query(run)): BodyFirst<Body<TravelBody>, Query<StoredRunQuery>>,
 ) -> Result<Response, ApiError> {
