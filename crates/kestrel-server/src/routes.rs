@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
-use crate::extract::Query;
+use crate::extract::{AgentAccess, AgentBody, Query};
 use crate::limits::{RunSlot, StreamSlot};
 use crate::lookup::{agent, stored_run};
 use crate::openapi::{Doc, Routes};
@@ -254,6 +254,7 @@ async fn get_agent(
         (None, Some(id)) => VersionChoice::id(id),
         (None, None) => VersionChoice::published(),
     };
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let agent = agent
         .at_version(&choice)
@@ -266,10 +267,8 @@ async fn generate(
     State(state): Shared,
     _run: RunSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<RunBody>,
+    AgentBody { agent, body, .. }: AgentBody<RunBody>,
 ) -> Result<Json<RunResult>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let agent = agent.clone();
     let result = in_task(async move { agent.generate(input).options(options).await })
@@ -283,10 +282,8 @@ async fn stream(
     _run: RunSlot,
     slot: StreamSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<RunBody>,
+    AgentBody { agent, body, .. }: AgentBody<RunBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let stream = agent
         .stream(input)
@@ -329,10 +326,8 @@ async fn decide_stream<const APPROVE: bool>(
     _run: RunSlot,
     slot: StreamSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<DecisionBody>,
+    AgentBody { agent, body, .. }: AgentBody<DecisionBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let run = run_of(&agent, &caller, body.run_id);
     let decision = if APPROVE {
         run.approve(body.tool_call_id)
@@ -345,13 +340,10 @@ async fn decide_stream<const APPROVE: bool>(
 
 /// Approves (`APPROVE`) or declines a waiting call, and runs the run to its end.
 async fn decide_generate<const APPROVE: bool>(
-    State(state): Shared,
     _run: RunSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<DecisionBody>,
+    AgentBody { agent, body, .. }: AgentBody<DecisionBody>,
 ) -> Result<Json<RunResult>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let run = run_of(&agent, &caller, body.run_id);
     let decision = if APPROVE {
         run.approve(body.tool_call_id)
@@ -367,10 +359,8 @@ async fn resume_stream(
     _run: RunSlot,
     slot: StreamSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ResumeBody>,
+    AgentBody { agent, body, .. }: AgentBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let tool_call_id = match body.tool_call_id {
         Some(id) => id,
         None => only_suspended_call(&agent, &caller, &body.run_id).await?,
@@ -434,6 +424,7 @@ async fn suspended_runs(
     Path(agent_id): Path<String>,
     Query(mut query): Query<SuspendedQuery>,
 ) -> Result<Json<SuspendedRunsPage>, ApiError> {
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let max = kestrel_core::store::MAX_SUSPENDED_PAGE;
     if let Some(asked) = query.per_page.filter(|n| *n > max) {
@@ -490,12 +481,9 @@ struct ThreadAborted {
 }
 
 async fn abort_thread(
-    State(state): Shared,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ThreadBody>,
+    AgentBody { agent, body, .. }: AgentBody<ThreadBody>,
 ) -> Result<Json<ThreadAborted>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let count = agent
         .thread(&body.resource_id, &body.thread_id)
@@ -520,11 +508,10 @@ struct RunAborted {
 }
 
 async fn abort_run(
-    State(state): Shared,
     caller: Caller,
-    Path((agent_id, run_id)): Path<(String, String)>,
+    AgentAccess { agent, .. }: AgentAccess,
+    Path((_, run_id)): Path<(String, String)>,
 ) -> Result<Json<RunAborted>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
     let run = run_of(&agent, &caller, run_id);
     let marked = match run.abort().await {
@@ -550,21 +537,18 @@ async fn resume_run(
     _run: RunSlot,
     slot: StreamSlot,
     caller: Caller,
-    Path((agent_id, run_id)): Path<(String, String)>,
+    AgentAccess { agent, .. }: AgentAccess,
+    Path((_, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let stream = run_of(&agent, &caller, run_id).proceed().stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
 async fn send_message(
-    State(state): Shared,
     _run: RunSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<SendBody>,
+    AgentBody { agent, body, .. }: AgentBody<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let thread = pinned_thread(&caller, body.thread(&agent)?);
@@ -573,13 +557,10 @@ async fn send_message(
 }
 
 async fn signal(
-    State(state): Shared,
     _run: RunSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<SendBody>,
+    AgentBody { agent, body, .. }: AgentBody<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
     let thread = pinned_thread(&caller, body.thread(&agent)?);
@@ -640,6 +621,8 @@ async fn subscribe(
     caller.check_resource(&body.resource_id)?;
     use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
     use futures::StreamExt;
+    // Looked up after the resource is checked: another resource's answers 403 even for an
+    // unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let subscription = agent
         .thread(&body.resource_id, &body.thread_id)
@@ -658,19 +641,17 @@ async fn subscribe(
     Ok(sse.into_response())
 }
 
-async fn list_tools(
-    State(state): Shared,
-    Path(agent_id): Path<String>,
-) -> Result<Json<ToolList>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
-    Ok(Json(ToolList(agent_info::tools_of(&agent))))
+async fn list_tools(AgentAccess { agent, .. }: AgentAccess) -> Json<ToolList> {
+    Json(ToolList(agent_info::tools_of(&agent)))
 }
 
 async fn get_tool(
-    State(state): Shared,
-    Path((agent_id, tool_id)): Path<(String, String)>,
+    AgentAccess {
+        agent,
+        id: agent_id,
+    }: AgentAccess,
+    Path((_, tool_id)): Path<(String, String)>,
 ) -> Result<Json<ToolInfo>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let tool = agent.tools().get(&tool_id).ok_or_else(|| {
         ApiError::not_found(format!(
             "agent {agent_id:?} has no tool {tool_id:?}; its tools: {}",
@@ -700,13 +681,11 @@ struct ToolOutput {
 }
 
 async fn execute_tool(
-    State(state): Shared,
     caller: Caller,
-    Path((agent_id, tool_id)): Path<(String, String)>,
-    Body(body): Body<ExecuteBody>,
+    Path((_, tool_id)): Path<(String, String)>,
+    AgentBody { agent, body, .. }: AgentBody<ExecuteBody>,
 ) -> Result<Json<ToolOutput>, ApiError> {
     use kestrel_core::tool::{ApprovalContext, ToolCallError, ToolContext};
-    let agent = agent(&state, &agent_id).await?;
     let args = if body.data.is_null() {
         json!({})
     } else {

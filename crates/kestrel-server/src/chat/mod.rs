@@ -63,10 +63,10 @@ use turns::{AttachError, Turn, TurnKey};
 use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
 
 use crate::auth::Caller;
-use crate::extract::Query;
+use crate::extract::{AgentAccess, AgentBody, Query};
 use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::wire::{Body, MemoryBody};
+use crate::wire::MemoryBody;
 use crate::{ApiError, AppState};
 
 pub(crate) use history::thread_ui_messages;
@@ -193,10 +193,12 @@ async fn chat(
     _run: crate::limits::RunSlot,
     slot: crate::limits::StreamSlot,
     caller: Caller,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ChatBody>,
+    AgentBody {
+        agent,
+        id: agent_id,
+        body,
+    }: AgentBody<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let version = body.version.unwrap_or_default();
     let chat_id = body.id.clone().filter(|id| !id.trim().is_empty());
     let key = chat_id.clone().map(|chat_id| TurnKey {
@@ -448,9 +450,12 @@ async fn reattach(
     State(state): Shared,
     slot: crate::limits::StreamSlot,
     caller: Caller,
-    Path((agent_id, chat_id)): Path<(String, String)>,
+    AgentAccess {
+        agent,
+        id: agent_id,
+    }: AgentAccess,
+    Path((_, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let key = TurnKey { agent_id, chat_id };
     let Some(turn) = state.chat_turns.get(&key) else {
         return match elsewhere::reattach_elsewhere(&state, &agent, &caller, &key.chat_id).await? {
@@ -514,6 +519,7 @@ async fn messages(
         Some(text) => Version::parse(text)
             .ok_or_else(|| ApiError::invalid_query(format!("version {text:?} is not v5 or v6")))?,
     };
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let Some(memory) = &state.memory else {
         return Err(ApiError::new(
