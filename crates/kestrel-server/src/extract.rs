@@ -15,9 +15,9 @@ use serde::de::DeserializeOwned;
 use crate::wire::Body;
 use crate::{ApiError, AppState};
 
-/// The query string as a `T`. Checks that the query deserializes into `T` (a known parameter
-/// of the wrong type, one given twice, a required one missing); answers 400 `invalid_query`
-/// with axum's description of what was wrong otherwise.
+/// The query string as a `T`. Checks that the query string deserializes into `T` (no
+/// parameter of the wrong type or given twice, none that `T` requires missing); answers 400
+/// `invalid_query` with axum's description of the problem when it does not.
 pub(crate) struct Query<T>(pub T);
 
 impl<S, T> FromRequestParts<S> for Query<T>
