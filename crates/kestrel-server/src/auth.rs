@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -92,6 +93,21 @@ impl Caller {
             )),
             _ => Ok(()),
         }
+    }
+}
+
+/// The caller [`require_token`] recorded for the request. Checks that there is one; answers
+/// 500 `internal` when there is none: every route is behind the token check, so a request
+/// without a caller is the server's bug, and it fails closed.
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| ApiError::internal(&"no caller: the token check did not run"))
     }
 }
 

@@ -4,8 +4,6 @@
 //! text, a database error) is logged, not sent: it may hold keys, prompts or internals.
 
 use axum::Json;
-use axum::extract::Query;
-use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{AgentError, RunControlError};
@@ -339,13 +337,6 @@ pub(crate) fn storage_error(error: StorageError) -> ApiError {
         }
         other => ApiError::internal(&other),
     }
-}
-
-/// A query string axum could not parse, as a 400 naming the parameter.
-pub(crate) fn parsed<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid_query(e.body_text()))
 }
 
 /// A version the instance cannot run: 422 naming what is wrong.

@@ -38,6 +38,7 @@ mod auth;
 mod chat;
 mod db_messages;
 mod error;
+mod extract;
 mod guard;
 mod ids;
 mod limits;

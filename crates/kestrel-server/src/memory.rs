@@ -10,11 +10,10 @@ mod responses;
 
 use std::sync::Arc;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{FromRequestParts, Path, Query, State};
+use axum::Json;
+use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::{Extension, Json};
 use kestrel_core::agent::Agent;
 use kestrel_memory::{Memory, ObservationScope, WorkingMemoryScope};
 use kestrel_storage::{
@@ -33,7 +32,8 @@ use responses::{
 use crate::auth::Caller;
 use crate::chat::history;
 use crate::chat::ui_stream::Version;
-use crate::error::{parsed, storage_error};
+use crate::error::storage_error;
+use crate::extract::{BodyFirst, Query};
 use crate::lookup::{ServedMemory, memory};
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
@@ -190,13 +190,8 @@ impl FromRequestParts<Arc<AppState>> for ThreadAccess {
         let Path(thread_id) = Path::<String>::from_request_parts(parts, state)
             .await
             .map_err(|e| ApiError::not_found(e.body_text()))?;
-        let query = parsed(Query::<ThreadQueryParams>::from_request_parts(parts, state).await)?;
-        // Fails closed: every route is behind the token check, which names the caller.
-        let caller = parts
-            .extensions
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| ApiError::internal(&"no caller: the token check did not run"))?;
+        let Query(query) = Query::<ThreadQueryParams>::from_request_parts(parts, state).await?;
+        let caller = Caller::from_request_parts(parts, state).await?;
         let (memory, thread) = thread_of(
             state,
             &caller,
@@ -223,9 +218,8 @@ struct StatusQuery {
 /// Whether memory is there: the agent's own when `agentId` is given, else the server's.
 async fn status(
     State(state): Shared,
-    query: Result<Query<StatusQuery>, QueryRejection>,
+    Query(query): Query<StatusQuery>,
 ) -> Result<Json<MemoryStatus>, ApiError> {
-    let query = parsed(query)?;
     let result = match &query.agent_id {
         Some(id) => state
             .kestrel
@@ -285,10 +279,9 @@ fn per_page(asked: Option<u32>) -> Result<u32, ApiError> {
 
 async fn list_threads(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    caller: Caller,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<ThreadsPage>, ApiError> {
-    let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     let resource_id = match (&caller.resource, query.resource_id) {
@@ -384,11 +377,9 @@ struct CreateBody {
 
 async fn create_thread(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
-    Body(body): Body<CreateBody>,
+    caller: Caller,
+    BodyFirst(Body(body), Query(query)): BodyFirst<Body<CreateBody>, Query<ThreadQueryParams>>,
 ) -> Result<(StatusCode, Json<StorageThread>), ApiError> {
-    let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     caller.check_resource(&body.resource_id)?;
@@ -545,9 +536,8 @@ struct MessagesPage {
 async fn list_messages(
     State(state): Shared,
     ThreadAccess { memory, thread }: ThreadAccess,
-    query: Result<Query<MessagesQuery>, QueryRejection>,
+    Query(query): Query<MessagesQuery>,
 ) -> Result<Json<MessagesPage>, ApiError> {
-    let query = parsed(query)?;
     let storage = memory.storage();
     let per_page = match query.per_page {
         None => MAX_PER_PAGE,
@@ -628,12 +618,13 @@ struct WorkingMemoryBody {
 
 async fn set_working_memory(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(thread_id): Path<String>,
-    query: Result<Query<ThreadQueryParams>, QueryRejection>,
-    Body(body): Body<WorkingMemoryBody>,
+    BodyFirst(Body(body), Query(query)): BodyFirst<
+        Body<WorkingMemoryBody>,
+        Query<ThreadQueryParams>,
+    >,
 ) -> Result<Json<WorkingMemoryUpdated>, ApiError> {
-    let query = parsed(query)?;
     check_agent(&state, query.agent_id.as_deref()).await?;
     let memory = memory(&state)?;
     let Some(options) = memory.working_memory() else {
@@ -684,10 +675,9 @@ struct ObservationsQuery {
 
 async fn observations(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    query: Result<Query<ObservationsQuery>, QueryRejection>,
+    caller: Caller,
+    Query(query): Query<ObservationsQuery>,
 ) -> Result<Json<Observations>, ApiError> {
-    let query = parsed(query)?;
     let (memory, thread) = thread_of(
         &state,
         &caller,

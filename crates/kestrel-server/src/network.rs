@@ -6,8 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use kestrel_core::network::{NetworkError, NetworkOptions, NetworkRequest};
@@ -16,10 +15,10 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::auth::Caller;
+use crate::extract::AgentBody;
 use crate::limits::{RunSlot, StreamSlot};
-use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::wire::{Body, BodyRules, RunBody, client_context};
+use crate::wire::{BodyRules, RunBody, client_context};
 use crate::{ApiError, AppState};
 
 type Shared = State<Arc<AppState>>;
@@ -143,11 +142,9 @@ async fn network(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<RunBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<RunBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let (input, run) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let mut options = NetworkOptions::new();
     if let Some(memory) = run.memory {
@@ -186,11 +183,9 @@ async fn decide<const APPROVE: bool>(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<NetworkDecisionBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<NetworkDecisionBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let run = agent.run(body.run_id).network();
     let request = if APPROVE {
         run.approve()
@@ -205,11 +200,9 @@ async fn resume(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<NetworkResumeBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<NetworkResumeBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let request = agent.run(body.run_id).network().resume(body.resume_data);
     let stream = with_context(request, body.request_context, &caller).await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())

@@ -5,19 +5,16 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
-use axum::{Extension, Json};
+use axum::Json;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::auth::Caller;
-use crate::lookup::agent;
+use crate::extract::AgentBody;
 use crate::openapi::{Doc, Routes};
-use crate::wire::{Body, SendBody, ThreadBody};
+use crate::wire::{SendBody, ThreadBody};
 use crate::{ApiError, AppState};
-
-type Shared = State<Arc<AppState>>;
 
 pub(crate) fn routes() -> Routes<Arc<AppState>> {
     const RUNS: &str = "runs";
@@ -153,13 +150,10 @@ struct CancelledMessages {
 }
 
 async fn queue_message(
-    State(state): Shared,
     _run: crate::limits::RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<SendBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<SendBody>,
 ) -> Result<Json<QueuedAnswer>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let thread = body.thread(&agent)?;
@@ -179,12 +173,9 @@ async fn queue_message(
 }
 
 async fn list_queue(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ThreadBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<ThreadBody>,
 ) -> Result<Json<ThreadQueue>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let thread = agent.thread(&body.resource_id, &body.thread_id);
     let queued = thread.queued().await?;
@@ -195,12 +186,9 @@ async fn list_queue(
 }
 
 async fn cancel_queue(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<CancelBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<CancelBody>,
 ) -> Result<Json<CancelledMessages>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let cancelled = agent
         .thread(&body.resource_id, &body.thread_id)

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 use std::future::IntoFuture;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use kestrel_core::agent::{Agent, Continue, RunHandle};
 use kestrel_core::store::SuspendedRunsQuery;
@@ -16,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::auth::Caller;
+use crate::extract::{AgentAccess, AgentBody, Query};
 use crate::limits::{RunSlot, StreamSlot};
 use crate::lookup::{agent, stored_run};
 use crate::openapi::{Doc, Routes};
@@ -242,9 +242,8 @@ struct AgentQuery {
 async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<AgentQuery>, axum::extract::rejection::QueryRejection>,
+    Query(query): Query<AgentQuery>,
 ) -> Result<Json<AgentInfo>, ApiError> {
-    let query = crate::error::parsed(query)?;
     let choice = match (query.status, query.version_id) {
         (Some(_), Some(_)) => {
             return Err(ApiError::invalid_query(
@@ -255,6 +254,7 @@ async fn get_agent(
         (None, Some(id)) => VersionChoice::id(id),
         (None, None) => VersionChoice::published(),
     };
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let agent = agent
         .at_version(&choice)
@@ -266,11 +266,9 @@ async fn get_agent(
 async fn generate(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<RunBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<RunBody>,
 ) -> Result<Json<RunResult>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let agent = agent.clone();
     let result = in_task(async move { agent.generate(input).options(options).await })
@@ -283,11 +281,9 @@ async fn stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<RunBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<RunBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let stream = agent
         .stream(input)
@@ -329,11 +325,9 @@ async fn decide_stream<const APPROVE: bool>(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<DecisionBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<DecisionBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let run = run_of(&agent, &caller, body.run_id);
     let decision = if APPROVE {
         run.approve(body.tool_call_id)
@@ -346,13 +340,10 @@ async fn decide_stream<const APPROVE: bool>(
 
 /// Approves (`APPROVE`) or declines a waiting call, and runs the run to its end.
 async fn decide_generate<const APPROVE: bool>(
-    State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<DecisionBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<DecisionBody>,
 ) -> Result<Json<RunResult>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let run = run_of(&agent, &caller, body.run_id);
     let decision = if APPROVE {
         run.approve(body.tool_call_id)
@@ -367,11 +358,9 @@ async fn resume_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ResumeBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<ResumeBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let tool_call_id = match body.tool_call_id {
         Some(id) => id,
         None => only_suspended_call(&agent, &caller, &body.run_id).await?,
@@ -431,11 +420,11 @@ struct SuspendedQuery {
 
 async fn suspended_runs(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
-    query: Result<Query<SuspendedQuery>, axum::extract::rejection::QueryRejection>,
+    Query(mut query): Query<SuspendedQuery>,
 ) -> Result<Json<SuspendedRunsPage>, ApiError> {
-    let Query(mut query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let max = kestrel_core::store::MAX_SUSPENDED_PAGE;
     if let Some(asked) = query.per_page.filter(|n| *n > max) {
@@ -492,12 +481,9 @@ struct ThreadAborted {
 }
 
 async fn abort_thread(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ThreadBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<ThreadBody>,
 ) -> Result<Json<ThreadAborted>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let count = agent
         .thread(&body.resource_id, &body.thread_id)
@@ -522,11 +508,10 @@ struct RunAborted {
 }
 
 async fn abort_run(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path((agent_id, run_id)): Path<(String, String)>,
+    caller: Caller,
+    AgentAccess { agent, .. }: AgentAccess,
+    Path((_, run_id)): Path<(String, String)>,
 ) -> Result<Json<RunAborted>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     // A pinned caller reaches its own runs, live or stored; another resource's are not found.
     let run = run_of(&agent, &caller, run_id);
     let marked = match run.abort().await {
@@ -551,22 +536,19 @@ async fn resume_run(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path((agent_id, run_id)): Path<(String, String)>,
+    caller: Caller,
+    AgentAccess { agent, .. }: AgentAccess,
+    Path((_, run_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let stream = run_of(&agent, &caller, run_id).proceed().stream().await?;
     Ok(crate::sse::run_events(stream, state.abort_on_disconnect, slot).into_response())
 }
 
 async fn send_message(
-    State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<SendBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("message")?;
     let thread = pinned_thread(&caller, body.thread(&agent)?);
@@ -575,13 +557,10 @@ async fn send_message(
 }
 
 async fn signal(
-    State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<SendBody>,
+    caller: Caller,
+    AgentBody { agent, body, .. }: AgentBody<SendBody>,
 ) -> Result<Json<SentMessage>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     caller.check_resource(&body.resource_id)?;
     let text = body.text("signal")?;
     let thread = pinned_thread(&caller, body.thread(&agent)?);
@@ -635,13 +614,15 @@ const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(25);
 async fn subscribe(
     State(state): Shared,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<ThreadBody>,
 ) -> Result<Response, ApiError> {
     caller.check_resource(&body.resource_id)?;
     use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
     use futures::StreamExt;
+    // Looked up after the resource is checked: another resource's answers 403 even for an
+    // unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let subscription = agent
         .thread(&body.resource_id, &body.thread_id)
@@ -660,19 +641,17 @@ async fn subscribe(
     Ok(sse.into_response())
 }
 
-async fn list_tools(
-    State(state): Shared,
-    Path(agent_id): Path<String>,
-) -> Result<Json<ToolList>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
-    Ok(Json(ToolList(agent_info::tools_of(&agent))))
+async fn list_tools(AgentAccess { agent, .. }: AgentAccess) -> Json<ToolList> {
+    Json(ToolList(agent_info::tools_of(&agent)))
 }
 
 async fn get_tool(
-    State(state): Shared,
-    Path((agent_id, tool_id)): Path<(String, String)>,
+    AgentAccess {
+        agent,
+        id: agent_id,
+    }: AgentAccess,
+    Path((_, tool_id)): Path<(String, String)>,
 ) -> Result<Json<ToolInfo>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let tool = agent.tools().get(&tool_id).ok_or_else(|| {
         ApiError::not_found(format!(
             "agent {agent_id:?} has no tool {tool_id:?}; its tools: {}",
@@ -702,13 +681,11 @@ struct ToolOutput {
 }
 
 async fn execute_tool(
-    State(state): Shared,
-    Extension(caller): Extension<Caller>,
-    Path((agent_id, tool_id)): Path<(String, String)>,
-    Body(body): Body<ExecuteBody>,
+    caller: Caller,
+    Path((_, tool_id)): Path<(String, String)>,
+    AgentBody { agent, body, .. }: AgentBody<ExecuteBody>,
 ) -> Result<Json<ToolOutput>, ApiError> {
     use kestrel_core::tool::{ApprovalContext, ToolCallError, ToolContext};
-    let agent = agent(&state, &agent_id).await?;
     let args = if body.data.is_null() {
         json!({})
     } else {

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use kestrel_core::agent::Agent;
 use kestrel_core::context::RequestContext;
 use kestrel_core::skill::{Skill, SkillError, SkillFiles, SkillMetadata};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::lookup::agent;
+use crate::extract::AgentAccess;
 use crate::openapi::{Doc, Routes};
 use crate::{ApiError, AppState};
 
@@ -116,10 +116,12 @@ pub(crate) async fn skill_summaries(agent: &Agent) -> Vec<SkillSummary> {
 }
 
 async fn get_skill(
-    State(state): State<Arc<AppState>>,
-    Path((agent_id, skill_name)): Path<(String, String)>,
+    AgentAccess {
+        agent,
+        id: agent_id,
+    }: AgentAccess,
+    Path((_, skill_name)): Path<(String, String)>,
 ) -> Result<Json<SkillDetail>, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let skills = agent
         .skills(&RequestContext::new())
         .await

@@ -43,11 +43,11 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::Json;
+use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Json};
 use futures::{Stream, StreamExt};
 use kestrel_core::abort::AbortSignal;
 use kestrel_core::agent::{Agent, AgentStream};
@@ -63,9 +63,10 @@ use turns::{AttachError, Turn, TurnKey};
 use ui_stream::{Chunk, Encoder, PendingCall, Resolution};
 
 use crate::auth::Caller;
+use crate::extract::{AgentAccess, AgentBody, Query};
 use crate::lookup::agent;
 use crate::openapi::{Answer, Doc, Routes};
-use crate::wire::{Body, MemoryBody};
+use crate::wire::MemoryBody;
 use crate::{ApiError, AppState};
 
 pub(crate) use history::thread_ui_messages;
@@ -191,11 +192,13 @@ async fn chat(
     State(state): Shared,
     _run: crate::limits::RunSlot,
     slot: crate::limits::StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path(agent_id): Path<String>,
-    Body(body): Body<ChatBody>,
+    caller: Caller,
+    AgentBody {
+        agent,
+        id: agent_id,
+        body,
+    }: AgentBody<ChatBody>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let version = body.version.unwrap_or_default();
     let chat_id = body.id.clone().filter(|id| !id.trim().is_empty());
     let key = chat_id.clone().map(|chat_id| TurnKey {
@@ -446,10 +449,13 @@ impl TurnJob {
 async fn reattach(
     State(state): Shared,
     slot: crate::limits::StreamSlot,
-    Extension(caller): Extension<Caller>,
-    Path((agent_id, chat_id)): Path<(String, String)>,
+    caller: Caller,
+    AgentAccess {
+        agent,
+        id: agent_id,
+    }: AgentAccess,
+    Path((_, chat_id)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let agent = agent(&state, &agent_id).await?;
     let key = TurnKey { agent_id, chat_id };
     let Some(turn) = state.chat_turns.get(&key) else {
         return match elsewhere::reattach_elsewhere(&state, &agent, &caller, &key.chat_id).await? {
@@ -504,16 +510,16 @@ struct ChatHistory {
 /// for `useChat`'s initial messages.
 async fn messages(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, chat_id)): Path<(String, String)>,
-    query: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+    Query(query): Query<HistoryQuery>,
 ) -> Result<Json<ChatHistory>, ApiError> {
-    let Query(query) = query.map_err(|e| ApiError::invalid_query(e.body_text()))?;
     let version = match query.version.as_deref() {
         None => Version::default(),
         Some(text) => Version::parse(text)
             .ok_or_else(|| ApiError::invalid_query(format!("version {text:?} is not v5 or v6")))?,
     };
+    // Looked up after the query is checked: a bad query answers 400 even for an unknown agent.
     let agent = agent(&state, &agent_id).await?;
     let Some(memory) = &state.memory else {
         return Err(ApiError::new(

@@ -13,15 +13,15 @@ mod versions;
 
 use std::sync::Arc;
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::Json;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
 use kestrel_storage::{AgentVersion, NewAgentVersion, NewStoredAgent, StorageError, StoredAgent};
 
 use crate::auth::Caller;
-use crate::error::{parsed, version_error};
+use crate::error::version_error;
+use crate::extract::Query;
 use crate::lookup::memory;
 use crate::openapi::{Doc, Routes};
 use crate::wire::Body;
@@ -311,10 +311,9 @@ async fn add_version(
 
 async fn list_agents(
     State(state): Shared,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<StoredAgentsPage>, ApiError> {
     use kestrel_core::version::VersionStatus;
-    let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
     let agents = storage(&state)?
         .list_stored_agents()
@@ -346,7 +345,7 @@ async fn list_agents(
 
 async fn create_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Body(body): Body<CreateBody>,
 ) -> Result<(StatusCode, Json<StoredAgentBody>), ApiError> {
     refuse_pinned(&caller)?;
@@ -418,9 +417,8 @@ fn slug(name: &str) -> Option<String> {
 async fn get_agent(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<StatusQuery>, QueryRejection>,
+    Query(query): Query<StatusQuery>,
 ) -> Result<Json<StoredAgentBody>, ApiError> {
-    let query = parsed(query)?;
     let agent = stored(&state, &agent_id).await?;
     let version = version_for(&state, &agent, query.status).await?;
     Ok(Json(StoredAgentBody::new(&state, &agent, version.as_ref())))
@@ -428,7 +426,7 @@ async fn get_agent(
 
 async fn update_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
 ) -> Result<Json<StoredAgentBody>, ApiError> {
@@ -459,7 +457,7 @@ async fn update_agent(
 
 async fn delete_agent(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
 ) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;

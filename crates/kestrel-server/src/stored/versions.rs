@@ -1,9 +1,8 @@
 //! The versions routes: list, save a draft, get, publish, restore, delete, compare.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::Json;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::{Extension, Json};
 use kestrel_core::version::AgentConfig;
 
 use super::bodies::{CompareQuery, ListQuery, UpdateBody};
@@ -11,20 +10,20 @@ use super::responses::{
     StoredDeleted, VersionActivated, VersionBody, VersionComparison, VersionFieldDiff, VersionsPage,
 };
 use super::{
-    Page, Shared, add_version, latest, parse_config, parsed, refuse_pinned, storage, storage_error,
-    stored, versions,
+    Page, Shared, add_version, latest, parse_config, refuse_pinned, storage, storage_error, stored,
+    versions,
 };
 use crate::ApiError;
 use crate::auth::Caller;
 use crate::error::version_error;
+use crate::extract::Query;
 use crate::wire::Body;
 
 pub(super) async fn list_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<ListQuery>, QueryRejection>,
+    Query(query): Query<ListQuery>,
 ) -> Result<Json<VersionsPage>, ApiError> {
-    let query = parsed(query)?;
     let page = Page::of(query.page, query.per_page)?;
     let ascending = match query.direction.as_deref() {
         None => false,
@@ -55,7 +54,7 @@ pub(super) async fn list_versions(
 
 pub(super) async fn create_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(agent_id): Path<String>,
     Body(body): Body<UpdateBody>,
 ) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
@@ -89,7 +88,7 @@ pub(super) async fn get_version(
 
 pub(super) async fn activate_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<Json<VersionActivated>, ApiError> {
     refuse_pinned(&caller)?;
@@ -119,7 +118,7 @@ pub(super) async fn activate_version(
 
 pub(super) async fn restore_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<(StatusCode, Json<VersionBody>), ApiError> {
     refuse_pinned(&caller)?;
@@ -139,7 +138,7 @@ pub(super) async fn restore_version(
 
 pub(super) async fn delete_version(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((agent_id, version_id)): Path<(String, String)>,
 ) -> Result<Json<StoredDeleted>, ApiError> {
     refuse_pinned(&caller)?;
@@ -156,9 +155,8 @@ pub(super) async fn delete_version(
 pub(super) async fn compare_versions(
     State(state): Shared,
     Path(agent_id): Path<String>,
-    query: Result<Query<CompareQuery>, QueryRejection>,
+    Query(query): Query<CompareQuery>,
 ) -> Result<Json<VersionComparison>, ApiError> {
-    let query = parsed(query)?;
     let storage = storage(&state)?;
     let from = storage
         .get_agent_version(&agent_id, &query.from)

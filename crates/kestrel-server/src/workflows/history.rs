@@ -103,11 +103,10 @@ pub(super) async fn runs_page(
 
 pub(super) async fn list_runs(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    runs: Result<Query<RunsQuery>, QueryRejection>,
+    Query(runs): Query<RunsQuery>,
 ) -> Result<Json<WorkflowRunsPage>, ApiError> {
-    let runs = query(runs)?;
     let workflow = workflow(&state, &workflow_id)?;
     if runs.from_date.is_some() || runs.to_date.is_some() {
         return Err(ApiError::invalid_query(
@@ -165,11 +164,10 @@ pub(super) struct RunQuery {
 
 pub(super) async fn get_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
-    run: Result<Query<RunQuery>, QueryRejection>,
+    Query(run): Query<RunQuery>,
 ) -> Result<Json<WorkflowRunDetails>, ApiError> {
-    let run = query(run)?;
     let fields: Vec<&str> = match &run.fields {
         None => RUN_FIELDS.to_vec(),
         Some(list) => {
@@ -193,7 +191,7 @@ pub(super) async fn get_run(
 
 pub(super) async fn delete_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;

@@ -13,9 +13,9 @@ pub(super) struct ListQuery {
 
 pub(super) async fn list_workflows(
     State(state): Shared,
-    list: Result<Query<ListQuery>, QueryRejection>,
+    Query(list): Query<ListQuery>,
 ) -> Result<Json<BTreeMap<String, WorkflowDescription>>, ApiError> {
-    let partial = query(list)?.partial.unwrap_or(false);
+    let partial = list.partial.unwrap_or(false);
     let workflows = state
         .kestrel
         .workflows()
@@ -56,7 +56,7 @@ pub(super) async fn count(
 
 pub(super) async fn run_counts(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
 ) -> Result<Json<BTreeMap<String, WorkflowRunCount>>, ApiError> {
     let mut counts = BTreeMap::new();
     for workflow in state.kestrel.workflows() {

@@ -11,10 +11,8 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -27,6 +25,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::auth::Caller;
+use crate::extract::{BodyFirst, Query};
 use crate::limits::{RunSlot, StreamSlot};
 use crate::openapi::{Answer, Doc, Routes};
 use crate::relay::Relayed;
@@ -266,12 +265,6 @@ fn workflow<'a>(state: &'a AppState, id: &str) -> Result<&'a Workflow, ApiError>
         .kestrel
         .workflow(id)
         .map_err(|e| ApiError::not_found(e.to_string()))
-}
-
-fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    query
-        .map(|Query(q)| q)
-        .map_err(|e| ApiError::invalid_query(e.body_text()))
 }
 
 /// The stored run `run_id` of `workflow`, if the caller may reach it (another resource's run

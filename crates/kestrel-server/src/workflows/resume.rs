@@ -115,12 +115,11 @@ pub(super) async fn resume_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<ResumeBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Response, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
     Ok(records(resumed.stream(data).await?, slot))
@@ -130,12 +129,11 @@ pub(super) async fn resume_stream(
 pub(super) async fn resume<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<ResumeBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<ResumeBody>, Query<StoredRunQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (resumed, data) = resumed_run(workflow, &caller, run_id, body).await?;
     let stream = resumed.stream(data).await?;
@@ -159,12 +157,14 @@ pub(super) struct RestartBody {
 pub(super) async fn restart<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    MaybeBody(body): MaybeBody<RestartBody>,
+    BodyFirst(MaybeBody(body), Query(run)): BodyFirst<
+        MaybeBody<RestartBody>,
+        Query<StoredRunQuery>,
+    >,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     visible(workflow, &caller, &run_id).await?;
     let run = workflow
@@ -176,7 +176,7 @@ pub(super) async fn restart<const HOW: u8>(
 
 pub(super) async fn restart_all(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
 ) -> Result<Json<WorkflowRunsRestarted>, ApiError> {
     // Other resources' runs are theirs to restart.
@@ -197,7 +197,7 @@ pub(super) async fn restart_all(
 
 pub(super) async fn cancel(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path((workflow_id, run_id)): Path<(String, String)>,
 ) -> Result<Json<WorkflowMessage>, ApiError> {
     let workflow = workflow(&state, &workflow_id)?;

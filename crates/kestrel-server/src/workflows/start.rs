@@ -18,12 +18,11 @@ pub(super) struct CreateRunBody {
 
 pub(super) async fn create_run(
     State(state): Shared,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
-    MaybeBody(body): MaybeBody<CreateRunBody>,
+    BodyFirst(MaybeBody(body), Query(run)): BodyFirst<MaybeBody<CreateRunBody>, Query<RunIdQuery>>,
 ) -> Result<Json<WorkflowRunId>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let resource = run_resource(&caller, body.resource_id)?;
     let run = named_run(workflow, &caller, run_id).await?;
@@ -102,12 +101,11 @@ pub(super) async fn stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
-    Body(body): Body<StartBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<StartBody>, Query<RunIdQuery>>,
 ) -> Result<Response, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;
     Ok(records(run.stream(input).await?, slot))
@@ -117,12 +115,11 @@ pub(super) async fn stream(
 pub(super) async fn start<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<RunIdQuery>, QueryRejection>,
-    Body(body): Body<StartBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<StartBody>, Query<RunIdQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, input) = fresh_run(workflow, &caller, run_id, body).await?;
     let stream = run.stream(input).await?;

@@ -107,12 +107,11 @@ pub(super) async fn travel_of(
 pub(super) async fn time_travel<const HOW: u8>(
     State(state): Shared,
     _run: RunSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<TravelBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<TravelBody>, Query<StoredRunQuery>>,
 ) -> Result<Json<WorkflowRunAnswer>, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, travel) = travel_of(workflow, &caller, run_id, body).await?;
     let stream = run.time_travel_stream(travel).await?;
@@ -123,12 +122,11 @@ pub(super) async fn time_travel_stream(
     State(state): Shared,
     _run: RunSlot,
     slot: StreamSlot,
-    Extension(caller): Extension<Caller>,
+    caller: Caller,
     Path(workflow_id): Path<String>,
-    run: Result<Query<StoredRunQuery>, QueryRejection>,
-    Body(body): Body<TravelBody>,
+    BodyFirst(Body(body), Query(run)): BodyFirst<Body<TravelBody>, Query<StoredRunQuery>>,
 ) -> Result<Response, ApiError> {
-    let run_id = query(run)?.run_id;
+    let run_id = run.run_id;
     let workflow = workflow(&state, &workflow_id)?;
     let (run, travel) = travel_of(workflow, &caller, run_id, body).await?;
     Ok(records(run.time_travel_stream(travel).await?, slot))
