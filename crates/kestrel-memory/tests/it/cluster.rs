@@ -22,10 +22,10 @@ use kestrel_core::store::RunPhase;
 use kestrel_core::tool::{FnTool, create_tool};
 use kestrel_memory::Memory;
 use kestrel_storage::Selection;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
-
-use super::common::{Store, run};
 
 const THREAD: &str = "thread-c";
 const RESOURCE: &str = "alice";

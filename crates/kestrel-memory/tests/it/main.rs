@@ -3,12 +3,9 @@
 //!
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
-// First: the modules below use its `on_every_backend!` macro.
-#[macro_use]
-mod common;
-
 mod agent_memory;
 mod cluster;
+mod common;
 mod delegation_memory;
 mod durable_runs;
 mod forked_threads;

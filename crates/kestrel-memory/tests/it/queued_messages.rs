@@ -16,9 +16,9 @@ use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::store::QueueError;
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewQueuedMessage, NewThread, Selection};
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     queued_messages_run_after_the_active_run_in_order,

@@ -17,10 +17,10 @@ use kestrel_core::model::{ModelRegistry, ScriptedModel, ScriptedResponse, Shared
 use kestrel_core::tool::{SharedTool, create_tool};
 use kestrel_core::version::{AgentConfig, VersionChoice, VersionError, Versions};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewAgentVersion, NewStoredAgent};
 use serde_json::{Value, json};
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     a_stored_agent_runs_from_its_versions,

@@ -16,10 +16,10 @@ use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::create_tool;
 use kestrel_core::version::{Editable, VersionChoice, VersionError, Versions};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewAgentVersion, NewStoredAgent};
 use serde_json::{Value, json};
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     delegations_carry_the_version_each_agent_runs,

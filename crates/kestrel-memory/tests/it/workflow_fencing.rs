@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use kestrel_core::cluster::Cluster;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 
 use super::cluster::{PausableLeases, cluster};
-use super::common::{Store, run};
 
 const TTL: Duration = Duration::from_millis(300);
 

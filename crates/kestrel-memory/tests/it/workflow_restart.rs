@@ -13,9 +13,9 @@ use std::time::Duration;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::workflow::{StepStatus, Workflow, WorkflowRunError, WorkflowStatus, create_step};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
-
-use super::common::{Store, run};
 
 /// How often each step ran, over every "process".
 #[derive(Default)]

@@ -9,10 +9,10 @@ use std::sync::Arc;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::workflow::{Workflow, WorkflowStatus, create_step};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{PageRequest, WorkflowRunFilter};
 use serde_json::{Value, json};
-
-use super::common::{Store, run};
 
 fn approval_workflow() -> Workflow {
     let draft = create_step("draft")

@@ -24,9 +24,9 @@ use kestrel_core::tool::create_tool;
 use kestrel_core::workflow::{Workflow, create_step};
 use kestrel_memory::Memory;
 use kestrel_storage::Selection;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
-
-use super::common::{Store, run};
 
 mod completion;
 mod decisions;
