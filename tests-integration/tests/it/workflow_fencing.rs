@@ -204,7 +204,9 @@ async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
 async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     use kestrel_chaos::{Fault, FaultProxy};
 
-    let Some(pg) = super::common::ProxiedPostgres::start(Duration::from_millis(500)).await else {
+    let Some(pg) =
+        super::proxied_postgres::ProxiedPostgres::start(Duration::from_millis(500)).await
+    else {
         return;
     };
     let (proxy, through, direct) = (

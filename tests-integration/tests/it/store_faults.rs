@@ -21,7 +21,7 @@ use kestrel_memory::Memory;
 use kestrel_storage::{Selection, Storage};
 
 use super::cluster::{PausableLeases, cluster};
-use super::common::ProxiedPostgres;
+use super::proxied_postgres::ProxiedPostgres;
 
 const THREAD: &str = "thread-cut";
 const RESOURCE: &str = "alice";

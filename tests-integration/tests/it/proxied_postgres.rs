@@ -1,5 +1,5 @@
-//! What the tests share beyond `kestrel_storage::testing` (whose `on_every_backend!` runs each
-//! scenario on every store): PostgreSQL behind a fault proxy.
+//! PostgreSQL behind a fault proxy, for the tests of what a run does when its store stops
+//! answering (`store_faults.rs`, `workflow_fencing.rs`).
 
 use std::sync::Arc;
 
