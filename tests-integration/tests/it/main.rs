@@ -6,6 +6,7 @@
 mod cluster;
 mod delegation_memory;
 mod durable_runs;
+mod fixture;
 mod live_threads;
 mod networks;
 mod proxied_postgres;

@@ -22,6 +22,8 @@ use kestrel_storage::testing::Store;
 use kestrel_storage::{NewAgentVersion, NewStoredAgent};
 use serde_json::{Value, json};
 
+use crate::fixture::Instance;
+
 on_every_backend!(
     a_stored_agent_runs_from_its_versions,
     a_stopped_run_of_a_stored_agent_is_approved_in_a_new_instance,
@@ -80,15 +82,15 @@ fn instance(store: &Store) -> Kestrel {
         .model(echo())
         .build()
         .unwrap();
-    Kestrel::builder()
-        .models(registry())
-        .agent(writing)
-        .tools([tool("lookup"), tool("unused")])
-        .tool(send)
-        .storage(Arc::clone(store))
-        .memory(Memory::new(Arc::clone(store)))
+    Instance::on(store)
+        .agent_as_is(writing)
+        .configure(|kestrel| {
+            kestrel
+                .models(registry())
+                .tools([tool("lookup"), tool("unused")])
+                .tool(send)
+        })
         .build()
-        .unwrap()
 }
 
 fn version(config: Value) -> NewAgentVersion {
