@@ -14,10 +14,10 @@ use kestrel_core::memory::ForkError;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{Selection, ThreadQuery};
 use serde_json::json;
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     a_fork_copies_the_thread_and_runs_the_message_there,

@@ -12,10 +12,10 @@ use kestrel_core::kestrel::{Kestrel, KestrelError};
 use kestrel_core::message::Message;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Error, Memory, UPDATE_WORKING_MEMORY, WorkingMemory};
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{InMemoryStorage, Scope, Selection};
 use serde_json::json;
-
-use crate::common::{Store, run};
 
 fn talker(memory: &Memory, replies: &[&str]) -> kestrel_core::agent::AgentBuilder {
     let model = replies.iter().fold(ScriptedModel::new(), |model, reply| {

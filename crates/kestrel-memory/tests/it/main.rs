@@ -1,26 +1,11 @@
 //! The integration tests of kestrel-memory: every scenario runs on each store (in memory,
-//! SQLite, PostgreSQL).
+//! SQLite, PostgreSQL). The tests of the framework's features that merely need a store and
+//! memory (runs, workflows, networks, clusters, queues, versions) are in `tests-integration`.
 //!
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
-// First: the modules below use its `on_every_backend!` macro.
-#[macro_use]
-mod common;
-
 mod agent_memory;
-mod cluster;
-mod delegation_memory;
-mod durable_runs;
 mod forked_threads;
 mod instance_storage;
-mod live_threads;
-mod networks;
 mod observational_memory;
-mod queued_messages;
 mod semantic_recall;
-mod store_faults;
-mod stored_agents;
-mod versions;
-mod workflow_fencing;
-mod workflow_restart;
-mod workflows;

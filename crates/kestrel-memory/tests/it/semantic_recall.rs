@@ -18,10 +18,10 @@ use kestrel_core::tool::create_tool;
 use kestrel_memory::{
     Error, Memory, MessageRange, SemanticRecall, SemanticRecallScope, default_index_name,
 };
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{Selection, StoredMessage, VectorFilter, VectorQuery};
 use serde_json::{Value, json};
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     a_later_question_recalls_the_matching_old_turn_with_its_neighbour,

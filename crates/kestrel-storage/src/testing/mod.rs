@@ -11,15 +11,21 @@
 //! Fixtures: [`memory`], [`sqlite`] (a temporary file per test) and [`postgres`] (a fresh schema
 //! `kestrel_test_<random>` per test, dropped afterwards; skipped, with a message, when
 //! `KESTREL_TEST_POSTGRES_URL` is unset).
+//!
+//! The crates above the storage test their own features the same way, on every backend:
+//! [`on_every_backend!`](crate::on_every_backend) turns `async fn(Store)` scenarios into one
+//! `#[tokio::test]` per scenario and fixture, each [`run`] on a fresh [`Store`].
 
 // Test support: failing loudly is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod checks;
 mod fixtures;
+mod scenarios;
 
 pub use checks::*;
 pub use fixtures::*;
+pub use scenarios::{Store, run};
 
 /// Generates one `#[tokio::test]` per conformance check, each on a fresh store from `$setup`
 /// (an `async fn() -> Option<Fixture>`; `None` skips the test).

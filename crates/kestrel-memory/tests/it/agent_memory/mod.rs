@@ -19,6 +19,8 @@ use kestrel_core::message::{Message, Part, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel};
 use kestrel_core::tool::create_tool;
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewMessage, NewThread, Selection, StoredMessage};
 use serde_json::{Value, json};
 
@@ -40,8 +42,6 @@ use working_memory::{
     working_memory_schema_is_per_thread_and_rejects_invalid_updates,
     working_memory_template_is_shared_by_the_resource_threads,
 };
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     input_is_stored_before_the_first_step_and_survives_a_model_error,

@@ -8,12 +8,12 @@ use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Error, Memory, UPDATE_WORKING_MEMORY, WorkingMemory};
 use kestrel_storage::Scope;
+use kestrel_storage::testing::Store;
 
 use super::{
     agent, call_message, conversation, ids, on, result_message, seed, stored, system_text,
     text_message,
 };
-use crate::common::Store;
 
 /// A run sees exactly the last `last_messages` stored messages, before its input.
 pub(super) async fn the_window_holds_the_last_messages(store: Store) {

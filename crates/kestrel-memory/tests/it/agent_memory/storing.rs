@@ -14,10 +14,10 @@ use kestrel_core::model::{
 };
 use kestrel_memory::Memory;
 use kestrel_storage::MessageStatus;
+use kestrel_storage::testing::Store;
 use serde_json::json;
 
 use super::{agent, echo_tool, ids, on, roles, stored};
-use crate::common::Store;
 
 /// The input is stored before the model is called: a model failing on step 1 leaves the user
 /// message stored, complete, with its id.

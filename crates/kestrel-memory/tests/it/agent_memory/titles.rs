@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use kestrel_core::model::{ModelError, ScriptedModel, ScriptedResponse};
 use kestrel_memory::{GenerateTitle, Memory};
+use kestrel_storage::testing::Store;
 
 use super::{agent, eventually, on};
-use crate::common::Store;
 
 /// The title comes from a slow model in the background: the response does not wait for it, it
 /// is stored once, and a later run does not ask again.

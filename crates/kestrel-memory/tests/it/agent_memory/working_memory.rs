@@ -6,10 +6,10 @@ use std::sync::Arc;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Memory, UPDATE_WORKING_MEMORY, WorkingMemory, WorkingMemoryScope};
 use kestrel_storage::Scope;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 
 use super::{agent, on, system_text};
-use crate::common::Store;
 
 /// Template working memory in resource scope: updated by the tool in one thread, seen in the
 /// resource's other threads, not by another resource.

@@ -19,6 +19,8 @@ use kestrel_core::agent::{Agent, RunOptions};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Memory, ObservationProgress};
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewMessage, NewThread, Scope, Selection, StoredMessage};
 
 use observing::{
@@ -34,8 +36,6 @@ use recall_tool::{
     recall_pages_reads_and_searches_this_thread,
 };
 use reflection::reflection_condenses_observations_past_observation_tokens;
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     observations_replace_observed_messages_and_the_window_stays_full,

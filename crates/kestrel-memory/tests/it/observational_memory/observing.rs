@@ -10,12 +10,12 @@ use kestrel_core::model::{ModelError, ModelRequest, ScriptedModel, ScriptedRespo
 use kestrel_memory::observational::OBSERVER_INSTRUCTIONS;
 use kestrel_memory::{Memory, ObservationScope, ObservationalMemory, count_tokens, message_tokens};
 use kestrel_storage::Scope;
+use kestrel_storage::testing::Store;
 use serde_json::json;
 
 use super::{
     agent, conversation, noting_model, observation_texts, on, settle, stored, system_text,
 };
-use crate::common::Store;
 
 /// Below the threshold every unobserved message is in the context, beyond `last_messages`. Past
 /// it the observer condenses them; the next request has the observations in its system text and

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use kestrel_core::message::Part;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::{Memory, ObservationScope, ObservationalMemory, RECALL_TOOL};
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 
 use super::{agent, on, seed};
-use crate::common::Store;
 
 /// Runs one turn whose model calls `recall` with `args`, and returns the tool's result and
 /// whether it is an error.

@@ -8,9 +8,9 @@ use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_memory::observational::REFLECTOR_INSTRUCTIONS;
 use kestrel_memory::{Memory, ObservationalMemory, count_tokens};
 use kestrel_storage::Scope;
+use kestrel_storage::testing::Store;
 
 use super::{agent, noting_model, observation_texts, on, settle, system_text};
-use crate::common::Store;
 
 /// Past `observation_tokens` the reflector (its own model here) rewrites the observations; its
 /// request has the same shape; the next run sees only the condensed log.

@@ -15,11 +15,12 @@ use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::create_tool;
 use kestrel_core::version::{Editable, VersionChoice, VersionError, Versions};
-use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewAgentVersion, NewStoredAgent};
 use serde_json::{Value, json};
 
-use crate::common::{Store, run};
+use crate::fixture::Instance;
 
 on_every_backend!(
     delegations_carry_the_version_each_agent_runs,
@@ -92,7 +93,6 @@ async fn writing_versions(store: &Store) -> (String, String) {
 }
 
 fn instance(store: &Store, versions: Versions) -> Kestrel {
-    let memory = Memory::new(Arc::clone(store));
     let writing = Agent::builder("writing")
         .instructions("Write plainly.")
         .model(echo_instructions())
@@ -104,14 +104,11 @@ fn instance(store: &Store, versions: Versions) -> Kestrel {
         .agents([writing.clone()])
         .build()
         .unwrap();
-    Kestrel::builder()
-        .agent(writing)
-        .agent(supervisor)
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
+    Instance::on(store)
+        .agent_as_is(writing)
+        .agent_as_is(supervisor)
         .versions(versions)
         .build()
-        .unwrap()
 }
 
 async fn delegations_carry_the_version_each_agent_runs(store: Store) {
@@ -163,8 +160,7 @@ async fn delegations_carry_the_version_each_agent_runs(store: Store) {
 
 async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
     writing_versions(&store).await;
-    let memory = Memory::new(Arc::clone(&store));
-    let build = |memory: Memory| {
+    let build = || {
         let model = Arc::new(ScriptedModel::from_fn(|req| {
             let system = req
                 .messages
@@ -190,14 +186,9 @@ async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
             .editable(Editable::instructions())
             .build()
             .unwrap();
-        Kestrel::builder()
-            .agent(writing)
-            .storage(Arc::clone(memory.storage().unwrap()))
-            .memory(memory)
-            .build()
-            .unwrap()
+        Instance::on(&store).agent_as_is(writing).build()
     };
-    let first = build(memory.clone());
+    let first = build();
     let (events, stopped) = first
         .agent("writing")
         .unwrap()
@@ -221,7 +212,7 @@ async fn a_resumed_run_keeps_its_version_across_instances(store: Store) {
         .add_agent_version("writing", config("Write like a robot."))
         .await
         .unwrap();
-    let second = build(memory);
+    let second = build();
     let done = second
         .agent("writing")
         .unwrap()

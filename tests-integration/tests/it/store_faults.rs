@@ -17,11 +17,12 @@ use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::store::{IntoStores, RunPhase};
-use kestrel_memory::Memory;
-use kestrel_storage::{Selection, Storage};
+use kestrel_storage::Selection;
+use kestrel_storage::testing::Store;
 
 use super::cluster::{PausableLeases, cluster};
-use super::common::ProxiedPostgres;
+use super::fixture::Instance;
+use super::proxied_postgres::ProxiedPostgres;
 
 const THREAD: &str = "thread-cut";
 const RESOURCE: &str = "alice";
@@ -29,29 +30,11 @@ const TTL: Duration = Duration::from_millis(300);
 
 /// An instance of the cluster `shared` (runs are snapshotted at every step only in a
 /// cluster, where another instance may continue them).
-fn instance(
-    store: Arc<dyn Storage>,
-    model: Arc<ScriptedModel>,
-    shared: &Cluster,
-    id: &str,
-) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(store)
-        .last_messages(10)
-        .build()
-        .unwrap();
-    let agent = Agent::builder("assistant")
-        .model(model)
-        .memory(memory.clone())
-        .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(agent)
+fn instance(store: &Store, model: Arc<ScriptedModel>, shared: &Cluster, id: &str) -> Kestrel {
+    Instance::on(store)
+        .agent(Agent::builder("assistant").model(model))
         .cluster(shared.clone().instance_id(id).lease_ttl(TTL))
         .build()
-        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -71,7 +54,7 @@ async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
     }));
     proxy.drop_answers_after("It is sunny in Oslo.");
     let shared = cluster(Arc::new(PausableLeases::default()));
-    let a = instance(through, model_a, &shared, "a");
+    let a = instance(&through, model_a, &shared, "a");
     let run_id = "run-cut";
     let failed = a
         .agent("assistant")
@@ -97,12 +80,7 @@ async fn a_run_whose_messages_could_not_be_stored_is_kept_for_a_resume() {
     // Another instance resumes it: the model step runs again, and the thread ends with the
     // question and its answer, once each.
     let model_b = Arc::new(ScriptedModel::new().respond(ScriptedResponse::text("Sunny.")));
-    let b = instance(
-        Arc::clone(&direct_store),
-        Arc::clone(&model_b),
-        &shared,
-        "b",
-    );
+    let b = instance(&direct_store, Arc::clone(&model_b), &shared, "b");
     // Once A's hold has run out, if A kept it.
     tokio::time::sleep(TTL + TTL / 2).await;
     let done = b

@@ -223,10 +223,6 @@ pub(super) async fn an_abort_reaches_the_delegated_agent(store: Store) {
 }
 
 pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(store: Store) {
-    let memory = Memory::builder()
-        .storage(Arc::clone(&store))
-        .build()
-        .unwrap();
     let ask = create_step("ask")
         .resume_type::<Nights>()
         .execute(|_n: Value, ctx| async move {
@@ -245,18 +241,8 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
         route("booking", "workflow", "{}", "booking is a workflow"),
         verdict(true, "booked", "Booked for 3 nights."),
     ]);
-    let agent = Agent::builder("router")
-        .model(router)
-        .memory(memory.clone())
-        .workflow(booking)
-        .build()
-        .unwrap();
-    let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(agent)
-        .build()
-        .unwrap();
+    let agent = Agent::builder("router").model(router).workflow(booking);
+    let kestrel = Instance::on(&store).agent(agent).build();
     let agent = kestrel.agent("router").unwrap();
     let (events, result) = agent
         .network("Book a room")
@@ -317,10 +303,6 @@ pub(super) async fn a_suspended_workflow_is_resumed_with_the_network_run_id(stor
 }
 
 pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed(store: Store) {
-    let memory = Memory::builder()
-        .storage(Arc::clone(&store))
-        .build()
-        .unwrap();
     // The sub-agent's own tool suspends: agent-execution-suspended.
     let helper = Agent::builder("helper")
         .description("Books rooms")
@@ -339,17 +321,9 @@ pub(super) async fn suspended_tools_in_a_sub_agent_and_in_the_network_are_resume
     ]);
     let agent = Agent::builder("router")
         .model(router)
-        .memory(memory.clone())
         .agents([helper])
-        .tool(booking_tool())
-        .build()
-        .unwrap();
-    let kestrel = Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(agent)
-        .build()
-        .unwrap();
+        .tool(booking_tool());
+    let kestrel = Instance::on(&store).agent(agent).build();
     let agent = kestrel.agent("router").unwrap();
     let (events, result) = agent
         .network("Book a room")

@@ -17,10 +17,12 @@ use kestrel_core::model::{ModelRegistry, ScriptedModel, ScriptedResponse, Shared
 use kestrel_core::tool::{SharedTool, create_tool};
 use kestrel_core::version::{AgentConfig, VersionChoice, VersionError, Versions};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewAgentVersion, NewStoredAgent};
 use serde_json::{Value, json};
 
-use crate::common::{Store, run};
+use crate::fixture::Instance;
 
 on_every_backend!(
     a_stored_agent_runs_from_its_versions,
@@ -80,15 +82,15 @@ fn instance(store: &Store) -> Kestrel {
         .model(echo())
         .build()
         .unwrap();
-    Kestrel::builder()
-        .models(registry())
-        .agent(writing)
-        .tools([tool("lookup"), tool("unused")])
-        .tool(send)
-        .storage(Arc::clone(store))
-        .memory(Memory::new(Arc::clone(store)))
+    Instance::on(store)
+        .agent_as_is(writing)
+        .configure(|kestrel| {
+            kestrel
+                .models(registry())
+                .tools([tool("lookup"), tool("unused")])
+                .tool(send)
+        })
         .build()
-        .unwrap()
 }
 
 fn version(config: Value) -> NewAgentVersion {

@@ -4,15 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::sync::Arc;
-
-use kestrel_core::kestrel::Kestrel;
 use kestrel_core::workflow::{Workflow, WorkflowStatus, create_step};
-use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{PageRequest, WorkflowRunFilter};
 use serde_json::{Value, json};
 
-use super::common::{Store, run};
+use super::fixture::Instance;
 
 fn approval_workflow() -> Workflow {
     let draft = create_step("draft")
@@ -30,21 +28,8 @@ fn approval_workflow() -> Workflow {
         .unwrap()
 }
 
-fn instance(store: &Store) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(Arc::clone(store))
-        .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .workflow(approval_workflow())
-        .build()
-        .unwrap()
-}
-
 async fn a_suspended_workflow_run_survives_a_restart(store: Store) {
-    let before = instance(&store);
+    let before = Instance::on(&store).workflow(approval_workflow()).build();
     let run = before
         .workflow("publish")
         .unwrap()
@@ -58,7 +43,7 @@ async fn a_suspended_workflow_run_survives_a_restart(store: Store) {
     );
     drop(before);
 
-    let after = instance(&store);
+    let after = Instance::on(&store).workflow(approval_workflow()).build();
     let done = after
         .workflow("publish")
         .unwrap()

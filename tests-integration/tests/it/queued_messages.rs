@@ -11,14 +11,15 @@ use std::time::Duration;
 use futures::StreamExt;
 use kestrel_core::agent::{Agent, MAX_QUEUED_PER_THREAD, RunOptions, ThreadError};
 use kestrel_core::event::{Event, EventKind};
-use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::store::QueueError;
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{NewQueuedMessage, NewThread, Selection};
 
-use crate::common::{Store, run};
+use crate::fixture::Instance;
 
 on_every_backend!(
     queued_messages_run_after_the_active_run_in_order,
@@ -237,19 +238,10 @@ async fn a_queue_left_by_a_dead_process_is_drained_by_the_next(store: Store) {
             .await
             .unwrap();
     }
-    let memory = memory(&store);
-    let kestrel = Kestrel::builder()
-        .agent(
-            Agent::builder("assistant")
-                .model(model())
-                .memory(memory.clone())
-                .build()
-                .unwrap(),
-        )
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .build()
-        .unwrap();
+    let kestrel = Instance::on(&store)
+        .last_messages(20)
+        .agent(Agent::builder("assistant").model(model()))
+        .build();
     assert_eq!(kestrel.drain_message_queues().await, 1);
     assert_eq!(
         wait_for(&store, 4).await,

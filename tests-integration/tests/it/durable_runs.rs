@@ -20,10 +20,11 @@ use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
 use kestrel_core::store::{IntoStores, RunPhase, SuspendedRunsQuery};
 use kestrel_core::tool::{FnTool, create_tool};
-use kestrel_memory::Memory;
 use kestrel_storage::testing::{drop_schema, postgres_url, test_schema};
 use kestrel_storage::{PgOptions, PostgresStorage, Selection, SqliteStorage, Storage};
 use serde_json::{Value, json};
+
+use super::fixture::Instance;
 
 const THREAD: &str = "thread-1";
 const RESOURCE: &str = "alice";
@@ -105,27 +106,13 @@ fn model(tool: &'static str, args: Value) -> Arc<ScriptedModel> {
     }))
 }
 
-/// A `Kestrel` instance (a "process") on `store`: the agent with memory, and the instance's
-/// runs saved in the memory's storage.
+/// A `Kestrel` instance (a "process") on `store`: the agent with memory; the storage, given
+/// once, holds both the instance's runs and the memory's threads.
 fn instance(store: Arc<dyn Storage>, tool: FnTool, tool_name: &'static str) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(Arc::clone(&store))
-        .last_messages(10)
-        .build()
-        .unwrap();
     let agent = Agent::builder("assistant")
         .model(model(tool_name, json!({"to": "bob@example.com"})))
-        .tool(tool)
-        .memory(memory.clone())
-        .build()
-        .unwrap();
-    // The storage, given once: the instance saves its runs in the memory's database.
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(agent)
-        .build()
-        .unwrap()
+        .tool(tool);
+    Instance::on(&store).agent(agent).build()
 }
 
 fn send_email(runs: Arc<AtomicUsize>) -> FnTool {
@@ -404,32 +391,19 @@ fn delegating_instance(
                 Ok("ok")
             }
         });
-    let memory = Memory::builder()
-        .storage(Arc::clone(&store))
-        .build()
-        .unwrap()
-        .shared();
+    let instance = Instance::on(&store);
     let worker = Agent::builder("worker")
         .description("Does long work")
         .model(worker_model.clone())
         .tool(work)
-        .memory(memory.clone())
+        .memory(instance.memory())
         .max_steps(10)
         .build()
         .unwrap();
     let supervisor = Agent::builder("supervisor")
         .model(model("agent-worker", json!({"prompt": "Do the work"})))
-        .agents([worker])
-        .memory(memory.clone())
-        .build()
-        .unwrap();
-    let kestrel = Kestrel::builder()
-        .storage(Arc::clone(&store))
-        .memory(memory)
-        .agent(supervisor)
-        .build()
-        .unwrap();
-    (kestrel, worker_model)
+        .agents([worker]);
+    (instance.agent(supervisor).build(), worker_model)
 }
 
 async fn a_delegation_survives_a_restart(backend: Backend) {

@@ -12,10 +12,10 @@ use kestrel_core::agent::{Agent, DelegationOptions, DelegationStartOutcome, RunO
 use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{ModelRequest, ScriptedModel, ScriptedResponse};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{Selection, ThreadQuery};
 use serde_json::json;
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     a_delegation_stores_only_the_prompt_and_answer_in_a_thread_of_its_own,

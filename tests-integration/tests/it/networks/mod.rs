@@ -22,11 +22,12 @@ use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::network::{NetworkCompletion, NetworkError, NetworkStatus};
 use kestrel_core::tool::create_tool;
 use kestrel_core::workflow::{Workflow, create_step};
-use kestrel_memory::Memory;
 use kestrel_storage::Selection;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 
-use super::common::{Store, run};
+use super::fixture::Instance;
 
 mod completion;
 mod decisions;
@@ -103,10 +104,6 @@ fn instance(
     shout_approval: bool,
     shouts: Arc<AtomicUsize>,
 ) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(Arc::clone(store))
-        .build()
-        .unwrap();
     let mut helper_agent = Agent::builder("helper")
         .description("Greets people")
         .model(helper);
@@ -116,18 +113,10 @@ fn instance(
     let network = Agent::builder("router")
         .instructions("Greet, double and shout as asked.")
         .model(router)
-        .memory(memory.clone())
         .agents([helper_agent.build().unwrap()])
         .workflow(doubler())
-        .tool(shout(shout_approval, shouts))
-        .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(network)
-        .build()
-        .unwrap()
+        .tool(shout(shout_approval, shouts));
+    Instance::on(store).agent(network).build()
 }
 
 fn types(events: &[Event]) -> Vec<&'static str> {

@@ -20,12 +20,13 @@ use kestrel_core::message::{Part, Role};
 use kestrel_core::model::{FinishReason, ScriptedModel, ScriptedResponse};
 use kestrel_core::store::RunPhase;
 use kestrel_core::tool::{FnTool, create_tool};
-use kestrel_memory::Memory;
 use kestrel_storage::Selection;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
-use super::common::{Store, run};
+use super::fixture::Instance;
 
 const THREAD: &str = "thread-c";
 const RESOURCE: &str = "alice";
@@ -146,30 +147,18 @@ fn instance(
     instance_with(store, cluster, id, wait_tool(gate, runs))
 }
 
-/// The instances' memory on `store`: the last 20 messages of a thread.
-fn memory(store: &Store) -> Memory {
-    Memory::builder()
-        .storage(Arc::clone(store))
+/// An instance of `cluster` on `store`, whose memory shows a run the last 20 messages of its
+/// thread.
+fn member(store: &Store, cluster: &Cluster, id: &str) -> Instance {
+    Instance::on(store)
         .last_messages(20)
-        .build()
-        .unwrap()
+        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
 }
 
 fn instance_with(store: &Store, cluster: &Cluster, id: &str, tool: FnTool) -> Kestrel {
-    let memory = memory(store);
-    let agent = Agent::builder("assistant")
-        .model(model())
-        .tool(tool)
-        .memory(memory.clone())
+    member(store, cluster, id)
+        .agent(Agent::builder("assistant").model(model()).tool(tool))
         .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
-        .agent(agent)
-        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
-        .build()
-        .unwrap()
 }
 
 /// A cluster on `leases` whose instances do not sweep by themselves (a test that wants a
@@ -517,7 +506,6 @@ fn background_instance(
     gate: Option<Arc<Semaphore>>,
     runs: Arc<AtomicUsize>,
 ) -> Kestrel {
-    let memory = memory(store);
     let helper = Agent::builder("helper")
         .description("Helps")
         .model(model())
@@ -534,18 +522,11 @@ fn background_instance(
     let boss = Agent::builder("boss")
         .model(boss_model)
         .agents([helper.clone()])
-        .background_tasks(BackgroundTasks::new().tool("helper", BackgroundTool::enabled()))
-        .memory(memory.clone())
-        .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
+        .background_tasks(BackgroundTasks::new().tool("helper", BackgroundTool::enabled()));
+    member(store, cluster, id)
         .agent(boss)
-        .agent(helper)
-        .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
+        .agent_as_is(helper)
         .build()
-        .unwrap()
 }
 
 /// A dies while a background sub-agent it started works: B's sweep continues the task's run

@@ -12,10 +12,11 @@ use std::time::Duration;
 
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::workflow::{StepStatus, Workflow, WorkflowRunError, WorkflowStatus, create_step};
-use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use serde_json::{Value, json};
 
-use super::common::{Store, run};
+use super::fixture::Instance;
 
 /// How often each step ran, over every "process".
 #[derive(Default)]
@@ -77,21 +78,6 @@ fn napping() -> Workflow {
         .unwrap()
 }
 
-/// An instance (a "process") over `store` with these workflows.
-fn instance(store: &Store, workflows: Vec<Workflow>) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(Arc::clone(store))
-        .build()
-        .unwrap();
-    let mut builder = Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory);
-    for workflow in workflows {
-        builder = builder.workflow(workflow);
-    }
-    builder.build().unwrap()
-}
-
 /// Waits until the stored run is `status`, and returns its snapshot.
 async fn stored_as(
     kestrel: &Kestrel,
@@ -116,7 +102,9 @@ async fn stored_as(
 
 async fn a_run_left_mid_step_is_continued_from_its_last_boundary(store: Store) {
     let counts = Arc::new(Counts::default());
-    let dying = instance(&store, vec![workflow(&counts, true)]);
+    let dying = Instance::on(&store)
+        .workflow(workflow(&counts, true))
+        .build();
     let run = dying.workflow("crunch").unwrap().create_run();
     let run_id = run.run_id().to_owned();
     let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
@@ -137,7 +125,9 @@ async fn a_run_left_mid_step_is_continued_from_its_last_boundary(store: Store) {
     let _ = task.await;
     drop(dying);
 
-    let next = instance(&store, vec![workflow(&counts, false)]);
+    let next = Instance::on(&store)
+        .workflow(workflow(&counts, false))
+        .build();
     let restarted = next.recover_workflow_runs().await;
     assert_eq!(restarted, vec![("crunch".to_owned(), run_id.clone())]);
     let done = stored_as(&next, "crunch", &run_id, WorkflowStatus::Success).await;
@@ -180,7 +170,7 @@ async fn a_run_left_mid_step_is_continued_from_its_last_boundary(store: Store) {
 }
 
 async fn a_sleeping_run_wakes_after_a_restart(store: Store) {
-    let dying = instance(&store, vec![napping()]);
+    let dying = Instance::on(&store).workflow(napping()).build();
     let run = dying.workflow("nap").unwrap().create_run();
     let run_id = run.run_id().to_owned();
     let task = tokio::spawn(async move { run.start(json!({"v": 7})).await });
@@ -196,7 +186,7 @@ async fn a_sleeping_run_wakes_after_a_restart(store: Store) {
     let _ = task.await;
     drop(dying);
 
-    let next = instance(&store, vec![napping()]);
+    let next = Instance::on(&store).workflow(napping()).build();
     assert_eq!(next.recover_workflow_runs().await.len(), 1);
     let done = stored_as(&next, "nap", &run_id, WorkflowStatus::Success).await;
     assert_eq!(done.result.as_deref(), Some(&json!({"woke": 7})));
@@ -209,7 +199,10 @@ async fn a_sleeping_run_wakes_after_a_restart(store: Store) {
 
 async fn a_restart_is_refused_for_a_run_not_left_behind(store: Store) {
     let counts = Arc::new(Counts::default());
-    let kestrel = instance(&store, vec![workflow(&counts, true), napping()]);
+    let kestrel = Instance::on(&store)
+        .workflow(workflow(&counts, true))
+        .workflow(napping())
+        .build();
     let crunch = kestrel.workflow("crunch").unwrap();
     let run = crunch.create_run();
     let run_id = run.run_id().to_owned();
@@ -275,7 +268,10 @@ fn nesting(hang: bool, slow_runs: &Arc<AtomicUsize>) -> (Workflow, Workflow) {
 async fn a_nested_run_left_behind_is_continued_by_its_outer_run(store: Store) {
     let slow_runs = Arc::new(AtomicUsize::new(0));
     let (wrapper, inner) = nesting(true, &slow_runs);
-    let dying = instance(&store, vec![wrapper, inner]);
+    let dying = Instance::on(&store)
+        .workflow(wrapper)
+        .workflow(inner)
+        .build();
     let run = dying.workflow("wrapper").unwrap().create_run();
     let run_id = run.run_id().to_owned();
     let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
@@ -286,7 +282,10 @@ async fn a_nested_run_left_behind_is_continued_by_its_outer_run(store: Store) {
     drop(dying);
 
     let (wrapper, inner) = nesting(false, &slow_runs);
-    let next = instance(&store, vec![wrapper, inner]);
+    let next = Instance::on(&store)
+        .workflow(wrapper)
+        .workflow(inner)
+        .build();
     // Only the outer run is restarted: it continues the inner one.
     let restarted = next.recover_workflow_runs().await;
     assert_eq!(restarted, vec![("wrapper".to_owned(), run_id.clone())]);
@@ -303,7 +302,9 @@ async fn a_nested_run_left_behind_is_continued_by_its_outer_run(store: Store) {
 
 async fn a_run_left_behind_can_be_canceled(store: Store) {
     let counts = Arc::new(Counts::default());
-    let dying = instance(&store, vec![workflow(&counts, true)]);
+    let dying = Instance::on(&store)
+        .workflow(workflow(&counts, true))
+        .build();
     let run = dying.workflow("crunch").unwrap().create_run();
     let run_id = run.run_id().to_owned();
     let task = tokio::spawn(async move { run.start(json!({"v": 1})).await });
@@ -311,7 +312,9 @@ async fn a_run_left_behind_can_be_canceled(store: Store) {
     task.abort();
     let _ = task.await;
     drop(dying);
-    let next = instance(&store, vec![workflow(&counts, true)]);
+    let next = Instance::on(&store)
+        .workflow(workflow(&counts, true))
+        .build();
     let crunch = next.workflow("crunch").unwrap();
     crunch.create_run_with_id(&run_id).cancel().await.unwrap();
     stored_as(&next, "crunch", &run_id, WorkflowStatus::Canceled).await;

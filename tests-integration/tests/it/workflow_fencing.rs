@@ -18,14 +18,15 @@ use std::time::Duration;
 
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::workflow::{Workflow, WorkflowStatus, create_step};
-use kestrel_memory::Memory;
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 
 use kestrel_core::cluster::Cluster;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 
 use super::cluster::{PausableLeases, cluster};
-use super::common::{Store, run};
+use super::fixture::Instance;
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -70,17 +71,10 @@ fn workflow(ledger: &Arc<Ledger>, gate: Option<Arc<Semaphore>>) -> Workflow {
 
 /// An instance of `cluster` (one per test: its instances share its bus) over `store`.
 fn instance(store: &Store, cluster: &Cluster, id: &str, workflow: Workflow) -> Kestrel {
-    let memory = Memory::builder()
-        .storage(Arc::clone(store))
-        .build()
-        .unwrap();
-    Kestrel::builder()
-        .storage(Arc::clone(memory.storage().unwrap()))
-        .memory(memory)
+    Instance::on(store)
         .workflow(workflow)
         .cluster(cluster.clone().instance_id(id).lease_ttl(TTL))
         .build()
-        .unwrap()
 }
 
 async fn wait_until(what: &str, done: impl Fn() -> bool) {
@@ -203,7 +197,9 @@ async fn a_paused_workflow_owner_is_fenced_off_its_run(store: Store) {
 async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
     use kestrel_chaos::{Fault, FaultProxy};
 
-    let Some(pg) = super::common::ProxiedPostgres::start(Duration::from_millis(500)).await else {
+    let Some(pg) =
+        super::proxied_postgres::ProxiedPostgres::start(Duration::from_millis(500)).await
+    else {
         return;
     };
     let (proxy, through, direct) = (
@@ -234,18 +230,7 @@ async fn a_run_whose_end_cannot_be_stored_is_handed_over_not_reported_done() {
             .commit()
             .unwrap()
     };
-    let on = |store: &Store, workflow: Workflow| {
-        let memory = Memory::builder()
-            .storage(Arc::clone(store))
-            .build()
-            .unwrap();
-        Kestrel::builder()
-            .storage(Arc::clone(memory.storage().unwrap()))
-            .memory(memory)
-            .workflow(workflow)
-            .build()
-            .unwrap()
-    };
+    let on = |store: &Store, workflow: Workflow| Instance::on(store).workflow(workflow).build();
     let a = on(&through, build(Some(Arc::clone(&proxy))));
     let run = a.workflow("cut").unwrap().create_run();
     let run_id = run.run_id().to_owned();
@@ -348,10 +333,6 @@ async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
 
     // A run sleeping on A, canceled from B.
     let nap = |id: &str| {
-        let memory = Memory::builder()
-            .storage(Arc::clone(&store))
-            .build()
-            .unwrap();
         let before = create_step("before").execute(|n: Value, _ctx| async move { Ok(n) });
         let after = create_step("after").execute(|n: Value, _ctx| async move { Ok(n) });
         let napping = Workflow::builder("nap")
@@ -360,13 +341,7 @@ async fn a_cancel_on_another_instance_reaches_the_driver(store: Store) {
             .then(after)
             .commit()
             .unwrap();
-        Kestrel::builder()
-            .storage(Arc::clone(memory.storage().unwrap()))
-            .memory(memory)
-            .workflow(napping)
-            .cluster(shared.clone().instance_id(id).lease_ttl(TTL))
-            .build()
-            .unwrap()
+        instance(&store, &shared, id, napping)
     };
     let (a, b) = (nap("a2"), nap("b2"));
     let run = a.workflow("nap").unwrap().create_run();

@@ -20,10 +20,10 @@ use kestrel_core::model::{
 };
 use kestrel_core::tool::{ToolError, create_tool};
 use kestrel_memory::Memory;
+use kestrel_storage::on_every_backend;
+use kestrel_storage::testing::Store;
 use kestrel_storage::{MessageStatus, Selection, StoredMessage};
 use serde_json::{Value, json};
-
-use crate::common::{Store, run};
 
 on_every_backend!(
     an_abort_keeps_complete_messages_and_the_partial_text_once,
