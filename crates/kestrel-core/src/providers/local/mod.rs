@@ -42,27 +42,25 @@
 //! The context window defaults to 2048 tokens (about 170 MB resident for SmolLM2-135M);
 //! [`LocalModel::with_engine_options`] or [`LocalProvider::with_engine_options`] change it.
 
+mod events;
+mod provider;
+mod request;
+
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use futures::StreamExt;
+use kestrel_llama::LoadError;
 /// The engine's settings a [`LocalModel`] takes, named here so that users need not depend on
 /// `kestrel-llama` themselves.
 pub use kestrel_llama::{AutoToolPolicy, Engine, EngineOptions, RepeatPenalty};
-use kestrel_llama::{
-    CancelToken, ChatMessage, GenerateError, GenerateRequest, Generation, GenerationEvent,
-    LoadError, StopReason, ToolCall, ToolSpec,
-};
-use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::abort::AbortSignal;
-use crate::message::{Message, Part, Role};
-use crate::model::{
-    FinishReason, LanguageModel, ModelError, ModelEvent, ModelRequest, ModelStream, ResponseFormat,
-    SharedModel, ToolChoice, UnknownModel, Usage,
-};
+use crate::model::{LanguageModel, ModelError, ModelRequest, ModelStream};
+
+use events::{event_stream, generate_error};
+pub use provider::LocalProvider;
+use request::engine_request;
 
 /// The provider name.
 pub const PROVIDER: &str = "local";
@@ -347,331 +345,12 @@ impl LanguageModel for LocalModel {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Request conversion
-
-/// Converts a model request into an engine request.
-fn engine_request(
-    request: ModelRequest,
-    policy: AutoToolPolicy,
-    repeat_penalty: Option<RepeatPenalty>,
-) -> GenerateRequest {
-    let settings = request.settings;
-    GenerateRequest {
-        messages: engine_messages(&request.messages),
-        tools: request
-            .tools
-            .iter()
-            .map(|tool| ToolSpec {
-                name: tool.name.clone(),
-                description: tool.description.clone(),
-                parameters: tool.input_schema.clone(),
-                auxiliary: tool.auxiliary,
-            })
-            .collect(),
-        tool_choice: match request.tool_choice {
-            ToolChoice::Auto => kestrel_llama::ToolChoice::Auto,
-            ToolChoice::None => kestrel_llama::ToolChoice::None,
-            ToolChoice::Required => kestrel_llama::ToolChoice::Required,
-            ToolChoice::Tool(name) => kestrel_llama::ToolChoice::Tool(name),
-        },
-        auto_tool_policy: policy,
-        parallel_tool_calls: false,
-        response_schema: match request.response_format {
-            Some(ResponseFormat::Json { schema, .. }) => Some(schema),
-            Some(ResponseFormat::Text) | None => None,
-        },
-        temperature: settings.temperature,
-        top_p: settings.top_p,
-        seed: settings.seed,
-        max_tokens: settings.max_output_tokens,
-        repeat_penalty,
-        stop: settings.stop_sequences,
-        cancel: CancelToken::new(),
-    }
-}
-
-/// Converts the conversation. Tool results become tool messages wherever they appear;
-/// reasoning parts are not sent back.
-fn engine_messages(messages: &[Message]) -> Vec<ChatMessage> {
-    let mut out = Vec::with_capacity(messages.len());
-    for message in messages {
-        match message.role {
-            Role::System => out.push(ChatMessage::system(message.text())),
-            Role::User => out.push(ChatMessage::user(message.text())),
-            Role::Assistant => {
-                let calls: Vec<ToolCall> = message
-                    .parts
-                    .iter()
-                    .filter_map(|part| match part {
-                        Part::ToolCall {
-                            tool_name, args, ..
-                        } => Some(ToolCall {
-                            name: tool_name.clone(),
-                            arguments: value_as_text(args),
-                        }),
-                        _ => None,
-                    })
-                    .collect();
-                out.push(ChatMessage::assistant_tool_calls(message.text(), calls));
-            }
-            Role::Tool => {}
-        }
-        for part in &message.parts {
-            if let Part::ToolResult {
-                tool_name,
-                result,
-                is_error,
-                ..
-            } = part
-            {
-                let text = value_as_text(result);
-                let text = if *is_error {
-                    format!("Error: {text}")
-                } else {
-                    text
-                };
-                out.push(ChatMessage::tool_result(tool_name.clone(), text));
-            }
-        }
-    }
-    out
-}
-
-/// JSON as text: strings as they are, anything else serialized.
-fn value_as_text(value: &Value) -> String {
-    match value {
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Event conversion
-
-fn generate_error(error: GenerateError) -> ModelError {
-    match error {
-        GenerateError::Cancelled => ModelError::Cancelled,
-        GenerateError::ContextOverflow {
-            prompt_tokens,
-            context,
-        } => ModelError::ContextOverflow {
-            provider: PROVIDER.into(),
-            prompt_tokens: u64::from(prompt_tokens),
-            context: u64::from(context),
-        },
-        error @ (GenerateError::UnsupportedSchema { .. }
-        | GenerateError::InvalidSchema { .. }
-        | GenerateError::Grammar(_)
-        | GenerateError::InvalidRequest(_)) => ModelError::InvalidRequest {
-            provider: PROVIDER.into(),
-            message: error.to_string(),
-        },
-        other => ModelError::Other {
-            provider: PROVIDER.into(),
-            message: other.to_string(),
-        },
-    }
-}
-
-fn finish_reason(reason: StopReason) -> FinishReason {
-    match reason {
-        StopReason::EndOfTurn | StopReason::StopSequence => FinishReason::Stop,
-        StopReason::ToolCalls => FinishReason::ToolCalls,
-        StopReason::MaxTokens | StopReason::ContextFull => FinishReason::Length,
-    }
-}
-
-/// State of the event stream.
-struct Events {
-    generation: Generation,
-    abort: AbortSignal,
-    /// Call ids by the engine's call index.
-    ids: HashMap<usize, String>,
-    /// Events converted but not yet yielded (one engine event can give two model events).
-    queue: std::collections::VecDeque<ModelEvent>,
-    done: bool,
-}
-
-impl Events {
-    fn id(&mut self, index: usize) -> String {
-        self.ids
-            .entry(index)
-            .or_insert_with(|| format!("call_{}", uuid::Uuid::new_v4().simple()))
-            .clone()
-    }
-
-    /// Converts one engine event.
-    fn convert(&mut self, event: GenerationEvent) {
-        match event {
-            GenerationEvent::Text(text) => self.queue.push_back(ModelEvent::TextDelta { text }),
-            GenerationEvent::ToolCallStart { index, name } => {
-                let id = self.id(index);
-                self.queue
-                    .push_back(ModelEvent::ToolInputStart { id, name });
-            }
-            GenerationEvent::ToolCallDelta { index, delta } => {
-                let id = self.id(index);
-                self.queue
-                    .push_back(ModelEvent::ToolInputDelta { id, delta });
-            }
-            GenerationEvent::ToolCallEnd {
-                index,
-                name,
-                arguments,
-            } => {
-                let id = self.id(index);
-                self.queue
-                    .push_back(ModelEvent::ToolInputEnd { id: id.clone() });
-                self.queue.push_back(ModelEvent::ToolCall {
-                    id,
-                    name,
-                    input: arguments,
-                });
-            }
-            GenerationEvent::Finished(completion) => {
-                self.queue.push_back(ModelEvent::Finish {
-                    reason: finish_reason(completion.reason),
-                    usage: Usage::new(
-                        u64::from(completion.prompt_tokens),
-                        u64::from(completion.completion_tokens),
-                    ),
-                });
-                self.done = true;
-            }
-        }
-    }
-}
-
-/// The model event stream of one generation. It ends after `Finish`, after an error, or with
-/// [`ModelError::Cancelled`] as soon as the abort signal fires (the engine stops before its
-/// next token). Dropping it cancels the generation.
-fn event_stream(generation: Generation, abort: AbortSignal) -> ModelStream {
-    let state = Events {
-        generation,
-        abort,
-        ids: HashMap::new(),
-        queue: Default::default(),
-        done: false,
-    };
-    futures::stream::unfold(Some(state), |state| async move {
-        let mut state = state?;
-        loop {
-            if let Some(event) = state.queue.pop_front() {
-                return Some((Ok(event), Some(state)));
-            }
-            if state.done {
-                return None;
-            }
-            let next = tokio::select! {
-                biased;
-                _ = state.abort.aborted() => {
-                    state.generation.cancel();
-                    return Some((Err(ModelError::Cancelled), None));
-                }
-                next = state.generation.next() => next,
-            };
-            match next {
-                Some(Ok(event)) => state.convert(event),
-                Some(Err(error)) => return Some((Err(generate_error(error)), None)),
-                None => {
-                    return Some((
-                        Err(ModelError::Other {
-                            provider: PROVIDER.into(),
-                            message: "the local engine stopped without finishing".into(),
-                        }),
-                        None,
-                    ));
-                }
-            }
-        }
-    })
-    .boxed()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Registry
-
-/// The `local` provider's factory: resolves `local/<id>` (see the module docs) without
-/// loading anything, and shares one engine per id among the models it creates.
-#[derive(Clone, Default)]
-pub struct LocalProvider {
-    model_path: Option<PathBuf>,
-    locator: Option<Arc<dyn ModelLocator>>,
-    options: EngineOptions,
-    engines: Arc<Mutex<HashMap<String, Arc<OnceCell<Engine>>>>>,
-}
-
-impl std::fmt::Debug for LocalProvider {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalProvider")
-            .field("model_path", &self.model_path)
-            .field("locator", &self.locator.is_some())
-            .field("options", &self.options)
-            .finish()
-    }
-}
-
-impl LocalProvider {
-    /// A provider configured from `env`: reads [`MODEL_PATH_VARIABLE`].
-    pub fn from_env(env: impl Fn(&str) -> Option<String>) -> Self {
-        Self {
-            model_path: env(MODEL_PATH_VARIABLE)
-                .filter(|v| !v.trim().is_empty())
-                .map(PathBuf::from),
-            ..Self::default()
-        }
-    }
-
-    /// Resolves names through `locator` (after [`MODEL_PATH_VARIABLE`]).
-    pub fn with_locator(mut self, locator: Arc<dyn ModelLocator>) -> Self {
-        self.locator = Some(locator);
-        self
-    }
-
-    /// Engine options for the models it loads.
-    pub fn with_engine_options(mut self, options: EngineOptions) -> Self {
-        self.options = options;
-        self
-    }
-
-    /// The model `local/<model_id>`. Loads nothing.
-    pub fn model(&self, model_id: &str) -> LocalModel {
-        let source = if looks_like_path(model_id) {
-            Source::Path(PathBuf::from(model_id))
-        } else if let Some(path) = &self.model_path {
-            Source::Path(path.clone())
-        } else {
-            Source::Named {
-                name: model_id.to_string(),
-                locator: self.locator.clone(),
-            }
-        };
-        let cell = match self.engines.lock() {
-            Ok(mut engines) => engines.entry(model_id.to_string()).or_default().clone(),
-            // A poisoned map only loses sharing.
-            Err(_) => Arc::new(OnceCell::new()),
-        };
-        LocalModel::with_source(model_id.to_string(), source)
-            .with_engine_options(self.options.clone())
-            .with_engine_cell(cell)
-    }
-}
-
-impl crate::model::ProviderFactory for LocalProvider {
-    fn create(&self, model_id: &str, _spec: &str) -> Result<SharedModel, UnknownModel> {
-        Ok(Arc::new(self.model(model_id)))
-    }
-}
-
-/// Whether a `local/<id>` id names a file rather than a model.
-fn looks_like_path(id: &str) -> bool {
-    id.ends_with(".gguf") || id.contains('/') || id.contains(std::path::MAIN_SEPARATOR)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::request::engine_messages;
     use super::*;
+    use crate::message::{Message, Part, Role};
+    use kestrel_llama::GenerateError;
     use serde_json::json;
     use std::path::Path;
 
