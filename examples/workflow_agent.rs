@@ -11,10 +11,11 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use kestrel::agent::AgentStep;
 use kestrel::event::EventKind;
 use kestrel::model::ModelSpec;
 use kestrel::prelude::*;
-use kestrel::workflow::{AgentStep, Workflow, WorkflowStatus, create_step};
+use kestrel::workflow::{Workflow, WorkflowStatus, create_step};
 use serde_json::{Value, json};
 
 fn model() -> ModelSpec {

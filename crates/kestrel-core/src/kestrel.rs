@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use crate::agent::Agent;
 use crate::cluster::Cluster;
+use crate::cluster::member::ClusterRuntime;
 use crate::control::recovery;
 use crate::memory::{AgentMemory, IntoAgentMemory};
 use crate::model::ModelRegistry;
 use crate::pubsub::SharedPubSub;
 use crate::runtime::Runtime;
-use crate::runtime::cluster::ClusterRuntime;
 use crate::runtime::registry::{RunRegistry, ThreadKey};
 use crate::store::{IntoStores, SharedRunStore, SharedWorkflowStore, Stores};
 use crate::tool::{SharedTool, Tool};

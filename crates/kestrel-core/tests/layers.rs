@@ -11,12 +11,12 @@ use std::path::{Path, PathBuf};
 /// stores): they may name the run machine's data types and nothing else of these.
 const LAYERS: &[(&str, u8)] = &[
     ("run", 1),
-    ("definition", 2),
-    ("runtime", 3),
-    ("delegation", 4),
-    ("control", 4),
-    ("agent", 5),
-    ("workflow", 6),
+    ("workflow", 2),
+    ("definition", 3),
+    ("runtime", 4),
+    ("delegation", 5),
+    ("control", 5),
+    ("agent", 6),
     ("network", 7),
     ("kestrel", 7),
 ];

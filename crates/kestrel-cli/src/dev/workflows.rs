@@ -14,10 +14,8 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
-use kestrel::agent::Agent;
-use kestrel::workflow::{
-    AgentStep, StepContext, StepError, Workflow, WorkflowBuildError, create_step, when,
-};
+use kestrel::agent::{Agent, AgentStep};
+use kestrel::workflow::{StepContext, StepError, Workflow, WorkflowBuildError, create_step, when};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -19,6 +19,7 @@ use crate::skill::tools::skill_tools;
 use crate::skill::{DynSkills, Skill, SkillSet, SkillsSource};
 use crate::store::SharedRunStore;
 use crate::tool::{SharedTool, Tool, ToolSet};
+use crate::workflow::{Workflow, WorkflowTool};
 
 /// Builds an [`Agent`]. Only the id and a model are required.
 ///
@@ -49,8 +50,8 @@ pub struct AgentBuilder {
     run_store: Option<SharedRunStore>,
     storage: Option<crate::store::Stores>,
     sub_agents: Vec<Agent>,
-    /// The workflows of `workflow(..)`, by id, type-erased (they live in a layer above).
-    workflows: Vec<(String, Arc<dyn std::any::Any + Send + Sync>)>,
+    /// The workflows of `workflow(..)`, in the order given.
+    workflows: Vec<Workflow>,
     /// The names of the tools that stand for a sub-agent or a workflow.
     primitive_tools: Vec<String>,
     background: BackgroundTasks,
@@ -105,18 +106,20 @@ impl AgentBuilder {
         self
     }
 
-    /// Adds a workflow the agent holds: `tool` (its tool) joins the agent's tools, and
-    /// `workflow` is kept by id for the layers that read it back (networks).
-    pub(crate) fn with_workflow(
-        mut self,
-        id: String,
-        workflow: Arc<dyn std::any::Any + Send + Sync>,
-        tool: SharedTool,
-    ) -> Self {
+    /// Gives the agent a workflow: the model may call it as the tool `workflow-<id>`, and
+    /// the agent's network ([`Agent::network`]) may route a task to it. Two workflows with
+    /// one id fail [`AgentBuilder::build`] (their tools share a name).
+    pub fn workflow(mut self, workflow: Workflow) -> Self {
+        let tool: SharedTool = Arc::new(WorkflowTool::new(workflow.clone()));
         self.primitive_tools.push(tool.id().to_owned());
         self.tools.push(tool);
-        self.workflows.push((id, workflow));
+        self.workflows.push(workflow);
         self
+    }
+
+    /// Gives the agent several workflows ([`AgentBuilder::workflow`] for each).
+    pub fn workflows(self, workflows: impl IntoIterator<Item = Workflow>) -> Self {
+        workflows.into_iter().fold(self, AgentBuilder::workflow)
     }
 
     /// Where runs that stop for a person (approvals, suspended tools, client tools) are
@@ -382,7 +385,11 @@ impl AgentBuilder {
             memory: self.memory,
             own_run_store: self.run_store,
             sub_agents,
-            workflows: self.workflows.into_iter().collect(),
+            workflows: self
+                .workflows
+                .into_iter()
+                .map(|workflow| (workflow.id().to_owned(), workflow))
+                .collect(),
             own_tools,
             background: self.background,
             tool_definitions,

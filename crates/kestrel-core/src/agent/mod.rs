@@ -9,11 +9,14 @@
 //!
 //! This module is the surface users write against; what it re-exports lives in the layers
 //! below it, each importing only those under it: [`crate::run`] (the run machine) <
-//! [`crate::definition`] (what an agent is) < [`crate::runtime`] (where and how it runs) <
+//! [`crate::workflow`] (workflows, which an agent may hold) < [`crate::definition`] (what an
+//! agent is) < [`crate::runtime`] (where and how it runs) <
 //! delegation and [`crate::control`] (run control).
 
 mod builder;
 mod request;
+mod step;
+mod workflows;
 
 pub use crate::control::{
     Continue, DEFAULT_DECLINE_REASON, Proceed, RunControlError, RunHandle, SuspendedRun,
@@ -37,6 +40,7 @@ pub use crate::runtime::{
 };
 pub use builder::AgentBuilder;
 pub use request::{GenerateRequest, StreamRequest};
+pub use step::AgentStep;
 
 use crate::message::Input;
 

@@ -20,6 +20,9 @@
 //! Without a cluster (the default) none of this runs: one process, in-process leases and
 //! queues, nothing fenced.
 
+pub(crate) mod live;
+pub(crate) mod member;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -22,11 +22,11 @@
 use futures::future::BoxFuture;
 
 use super::decisions::RunControlError;
+use crate::cluster::member::{Hold, holder_instance};
 use crate::cluster::{Command, Outcome, run_lease_key};
 use crate::definition::RunOptions;
 use crate::model::FinishReason;
 use crate::run::{RunState, RunStatus, Waiting};
-use crate::runtime::cluster::{Hold, holder_instance};
 use crate::runtime::registry::LiveAbort;
 use crate::runtime::{Agent, AgentRun};
 use crate::store::{RunPhase, RunStoreError, SharedRunStore, StoredRun};

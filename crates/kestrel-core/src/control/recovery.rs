@@ -13,12 +13,12 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 
 use super::RunControlError;
+use crate::cluster::member::ThreadRecovery;
 use crate::definition::AgentError;
 use crate::definition::background::DEFAULT_BACKGROUND_TIMEOUT;
 use crate::memory::MemoryScope;
 use crate::model::FinishReason;
 use crate::runtime::background::{BackgroundDone, deliver_to_thread};
-use crate::runtime::cluster::ThreadRecovery;
 use crate::runtime::registry::ThreadKey;
 use crate::runtime::{Agent, AgentStream};
 use crate::store::{RunPhase, StoredRun, SuspendedRunsQuery};

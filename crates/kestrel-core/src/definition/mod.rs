@@ -79,9 +79,8 @@ pub(crate) struct AgentDefinition {
     pub(crate) own_run_store: Option<SharedRunStore>,
     /// The sub-agents of `agents(..)`, by id (their delegation tools are in `tools`).
     pub(crate) sub_agents: HashMap<String, Arc<AgentDefinition>>,
-    /// The workflows the agent holds, by id (each also a tool in `tools`). Type-erased:
-    /// workflows are a layer above definitions, and read them back.
-    pub(crate) workflows: std::collections::BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>,
+    /// The workflows the agent holds, by id (each also a tool in `tools`).
+    pub(crate) workflows: std::collections::BTreeMap<String, crate::workflow::Workflow>,
     /// The ids of the tools given as tools (not a sub-agent's, a workflow's or memory's).
     pub(crate) own_tools: Vec<String>,
     /// Which delegation tools run in the background.

@@ -395,12 +395,7 @@ pub(crate) fn network_workflow(
             .network_live
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        let held = sets
-            .entry(id)
-            .or_insert_with(|| Arc::new(crate::workflow::LiveRuns::default()));
-        Arc::clone(held)
-            .downcast::<crate::workflow::LiveRuns>()
-            .unwrap_or_else(|_| Arc::new(crate::workflow::LiveRuns::default()))
+        Arc::clone(sets.entry(id).or_default())
     };
     let cluster = agent.runtime.runs.cluster.clone();
     Ok(workflow.with_live(live).with_cluster(cluster))

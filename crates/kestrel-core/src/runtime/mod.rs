@@ -14,9 +14,7 @@
 //! - `subrun`: what a delegation call learns from the run that makes it.
 
 pub(crate) mod background;
-pub(crate) mod cluster;
 pub(crate) mod driver;
-mod live;
 mod queue;
 pub(crate) mod registry;
 mod stream;
@@ -57,11 +55,11 @@ pub(crate) struct Runtime {
     pub(crate) drains: queue::Drains,
     /// The instance's default choice of versions, under each run's own.
     pub(crate) versions: crate::version::Versions,
-    /// The network runs going on in this process, per agent (the workflows layer's live-run
-    /// sets, held opaquely here, below it): a network's workflow is built per call, and every
-    /// build of one agent's shares them, so a cancel or a recovery sees the runs of any.
+    /// The network runs going on in this process, per agent: a network's workflow is built
+    /// per call, and every build of one agent's shares them, so a cancel or a recovery sees
+    /// the runs of any.
     pub(crate) network_live:
-        std::sync::Mutex<std::collections::HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>,
+        std::sync::Mutex<std::collections::HashMap<String, Arc<crate::workflow::LiveRuns>>>,
 }
 
 impl std::fmt::Debug for Runtime {

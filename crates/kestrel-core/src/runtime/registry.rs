@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::cluster::{ClusterRuntime, Hold, ThreadRecovery};
-pub(crate) use super::live::LiveRuns;
-pub(crate) use super::live::{LiveAbort, ThreadKey};
 use crate::abort::AbortSignal;
 use crate::cluster::ClusterError;
+pub(crate) use crate::cluster::live::LiveRuns;
+pub(crate) use crate::cluster::live::{LiveAbort, ThreadKey};
+use crate::cluster::member::{ClusterRuntime, Hold, ThreadRecovery};
 use crate::message::Message;
 use crate::pubsub::{InProcessPubSub, SharedPubSub};
 
@@ -225,8 +225,8 @@ impl RunRegistry {
         let key = crate::cluster::thread_lease_key(&thread.resource_id, &thread.thread_id);
         Ok(cluster.other_holder(&key).await?.map(|lease| {
             (
-                super::cluster::holder_instance(&lease.holder).to_owned(),
-                super::cluster::holder_run(&lease.holder).map(str::to_owned),
+                crate::cluster::member::holder_instance(&lease.holder).to_owned(),
+                crate::cluster::member::holder_run(&lease.holder).map(str::to_owned),
             )
         }))
     }

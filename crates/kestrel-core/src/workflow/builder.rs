@@ -2,270 +2,17 @@
 //! [`WorkflowBuilder::commit`].
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::Arc;
 
-use futures::FutureExt;
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde_json::Value;
 
+use super::condition::Condition;
+use super::definition::{Retry, Workflow, WorkflowInner};
+use super::entry::{Entry, Wait};
 use super::step::{IntoStep, Step, StepError};
 use crate::schema::schema_of;
 use crate::store::{InMemoryWorkflowStore, SharedWorkflowStore};
-
-/// What a condition sees: for a branch, its input (the previous entry's output); for a loop,
-/// the output of the iteration that just ran, and how many have; and the run's input and
-/// state. The values are shared with the run, not copied (they read as `&Value`: `&c.input`,
-/// `c.input["field"]`).
-#[derive(Debug, Clone)]
-pub struct ConditionContext {
-    /// The branch's input, or the loop step's last output.
-    pub input: Arc<Value>,
-    /// The run's input.
-    pub init: Arc<Value>,
-    /// The workflow state.
-    pub state: Arc<Value>,
-    /// A loop's iterations so far (1 after the first); 0 for a branch.
-    pub iteration_count: u32,
-}
-
-type ConditionFn =
-    dyn Fn(ConditionContext) -> BoxFuture<'static, Result<bool, StepError>> + Send + Sync;
-
-/// A branch arm's condition: whether its step runs.
-#[derive(Clone)]
-pub struct Condition(pub(crate) Arc<ConditionFn>);
-
-impl std::fmt::Debug for Condition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Condition")
-    }
-}
-
-/// A condition from an async function of the [`ConditionContext`]; an error fails the run,
-/// naming the branch.
-pub fn when<F, Fut>(f: F) -> Condition
-where
-    F: Fn(ConditionContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<bool, StepError>> + Send + 'static,
-{
-    Condition(Arc::new(move |ctx| f(ctx).boxed()))
-}
-
-/// One entry of a workflow's graph.
-#[derive(Clone)]
-pub(crate) enum Entry {
-    /// A step.
-    Step(Arc<dyn Step>),
-    /// Steps that run at once on the same input; the output is keyed by step id.
-    Parallel(Vec<Arc<dyn Step>>),
-    /// Every arm whose condition holds runs, at once; the output is keyed by step id.
-    Branch(Vec<(Condition, Arc<dyn Step>)>),
-    /// A step run again on its own output while (`until: false`) or until (`until: true`)
-    /// the condition holds on that output.
-    Loop {
-        step: Arc<dyn Step>,
-        condition: Condition,
-        until: bool,
-    },
-    /// A step run on each item of an array input, `concurrency` at a time; the output is
-    /// the array of their outputs, in the input's order.
-    Foreach {
-        step: Arc<dyn Step>,
-        concurrency: usize,
-    },
-    /// A pause that hands its input on.
-    Sleep { id: String, wait: Wait },
-}
-
-/// How long a sleep lasts.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    /// This long.
-    For(std::time::Duration),
-    /// Until this time.
-    Until(std::time::SystemTime),
-}
-
-impl Entry {
-    /// The entry's id in the execution path: its step's, or its steps' ids joined.
-    pub(crate) fn path_id(&self) -> String {
-        match self {
-            Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
-                step.id().to_owned()
-            }
-            Entry::Parallel(steps) => ids(steps.iter()),
-            Entry::Branch(arms) => ids(arms.iter().map(|(_, s)| s)),
-            Entry::Sleep { id, .. } => id.clone(),
-        }
-    }
-
-    pub(crate) fn steps(&self) -> Vec<&Arc<dyn Step>> {
-        match self {
-            Entry::Step(step) | Entry::Loop { step, .. } | Entry::Foreach { step, .. } => {
-                vec![step]
-            }
-            Entry::Parallel(steps) => steps.iter().collect(),
-            Entry::Branch(arms) => arms.iter().map(|(_, s)| s).collect(),
-            Entry::Sleep { .. } => Vec::new(),
-        }
-    }
-}
-
-fn ids<'a>(steps: impl Iterator<Item = &'a Arc<dyn Step>>) -> String {
-    steps.map(|s| s.id()).collect::<Vec<_>>().join(",")
-}
-
-/// A committed workflow: cheap to clone, shared by its runs.
-#[derive(Clone)]
-pub struct Workflow {
-    pub(crate) inner: Arc<WorkflowInner>,
-}
-
-pub(crate) struct WorkflowInner {
-    pub id: Arc<str>,
-    pub description: String,
-    pub input_schema: Value,
-    pub output_schema: Value,
-    pub entries: Vec<Entry>,
-    pub store: SharedWorkflowStore,
-    /// The builder was given the store (a `Kestrel` instance keeps it).
-    pub own_store: bool,
-    /// How failed steps are retried, unless a step says otherwise.
-    pub retry: Retry,
-    /// The input schema, compiled once.
-    pub input_validator: Arc<jsonschema::Validator>,
-    /// The runs going on in this process.
-    pub live: Arc<super::live::LiveRuns>,
-    /// The cluster of the instance it is registered on, if any: runs hold leases in it, and
-    /// requests about them reach the instance driving them through it.
-    pub cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
-    /// Which snapshots the store keeps (none: all).
-    pub persist: Option<Arc<super::persist::PersistFn>>,
-}
-
-impl std::fmt::Debug for Workflow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Workflow")
-            .field("id", &self.inner.id)
-            .field("entries", &self.inner.entries.len())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Workflow {
-    /// Starts building workflow `id` (Mastra's `createWorkflow`).
-    pub fn builder(id: impl Into<String>) -> WorkflowBuilder {
-        WorkflowBuilder {
-            id: id.into(),
-            description: String::new(),
-            input_schema: None,
-            output_schema: None,
-            entries: Vec::new(),
-            store: None,
-            retry: Retry::default(),
-            persist: None,
-        }
-    }
-
-    /// The same workflow keeping its runs in `store` (a `Kestrel` instance gives its
-    /// workflows its store this way, unless their builder was given one).
-    pub fn with_store(&self, store: SharedWorkflowStore) -> Workflow {
-        self.rebuilt(store, self.inner.cluster.clone())
-    }
-
-    /// The same workflow, its runs leased in `cluster` (a `Kestrel` instance in a cluster
-    /// gives its workflows its cluster this way).
-    pub(crate) fn with_cluster(
-        &self,
-        cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
-    ) -> Workflow {
-        if let Some(cluster) = &cluster {
-            // Another instance's cancel of one of its runs reaches it here.
-            cluster.register_workflow(&self.inner.id, self.inner.live.clone());
-        }
-        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), cluster);
-        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
-            inner.own_store = self.inner.own_store;
-        }
-        workflow
-    }
-
-    /// The same workflow, its runs going on in this process kept in `live` (shared by several
-    /// builds of one workflow: an agent's networks).
-    pub(crate) fn with_live(&self, live: Arc<super::live::LiveRuns>) -> Workflow {
-        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
-        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
-            inner.own_store = self.inner.own_store;
-            inner.live = live;
-        }
-        workflow
-    }
-
-    fn rebuilt(
-        &self,
-        store: SharedWorkflowStore,
-        cluster: Option<Arc<crate::runtime::cluster::ClusterRuntime>>,
-    ) -> Workflow {
-        let inner = &self.inner;
-        Workflow {
-            inner: Arc::new(WorkflowInner {
-                id: Arc::clone(&inner.id),
-                description: inner.description.clone(),
-                input_schema: inner.input_schema.clone(),
-                output_schema: inner.output_schema.clone(),
-                entries: inner.entries.clone(),
-                store,
-                own_store: true,
-                retry: inner.retry,
-                input_validator: Arc::clone(&inner.input_validator),
-                live: Arc::clone(&inner.live),
-                cluster,
-                persist: inner.persist.clone(),
-            }),
-        }
-    }
-
-    /// Where the workflow's runs are kept.
-    pub fn store(&self) -> &SharedWorkflowStore {
-        &self.inner.store
-    }
-
-    /// Whether its builder was given a store ([`WorkflowBuilder::store`]).
-    pub fn has_own_store(&self) -> bool {
-        self.inner.own_store
-    }
-
-    /// The step `id`, wherever it is in the graph.
-    pub fn step(&self, id: &str) -> Option<&Arc<dyn Step>> {
-        self.inner
-            .entries
-            .iter()
-            .flat_map(Entry::steps)
-            .find(|step| step.id() == id)
-    }
-
-    /// The workflow's id.
-    pub fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// What it does.
-    pub fn description(&self) -> &str {
-        &self.inner.description
-    }
-
-    /// The JSON schema of a run's input.
-    pub fn input_schema(&self) -> &Value {
-        &self.inner.input_schema
-    }
-
-    /// The JSON schema of a run's output.
-    pub fn output_schema(&self) -> &Value {
-        &self.inner.output_schema
-    }
-}
 
 /// Why a workflow cannot be committed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -344,19 +91,28 @@ pub struct WorkflowBuilder {
     persist: Option<Arc<super::persist::PersistFn>>,
 }
 
-/// How failed steps are retried: `attempts` more times, `delay` apart.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Retry {
-    pub attempts: u32,
-    pub delay: std::time::Duration,
-}
-
 impl std::fmt::Debug for WorkflowBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkflowBuilder")
             .field("id", &self.id)
             .field("entries", &self.entries.len())
             .finish_non_exhaustive()
+    }
+}
+
+impl Workflow {
+    /// Starts building workflow `id` (Mastra's `createWorkflow`).
+    pub fn builder(id: impl Into<String>) -> WorkflowBuilder {
+        WorkflowBuilder {
+            id: id.into(),
+            description: String::new(),
+            input_schema: None,
+            output_schema: None,
+            entries: Vec::new(),
+            store: None,
+            retry: Retry::default(),
+            persist: None,
+        }
     }
 }
 

@@ -94,7 +94,7 @@ impl WorkflowRun {
         let Some(lease) = cluster.other_holder(&key).await.map_err(failed)? else {
             return Ok(false);
         };
-        let instance = crate::runtime::cluster::holder_instance(&lease.holder).to_owned();
+        let instance = crate::cluster::member::holder_instance(&lease.holder).to_owned();
         let outcome = cluster
             .request(
                 &instance,

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::builder::{Entry, Wait, Workflow};
+use super::definition::Workflow;
+use super::entry::{Entry, Wait};
 use super::step::Step;
 
 impl Workflow {

@@ -64,7 +64,7 @@ impl Drop for LiveGuard {
     }
 }
 
-impl crate::runtime::cluster::LiveSignals for LiveRuns {
+impl crate::cluster::member::LiveSignals for LiveRuns {
     fn signal(&self, run_id: &str) -> Option<AbortSignal> {
         LiveRuns::signal(self, run_id)
     }

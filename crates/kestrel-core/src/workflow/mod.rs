@@ -12,9 +12,9 @@
 //!   [`crate::event::Event`] as agents, `from: "WORKFLOW"`, with Mastra's `workflow-*` types
 //!   and fields (`workflow-start`, `workflow-step-start`, `workflow-step-result`,
 //!   `workflow-step-suspended`, `workflow-step-output` from a step's writer, `workflow-finish`).
-//! - An agent is a step too ([`AgentStep`]: `{prompt}` in, `{text}` out, its events in the
-//!   workflow's stream as `workflow-step-output`), and so is a tool ([`ToolStep`]); a
-//!   workflow is an agent's tool through [`WorkflowTool`].
+//! - An agent is a step too ([`crate::agent::AgentStep`]: `{prompt}` in, `{text}` out, its
+//!   events in the workflow's stream as `workflow-step-output`), and so is a tool
+//!   ([`ToolStep`]); a workflow is an agent's tool through [`WorkflowTool`].
 //! - A step stops early through [`StepError`]: a failure, [`StepContext::suspend`] (the run
 //!   stops `suspended`) or [`StepContext::bail`] (the run ends `success` with that value).
 //!
@@ -37,11 +37,13 @@
 //! ```
 
 mod builder;
+mod condition;
+mod definition;
 mod engine;
+mod entry;
 mod error;
 mod events;
 mod graph;
-mod held;
 mod lease;
 mod live;
 pub(crate) use live::LiveRuns;
@@ -62,12 +64,12 @@ pub use crate::store::{
     InMemoryWorkflowStore, SharedWorkflowStore, StepResult, StepResults, WorkflowFenced,
     WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot, WorkflowStore, WorkflowStoreError,
 };
-pub use builder::{
-    Condition, ConditionContext, Workflow, WorkflowBuildError, WorkflowBuilder, when,
-};
+pub use builder::{WorkflowBuildError, WorkflowBuilder};
+pub use condition::{Condition, ConditionContext, when};
+pub use definition::Workflow;
 pub use error::WorkflowRunError;
 pub use persist::SnapshotCheck;
-pub use primitives::{AgentStep, ToolStep, WorkflowTool};
+pub use primitives::{ToolStep, WorkflowTool};
 pub use result::WorkflowResult;
 pub use run::WorkflowRun;
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::builder::Workflow;
+use super::definition::Workflow;
 use super::error::WorkflowRunError;
 use super::path::{META, path_of};
 use super::step::{Step, StepContext, StepError};

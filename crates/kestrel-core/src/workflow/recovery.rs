@@ -4,7 +4,7 @@
 //! `recover_workflow_runs`, and, in a cluster, every sweep interval (a run whose instance died
 //! is found by its lease having run out).
 
-use super::builder::Workflow;
+use super::definition::Workflow;
 use super::error::WorkflowRunError;
 use crate::event::WorkflowStatus;
 use crate::store::WorkflowRunsQuery;

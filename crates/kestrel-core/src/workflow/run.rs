@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use serde_json::{Map, Value};
 
-use super::builder::Workflow;
+use super::definition::Workflow;
 use super::engine::{Engine, Resume, foreach_suspended};
 use super::error::WorkflowRunError;
 use super::lease::RunLease;

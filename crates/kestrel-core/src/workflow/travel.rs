@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::WorkflowResult;
-use super::builder::Entry;
 use super::engine::Resume;
+use super::entry::Entry;
 use super::error::WorkflowRunError;
 use super::run::WorkflowRun;
 use super::stream::WorkflowStream;

@@ -17,9 +17,9 @@ struct V {
 
 #[tokio::test]
 async fn agents_and_tools_are_steps() {
-    use kestrel_core::agent::Agent;
+    use kestrel_core::agent::{Agent, AgentStep};
     use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-    use kestrel_core::workflow::{AgentStep, ToolStep};
+    use kestrel_core::workflow::ToolStep;
     let model = std::sync::Arc::new(ScriptedModel::from_fn(|req| {
         let asked = req.messages.last().unwrap().text();
         ScriptedResponse::text(format!("about {asked}"))
@@ -147,8 +147,8 @@ async fn a_workflow_is_an_agents_tool_and_its_suspension_the_calls() {
 #[tokio::test]
 async fn an_agent_step_with_structured_output_gives_its_object() {
     use kestrel_core::agent::Agent;
+    use kestrel_core::agent::AgentStep;
     use kestrel_core::model::{ScriptedModel, ScriptedResponse};
-    use kestrel_core::workflow::AgentStep;
 
     #[derive(Deserialize, JsonSchema)]
     #[allow(dead_code)]

@@ -13,14 +13,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kestrel_core::agent::Agent;
+use kestrel_core::agent::AgentStep;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{
     ModelError, ModelRequest, ResponseFormat, ScriptedModel, ScriptedResponse,
 };
 use kestrel_core::workflow::{
-    AgentStep, InMemoryWorkflowStore, Workflow, WorkflowRunList, WorkflowRunsQuery,
-    WorkflowSnapshot, WorkflowStatus, WorkflowStore, WorkflowStoreError, WorkflowTool, create_step,
+    InMemoryWorkflowStore, Workflow, WorkflowRunList, WorkflowRunsQuery, WorkflowSnapshot,
+    WorkflowStatus, WorkflowStore, WorkflowStoreError, WorkflowTool, create_step,
 };
 use kestrel_memory::Memory;
 use kestrel_server::Server;

@@ -15,11 +15,11 @@ use tracing::Instrument;
 
 use super::Agent;
 use super::background::BackgroundRuntime;
-use super::cluster::Hold;
 use super::registry::Lease;
 use super::stream::AgentStream;
 use super::subrun::{DelegationRuntime, SubRunContext};
 use crate::abort::AbortSignal;
+use crate::cluster::member::Hold;
 use crate::context::RequestContext;
 use crate::definition::iteration::TaskCompletion;
 use crate::definition::{

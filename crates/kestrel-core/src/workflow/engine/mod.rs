@@ -12,7 +12,9 @@ use std::sync::Arc;
 use futures::FutureExt;
 use serde_json::{Map, Value, json};
 
-use super::builder::{ConditionContext, Entry, Workflow};
+use super::Workflow;
+use super::condition::ConditionContext;
+use super::entry::Entry;
 use super::result::WorkflowResult;
 use super::step::{RunShared, Step, StepContext, StepError, StepRef};
 use crate::event::{

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Engine, Flow, Resume, error_info, error_message};
-use crate::workflow::builder::{Condition, ConditionContext};
+use crate::workflow::condition::{Condition, ConditionContext};
 use crate::workflow::step::Step;
 
 impl Engine {

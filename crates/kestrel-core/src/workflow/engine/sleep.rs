@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Engine, Flow, now_ms, step_payload};
 use crate::event::{EventKind, EventSource, StepStatus, WorkflowStatus};
 use crate::store::StepResult;
-use crate::workflow::builder::Wait;
+use crate::workflow::entry::Wait;
 
 impl Engine {
     /// A sleep: a waiting event, the run stored `waiting`, the wait (cut short by a cancel),

@@ -1,5 +1,6 @@
-//! This instance's side of a [`Cluster`]: its inbox (requests from other instances, answered
-//! from the runs in progress, [`super::live::LiveRuns`]), requests to other instances, and the leases its runs hold.
+//! This instance as a member of a [`Cluster`]: its inbox (requests from other instances,
+//! answered from the runs in progress, [`super::live::LiveRuns`]), its requests to other
+//! instances, and the leases its runs hold.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -9,10 +10,9 @@ use futures::StreamExt;
 use tokio::sync::oneshot;
 
 use super::live::{LiveAbort, LiveRuns, ThreadKey};
-use crate::cluster::{Cluster, ClusterError, Command, ControlMessage, Outcome, thread_lease_key};
+use super::{Cluster, ClusterError, Command, ControlMessage, Outcome, thread_lease_key};
 use crate::lease::Lease;
 
-/// See the module docs.
 /// Lazy recovery of a thread: continues the runs an instance that died left on the thread
 /// (still `running` in the store, their lease free), so that they go before `new_run`, which
 /// is about to take the thread. Implemented where every agent is known (the run control
