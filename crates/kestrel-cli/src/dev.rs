@@ -38,10 +38,12 @@
 //! ```
 
 mod ledger;
+mod mcp;
 mod network;
 mod workflows;
 
 pub use ledger::{LEDGER_ENV, Ledger};
+pub use mcp::{MCP_SERVER_ID, demo_mcp_server};
 pub use network::COORDINATOR;
 
 pub use workflows::{PUBLISH_POST, RESEARCH_BRIEF, WEATHER_REPORT};
@@ -140,6 +142,9 @@ pub enum DevError {
     /// A demo skill is invalid.
     #[error("cannot build a demo skill: {0}")]
     Skill(#[from] SkillError),
+    /// The demo MCP server could not be built.
+    #[error("cannot build the demo MCP server: {0}")]
+    Mcp(#[from] kestrel::mcp::McpServerBuildError),
 }
 
 /// Opens (creating it and its directory when needed) the SQLite database at `path`.

@@ -10,13 +10,13 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kestrel::model::{ModelRegistry, ModelSpec};
+use kestrel::model::ModelSpec;
 use kestrel::server::{API_TOKEN_ENV, ServeError};
 use kestrel_cli::dev;
 
 use crate::cli::DevArgs;
 use crate::exit::{FAILURE, USAGE, fail};
-use crate::model_choice::{model_for_command, process_env};
+use crate::model_choice::{process_env, resolved_model_for_command};
 
 /// Runs `kestrel dev` and returns the exit code.
 pub async fn run(args: DevArgs) -> ExitCode {
@@ -24,14 +24,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if !addr.ip().is_loopback() && process_env(API_TOKEN_ENV).is_none_or(|t| t.trim().is_empty()) {
         return fail(USAGE, public_without_token(addr));
     }
-    let spec = match model_for_command(args.model.as_deref()).await {
-        Ok(spec) => spec,
+    let (spec, model) = match resolved_model_for_command(args.model.as_deref()).await {
+        Ok(resolved) => resolved,
         Err(code) => return code,
-    };
-    // Resolved once, so every demo agent shares one model (one local model in memory).
-    let model = match ModelRegistry::from_env().resolve(&spec) {
-        Ok(model) => model,
-        Err(error) => return fail(USAGE, error),
     };
     if args.redis.is_some() && matches!(args.db, dev::Database::Sqlite(_)) {
         return fail(
