@@ -31,7 +31,7 @@
 //!
 //! let storage: Arc<dyn Storage> = Arc::new(dev::open_storage(".kestrel/dev.db".as_ref()).await?);
 //! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::clone(&storage))?;
-//! dev::server(kestrel, dev::demo_memory()?)
+//! dev::server(kestrel, dev::demo_memory()?)?
 //!     .serve("127.0.0.1:4111".parse()?)
 //!     .await?;
 //! # Ok(()) }
@@ -376,8 +376,12 @@ pub fn demo_memory() -> Result<Memory, DevError> {
 /// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` (the demo agents',
 /// [`demo_memory`], on the instance's storage) behind the memory routes, and the token from
 /// `KESTREL_API_TOKEN` when it is set.
-pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
-    Server::from_env(kestrel).studio(true).memory(memory)
+pub fn server(kestrel: Kestrel, memory: Memory) -> Result<Server, DevError> {
+    let mcp = demo_mcp_server(&kestrel)?;
+    Ok(Server::from_env(kestrel)
+        .studio(true)
+        .memory(memory)
+        .mcp_server(mcp))
 }
 
 fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {

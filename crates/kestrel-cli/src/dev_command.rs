@@ -104,7 +104,10 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let restarted = kestrel.recover_workflow_runs().await;
     // Messages queued on threads that no run took yet run now, in order.
     let queues = kestrel.drain_message_queues().await;
-    let server = dev::server(kestrel, memory).allowed_hosts(args.allowed_hosts.clone());
+    let server = match dev::server(kestrel, memory) {
+        Ok(server) => server.allowed_hosts(args.allowed_hosts.clone()),
+        Err(error) => return fail(USAGE, error),
+    };
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
         Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),
@@ -179,6 +182,10 @@ fn print_banner(addr: SocketAddr, model: &str, db: &dev::Database, instance: Opt
     let base = format!("http://{host}:{}", addr.port());
     println!("Kestrel Studio: {base}/");
     println!("  API:      {base}/api (e.g. {base}/api/agents)");
+    println!(
+        "  MCP:      {base}/api/mcp/{}/mcp (Streamable HTTP; `kestrel mcp serve` for stdio)",
+        dev::MCP_SERVER_ID
+    );
     println!("  model:    {model}");
     println!("  database: {db}");
     if let Some(instance) = instance {

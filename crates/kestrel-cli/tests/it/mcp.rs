@@ -183,3 +183,47 @@ async fn a_command_that_cannot_start_is_a_connect_error_naming_it() {
         "{error}"
     );
 }
+
+#[tokio::test]
+async fn kestrel_dev_serves_the_demo_over_streamable_http() {
+    use kestrel::model::{ModelSpec, ScriptedModel, ScriptedResponse};
+    use kestrel_cli::dev;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = dev::open_storage(&dir.path().join("dev.db")).await.unwrap();
+    let model = ModelSpec::Model(std::sync::Arc::new(ScriptedModel::from_fn(|_| {
+        ScriptedResponse::text("Sunny in Lisbon.")
+    })));
+    let kestrel = dev::demo_kestrel(model, std::sync::Arc::new(storage.clone())).unwrap();
+    let server = dev::server(kestrel, dev::demo_memory().unwrap()).unwrap();
+    let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let serving = tokio::spawn(server.serve_on(listener, addr));
+
+    let servers: Value = reqwest::get(format!("http://{addr}/api/mcp/v0/servers"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(servers["servers"][0]["id"], dev::MCP_SERVER_ID);
+    let mcp = McpClient::builder()
+        .server(
+            "dev",
+            McpServerConfig::http(format!("http://{addr}/api/mcp/{}/mcp", dev::MCP_SERVER_ID)),
+        )
+        .build()
+        .unwrap();
+    let tools = mcp.list_tools().await.unwrap();
+    assert_eq!(tools.len(), 10);
+    let weather = call(&tools, "dev_get_weather", json!({"city": "Lisbon"}))
+        .await
+        .unwrap();
+    assert_eq!(weather["city"], "Lisbon");
+    // An agent asked over MCP answers with its run's text.
+    assert_eq!(
+        call(&tools, "dev_ask_research", json!({"message": "kestrels"})).await,
+        Ok(json!("Sunny in Lisbon."))
+    );
+    mcp.disconnect().await;
+    serving.abort();
+    storage.close().await;
+}

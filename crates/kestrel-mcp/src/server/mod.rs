@@ -241,6 +241,11 @@ impl McpServer {
         &self.inner.version
     }
 
+    /// What it is for, as given to [`McpServerBuilder::instructions`].
+    pub fn instructions(&self) -> Option<&str> {
+        self.inner.instructions.as_deref()
+    }
+
     /// The tools it serves, as `tools/list` gives them.
     pub fn tools(&self) -> &[rmcp::model::Tool] {
         &self.inner.listed
@@ -274,6 +279,13 @@ impl McpServer {
         };
         if tool.requires_approval(&arguments, &approval) {
             return Err(ToolCallFailure::NeedsApproval {
+                tool: name.to_owned(),
+            });
+        }
+        // Neither runs here: a client tool runs on the caller of an agent's run, and a tool
+        // that reads the run's conversation has none outside one.
+        if tool.is_client_tool() || tool.needs_conversation() {
+            return Err(ToolCallFailure::NotExecutable {
                 tool: name.to_owned(),
             });
         }
@@ -341,6 +353,13 @@ pub enum ToolCallFailure {
          give"
     )]
     Suspended {
+        /// The tool.
+        tool: String,
+    },
+    /// The tool runs only inside an agent's run (a client tool, or one that reads the run's
+    /// conversation).
+    #[error("tool {tool:?} runs only inside an agent's run")]
+    NotExecutable {
         /// The tool.
         tool: String,
     },
