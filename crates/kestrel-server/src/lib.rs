@@ -392,10 +392,11 @@ impl Server {
             .merge(queue::routes())
             .merge(stored::routes())
             .merge(workflows::routes())
-            .merge(mcp::routes())
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");
         operations.extend(chat_operations);
+        let (mcp_api, mcp_operations) = mcp::routes().into_parts("/api");
+        operations.extend(mcp_operations);
         operations.push(openapi::Operation::new(
             "/api/openapi.json",
             axum::routing::MethodFilter::GET,
@@ -417,10 +418,11 @@ impl Server {
                 }
             }),
         ));
-        let mut router = Router::new()
-            .merge(api)
-            .merge(guarded(chat))
-            .merge(guarded(self.mcp_endpoints()));
+        let mut router = Router::new().merge(api).merge(guarded(chat)).merge(guarded(
+            mcp_api
+                .merge(self.mcp_endpoints())
+                .layer(axum::middleware::from_fn(mcp::unpinned_only)),
+        ));
         if self.studio {
             // The Studio's files are public: they hold no data, and ask for a token when the
             // API needs one.

@@ -48,6 +48,29 @@ impl McpServers {
     }
 }
 
+/// Refuses (403) a caller whose token is pinned to a resource on every MCP route: a tool run
+/// over MCP, or an agent asked there, is not scoped to one resource, so such a token would
+/// reach past its resource.
+pub(crate) async fn unpinned_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let pinned = request
+        .extensions()
+        .get::<crate::auth::Caller>()
+        .is_some_and(|caller| caller.resource.is_some());
+    if pinned {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a token pinned to a resource cannot use the MCP routes",
+        )
+        .into_response();
+    }
+    next.run(request).await
+}
+
 pub(crate) fn routes() -> Routes<Arc<AppState>> {
     Routes::new()
         .get(

@@ -74,6 +74,28 @@ async fn the_mcp_endpoint_needs_the_servers_token() {
 }
 
 #[tokio::test]
+async fn a_token_pinned_to_a_resource_cannot_use_the_mcp_routes() {
+    let base = serve(|s| s.token("sesame").resource_token("alice-token", "alice")).await;
+    let url = format!("{base}/api/mcp/tools/mcp");
+    let refused = add_over_mcp(McpServerConfig::http(&url).bearer_token("alice-token")).await;
+    assert!(refused.is_err(), "{refused:?}");
+    let response = reqwest::Client::new()
+        .get(format!("{base}/api/mcp/tools/tools"))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let response = reqwest::Client::new()
+        .get(format!("{base}/api/mcp/tools/tools"))
+        .bearer_auth("sesame")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+}
+
+#[tokio::test]
 async fn the_mcp_endpoint_refuses_foreign_hosts_and_origins() {
     let base = serve(|s| s).await;
     let url = format!("{base}/api/mcp/tools/mcp");
