@@ -106,7 +106,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
 }
 
-/// `GET /mcp/v0/servers`: a page of servers (`page` and `perPage`, or `offset` and `limit`).
+/// `GET /mcp/v0/servers`: a page of servers (`page` and `perPage`, or Mastra's older `offset`
+/// and `limit`, read when neither `page` nor `perPage` is given).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ListQuery {
@@ -116,10 +117,10 @@ struct ListQuery {
     /// Servers per page (default 100).
     #[schemars(range(min = 1, max = 1000))]
     per_page: Option<u32>,
-    /// How many servers to skip (with `limit`).
+    /// How many servers to skip (with `limit`; when `page` and `perPage` are left out).
     #[schemars(range(max = 100_000))]
     offset: Option<u32>,
-    /// The most servers to give.
+    /// The most servers to give (when `page` and `perPage` are left out).
     #[schemars(range(min = 1, max = 1000))]
     limit: Option<u32>,
 }
@@ -250,21 +251,17 @@ fn entry(servers: &McpServers, server: &McpServer) -> ServerEntry {
 /// The most servers a page gives when the query says nothing.
 const DEFAULT_PAGE: u32 = 100;
 
-async fn list_servers(
-    State(state): Shared,
-    Query(query): Query<ListQuery>,
-) -> Result<Json<ServerList>, ApiError> {
+async fn list_servers(State(state): Shared, Query(query): Query<ListQuery>) -> Json<ServerList> {
     let servers = &state.mcp;
-    let (offset, limit, paged) = match (query.page, query.per_page, query.offset, query.limit) {
-        (page, per_page, None, None) => {
+    let (offset, limit, paged) = match (query.page, query.per_page) {
+        (None, None) => (
+            query.offset.unwrap_or(0),
+            query.limit.unwrap_or(DEFAULT_PAGE),
+            false,
+        ),
+        (page, per_page) => {
             let per_page = per_page.unwrap_or(DEFAULT_PAGE);
             (page.unwrap_or(0).saturating_mul(per_page), per_page, true)
-        }
-        (None, None, offset, limit) => (offset.unwrap_or(0), limit.unwrap_or(DEFAULT_PAGE), false),
-        _ => {
-            return Err(ApiError::invalid_query(
-                "give page and perPage, or offset and limit, not both",
-            ));
         }
     };
     let total_count = servers.servers.len();
@@ -283,11 +280,11 @@ async fn list_servers(
             format!("offset={end}&limit={limit}")
         }
     });
-    Ok(Json(ServerList {
+    Json(ServerList {
         servers: listed,
         total_count,
         next,
-    }))
+    })
 }
 
 async fn get_server(
