@@ -97,6 +97,50 @@ pub enum Commands {
             KESTREL_API_TOKEN=$(openssl rand -hex 16) kestrel dev --host 0.0.0.0"
     )]
     Dev(DevArgs),
+
+    /// Serve the demo's tools, agents and workflows to MCP clients.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// The subcommands of `kestrel mcp`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Serve the demo instance as an MCP server on stdin and stdout.
+    #[command(
+        long_about = "Serve the demo instance as an MCP server on stdin and stdout, for an MCP \
+            client that starts it as a child process (an IDE, a desktop assistant, another \
+            framework).\n\n\
+            Tools: get_weather, send_email (needs a person's approval, so it is refused over \
+            MCP) and book_table; agents as ask_assistant, ask_supervisor, ask_research, \
+            ask_writing (input {message}); workflows as run_weather-report, \
+            run_publish-post, run_research-brief. Both protocol eras are answered: \
+            2026-07-28 (server/discover) and the initialize era (2025-11-25 and older).\n\n\
+            Only MCP goes to stdout; logs go to stderr.",
+        after_help = "Exit codes: 0 the client closed the session, 1 serving failed, 2 bad usage \
+            or configuration.\n\n\
+            Examples:\n  \
+            kestrel mcp serve\n  \
+            kestrel mcp serve --db /tmp/kestrel.db --model openai/gpt-5-mini"
+    )]
+    Serve(McpServeArgs),
+}
+
+/// Arguments of `kestrel mcp serve`.
+#[derive(Debug, Clone, Args)]
+pub struct McpServeArgs {
+    /// Where threads and runs are kept: a SQLite file (created when missing), or a PostgreSQL
+    /// URL.
+    #[arg(long, value_name = "PATH|URL", default_value = kestrel_cli::dev::DEFAULT_DB, value_parser = parse_db)]
+    pub db: kestrel_cli::dev::Database,
+
+    /// With a PostgreSQL --db: the schema holding Kestrel's tables (created when missing).
+    #[arg(long, value_name = "NAME", default_value = "public")]
+    pub schema: String,
+
+    /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
+    #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
 }
 
 /// Arguments of `kestrel dev`.

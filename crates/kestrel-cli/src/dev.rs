@@ -31,17 +31,19 @@
 //!
 //! let storage: Arc<dyn Storage> = Arc::new(dev::open_storage(".kestrel/dev.db".as_ref()).await?);
 //! let kestrel = dev::demo_kestrel(ModelSpec::Id("local/smollm2".into()), Arc::clone(&storage))?;
-//! dev::server(kestrel, dev::demo_memory()?)
+//! dev::server(kestrel, dev::demo_memory()?)?
 //!     .serve("127.0.0.1:4111".parse()?)
 //!     .await?;
 //! # Ok(()) }
 //! ```
 
 mod ledger;
+mod mcp;
 mod network;
 mod workflows;
 
 pub use ledger::{LEDGER_ENV, Ledger};
+pub use mcp::{MCP_SERVER_ID, demo_mcp_server};
 pub use network::COORDINATOR;
 
 pub use workflows::{PUBLISH_POST, RESEARCH_BRIEF, WEATHER_REPORT};
@@ -140,6 +142,9 @@ pub enum DevError {
     /// A demo skill is invalid.
     #[error("cannot build a demo skill: {0}")]
     Skill(#[from] SkillError),
+    /// The demo MCP server could not be built.
+    #[error("cannot build the demo MCP server: {0}")]
+    Mcp(#[from] kestrel::mcp::McpServerBuildError),
 }
 
 /// Opens (creating it and its directory when needed) the SQLite database at `path`.
@@ -371,8 +376,12 @@ pub fn demo_memory() -> Result<Memory, DevError> {
 /// The server of `kestrel dev`: `kestrel`'s agents, the Studio, `memory` (the demo agents',
 /// [`demo_memory`], on the instance's storage) behind the memory routes, and the token from
 /// `KESTREL_API_TOKEN` when it is set.
-pub fn server(kestrel: Kestrel, memory: Memory) -> Server {
-    Server::from_env(kestrel).studio(true).memory(memory)
+pub fn server(kestrel: Kestrel, memory: Memory) -> Result<Server, DevError> {
+    let mcp = demo_mcp_server(&kestrel)?;
+    Ok(Server::from_env(kestrel)
+        .studio(true)
+        .memory(memory)
+        .mcp_server(mcp))
 }
 
 fn research_agent(model: ModelSpec) -> Result<Agent, AgentBuildError> {

@@ -10,13 +10,13 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use kestrel::model::{ModelRegistry, ModelSpec};
+use kestrel::model::ModelSpec;
 use kestrel::server::{API_TOKEN_ENV, ServeError};
 use kestrel_cli::dev;
 
 use crate::cli::DevArgs;
 use crate::exit::{FAILURE, USAGE, fail};
-use crate::model_choice::{model_for_command, process_env};
+use crate::model_choice::{process_env, resolved_model_for_command};
 
 /// Runs `kestrel dev` and returns the exit code.
 pub async fn run(args: DevArgs) -> ExitCode {
@@ -24,14 +24,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if !addr.ip().is_loopback() && process_env(API_TOKEN_ENV).is_none_or(|t| t.trim().is_empty()) {
         return fail(USAGE, public_without_token(addr));
     }
-    let spec = match model_for_command(args.model.as_deref()).await {
-        Ok(spec) => spec,
+    let (spec, model) = match resolved_model_for_command(args.model.as_deref()).await {
+        Ok(resolved) => resolved,
         Err(code) => return code,
-    };
-    // Resolved once, so every demo agent shares one model (one local model in memory).
-    let model = match ModelRegistry::from_env().resolve(&spec) {
-        Ok(model) => model,
-        Err(error) => return fail(USAGE, error),
     };
     if args.redis.is_some() && matches!(args.db, dev::Database::Sqlite(_)) {
         return fail(
@@ -109,7 +104,10 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let restarted = kestrel.recover_workflow_runs().await;
     // Messages queued on threads that no run took yet run now, in order.
     let queues = kestrel.drain_message_queues().await;
-    let server = dev::server(kestrel, memory).allowed_hosts(args.allowed_hosts.clone());
+    let server = match dev::server(kestrel, memory) {
+        Ok(server) => server.allowed_hosts(args.allowed_hosts.clone()),
+        Err(error) => return fail(USAGE, error),
+    };
     let (listener, bound) = match server.bind(addr).await {
         Ok(bound) => bound,
         Err(ServeError::TokenRequired { addr }) => return fail(USAGE, public_without_token(addr)),
@@ -184,6 +182,10 @@ fn print_banner(addr: SocketAddr, model: &str, db: &dev::Database, instance: Opt
     let base = format!("http://{host}:{}", addr.port());
     println!("Kestrel Studio: {base}/");
     println!("  API:      {base}/api (e.g. {base}/api/agents)");
+    println!(
+        "  MCP:      {base}/api/mcp/{}/mcp (Streamable HTTP; `kestrel mcp serve` for stdio)",
+        dev::MCP_SERVER_ID
+    );
     println!("  model:    {model}");
     println!("  database: {db}");
     if let Some(instance) = instance {

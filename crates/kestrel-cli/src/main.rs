@@ -1,7 +1,7 @@
 //! `kestrel`: the command-line tool of the Kestrel agent framework.
 //!
 //! `main` parses the arguments, sets up logging and hands over to one module per subcommand
-//! ([`chat`], [`models`], [`dev_command`]). Every module reports failures as a [`std::process::ExitCode`]; see
+//! ([`chat`], [`models`], [`dev_command`], [`mcp_command`]). Every module reports failures as a [`std::process::ExitCode`]; see
 //! [`exit`] for the codes.
 
 mod chat;
@@ -10,6 +10,7 @@ mod dev_command;
 mod exit;
 mod input;
 mod interrupt;
+mod mcp_command;
 mod model_choice;
 mod models;
 mod render;
@@ -29,6 +30,7 @@ async fn main() -> ExitCode {
         Commands::Chat(args) => chat::run(args).await,
         Commands::Models(command) => models::run(command).await,
         Commands::Dev(args) => dev_command::run(args).await,
+        Commands::Mcp(command) => mcp_command::run(command).await,
     }
 }
 

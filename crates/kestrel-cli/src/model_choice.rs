@@ -53,6 +53,18 @@ pub async fn model_for_command(flag: Option<&str>) -> Result<String, ExitCode> {
     Ok(spec)
 }
 
+/// [`model_for_command`], resolved once: the model string, and the model every demo agent
+/// shares (one local model in memory).
+pub async fn resolved_model_for_command(
+    flag: Option<&str>,
+) -> Result<(String, kestrel::model::SharedModel), ExitCode> {
+    let spec = model_for_command(flag).await?;
+    let model = kestrel::model::ModelRegistry::from_env()
+        .resolve(&spec)
+        .map_err(|error| fail(USAGE, error))?;
+    Ok((spec, model))
+}
+
 /// The catalog name in a `local/<name>` model string, if it names a catalog model rather than a
 /// file (and `KESTREL_LOCAL_MODEL_PATH` does not override it): the model the CLI pulls, with
 /// visible progress, before the first answer.

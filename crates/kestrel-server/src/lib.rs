@@ -43,6 +43,7 @@ mod guard;
 mod ids;
 mod limits;
 mod lookup;
+mod mcp;
 mod memory;
 mod network;
 mod openapi;
@@ -99,6 +100,12 @@ pub enum ServeError {
          a secret, or leave it unset on loopback"
     )]
     EmptyToken,
+    /// Two MCP servers were given one id.
+    #[error("two MCP servers have the id {id:?}; each needs its own (it names its routes)")]
+    DuplicateMcpServer {
+        /// The id.
+        id: String,
+    },
     /// The address could not be bound or served.
     #[error("serving on {addr} failed: {source}")]
     Io {
@@ -126,6 +133,10 @@ pub struct Server {
     max_runs: usize,
     max_streams_per_token: usize,
     request_timeout: std::time::Duration,
+    /// The MCP servers served under `/api/mcp`, by id.
+    mcp_servers: std::collections::BTreeMap<String, kestrel_mcp::McpServer>,
+    /// Ids given to [`Server::mcp_server`] twice (the first is kept; serving refuses).
+    mcp_conflicts: Vec<String>,
 }
 
 /// What every handler reaches.
@@ -142,6 +153,8 @@ pub(crate) struct AppState {
     pub system_messages: bool,
     /// How much the server takes on at once.
     pub limits: Arc<limits::Limits>,
+    /// The MCP servers served under `/api/mcp`.
+    pub mcp: mcp::McpServers,
 }
 
 impl Server {
@@ -165,7 +178,26 @@ impl Server {
             max_runs: DEFAULT_MAX_RUNS,
             max_streams_per_token: DEFAULT_MAX_STREAMS_PER_TOKEN,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            mcp_servers: std::collections::BTreeMap::new(),
+            mcp_conflicts: Vec::new(),
         }
+    }
+
+    /// Serves `server` to MCP clients at `/api/mcp/{id}/mcp` (Streamable HTTP, both protocol
+    /// eras), lists it at `GET /api/mcp/v0/servers` and its tools at
+    /// `GET /api/mcp/{id}/tools`. The MCP routes sit behind the same token, Host and Origin
+    /// checks, body limit and timeouts as every route. Two servers with one id make
+    /// [`Server::bind`] fail.
+    pub fn mcp_server(mut self, server: kestrel_mcp::McpServer) -> Self {
+        match self.mcp_servers.entry(server.id().to_owned()) {
+            std::collections::btree_map::Entry::Occupied(taken) => {
+                self.mcp_conflicts.push(taken.key().clone());
+            }
+            std::collections::btree_map::Entry::Vacant(free) => {
+                free.insert(server);
+            }
+        }
+        self
     }
 
     /// The memory the `/api/memory` routes (threads, messages, working memory, observations)
@@ -335,6 +367,10 @@ impl Server {
             chat_turns: Arc::default(),
             system_messages: self.system_messages,
             limits: Arc::clone(&limits),
+            mcp: mcp::McpServers {
+                servers: self.mcp_servers.clone(),
+                released: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            },
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes
@@ -359,6 +395,8 @@ impl Server {
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");
         operations.extend(chat_operations);
+        let (mcp_api, mcp_operations) = mcp::routes().into_parts("/api");
+        operations.extend(mcp_operations);
         operations.push(openapi::Operation::new(
             "/api/openapi.json",
             axum::routing::MethodFilter::GET,
@@ -380,7 +418,11 @@ impl Server {
                 }
             }),
         ));
-        let mut router = Router::new().merge(api).merge(guarded(chat));
+        let mut router = Router::new().merge(api).merge(guarded(chat)).merge(guarded(
+            mcp_api
+                .merge(self.mcp_endpoints())
+                .layer(axum::middleware::from_fn(mcp::unpinned_only)),
+        ));
         if self.studio {
             // The Studio's files are public: they hold no data, and ask for a token when the
             // API needs one.
@@ -400,6 +442,22 @@ impl Server {
                 },
                 guard::check,
             ))
+    }
+
+    /// The Streamable HTTP endpoint of each MCP server. They are protocol endpoints, not REST
+    /// routes: the OpenAPI document lists the MCP REST routes, not these.
+    fn mcp_endpoints(&self) -> Router<Arc<AppState>> {
+        let mut router = Router::new();
+        for (id, server) in &self.mcp_servers {
+            // The Host and Origin checks are the server's own (`guard`), for every route
+            // alike.
+            let config = kestrel_mcp::rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+                .disable_allowed_hosts()
+                .with_max_request_body_bytes(self.body_limit);
+            router =
+                router.route_service(&format!("/api/mcp/{id}/mcp"), server.http_service(config));
+        }
+        router
     }
 
     fn cors(&self) -> Option<CorsLayer> {
@@ -452,6 +510,9 @@ impl Server {
         }
         if !addr.ip().is_loopback() && self.tokens.is_empty() {
             return Err(ServeError::TokenRequired { addr });
+        }
+        if let Some(id) = self.mcp_conflicts.first() {
+            return Err(ServeError::DuplicateMcpServer { id: id.clone() });
         }
         let io = |source| ServeError::Io { addr, source };
         let socket = if addr.is_ipv4() {

@@ -154,6 +154,13 @@ pub mod redis {
     pub use kestrel_redis::*;
 }
 
+/// MCP: MCP servers' tools for agents ([`McpClient`](kestrel_mcp::McpClient)), and Kestrel's
+/// tools, agents and workflows served to MCP clients ([`McpServer`](kestrel_mcp::McpServer)).
+#[cfg(feature = "mcp")]
+pub mod mcp {
+    pub use kestrel_mcp::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;

@@ -116,7 +116,7 @@ async fn the_server_serves_the_studio_and_the_api() {
     let storage = dev::open_storage(&dir.path().join("dev.db")).await.unwrap();
     let kestrel = dev::demo_kestrel(model(), Arc::new(storage.clone())).unwrap();
     let memory = dev::demo_memory().unwrap();
-    let server = dev::server(kestrel, memory);
+    let server = dev::server(kestrel, memory).unwrap();
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
     let http = reqwest::Client::new();

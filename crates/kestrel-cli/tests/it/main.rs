@@ -9,6 +9,7 @@ mod cli;
 mod cluster;
 mod dev;
 mod local_default;
+mod mcp;
 mod models;
 mod studio_browser;
 mod takeover;

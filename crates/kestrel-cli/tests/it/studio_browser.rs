@@ -345,8 +345,10 @@ async fn the_studio_works_in_a_browser() {
     .unwrap();
     let memory = dev::demo_memory().unwrap();
     // The same agents behind a token, for the Studio's token prompt.
-    let guarded = dev::server(kestrel.clone(), memory.clone()).token(TOKEN);
-    let server = dev::server(kestrel, memory);
+    let guarded = dev::server(kestrel.clone(), memory.clone())
+        .unwrap()
+        .token(TOKEN);
+    let server = dev::server(kestrel, memory).unwrap();
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
     let (listener, guarded_addr) = guarded.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();

@@ -98,9 +98,15 @@ async fn parse<S: Send + Sync, T: DeserializeOwned>(
     {
         check_bounds(&bounds, &checked)?;
     }
+    let not_an_object = || ApiError::invalid("the body must be a JSON object");
     match parsed {
-        Ok(_) if !object => Err(ApiError::invalid("the body must be a JSON object")),
+        Ok(_) if !object => Err(not_an_object()),
         Ok(axum::Json(value)) => Ok(value),
+        // Valid JSON that serde read by position, then stumbled on: still the wrong shape,
+        // not malformed JSON.
+        Err(_) if !object && serde_json::from_slice::<serde::de::IgnoredAny>(&checked).is_ok() => {
+            Err(not_an_object())
+        }
         Err(rejection) => Err(rejected(rejection)),
     }
 }

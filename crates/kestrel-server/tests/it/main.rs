@@ -8,6 +8,7 @@ mod bounds;
 mod chat;
 mod hardening;
 mod js_clients;
+mod mcp;
 mod memory;
 mod networks;
 mod openapi;

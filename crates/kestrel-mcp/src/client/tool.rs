@@ -1,0 +1,167 @@
+//! An MCP server's tool as a Kestrel tool ([`McpTool`]), named `<server>_<tool>`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kestrel_core::tool::{ApprovalContext, Tool, ToolContext, ToolError};
+use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use serde_json::Value;
+
+use super::connection::Connection;
+use crate::error::McpError;
+
+/// The longest tool name a model provider takes (OpenAI's limit).
+const MAX_TOOL_NAME_LEN: usize = 64;
+
+/// A tool of an MCP server, as an agent uses it: its input checked against the server's
+/// schema, its call a `tools/call` to the server (cancelled there when the run is aborted or
+/// the call times out), its result mapped as the [crate docs](crate) say.
+#[derive(Clone)]
+pub struct McpTool {
+    /// `<server>_<tool>`.
+    id: String,
+    /// The tool's name on the server.
+    remote: String,
+    description: String,
+    input_schema: Value,
+    output_schema: Option<Value>,
+    requires_approval: bool,
+    connection: Arc<Connection>,
+}
+
+impl std::fmt::Debug for McpTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpTool")
+            .field("id", &self.id)
+            .field("server", &self.connection.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl McpTool {
+    /// The Kestrel tool of the server's tool `tool`, or why it cannot be one.
+    pub(crate) fn new(
+        connection: Arc<Connection>,
+        tool: rmcp::model::Tool,
+    ) -> Result<Self, McpError> {
+        let server = connection.name.clone();
+        let invalid = |reason: String| McpError::InvalidTool {
+            server: server.clone(),
+            tool: tool.name.to_string(),
+            reason,
+        };
+        let id = tool_id(&server, &tool.name);
+        if id.len() > MAX_TOOL_NAME_LEN {
+            return Err(invalid(format!(
+                "its name {id:?} is longer than the {MAX_TOOL_NAME_LEN} characters a model takes"
+            )));
+        }
+        let input_schema = Value::Object((*tool.input_schema).clone());
+        let approval = &connection.config.approval;
+        let requires_approval = approval.all
+            || approval
+                .tools
+                .iter()
+                .any(|t| t.as_str() == tool.name.as_ref());
+        let this = Self {
+            id,
+            remote: tool.name.to_string(),
+            description: tool
+                .description
+                .map(|d| d.to_string())
+                .or(tool.title)
+                .unwrap_or_default(),
+            input_schema,
+            output_schema: tool.output_schema.map(|s| Value::Object((*s).clone())),
+            requires_approval,
+            connection,
+        };
+        // Checked as an agent checks its tools: an object schema that compiles.
+        kestrel_core::tool::ToolSet::new()
+            .insert(Arc::new(this.clone()))
+            .map_err(|e| invalid(e.to_string()))?;
+        Ok(this)
+    }
+
+    /// The name of the server it belongs to.
+    pub fn server(&self) -> &str {
+        &self.connection.name
+    }
+
+    /// The tool's name on its server.
+    pub fn remote_name(&self) -> &str {
+        &self.remote
+    }
+}
+
+/// `<server>_<tool>`, with what a model provider does not take in a tool name (`.`, `/`, ...)
+/// written as `_`.
+pub(crate) fn tool_id(server: &str, tool: &str) -> String {
+    let tool: String = tool
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{server}_{tool}")
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn input_schema(&self) -> &Value {
+        &self.input_schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        self.output_schema.as_ref()
+    }
+
+    fn requires_approval(&self, _input: &Value, _ctx: &ApprovalContext<'_>) -> bool {
+        self.requires_approval
+    }
+
+    async fn execute(&self, input: Value, ctx: ToolContext) -> Result<Value, ToolError> {
+        let arguments = match input {
+            Value::Object(arguments) => arguments,
+            Value::Null => serde_json::Map::new(),
+            other => {
+                return Err(ToolError::new(format!(
+                    "the input of {} must be a JSON object, found {other}",
+                    self.id
+                )));
+            }
+        };
+        let params = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
+        let response = self
+            .connection
+            .call_tool(params, ctx.abort_signal())
+            .await
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        match response {
+            CallToolResponse::Complete(result) => {
+                crate::convert::tool_output(result).map_err(ToolError::new)
+            }
+            CallToolResponse::InputRequired(_) => Err(ToolError::new(format!(
+                "MCP server {:?} asked for input before {} could finish; this client does not \
+                 answer such requests yet",
+                self.connection.name, self.remote
+            ))),
+            _ => Err(ToolError::new(format!(
+                "MCP server {:?} answered {} with a task to poll, which this client does not do",
+                self.connection.name, self.remote
+            ))),
+        }
+    }
+}

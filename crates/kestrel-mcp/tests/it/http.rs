@@ -1,0 +1,296 @@
+//! A Kestrel client and a Kestrel server over Streamable HTTP, in each protocol era.
+
+use std::time::Duration;
+
+use kestrel_core::agent::Agent;
+use kestrel_core::message::Part;
+use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+use kestrel_core::tool::ToolContext;
+use kestrel_mcp::{McpClient, McpError, McpServerConfig, Protocol, ServerState};
+use serde_json::{Value, json};
+
+use crate::fixture::{NAPS_CANCELLED, serve_http, serve_http_on, server};
+
+async fn client(url: &str, protocol: Protocol) -> McpClient {
+    McpClient::builder()
+        .server("kestrel", McpServerConfig::http(url).protocol(protocol))
+        .build()
+        .unwrap()
+}
+
+fn names(tools: &[kestrel_core::tool::SharedTool]) -> Vec<&str> {
+    tools.iter().map(|t| t.id()).collect()
+}
+
+async fn call(client: &McpClient, tool: &str, input: Value) -> Result<Value, String> {
+    let tools = client.list_tools().await.unwrap();
+    let tool = tools.iter().find(|t| t.id() == tool).unwrap();
+    tool.execute(input, ToolContext::standalone(tool.id()))
+        .await
+        .map_err(|e| e.message().to_owned())
+}
+
+async fn every_era(check: impl AsyncFn(McpClient, Protocol)) {
+    let (url, stop) = serve_http(server()).await;
+    for protocol in [
+        Protocol::Auto,
+        Protocol::Stateless,
+        Protocol::Legacy,
+        Protocol::Pinned("2025-06-18".into()),
+    ] {
+        check(client(&url, protocol.clone()).await, protocol).await;
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn the_servers_tools_agents_and_workflows_are_listed_under_the_servers_name() {
+    every_era(async |client, protocol| {
+        let tools = client.list_tools().await.unwrap();
+        assert_eq!(
+            names(&tools),
+            [
+                "kestrel_add",
+                "kestrel_fail",
+                "kestrel_nap",
+                "kestrel_delete",
+                "kestrel_ask_helper",
+                "kestrel_run_greet"
+            ],
+            "{protocol:?}"
+        );
+        let add = &tools[0];
+        assert_eq!(add.description(), "Adds two integers");
+        assert_eq!(add.input_schema()["required"], json!(["a", "b"]));
+        let ask = &tools[4];
+        assert_eq!(ask.input_schema()["required"], json!(["message"]));
+        let status = &client.status()[0];
+        assert_eq!(status.state, ServerState::Connected);
+        let expected = match &protocol {
+            Protocol::Auto | Protocol::Stateless => "2026-07-28",
+            Protocol::Legacy => "2025-11-25",
+            Protocol::Pinned(version) => version.as_str(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            status.protocol_version.as_deref(),
+            Some(expected),
+            "{protocol:?}"
+        );
+        assert_eq!(
+            status.server_info.as_deref(),
+            Some(concat!("Kestrel fixture ", env!("CARGO_PKG_VERSION")))
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn calls_give_outputs_failures_and_refusals_in_every_era() {
+    every_era(async |client, protocol| {
+        assert_eq!(
+            call(&client, "kestrel_add", json!({"a": 2, "b": 3})).await,
+            Ok(json!({"sum": 5})),
+            "{protocol:?}"
+        );
+        assert_eq!(
+            call(&client, "kestrel_fail", json!({"a": 1, "b": 1})).await,
+            Err("it failed, as asked".to_owned())
+        );
+        // The server checks the input against the schema before anything runs.
+        let refused = call(&client, "kestrel_add", json!({"a": "two"}))
+            .await
+            .unwrap_err();
+        assert!(refused.contains("add"), "{refused}");
+        // A tool that needs approval is never run unasked.
+        let refused = call(&client, "kestrel_delete", json!({"a": 1, "b": 1}))
+            .await
+            .unwrap_err();
+        assert!(refused.contains("needs a person's approval"), "{refused}");
+        assert_eq!(
+            call(&client, "kestrel_ask_helper", json!({"message": "hi"})).await,
+            Ok(json!("you said: hi"))
+        );
+        assert_eq!(
+            call(&client, "kestrel_run_greet", json!({"name": "Ada"})).await,
+            Ok(json!({"greeting": "hello, Ada"}))
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_agent_uses_an_mcp_servers_tool() {
+    let (url, stop) = serve_http(server()).await;
+    let mcp = client(&url, Protocol::Auto).await;
+    let model = std::sync::Arc::new(ScriptedModel::from_fn(|req| {
+        let result = req
+            .messages
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .find_map(|p| match p {
+                Part::ToolResult { result, .. } => Some(result.clone()),
+                _ => None,
+            });
+        match result {
+            Some(result) => ScriptedResponse::text(format!("the sum is {}", result["sum"])),
+            None => ScriptedResponse::tool_call("c1", "kestrel_add", json!({"a": 20, "b": 22})),
+        }
+    }));
+    let agent = Agent::builder("adder")
+        .model(model)
+        .tools(mcp.list_tools().await.unwrap())
+        .build()
+        .unwrap();
+    let result = agent.generate("add 20 and 22").await.unwrap();
+    assert_eq!(result.text, "the sum is 42");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_named_never_an_empty_list() {
+    let (url, stop) = serve_http(server()).await;
+    let mcp = McpClient::builder()
+        .server("up", McpServerConfig::http(&url))
+        .server(
+            "down",
+            McpServerConfig::http("http://127.0.0.1:9/mcp").connect_timeout(Duration::from_secs(5)),
+        )
+        .build()
+        .unwrap();
+    let listed = mcp.list_tools_with_errors().await;
+    assert_eq!(listed.tools.len(), 6);
+    let errors = &listed.errors["down"];
+    assert!(
+        matches!(&errors[0], McpError::Connect { server, .. } if server == "down"),
+        "{errors:?}"
+    );
+    let error = mcp.list_tools().await.unwrap_err();
+    assert!(error.to_string().contains("\"down\""), "{error}");
+    let down = mcp.status().into_iter().find(|s| s.name == "down").unwrap();
+    assert_eq!(down.state, ServerState::Failed);
+    assert!(down.last_error.is_some());
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_aborted_call_is_cancelled_on_the_server() {
+    let (url, stop) = serve_http(server()).await;
+    let mcp = client(&url, Protocol::Auto).await;
+    let tools = mcp.list_tools().await.unwrap();
+    let nap = tools.iter().find(|t| t.id() == "kestrel_nap").unwrap();
+    let abort = kestrel_core::abort::AbortSignal::new();
+    let ctx = ToolContext::standalone(nap.id()).with_abort_signal(abort.clone());
+    let call = tokio::spawn({
+        let nap = nap.clone();
+        async move { nap.execute(json!({"ms": 30_000}), ctx).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    abort.abort();
+    let error = tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .expect("the aborted call returns at once")
+        .unwrap()
+        .unwrap_err();
+    assert!(error.message().contains("aborted"), "{}", error.message());
+    // The client's cancel reached the server, which aborted the tool.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while NAPS_CANCELLED.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never saw the cancel"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The connection still serves.
+    assert_eq!(
+        call_tool(nap.as_ref(), "kestrel_nap", json!({"ms": 1})).await,
+        Ok(json!("rested"))
+    );
+    stop.cancel();
+}
+
+async fn call_tool(
+    tool: &dyn kestrel_core::tool::Tool,
+    name: &str,
+    input: Value,
+) -> Result<Value, String> {
+    tool.execute(input, ToolContext::standalone(name))
+        .await
+        .map_err(|e| e.message().to_owned())
+}
+
+#[tokio::test]
+async fn a_call_that_outlasts_the_timeout_fails_saying_so() {
+    let (url, stop) = serve_http(server()).await;
+    let mcp = McpClient::builder()
+        .server(
+            "kestrel",
+            McpServerConfig::http(&url).timeout(Duration::from_millis(300)),
+        )
+        .build()
+        .unwrap();
+    let error = call(&mcp, "kestrel_nap", json!({"ms": 10_000}))
+        .await
+        .unwrap_err();
+    assert!(
+        error.contains("did not answer tools/call within 300ms"),
+        "{error}"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_restarted_server_is_reached_again_on_the_next_call() {
+    for protocol in [Protocol::Legacy, Protocol::Stateless] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (url, stop) = serve_http_on(server(), listener).await;
+        let mcp = client(&url, protocol.clone()).await;
+        let tools = mcp.list_tools().await.unwrap();
+        let add = tools
+            .iter()
+            .find(|t| t.id() == "kestrel_add")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            call_tool(add.as_ref(), "kestrel_add", json!({"a": 1, "b": 1})).await,
+            Ok(json!({"sum": 2}))
+        );
+        // The server goes away: a call says so, and does not hang.
+        stop.cancel();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let error = tokio::time::timeout(
+            Duration::from_secs(10),
+            call_tool(add.as_ref(), "kestrel_add", json!({"a": 1, "b": 1})),
+        )
+        .await
+        .expect("a call to a server that went away returns")
+        .unwrap_err();
+        assert!(error.contains("\"kestrel\""), "{protocol:?}: {error}");
+        // It comes back on the same address: the same tool works again, over a new session.
+        let listener = tokio::net::TcpListener::bind(address).await.unwrap();
+        let (_, stop) = serve_http_on(server(), listener).await;
+        assert_eq!(
+            call_tool(add.as_ref(), "kestrel_add", json!({"a": 2, "b": 2})).await,
+            Ok(json!({"sum": 4})),
+            "{protocol:?}"
+        );
+        assert_eq!(mcp.status()[0].state, ServerState::Connected);
+        stop.cancel();
+    }
+}
+
+#[tokio::test]
+async fn a_disconnected_client_refuses_calls() {
+    let (url, stop) = serve_http(server()).await;
+    let mcp = client(&url, Protocol::Auto).await;
+    let tools = mcp.list_tools().await.unwrap();
+    mcp.disconnect().await;
+    let error = call_tool(tools[0].as_ref(), "kestrel_add", json!({"a": 1, "b": 1}))
+        .await
+        .unwrap_err();
+    assert!(error.contains("disconnected"), "{error}");
+    assert_eq!(mcp.status()[0].state, ServerState::Closed);
+    stop.cancel();
+}
