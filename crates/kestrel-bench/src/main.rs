@@ -33,6 +33,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod w12;
+mod w13;
 mod w4;
 mod w6;
 mod w7;
@@ -360,13 +361,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .unwrap_or(10_000);
             w9::w11_bench(runs).await
         }
+        Some("w13") => {
+            let calls = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(2000);
+            let concurrent = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(50);
+            w13::w13(calls, concurrent).await
+        }
+        Some("w13-serve") => w13::serve_stdio().await,
+        Some("w13-serve-http") => {
+            let port = args.get(1).ok_or("w13-serve-http needs a port")?.parse()?;
+            w13::serve_http(port).await
+        }
         Some("w5a") => {
             let runs = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1000);
             w5a(runs).await
         }
         _ => {
             eprintln!(
-                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] [start|stream|both] [none|memory] | w10 [RUNS] | w11 [RUNS] | w12 [RUNS] [BATCHES]"
+                "usage: kestrel-bench w1 | w2 | w3 | w4 [RUNS] [ROUNDS] | w5 [RUNS] | w5a [RUNS] | w6 [RUNS] [ROUNDS] | w7 [STREAMS] | w8 events|abort|takeover|commands|scale [N] [sqlite] | w9 [RUNS] [start|stream|both] [none|memory] | w10 [RUNS] | w11 [RUNS] | w12 [RUNS] [BATCHES] | w13 [CALLS] [CONCURRENT]"
             );
             std::process::exit(2);
         }
