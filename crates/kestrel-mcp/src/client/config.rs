@@ -12,6 +12,11 @@ use crate::error::McpConfigError;
 /// How long a request waits for its answer when nothing else is set (Mastra's default).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How many requests to one HTTP server may be in flight at once when nothing else is set
+/// (rmcp's own default is 16: an agent's parallel tool calls and several runs sharing a client
+/// would queue behind it).
+pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 64;
+
 /// How long connecting (starting the process, the handshake) may take when nothing else is set.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -63,6 +68,7 @@ pub(crate) struct HttpConfig {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub allowed_hosts: Vec<String>,
+    pub max_concurrent_requests: usize,
 }
 
 /// Which calls of a server's tools need a person's approval.
@@ -94,6 +100,7 @@ impl McpServerConfig {
             url: url.into(),
             headers: Vec::new(),
             allowed_hosts: Vec::new(),
+            max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
         }))
     }
 
@@ -173,6 +180,15 @@ impl McpServerConfig {
     {
         if let TransportConfig::Http(http) = &mut self.transport {
             http.allowed_hosts = hosts.into_iter().map(Into::into).collect();
+        }
+        self
+    }
+
+    /// How many requests may be in flight to this server at once (HTTP; default
+    /// [`DEFAULT_MAX_CONCURRENT_REQUESTS`]); more wait for a free slot. At least 1.
+    pub fn max_concurrent_requests(mut self, requests: usize) -> Self {
+        if let TransportConfig::Http(http) = &mut self.transport {
+            http.max_concurrent_requests = requests.max(1);
         }
         self
     }

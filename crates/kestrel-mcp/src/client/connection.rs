@@ -328,7 +328,8 @@ impl Connection {
                     headers.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                    .custom_headers(headers);
+                    .custom_headers(headers)
+                    .max_concurrent_requests(http.max_concurrent_requests);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 tokio::time::timeout(timeout, handler.serve_with_lifecycle(transport, lifecycle))
                     .await

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use kestrel_core::tool::SharedTool;
 
-pub use config::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, McpServerConfig, Protocol};
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_TIMEOUT, McpServerConfig,
+    Protocol,
+};
 use connection::Connection;
 pub use connection::{ServerState, ServerStatus};
 pub use handler::ServerLog;
