@@ -184,6 +184,53 @@ impl Connection {
             .await
     }
 
+    /// Every resource the server lists (all pages).
+    pub(crate) async fn list_resources(&self) -> Result<Vec<rmcp::model::Resource>, McpError> {
+        let (generation, peer) = self.peer().await?;
+        self.request(generation, "resources/list", peer.list_all_resources())
+            .await
+    }
+
+    /// The contents of resource `uri`.
+    pub(crate) async fn read_resource(
+        &self,
+        uri: &str,
+    ) -> Result<rmcp::model::ReadResourceResult, McpError> {
+        let (generation, peer) = self.peer().await?;
+        let params = rmcp::model::ReadResourceRequestParams::new(uri);
+        self.request(generation, "resources/read", peer.read_resource(params))
+            .await
+    }
+
+    /// Every prompt the server lists (all pages).
+    pub(crate) async fn list_prompts(&self) -> Result<Vec<rmcp::model::Prompt>, McpError> {
+        let (generation, peer) = self.peer().await?;
+        self.request(generation, "prompts/list", peer.list_all_prompts())
+            .await
+    }
+
+    /// Prompt `name` filled with `arguments`.
+    pub(crate) async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<rmcp::model::GetPromptResult, McpError> {
+        let (generation, peer) = self.peer().await?;
+        let params = rmcp::model::GetPromptRequestParams::new(name).with_arguments(arguments);
+        match self
+            .request(generation, "prompts/get", peer.get_prompt_once(params))
+            .await?
+        {
+            rmcp::model::GetPromptResponse::Complete(prompt) => Ok(prompt),
+            _ => Err(McpError::Request {
+                server: self.name.clone(),
+                method: "prompts/get".to_owned(),
+                reason: "the server asked for input first, which this client does not answer yet"
+                    .to_owned(),
+            }),
+        }
+    }
+
     /// Waits for a request's answer within the timeout; a transport found dead is dropped.
     async fn request<T>(
         &self,

@@ -186,6 +186,36 @@ impl McpClient {
         }
     }
 
+    /// The resources server `name` lists (Mastra's `resources.list`).
+    pub async fn list_resources(&self, name: &str) -> Result<Vec<rmcp::model::Resource>, McpError> {
+        self.connection(name)?.list_resources().await
+    }
+
+    /// The contents of resource `uri` of server `name` (text or base64 blobs, as MCP gives
+    /// them).
+    pub async fn read_resource(
+        &self,
+        name: &str,
+        uri: &str,
+    ) -> Result<rmcp::model::ReadResourceResult, McpError> {
+        self.connection(name)?.read_resource(uri).await
+    }
+
+    /// The prompts server `name` lists (Mastra's `prompts.list`).
+    pub async fn list_prompts(&self, name: &str) -> Result<Vec<rmcp::model::Prompt>, McpError> {
+        self.connection(name)?.list_prompts().await
+    }
+
+    /// Prompt `prompt` of server `name`, filled with `arguments` (Mastra's `prompts.get`).
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        prompt: &str,
+        arguments: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<rmcp::model::GetPromptResult, McpError> {
+        self.connection(name)?.get_prompt(prompt, arguments).await
+    }
+
     /// Where each server's connection stands, sorted by name.
     pub fn status(&self) -> Vec<ServerStatus> {
         self.servers.values().map(|c| c.status()).collect()

@@ -98,6 +98,41 @@ async fn check(mcp: &McpClient) {
     assert_eq!(status.state, ServerState::Connected);
     // server-everything is of the `initialize` era: `Auto` fell back to it.
     assert_eq!(status.protocol_version.as_deref(), Some("2025-11-25"));
+
+    // Its resources and prompts.
+    let resources = mcp.list_resources("everything").await.unwrap();
+    let document = resources
+        .iter()
+        .find(|r| r.uri.starts_with("demo://resource/static/document/"))
+        .unwrap_or_else(|| panic!("no static document among {resources:?}"));
+    let read = mcp
+        .read_resource("everything", &document.uri)
+        .await
+        .unwrap();
+    let contents = serde_json::to_value(&read.contents).unwrap();
+    assert_eq!(contents[0]["uri"], json!(document.uri), "{contents}");
+    assert!(
+        contents[0]["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{contents}"
+    );
+    let prompts = mcp.list_prompts("everything").await.unwrap();
+    let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+    assert!(
+        names.contains(&"simple-prompt") && names.contains(&"args-prompt"),
+        "{names:?}"
+    );
+    let filled = mcp
+        .get_prompt(
+            "everything",
+            "args-prompt",
+            serde_json::Map::from_iter([("city".to_owned(), json!("Lisbon"))]),
+        )
+        .await;
+    let filled = serde_json::to_value(filled.unwrap().messages).unwrap();
+    assert!(filled.to_string().contains("Lisbon"), "{filled}");
+    // An unknown server is named.
+    let error = mcp.list_prompts("nope").await.unwrap_err();
+    assert!(error.to_string().contains("\"nope\""), "{error}");
 }
 
 #[tokio::test]
