@@ -420,19 +420,18 @@ fn lifecycle(
 }
 
 /// The version an `initialize` handshake asks for under `protocol`.
-pub(crate) fn initialize_version(protocol: &Protocol) -> ProtocolVersion {
+fn initialize_version(protocol: &Protocol) -> ProtocolVersion {
     match protocol {
-        Protocol::Pinned(version) => ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .find(|known| known.as_str() == version)
-            .cloned()
-            .unwrap_or(ProtocolVersion::V_2025_11_25),
+        // Checked when the client was built.
+        Protocol::Pinned(version) => {
+            protocol_version("", version).unwrap_or(ProtocolVersion::V_2025_11_25)
+        }
         _ => ProtocolVersion::V_2025_11_25,
     }
 }
 
 /// What this client tells servers about itself.
-pub(crate) fn client_config(protocol: &Protocol) -> ClientConfig {
+fn client_config(protocol: &Protocol) -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
         Implementation::new("kestrel", env!("CARGO_PKG_VERSION")),

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kestrel_core::tool::SharedTool;
+use kestrel_core::tool::{SharedTool, Tool as _};
 
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_TIMEOUT, McpServerConfig,
@@ -264,8 +264,6 @@ async fn server_tools(connection: Arc<Connection>) -> (Vec<McpTool>, Vec<McpErro
     }
     (tools, errors)
 }
-
-use kestrel_core::tool::Tool as _;
 
 #[cfg(test)]
 mod tests {
