@@ -707,12 +707,24 @@ async fn a_chaos_run_with_faults_runs_fenced_effects_once_and_loses_nothing() {
         })
         .await
         .unwrap();
-    let open: Vec<(String, RunPhase)> = open
+    let open: Vec<String> = open
         .items
         .iter()
-        .map(|r| (r.run_id.clone(), r.status))
+        .map(|r| {
+            format!(
+                "{} {:?} of {} on {:?} (parent {:?}, version {}, updated at {:.1}s): {}",
+                r.run_id,
+                r.status,
+                r.agent_id,
+                r.thread_id,
+                r.parent_run_id,
+                r.version,
+                r.updated_at.timestamp_millis().saturating_sub(epoch as i64) as f64 / 1000.0,
+                r.snapshot.get().chars().take(4000).collect::<String>(),
+            )
+        })
         .collect();
-    assert!(open.is_empty(), "agent runs left open: {open:?}");
+    assert!(open.is_empty(), "agent runs left open: {open:#?}");
     for status in [
         WorkflowStatus::Pending,
         WorkflowStatus::Running,
