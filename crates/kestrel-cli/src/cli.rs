@@ -111,8 +111,9 @@ pub enum McpCommand {
         long_about = "Serve the demo instance as an MCP server on stdin and stdout, for an MCP \
             client that starts it as a child process (an IDE, a desktop assistant, another \
             framework).\n\n\
-            Tools: get_weather, send_email (needs a person's approval, so it is refused over \
-            MCP) and book_table; agents as ask_assistant, ask_supervisor, ask_research, \
+            Tools: get_weather, send_email (needs a person's approval: the client's user is \
+            asked, through MCP elicitation, and a client that cannot be asked is refused) and \
+            book_table (asks which time); agents as ask_assistant, ask_supervisor, ask_research, \
             ask_writing (input {message}); workflows as run_weather-report, \
             run_publish-post, run_research-brief. Both protocol eras are answered: \
             2026-07-28 (server/discover) and the initialize era (2025-11-25 and older).\n\n\

@@ -1,7 +1,8 @@
 //! The demo instance as an MCP server (`kestrel mcp serve`): the assistant's tools under
-//! their own names (`get_weather`, `send_email`, which needs approval and so is refused over
-//! MCP, and `book_table`), the four demo agents as `ask_<agent>`, and the three workflows as
-//! `run_<workflow>`.
+//! their own names (`get_weather`, `send_email`, which needs approval, and `book_table`, which
+//! asks for a time: both ask the client's user through MCP elicitation, and are refused where
+//! the client cannot be asked), the four demo agents as `ask_<agent>`, and the three
+//! workflows as `run_<workflow>`.
 
 use kestrel::kestrel::Kestrel;
 use kestrel::mcp::McpServer;

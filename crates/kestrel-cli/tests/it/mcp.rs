@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kestrel::mcp::{McpClient, McpServerConfig, Protocol, ServerState};
+use kestrel::mcp::{McpClient, McpElicitation, McpServerConfig, Protocol, ServerState};
 use kestrel::tool::{SharedTool, ToolContext};
 use serde_json::{Value, json};
 
@@ -90,14 +90,32 @@ async fn kestrel_mcp_serve_answers_over_stdio_in_every_era() {
             .await
             .unwrap();
         assert_eq!(weather["city"], "Lisbon", "{weather}");
-        let refused = call(
-            &tools,
-            "dev_send_email",
-            json!({"to": "a@b.c", "subject": "s", "body": "b"}),
-        )
-        .await
-        .unwrap_err();
-        assert!(refused.contains("needs a person's approval"), "{refused}");
+        // A tool that needs approval asks the client's user first; declined, it is not run.
+        let email = tools.iter().find(|t| t.id() == "dev_send_email").unwrap();
+        let input = json!({"to": "a@b.c", "subject": "s", "body": "b"});
+        let asked = email
+            .execute(input.clone(), ToolContext::standalone("dev_send_email"))
+            .await
+            .unwrap_err()
+            .into_suspension()
+            .unwrap();
+        let question: McpElicitation = serde_json::from_value(asked.clone()).unwrap();
+        assert!(
+            question
+                .message
+                .contains("\"send_email\" needs your approval"),
+            "{protocol:?}: {}",
+            question.message
+        );
+        let resumed = ToolContext::standalone("dev_send_email")
+            .with_resume_data(json!({"action": "decline"}))
+            .with_suspend_payload(asked);
+        let refused = email.execute(input, resumed).await.unwrap_err();
+        assert!(
+            refused.message().contains("did not approve"),
+            "{protocol:?}: {}",
+            refused.message()
+        );
         let status = &mcp.status()[0];
         assert_eq!(status.state, ServerState::Connected);
         assert_eq!(

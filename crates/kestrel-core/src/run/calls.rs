@@ -51,11 +51,20 @@ pub fn prepare_calls(
         .collect()
 }
 
+/// A suspended call resumed: what it is resumed with, and what it suspended with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resumption {
+    /// The resume data (checked against the tool's resume schema).
+    pub data: Value,
+    /// The payload the call suspended with.
+    pub suspend_payload: Value,
+}
+
 /// What [`plan_calls`] decided for a step's calls.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct CallPlan {
-    /// The calls that run now, by index, with the resume data of a resumed call.
-    pub run: Vec<(usize, Option<Value>)>,
+    /// The calls that run now, by index, with what a resumed call is resumed with.
+    pub run: Vec<(usize, Option<Resumption>)>,
     /// The calls a decision settled without running (declined, a client's result), by index:
     /// their results are new.
     pub settled: Vec<usize>,
@@ -97,8 +106,17 @@ pub fn plan_calls(calls: &mut [CallProgress], is_client_tool: impl Fn(&str) -> b
                 plan.run.push((index, None));
             }
             Some(CallDecision::Resumed { data }) => {
-                progress.waiting = None;
-                plan.run.push((index, Some(data)));
+                let suspend_payload = match progress.waiting.take() {
+                    Some(Waiting::Resume { payload }) => payload,
+                    _ => Value::Null,
+                };
+                plan.run.push((
+                    index,
+                    Some(Resumption {
+                        data,
+                        suspend_payload,
+                    }),
+                ));
             }
             Some(CallDecision::SubAgent) => {
                 // The decision is in the sub-agent's run: the delegation continues it.
@@ -245,13 +263,19 @@ mod tests {
     fn resumed_and_sub_agent_decisions_run_the_call_again() {
         let s = step(vec![call("a", "ask"), call("d", "agent-helper")]);
         let mut calls = prepare_calls(&s, 0, |_| false);
-        calls[0].waiting = Some(Waiting::Resume { payload: json!({}) });
+        calls[0].waiting = Some(Waiting::Resume {
+            payload: json!({"asked": 1}),
+        });
         calls[0].decision = Some(CallDecision::Resumed {
             data: json!({"ok": true}),
         });
         calls[1].decision = Some(CallDecision::SubAgent);
         let plan = plan_calls(&mut calls, |_| false);
-        assert_eq!(plan.run, vec![(0, Some(json!({"ok": true}))), (1, None)]);
+        let resumed = Resumption {
+            data: json!({"ok": true}),
+            suspend_payload: json!({"asked": 1}),
+        };
+        assert_eq!(plan.run, vec![(0, Some(resumed)), (1, None)]);
         assert!(
             calls
                 .iter()

@@ -24,7 +24,7 @@ mod state;
 mod steer;
 mod structured;
 
-pub use calls::{CallPlan, calls_outcome, parse_call, plan_calls, prepare_calls};
+pub use calls::{CallPlan, Resumption, calls_outcome, parse_call, plan_calls, prepare_calls};
 pub use machine::Action;
 pub use phase::RunPhase;
 pub use result::GenerateResult;

@@ -23,6 +23,7 @@ pub struct ToolContext {
     pub(crate) abort: AbortSignal,
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
+    pub(crate) suspend_payload: Option<serde_json::Value>,
     pub(crate) conversation: Option<crate::message::Transcript>,
     /// The run's step (0 for the first model call).
     pub(crate) step: u32,
@@ -52,6 +53,7 @@ impl ToolContext {
             request_context: RequestContext::new(),
             abort: AbortSignal::new(),
             resume_data: None,
+            suspend_payload: None,
             conversation: None,
             step: 0,
             extensions: Extensions::new(),
@@ -68,6 +70,14 @@ impl ToolContext {
     /// Sets the data [`ToolContext::resume_data`] returns (for testing a tool on its own).
     pub fn with_resume_data(mut self, data: serde_json::Value) -> Self {
         self.resume_data = Some(data);
+        self
+    }
+
+    /// Sets the payload [`ToolContext::suspend_payload`] returns: what the call suspended
+    /// with before this resume (for testing a tool on its own, and for layers that resume
+    /// tools themselves, as workflows and networks do).
+    pub fn with_suspend_payload(mut self, payload: serde_json::Value) -> Self {
+        self.suspend_payload = Some(payload);
         self
     }
 
@@ -169,6 +179,13 @@ impl ToolContext {
     /// tool's resume schema, if declared; still untrusted input from a person).
     pub fn resume_data(&self) -> Option<&serde_json::Value> {
         self.resume_data.as_ref()
+    }
+
+    /// On a resume, the payload this call suspended with: what a tool that asks in several
+    /// rounds carries from one round to the next (the answers so far, a server's state...),
+    /// since a resume runs `execute` again from the start. `None` on a first call.
+    pub fn suspend_payload(&self) -> Option<&serde_json::Value> {
+        self.suspend_payload.as_ref()
     }
 
     /// [`ToolContext::resume_data`], deserialised.

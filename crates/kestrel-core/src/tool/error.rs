@@ -54,6 +54,18 @@ impl ToolError {
         matches!(self.stop, Some(Stop::Suspend(_)))
     }
 
+    /// The payload of a suspension (`Err(self)` for any other error): for layers that run
+    /// tools themselves and stop the way they do (a workflow's tool step suspends the step).
+    pub fn into_suspension(mut self) -> Result<serde_json::Value, Self> {
+        match self.stop.take() {
+            Some(Stop::Suspend(payload)) => Ok(payload),
+            stop => {
+                self.stop = stop;
+                Err(self)
+            }
+        }
+    }
+
     /// Why the call stops the run, when it does.
     pub(crate) fn into_stop(mut self) -> Result<Stop, Self> {
         match self.stop.take() {

@@ -99,10 +99,29 @@ impl Step for ToolStep {
         if let Some(data) = ctx.resume_data() {
             tool_ctx = tool_ctx.with_resume_data(data.clone());
         }
-        self.tool
-            .execute(ctx.input().clone(), tool_ctx)
-            .await
-            .map_err(|e| StepError::new(format!("tool {:?} failed: {}", self.id(), e.message())))
+        if let Some(payload) = ctx.suspend_data() {
+            tool_ctx = tool_ctx.with_suspend_payload(payload.clone());
+        }
+        match self.tool.execute(ctx.input().clone(), tool_ctx).await {
+            Ok(output) => Ok(output),
+            // The tool's suspension is the step's: resuming the run resumes the tool.
+            Err(error) => match error.into_suspension() {
+                Ok(payload) => Err(ctx.suspend(payload)),
+                Err(error) => Err(StepError::new(format!(
+                    "tool {:?} failed: {}",
+                    self.id(),
+                    error.message()
+                ))),
+            },
+        }
+    }
+
+    fn resume_schema(&self) -> Option<&Value> {
+        self.tool.resume_schema()
+    }
+
+    fn suspend_schema(&self) -> Option<&Value> {
+        self.tool.suspend_schema()
     }
 }
 

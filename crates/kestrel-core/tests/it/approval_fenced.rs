@@ -101,3 +101,67 @@ async fn a_fenced_decision_is_a_conflict() {
         "{aborted:?}"
     );
 }
+
+/// A tool that asks twice: how many nights, then (carrying the first answer in its suspend
+/// payload) whether with breakfast.
+fn asking_twice() -> kestrel_core::tool::FnTool {
+    create_tool("book")
+        .description("Books a room, asking twice")
+        .execute(|_: Empty, ctx| async move {
+            let (Some(payload), Some(answer)) = (ctx.suspend_payload(), ctx.resume_data()) else {
+                return Err(ctx.suspend(json!({"asked": "nights"})));
+            };
+            if payload["asked"] == "nights" {
+                return Err(ctx.suspend(json!({"asked": "breakfast", "nights": answer["n"]})));
+            }
+            Ok(format!(
+                "{} nights, breakfast: {}",
+                payload["nights"], answer["breakfast"]
+            ))
+        })
+}
+
+#[tokio::test]
+async fn a_tool_that_asks_twice_in_a_cluster_runs_again_on_each_resume() {
+    // In a cluster a decided call runs at most once (a call started before its instance
+    // stopped is not run again): a call that suspended again is a new question, not that.
+    let store = Arc::new(FencingStore::default());
+    let model = Arc::new(ScriptedModel::from_fn(|req| {
+        let done = req.messages.last().and_then(|m| {
+            m.parts.iter().find_map(|p| match p {
+                kestrel_core::message::Part::ToolResult { result, .. } => Some(result.clone()),
+                _ => None,
+            })
+        });
+        match done {
+            Some(result) => ScriptedResponse::text(format!("booked: {result}")),
+            None => ScriptedResponse::tool_call("b1", "book", json!({})),
+        }
+    }));
+    let agent = Agent::builder("booker")
+        .model(model)
+        .tool(asking_twice())
+        .build()
+        .unwrap();
+    let kestrel = kestrel_core::kestrel::Kestrel::builder()
+        .storage(kestrel_core::store::Stores::in_memory().with_runs(store.clone()))
+        .cluster(kestrel_core::cluster::Cluster::in_process())
+        .agent(agent)
+        .build()
+        .unwrap();
+    let agent = kestrel.agent("booker").unwrap();
+    let first = agent.generate("book").await.unwrap();
+    assert_eq!(first.finish_reason, FinishReason::Suspended);
+    let second = agent
+        .run(&first.run_id)
+        .resume("b1", json!({"n": 3}))
+        .await
+        .unwrap();
+    assert_eq!(second.finish_reason, FinishReason::Suspended, "{second:?}");
+    let done = agent
+        .run(&first.run_id)
+        .resume("b1", json!({"breakfast": true}))
+        .await
+        .unwrap();
+    assert_eq!(done.text, "booked: \"3 nights, breakfast: true\"");
+}

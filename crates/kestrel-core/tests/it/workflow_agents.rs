@@ -192,3 +192,41 @@ async fn an_agent_step_with_structured_output_gives_its_object() {
     let message = failed.error.unwrap().message;
     assert!(message.contains("rambler"), "{message}");
 }
+
+#[tokio::test]
+async fn a_tool_step_whose_tool_suspends_suspends_the_step() {
+    use kestrel_core::workflow::ToolStep;
+    #[derive(Deserialize, JsonSchema)]
+    struct Room {
+        hotel: String,
+    }
+    // Asks twice, carrying the first answer in its suspend payload.
+    let book = kestrel_core::tool::create_tool("book")
+        .description("Books a room, asking twice")
+        .execute(|room: Room, ctx| async move {
+            let (Some(payload), Some(answer)) = (ctx.suspend_payload(), ctx.resume_data()) else {
+                return Err(ctx.suspend(json!({"asked": "nights"})));
+            };
+            if payload["asked"] == "nights" {
+                return Err(ctx.suspend(json!({"asked": "breakfast", "nights": answer["n"]})));
+            }
+            Ok(json!({
+                "booked": format!("{}: {} nights, breakfast {}", room.hotel, payload["nights"], answer["breakfast"])
+            }))
+        });
+    let workflow = Workflow::builder("stay")
+        .then(ToolStep::new(book))
+        .commit()
+        .unwrap();
+    let run = workflow.create_run();
+    let first = run.start(json!({"hotel": "Tivoli"})).await.unwrap();
+    assert_eq!(first.status, WorkflowStatus::Suspended, "{first:?}");
+    let second = run.resume(None, json!({"n": 2})).await.unwrap();
+    assert_eq!(second.status, WorkflowStatus::Suspended, "{second:?}");
+    let done = run.resume(None, json!({"breakfast": true})).await.unwrap();
+    assert_eq!(done.status, WorkflowStatus::Success, "{done:?}");
+    assert_eq!(
+        done.result,
+        Some(json!({"booked": "Tivoli: 2 nights, breakfast true"}))
+    );
+}

@@ -9,17 +9,22 @@ use std::time::Duration;
 
 use kestrel_core::abort::AbortSignal;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressToken, ProtocolVersion, ServerResult,
+    UrlElicitationCapability,
 };
 use rmcp::service::ServiceError;
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, Peer, RoleClient, RunningService};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, Peer, PeerRequestOptions, RoleClient, RunningService,
+};
 use rmcp::transport::{
     StreamableHttpClientTransport, TokioChildProcess,
     streamable_http_client::StreamableHttpClientTransportConfig,
 };
 use tokio::io::AsyncBufReadExt;
 
+use super::calls::Calls;
 use super::config::{McpServerConfig, Protocol, TransportConfig, header_pair, protocol_version};
 use super::handler::{Handler, ServerLog};
 use crate::error::McpError;
@@ -76,6 +81,8 @@ pub(crate) struct Connection {
     generation: std::sync::atomic::AtomicU64,
     status: Arc<Mutex<Status>>,
     closed: AtomicBool,
+    /// The tool calls in flight, for the progress and questions the server sends about them.
+    pub(crate) calls: Arc<Calls>,
 }
 
 #[derive(Default)]
@@ -110,6 +117,7 @@ impl Connection {
             generation: std::sync::atomic::AtomicU64::new(0),
             status: Arc::new(Mutex::new(Status::default())),
             closed: AtomicBool::new(false),
+            calls: Arc::default(),
         }
     }
 
@@ -159,20 +167,56 @@ impl Connection {
     }
 
     /// Calls tool `params.name`; the request is cancelled on the server when `abort` fires
-    /// or the call outlasts the timeout.
+    /// or the call outlasts the timeout. `sent` learns the request's progress token (which the
+    /// SDK chooses) before any progress can arrive.
     pub(crate) async fn call_tool(
         &self,
         params: CallToolRequestParams,
         abort: &AbortSignal,
+        sent: impl FnOnce(&ProgressToken),
     ) -> Result<CallToolResponse, McpError> {
         let (generation, peer) = self.peer().await?;
-        // Dropping the call's future cancels the request on the server.
-        tokio::select! {
-            outcome = self.request(generation, "tools/call", peer.call_tool_once(params)) => outcome,
-            () = abort.aborted() => Err(McpError::Request {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::no_options();
+        let handle = self
+            .request(
+                generation,
+                "tools/call",
+                peer.send_cancellable_request(request, options),
+            )
+            .await?;
+        sent(&handle.progress_token);
+        // Dropped before the answer (an abort, a timeout, a caller gone), the request is
+        // cancelled on the server.
+        let mut guard = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let answer = tokio::select! {
+            answer = self.request(generation, "tools/call", handle.await_response()) => answer,
+            () = abort.aborted() => return Err(McpError::Request {
                 server: self.name.clone(),
                 method: "tools/call".to_owned(),
                 reason: "the run was aborted: the request was cancelled".to_owned(),
+            }),
+        };
+        if !matches!(answer, Err(McpError::Timeout { .. })) {
+            guard.id = None;
+        }
+        match answer? {
+            ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+            ServerResult::InputRequiredResult(result) => {
+                Ok(CallToolResponse::InputRequired(result))
+            }
+            ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+            // An empty answer: a result without content.
+            ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(
+                rmcp::model::CallToolResult::success(Vec::new()),
+            )),
+            _ => Err(McpError::Request {
+                server: self.name.clone(),
+                method: "tools/call".to_owned(),
+                reason: "the server answered with something other than a tool's result".to_owned(),
             }),
         }
     }
@@ -333,6 +377,7 @@ impl Connection {
             self.name.clone(),
             Arc::clone(&self.status),
             client_config(&self.config.protocol),
+            Arc::clone(&self.calls),
         );
         let lifecycle = lifecycle(&self.name, &self.config.protocol).map_err(|e| {
             // Checked when the client was built; kept as an error rather than a panic.
@@ -430,13 +475,41 @@ fn initialize_version(protocol: &Protocol) -> ProtocolVersion {
     }
 }
 
-/// What this client tells servers about itself.
+/// What this client tells servers about itself: it answers their questions (elicitation, in
+/// forms and by URL) through a person.
 fn client_config(protocol: &Protocol) -> ClientConfig {
+    let elicitation = ElicitationCapability::new()
+        .with_form(FormElicitationCapability::new().with_schema_validation(true))
+        .with_url(UrlElicitationCapability::new());
     ClientConfig::new(
-        ClientCapabilities::default(),
+        ClientCapabilities::builder()
+            .enable_elicitation_with(elicitation)
+            .build(),
         Implementation::new("kestrel", env!("CARGO_PKG_VERSION")),
     )
     .with_protocol_version(initialize_version(protocol))
+}
+
+/// Cancels a request on the server when dropped armed.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let cancelled = CancelledNotificationParam::new(
+            Some(id),
+            Some("the caller stopped waiting".to_owned()),
+        );
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.notify_cancelled(cancelled).await;
+            });
+        }
+    }
 }
 
 async fn close(service: Option<Arc<Service>>) {

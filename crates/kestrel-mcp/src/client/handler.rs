@@ -1,15 +1,20 @@
 //! What the client does with what a server sends unasked: its log messages are kept in the
-//! server's status and logged; progress is logged.
+//! server's status and logged; progress goes to the stream of the run whose call it is about
+//! (a `tool-output` event); a question (`elicitation/create`, in the `initialize` era) goes to
+//! the call in flight, which stops its run until a person answers (see [`super::McpElicitation`]).
 
 use std::sync::{Arc, Mutex};
 
 use rmcp::ClientHandler;
+use rmcp::ErrorData;
 #[allow(deprecated)]
 use rmcp::model::{
-    ClientConfig, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+    ClientConfig, ElicitRequestParams, ElicitResult, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam,
 };
-use rmcp::service::{NotificationContext, RoleClient};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 
+use super::calls::{Calls, Routed};
 use super::connection::Status;
 
 /// One log line of a server.
@@ -40,15 +45,33 @@ pub(crate) struct Handler {
     server: String,
     status: Arc<Mutex<Status>>,
     config: ClientConfig,
+    calls: Arc<Calls>,
 }
 
 impl Handler {
-    pub(crate) fn new(server: String, status: Arc<Mutex<Status>>, config: ClientConfig) -> Self {
+    pub(crate) fn new(
+        server: String,
+        status: Arc<Mutex<Status>>,
+        config: ClientConfig,
+        calls: Arc<Calls>,
+    ) -> Self {
         Self {
             server,
             status,
             config,
+            calls,
         }
+    }
+
+    fn note(&self, level: &str, text: String) {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .log(ServerLog {
+                level: level.to_owned(),
+                logger: Some("kestrel".to_owned()),
+                data: serde_json::Value::String(text),
+            });
     }
 }
 
@@ -100,5 +123,47 @@ impl ClientHandler for Handler {
             total = ?params.total,
             "MCP progress"
         );
+        let Some(writer) = self.calls.progress(&params.progress_token) else {
+            return;
+        };
+        let mut output = serde_json::json!({
+            "type": "mcp-progress",
+            "server": self.server,
+            "progress": params.progress,
+        });
+        if let Some(total) = params.total {
+            output["total"] = total.into();
+        }
+        if let Some(message) = params.message {
+            output["message"] = message.into();
+        }
+        // The stream may be gone (the run ended): progress is only ever informative.
+        let _ = writer.write(output).await;
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        match self.calls.route_question(request) {
+            Ok(Routed::Answer(answer)) => serde_json::from_value(answer).map_err(|e| {
+                ErrorData::internal_error(format!("a stored answer does not parse: {e}"), None)
+            }),
+            Ok(Routed::Asked(call)) => {
+                // The call stops, and its run asks a person; this request is answered once the
+                // call is cancelled (it is made again, with the answer, on the resume).
+                call.ended().await;
+                Err(ErrorData::internal_error(
+                    "the question went to a person; the tool call is made again with the answer",
+                    None,
+                ))
+            }
+            Err(reason) => {
+                tracing::warn!(server = %self.server, %reason, "an MCP server's question was not answered");
+                self.note("error", reason.clone());
+                Err(ErrorData::invalid_request(reason, None))
+            }
+        }
     }
 }

@@ -12,8 +12,10 @@
 //! exited, the server restarted) is dropped: the call that finds it dead fails saying so,
 //! and the next one connects again.
 
+mod calls;
 mod config;
 mod connection;
+mod elicitation;
 mod handler;
 mod tool;
 
@@ -29,6 +31,7 @@ pub use config::{
 };
 use connection::Connection;
 pub use connection::{ServerState, ServerStatus};
+pub use elicitation::{MAX_QUESTIONS, McpElicitation};
 pub use handler::ServerLog;
 pub use tool::McpTool;
 

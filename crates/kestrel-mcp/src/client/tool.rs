@@ -4,10 +4,11 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kestrel_core::tool::{ApprovalContext, Tool, ToolContext, ToolError};
-use rmcp::model::{CallToolRequestParams, CallToolResponse};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ElicitRequestParams};
 use serde_json::Value;
 
 use super::connection::Connection;
+use super::elicitation::{MAX_QUESTIONS, Rounds, answer_schema};
 use crate::error::McpError;
 
 /// The longest tool name a model provider takes (OpenAI's limit).
@@ -15,7 +16,10 @@ const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// A tool of an MCP server, as an agent uses it: its input checked against the server's
 /// schema, its call a `tools/call` to the server (cancelled there when the run is aborted or
-/// the call times out), its result mapped as the [crate docs](crate) say.
+/// the call times out), its result mapped as the [crate docs](crate) say. The server's
+/// progress notifications are `tool-output` events of the run (`{"type": "mcp-progress",
+/// "progress", "total", "message"}`), and its questions suspend the call (see
+/// [`McpElicitation`](super::McpElicitation)).
 #[derive(Clone)]
 pub struct McpTool {
     /// `<server>_<tool>`.
@@ -25,8 +29,17 @@ pub struct McpTool {
     description: String,
     input_schema: Value,
     output_schema: Option<Value>,
+    resume_schema: Value,
     requires_approval: bool,
     connection: Arc<Connection>,
+}
+
+/// How one `tools/call` ended.
+enum Called {
+    /// The server answered.
+    Answered(Result<CallToolResponse, McpError>),
+    /// The server asked a question (`initialize` era) no earlier answer answers.
+    Asked(ElicitRequestParams),
 }
 
 impl std::fmt::Debug for McpTool {
@@ -73,6 +86,7 @@ impl McpTool {
                 .unwrap_or_default(),
             input_schema,
             output_schema: tool.output_schema.map(|s| Value::Object((*s).clone())),
+            resume_schema: answer_schema(),
             requires_approval,
             connection,
         };
@@ -91,6 +105,44 @@ impl McpTool {
     /// The tool's name on its server.
     pub fn remote_name(&self) -> &str {
         &self.remote
+    }
+
+    /// Suspends the call on `question`.
+    fn ask(&self, ctx: &ToolContext, rounds: Rounds, question: ElicitRequestParams) -> ToolError {
+        match rounds.ask(&self.connection.name, &self.remote, question) {
+            Ok(suspended) => ctx.suspend(suspended),
+            Err(reason) => ToolError::new(reason),
+        }
+    }
+
+    /// Makes one `tools/call`, its progress going to the run's stream and its questions
+    /// answered with `rounds`' answers, in order.
+    async fn call(
+        &self,
+        ctx: &ToolContext,
+        params: CallToolRequestParams,
+        rounds: &Rounds,
+    ) -> Called {
+        let writer = ctx.writer();
+        let progress = writer.is_observed().then(|| writer.clone());
+        let registered = self
+            .connection
+            .calls
+            .register(progress, rounds.answers.clone());
+        let call = self
+            .connection
+            .call_tool(params, ctx.abort_signal(), |token| {
+                registered.call.sent(token)
+            });
+        tokio::select! {
+            biased;
+            question = registered.call.asked() => Called::Asked(question),
+            outcome = call => match registered.call.take_question() {
+                // It asked just before the answer came: the question decides.
+                Some(question) => Called::Asked(question),
+                None => Called::Answered(outcome),
+            },
+        }
     }
 }
 
@@ -128,6 +180,10 @@ impl Tool for McpTool {
         self.output_schema.as_ref()
     }
 
+    fn resume_schema(&self) -> Option<&Value> {
+        Some(&self.resume_schema)
+    }
+
     fn requires_approval(&self, _input: &Value, _ctx: &ApprovalContext<'_>) -> bool {
         self.requires_approval
     }
@@ -143,25 +199,59 @@ impl Tool for McpTool {
                 )));
             }
         };
-        let params = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
-        let response = self
-            .connection
-            .call_tool(params, ctx.abort_signal())
-            .await
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        match response {
-            CallToolResponse::Complete(result) => {
-                crate::convert::tool_output(result).map_err(ToolError::new)
+        let server = &self.connection.name;
+        let mut rounds = match (ctx.suspend_payload(), ctx.resume_data()) {
+            (Some(payload), Some(answer)) => match Rounds::resumed(payload, answer) {
+                Ok(rounds) => rounds.unwrap_or_default(),
+                // The answer does not fit the question: it is asked again.
+                Err(again) => return Err(ctx.suspend(*again)),
+            },
+            _ => Rounds::default(),
+        };
+        // Each pass is a `tools/call`; a server answering `input_required` with questions
+        // Kestrel answers itself (roots) gets called again, a bounded number of times.
+        for _ in 0..=MAX_QUESTIONS {
+            if rounds.stateless()
+                && let Some(question) = rounds.next_question()
+            {
+                return Err(self.ask(&ctx, rounds, question));
             }
-            CallToolResponse::InputRequired(_) => Err(ToolError::new(format!(
-                "MCP server {:?} asked for input before {} could finish; this client does not \
-                 answer such requests yet",
-                self.connection.name, self.remote
-            ))),
-            _ => Err(ToolError::new(format!(
-                "MCP server {:?} answered {} with a task to poll, which this client does not do",
-                self.connection.name, self.remote
-            ))),
+            let mut params =
+                CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments.clone());
+            if rounds.stateless() {
+                params = params.with_input_responses(std::mem::take(&mut rounds.responses));
+                if let Some(state) = rounds.request_state.take() {
+                    params = params.with_request_state(state);
+                }
+                rounds.requests.clear();
+            }
+            match self.call(&ctx, params, &rounds).await {
+                Called::Asked(question) => return Err(self.ask(&ctx, rounds, question)),
+                Called::Answered(Err(error)) => return Err(ToolError::new(error.to_string())),
+                Called::Answered(Ok(CallToolResponse::Complete(result))) => {
+                    return crate::convert::tool_output(result).map_err(ToolError::new);
+                }
+                Called::Answered(Ok(CallToolResponse::InputRequired(result))) => {
+                    rounds.input_required(result).map_err(|reason| {
+                        ToolError::new(format!(
+                            "MCP server {server:?}, tool {}: {reason}",
+                            self.remote
+                        ))
+                    })?;
+                }
+                Called::Answered(Ok(_)) => {
+                    return Err(ToolError::new(format!(
+                        "MCP server {server:?} answered {} with a task to poll, which this client \
+                         does not do",
+                        self.remote
+                    )));
+                }
+            }
         }
+        Err(ToolError::new(format!(
+            "MCP server {server:?} kept answering {} with `input_required` ({} rounds)",
+            self.remote,
+            MAX_QUESTIONS + 1
+        )))
     }
 }

@@ -4,13 +4,17 @@
 //! Tools keep their names; an agent is the tool `ask_<agent>` (input `{message}`, the answer
 //! its run's text); a workflow is `run_<workflow>` (its input schema, the answer its result).
 //! Every call's input is checked against the tool's schema before anything runs. A tool that
-//! needs a person's approval is never run unasked: the call is refused, saying why.
+//! needs a person's approval is never run unasked: the client's user is asked (see [`ask`]),
+//! and where the client cannot be asked the call is refused, saying why. A tool that
+//! suspends, and an agent's run that stops on an approval or a suspended tool, ask the same
+//! way.
 //!
 //! Serve it over stdio ([`McpServer::serve_stdio`], what `kestrel mcp serve` runs) or
 //! Streamable HTTP ([`McpServer::http_service`], a tower service to mount in axum). Both
 //! protocol eras are answered: 2026-07-28 (`server/discover`, stateless) and the
 //! `initialize` era (sessions), on the same endpoint.
 
+pub mod ask;
 mod primitives;
 
 use std::sync::Arc;
@@ -22,8 +26,9 @@ use kestrel_core::tool::{
 use kestrel_core::workflow::Workflow;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
+    InputRequest, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::{
@@ -33,7 +38,19 @@ use serde_json::Value;
 
 use crate::convert::{tool_error, tool_result};
 use crate::error::McpError;
-use primitives::{AskAgent, RunWorkflow};
+use ask::{Answered, MAX_ROUNDS, Pending, PendingCalls, Waits};
+use primitives::{AgentRunWaits, AskAgent, RunWorkflow};
+
+/// The key of the one question a stateless `input_required` answer carries.
+const QUESTION_KEY: &str = "kestrel";
+
+/// How far a call got.
+enum Advanced {
+    /// It ended.
+    Done(Result<Value, ToolCallFailure>),
+    /// It waits for the client's user.
+    Waits(Box<Pending>),
+}
 
 /// Why an [`McpServer`] cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -153,6 +170,7 @@ impl McpServerBuilder {
                 instructions: self.instructions,
                 tools,
                 listed,
+                pending: PendingCalls::default(),
             }),
         })
     }
@@ -201,6 +219,8 @@ struct Inner {
     instructions: Option<String>,
     tools: ToolSet,
     listed: Vec<rmcp::model::Tool>,
+    /// Stateless calls waiting for their answers.
+    pending: PendingCalls,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -252,55 +272,189 @@ impl McpServer {
     }
 
     /// Runs tool `name` on `arguments` as a `tools/call` would, outside any MCP session (the
-    /// REST route `POST /api/mcp/{id}/tools/{tool}/execute` does): the input checked, a tool
-    /// that needs approval refused.
+    /// REST route `POST /api/mcp/{id}/tools/{tool}/execute` does): the input checked; a tool
+    /// that needs approval, or a call that stops for a person, refused (nobody can be asked).
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ToolCallFailure> {
-        self.run(name, arguments, kestrel_core::abort::AbortSignal::new())
-            .await
+        let abort = kestrel_core::abort::AbortSignal::new();
+        match self.advance(name, arguments, abort, None, 0).await {
+            Advanced::Done(outcome) => outcome,
+            Advanced::Waits(pending) => Err(unanswerable(&pending)),
+        }
     }
 
-    async fn run(
+    /// Runs tool `name` (again, when `resumed` says how the person answered) until it ends or
+    /// waits for a person.
+    async fn advance(
         &self,
         name: &str,
         arguments: Value,
         abort: kestrel_core::abort::AbortSignal,
-    ) -> Result<Value, ToolCallFailure> {
-        let tool = self
-            .inner
-            .tools
-            .checked(name, &arguments)
-            .map_err(ToolCallFailure::Input)?;
-        let context = kestrel_core::context::RequestContext::new();
-        let approval = ApprovalContext {
-            tool_name: name,
-            request_context: &context,
-            thread_id: None,
-            resource_id: None,
+        resumed: Option<Answered>,
+        rounds: usize,
+    ) -> Advanced {
+        let tool = match self.inner.tools.checked(name, &arguments) {
+            Ok(tool) => tool,
+            Err(error) => return Advanced::Done(Err(ToolCallFailure::Input(error))),
         };
-        if tool.requires_approval(&arguments, &approval) {
-            return Err(ToolCallFailure::NeedsApproval {
-                tool: name.to_owned(),
-            });
-        }
         // Neither runs here: a client tool runs on the caller of an agent's run, and a tool
         // that reads the run's conversation has none outside one.
         if tool.is_client_tool() || tool.needs_conversation() {
-            return Err(ToolCallFailure::NotExecutable {
+            return Advanced::Done(Err(ToolCallFailure::NotExecutable {
                 tool: name.to_owned(),
-            });
+            }));
         }
-        let ctx = ToolContext::standalone(name).with_abort_signal(abort);
-        tool.execute(arguments, ctx).await.map_err(|error| {
-            if error.is_suspension() {
-                ToolCallFailure::Suspended {
-                    tool: name.to_owned(),
-                }
-            } else {
-                ToolCallFailure::Failed {
-                    message: error.message().to_owned(),
+        let mut ctx = ToolContext::standalone(name).with_abort_signal(abort);
+        match resumed {
+            None => {
+                let context = kestrel_core::context::RequestContext::new();
+                let approval = ApprovalContext {
+                    tool_name: name,
+                    request_context: &context,
+                    thread_id: None,
+                    resource_id: None,
+                };
+                if tool.requires_approval(&arguments, &approval) {
+                    let pending = Pending::new(tool.as_ref(), arguments, Waits::Approval, rounds);
+                    return Advanced::Waits(Box::new(pending));
                 }
             }
-        })
+            Some(Answered::Approved) => {}
+            Some(Answered::Resume { data, payload }) => {
+                ctx = ctx.with_resume_data(data).with_suspend_payload(payload);
+            }
+        }
+        match tool.execute(arguments.clone(), ctx).await {
+            Ok(output) => Advanced::Done(Ok(output)),
+            Err(error) => match error.into_suspension() {
+                Ok(payload) => Advanced::Waits(Box::new(Pending::new(
+                    tool.as_ref(),
+                    arguments,
+                    Waits::Suspended(payload),
+                    rounds,
+                ))),
+                Err(error) => Advanced::Done(Err(ToolCallFailure::Failed {
+                    message: error.message().to_owned(),
+                })),
+            },
+        }
+    }
+
+    /// A `tools/call`: run, asking the client's user when the call needs a person and the
+    /// client can be asked (see [`ask`]).
+    async fn call_asking(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+        abort: kestrel_core::abort::AbortSignal,
+    ) -> Result<CallToolResponse, rmcp::ErrorData> {
+        let name = request.name.to_string();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        let can_ask = context
+            .client_capabilities()
+            .is_some_and(|capabilities| capabilities.elicitation.is_some());
+        let stateless = context
+            .protocol_version()
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        let mut resumed = None;
+        let mut rounds = 0;
+        if let Some(state) = &request.request_state {
+            let pending = self.inner.pending.take(state).ok_or_else(|| {
+                rmcp::ErrorData::invalid_params(
+                    "requestState names no waiting call (it was answered, or expired): call                      the tool again",
+                    None,
+                )
+            })?;
+            if pending.tool != name || pending.arguments != arguments {
+                return Err(rmcp::ErrorData::invalid_params(
+                    "requestState belongs to another call (its tool or arguments differ)",
+                    None,
+                ));
+            }
+            let answer = request
+                .input_responses
+                .as_ref()
+                .and_then(|responses| responses.get(QUESTION_KEY))
+                .ok_or_else(|| {
+                    rmcp::ErrorData::invalid_params(
+                        format!("inputResponses has no answer to question {QUESTION_KEY:?}"),
+                        None,
+                    )
+                })?;
+            let answer: ElicitResult = serde_json::from_value(answer.clone()).map_err(|e| {
+                rmcp::ErrorData::invalid_params(format!("the answer does not parse: {e}"), None)
+            })?;
+            match pending.answered(answer) {
+                Ok(answered) => resumed = Some(answered),
+                Err(text) => return Ok(CallToolResponse::Complete(tool_error(text))),
+            }
+            rounds = pending.rounds + 1;
+        }
+        let outcome = loop {
+            let advanced = self
+                .advance(
+                    &name,
+                    arguments.clone(),
+                    abort.clone(),
+                    resumed.take(),
+                    rounds,
+                )
+                .await;
+            let pending = match advanced {
+                Advanced::Done(outcome) => break outcome,
+                Advanced::Waits(pending) => pending,
+            };
+            if !can_ask {
+                break Err(unanswerable(&pending));
+            }
+            if pending.rounds >= MAX_ROUNDS {
+                break Err(ToolCallFailure::Failed {
+                    message: format!("tool {name:?} asked more than {MAX_ROUNDS} questions"),
+                });
+            }
+            if stateless {
+                let question = InputRequest::Elicitation(ElicitRequest::new(pending.question()));
+                let state = self.inner.pending.put(*pending);
+                let requests =
+                    std::collections::BTreeMap::from([(QUESTION_KEY.to_owned(), question)]);
+                return Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+                    Some(requests),
+                    Some(state),
+                )));
+            }
+            let asked = context
+                .peer
+                .create_elicitation_with_timeout(pending.question(), Some(ask::PENDING_TTL));
+            let answer = tokio::select! {
+                answer = asked => answer,
+                () = abort.aborted() => break Err(ToolCallFailure::Failed {
+                    message: "the call was cancelled while it waited for an answer".to_owned(),
+                }),
+            };
+            match answer {
+                Ok(answer) => match pending.answered(answer) {
+                    Ok(answered) => resumed = Some(answered),
+                    Err(text) => break Err(ToolCallFailure::Failed { message: text }),
+                },
+                Err(error) => {
+                    break Err(ToolCallFailure::Failed {
+                        message: format!(
+                            "the client did not answer tool {name:?}'s question: {error}"
+                        ),
+                    });
+                }
+            }
+            rounds = pending.rounds + 1;
+        };
+        Ok(CallToolResponse::Complete(match outcome {
+            Ok(output) => tool_result(output),
+            Err(ToolCallFailure::Input(ToolCallError::UnknownTool { name, .. })) => {
+                return Err(rmcp::ErrorData::invalid_params(
+                    format!("unknown tool {name:?}"),
+                    None,
+                ));
+            }
+            Err(failure) => tool_error(failure.to_string()),
+        }))
     }
 
     /// Serves this server on this process's stdin and stdout until the client goes.
@@ -338,22 +492,37 @@ pub enum ToolCallFailure {
     /// No such tool, or an input its schema refuses.
     #[error(transparent)]
     Input(ToolCallError),
-    /// The tool needs a person's approval, which a call over MCP cannot give.
+    /// The tool needs a person's approval, and nobody can be asked through this call.
     #[error(
-        "tool {tool:?} needs a person's approval before it runs, which this MCP call cannot \
-         give; it was not run"
+        "tool {tool:?} needs a person's approval before it runs, and this call cannot ask for \
+         it (the client declared no elicitation); it was not run"
     )]
     NeedsApproval {
         /// The tool.
         tool: String,
     },
-    /// The tool suspended itself to wait for a person, which a call over MCP cannot answer.
+    /// The tool suspended itself to wait for a person, who cannot be asked through this call.
     #[error(
-        "tool {tool:?} suspended to wait for a person's input, which this MCP call cannot \
-         give"
+        "tool {tool:?} suspended to wait for a person's input, and this call cannot ask for it \
+         (the client declared no elicitation)"
     )]
     Suspended {
         /// The tool.
+        tool: String,
+    },
+    /// An agent's run (`ask_<agent>`) stopped on a call that waits for a person, who cannot be
+    /// asked through this call: the run stays stored, to be decided elsewhere.
+    #[error(
+        "agent {agent:?} stopped for a person (its run {run_id} waits on {tool}); decide it \
+         where the instance's runs are decided (the Studio or the HTTP API), or call it from an \
+         MCP client that can be asked (elicitation)"
+    )]
+    AgentRunWaits {
+        /// The agent.
+        agent: String,
+        /// Its run.
+        run_id: String,
+        /// The tool its call waits on.
         tool: String,
     },
     /// The tool runs only inside an agent's run (a client tool, or one that reads the run's
@@ -401,7 +570,6 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, rmcp::ErrorData> {
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
         let abort = kestrel_core::abort::AbortSignal::new();
         // A client's cancel (or a closed session) aborts the call.
         let cancelled = context.ct.clone();
@@ -410,17 +578,29 @@ impl ServerHandler for McpServer {
             cancelled.cancelled().await;
             signal.abort();
         });
-        let outcome = self.run(&request.name, arguments, abort).await;
+        let answer = self.call_asking(request, &context, abort).await;
         watcher.abort();
-        Ok(CallToolResponse::Complete(match outcome {
-            Ok(output) => tool_result(output),
-            Err(ToolCallFailure::Input(ToolCallError::UnknownTool { name, .. })) => {
-                return Err(rmcp::ErrorData::invalid_params(
-                    format!("unknown tool {name:?}"),
-                    None,
-                ));
+        answer
+    }
+}
+
+/// Why a call that waits for a person ends where nobody can be asked.
+fn unanswerable(pending: &Pending) -> ToolCallFailure {
+    match &pending.waits {
+        Waits::Approval => ToolCallFailure::NeedsApproval {
+            tool: pending.tool.clone(),
+        },
+        Waits::Suspended(payload) => {
+            match serde_json::from_value::<AgentRunWaits>(payload.clone()) {
+                Ok(waits) if waits.kind == AgentRunWaits::TYPE => ToolCallFailure::AgentRunWaits {
+                    agent: waits.agent,
+                    run_id: waits.run_id,
+                    tool: waits.tool_name,
+                },
+                _ => ToolCallFailure::Suspended {
+                    tool: pending.tool.clone(),
+                },
             }
-            Err(failure) => tool_error(failure.to_string()),
-        }))
+        }
     }
 }

@@ -12,7 +12,7 @@ use kestrel_mcp::{McpClient, McpServerConfig, Protocol, ServerState};
 use serde_json::{Value, json};
 
 /// server-everything's command, when the JS tests are on.
-fn everything() -> Option<PathBuf> {
+pub fn everything() -> Option<PathBuf> {
     if std::env::var("KESTREL_TEST_JS").as_deref() != Ok("1") {
         eprintln!("skipping: KESTREL_TEST_JS=1 runs the tests against server-everything");
         return None;

@@ -33,11 +33,23 @@ pub struct Greeting {
     pub name: String,
 }
 
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct Booking {
+    pub hotel: String,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+pub struct Nights {
+    pub nights: u32,
+}
+
 /// How many `nap` calls were cancelled by their client (each test runs in its own process).
 pub static NAPS_CANCELLED: AtomicUsize = AtomicUsize::new(0);
 
-/// Tools `add`, `fail`, `nap` (sleeps, to be cancelled) and `delete` (needs approval); agent
-/// `helper` (answers "you said: <message>"); workflow `greet` (`{name}` to `{greeting}`).
+/// Tools `add`, `fail`, `nap` (sleeps, to be cancelled), `delete` (needs approval) and `book`
+/// (suspends to ask how many nights); agents `helper` (answers "you said: <message>") and
+/// `clerk` (calls `delete`, then answers with its result); workflow `greet` (`{name}` to
+/// `{greeting}`).
 pub fn server() -> McpServer {
     let add = create_tool("add")
         .description("Adds two integers")
@@ -64,6 +76,35 @@ pub fn server() -> McpServer {
         .description("Deletes everything")
         .require_approval(true)
         .execute(|_: Sum, _ctx| async move { Ok("deleted".to_owned()) });
+    let book = create_tool("book")
+        .description("Books a hotel; asks how many nights")
+        .resume_type::<Nights>()
+        .execute(|b: Booking, ctx| async move {
+            let Some(nights) = ctx.resume_data_as::<Nights>()? else {
+                return Err(ctx.suspend(serde_json::json!({"question": "How many nights?"})));
+            };
+            Ok(format!("{} booked for {} nights", b.hotel, nights.nights))
+        });
+    let clerk_model = Arc::new(ScriptedModel::from_fn(|req| {
+        let result = req.messages.last().and_then(|m| {
+            m.parts.iter().find_map(|p| match p {
+                kestrel_core::message::Part::ToolResult { result, .. } => Some(result.clone()),
+                _ => None,
+            })
+        });
+        match result {
+            Some(result) => ScriptedResponse::text(format!("clerk: {result}")),
+            None => {
+                ScriptedResponse::tool_call("d1", "delete", serde_json::json!({"a": 1, "b": 2}))
+            }
+        }
+    }));
+    let clerk = Agent::builder("clerk")
+        .description("Deletes things, once allowed")
+        .model(clerk_model)
+        .tool(delete.clone())
+        .build()
+        .unwrap();
     let model = Arc::new(ScriptedModel::from_fn(|req| {
         let asked = req.messages.last().map(|m| m.text()).unwrap_or_default();
         ScriptedResponse::text(format!("you said: {asked}"))
@@ -88,7 +129,9 @@ pub fn server() -> McpServer {
         .tool(fail)
         .tool(nap)
         .tool(delete)
+        .tool(book)
         .agent(helper)
+        .agent(clerk)
         .workflow(greet)
         .build()
         .unwrap()

@@ -6,7 +6,7 @@ use kestrel_core::agent::Agent;
 use kestrel_core::message::Part;
 use kestrel_core::model::{ScriptedModel, ScriptedResponse};
 use kestrel_core::tool::ToolContext;
-use kestrel_mcp::{McpClient, McpError, McpServerConfig, Protocol, ServerState};
+use kestrel_mcp::{McpClient, McpElicitation, McpError, McpServerConfig, Protocol, ServerState};
 use serde_json::{Value, json};
 
 use crate::fixture::{NAPS_CANCELLED, serve_http, serve_http_on, server};
@@ -54,7 +54,9 @@ async fn the_servers_tools_agents_and_workflows_are_listed_under_the_servers_nam
                 "kestrel_fail",
                 "kestrel_nap",
                 "kestrel_delete",
+                "kestrel_book",
                 "kestrel_ask_helper",
+                "kestrel_ask_clerk",
                 "kestrel_run_greet"
             ],
             "{protocol:?}"
@@ -62,7 +64,7 @@ async fn the_servers_tools_agents_and_workflows_are_listed_under_the_servers_nam
         let add = &tools[0];
         assert_eq!(add.description(), "Adds two integers");
         assert_eq!(add.input_schema()["required"], json!(["a", "b"]));
-        let ask = &tools[4];
+        let ask = &tools[5];
         assert_eq!(ask.input_schema()["required"], json!(["message"]));
         let status = &client.status()[0];
         assert_eq!(status.state, ServerState::Connected);
@@ -102,11 +104,6 @@ async fn calls_give_outputs_failures_and_refusals_in_every_era() {
             .await
             .unwrap_err();
         assert!(refused.contains("add"), "{refused}");
-        // A tool that needs approval is never run unasked.
-        let refused = call(&client, "kestrel_delete", json!({"a": 1, "b": 1}))
-            .await
-            .unwrap_err();
-        assert!(refused.contains("needs a person's approval"), "{refused}");
         assert_eq!(
             call(&client, "kestrel_ask_helper", json!({"message": "hi"})).await,
             Ok(json!("you said: hi"))
@@ -115,6 +112,134 @@ async fn calls_give_outputs_failures_and_refusals_in_every_era() {
             call(&client, "kestrel_run_greet", json!({"name": "Ada"})).await,
             Ok(json!({"greeting": "hello, Ada"}))
         );
+    })
+    .await;
+}
+
+/// Calls `tool` until it ends, answering each question the server asks with `answer(question)`;
+/// the questions asked, and how the call ended.
+async fn call_answering(
+    client: &McpClient,
+    tool: &str,
+    input: Value,
+    answer: impl Fn(&McpElicitation) -> Value,
+) -> (Vec<McpElicitation>, Result<Value, String>) {
+    let tools = client.list_tools().await.unwrap();
+    let tool = tools.iter().find(|t| t.id() == tool).unwrap();
+    let mut asked = Vec::new();
+    let mut ctx = ToolContext::standalone(tool.id());
+    loop {
+        match tool.execute(input.clone(), ctx.clone()).await {
+            Ok(output) => return (asked, Ok(output)),
+            Err(error) => match error.into_suspension() {
+                Ok(payload) => {
+                    let question: McpElicitation = serde_json::from_value(payload.clone()).unwrap();
+                    let reply = answer(&question);
+                    asked.push(question);
+                    assert!(asked.len() < 5, "asked forever: {asked:?}");
+                    ctx = ToolContext::standalone(tool.id())
+                        .with_resume_data(reply)
+                        .with_suspend_payload(payload);
+                }
+                Err(error) => return (asked, Err(error.message().to_owned())),
+            },
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_served_call_that_needs_a_person_asks_the_clients_user_in_every_era() {
+    every_era(async |client, protocol| {
+        // A tool that needs approval is never run unasked: the user is asked first.
+        let (asked, done) = call_answering(
+            &client,
+            "kestrel_delete",
+            json!({"a": 1, "b": 1}),
+            |_| json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+        assert_eq!(done, Ok(json!("deleted")), "{protocol:?}");
+        assert_eq!(asked.len(), 1);
+        assert!(
+            asked[0].message.contains("\"delete\" needs your approval"),
+            "{}",
+            asked[0].message
+        );
+        assert_eq!(
+            asked[0].requested_schema.as_ref().unwrap()["required"],
+            json!(["approve"])
+        );
+        // Refused, or declined: it does not run.
+        let (_, refused) = call_answering(
+            &client,
+            "kestrel_delete",
+            json!({"a": 1, "b": 1}),
+            |_| json!({"action": "accept", "content": {"approve": false, "reason": "not today"}}),
+        )
+        .await;
+        let refused = refused.unwrap_err();
+        assert!(
+            refused.contains("did not approve") && refused.contains("not today"),
+            "{refused}"
+        );
+        let (_, declined) = call_answering(
+            &client,
+            "kestrel_delete",
+            json!({"a": 1, "b": 1}),
+            |_| json!({"action": "decline"}),
+        )
+        .await;
+        assert!(
+            declined.unwrap_err().contains("did not approve"),
+            "{protocol:?}"
+        );
+
+        // A tool that suspends asks its question, in its resume schema's form.
+        let (asked, done) = call_answering(
+            &client,
+            "kestrel_book",
+            json!({"hotel": "Tivoli"}),
+            |_| json!({"action": "accept", "content": {"nights": 3}}),
+        )
+        .await;
+        assert_eq!(
+            done,
+            Ok(json!("Tivoli booked for 3 nights")),
+            "{protocol:?}"
+        );
+        assert_eq!(asked[0].message, "How many nights?");
+        assert_eq!(
+            asked[0].requested_schema.as_ref().unwrap()["properties"]["nights"]["type"],
+            "integer"
+        );
+
+        // An agent's run that stops on an approval asks too, and goes on with the answer.
+        let (asked, done) = call_answering(
+            &client,
+            "kestrel_ask_clerk",
+            json!({"message": "clean up"}),
+            |_| json!({"action": "accept", "content": {"approve": true}}),
+        )
+        .await;
+        assert_eq!(done, Ok(json!("clerk: \"deleted\"")), "{protocol:?}");
+        assert!(
+            asked[0]
+                .message
+                .contains("Agent \"clerk\" needs your approval to call tool \"delete\""),
+            "{}",
+            asked[0].message
+        );
+        let (_, done) = call_answering(
+            &client,
+            "kestrel_ask_clerk",
+            json!({"message": "clean up"}),
+            |_| json!({"action": "decline"}),
+        )
+        .await;
+        // The run goes on with the refusal, which its model reads.
+        let done = done.unwrap();
+        assert!(done.as_str().unwrap().starts_with("clerk: "), "{done}");
+        assert!(!done.as_str().unwrap().contains("\"deleted\""), "{done}");
     })
     .await;
 }
@@ -159,7 +284,7 @@ async fn an_unreachable_server_is_named_never_an_empty_list() {
         .build()
         .unwrap();
     let listed = mcp.list_tools_with_errors().await;
-    assert_eq!(listed.tools.len(), 6);
+    assert_eq!(listed.tools.len(), 8);
     let errors = &listed.errors["down"];
     assert!(
         matches!(&errors[0], McpError::Connect { server, .. } if server == "down"),

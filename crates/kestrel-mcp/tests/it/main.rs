@@ -3,6 +3,7 @@
 //! server (server-everything).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod elicitation;
 mod everything;
 mod fixture;
 mod http;

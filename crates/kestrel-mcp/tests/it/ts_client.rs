@@ -24,7 +24,8 @@ fn compat_tests() -> Option<PathBuf> {
     Some(dir)
 }
 
-async fn ts_client(dir: &std::path::Path, url: &str, mode: &str) -> Value {
+/// The script's two lines: the plain client's answers, and the asking client's.
+async fn ts_client(dir: &std::path::Path, url: &str, mode: &str) -> (Value, Value) {
     let output = tokio::process::Command::new("node")
         .arg("mcp-client.mjs")
         .args([url, mode])
@@ -37,7 +38,11 @@ async fn ts_client(dir: &std::path::Path, url: &str, mode: &str) -> Value {
         "{mode}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    serde_json::from_slice(&output.stdout).unwrap()
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let mut lines = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap());
+    (lines.next().unwrap(), lines.next().unwrap())
 }
 
 #[tokio::test]
@@ -49,12 +54,21 @@ async fn the_typescript_client_talks_to_a_kestrel_server_in_every_mode() {
         ("legacy", "2025-11-25"),
         ("auto", "2026-07-28"),
     ] {
-        let answer = ts_client(&dir, &url, mode).await;
+        let (answer, asking) = ts_client(&dir, &url, mode).await;
         assert_eq!(answer["version"], version, "{mode}: {answer}");
         assert_eq!(answer["server"], "Kestrel fixture", "{mode}");
         assert_eq!(
             answer["tools"],
-            json!(["add", "fail", "nap", "delete", "ask_helper", "run_greet"]),
+            json!([
+                "add",
+                "fail",
+                "nap",
+                "delete",
+                "book",
+                "ask_helper",
+                "ask_clerk",
+                "run_greet"
+            ]),
             "{mode}"
         );
         assert_eq!(
@@ -80,6 +94,31 @@ async fn the_typescript_client_talks_to_a_kestrel_server_in_every_mode() {
                 .contains("needs a person's approval"),
             "{mode}: {answer}"
         );
+
+        // A client that can be asked is asked, and the calls go on with its answers.
+        assert_eq!(asking["version"], version, "{mode}: {asking}");
+        assert_eq!(
+            asking["approved"]["content"][0]["text"], "deleted",
+            "{mode}: {asking}"
+        );
+        assert_eq!(
+            asking["booked"]["content"][0]["text"], "Tivoli booked for 2 nights",
+            "{mode}: {asking}"
+        );
+        assert_eq!(
+            asking["clerk"]["content"][0]["text"], "clerk: \"deleted\"",
+            "{mode}: {asking}"
+        );
+        let asked = asking["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 3, "{mode}: {asking}");
+        assert!(
+            asked[0]
+                .as_str()
+                .unwrap()
+                .contains("\"delete\" needs your approval"),
+            "{mode}: {asking}"
+        );
+        assert_eq!(asked[1], "How many nights?", "{mode}: {asking}");
     }
     stop.cancel();
 }

@@ -49,6 +49,9 @@ pub(crate) enum Wait {
         tool_call_id: String,
         input: Value,
         approval: bool,
+        /// What the tool suspended with (none for an approval), handed back on its resume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        suspend_payload: Option<Value>,
     },
 }
 

@@ -36,15 +36,16 @@ pub(super) async fn run(
             )
             .await;
     };
-    let (tool_call_id, input, decided) = match continuing {
+    let (tool_call_id, input, decided, suspended) = match continuing {
         Some((
             Wait::Tool {
                 tool_call_id,
                 input,
                 approval,
+                suspend_payload,
             },
             data,
-        )) => (tool_call_id, input, Some((approval, data))),
+        )) => (tool_call_id, input, Some((approval, data)), suspend_payload),
         _ => {
             let what = format!("tool {id:?}");
             let check = |input: &Value| match agent.tools().validate(id, input) {
@@ -52,7 +53,7 @@ pub(super) async fn run(
                 _ => Vec::new(),
             };
             match checked_input(&decision.prompt, &what, check) {
-                Ok(input) => (crate::id::new_id(), input, None),
+                Ok(input) => (crate::id::new_id(), input, None, None),
                 Err(error) => return exec.failed(decision, json!(decision.prompt), error).await,
             }
         }
@@ -106,6 +107,7 @@ pub(super) async fn run(
                     tool_call_id,
                     input,
                     approval: true,
+                    suspend_payload: None,
                 });
             }
         }
@@ -136,6 +138,9 @@ pub(super) async fn run(
     ctx.resource_id = Some(exec.init.resource_id.clone());
     if let Some(data) = resume_data {
         ctx = ctx.with_resume_data(data);
+        if let Some(payload) = suspended {
+            ctx = ctx.with_suspend_payload(payload);
+        }
     }
     match tool.execute(input.clone(), ctx).await {
         Ok(result) => {
@@ -161,7 +166,7 @@ pub(super) async fn run(
                             .resume_schema()
                             .map(Value::to_string)
                             .unwrap_or_default(),
-                        suspend_payload: Some(payload),
+                        suspend_payload: Some(payload.clone()),
                     },
                 ))
                 .await;
@@ -169,6 +174,7 @@ pub(super) async fn run(
                     tool_call_id,
                     input,
                     approval: false,
+                    suspend_payload: Some(payload),
                 })
             }
             Ok(_) | Err(_) if exec.aborted() => exec.abort(PrimitiveType::Tool, id).await,

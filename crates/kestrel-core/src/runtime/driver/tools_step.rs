@@ -21,8 +21,8 @@ use crate::event::{
 use crate::message::Transcript;
 use crate::model::FinishReason;
 use crate::run::{
-    CallPlan, CallProgress, DelegatedBy, RunStatus, SubRun, ToolCallRecord, ToolResultRecord,
-    Waiting, calls_outcome, plan_calls, prepare_calls,
+    CallPlan, CallProgress, DelegatedBy, Resumption, RunStatus, SubRun, ToolCallRecord,
+    ToolResultRecord, Waiting, calls_outcome, plan_calls, prepare_calls,
 };
 use crate::runtime::Agent;
 use crate::runtime::background::BackgroundCall;
@@ -69,9 +69,9 @@ impl AgentRun {
     async fn mark_decided_calls(
         &mut self,
         calls: &mut [CallProgress],
-        to_run: &mut Vec<(usize, Option<Value>)>,
+        to_run: &mut Vec<(usize, Option<Resumption>)>,
     ) -> Result<(), AgentError> {
-        let decided = |index: usize, resume: &Option<Value>, calls: &[CallProgress]| {
+        let decided = |index: usize, resume: &Option<Resumption>, calls: &[CallProgress]| {
             let progress = &calls[index];
             (progress.approved || resume.is_some())
                 && progress.sub_run.is_none()
@@ -235,7 +235,7 @@ impl AgentRun {
                 .map(|(index, resume)| {
                     let progress = &calls[index];
                     let how = CallExtras {
-                        resume_data: resume,
+                        resume,
                         sub_run: progress.sub_run.clone(),
                         sub_run_is_new: fresh.contains(&index),
                         background: background_of(index),
@@ -279,6 +279,9 @@ impl AgentRun {
                         calls[index].result = Some(record);
                     }
                     CallOutcome::Stopped(Stop::Suspend(payload)) => {
+                        // Its attempt ended: the next resume runs it again (a tool may ask
+                        // in several rounds).
+                        calls[index].started = false;
                         calls[index].waiting = Some(Waiting::Resume { payload });
                     }
                     CallOutcome::Stopped(Stop::SubAgent(waiting)) => {
@@ -409,8 +412,8 @@ pub(crate) struct RunVersions(pub(crate) crate::version::Versions);
 
 /// What one call brings beyond the call itself.
 struct CallExtras {
-    /// Resume data, for a suspended call that is resumed.
-    resume_data: Option<Value>,
+    /// For a suspended call that is resumed: its resume data and suspend payload.
+    resume: Option<Resumption>,
     /// The sub-agent's run, for a delegation.
     sub_run: Option<SubRun>,
     /// Whether that run id was chosen in this tools phase (so it has no stored run to load).
@@ -468,7 +471,7 @@ async fn run_tool(
     how: CallExtras,
 ) -> Result<RunTool, ToolCallError> {
     let CallExtras {
-        resume_data,
+        resume,
         sub_run,
         sub_run_is_new,
         background,
@@ -512,6 +515,10 @@ async fn run_tool(
     if let Some(background) = background {
         extensions.insert(background);
     }
+    let (resume_data, suspend_payload) = match resume {
+        Some(resumed) => (Some(resumed.data), Some(resumed.suspend_payload)),
+        None => (None, None),
+    };
     let ctx = ToolContext {
         run_id: base.run_id.clone(),
         tool_call_id: call.tool_call_id.clone(),
@@ -527,6 +534,7 @@ async fn run_tool(
             sink: base.sink.clone(),
         },
         resume_data,
+        suspend_payload,
         conversation: base.conversation.clone(),
         step: base.step,
         extensions,
