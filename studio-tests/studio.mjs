@@ -452,6 +452,59 @@ async function run() {
   check((await editor.getByTestId("compare-fields").innerText()).includes("instructions"), "the changed fields are not listed");
   await page.getByTestId("tab-run").click();
 
+  step = "the MCP page: the servers the agents use, their status and tools";
+  await page.getByTestId("mcp-open").click();
+  await page.getByTestId("mcp-view").waitFor();
+  check(page.url().endsWith("#mcp"), `the MCP page is not in the URL: ${page.url()}`);
+  const kitchen = page.locator('[data-testid="mcp-server"][data-server="kitchen"]');
+  await kitchen.waitFor();
+  await kitchen.getByTestId("mcp-show-tools").click();
+  const weatherTool = kitchen.locator('[data-testid="mcp-tool"][data-tool="kitchen_get_weather"]');
+  await weatherTool.waitFor();
+  check((await kitchen.getByTestId("mcp-tool").count()) >= 10, "the kitchen server's tools are not all listed");
+  await kitchen.getByTestId("mcp-protocol").waitFor();
+  check((await kitchen.getByTestId("mcp-state").innerText()) === "connected", "the kitchen server is not shown connected");
+  check((await kitchen.getByTestId("mcp-protocol").innerText()) === "2026-07-28", "the protocol spoken is not shown");
+
+  step = "calling an MCP tool by hand";
+  await weatherTool.getByTestId("mcp-try-get_weather").click();
+  await weatherTool.locator('[data-testid="mcp-call-form"] [data-field="city"]').fill("Porto");
+  await weatherTool.locator('[data-testid="mcp-call-form"] [data-testid="resume"]').click();
+  const weatherOut = weatherTool.getByTestId("mcp-output");
+  await weatherOut.waitFor();
+  check((await weatherOut.innerText()).includes("Porto"), `the tool's result is not shown: ${await weatherOut.innerText()}`);
+
+  step = "answering an MCP server's question by hand";
+  const emailTool = kitchen.locator('[data-testid="mcp-tool"][data-tool="kitchen_send_email"]');
+  await emailTool.getByTestId("mcp-try-send_email").click();
+  const emailForm = emailTool.getByTestId("mcp-call-form");
+  await emailForm.locator('[data-field="to"]').fill("ada@example.com");
+  await emailForm.locator('[data-field="subject"]').fill("Hi");
+  await emailForm.locator('[data-field="body"]').fill("Hello from the MCP page");
+  await emailForm.getByTestId("resume").click();
+  const asked = emailTool.getByTestId("mcp-question");
+  await asked.waitFor();
+  check((await asked.innerText()).includes("needs your approval"), `the server's question is not shown: ${await asked.innerText()}`);
+  await asked.locator('[data-testid="mcp-form"] [data-field="approve"]').check();
+  await asked.locator('[data-testid="mcp-form"] [data-testid="resume"]').click();
+  const sent = emailTool.getByTestId("mcp-output");
+  await sent.waitFor();
+  check((await sent.innerText()).includes("ada@example.com"), `the approved call's result is not shown: ${await sent.innerText()}`);
+
+  step = "an MCP server that cannot start";
+  const down = page.locator('[data-testid="mcp-server"][data-server="down"]');
+  await down.getByTestId("mcp-show-tools").click();
+  await down.getByTestId("mcp-error").waitFor();
+  check((await down.getByTestId("mcp-state").innerText()) === "failed", "the server that cannot start is not shown failed");
+  check((await down.getByTestId("mcp-error").innerText()).includes("kestrel-mcp-missing"), "the failure does not name the command");
+  // The browser logs the 502 of that server's tools: expected, not a fault of the page.
+  const expected = pageErrors.filter((e) => e.includes("502 (Bad Gateway)"));
+  check(expected.length === 1, `the failed listing was not one 502: ${pageErrors.join("; ")}`);
+  pageErrors.splice(0, pageErrors.length, ...pageErrors.filter((e) => !e.includes("502 (Bad Gateway)")));
+  await page.getByTestId("agent-assistant").click();
+  await page.getByTestId("prompt").waitFor({ state: "visible" });
+  check(!(await page.getByTestId("mcp-view").isVisible()), "the MCP page stays over the chat");
+
   if (tokenUrl && tokenValue) {
     step = "asking for the token";
     const guarded = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();

@@ -204,6 +204,12 @@ pub struct DevArgs {
     /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
     #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
     pub model: Option<String>,
+
+    /// The configuration file: its `[mcp.servers.<name>]` tables name MCP servers whose tools
+    /// the assistant gets, shown on the Studio's MCP page (default: ./kestrel.toml, if it
+    /// exists).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// A SQLite path or a PostgreSQL URL.

@@ -37,11 +37,13 @@
 //! # Ok(()) }
 //! ```
 
+mod config;
 mod ledger;
 mod mcp;
 mod network;
 mod workflows;
 
+pub use config::{ConfigError, DEFAULT_CONFIG, DevConfig};
 pub use ledger::{LEDGER_ENV, Ledger};
 pub use mcp::{MCP_SERVER_ID, demo_mcp_server};
 pub use network::COORDINATOR;
@@ -61,7 +63,7 @@ use kestrel::pubsub::SharedPubSub;
 use kestrel::server::Server;
 use kestrel::skill::{Skill, SkillError, create_skill};
 use kestrel::storage::{PgOptions, PostgresStorage, SqliteStorage, Storage, StorageError};
-use kestrel::tool::{Tool, create_tool};
+use kestrel::tool::{SharedTool, Tool, create_tool};
 use kestrel::version::Editable;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -279,6 +281,8 @@ pub struct DemoOptions {
     /// Where `get_weather`, `send_email` and the demo workflows' plain steps record each time
     /// they do their work, for tests that count effects ([`Ledger`]); none by default.
     pub ledger: Option<Ledger>,
+    /// More tools for the `assistant`: the tools of the MCP servers `kestrel.toml` names.
+    pub assistant_tools: Vec<SharedTool>,
 }
 
 /// [`demo_kestrel`] with [`DemoOptions`]: as one instance of a cluster, or with slow tools.
@@ -291,6 +295,7 @@ pub fn demo_kestrel_with(
         cluster,
         tool_delay,
         ledger,
+        assistant_tools,
     } = options;
     let work = ledger::Work {
         delay: tool_delay,
@@ -309,6 +314,7 @@ pub fn demo_kestrel_with(
         .tool(weather_tool(work.clone()))
         .tool(email_tool(work.clone()))
         .tool(booking_tool())
+        .tools(assistant_tools)
         .skills([weather_briefing_skill()?])
         .memory(memory.clone())
         .editable(demo_editable())

@@ -84,10 +84,43 @@ pub async fn run(args: DevArgs) -> ExitCode {
         }
         None => None,
     };
+    // kestrel.toml's MCP servers: their tools go to the assistant. A server that does not
+    // answer is reported now and shown, with its error, on the Studio's MCP page.
+    let mcp_client = match dev::DevConfig::find(args.config.as_deref())
+        .and_then(|config| config.mcp_client(process_env))
+    {
+        Ok(client) => client,
+        Err(error) => return fail(USAGE, error),
+    };
+    let mut mcp_report = Vec::new();
+    let mut assistant_tools = Vec::new();
+    if let Some(client) = &mcp_client {
+        let listed = client.list_tools_with_errors().await;
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        for tool in &listed.tools {
+            *counts.entry(tool.server()).or_default() += 1;
+        }
+        for name in client.server_names() {
+            let count = counts.get(name.as_str()).copied().unwrap_or(0);
+            match listed.errors.get(&name) {
+                Some(errors) => {
+                    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                    mcp_report.push(format!("{name} ({count} tools; {})", errors.join("; ")));
+                }
+                None => mcp_report.push(format!("{name} ({count} tools)")),
+            }
+        }
+        assistant_tools = listed
+            .tools
+            .into_iter()
+            .map(|tool| std::sync::Arc::new(tool) as kestrel::tool::SharedTool)
+            .collect();
+    }
     let options = dev::DemoOptions {
         cluster,
         tool_delay: Duration::from_millis(args.tool_delay_ms),
         ledger,
+        assistant_tools,
     };
     let kestrel = match dev::demo_kestrel_with(ModelSpec::Model(model), storage.storage(), options)
     {
@@ -105,7 +138,13 @@ pub async fn run(args: DevArgs) -> ExitCode {
     // Messages queued on threads that no run took yet run now, in order.
     let queues = kestrel.drain_message_queues().await;
     let server = match dev::server(kestrel, memory) {
-        Ok(server) => server.allowed_hosts(args.allowed_hosts.clone()),
+        Ok(server) => {
+            let server = server.allowed_hosts(args.allowed_hosts.clone());
+            match mcp_client.clone() {
+                Some(client) => server.mcp_client(client),
+                None => server,
+            }
+        }
         Err(error) => return fail(USAGE, error),
     };
     let (listener, bound) = match server.bind(addr).await {
@@ -123,6 +162,12 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(error) => return fail(USAGE, error),
     };
     print_banner(bound, &spec, &args.db, instance.as_deref());
+    if !mcp_report.is_empty() {
+        println!(
+            "  MCP servers the assistant uses: {}",
+            mcp_report.join(", ")
+        );
+    }
     if queues > 0 {
         println!("  running the messages queued on {queues} thread(s) by a previous process");
     }
@@ -136,6 +181,10 @@ pub async fn run(args: DevArgs) -> ExitCode {
         () = shutdown() => Ok(()),
     };
     storage.close().await;
+    if let Some(client) = mcp_client {
+        // Stops the servers' child processes.
+        client.disconnect().await;
+    }
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(FAILURE, error),

@@ -44,6 +44,7 @@ mod ids;
 mod limits;
 mod lookup;
 mod mcp;
+mod mcp_client;
 mod memory;
 mod network;
 mod openapi;
@@ -137,6 +138,8 @@ pub struct Server {
     mcp_servers: std::collections::BTreeMap<String, kestrel_mcp::McpServer>,
     /// Ids given to [`Server::mcp_server`] twice (the first is kept; serving refuses).
     mcp_conflicts: Vec<String>,
+    /// The MCP servers the agents use, shown under `/api/mcp-client`.
+    mcp_client: Option<kestrel_mcp::McpClient>,
 }
 
 /// What every handler reaches.
@@ -155,6 +158,8 @@ pub(crate) struct AppState {
     pub limits: Arc<limits::Limits>,
     /// The MCP servers served under `/api/mcp`.
     pub mcp: mcp::McpServers,
+    /// The MCP servers the agents use, under `/api/mcp-client`.
+    pub mcp_client: Option<kestrel_mcp::McpClient>,
 }
 
 impl Server {
@@ -180,7 +185,16 @@ impl Server {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             mcp_servers: std::collections::BTreeMap::new(),
             mcp_conflicts: Vec::new(),
+            mcp_client: None,
         }
+    }
+
+    /// Shows the MCP servers `client` connects to (the ones the instance's agents use) under
+    /// `/api/mcp-client`, and on the Studio's MCP page: their status and errors, their tools,
+    /// and a tool called by hand.
+    pub fn mcp_client(mut self, client: kestrel_mcp::McpClient) -> Self {
+        self.mcp_client = Some(client);
+        self
     }
 
     /// Serves `server` to MCP clients at `/api/mcp/{id}/mcp` (Streamable HTTP, both protocol
@@ -371,6 +385,7 @@ impl Server {
                 servers: self.mcp_servers.clone(),
                 released: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             },
+            mcp_client: self.mcp_client.clone(),
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes
@@ -395,7 +410,8 @@ impl Server {
             .into_parts("/api");
         let (chat, chat_operations) = chat::routes().into_parts("");
         operations.extend(chat_operations);
-        let (mcp_api, mcp_operations) = mcp::routes().into_parts("/api");
+        let (mcp_api, mcp_operations) =
+            mcp::routes().merge(mcp_client::routes()).into_parts("/api");
         operations.extend(mcp_operations);
         operations.push(openapi::Operation::new(
             "/api/openapi.json",

@@ -58,6 +58,7 @@ const ASSETS: &[Asset] = &[
     asset!("skills.js", JS),
     asset!("queue.js", JS),
     asset!("versions.js", JS),
+    asset!("mcp.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

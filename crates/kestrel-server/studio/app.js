@@ -14,6 +14,7 @@ import { closeWorkflow, hasWorkflow, loadWorkflows, mountWorkflows, openWorkflow
 import { NetworkRun } from "./network-runs.js";
 import { networkBody } from "./networks.js";
 import { skillsSection } from "./skills.js";
+import { closeMcp, loadMcp, openMcp } from "./mcp.js";
 import { QueuePanel } from "./queue.js";
 import { editorSection, isEditable, withDraft } from "./versions.js";
 
@@ -128,8 +129,14 @@ function workflowFromHash() {
   return workflowId ? { workflowId, runId: runId || null } : null;
 }
 
-/** Shows what the URL names: a workflow (and run), or an agent's thread. */
+/** Shows what the URL names: the MCP page, a workflow (and run), or an agent's thread. */
 function route() {
+  if (location.hash === "#mcp") {
+    showMcp(true);
+    openMcp();
+    return;
+  }
+  showMcp(false);
   const wanted = workflowFromHash();
   if (wanted && hasWorkflow(wanted.workflowId)) {
     showWorkflows(true);
@@ -140,6 +147,21 @@ function route() {
   const { agentId, threadId } = fromHash();
   const id = state.agents[agentId] ? agentId : state.agentId || Object.keys(state.agents)[0];
   if (id !== state.agentId || threadId !== state.threadId || !state.shown) openConversation(id, state.agents[agentId] ? threadId : null, { push: false });
+}
+
+/** Switches the page between the MCP page and the rest. */
+function showMcp(on) {
+  document.querySelector(".layout").classList.toggle("workflow-mode", on);
+  $("mcp-view").hidden = !on;
+  if (on) {
+    $("workflow-view").hidden = true;
+    closeWorkflow();
+    state.shown = false;
+    state.agentId = null;
+    drawAgentList();
+  } else {
+    closeMcp();
+  }
 }
 
 /** Switches the page between the workflow view and the chat. */
@@ -175,10 +197,14 @@ async function loadAgents() {
   }
   const ids = Object.keys(state.agents);
   const workflows = await loadWorkflows();
+  await loadMcp((hash) => {
+    if (location.hash !== hash) history.pushState(null, "", hash);
+    route();
+  });
   setConnection("ok", `Connected · ${ids.length} agent${ids.length === 1 ? "" : "s"}${workflows.length ? ` · ${workflows.length} workflow${workflows.length === 1 ? "" : "s"}` : ""}`);
   $("token-button").hidden = !token();
   drawAgentList();
-  if (workflowFromHash()) {
+  if (workflowFromHash() || location.hash === "#mcp") {
     route();
     return;
   }
@@ -271,6 +297,10 @@ function badges(a) {
 async function openConversation(agentId, threadId, { push = true } = {}) {
   if (!agentId || !state.agents[agentId]) return;
   if (!$("workflow-view").hidden) showWorkflows(false);
+  if (!$("mcp-view").hidden) {
+    showMcp(false);
+    showWorkflows(false);
+  }
   state.shown = true;
   if (state.busy && (agentId !== state.agentId || threadId !== state.threadId)) {
     // The run goes on on the server; its bubble belongs to the page that started it.
@@ -847,6 +877,8 @@ function decisionCard(d) {
       buttons,
       status,
     );
+  } else if (d.suspendPayload && d.suspendPayload.type === "mcp-elicitation") {
+    card = mcpQuestionCard(d, where, status);
   } else {
     const question = questionOf(d.suspendPayload);
     const formBox = h("div", {}, h("p", { class: "muted" }, "Loading the form…"));
@@ -875,6 +907,50 @@ function decisionCard(d) {
     });
   }
   state.cards.set(key, card);
+  return card;
+}
+
+/**
+ * An MCP server's question (an `McpElicitation`): its message, a form of its requested schema
+ * (or, for a URL question, the link), answered with MCP's answer shape: accept with the
+ * form's content, or decline.
+ */
+function mcpQuestionCard(d, where, status) {
+  const asked = d.suspendPayload;
+  const formBox = h("div", {});
+  let card;
+  const answer = async (resumeData, said) => {
+    status.textContent = "Sent: the run goes on…";
+    const ok = await continueRun(d, "resumed", "resume-stream", { runId: d.runId, toolCallId: d.toolCallId, fingerprint: d.fingerprint, resumeData });
+    if (!ok) throw new Error(status.dataset.error || "The server refused the answer.");
+    formBox.replaceChildren();
+    status.textContent = said;
+    card.dataset.state = "resumed";
+  };
+  const decline = h("button", { type: "button", class: "danger", "data-testid": "mcp-decline" }, "Decline");
+  decline.addEventListener("click", () => answer({ action: "decline" }, "Declined.").catch((e) => (status.textContent = e.message)));
+  if (asked.mode === "url" && /^https?:\/\//.test(asked.url || "")) {
+    const done = h("button", { type: "button", class: "primary", "data-testid": "mcp-accept" }, "Done");
+    done.addEventListener("click", () => answer({ action: "accept" }, "Accepted.").catch((e) => (status.textContent = e.message)));
+    formBox.replaceChildren(h("p", {}, h("a", { href: asked.url, target: "_blank", rel: "noopener noreferrer" }, asked.url)), h("div", { class: "actions" }, decline, done));
+  } else {
+    const schema = asked.requestedSchema || { type: "object", properties: {} };
+    formBox.replaceChildren(
+      schemaForm(schema, (content) => answer({ action: "accept", content }, `Answered: ${Object.entries(content).map(([k, v]) => `${k} ${v}`).join(", ")}.`), { submitLabel: "Answer", testId: "mcp-form", jsonLabel: "Answer (JSON)" }),
+      h("div", { class: "actions" }, decline),
+    );
+  }
+  card = h(
+    "div",
+    { class: "card decision", "data-testid": "mcp-question", "data-tool": d.toolName, "data-state": "open" },
+    h("div", { class: "card-head" }, h("span", { class: "icon-badge", "aria-hidden": "true" }, "?"), h("strong", {}, asked.server), h("span", {}, ` asks (MCP tool ${asked.tool})`)),
+    where,
+    h("p", { class: "question" }, asText(asked.message)),
+    asked.invalidAnswer && asked.invalidAnswer.length ? h("p", { class: "error", role: "alert" }, `The last answer was not taken: ${asked.invalidAnswer.join("; ")}`) : null,
+    h("div", { class: "card-row" }, h("span", { class: "label" }, "Input"), value(d.args)),
+    formBox,
+    status,
+  );
   return card;
 }
 

@@ -245,3 +245,194 @@ async fn kestrel_dev_serves_the_demo_over_streamable_http() {
     serving.abort();
     storage.close().await;
 }
+
+/// A kestrel.toml naming two MCP servers: `kitchen`, `kestrel mcp serve` on a database in
+/// `dir` (its model never called), and `down`, whose command does not exist.
+pub fn kitchen_config(dir: &Path) -> String {
+    format!(
+        r#"
+        [mcp.servers.kitchen]
+        command = {bin:?}
+        args = ["mcp", "serve", "--model", "openai/gpt-test", "--db", {db:?}]
+        inherit_env = false
+        env = {{ OPENAI_API_KEY = "test", OPENAI_BASE_URL = "http://127.0.0.1:9/v1" }}
+
+        [mcp.servers.down]
+        command = "/nonexistent/kestrel-mcp-missing"
+        "#,
+        bin = env!("CARGO_BIN_EXE_kestrel"),
+        db = dir.join("mcp.db").to_string_lossy(),
+    )
+}
+
+/// `kestrel dev --config <config>`'s exit code and stderr, when it stops at once.
+async fn dev_refusing(config: &Path) -> (Option<i32>, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+        .args([
+            "dev",
+            "--port",
+            "0",
+            "--model",
+            "openai/gpt-test",
+            "--config",
+        ])
+        .arg(config)
+        .env("OPENAI_API_KEY", "test")
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn kestrel_dev_gives_the_assistant_the_tools_of_the_servers_in_kestrel_toml() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kestrel.toml");
+    std::fs::write(&config, kitchen_config(dir.path())).unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+        .args(["dev", "--port", "0", "--model", "openai/gpt-test", "--db"])
+        .arg(dir.path().join("dev.db"))
+        .arg("--config")
+        .arg(&config)
+        .env("OPENAI_API_KEY", "test")
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+        .env_remove("KESTREL_API_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let base = loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("kestrel dev printed its address")
+            .unwrap()
+            .expect("kestrel dev is running");
+        if let Some(url) = line.strip_prefix("Kestrel Studio: ") {
+            break url.trim_end_matches('/').to_owned();
+        }
+    };
+    // The rest of the banner, up to the MCP line.
+    let report = loop {
+        let line = lines.next_line().await.unwrap().unwrap();
+        if line.contains("MCP servers the assistant uses") {
+            break line;
+        }
+    };
+    assert!(
+        report.contains("kitchen (10 tools)") && report.contains("down (0 tools;"),
+        "{report}"
+    );
+    let http = reqwest::Client::new();
+    let get = |path: &str| http.get(format!("{base}{path}")).send();
+    let agents: Value = get("/api/agents").await.unwrap().json().await.unwrap();
+    let tools = agents["assistant"]["tools"].as_object().unwrap();
+    assert!(
+        tools.contains_key("kitchen_get_weather") && tools.contains_key("get_weather"),
+        "{:?}",
+        tools.keys().collect::<Vec<_>>()
+    );
+    let servers: Value = get("/api/mcp-client/servers")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let servers = servers["servers"].as_array().unwrap();
+    assert_eq!(servers[0]["name"], "down");
+    assert_eq!(servers[0]["state"], "failed");
+    assert!(
+        servers[0]["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("kestrel-mcp-missing"),
+        "{servers:?}"
+    );
+    assert_eq!(servers[1]["name"], "kitchen");
+    assert_eq!(servers[1]["state"], "connected");
+    // A call by hand, and a question answered by hand.
+    let called: Value = http
+        .post(format!(
+            "{base}/api/mcp-client/servers/kitchen/tools/kitchen_get_weather/execute"
+        ))
+        .json(&json!({"data": {"city": "Lisbon"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(called["result"]["city"], "Lisbon", "{called}");
+    let email = json!({"to": "a@b.c", "subject": "s", "body": "b"});
+    let execute = format!("{base}/api/mcp-client/servers/kitchen/tools/kitchen_send_email/execute");
+    let asked: Value = http
+        .post(&execute)
+        .json(&json!({"data": email}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        asked["question"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs your approval"),
+        "{asked}"
+    );
+    let answered: Value = http
+        .post(&execute)
+        .json(&json!({
+            "data": email,
+            "question": asked["question"],
+            "answer": {"action": "accept", "content": {"approve": true}},
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        answered["result"].as_str().unwrap().contains("a@b.c"),
+        "{answered}"
+    );
+    // Bad input is named before anything is called.
+    let refused = http
+        .post(&execute)
+        .json(&json!({"data": {"to": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let unknown = get("/api/mcp-client/servers/nope/tools").await.unwrap();
+    assert_eq!(unknown.status(), 404);
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+}
+
+#[tokio::test]
+async fn kestrel_dev_names_what_is_wrong_in_kestrel_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kestrel.toml");
+    std::fs::write(
+        &config,
+        "[mcp.servers.x]\ncommand = \"a\"\nurl = \"http://127.0.0.1/\"\n",
+    )
+    .unwrap();
+    let (code, stderr) = dev_refusing(&config).await;
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("kestrel.toml") && stderr.contains("[mcp.servers.x]"),
+        "{stderr}"
+    );
+    let (code, stderr) = dev_refusing(&dir.path().join("nope.toml")).await;
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("nope.toml"), "{stderr}");
+}

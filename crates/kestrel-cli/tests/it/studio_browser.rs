@@ -348,7 +348,17 @@ async fn the_studio_works_in_a_browser() {
     let guarded = dev::server(kestrel.clone(), memory.clone())
         .unwrap()
         .token(TOKEN);
-    let server = dev::server(kestrel, memory).unwrap();
+    // The MCP page's servers, from a kestrel.toml: `kestrel mcp serve` over stdio, and a
+    // server whose command does not exist.
+    let config = super::mcp::kitchen_config(dir.path());
+    let mcp = dev::DevConfig::parse(&config, Path::new("kestrel.toml"))
+        .unwrap()
+        .mcp_client(|_| None)
+        .unwrap()
+        .unwrap();
+    let server = dev::server(kestrel, memory)
+        .unwrap()
+        .mcp_client(mcp.clone());
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     let serving = tokio::spawn(server.serve_on(listener, addr));
     let (listener, guarded_addr) = guarded.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
@@ -372,6 +382,7 @@ async fn the_studio_works_in_a_browser() {
         .unwrap_or_else(|e| panic!("cannot run node (is Node.js installed?): {e}"));
     serving.abort();
     serving_guarded.abort();
+    mcp.disconnect().await;
     storage.close().await;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
