@@ -452,6 +452,17 @@ async function run() {
   check((await editor.getByTestId("compare-fields").innerText()).includes("instructions"), "the changed fields are not listed");
   await page.getByTestId("tab-run").click();
 
+  step = "answering an MCP server's question in the chat";
+  await send("Ask the kitchen to mail ada the menu");
+  const mcpCard = page.locator('[data-testid="mcp-question"][data-tool="kitchen_send_email"]');
+  await mcpCard.waitFor();
+  check((await mcpCard.innerText()).includes("needs your approval"), `the MCP question is not shown: ${await mcpCard.innerText()}`);
+  check((await mcpCard.innerText()).includes("kitchen"), "the MCP question does not name its server");
+  await mcpCard.locator('[data-testid="mcp-form"] [data-field="approve"]').check();
+  await mcpCard.locator('[data-testid="mcp-form"] [data-testid="resume"]').click();
+  const mailed = await waitDone("the MCP call answered in the chat");
+  check(mailed.includes("All set.") && mailed.includes("ada@example.com"), `no answer after the MCP question: ${mailed.slice(-400)}`);
+
   step = "the MCP page: the servers the agents use, their status and tools";
   await page.getByTestId("mcp-open").click();
   await page.getByTestId("mcp-view").waitFor();

@@ -125,6 +125,49 @@ pub enum McpCommand {
             kestrel mcp serve --db /tmp/kestrel.db --model openai/gpt-5-mini"
     )]
     Serve(McpServeArgs),
+    /// List an MCP server's tools, or call one.
+    #[command(
+        long_about = "List the tools of the MCP server at URL (Streamable HTTP), or call one \
+            with --tool and --args, printing its output as JSON on stdout.\n\n\
+            A server that asks a question while the call runs (elicitation) is answered with the \
+            --answer values, in order, each MCP's answer shape: '{\"action\":\"accept\",\
+            \"content\":{...}}' (fields left out take the form's defaults), \
+            '{\"action\":\"decline\"}' or '{\"action\":\"cancel\"}'. A question left without \
+            an answer is printed as JSON on stderr, and the call stops with exit code 3.",
+        after_help = "Exit codes: 0 done, 1 the server or the tool failed, 2 bad usage, 3 the \
+            server asked a question no --answer answered.\n\n\
+            Examples:\n  \
+            kestrel mcp call http://127.0.0.1:4111/api/mcp/kestrel-dev/mcp\n  \
+            kestrel mcp call http://127.0.0.1:4111/api/mcp/kestrel-dev/mcp --tool get_weather \
+            --args '{\"city\":\"Lisbon\"}'\n  \
+            kestrel mcp call URL --tool send_email --args '{...}' --answer \
+            '{\"action\":\"accept\",\"content\":{\"approve\":true}}'"
+    )]
+    Call(McpCallArgs),
+}
+
+/// Arguments of `kestrel mcp call`.
+#[derive(Debug, Clone, Args)]
+pub struct McpCallArgs {
+    /// The server's Streamable HTTP endpoint.
+    #[arg(value_name = "URL")]
+    pub url: String,
+
+    /// The tool to call (its name on the server); without it, the tools are listed.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+
+    /// The tool's input, a JSON object.
+    #[arg(long, value_name = "JSON", requires = "tool")]
+    pub args: Option<String>,
+
+    /// An answer to the server's next question, in order (repeat for several).
+    #[arg(long = "answer", value_name = "JSON", requires = "tool")]
+    pub answers: Vec<String>,
+
+    /// The protocol: auto (the default), stateless, legacy, or a version (2025-06-18).
+    #[arg(long, value_name = "PROTOCOL", default_value = "auto")]
+    pub protocol: String,
 }
 
 /// Arguments of `kestrel mcp serve`.

@@ -18,6 +18,18 @@ use crate::pubsub::SharedPubSub;
 pub(crate) struct EventSink {
     queue: Option<Arc<EventQueue>>,
     tap: Option<Tap>,
+    listener: Option<Listener>,
+}
+
+/// A function each event is handed to as it is sent: for a tool run on its own, whose caller
+/// forwards what it writes (see [`crate::tool::ToolContext::with_output_listener`]).
+#[derive(Clone)]
+pub(crate) struct Listener(pub(crate) Arc<dyn Fn(&Event) + Send + Sync>);
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Listener")
+    }
 }
 
 /// A thread's topic on the pub/sub.
@@ -38,6 +50,16 @@ impl EventSink {
         Self {
             queue: Some(queue),
             tap: None,
+            listener: None,
+        }
+    }
+
+    /// Events are handed to `listener`.
+    pub(crate) fn listen(listener: Listener) -> Self {
+        Self {
+            queue: None,
+            tap: None,
+            listener: Some(listener),
         }
     }
 
@@ -54,7 +76,8 @@ impl EventSink {
 
     /// Whether anyone observes the events (lets the hot path skip building them).
     pub(crate) fn is_observed(&self) -> bool {
-        self.queue.as_ref().is_some_and(|q| !q.lock().closed)
+        self.listener.is_some()
+            || self.queue.as_ref().is_some_and(|q| !q.lock().closed)
             || self
                 .tap
                 .as_ref()
@@ -71,6 +94,9 @@ impl EventSink {
             .as_ref()
             .filter(|tap| tap.pubsub.has_subscribers(&tap.topic))
             .map(|tap| tap.pubsub.publish(&tap.topic, event.clone()));
+        if let Some(listener) = &self.listener {
+            (listener.0)(&event);
+        }
         if let Some(q) = &self.queue {
             q.push(event);
         }

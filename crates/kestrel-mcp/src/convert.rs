@@ -5,7 +5,9 @@
 //! - Else (images, audio, resources) it gives the content blocks as MCP wrote them.
 //! - A result with `isError: true` is the tool's failure, its text the message.
 //!
-//! Kestrel's own tools give JSON: a string is served as one text block; anything else as its
+//! Kestrel's own tools give JSON: a string is served as one text block; a list of MCP content
+//! blocks (`{"type": "image", "data", "mimeType"}`, `text`, `audio`, `resource`,
+//! `resource_link`), as those blocks, the way the client reads them back; anything else as its
 //! JSON text, and, when it is an object, as `structuredContent` too.
 
 use rmcp::model::{CallToolResult, ContentBlock};
@@ -46,8 +48,29 @@ fn blocks(content: &[ContentBlock]) -> Value {
     serde_json::to_value(content).unwrap_or(Value::Null)
 }
 
+/// The kinds of MCP content block.
+const BLOCK_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "resource_link"];
+
+/// `output` as MCP content blocks, when it is a list of them.
+fn as_blocks(output: &Value) -> Option<Vec<ContentBlock>> {
+    let items = output.as_array().filter(|items| !items.is_empty())?;
+    items
+        .iter()
+        .map(|item| {
+            let kind = item.get("type").and_then(Value::as_str)?;
+            if !BLOCK_TYPES.contains(&kind) {
+                return None;
+            }
+            serde_json::from_value(item.clone()).ok()
+        })
+        .collect()
+}
+
 /// A Kestrel tool's output as an MCP result.
 pub(crate) fn tool_result(output: Value) -> CallToolResult {
+    if let Some(blocks) = as_blocks(&output) {
+        return CallToolResult::success(blocks);
+    }
     match output {
         Value::String(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
         Value::Object(_) => {

@@ -40,8 +40,8 @@ mod error;
 pub mod server;
 
 pub use client::{
-    McpClient, McpClientBuilder, McpElicitation, McpServerConfig, McpTool, Protocol, ServerState,
-    ServerStatus, ToolsWithErrors,
+    McpClient, McpClientBuilder, McpElicitation, McpServerConfig, McpTool, PresetAnswers, Protocol,
+    ServerState, ServerStatus, ToolsWithErrors,
 };
 pub use error::{McpConfigError, McpError};
 pub use rmcp;

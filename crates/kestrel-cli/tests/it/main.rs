@@ -10,6 +10,7 @@ mod cluster;
 mod dev;
 mod local_default;
 mod mcp;
+mod mcp_conformance;
 mod models;
 mod studio_browser;
 mod takeover;

@@ -413,6 +413,49 @@ async fn kestrel_dev_gives_the_assistant_the_tools_of_the_servers_in_kestrel_tom
     assert_eq!(refused.status(), 400);
     let unknown = get("/api/mcp-client/servers/nope/tools").await.unwrap();
     assert_eq!(unknown.status(), 404);
+
+    // `kestrel mcp call` against the MCP server `kestrel dev` serves: a question left
+    // unanswered stops the call (exit 3, the question on stderr); answered, it goes on.
+    let endpoint = format!("{base}/api/mcp/{}/mcp", kestrel_cli::dev::MCP_SERVER_ID);
+    let email = r#"{"to":"ada@example.com","subject":"Hi","body":"Hello"}"#;
+    let call = |answers: &[&str]| {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"));
+        command.args([
+            "mcp",
+            "call",
+            &endpoint,
+            "--tool",
+            "send_email",
+            "--args",
+            email,
+        ]);
+        for answer in answers {
+            command.args(["--answer", answer]);
+        }
+        command.output()
+    };
+    let asked = call(&[]).await.unwrap();
+    assert_eq!(asked.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&asked.stderr);
+    let question: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(question["type"], "mcp-elicitation", "{question}");
+    let sent = call(&[r#"{"action":"accept","content":{"approve":true}}"#])
+        .await
+        .unwrap();
+    assert_eq!(
+        sent.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    assert!(String::from_utf8_lossy(&sent.stdout).contains("ada@example.com"));
+    let listed = tokio::process::Command::new(env!("CARGO_BIN_EXE_kestrel"))
+        .args(["mcp", "call", &endpoint])
+        .output()
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("get_weather\t"));
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 }

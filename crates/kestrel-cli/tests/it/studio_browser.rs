@@ -207,6 +207,13 @@ fn scripted_model() -> ScriptedModel {
                     Some(marker) => format!("Answering as {marker}."),
                     None => "Answering as the assistant written in code.".to_owned(),
                 })
+            } else if asked.contains("kitchen") {
+                // A tool of an MCP server, which asks before it sends.
+                ScriptedResponse::tool_call(
+                    call_id("kitchen"),
+                    "kitchen_send_email",
+                    json!({"to": "ada@example.com", "subject": "Menu", "body": "Soup tonight."}),
+                )
             } else if asked.contains("email") {
                 ScriptedResponse::tool_call(
                     call_id("email"),
@@ -333,8 +340,22 @@ async fn the_studio_works_in_a_browser() {
         .unwrap();
     // The demo's tools and workflow steps take a moment, as real work would: the page shows
     // them running before they are done.
+    // The MCP page's servers, from a kestrel.toml: `kestrel mcp serve` over stdio, and a
+    // server whose command does not exist.
+    let config = super::mcp::kitchen_config(dir.path());
+    let mcp = dev::DevConfig::parse(&config, Path::new("kestrel.toml"))
+        .unwrap()
+        .mcp_client(|_| None)
+        .unwrap()
+        .unwrap();
+    // The assistant also gets the kitchen's tools, as `kestrel dev` gives them.
+    let kitchen_tools = mcp
+        .server_tools("kitchen")
+        .await
+        .unwrap_or_else(|e| panic!("the kitchen's tools: {e}"));
     let options = dev::DemoOptions {
         tool_delay: Duration::from_millis(300),
+        assistant_tools: kitchen_tools,
         ..dev::DemoOptions::default()
     };
     let kestrel = dev::demo_kestrel_with(
@@ -348,14 +369,6 @@ async fn the_studio_works_in_a_browser() {
     let guarded = dev::server(kestrel.clone(), memory.clone())
         .unwrap()
         .token(TOKEN);
-    // The MCP page's servers, from a kestrel.toml: `kestrel mcp serve` over stdio, and a
-    // server whose command does not exist.
-    let config = super::mcp::kitchen_config(dir.path());
-    let mcp = dev::DevConfig::parse(&config, Path::new("kestrel.toml"))
-        .unwrap()
-        .mcp_client(|_| None)
-        .unwrap()
-        .unwrap();
     let server = dev::server(kestrel, memory)
         .unwrap()
         .mcp_client(mcp.clone());

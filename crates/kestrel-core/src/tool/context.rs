@@ -81,6 +81,22 @@ impl ToolContext {
         self
     }
 
+    /// Hands each output the tool writes ([`ToolContext::writer`]) to `listener`, for running
+    /// a tool on its own and forwarding what it writes (an MCP server sends outputs with a
+    /// numeric `progress` as progress notifications).
+    pub fn with_output_listener(
+        mut self,
+        listener: impl Fn(&serde_json::Value) + Send + Sync + 'static,
+    ) -> Self {
+        let forward = move |event: &Event| {
+            if let EventKind::ToolOutput(output) = &event.kind {
+                listener(&output.output);
+            }
+        };
+        self.writer.sink = EventSink::listen(crate::sink::Listener(Arc::new(forward)));
+        self
+    }
+
     /// Uses this request context.
     pub fn with_request_context(mut self, request_context: RequestContext) -> Self {
         self.request_context = request_context;

@@ -29,6 +29,8 @@ pub(crate) struct InFlight {
     /// The answers a person gave on earlier rounds, replayed to the server's questions in
     /// order (the call is made again from the start after each answer).
     replay: Mutex<VecDeque<Value>>,
+    /// How many answers were replayed.
+    replayed: std::sync::atomic::AtomicUsize,
     /// A question no answer was replayed to: the call stops and a person is asked.
     question: Mutex<Option<ElicitRequestParams>>,
     asked: tokio::sync::Notify,
@@ -60,6 +62,7 @@ impl Calls {
             token: Mutex::new(None),
             progress,
             replay: Mutex::new(replay.into()),
+            replayed: std::sync::atomic::AtomicUsize::new(0),
             question: Mutex::new(None),
             asked: tokio::sync::Notify::new(),
             done: CancellationToken::new(),
@@ -96,6 +99,7 @@ impl Calls {
             });
         };
         if let Some(answer) = lock(&call.replay).pop_front() {
+            call.replayed.fetch_add(1, Ordering::Relaxed);
             return Ok(Routed::Answer(answer));
         }
         *lock(&call.question) = Some(question);
@@ -118,6 +122,11 @@ impl InFlight {
             }
             self.asked.notified().await;
         }
+    }
+
+    /// How many answers were replayed to the server's questions.
+    pub(crate) fn replayed(&self) -> usize {
+        self.replayed.load(Ordering::Relaxed)
     }
 
     /// The question asked, if one was (and not taken yet).

@@ -17,6 +17,9 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// would queue behind it).
 pub const DEFAULT_MAX_CONCURRENT_REQUESTS: usize = 64;
 
+/// The most header sets ([`McpServerConfig::headers_from`]) a server keeps a connection for.
+pub const MAX_SCOPED_CONNECTIONS: usize = 64;
+
 /// How long connecting (starting the process, the handshake) may take when nothing else is set.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -67,8 +70,26 @@ pub(crate) struct StdioConfig {
 pub(crate) struct HttpConfig {
     pub url: String,
     pub headers: Vec<(String, String)>,
+    /// Headers computed per call, from the run's request context.
+    pub headers_from: Option<HeadersFrom>,
     pub allowed_hosts: Vec<String>,
     pub max_concurrent_requests: usize,
+}
+
+/// The headers of a call, from its run's request context (a user's token, say); `Err` says
+/// why the call cannot be made.
+pub type HeadersFn = dyn Fn(&kestrel_core::context::RequestContext) -> Result<Vec<(String, String)>, String>
+    + Send
+    + Sync;
+
+/// A [`HeadersFn`], shared.
+#[derive(Clone)]
+pub(crate) struct HeadersFrom(pub std::sync::Arc<HeadersFn>);
+
+impl std::fmt::Debug for HeadersFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeadersFrom")
+    }
 }
 
 /// Which calls of a server's tools need a person's approval.
@@ -99,6 +120,7 @@ impl McpServerConfig {
         Self::new(TransportConfig::Http(HttpConfig {
             url: url.into(),
             headers: Vec::new(),
+            headers_from: None,
             allowed_hosts: Vec::new(),
             max_concurrent_requests: DEFAULT_MAX_CONCURRENT_REQUESTS,
         }))
@@ -161,6 +183,36 @@ impl McpServerConfig {
     pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         if let TransportConfig::Http(http) = &mut self.transport {
             http.headers.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    /// Computes headers for each call from its run's request context (HTTP): per-user tokens,
+    /// say, from what the request that started the run put there. Calls with the same headers
+    /// share a connection (an MCP session), kept for up to [`MAX_SCOPED_CONNECTIONS`] header
+    /// sets per server (the least recently used is closed past it). Listing the tools calls it
+    /// with an empty context. An `Err` fails the call with its text.
+    ///
+    /// ```
+    /// # use kestrel_mcp::McpServerConfig;
+    /// let config = McpServerConfig::http("https://mcp.example.com/mcp").headers_from(|request| {
+    ///     Ok(match request.get_str("user_token") {
+    ///         Some(token) => vec![("authorization".to_owned(), format!("Bearer {token}"))],
+    ///         None => Vec::new(),
+    ///     })
+    /// });
+    /// ```
+    pub fn headers_from(
+        mut self,
+        headers: impl Fn(
+            &kestrel_core::context::RequestContext,
+        ) -> Result<Vec<(String, String)>, String>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        if let TransportConfig::Http(http) = &mut self.transport {
+            http.headers_from = Some(HeadersFrom(std::sync::Arc::new(headers)));
         }
         self
     }

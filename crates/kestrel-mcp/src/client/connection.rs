@@ -25,7 +25,10 @@ use rmcp::transport::{
 use tokio::io::AsyncBufReadExt;
 
 use super::calls::Calls;
-use super::config::{McpServerConfig, Protocol, TransportConfig, header_pair, protocol_version};
+use super::config::{
+    MAX_SCOPED_CONNECTIONS, McpServerConfig, Protocol, TransportConfig, header_pair,
+    protocol_version,
+};
 use super::handler::{Handler, ServerLog};
 use crate::error::McpError;
 
@@ -83,6 +86,9 @@ pub(crate) struct Connection {
     closed: AtomicBool,
     /// The tool calls in flight, for the progress and questions the server sends about them.
     pub(crate) calls: Arc<Calls>,
+    /// For a server whose headers come from each call's request context: a connection per
+    /// header set, the most recently used last.
+    scoped: Mutex<Vec<(String, Arc<Connection>)>>,
 }
 
 #[derive(Default)]
@@ -118,7 +124,65 @@ impl Connection {
             status: Arc::new(Mutex::new(Status::default())),
             closed: AtomicBool::new(false),
             calls: Arc::default(),
+            scoped: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The connection a call with `request` makes its requests on: this one, or, for a server
+    /// whose headers come from the call's request context, the one of those headers.
+    pub(crate) fn for_request(
+        self: &Arc<Self>,
+        request: &kestrel_core::context::RequestContext,
+    ) -> Result<Arc<Self>, McpError> {
+        let TransportConfig::Http(http) = &self.config.transport else {
+            return Ok(Arc::clone(self));
+        };
+        let Some(headers_from) = &http.headers_from else {
+            return Ok(Arc::clone(self));
+        };
+        let headers = (headers_from.0)(request).map_err(|reason| McpError::Request {
+            server: self.name.clone(),
+            method: "tools/call".to_owned(),
+            reason: format!("its headers could not be made: {reason}"),
+        })?;
+        for (name, value) in &headers {
+            header_pair(&self.name, name, value).map_err(|e| McpError::Request {
+                server: self.name.clone(),
+                method: "tools/call".to_owned(),
+                reason: e.to_string(),
+            })?;
+        }
+        // Keyed by the headers themselves; kept in memory only, as the config's are.
+        let key = headers
+            .iter()
+            .map(|(name, value)| format!("{}\n{value}", name.to_ascii_lowercase()))
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let mut scoped = self.scoped.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(at) = scoped.iter().position(|(k, _)| *k == key) {
+            let entry = scoped.remove(at);
+            let connection = Arc::clone(&entry.1);
+            scoped.push(entry);
+            return Ok(connection);
+        }
+        let mut config = self.config.clone();
+        if let TransportConfig::Http(http) = &mut config.transport {
+            http.headers.extend(headers);
+            http.headers_from = None;
+        }
+        let connection = Arc::new(Self::new(self.name.clone(), config, self.timeout));
+        scoped.push((key, Arc::clone(&connection)));
+        if scoped.len() > MAX_SCOPED_CONNECTIONS {
+            let (_, oldest) = scoped.remove(0);
+            tokio::spawn(async move { oldest.close().await });
+        }
+        Ok(connection)
+    }
+
+    /// The connections of each header set, taken (to close them).
+    fn take_scoped(&self) -> Vec<Arc<Self>> {
+        let mut scoped = self.scoped.lock().unwrap_or_else(|e| e.into_inner());
+        scoped.drain(..).map(|(_, connection)| connection).collect()
     }
 
     /// The connection's peer (and which connection it is), connecting first when there is
@@ -338,10 +402,13 @@ impl Connection {
         dead
     }
 
-    /// Drops the connection now (the next call connects anew).
+    /// Drops the connection now (the next call connects anew), and those of each header set.
     pub(crate) async fn reset(&self) {
         let service = self.service.lock().await.take();
         close(service.map(|(_, service)| service)).await;
+        for scoped in self.take_scoped() {
+            Box::pin(scoped.close()).await;
+        }
     }
 
     /// Closes the connection for good.
@@ -414,7 +481,15 @@ impl Connection {
             }
             TransportConfig::Http(http) => {
                 let mut headers = HashMap::new();
-                for (name, value) in &http.headers {
+                let mut given = http.headers.clone();
+                if let Some(headers_from) = &http.headers_from {
+                    // Outside any call (listing the tools): an empty request context.
+                    let request = kestrel_core::context::RequestContext::new();
+                    given.extend((headers_from.0)(&request).map_err(|reason| {
+                        connect_error(format!("its headers could not be made: {reason}"))
+                    })?);
+                }
+                for (name, value) in &given {
                     let (name, value) = header_pair(&self.name, name, value)
                         .map_err(|e| connect_error(e.to_string()))?;
                     headers.insert(name, value);

@@ -110,6 +110,13 @@ impl McpElicitation {
     }
 }
 
+/// Answers to give a server's questions before a person is asked, in order: put it in a
+/// call's context (`ToolContext::with_extension(PresetAnswers(..))`) to answer questions known
+/// in advance (a script, a test, `kestrel mcp call --answer`). Each is MCP's answer shape;
+/// fields an `accept` leaves out take the form's defaults.
+#[derive(Debug, Clone, Default)]
+pub struct PresetAnswers(pub Vec<Value>);
+
 /// The schema of an answer, the MCP tools' resume schema.
 pub(crate) fn answer_schema() -> Value {
     json!({
@@ -168,6 +175,8 @@ impl Rounds {
         if suspended.question.kind != McpElicitation::TYPE {
             return Ok(None);
         }
+        // What the person left out of a form takes the form's defaults (SEP-1034).
+        let answer = &with_defaults(suspended.question.requested_schema.as_ref(), answer);
         let problems = answer_problems(&suspended.question, answer);
         if !problems.is_empty() {
             let mut again = Box::new(suspended);
@@ -219,6 +228,24 @@ impl Rounds {
         Ok(())
     }
 
+    /// Answers this round's unanswered stateless questions from `preset`, in order, while it
+    /// has answers.
+    pub(crate) fn answer_from(&mut self, preset: &mut std::collections::VecDeque<Value>) {
+        let unanswered: Vec<(String, Value)> = self
+            .requests
+            .iter()
+            .filter(|(key, _)| !self.responses.contains_key(*key))
+            .map(|(key, params)| (key.clone(), params.clone()))
+            .collect();
+        for (key, params) in unanswered {
+            let Some(answer) = preset.pop_front() else {
+                return;
+            };
+            let schema = params.get("requestedSchema");
+            self.responses.insert(key, with_defaults(schema, &answer));
+        }
+    }
+
     /// The next stateless question to ask a person, if one is unanswered.
     pub(crate) fn next_question(&mut self) -> Option<ElicitRequestParams> {
         let (key, params) = self
@@ -254,6 +281,47 @@ impl Rounds {
             rounds: self,
         })
     }
+}
+
+/// The form a question asks for, as JSON.
+pub(crate) fn requested_schema(question: &ElicitRequestParams) -> Option<Value> {
+    match question {
+        ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } => serde_json::to_value(requested_schema).ok(),
+        _ => None,
+    }
+}
+
+/// `answer` with the defaults of the fields of the form (`requested_schema`) that an `accept`
+/// left out (SEP-1034).
+pub(crate) fn with_defaults(requested_schema: Option<&Value>, answer: &Value) -> Value {
+    let mut answer = answer.clone();
+    if answer.get("action").and_then(Value::as_str) != Some("accept") {
+        return answer;
+    }
+    let Some(properties) = requested_schema
+        .and_then(|schema| schema.get("properties"))
+        .and_then(Value::as_object)
+    else {
+        return answer;
+    };
+    let Some(fields) = answer.as_object_mut() else {
+        return answer;
+    };
+    let content = fields
+        .entry("content")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Some(content) = content.as_object_mut() {
+        for (name, property) in properties {
+            if let Some(default) = property.get("default") {
+                content
+                    .entry(name.clone())
+                    .or_insert_with(|| default.clone());
+            }
+        }
+    }
+    answer
 }
 
 /// What is wrong with `answer` to `question`: an `accept` of a form carries content of the

@@ -146,10 +146,14 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
+        let schema = super::elicitation::requested_schema(&request);
         match self.calls.route_question(request) {
-            Ok(Routed::Answer(answer)) => serde_json::from_value(answer).map_err(|e| {
-                ErrorData::internal_error(format!("a stored answer does not parse: {e}"), None)
-            }),
+            Ok(Routed::Answer(answer)) => {
+                let answer = super::elicitation::with_defaults(schema.as_ref(), &answer);
+                serde_json::from_value(answer).map_err(|e| {
+                    ErrorData::internal_error(format!("a stored answer does not parse: {e}"), None)
+                })
+            }
             Ok(Routed::Asked(call)) => {
                 // The call stops, and its run asks a person; this request is answered once the
                 // call is cancelled (it is made again, with the answer, on the resume).

@@ -26,12 +26,12 @@ use std::time::Duration;
 use kestrel_core::tool::{SharedTool, Tool as _};
 
 pub use config::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_TIMEOUT, McpServerConfig,
-    Protocol,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_REQUESTS, DEFAULT_TIMEOUT, HeadersFn,
+    MAX_SCOPED_CONNECTIONS, McpServerConfig, Protocol,
 };
 use connection::Connection;
 pub use connection::{ServerState, ServerStatus};
-pub use elicitation::{MAX_QUESTIONS, McpElicitation};
+pub use elicitation::{MAX_QUESTIONS, McpElicitation, PresetAnswers};
 pub use handler::ServerLog;
 pub use tool::McpTool;
 

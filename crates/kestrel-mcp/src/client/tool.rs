@@ -1,5 +1,6 @@
 //! An MCP server's tool as a Kestrel tool ([`McpTool`]), named `<server>_<tool>`.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -8,7 +9,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResponse, ElicitRequestParams};
 use serde_json::Value;
 
 use super::connection::Connection;
-use super::elicitation::{MAX_QUESTIONS, Rounds, answer_schema};
+use super::elicitation::{MAX_QUESTIONS, PresetAnswers, Rounds, answer_schema};
 use crate::error::McpError;
 
 /// The longest tool name a model provider takes (OpenAI's limit).
@@ -97,6 +98,12 @@ impl McpTool {
         Ok(this)
     }
 
+    /// The Kestrel name of server `server`'s tool `tool`: `<server>_<tool>`, with what a model
+    /// provider does not take in a tool name (`.`, `/`, ...) written as `_`.
+    pub fn id_for(server: &str, tool: &str) -> String {
+        tool_id(server, tool)
+    }
+
     /// The name of the server it belongs to.
     pub fn server(&self) -> &str {
         &self.connection.name
@@ -119,22 +126,26 @@ impl McpTool {
     /// answered with `rounds`' answers, in order.
     async fn call(
         &self,
+        connection: &Connection,
         ctx: &ToolContext,
         params: CallToolRequestParams,
-        rounds: &Rounds,
+        rounds: &mut Rounds,
+        preset: &mut VecDeque<Value>,
     ) -> Called {
         let writer = ctx.writer();
         let progress = writer.is_observed().then(|| writer.clone());
-        let registered = self
-            .connection
-            .calls
-            .register(progress, rounds.answers.clone());
-        let call = self
-            .connection
-            .call_tool(params, ctx.abort_signal(), |token| {
-                registered.call.sent(token)
-            });
-        tokio::select! {
+        let given = rounds.answers.len();
+        let replay = rounds
+            .answers
+            .iter()
+            .chain(preset.iter())
+            .cloned()
+            .collect();
+        let registered = connection.calls.register(progress, replay);
+        let call = connection.call_tool(params, ctx.abort_signal(), |token| {
+            registered.call.sent(token)
+        });
+        let called = tokio::select! {
             biased;
             question = registered.call.asked() => Called::Asked(question),
             outcome = call => match registered.call.take_question() {
@@ -142,7 +153,14 @@ impl McpTool {
                 Some(question) => Called::Asked(question),
                 None => Called::Answered(outcome),
             },
+        };
+        // The preset answers the server was given are replayed on the next call too.
+        for _ in given..registered.call.replayed() {
+            if let Some(answer) = preset.pop_front() {
+                rounds.answers.push(answer);
+            }
         }
+        called
     }
 }
 
@@ -200,6 +218,16 @@ impl Tool for McpTool {
             }
         };
         let server = &self.connection.name;
+        // A server whose headers come from the run's request context has a connection per
+        // header set.
+        let connection = self
+            .connection
+            .for_request(ctx.request_context())
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        let mut preset: VecDeque<Value> = ctx
+            .extension::<PresetAnswers>()
+            .map(|preset| preset.0.iter().cloned().collect())
+            .unwrap_or_default();
         let mut rounds = match (ctx.suspend_payload(), ctx.resume_data()) {
             (Some(payload), Some(answer)) => match Rounds::resumed(payload, answer) {
                 Ok(rounds) => rounds.unwrap_or_default(),
@@ -211,6 +239,9 @@ impl Tool for McpTool {
         // Each pass is a `tools/call`; a server answering `input_required` with questions
         // Kestrel answers itself (roots) gets called again, a bounded number of times.
         for _ in 0..=MAX_QUESTIONS {
+            if rounds.stateless() {
+                rounds.answer_from(&mut preset);
+            }
             if rounds.stateless()
                 && let Some(question) = rounds.next_question()
             {
@@ -225,7 +256,10 @@ impl Tool for McpTool {
                 }
                 rounds.requests.clear();
             }
-            match self.call(&ctx, params, &rounds).await {
+            match self
+                .call(&connection, &ctx, params, &mut rounds, &mut preset)
+                .await
+            {
                 Called::Asked(question) => return Err(self.ask(&ctx, rounds, question)),
                 Called::Answered(Err(error)) => return Err(ToolError::new(error.to_string())),
                 Called::Answered(Ok(CallToolResponse::Complete(result))) => {

@@ -27,8 +27,8 @@ use kestrel_core::workflow::Workflow;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ElicitRequest, ElicitResult, Implementation,
-    InputRequest, InputRequiredResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig,
+    InputRequest, InputRequiredResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::{
@@ -276,7 +276,7 @@ impl McpServer {
     /// that needs approval, or a call that stops for a person, refused (nobody can be asked).
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, ToolCallFailure> {
         let abort = kestrel_core::abort::AbortSignal::new();
-        match self.advance(name, arguments, abort, None, 0).await {
+        match self.advance(name, arguments, abort, None, 0, None).await {
             Advanced::Done(outcome) => outcome,
             Advanced::Waits(pending) => Err(unanswerable(&pending)),
         }
@@ -291,6 +291,7 @@ impl McpServer {
         abort: kestrel_core::abort::AbortSignal,
         resumed: Option<Answered>,
         rounds: usize,
+        outputs: Option<&OutputForward>,
     ) -> Advanced {
         let tool = match self.inner.tools.checked(name, &arguments) {
             Ok(tool) => tool,
@@ -304,6 +305,10 @@ impl McpServer {
             }));
         }
         let mut ctx = ToolContext::standalone(name).with_abort_signal(abort);
+        if let Some(forward) = outputs {
+            let forward = Arc::clone(forward);
+            ctx = ctx.with_output_listener(move |output| forward(output));
+        }
         match resumed {
             None => {
                 let context = kestrel_core::context::RequestContext::new();
@@ -355,6 +360,12 @@ impl McpServer {
         let stateless = context
             .protocol_version()
             .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+        // What the tool writes with a numeric `progress` goes to the client as progress, when
+        // the request asked for it.
+        let progress = context
+            .meta
+            .get_progress_token()
+            .map(|token| forward_progress(context.peer.clone(), token));
         let mut resumed = None;
         let mut rounds = 0;
         if let Some(state) = &request.request_state {
@@ -397,6 +408,7 @@ impl McpServer {
                     abort.clone(),
                     resumed.take(),
                     rounds,
+                    progress.as_ref().map(|(forward, _)| forward),
                 )
                 .await;
             let pending = match advanced {
@@ -445,6 +457,12 @@ impl McpServer {
             }
             rounds = pending.rounds + 1;
         };
+        if let Some((forward, forwarding)) = progress {
+            // The notifications go out before the result does.
+            drop(forward);
+            // Bounded: a tool that kept its context alive past its end keeps the forward too.
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), forwarding).await;
+        }
         Ok(CallToolResponse::Complete(match outcome {
             Ok(output) => tool_result(output),
             Err(ToolCallFailure::Input(ToolCallError::UnknownTool { name, .. })) => {
@@ -582,6 +600,44 @@ impl ServerHandler for McpServer {
         watcher.abort();
         answer
     }
+}
+
+/// Where a served tool's outputs go.
+type OutputForward = Arc<dyn Fn(&Value) + Send + Sync>;
+
+/// How many progress notifications may wait to be sent; past it, new ones are dropped
+/// (progress only informs).
+const PROGRESS_BACKLOG: usize = 64;
+
+/// A forward of a tool's outputs with a numeric `progress` (and `total`, `message`) as
+/// progress notifications for `token`, and the task sending them, which ends once the forward
+/// is dropped.
+fn forward_progress(
+    peer: rmcp::service::Peer<RoleServer>,
+    token: ProgressToken,
+) -> (OutputForward, tokio::task::JoinHandle<()>) {
+    let (sender, mut outputs) = tokio::sync::mpsc::channel::<Value>(PROGRESS_BACKLOG);
+    let forwarding = tokio::spawn(async move {
+        while let Some(output) = outputs.recv().await {
+            let Some(progress) = output.get("progress").and_then(Value::as_f64) else {
+                continue;
+            };
+            let mut param = ProgressNotificationParam::new(token.clone(), progress);
+            if let Some(total) = output.get("total").and_then(Value::as_f64) {
+                param = param.with_total(total);
+            }
+            if let Some(message) = output.get("message").and_then(Value::as_str) {
+                param = param.with_message(message);
+            }
+            if peer.notify_progress(param).await.is_err() {
+                return;
+            }
+        }
+    });
+    let forward: OutputForward = Arc::new(move |output: &Value| {
+        let _ = sender.try_send(output.clone());
+    });
+    (forward, forwarding)
 }
 
 /// Why a call that waits for a person ends where nobody can be asked.

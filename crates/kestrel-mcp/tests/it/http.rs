@@ -419,3 +419,84 @@ async fn a_disconnected_client_refuses_calls() {
     assert_eq!(mcp.status()[0].state, ServerState::Closed);
     stop.cancel();
 }
+
+#[tokio::test]
+async fn per_user_headers_come_from_each_calls_request_context() {
+    use std::sync::{Arc, Mutex};
+    // The server records the Authorization header of every request.
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let recorded = Arc::clone(&seen);
+    let service = server().http_service(
+        rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default(),
+    );
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let recorded = Arc::clone(&recorded);
+                    async move {
+                        let token = request
+                            .headers()
+                            .get("authorization")
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("none")
+                            .to_owned();
+                        recorded.lock().unwrap().push(token);
+                        next.run(request).await
+                    }
+                },
+            ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    for protocol in [Protocol::Stateless, Protocol::Legacy] {
+        seen.lock().unwrap().clear();
+        let config = McpServerConfig::http(format!("http://{address}/mcp"))
+            .protocol(protocol.clone())
+            .headers_from(|request| match request.get_str("user") {
+                Some(user) if user == "mallory" => Err("mallory has no token".to_owned()),
+                Some(user) => Ok(vec![(
+                    "authorization".to_owned(),
+                    format!("Bearer {user}-token"),
+                )]),
+                None => Ok(vec![(
+                    "authorization".to_owned(),
+                    "Bearer service".to_owned(),
+                )]),
+            });
+        let mcp = McpClient::builder()
+            .server("kestrel", config)
+            .build()
+            .unwrap();
+        let tools = mcp.list_tools().await.unwrap();
+        let add = tools.iter().find(|t| t.id() == "kestrel_add").unwrap();
+        let as_user = |user: &str| {
+            let request = kestrel_core::context::RequestContext::new();
+            request.set("user", user);
+            ToolContext::standalone("kestrel_add").with_request_context(request)
+        };
+        for user in ["alice", "bob", "alice"] {
+            let sum = add.execute(json!({"a": 1, "b": 2}), as_user(user)).await;
+            assert_eq!(sum.unwrap(), json!({"sum": 3}), "{protocol:?}");
+        }
+        let refused = add
+            .execute(json!({"a": 1, "b": 2}), as_user("mallory"))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message().contains("mallory has no token"),
+            "{}",
+            refused.message()
+        );
+        let seen = seen.lock().unwrap().clone();
+        for token in ["Bearer service", "Bearer alice-token", "Bearer bob-token"] {
+            assert!(
+                seen.iter().any(|s| s == token),
+                "{protocol:?}: {token} not in {seen:?}"
+            );
+        }
+        assert!(!seen.iter().any(|s| s == "none"), "{protocol:?}: {seen:?}");
+        mcp.disconnect().await;
+    }
+}
