@@ -22,6 +22,8 @@
 //! - [`store`]: the durable ports (stopped runs, workflow runs, the message queue, agent
 //!   versions) and [`store::Stores`], the bundle an instance is given once;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
+//! - [`trace`]: AI tracing: spans with Mastra's types, sampled, redacted, recorded off the
+//!   runs, and the span store they are read back from;
 //! - [`kestrel`]: the instance that registers agents;
 //! - [`schema`] (JSON schemas), [`error`] (the boxed error of user code), [`context`],
 //!   [`abort`], [`message`], [`id`]: the small pieces every layer uses.
@@ -56,5 +58,6 @@ mod sink;
 pub mod skill;
 pub mod store;
 pub mod tool;
+pub mod trace;
 pub mod version;
 pub mod workflow;

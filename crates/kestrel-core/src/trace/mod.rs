@@ -1,0 +1,22 @@
+//! AI tracing: every run a trace of spans, with Mastra's span types and attributes.
+//!
+//! - [`span`]: what a span is ([`SpanType`], [`TraceContext`], the finished [`SpanRecord`]).
+//! - [`policy`]: which traces are kept ([`Sampling`]) and what a span may carry (sensitive
+//!   keys redacted, large values cut: [`TracingConfig`]).
+//! - [`recorder`]: [`Tracer`] starts spans; an ended span is appended to a bounded buffer,
+//!   and a worker hands batches to the [`SpanSink`]s, off the runs.
+//! - [`store`]: the [`SpanStore`] port the traces are read back from, and its in-memory
+//!   backend.
+
+pub mod policy;
+pub mod recorder;
+pub mod span;
+pub mod store;
+
+pub use policy::{REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
+pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanSink, Tracer};
+pub use span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id, new_trace_id};
+pub use store::{
+    InMemorySpanStore, Retention, SpanStore, SpanStoreError, TracePage, TraceQuery, TraceStatus,
+    TraceSummary, summarize,
+};

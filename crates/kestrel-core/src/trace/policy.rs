@@ -1,0 +1,251 @@
+//! Which traces are kept ([`Sampling`]) and what a kept span may carry: sensitive values
+//! redacted and large values cut ([`TracingConfig`]). Both are applied off the run, when the
+//! recorder's worker takes the spans (see [`super::Tracer`]).
+
+use serde_json::Value;
+
+/// Which traces are recorded. The choice is made once per trace, from its id, so every span
+/// of a trace (on every instance, after any restart) makes the same choice.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub enum Sampling {
+    /// Every trace (the default).
+    #[default]
+    Always,
+    /// None: tracing is off.
+    Never,
+    /// This share of traces, from 0.0 to 1.0.
+    Ratio(f64),
+}
+
+impl Sampling {
+    /// Whether the trace `trace_id` is recorded.
+    pub fn keeps(self, trace_id: &str) -> bool {
+        match self {
+            Self::Always => true,
+            Self::Never => false,
+            Self::Ratio(ratio) if ratio >= 1.0 => true,
+            Self::Ratio(ratio) if ratio.is_nan() || ratio <= 0.0 => false,
+            Self::Ratio(ratio) => {
+                // The trace id's first 64 bits, as a fraction of the whole range (as
+                // OpenTelemetry's ratio sampler does with its low bits).
+                let high = trace_id
+                    .get(..16)
+                    .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                    .unwrap_or(0);
+                (high as f64) < ratio * (u64::MAX as f64)
+            }
+        }
+    }
+}
+
+/// Keys whose values are redacted wherever they appear (inputs, outputs, attributes,
+/// metadata), compared without case, `_`, `-` or `.`.
+pub const SENSITIVE_KEYS: [&str; 14] = [
+    "apikey",
+    "authorization",
+    "password",
+    "passwd",
+    "token",
+    "accesstoken",
+    "refreshtoken",
+    "secret",
+    "clientsecret",
+    "privatekey",
+    "cookie",
+    "setcookie",
+    "credential",
+    "credentials",
+];
+
+/// What replaces a redacted value.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// The largest JSON a recorded input, output or attribute keeps (bytes); a larger one is cut
+/// to a string of that size, marked.
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 16 * 1024;
+
+/// How an instance traces its runs. Build with [`TracingConfig::new`] (every trace, the
+/// sensitive keys redacted, values cut at [`DEFAULT_MAX_VALUE_BYTES`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct TracingConfig {
+    /// Which traces are recorded.
+    pub sampling: Sampling,
+    /// Whether values under [`SENSITIVE_KEYS`] (and [`TracingConfig::sensitive_keys`]) are
+    /// redacted (default: yes).
+    pub redact: bool,
+    /// More keys to redact, beside [`SENSITIVE_KEYS`].
+    pub sensitive_keys: Vec<String>,
+    /// The largest JSON an input, output or attribute keeps, in bytes.
+    pub max_value_bytes: usize,
+    /// The service the spans are exported as (default `kestrel`).
+    pub service_name: String,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TracingConfig {
+    /// Every trace recorded, sensitive keys redacted, values cut at
+    /// [`DEFAULT_MAX_VALUE_BYTES`].
+    pub fn new() -> Self {
+        Self {
+            sampling: Sampling::Always,
+            redact: true,
+            sensitive_keys: Vec::new(),
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            service_name: "kestrel".to_owned(),
+        }
+    }
+
+    /// Records this share of traces.
+    pub fn sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// Redacts values under `key` too.
+    pub fn sensitive_key(mut self, key: impl Into<String>) -> Self {
+        self.sensitive_keys.push(normalize(&key.into()));
+        self
+    }
+
+    /// Keeps sensitive values as they are (for a store nobody else reads).
+    pub fn without_redaction(mut self) -> Self {
+        self.redact = false;
+        self
+    }
+
+    /// Cuts recorded values at `bytes` of JSON (at least 64).
+    pub fn max_value_bytes(mut self, bytes: usize) -> Self {
+        self.max_value_bytes = bytes.max(64);
+        self
+    }
+
+    /// Exports the spans as `service`.
+    pub fn service_name(mut self, service: impl Into<String>) -> Self {
+        self.service_name = service.into();
+        self
+    }
+
+    /// `value` as a span may keep it: redacted, then cut.
+    pub fn sanitize(&self, value: &mut Value) {
+        if self.redact {
+            self.redact_in(value);
+        }
+        cap(value, self.max_value_bytes);
+    }
+
+    fn is_sensitive(&self, key: &str) -> bool {
+        let key = normalize(key);
+        SENSITIVE_KEYS.contains(&key.as_str()) || self.sensitive_keys.contains(&key)
+    }
+
+    fn redact_in(&self, value: &mut Value) {
+        match value {
+            Value::Object(fields) => {
+                for (key, field) in fields.iter_mut() {
+                    if self.is_sensitive(key) {
+                        *field = Value::String(REDACTED.to_owned());
+                    } else {
+                        self.redact_in(field);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|item| self.redact_in(item)),
+            _ => {}
+        }
+    }
+}
+
+/// A key as compared: lowercase, without `_`, `-` and `.`.
+fn normalize(key: &str) -> String {
+    key.chars()
+        .filter(|c| !matches!(c, '_' | '-' | '.'))
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Cuts `value` to a string of `max` bytes of its JSON, marked, when its JSON is longer.
+fn cap(value: &mut Value, max: usize) {
+    let Ok(text) = serde_json::to_string(value) else {
+        return;
+    };
+    if text.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    *value = Value::String(format!(
+        "{}… [cut: {} of {} bytes kept]",
+        &text[..cut],
+        cut,
+        text.len()
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ratio_sampling_is_decided_by_the_trace_id() {
+        let low = "0000000000000001ffffffffffffffff";
+        let high = "ffffffffffffff00ffffffffffffffff";
+        assert!(Sampling::Ratio(0.5).keeps(low));
+        assert!(!Sampling::Ratio(0.5).keeps(high));
+        assert!(Sampling::Always.keeps(high) && !Sampling::Never.keeps(low));
+        assert!(!Sampling::Ratio(0.0).keeps(low) && Sampling::Ratio(1.0).keeps(high));
+        assert!(!Sampling::Ratio(f64::NAN).keeps(low));
+        // About the share asked, over many traces.
+        let kept = (0..10_000)
+            .filter(|_| Sampling::Ratio(0.25).keeps(&super::super::new_trace_id()))
+            .count();
+        assert!((2_000..3_000).contains(&kept), "{kept}");
+    }
+
+    #[test]
+    fn sensitive_values_are_redacted_anywhere() {
+        let config = TracingConfig::new().sensitive_key("X-Team-Pin");
+        let mut value = json!({
+            "city": "Lisbon",
+            "apiKey": "sk-1",
+            "nested": [{"Authorization": "Bearer x", "access_token": "t", "keep": 1}],
+            "x_team_pin": "1234"
+        });
+        config.sanitize(&mut value);
+        assert_eq!(
+            value,
+            json!({
+                "city": "Lisbon",
+                "apiKey": REDACTED,
+                "nested": [{"Authorization": REDACTED, "access_token": REDACTED, "keep": 1}],
+                "x_team_pin": REDACTED
+            })
+        );
+        let mut kept = json!({"token": "t"});
+        TracingConfig::new().without_redaction().sanitize(&mut kept);
+        assert_eq!(kept, json!({"token": "t"}));
+    }
+
+    #[test]
+    fn large_values_are_cut_and_marked() {
+        let config = TracingConfig::new().max_value_bytes(100);
+        let mut value = json!({"text": "é".repeat(500)});
+        config.sanitize(&mut value);
+        let text = value.as_str().unwrap();
+        assert!(text.len() < 200 && text.contains("[cut: "), "{text}");
+        let mut small = json!({"a": 1});
+        config.sanitize(&mut small);
+        assert_eq!(small, json!({"a": 1}));
+    }
+}

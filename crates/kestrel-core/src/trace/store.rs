@@ -1,0 +1,396 @@
+//! Where spans are kept to be read back: the [`SpanStore`] port (save, list traces, read one,
+//! delete, prune), and [`InMemorySpanStore`], bounded. A store is also a [`SpanSink`], so a
+//! tracer hands it its batches.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+
+use super::recorder::SpanSink;
+use super::span::{SpanRecord, SpanType};
+
+/// Why a span store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpanStoreError {
+    /// The backend failed.
+    #[error("the span store failed: {0}")]
+    Backend(String),
+}
+
+/// A trace's status, from its spans: `error` when one failed, else `success`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceStatus {
+    /// No span failed.
+    Success,
+    /// A span failed.
+    Error,
+}
+
+/// Which traces [`SpanStore::list_traces`] gives: those whose root span matches every filter
+/// set, newest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct TraceQuery {
+    /// Zero-based page.
+    pub page: u32,
+    /// Traces per page (0: [`DEFAULT_TRACES_PAGE`]; at most [`MAX_TRACES_PAGE`]).
+    pub per_page: u32,
+    /// The root span's type.
+    pub span_type: Option<SpanType>,
+    /// `agent`, `workflow`...
+    pub entity_type: Option<String>,
+    /// The agent's or workflow's id.
+    pub entity_id: Option<String>,
+    /// The run.
+    pub run_id: Option<String>,
+    /// The thread.
+    pub thread_id: Option<String>,
+    /// The resource.
+    pub resource_id: Option<String>,
+    /// The user.
+    pub user_id: Option<String>,
+    /// Started at or after (Unix nanoseconds).
+    pub started_after: Option<u64>,
+    /// Started before (Unix nanoseconds).
+    pub started_before: Option<u64>,
+    /// Only traces with this status.
+    pub status: Option<TraceStatus>,
+}
+
+/// Traces per page by default.
+pub const DEFAULT_TRACES_PAGE: u32 = 20;
+/// The most traces a page gives.
+pub const MAX_TRACES_PAGE: u32 = 100;
+
+impl TraceQuery {
+    /// Traces per page, the default and the bound applied.
+    pub fn page_size(&self) -> u32 {
+        match self.per_page {
+            0 => DEFAULT_TRACES_PAGE,
+            n => n.min(MAX_TRACES_PAGE),
+        }
+    }
+
+    /// Whether `root` matches the filters (not the status, which needs the whole trace).
+    pub fn matches(&self, root: &SpanRecord) -> bool {
+        let same = |want: &Option<String>, have: &Option<String>| {
+            want.as_ref().is_none_or(|want| have.as_ref() == Some(want))
+        };
+        self.span_type.is_none_or(|t| t == root.span_type)
+            && same(&self.entity_type, &root.entity_type)
+            && same(&self.entity_id, &root.entity_id)
+            && same(&self.run_id, &root.run_id)
+            && same(&self.thread_id, &root.thread_id)
+            && same(&self.resource_id, &root.resource_id)
+            && same(&self.user_id, &root.user_id)
+            && self.started_after.is_none_or(|t| root.started_at >= t)
+            && self.started_before.is_none_or(|t| root.started_at < t)
+    }
+}
+
+/// One trace in a list: its root span, and what its other spans say.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TraceSummary {
+    /// The root span.
+    pub root: SpanRecord,
+    /// Whether any span failed.
+    pub status: TraceStatus,
+    /// Whether a span below the root failed.
+    pub has_child_error: bool,
+    /// How many spans it has.
+    pub span_count: usize,
+}
+
+/// A page of traces.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct TracePage {
+    /// The traces, newest first.
+    pub traces: Vec<TraceSummary>,
+    /// How many traces match in all.
+    pub total: usize,
+}
+
+/// How long spans are kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// Traces whose root started longer ago than this many nanoseconds go.
+    pub max_age_ns: Option<u64>,
+    /// Past this many traces, the oldest go.
+    pub max_traces: Option<usize>,
+}
+
+/// Kept spans, read back by trace. Each backend is tested by one conformance suite.
+#[async_trait]
+pub trait SpanStore: Send + Sync + std::fmt::Debug {
+    /// Keeps `spans` (a span saved again replaces the first).
+    async fn save(&self, spans: &[SpanRecord]) -> Result<(), SpanStoreError>;
+
+    /// A page of traces, newest first.
+    async fn list_traces(&self, query: &TraceQuery) -> Result<TracePage, SpanStoreError>;
+
+    /// Every span of trace `trace_id`, by start time (empty when it is unknown).
+    async fn trace(&self, trace_id: &str) -> Result<Vec<SpanRecord>, SpanStoreError>;
+
+    /// Deletes traces `trace_ids`; how many spans went.
+    async fn delete_traces(&self, trace_ids: &[String]) -> Result<u64, SpanStoreError>;
+
+    /// Deletes what `retention` no longer keeps, `now` being Unix nanoseconds; how many
+    /// spans went.
+    async fn prune(&self, retention: Retention, now: u64) -> Result<u64, SpanStoreError>;
+}
+
+/// Sums a trace up from its spans (`None` without a root span).
+pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
+    let root = spans.iter().find(|s| s.is_root())?;
+    let has_child_error = spans.iter().any(|s| !s.is_root() && s.is_error());
+    let status = if root.is_error() || has_child_error {
+        TraceStatus::Error
+    } else {
+        TraceStatus::Success
+    };
+    Some(TraceSummary {
+        root: root.clone(),
+        status,
+        has_child_error,
+        span_count: spans.len(),
+    })
+}
+
+/// The most traces [`InMemorySpanStore`] keeps by default; past it the oldest go.
+pub const DEFAULT_IN_MEMORY_TRACES: usize = 10_000;
+
+/// Spans in memory, bounded by a number of traces (the oldest go first).
+#[derive(Debug)]
+pub struct InMemorySpanStore {
+    max_traces: usize,
+    state: Mutex<Traces>,
+}
+
+#[derive(Debug, Default)]
+struct Traces {
+    /// Spans by trace, then by span id.
+    spans: BTreeMap<String, BTreeMap<String, SpanRecord>>,
+    /// Trace ids, oldest first.
+    order: VecDeque<String>,
+}
+
+impl Default for InMemorySpanStore {
+    fn default() -> Self {
+        Self::new(DEFAULT_IN_MEMORY_TRACES)
+    }
+}
+
+impl InMemorySpanStore {
+    /// A store keeping at most `max_traces` traces (at least 1).
+    pub fn new(max_traces: usize) -> Self {
+        Self {
+            max_traces: max_traces.max(1),
+            state: Mutex::new(Traces::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Traces> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Traces {
+    fn remove(&mut self, trace_id: &str) -> u64 {
+        self.order.retain(|t| t != trace_id);
+        self.spans.remove(trace_id).map_or(0, |s| s.len() as u64)
+    }
+}
+
+#[async_trait]
+impl SpanStore for InMemorySpanStore {
+    async fn save(&self, spans: &[SpanRecord]) -> Result<(), SpanStoreError> {
+        let mut state = self.lock();
+        for span in spans {
+            if !state.spans.contains_key(&span.trace_id) {
+                state.order.push_back(span.trace_id.clone());
+            }
+            state
+                .spans
+                .entry(span.trace_id.clone())
+                .or_default()
+                .insert(span.span_id.clone(), span.clone());
+        }
+        while state.order.len() > self.max_traces {
+            if let Some(oldest) = state.order.pop_front() {
+                state.spans.remove(&oldest);
+            }
+        }
+        Ok(())
+    }
+
+    async fn list_traces(&self, query: &TraceQuery) -> Result<TracePage, SpanStoreError> {
+        let state = self.lock();
+        let mut matching: Vec<TraceSummary> = state
+            .spans
+            .values()
+            .filter_map(|spans| {
+                let spans: Vec<SpanRecord> = spans.values().cloned().collect();
+                summarize(&spans)
+            })
+            .filter(|summary| query.matches(&summary.root))
+            .filter(|summary| query.status.is_none_or(|s| s == summary.status))
+            .collect();
+        matching.sort_by(|a, b| {
+            b.root
+                .started_at
+                .cmp(&a.root.started_at)
+                .then_with(|| b.root.trace_id.cmp(&a.root.trace_id))
+        });
+        let total = matching.len();
+        let size = query.page_size() as usize;
+        let traces = matching
+            .into_iter()
+            .skip(query.page as usize * size)
+            .take(size)
+            .collect();
+        Ok(TracePage { traces, total })
+    }
+
+    async fn trace(&self, trace_id: &str) -> Result<Vec<SpanRecord>, SpanStoreError> {
+        let state = self.lock();
+        let mut spans: Vec<SpanRecord> = state
+            .spans
+            .get(trace_id)
+            .map(|spans| spans.values().cloned().collect())
+            .unwrap_or_default();
+        spans.sort_by_key(|s| (s.started_at, s.span_id.clone()));
+        Ok(spans)
+    }
+
+    async fn delete_traces(&self, trace_ids: &[String]) -> Result<u64, SpanStoreError> {
+        let mut state = self.lock();
+        Ok(trace_ids.iter().map(|id| state.remove(id)).sum())
+    }
+
+    async fn prune(&self, retention: Retention, now: u64) -> Result<u64, SpanStoreError> {
+        let mut state = self.lock();
+        let mut removed = 0;
+        if let Some(max_age) = retention.max_age_ns {
+            let old: Vec<String> = state
+                .spans
+                .iter()
+                .filter(|(_, spans)| {
+                    spans
+                        .values()
+                        .map(|s| s.started_at)
+                        .min()
+                        .is_some_and(|started| now.saturating_sub(started) > max_age)
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in old {
+                removed += state.remove(&id);
+            }
+        }
+        if let Some(max) = retention.max_traces {
+            while state.order.len() > max {
+                let Some(oldest) = state.order.front().cloned() else {
+                    break;
+                };
+                removed += state.remove(&oldest);
+            }
+        }
+        Ok(removed)
+    }
+}
+
+impl SpanSink for InMemorySpanStore {
+    fn export<'a>(&'a self, spans: &'a [SpanRecord]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.save(spans).await {
+                tracing::warn!(%error, "storing spans failed; the batch is dropped");
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::super::{Tracer, TracingConfig};
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn traces_are_listed_newest_first_filtered_and_read_back() {
+        let store = Arc::new(InMemorySpanStore::new(100));
+        let tracer = Tracer::new(TracingConfig::new(), vec![store.clone()]);
+        for (agent, fails) in [("weather", false), ("mail", true), ("weather", false)] {
+            let mut run = tracer
+                .start(None, SpanType::AgentRun, format!("agent run: '{agent}'"))
+                .unwrap();
+            run.entity("agent", agent, None);
+            run.scope("run-1", Some("t1"), Some("r1"));
+            let tool = tracer
+                .start(Some(&run.context()), SpanType::ToolCall, "tool: 'x'")
+                .unwrap();
+            if fails {
+                tool.fail("no", None);
+            } else {
+                tool.end();
+            }
+            run.end();
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        tracer.flush().await;
+        let all = store.list_traces(&TraceQuery::default()).await.unwrap();
+        assert_eq!(all.total, 3);
+        assert!(all.traces[0].root.started_at >= all.traces[1].root.started_at);
+        let weather = TraceQuery {
+            entity_id: Some("weather".into()),
+            ..TraceQuery::default()
+        };
+        assert_eq!(store.list_traces(&weather).await.unwrap().total, 2);
+        let errors = TraceQuery {
+            status: Some(TraceStatus::Error),
+            ..TraceQuery::default()
+        };
+        let failed = store.list_traces(&errors).await.unwrap();
+        assert_eq!(failed.total, 1);
+        assert!(failed.traces[0].has_child_error);
+        let spans = store.trace(&failed.traces[0].root.trace_id).await.unwrap();
+        assert_eq!(spans.len(), 2);
+        let page = TraceQuery {
+            per_page: 2,
+            page: 1,
+            ..TraceQuery::default()
+        };
+        assert_eq!(store.list_traces(&page).await.unwrap().traces.len(), 1);
+        let gone = store
+            .delete_traces(&[failed.traces[0].root.trace_id.clone()])
+            .await
+            .unwrap();
+        assert_eq!(gone, 2);
+        let kept = Retention {
+            max_traces: Some(1),
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(kept, 0).await.unwrap(), 2);
+        assert_eq!(
+            store
+                .list_traces(&TraceQuery::default())
+                .await
+                .unwrap()
+                .total,
+            1
+        );
+        let aged = Retention {
+            max_age_ns: Some(1),
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(aged, u64::MAX).await.unwrap(), 2);
+    }
+}
