@@ -104,20 +104,12 @@ impl TraceContext {
         let mut parts = header.trim().split('-');
         let (version, trace_id, span_id, flags) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        let hex = |s: &str, len: usize| {
-            s.len() == len
-                && s.bytes()
-                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-        };
-        let zero = |s: &str| s.bytes().all(|b| b == b'0');
         if parts.next().is_some()
-            || !hex(version, 2)
+            || !is_hex(version, 2)
             || version == "ff"
-            || !hex(trace_id, 32)
-            || !hex(span_id, 16)
-            || !hex(flags, 2)
-            || zero(trace_id)
-            || zero(span_id)
+            || !is_hex_id(trace_id, 32)
+            || !is_hex_id(span_id, 16)
+            || !is_hex(flags, 2)
         {
             return None;
         }
@@ -129,21 +121,26 @@ impl TraceContext {
 
     /// Whether `id` is a trace id: 32 lowercase hex digits, not all zero.
     pub fn is_trace_id(id: &str) -> bool {
-        id.len() == 32
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-            && !id.bytes().all(|b| b == b'0')
+        is_hex_id(id, 32)
     }
 
     /// Whether `id` is a span id: 16 lowercase hex digits, not all zero.
     pub fn is_span_id(id: &str) -> bool {
-        id.len() == 16
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-            && !id.bytes().all(|b| b == b'0')
+        is_hex_id(id, 16)
     }
+}
+
+/// Whether `id` is `len` lowercase hex digits, not all zero.
+fn is_hex_id(id: &str, len: usize) -> bool {
+    is_hex(id, len) && !id.bytes().all(|b| b == b'0')
+}
+
+/// Whether `text` is `len` lowercase hex digits.
+fn is_hex(text: &str, len: usize) -> bool {
+    text.len() == len
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
 }
 
 /// A fresh trace id: 32 lowercase hex digits (a random UUID's).
