@@ -142,6 +142,16 @@ impl Kestrel {
         self.inner.workflows.values()
     }
 
+    /// The tracer of the instance's runs, when it traces ([`KestrelBuilder::tracing`]).
+    pub fn tracer(&self) -> Option<&crate::trace::Tracer> {
+        self.inner.runtime.tracer.as_ref()
+    }
+
+    /// Where the instance's traces are kept, when it traces.
+    pub fn span_store(&self) -> Option<&crate::trace::SharedSpanStore> {
+        self.tracer().and_then(crate::trace::Tracer::store)
+    }
+
     /// The agent with this id.
     pub fn agent(&self, id: &str) -> Result<&Agent, KestrelError> {
         self.inner
@@ -283,9 +293,25 @@ pub struct KestrelBuilder {
     background_concurrency: Option<usize>,
     cluster: Option<Cluster>,
     versions: crate::version::Versions,
+    tracing: Option<crate::trace::TracingConfig>,
+    span_store: Option<crate::trace::SharedSpanStore>,
 }
 
 impl KestrelBuilder {
+    /// Traces the instance's runs (see [`crate::trace`]): every agent run, model call and
+    /// tool call a span, kept in the span store ([`KestrelBuilder::span_store`], else in
+    /// memory, bounded) and read back through [`Kestrel::span_store`].
+    pub fn tracing(mut self, config: crate::trace::TracingConfig) -> Self {
+        self.tracing = Some(config);
+        self
+    }
+
+    /// Keeps the traces in `store` (with [`KestrelBuilder::tracing`]).
+    pub fn span_store(mut self, store: crate::trace::SharedSpanStore) -> Self {
+        self.span_store = Some(store);
+        self
+    }
+
     /// The versions the instance's runs use unless a run chooses
     /// ([`RunOptions::versions`](crate::agent::RunOptions::versions)): Mastra's
     /// `new Mastra({versions})`. Agents it does not name use their published version.
@@ -435,6 +461,14 @@ impl KestrelBuilder {
             network_live: Default::default(),
             drains: Default::default(),
             versions: self.versions.clone(),
+            tracer: self.tracing.map(|config| {
+                let store = self
+                    .span_store
+                    .unwrap_or_else(|| Arc::new(crate::trace::InMemorySpanStore::default()));
+                let sink: Arc<dyn crate::trace::SpanSink> =
+                    Arc::new(crate::trace::StoreSink::new(Arc::clone(&store)));
+                crate::trace::Tracer::new(config, vec![sink]).with_store(store)
+            }),
         });
         // A memory without a store of its own uses the instance's.
         if let Some(memory) = &runtime.memory {

@@ -71,6 +71,9 @@ pub struct RunOptions {
     /// Which version of each agent the run and its delegations use (Mastra's `versions`);
     /// over the instance's defaults. Agents it does not name use their published version.
     pub versions: Option<crate::version::Versions>,
+    /// Where the run's spans go in a trace: the caller's trace and parent span (an incoming
+    /// `traceparent`, a delegating call), instead of a new trace.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
@@ -129,7 +132,16 @@ impl RunOptions {
             is_task_complete: self.is_task_complete.or_else(|| d.is_task_complete.clone()),
             until_idle: self.until_idle.or(d.until_idle),
             versions: self.versions.or_else(|| d.versions.clone()),
+            trace: self.trace,
         }
+    }
+
+    /// Puts the run's spans in the caller's trace, under its span (see [`crate::trace`]):
+    /// `TraceContext::from_traceparent(header)`, say. A run continued later stays in the
+    /// trace it started in.
+    pub fn trace(mut self, trace: crate::trace::TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// Which version of each agent the run and every delegation in it use (see

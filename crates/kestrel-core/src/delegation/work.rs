@@ -218,6 +218,10 @@ impl DelegationTool {
         if let Some(versions) = ctx.extension::<crate::runtime::driver::RunVersions>() {
             run_options = run_options.versions(versions.0.clone());
         }
+        // The sub-agent's run is a child of the delegating call's span.
+        if let Some(trace) = ctx.trace_context() {
+            run_options = run_options.trace(trace.clone());
+        }
         let stable = options.is_some_and(|o| o.stable_threads);
         let scope = self.sub_agent_scope(ctx, stable);
         if let (Some(scope), Some(memory)) = (&scope, self.agent.memory()) {

@@ -33,6 +33,8 @@ pub struct GenerateResult {
     pub waiting: Vec<WaitingCall>,
     /// The messages the run added to the conversation.
     pub response_messages: Vec<Message>,
+    /// The trace of the run's spans (32 hex digits), when the run was traced.
+    pub trace_id: Option<String>,
 }
 
 impl GenerateResult {
@@ -62,6 +64,7 @@ impl GenerateResult {
             finish_reason,
             waiting: state.waiting_calls(),
             response_messages,
+            trace_id: state.trace.as_ref().map(|t| t.trace_id.clone()),
         }
     }
 
@@ -106,6 +109,7 @@ impl GenerateResult {
             finish_reason,
             waiting: state.waiting_calls(),
             response_messages: state.response_messages().to_vec(),
+            trace_id: state.trace.as_ref().map(|t| t.trace_id.clone()),
         }
     }
 

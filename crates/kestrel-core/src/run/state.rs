@@ -462,6 +462,11 @@ pub struct RunState {
     /// overwrite its successor's work. `None`: the save is not fenced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_token: Option<u64>,
+    /// The trace the run's spans belong to, and the span its own spans hang under (the
+    /// delegating call's, for a sub-agent): kept so that a run continued later (a resume, a
+    /// takeover) stays in its trace. `None` until the run is traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 impl RunState {
@@ -494,6 +499,7 @@ impl RunState {
             delegated_by: None,
             background_for: None,
             lease_token: None,
+            trace: None,
         }
     }
 

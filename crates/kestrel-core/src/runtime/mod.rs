@@ -60,6 +60,8 @@ pub(crate) struct Runtime {
     /// the runs of any.
     pub(crate) network_live:
         std::sync::Mutex<std::collections::HashMap<String, Arc<crate::workflow::LiveRuns>>>,
+    /// Records the runs' spans, when the instance traces.
+    pub(crate) tracer: Option<crate::trace::Tracer>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -84,6 +86,7 @@ impl Runtime {
             network_live: Default::default(),
             drains: queue::Drains::default(),
             versions: crate::version::Versions::default(),
+            tracer: None,
         }
     }
 }

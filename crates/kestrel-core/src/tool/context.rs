@@ -24,6 +24,8 @@ pub struct ToolContext {
     pub(crate) writer: ToolWriter,
     pub(crate) resume_data: Option<serde_json::Value>,
     pub(crate) suspend_payload: Option<serde_json::Value>,
+    /// The call's span, when the run is traced: what work it starts hangs under.
+    pub(crate) trace: Option<crate::trace::TraceContext>,
     pub(crate) conversation: Option<crate::message::Transcript>,
     /// The run's step (0 for the first model call).
     pub(crate) step: u32,
@@ -54,6 +56,7 @@ impl ToolContext {
             abort: AbortSignal::new(),
             resume_data: None,
             suspend_payload: None,
+            trace: None,
             conversation: None,
             step: 0,
             extensions: Extensions::new(),
@@ -202,6 +205,18 @@ impl ToolContext {
     /// since a resume runs `execute` again from the start. `None` on a first call.
     pub fn suspend_payload(&self) -> Option<&serde_json::Value> {
         self.suspend_payload.as_ref()
+    }
+
+    /// The span of this call, when its run is traced ([`crate::trace`]): a tool that starts
+    /// traced work (a sub-agent's run, a request to a service) puts it under this.
+    pub fn trace_context(&self) -> Option<&crate::trace::TraceContext> {
+        self.trace.as_ref()
+    }
+
+    /// Runs the call under `trace` (for layers that run tools themselves in a traced run).
+    pub fn with_trace_context(mut self, trace: crate::trace::TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// [`ToolContext::resume_data`], deserialised.

@@ -24,6 +24,17 @@ pub(crate) enum Stop {
     SubAgentPaused,
 }
 
+impl Stop {
+    /// What stopped the call, in a word (for its span).
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            Self::Suspend(_) => "suspended",
+            Self::SubAgent(_) => "sub-agent waits",
+            Self::SubAgentPaused => "sub-agent paused",
+        }
+    }
+}
+
 impl ToolError {
     /// An error with this message.
     pub fn new(message: impl Into<String>) -> Self {

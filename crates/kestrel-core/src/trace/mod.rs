@@ -14,9 +14,9 @@ pub mod span;
 pub mod store;
 
 pub use policy::{REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
-pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanSink, Tracer};
+pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanSink, StoreSink, Tracer};
 pub use span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id, new_trace_id};
 pub use store::{
-    InMemorySpanStore, Retention, SpanStore, SpanStoreError, TracePage, TraceQuery, TraceStatus,
-    TraceSummary, summarize,
+    InMemorySpanStore, Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage,
+    TraceQuery, TraceStatus, TraceSummary, summarize,
 };

@@ -40,6 +40,8 @@ pub struct Tracer {
 #[derive(Debug)]
 struct Inner {
     config: TracingConfig,
+    /// The store the traces are read back from, when the tracer keeps one.
+    store: Option<super::store::SharedSpanStore>,
     sinks: Vec<Arc<dyn SpanSink>>,
     buffer: Mutex<Vec<SpanRecord>>,
     wake: Arc<tokio::sync::Notify>,
@@ -61,6 +63,7 @@ impl Tracer {
         Self {
             inner: Arc::new(Inner {
                 config,
+                store: None,
                 sinks,
                 buffer: Mutex::new(Vec::new()),
                 wake: Arc::new(tokio::sync::Notify::new()),
@@ -74,6 +77,20 @@ impl Tracer {
     /// Its configuration.
     pub fn config(&self) -> &TracingConfig {
         &self.inner.config
+    }
+
+    /// This tracer, naming `store` as where its traces are read back (a sink must still save
+    /// into it). Call before the tracer is cloned.
+    pub fn with_store(mut self, store: super::store::SharedSpanStore) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.store = Some(store);
+        }
+        self
+    }
+
+    /// The store its traces are read back from, if named.
+    pub fn store(&self) -> Option<&super::store::SharedSpanStore> {
+        self.inner.store.as_ref()
     }
 
     /// How many spans were dropped because the buffer was full.
@@ -216,6 +233,27 @@ impl Inner {
                 }
             }
         }
+    }
+}
+
+/// A span store as a tracer's sink: each batch saved (a failure logged, the batch dropped).
+#[derive(Debug)]
+pub struct StoreSink(super::store::SharedSpanStore);
+
+impl StoreSink {
+    /// The sink saving into `store`.
+    pub fn new(store: super::store::SharedSpanStore) -> Self {
+        Self(store)
+    }
+}
+
+impl SpanSink for StoreSink {
+    fn export<'a>(&'a self, spans: &'a [SpanRecord]) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.0.save(spans).await {
+                tracing::warn!(%error, spans = spans.len(), "storing spans failed; the batch is dropped");
+            }
+        })
     }
 }
 

@@ -1,14 +1,12 @@
 //! Where spans are kept to be read back: the [`SpanStore`] port (save, list traces, read one,
-//! delete, prune), and [`InMemorySpanStore`], bounded. A store is also a [`SpanSink`], so a
-//! tracer hands it its batches.
+//! delete, prune), and [`InMemorySpanStore`], bounded. A tracer saves into one through a
+//! [`StoreSink`](super::StoreSink).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use futures::future::BoxFuture;
 
-use super::recorder::SpanSink;
 use super::span::{SpanRecord, SpanType};
 
 /// Why a span store failed.
@@ -33,7 +31,6 @@ pub enum TraceStatus {
 /// Which traces [`SpanStore::list_traces`] gives: those whose root span matches every filter
 /// set, newest first.
 #[derive(Debug, Clone, Default, PartialEq)]
-#[non_exhaustive]
 pub struct TraceQuery {
     /// Zero-based page.
     pub page: u32,
@@ -118,7 +115,6 @@ pub struct TracePage {
 
 /// How long spans are kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-#[non_exhaustive]
 pub struct Retention {
     /// Traces whose root started longer ago than this many nanoseconds go.
     pub max_age_ns: Option<u64>,
@@ -306,28 +302,22 @@ impl SpanStore for InMemorySpanStore {
     }
 }
 
-impl SpanSink for InMemorySpanStore {
-    fn export<'a>(&'a self, spans: &'a [SpanRecord]) -> BoxFuture<'a, ()> {
-        Box::pin(async move {
-            if let Err(error) = self.save(spans).await {
-                tracing::warn!(%error, "storing spans failed; the batch is dropped");
-            }
-        })
-    }
-}
+/// A [`SpanStore`] shared.
+pub type SharedSpanStore = std::sync::Arc<dyn SpanStore>;
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-    use super::super::{Tracer, TracingConfig};
+    use super::super::{StoreSink, Tracer, TracingConfig};
     use super::*;
     use std::sync::Arc;
 
     #[tokio::test]
     async fn traces_are_listed_newest_first_filtered_and_read_back() {
         let store = Arc::new(InMemorySpanStore::new(100));
-        let tracer = Tracer::new(TracingConfig::new(), vec![store.clone()]);
+        let sink = Arc::new(StoreSink::new(store.clone()));
+        let tracer = Tracer::new(TracingConfig::new(), vec![sink]);
         for (agent, fails) in [("weather", false), ("mail", true), ("weather", false)] {
             let mut run = tracer
                 .start(None, SpanType::AgentRun, format!("agent run: '{agent}'"))

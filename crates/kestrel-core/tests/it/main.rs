@@ -27,6 +27,7 @@ mod registry;
 mod run_handles;
 mod skill_search_bounds;
 mod skills;
+mod tracing;
 mod workflow;
 mod workflow_agents;
 mod workflow_foreach;

@@ -13,6 +13,15 @@ use crate::run::GenerateResult;
 use crate::runtime::registry::{Registered, ThreadKey};
 use crate::sink::Tap;
 use crate::store::RunPhase;
+use crate::trace::SpanType;
+
+/// A finish reason as its wire name (`stop`, `tool-calls`...).
+pub(super) fn finish_reason(reason: FinishReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
 
 impl AgentRun {
     /// Runs to the end and returns the result.
@@ -106,12 +115,80 @@ impl AgentRun {
         &mut self,
         _registered: Registered,
     ) -> Result<GenerateResult, AgentError> {
-        self.begin().await?;
+        self.start_span();
+        if let Err(e) = self.begin().await {
+            self.end_span(Err(&e));
+            return Err(e);
+        }
         // Boxed: the outcome (264 bytes) waits across `end`, and a value held across two
         // awaits takes room of its own in the run's future.
         let outcome = Box::new(self.drive().await);
         self.end().await;
+        self.end_span(outcome.as_ref().as_ref());
         *outcome
+    }
+
+    /// Starts the span of this drive of the run, when the instance traces: in the run's trace
+    /// (a continued run stays in the one it started in), named `agent run: '<id>'`
+    /// (`(resumed)` when the run had started before).
+    fn start_span(&mut self) {
+        let Some(tracer) = &self.agent.runtime.tracer else {
+            return;
+        };
+        let resumed = if self.state.started { " (resumed)" } else { "" };
+        let name = format!("agent run: '{}'{resumed}", self.agent.id());
+        let parent = self.state.trace.clone();
+        let Some(mut span) = tracer.start(parent.as_ref(), SpanType::AgentRun, name) else {
+            return;
+        };
+        span.entity("agent", self.agent.id(), Some(self.agent.name()));
+        let settings = &self.state.settings;
+        span.scope(
+            &self.state.run_id,
+            settings.thread_id.as_deref(),
+            settings.resource_id.as_deref(),
+        );
+        if let Some(input) = self
+            .state
+            .messages
+            .get(self.state.input_len.saturating_sub(1))
+        {
+            span.input(input.text());
+        }
+        span.attribute("maxSteps", self.state.max_steps);
+        if resumed.is_empty() {
+            span.attribute("availableTools", self.agent.inner.tools.names());
+        }
+        // A run without a parent is its trace's root: its later drives (a resume, a takeover)
+        // hang under this first one.
+        if self
+            .state
+            .trace
+            .as_ref()
+            .is_none_or(|t| t.parent_span_id.is_none())
+        {
+            self.state.trace = Some(crate::trace::TraceContext {
+                trace_id: span.trace_id().to_owned(),
+                parent_span_id: Some(span.span_id().to_owned()),
+            });
+        }
+        self.span = Some(span);
+    }
+
+    /// Ends the drive's span with the run's outcome.
+    fn end_span(&mut self, outcome: Result<&GenerateResult, &AgentError>) {
+        let Some(mut span) = self.span.take() else {
+            return;
+        };
+        match outcome {
+            Ok(result) => {
+                span.output(result.text.clone());
+                span.attribute("finishReason", finish_reason(result.finish_reason));
+                span.attribute("steps", result.steps.len());
+                span.end();
+            }
+            Err(error) => span.fail(error.to_string(), Some(error.kind())),
+        }
     }
 
     /// Before the first step: the chosen id checked, the run owned (in a cluster), the thread

@@ -131,6 +131,8 @@ pub struct AgentRun {
     max_steps_chosen: bool,
     /// Whether the agent's version was looked up for this run (in this process).
     version_resolved: bool,
+    /// The span of this drive of the run, when the instance traces.
+    span: Option<crate::trace::ActiveSpan>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -185,6 +187,8 @@ impl AgentRun {
             settings,
         );
         state.context_len = context_len;
+        // The caller's trace, when it gave one; else the run starts its own.
+        state.trace = options.trace;
         state.settings.tool_approval = match &approval {
             ApprovalPolicy::Never => SavedApproval::Never,
             ApprovalPolicy::Always => SavedApproval::Always,
@@ -299,6 +303,7 @@ impl AgentRun {
             chosen_id: false,
             max_steps_chosen: false,
             version_resolved: false,
+            span: None,
             agent,
             state,
             abort,

@@ -18,6 +18,7 @@ use crate::model::{
 };
 use crate::run::{ToolCallRecord, parse_call};
 use crate::sink::EventSink;
+use crate::trace::SpanType;
 
 impl AgentRun {
     pub(super) async fn resolve(&mut self) -> Result<(SharedModel, Option<String>), AgentError> {
@@ -188,6 +189,21 @@ impl AgentRun {
             })
         );
 
+        // The model call's span, under the run's (when the instance traces).
+        let mut model_span = self.span.as_ref().and_then(|run_span| {
+            let tracer = self.agent.runtime.tracer.as_ref()?;
+            let name = format!("llm: '{}'", model.model_id());
+            let mut span =
+                tracer.start(Some(&run_span.context()), SpanType::ModelGeneration, name)?;
+            span.attribute("model", model.model_id());
+            span.attribute("provider", model.provider());
+            span.attribute("stepIndex", self.state.steps.len());
+            span.attribute("messages", self.state.messages.len());
+            if let Some(last) = self.state.messages.last() {
+                span.input(last.text());
+            }
+            Some(span)
+        });
         let request = self.model_request(system);
         let model_error = |source: ModelError| match source {
             ModelError::Cancelled => AgentError::Aborted {
@@ -202,7 +218,16 @@ impl AgentRun {
         let mut stream = tokio::select! {
             biased;
             _ = abort.aborted() => return Err(self.aborted()),
-            s = model.stream(request) => s.map_err(model_error)?,
+            s = model.stream(request) => match s {
+                Ok(stream) => stream,
+                Err(source) => {
+                    let error = model_error(source);
+                    if let Some(span) = model_span.take() {
+                        span.fail(error.to_string(), Some(error.kind()));
+                    }
+                    return Err(error);
+                }
+            },
         };
 
         let mut text = String::new();
@@ -333,12 +358,23 @@ impl AgentRun {
         open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
             .await;
         let Some((reason, usage)) = finish else {
-            return Err(model_error(ModelError::Protocol {
+            let error = model_error(ModelError::Protocol {
                 provider: model.provider().to_string(),
                 message: "the model's stream ended without a finish event".into(),
                 line: None,
-            }));
+            });
+            if let Some(span) = model_span {
+                span.fail(error.to_string(), Some(error.kind()));
+            }
+            return Err(error);
         };
+        if let Some(mut span) = model_span.take() {
+            span.attribute("finishReason", super::lifecycle::finish_reason(reason));
+            span.attribute("usage", serde_json::to_value(usage).unwrap_or_default());
+            let called: Vec<&str> = calls.iter().map(|c| c.tool_name.as_str()).collect();
+            span.output(serde_json::json!({"text": text, "toolCalls": called}));
+            span.end();
+        }
         let has_tools = self
             .state
             .record_model_answer(text, reasoning, calls, reason, usage);

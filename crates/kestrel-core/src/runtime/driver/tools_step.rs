@@ -31,6 +31,7 @@ use crate::schema::schema_errors;
 use crate::sink::EventSink;
 use crate::store::{RunPhase, SharedRunStore};
 use crate::tool::{ApprovalContext, Extensions, Stop, ToolCallError, ToolContext, ToolWriter};
+use crate::trace::SpanType;
 
 /// The result of a decided call whose instance stopped while its tool ran: the tool may or
 /// may not have done its work, and is not run a second time.
@@ -218,6 +219,10 @@ impl AgentRun {
             pause: self.pause.clone(),
             agent_id: self.agent.id().to_owned(),
             versions: self.state.settings.versions.clone(),
+            trace: self.span.as_ref().and_then(|span| {
+                let tracer = self.agent.runtime.tracer.clone()?;
+                Some((tracer, span.context()))
+            }),
         });
         let background_of = |index: usize| {
             let config = background.iter().find(|(i, _)| *i == index)?.1;
@@ -388,6 +393,8 @@ impl AgentRun {
 }
 
 struct CallBase {
+    /// The tracer, and the run's span the calls' spans hang under, when the run is traced.
+    trace: Option<(crate::trace::Tracer, crate::trace::TraceContext)>,
     /// The conversation, for tools that read it.
     conversation: Option<Transcript>,
     delegation: Option<Arc<DelegationRuntime>>,
@@ -439,15 +446,46 @@ async fn execute_call(
         tool = %call.tool_name,
         tool_call_id = %call.tool_call_id,
     );
-    let outcome = run_tool(&agent, &call, &base, how).instrument(span).await;
+    let mut tool_span = base.trace.as_ref().and_then(|(tracer, parent)| {
+        let name = format!("tool: '{}'", call.tool_name);
+        let mut tool_span = tracer.start(Some(parent), SpanType::ToolCall, name)?;
+        tool_span.attribute("toolCallId", call.tool_call_id.clone());
+        tool_span.entity("tool", &call.tool_name, None);
+        tool_span.scope(
+            &base.run_id,
+            base.thread_id.as_deref(),
+            base.resource_id.as_deref(),
+        );
+        tool_span.input(call.args.clone());
+        Some(tool_span)
+    });
+    let trace = tool_span.as_ref().map(crate::trace::ActiveSpan::context);
+    let outcome = run_tool(&agent, &call, &base, how, trace)
+        .instrument(span)
+        .await;
     let (result, is_error) = match outcome {
         Ok(RunTool::Value(value)) => (value, false),
-        Ok(RunTool::Stopped(stop)) => return CallOutcome::Stopped(stop),
+        Ok(RunTool::Stopped(stop)) => {
+            if let Some(mut tool_span) = tool_span.take() {
+                tool_span.attribute("stopped", stop.describe());
+                tool_span.end();
+            }
+            return CallOutcome::Stopped(stop);
+        }
         Err(error) => {
             tracing::debug!(run_id = %base.run_id, tool = %call.tool_name, %error, "tool call failed");
             (Value::String(error.to_string()), true)
         }
     };
+    if let Some(mut tool_span) = tool_span.take() {
+        tool_span.attribute("success", !is_error);
+        if is_error {
+            tool_span.fail(result.as_str().unwrap_or_default(), Some("tool"));
+        } else {
+            tool_span.output(result.clone());
+            tool_span.end();
+        }
+    }
     CallOutcome::Done(ToolResultRecord {
         tool_call_id: call.tool_call_id,
         tool_name: call.tool_name,
@@ -469,6 +507,7 @@ async fn run_tool(
     call: &ToolCallRecord,
     base: &CallBase,
     how: CallExtras,
+    trace: Option<crate::trace::TraceContext>,
 ) -> Result<RunTool, ToolCallError> {
     let CallExtras {
         resume,
@@ -535,6 +574,7 @@ async fn run_tool(
         },
         resume_data,
         suspend_payload,
+        trace,
         conversation: base.conversation.clone(),
         step: base.step,
         extensions,
