@@ -353,6 +353,8 @@ pub fn demo_kestrel_with(
     let mut builder = Kestrel::builder()
         .storage(storage)
         .memory(memory)
+        // Every run a trace, kept in memory (the last 10,000), at /api/observability/traces.
+        .tracing(kestrel::trace::TracingConfig::new())
         .agent(assistant)
         .agent(supervisor)
         .agent(coordinator)

@@ -39,6 +39,16 @@ pub(crate) struct Caller {
     /// The token the caller presented (empty on a server without tokens): what per-token
     /// limits count against.
     pub token: Arc<str>,
+    /// The trace the caller's request belongs to (its W3C `traceparent` header): the runs it
+    /// starts join it.
+    pub trace: Option<kestrel_core::trace::TraceContext>,
+}
+
+/// The trace context of a request's `traceparent` header (a malformed one is ignored, as the
+/// W3C recommendation says).
+fn trace_of(request: &Request) -> Option<kestrel_core::trace::TraceContext> {
+    let header = request.headers().get("traceparent")?.to_str().ok()?;
+    kestrel_core::trace::TraceContext::from_traceparent(header)
 }
 
 impl Caller {
@@ -48,6 +58,7 @@ impl Caller {
             resource: None,
             versions: true,
             token: Arc::from(""),
+            trace: None,
         }
     }
 
@@ -125,7 +136,11 @@ pub(crate) async fn require_token(
     next: Next,
 ) -> Response {
     if tokens.0.is_empty() {
-        request.extensions_mut().insert(Caller::anyone());
+        let caller = Caller {
+            trace: trace_of(&request),
+            ..Caller::anyone()
+        };
+        request.extensions_mut().insert(caller);
         return next.run(request).await;
     }
     let given = request
@@ -157,10 +172,12 @@ pub(crate) async fn require_token(
     }
     match found {
         Some((resource, versions, token)) => {
+            let trace = trace_of(&request);
             request.extensions_mut().insert(Caller {
                 resource,
                 versions,
                 token,
+                trace,
             });
             next.run(request).await
         }

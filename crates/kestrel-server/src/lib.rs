@@ -47,6 +47,7 @@ mod mcp;
 mod mcp_client;
 mod memory;
 mod network;
+mod observability;
 mod openapi;
 mod queue;
 mod redact;
@@ -404,6 +405,7 @@ impl Server {
             .merge(memory::routes())
             .merge(network::routes())
             .merge(skills::routes())
+            .merge(observability::routes())
             .merge(queue::routes())
             .merge(stored::routes())
             .merge(workflows::routes())

@@ -18,5 +18,5 @@ pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanSink, StoreSink, Tracer};
 pub use span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id, new_trace_id};
 pub use store::{
     InMemorySpanStore, Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage,
-    TraceQuery, TraceStatus, TraceSummary, summarize,
+    TraceQuery, TraceStatus, TraceSummary, local_root, summarize,
 };

@@ -19,7 +19,9 @@ pub enum SpanStoreError {
 }
 
 /// A trace's status, from its spans: `error` when one failed, else `success`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TraceStatus {
     /// No span failed.
@@ -142,10 +144,25 @@ pub trait SpanStore: Send + Sync + std::fmt::Debug {
     async fn prune(&self, retention: Retention, now: u64) -> Result<u64, SpanStoreError>;
 }
 
-/// Sums a trace up from its spans (`None` without a root span).
+/// The trace's root as this store knows it: the earliest span whose parent is not among
+/// `spans` (a trace joined from a caller has its root elsewhere).
+pub fn local_root(spans: &[SpanRecord]) -> Option<&SpanRecord> {
+    spans
+        .iter()
+        .filter(|s| {
+            s.parent_span_id
+                .as_ref()
+                .is_none_or(|parent| !spans.iter().any(|o| o.span_id == *parent))
+        })
+        .min_by_key(|s| (s.started_at, s.span_id.as_str()))
+}
+
+/// Sums a trace up from its spans (`None` when it has none).
 pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
-    let root = spans.iter().find(|s| s.is_root())?;
-    let has_child_error = spans.iter().any(|s| !s.is_root() && s.is_error());
+    let root = local_root(spans)?;
+    let has_child_error = spans
+        .iter()
+        .any(|s| s.span_id != root.span_id && s.is_error());
     let status = if root.is_error() || has_child_error {
         TraceStatus::Error
     } else {

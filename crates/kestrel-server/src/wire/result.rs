@@ -47,6 +47,10 @@ pub(crate) struct RunResult {
     /// The messages the run added to the conversation, as Kestrel's messages.
     #[schemars(with = "Vec<Value>")]
     response_messages: Vec<Message>,
+    /// The trace of the run's spans (`GET /api/observability/traces/{traceId}`), when the
+    /// instance traces.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_id: Option<String>,
 }
 
 impl From<GenerateResult> for RunResult {
@@ -62,6 +66,7 @@ impl From<GenerateResult> for RunResult {
             tool_results: result.tool_results,
             suspended: result.waiting,
             response_messages: result.response_messages,
+            trace_id: result.trace_id,
         }
     }
 }

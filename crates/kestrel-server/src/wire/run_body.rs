@@ -158,6 +158,9 @@ impl RunBody {
     ) -> Result<(Vec<Message>, RunOptions), ApiError> {
         let messages = input_messages(&self.messages, rules.system_messages)?;
         let mut options = RunOptions::new();
+        if let Some(trace) = &caller.trace {
+            options = options.trace(trace.clone());
+        }
         let memory = match (self.memory, self.thread_id, self.resource_id) {
             (Some(memory), _, _) => Some((memory.thread.id().to_owned(), memory.resource)),
             (None, Some(thread), Some(resource)) => Some((thread, resource)),

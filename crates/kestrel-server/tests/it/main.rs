@@ -11,6 +11,7 @@ mod js_clients;
 mod mcp;
 mod memory;
 mod networks;
+mod observability;
 mod openapi;
 mod secrets;
 mod skills;
