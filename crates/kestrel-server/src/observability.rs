@@ -140,7 +140,7 @@ struct SpanView(Value);
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DeleteBody {
-    /// The traces to delete (at most 100).
+    /// The traces to delete (at most 100; ids that cannot be trace ids delete nothing).
     #[schemars(length(max = 100))]
     trace_ids: Vec<String>,
 }
@@ -262,12 +262,14 @@ async fn spans_of(
     caller: &Caller,
     trace_id: &str,
 ) -> Result<Vec<SpanRecord>, ApiError> {
+    let store = store(state)?;
+    // An id that cannot be a trace's names none.
     if !TraceContext::is_trace_id(trace_id) {
-        return Err(ApiError::invalid(format!(
-            "{trace_id:?} is not a trace id (32 lowercase hex digits)"
+        return Err(ApiError::not_found(format!(
+            "trace {trace_id:?} not found (a trace id is 32 lowercase hex digits)"
         )));
     }
-    let spans = store(state)?.trace(trace_id).await.map_err(failed)?;
+    let spans = store.trace(trace_id).await.map_err(failed)?;
     if spans.is_empty() || !visible(caller, &spans) {
         return Err(ApiError::not_found(format!("trace {trace_id} not found")));
     }
@@ -317,18 +319,12 @@ async fn delete_traces(
             body.trace_ids.len()
         )));
     }
-    if let Some(bad) = body
+    // Ids that cannot be traces' name none: nothing of theirs is deleted.
+    let ids: Vec<String> = body
         .trace_ids
-        .iter()
-        .find(|id| !TraceContext::is_trace_id(id))
-    {
-        return Err(ApiError::invalid(format!(
-            "{bad:?} is not a trace id (32 lowercase hex digits)"
-        )));
-    }
-    let deleted = store(&state)?
-        .delete_traces(&body.trace_ids)
-        .await
-        .map_err(failed)?;
+        .into_iter()
+        .filter(|id| TraceContext::is_trace_id(id))
+        .collect();
+    let deleted = store(&state)?.delete_traces(&ids).await.map_err(failed)?;
     Ok(Json(Deleted { deleted }))
 }

@@ -1,6 +1,6 @@
 //! Traces over HTTP: a run started with a `traceparent` joins the caller's trace and answers
 //! its `traceId`; `/api/observability/traces` lists it (filtered, paged), gives it whole and
-//! span by span, and deletes it; bad ids are 422s, unknown traces 404s, and an instance
+//! span by span, and deletes it; unknown (or impossible) traces are 404s, and an instance
 //! without tracing answers 404 `no_tracing`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -121,7 +121,7 @@ async fn a_runs_trace_is_listed_read_and_deleted() {
 
     // Bad and unknown ids.
     let bad = get(format!("{base}/observability/traces/not-a-trace")).await;
-    assert_eq!(bad.status(), 422);
+    assert_eq!(bad.status(), 404);
     let unknown = get(format!("{base}/observability/traces/{}", "a".repeat(32))).await;
     assert_eq!(unknown.status(), 404);
     let unknown_query = get(format!("{base}/observability/traces?colour=red")).await;
@@ -129,7 +129,7 @@ async fn a_runs_trace_is_listed_read_and_deleted() {
 
     let deleted: Value = http
         .post(format!("{base}/observability/traces/delete"))
-        .json(&json!({"traceIds": [trace_id]}))
+        .json(&json!({"traceIds": [trace_id, "not-a-trace"]}))
         .send()
         .await
         .unwrap()
