@@ -463,6 +463,22 @@ async function run() {
   const mailed = await waitDone("the MCP call answered in the chat");
   check(mailed.includes("All set.") && mailed.includes("ada@example.com"), `no answer after the MCP question: ${mailed.slice(-400)}`);
 
+  step = "a run's trace, as a waterfall";
+  await lastAssistant().getByTestId("run-trace").click();
+  const waterfall = page.getByTestId("waterfall");
+  await waterfall.waitFor();
+  check(page.url().includes("#traces/"), `the trace is not in the URL: ${page.url()}`);
+  const rowNames = await waterfall.getByTestId("span-row").evaluateAll((rows) => rows.map((r) => r.dataset.name));
+  for (const name of ["agent run: 'assistant'", "agent run: 'assistant' (resumed)", "tool: 'kitchen_send_email'"]) {
+    check(rowNames.includes(name), `the waterfall has no ${name}: ${rowNames.join(", ")}`);
+  }
+  check(rowNames.some((n) => n.startsWith("llm: ")), `the waterfall has no model call: ${rowNames.join(", ")}`);
+  await waterfall.locator('[data-testid="span-row"][data-span-type="tool_call"]').last().click();
+  check((await page.getByTestId("span-detail").innerText()).includes("ada@example.com"), "the span's input is not shown");
+  await page.getByTestId("traces-open").click();
+  await page.getByTestId("trace-row").first().waitFor();
+  check((await page.getByTestId("trace-row").count()) >= 3, "the traces list does not list the conversation's runs");
+
   step = "the MCP page: the servers the agents use, their status and tools";
   await page.getByTestId("mcp-open").click();
   await page.getByTestId("mcp-view").waitFor();

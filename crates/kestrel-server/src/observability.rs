@@ -152,6 +152,15 @@ struct Deleted {
     deleted: u64,
 }
 
+/// The span store, once the spans ended so far are in it (a run's trace is read whole right
+/// after the run).
+async fn flushed(state: &AppState) -> Result<&SharedSpanStore, ApiError> {
+    if let Some(tracer) = state.kestrel.tracer() {
+        tracer.flush().await;
+    }
+    store(state)
+}
+
 fn store(state: &AppState) -> Result<&SharedSpanStore, ApiError> {
     state.kestrel.span_store().ok_or_else(|| {
         ApiError::new(
@@ -204,7 +213,7 @@ async fn list_traces(
     caller: Caller,
     Query(query): Query<TracesQuery>,
 ) -> Result<Json<TraceList>, ApiError> {
-    let store = store(&state)?;
+    let store = flushed(&state).await?;
     if let (Some(pinned), Some(asked)) = (&caller.resource, &query.resource_id)
         && pinned != asked
     {
@@ -262,7 +271,7 @@ async fn spans_of(
     caller: &Caller,
     trace_id: &str,
 ) -> Result<Vec<SpanRecord>, ApiError> {
-    let store = store(state)?;
+    let store = flushed(state).await?;
     // An id that cannot be a trace's names none.
     if !TraceContext::is_trace_id(trace_id) {
         return Err(ApiError::not_found(format!(

@@ -59,6 +59,7 @@ const ASSETS: &[Asset] = &[
     asset!("queue.js", JS),
     asset!("versions.js", JS),
     asset!("mcp.js", JS),
+    asset!("traces.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

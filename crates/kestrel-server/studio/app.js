@@ -15,6 +15,7 @@ import { NetworkRun } from "./network-runs.js";
 import { networkBody } from "./networks.js";
 import { skillsSection } from "./skills.js";
 import { closeMcp, loadMcp, openMcp } from "./mcp.js";
+import { closeTraces, loadTraces, openTraces } from "./traces.js";
 import { QueuePanel } from "./queue.js";
 import { editorSection, isEditable, withDraft } from "./versions.js";
 
@@ -44,6 +45,11 @@ const state = {
   cards: new Map(),
   /** What each redraw last drew, by element. */
   drawn: new WeakMap(),
+  /** Shows what `hash` names (pages that are not a conversation: MCP, traces). */
+  navigate: (hash) => {
+    if (location.hash !== hash) history.pushState(null, "", hash);
+    route();
+  },
 };
 
 // ---------------------------------------------------------------------------------------
@@ -132,11 +138,18 @@ function workflowFromHash() {
 /** Shows what the URL names: the MCP page, a workflow (and run), or an agent's thread. */
 function route() {
   if (location.hash === "#mcp") {
+    showTraces(false);
     showMcp(true);
     openMcp();
     return;
   }
   showMcp(false);
+  if (location.hash.startsWith("#traces")) {
+    showTraces(true);
+    openTraces(location.hash, state.navigate);
+    return;
+  }
+  showTraces(false);
   const wanted = workflowFromHash();
   if (wanted && hasWorkflow(wanted.workflowId)) {
     showWorkflows(true);
@@ -147,6 +160,22 @@ function route() {
   const { agentId, threadId } = fromHash();
   const id = state.agents[agentId] ? agentId : state.agentId || Object.keys(state.agents)[0];
   if (id !== state.agentId || threadId !== state.threadId || !state.shown) openConversation(id, state.agents[agentId] ? threadId : null, { push: false });
+}
+
+/** Switches the page between the traces page and the rest. */
+function showTraces(on) {
+  document.querySelector(".layout").classList.toggle("workflow-mode", on);
+  $("traces-view").hidden = !on;
+  if (on) {
+    $("workflow-view").hidden = true;
+    $("mcp-view").hidden = true;
+    closeWorkflow();
+    state.shown = false;
+    state.agentId = null;
+    drawAgentList();
+  } else {
+    closeTraces();
+  }
 }
 
 /** Switches the page between the MCP page and the rest. */
@@ -197,14 +226,12 @@ async function loadAgents() {
   }
   const ids = Object.keys(state.agents);
   const workflows = await loadWorkflows();
-  await loadMcp((hash) => {
-    if (location.hash !== hash) history.pushState(null, "", hash);
-    route();
-  });
+  await loadMcp(state.navigate);
+  await loadTraces(state.navigate);
   setConnection("ok", `Connected · ${ids.length} agent${ids.length === 1 ? "" : "s"}${workflows.length ? ` · ${workflows.length} workflow${workflows.length === 1 ? "" : "s"}` : ""}`);
   $("token-button").hidden = !token();
   drawAgentList();
-  if (workflowFromHash() || location.hash === "#mcp") {
+  if (workflowFromHash() || location.hash === "#mcp" || location.hash.startsWith("#traces")) {
     route();
     return;
   }
@@ -297,8 +324,9 @@ function badges(a) {
 async function openConversation(agentId, threadId, { push = true } = {}) {
   if (!agentId || !state.agents[agentId]) return;
   if (!$("workflow-view").hidden) showWorkflows(false);
-  if (!$("mcp-view").hidden) {
+  if (!$("mcp-view").hidden || !$("traces-view").hidden) {
     showMcp(false);
+    showTraces(false);
     showWorkflows(false);
   }
   state.shown = true;

@@ -157,6 +157,10 @@ export function runFooter(run) {
     run.status === "running" ? h("span", { class: "spinner", "aria-hidden": "true" }) : null,
     h("span", { class: "muted" }, bits.join(" · ")),
     run.error ? h("span", { class: "error-text" }, run.error) : null,
+    // The run's trace, when the server traces (and the run is done with its drive).
+    document.body.dataset.tracing === "on" && run.runId && run.status !== "running" && !run.depth
+      ? h("a", { class: "run-trace", href: `#traces/run/${encodeURIComponent(run.runId)}`, "data-testid": "run-trace" }, "Trace")
+      : null,
   );
 }
 
