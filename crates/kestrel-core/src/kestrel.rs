@@ -295,6 +295,7 @@ pub struct KestrelBuilder {
     versions: crate::version::Versions,
     tracing: Option<crate::trace::TracingConfig>,
     span_store: Option<crate::trace::SharedSpanStore>,
+    span_sinks: Vec<Arc<dyn crate::trace::SpanSink>>,
 }
 
 impl KestrelBuilder {
@@ -306,9 +307,17 @@ impl KestrelBuilder {
         self
     }
 
-    /// Keeps the traces in `store` (with [`KestrelBuilder::tracing`]).
+    /// Keeps the traces in `store` (with [`KestrelBuilder::tracing`]) instead of the
+    /// storage's span store ([`Stores::spans`]) or memory.
     pub fn span_store(mut self, store: crate::trace::SharedSpanStore) -> Self {
         self.span_store = Some(store);
+        self
+    }
+
+    /// Hands every finished span to `sink` as well (with [`KestrelBuilder::tracing`]): an
+    /// exporter, such as `kestrel-otlp`'s. Sinks are called in batches, off the runs.
+    pub fn span_sink(mut self, sink: Arc<dyn crate::trace::SpanSink>) -> Self {
+        self.span_sinks.push(sink);
         self
     }
 
@@ -453,6 +462,14 @@ impl KestrelBuilder {
         if let Some(workflows) = self.workflow_store {
             stores.workflows = workflows;
         }
+        let tracer = self.tracing.map(|config| {
+            // The builder's span store, else the storage's, else memory (bounded).
+            let store = self
+                .span_store
+                .or_else(|| stores.spans.clone())
+                .unwrap_or_else(|| Arc::new(crate::trace::InMemorySpanStore::default()));
+            crate::trace::Tracer::storing(config, store, self.span_sinks)
+        });
         let runtime = Arc::new(Runtime {
             stores,
             memory: self.memory,
@@ -461,14 +478,7 @@ impl KestrelBuilder {
             network_live: Default::default(),
             drains: Default::default(),
             versions: self.versions.clone(),
-            tracer: self.tracing.map(|config| {
-                let store = self
-                    .span_store
-                    .unwrap_or_else(|| Arc::new(crate::trace::InMemorySpanStore::default()));
-                let sink: Arc<dyn crate::trace::SpanSink> =
-                    Arc::new(crate::trace::StoreSink::new(Arc::clone(&store)));
-                crate::trace::Tracer::new(config, vec![sink]).with_store(store)
-            }),
+            tracer,
         });
         // A memory without a store of its own uses the instance's.
         if let Some(memory) = &runtime.memory {

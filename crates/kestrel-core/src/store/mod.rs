@@ -62,6 +62,8 @@ pub struct Stores {
     pub queue: Option<SharedMessageQueue>,
     /// Where agents' versions are kept; `None`: every run uses its agent's own definition.
     pub versions: Option<SharedAgentVersions>,
+    /// Where traces are kept when the instance traces; `None`: in memory.
+    pub spans: Option<crate::trace::SharedSpanStore>,
     /// The backend the ports came from, as the crates above core know it (see
     /// [`Stores::backend`]).
     backends: Backends,
@@ -79,6 +81,7 @@ impl Stores {
             workflows: Arc::new(InMemoryWorkflowStore::new()),
             queue: None,
             versions: None,
+            spans: None,
             backends: Backends::default(),
         }
     }
@@ -93,6 +96,7 @@ impl Stores {
             workflows: Arc::clone(&store) as SharedWorkflowStore,
             queue: Some(Arc::clone(&store) as SharedMessageQueue),
             versions: Some(store as SharedAgentVersions),
+            spans: None,
             backends: Backends::default(),
         }
     }
@@ -143,6 +147,12 @@ impl Stores {
         self
     }
 
+    /// These stores with traces kept in `spans` instead.
+    pub fn with_spans(mut self, spans: crate::trace::SharedSpanStore) -> Self {
+        self.spans = Some(spans);
+        self
+    }
+
     /// These stores with agents' versions read from `versions` instead.
     pub fn with_versions(mut self, versions: SharedAgentVersions) -> Self {
         self.versions = Some(versions);
@@ -157,6 +167,7 @@ impl std::fmt::Debug for Stores {
             .field("workflows", &self.workflows)
             .field("queue", &self.queue.is_some())
             .field("versions", &self.versions.is_some())
+            .field("spans", &self.spans.is_some())
             .field("backends", &self.backends.len())
             .finish()
     }

@@ -60,10 +60,30 @@ fn now_ns() -> u64 {
 impl Tracer {
     /// A tracer applying `config`, handing spans to `sinks`.
     pub fn new(config: TracingConfig, sinks: Vec<Arc<dyn SpanSink>>) -> Self {
+        Self::build(config, None, sinks)
+    }
+
+    /// A tracer applying `config` that saves its spans into `store` (where they are read back
+    /// from, [`Tracer::store`]) and hands them to `sinks` as well (an OTLP exporter...).
+    pub fn storing(
+        config: TracingConfig,
+        store: super::store::SharedSpanStore,
+        sinks: Vec<Arc<dyn SpanSink>>,
+    ) -> Self {
+        let mut all: Vec<Arc<dyn SpanSink>> = vec![Arc::new(StoreSink::new(Arc::clone(&store)))];
+        all.extend(sinks);
+        Self::build(config, Some(store), all)
+    }
+
+    fn build(
+        config: TracingConfig,
+        store: Option<super::store::SharedSpanStore>,
+        sinks: Vec<Arc<dyn SpanSink>>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 config,
-                store: None,
+                store,
                 sinks,
                 buffer: Mutex::new(Vec::new()),
                 wake: Arc::new(tokio::sync::Notify::new()),
@@ -77,15 +97,6 @@ impl Tracer {
     /// Its configuration.
     pub fn config(&self) -> &TracingConfig {
         &self.inner.config
-    }
-
-    /// This tracer, naming `store` as where its traces are read back (a sink must still save
-    /// into it). Call before the tracer is cloned.
-    pub fn with_store(mut self, store: super::store::SharedSpanStore) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.store = Some(store);
-        }
-        self
     }
 
     /// The store its traces are read back from, if named.
