@@ -147,6 +147,9 @@ pub enum DevError {
     /// The demo MCP server could not be built.
     #[error("cannot build the demo MCP server: {0}")]
     Mcp(#[from] kestrel::mcp::McpServerBuildError),
+    /// The `OTEL_EXPORTER_OTLP_*` variables do not configure a usable exporter.
+    #[error("cannot export traces over OTLP: {0}")]
+    Otlp(#[from] kestrel::otlp::OtlpError),
 }
 
 /// Opens (creating it and its directory when needed) the SQLite database at `path`.
@@ -363,6 +366,11 @@ pub fn demo_kestrel_with(
         .agent(writing);
     for workflow in demo_workflows {
         builder = builder.workflow(workflow);
+    }
+    // Traces go to an OTLP backend too when the standard variables name one.
+    if let Some(exporter) = kestrel::otlp::OtlpExporter::from_env()? {
+        tracing::info!("traces are exported over OTLP (OTEL_EXPORTER_OTLP_*)");
+        builder = builder.span_sink(Arc::new(exporter));
     }
     if let Some((pubsub, cluster)) = cluster {
         builder = builder.pubsub(pubsub).cluster(cluster);

@@ -524,7 +524,9 @@ impl KestrelBuilder {
             } else {
                 workflow.with_store(Arc::clone(&workflow_store))
             };
-            let workflow = workflow.with_cluster(cluster.clone());
+            let workflow = workflow
+                .with_cluster(cluster.clone())
+                .with_tracer(runtime.tracer.clone());
             if workflows.insert(id.clone(), workflow).is_some() {
                 return Err(KestrelError::DuplicateWorkflow { id });
             }

@@ -161,6 +161,14 @@ pub mod mcp {
     pub use kestrel_mcp::*;
 }
 
+/// Traces over OTLP: [`OtlpExporter`](kestrel_otlp::OtlpExporter) sends an instance's spans
+/// to any OpenTelemetry backend with the GenAI conventions (feature `otlp`). See
+/// [`kestrel_otlp`].
+#[cfg(feature = "otlp")]
+pub mod otlp {
+    pub use kestrel_otlp::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;

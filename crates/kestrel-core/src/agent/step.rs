@@ -85,6 +85,12 @@ impl Step for AgentStep {
         if let Some(structured) = &self.structured {
             options = options.structured_output(structured.clone());
         }
+        // The agent's run hangs under the step's span.
+        if let Some(parent) = ctx.trace.as_deref() {
+            options = options
+                .trace(parent.context.clone())
+                .tracer(parent.tracer.clone());
+        }
         let mut stream = self.agent.stream(prompt).options(options).into_stream();
         while let Some(event) = stream.next().await {
             ctx.write(&event).await;

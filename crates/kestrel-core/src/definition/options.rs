@@ -74,6 +74,9 @@ pub struct RunOptions {
     /// Where the run's spans go in a trace: the caller's trace and parent span (an incoming
     /// `traceparent`, a delegating call), instead of a new trace.
     pub trace: Option<crate::trace::TraceContext>,
+    /// Records the run's spans with this tracer when the agent's instance has none (an agent
+    /// run by a traced workflow step, outside the instance that traces).
+    pub tracer: Option<crate::trace::Tracer>,
 }
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
@@ -133,6 +136,7 @@ impl RunOptions {
             until_idle: self.until_idle.or(d.until_idle),
             versions: self.versions.or_else(|| d.versions.clone()),
             trace: self.trace,
+            tracer: self.tracer,
         }
     }
 
@@ -141,6 +145,12 @@ impl RunOptions {
     /// trace it started in.
     pub fn trace(mut self, trace: crate::trace::TraceContext) -> Self {
         self.trace = Some(trace);
+        self
+    }
+
+    /// Records the run's spans with `tracer` when the agent's instance does not trace.
+    pub fn tracer(mut self, tracer: crate::trace::Tracer) -> Self {
+        self.tracer = Some(tracer);
         self
     }
 

@@ -14,7 +14,7 @@ pub mod span;
 pub mod store;
 
 pub use policy::{REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
-pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanSink, StoreSink, Tracer};
+pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanParent, SpanSink, StoreSink, Tracer};
 pub use span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id, new_trace_id};
 pub use store::{
     InMemorySpanStore, Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage,

@@ -31,6 +31,22 @@ pub trait SpanSink: Send + Sync + std::fmt::Debug {
     fn export<'a>(&'a self, spans: &'a [SpanRecord]) -> BoxFuture<'a, ()>;
 }
 
+/// Where new spans go: the tracer recording them and the span they hang under.
+#[derive(Clone, Debug)]
+pub struct SpanParent {
+    /// The tracer.
+    pub tracer: Tracer,
+    /// The span new spans hang under.
+    pub context: TraceContext,
+}
+
+impl SpanParent {
+    /// Starts a span under this parent (`None` when its trace is not sampled).
+    pub fn start(&self, span_type: SpanType, name: impl Into<String>) -> Option<ActiveSpan> {
+        self.tracer.start(Some(&self.context), span_type, name)
+    }
+}
+
 /// Records an instance's spans. Cheap to clone; clones share the buffer and the sinks.
 #[derive(Clone, Debug)]
 pub struct Tracer {

@@ -370,6 +370,7 @@ impl WorkflowBuilder {
                 live: Arc::default(),
                 cluster: None,
                 persist: self.persist,
+                tracer: None,
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

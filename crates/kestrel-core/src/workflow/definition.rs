@@ -42,6 +42,8 @@ pub(crate) struct WorkflowInner {
     pub cluster: Option<Arc<crate::cluster::member::ClusterRuntime>>,
     /// Which snapshots the store keeps (none: all).
     pub persist: Option<Arc<super::persist::PersistFn>>,
+    /// The tracer of the instance it is registered on, when it traces.
+    pub tracer: Option<crate::trace::Tracer>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -79,6 +81,17 @@ impl Workflow {
 
     /// The same workflow, its runs going on in this process kept in `live` (shared by several
     /// builds of one workflow: an agent's networks).
+    /// The same workflow, its runs traced by `tracer` (a `Kestrel` instance that traces
+    /// gives its workflows its tracer this way).
+    pub(crate) fn with_tracer(&self, tracer: Option<crate::trace::Tracer>) -> Workflow {
+        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
+        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
+            inner.own_store = self.inner.own_store;
+            inner.tracer = tracer;
+        }
+        workflow
+    }
+
     pub(crate) fn with_live(&self, live: Arc<super::live::LiveRuns>) -> Workflow {
         let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
         if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
@@ -108,6 +121,7 @@ impl Workflow {
                 live: Arc::clone(&inner.live),
                 cluster,
                 persist: inner.persist.clone(),
+                tracer: inner.tracer.clone(),
             }),
         }
     }

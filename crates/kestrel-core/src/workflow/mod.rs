@@ -56,6 +56,7 @@ mod recovery;
 mod restart;
 mod result;
 mod run;
+mod spans;
 mod step;
 mod stream;
 mod travel;

@@ -55,7 +55,8 @@ impl Step for Workflow {
         let run = inner
             .create_run_with_id(&run_id)
             .request_context(context)
-            .with_abort(ctx.abort_signal().child());
+            .with_abort(ctx.abort_signal().child())
+            .traced_under(ctx.trace.as_deref());
         let failed = |error: WorkflowRunError| {
             StepError::new(format!(
                 "nested workflow {:?}: {}",

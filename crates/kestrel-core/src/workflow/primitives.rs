@@ -186,6 +186,15 @@ impl Tool for WorkflowTool {
             Some(resource) => run.resource(resource),
             None => run,
         };
+        // The run hangs under the tool call's span, traced by the calling run's tracer.
+        let parent = ctx
+            .extension::<crate::trace::Tracer>()
+            .zip(ctx.trace_context())
+            .map(|(tracer, context)| crate::trace::SpanParent {
+                tracer: tracer.clone(),
+                context: context.clone(),
+            });
+        let run = run.traced_under(parent.as_ref());
         let outcome = match ctx.resume_data() {
             Some(data) => run.resume(None, data.clone()).await,
             None => match run.start(input).await {

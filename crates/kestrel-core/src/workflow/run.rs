@@ -43,6 +43,7 @@ impl Workflow {
             initial_state: None,
             abort,
             flags: Arc::default(),
+            trace: None,
         }
     }
 }
@@ -58,6 +59,9 @@ pub struct WorkflowRun {
     pub(super) abort: AbortSignal,
     /// What the handle (and its clones) knows of the run's record: [`RunFlags`].
     flags: Arc<RunFlags>,
+    /// The span the run's trace hangs under, and the tracer when the workflow has none of
+    /// its own (a run started by a traced tool call or step): see [`WorkflowRun::trace`].
+    trace: Option<Box<super::spans::RunTraceParent>>,
 }
 
 /// What a run's handles know of its record, one allocation for all of it.
@@ -91,6 +95,26 @@ impl WorkflowRun {
     /// The resource the run acts for (stored with it, to list a resource's runs).
     pub fn resource(mut self, resource_id: impl Into<String>) -> Self {
         self.resource_id = Some(resource_id.into());
+        self
+    }
+
+    /// Puts the run in the caller's trace, under its span `context` (a W3C `traceparent`'s,
+    /// say), when the workflow is traced ([`crate::trace`]). Without it a run's trace is its
+    /// own, its id made from the run's id, so a run resumed later (on any instance) continues
+    /// the same trace.
+    pub fn trace(mut self, context: crate::trace::TraceContext) -> Self {
+        self.trace.get_or_insert_default().context = Some(context);
+        self
+    }
+
+    /// Traces the run under `parent` (a traced tool call or step starting it), with the
+    /// parent's tracer when the workflow has none of its own.
+    pub(crate) fn traced_under(mut self, parent: Option<&crate::trace::SpanParent>) -> Self {
+        if let Some(parent) = parent {
+            let trace = self.trace.get_or_insert_default();
+            trace.context = Some(parent.context.clone());
+            trace.tracer = Some(parent.tracer.clone());
+        }
         self
     }
 
@@ -414,7 +438,8 @@ impl WorkflowRun {
             None,
         )
         .with_stored(was_stored)
-        .with_lease(lease))
+        .with_lease(lease)
+        .traced(self.trace.as_deref()))
     }
 
     /// The engine of a resumed run: the snapshot loaded, the step and data checked, the run
@@ -577,6 +602,7 @@ impl WorkflowRun {
             resume,
         )
         .with_lease(lease)
+        .traced(self.trace.as_deref())
     }
 
     /// The run's stored request context, with this handle's entries over it.
@@ -611,6 +637,7 @@ impl WorkflowRun {
             events,
             usage: Mutex::default(),
             store: Arc::clone(&self.workflow.inner.store),
+            trace: std::sync::OnceLock::new(),
             _live: live,
         })
     }

@@ -133,6 +133,8 @@ pub(crate) struct RunShared {
     pub usage: Mutex<crate::event::WorkflowUsage>,
     /// Where the run is kept (a nested workflow keeps its runs there too).
     pub store: crate::store::SharedWorkflowStore,
+    /// The run's spans, when it is traced (kept here: the run's future stays small).
+    pub trace: std::sync::OnceLock<super::spans::RunTrace>,
     /// Lists the run among the workflow's live runs while it goes on.
     pub _live: super::live::LiveGuard,
 }
@@ -188,6 +190,8 @@ pub struct StepContext {
     pub(crate) resume_path: Vec<String>,
     pub(crate) retry_count: u32,
     pub(crate) run: Arc<RunShared>,
+    /// The step's span, when the run is traced: what the step starts hangs under.
+    pub(crate) trace: Option<Box<crate::trace::SpanParent>>,
 }
 
 /// The step a context is for: its id is read from it, so an attempt copies no id.
@@ -220,6 +224,12 @@ impl StepContext {
     /// `suspendData`): a step can keep there what it needs to go on where it stopped.
     pub fn suspend_data(&self) -> Option<&Value> {
         self.suspend_data.as_ref()
+    }
+
+    /// The step's span, when its run is traced ([`crate::trace`]): a step that starts traced
+    /// work (an agent run, a request to a service) puts it under this.
+    pub fn trace_context(&self) -> Option<&crate::trace::TraceContext> {
+        self.trace.as_deref().map(|parent| &parent.context)
     }
 
     /// The step's id.

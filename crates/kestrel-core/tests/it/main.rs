@@ -28,6 +28,7 @@ mod run_handles;
 mod skill_search_bounds;
 mod skills;
 mod tracing;
+mod tracing_workflows;
 mod workflow;
 mod workflow_agents;
 mod workflow_foreach;

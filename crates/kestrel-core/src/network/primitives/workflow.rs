@@ -25,6 +25,10 @@ fn held_workflow(agent: &Agent, id: &str) -> Option<crate::workflow::Workflow> {
     } else {
         workflow.with_store(Arc::clone(&agent.stores().workflows))
     };
+    let workflow = match (&workflow.inner.tracer, &agent.runtime.tracer) {
+        (None, Some(tracer)) => workflow.with_tracer(Some(tracer.clone())),
+        _ => workflow,
+    };
     match &agent.runtime.runs.cluster {
         Some(cluster) if workflow.inner.cluster.is_none() => {
             Some(workflow.with_cluster(Some(Arc::clone(cluster))))

@@ -132,7 +132,7 @@ impl AgentRun {
     /// (a continued run stays in the one it started in), named `agent run: '<id>'`
     /// (`(resumed)` when the run had started before).
     fn start_span(&mut self) {
-        let Some(tracer) = &self.agent.runtime.tracer else {
+        let Some(tracer) = &self.tracer else {
             return;
         };
         let resumed = if self.state.started { " (resumed)" } else { "" };

@@ -133,6 +133,9 @@ pub struct AgentRun {
     version_resolved: bool,
     /// The span of this drive of the run, when the instance traces.
     span: Option<crate::trace::ActiveSpan>,
+    /// What records the run's spans: the instance's tracer, else the caller's
+    /// ([`RunOptions::tracer`](crate::agent::RunOptions::tracer)).
+    tracer: Option<crate::trace::Tracer>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -189,6 +192,7 @@ impl AgentRun {
         state.context_len = context_len;
         // The caller's trace, when it gave one; else the run starts its own.
         state.trace = options.trace;
+        let tracer = options.tracer;
         state.settings.tool_approval = match &approval {
             ApprovalPolicy::Never => SavedApproval::Never,
             ApprovalPolicy::Always => SavedApproval::Always,
@@ -197,6 +201,9 @@ impl AgentRun {
         let request_context = options.request_context.unwrap_or_default();
         let abort = options.abort_signal.unwrap_or_default();
         let mut run = Self::with_state(agent, state, abort, request_context);
+        if run.tracer.is_none() {
+            run.tracer = tracer;
+        }
         run.approval = approval;
         run.busy = options.on_busy_thread.unwrap_or_default();
         run.until_idle = options.until_idle.unwrap_or(false);
@@ -304,6 +311,7 @@ impl AgentRun {
             max_steps_chosen: false,
             version_resolved: false,
             span: None,
+            tracer: agent.runtime.tracer.clone(),
             agent,
             state,
             abort,

@@ -220,7 +220,7 @@ impl AgentRun {
             agent_id: self.agent.id().to_owned(),
             versions: self.state.settings.versions.clone(),
             trace: self.span.as_ref().and_then(|span| {
-                let tracer = self.agent.runtime.tracer.clone()?;
+                let tracer = self.tracer.clone()?;
                 Some((tracer, span.context()))
             }),
         });
@@ -529,6 +529,12 @@ async fn run_tool(
     let mut extensions = Extensions::new();
     // Only a delegation reads them (every delegation call has a sub-run or runs in the
     // background), so other tool calls allocate no map.
+    // A traced call carries the tracer, so the work it starts (a workflow run) is traced.
+    if trace.is_some()
+        && let Some((tracer, _)) = &base.trace
+    {
+        extensions.insert(tracer.clone());
+    }
     if sub_run.is_some() || background.is_some() {
         // The sub-agent runs in this run's runtime.
         extensions.insert(Arc::clone(&agent.runtime));

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::super::spans::ITEM_SPAN;
 use super::{Engine, Flow, Given, Resume, error_info, kind_of, now_ms, step_payload};
 use crate::event::{
     EventKind, EventSource, StepStatus, WorkflowStepPayload, WorkflowStepProgressPayload,
@@ -94,12 +95,21 @@ impl Engine {
         }
         let mut failure = None;
         let mut completed = total - to_run.len();
-        let mut runs =
-            futures::stream::iter(to_run)
-                .map(|(index, item, given)| async move {
-                    (index, self.attempt(step, item, given).await)
-                })
-                .buffer_unordered(concurrency);
+        let mut runs = futures::stream::iter(to_run)
+            .map(|(index, item, given)| async move {
+                // A traced item is a span; what it starts hangs under it.
+                let outcome = match self.item_span(step.id(), &item) {
+                    Some((span, parent)) => {
+                        let attempt = self.attempt(step, item, given);
+                        let outcome = ITEM_SPAN.scope(parent, attempt).await;
+                        super::traced::end_attempt(Some(span), &outcome.as_ref());
+                        outcome
+                    }
+                    None => self.attempt(step, item, given).await,
+                };
+                (index, outcome)
+            })
+            .buffer_unordered(concurrency);
         while let Some((index, outcome)) = runs.next().await {
             completed += 1;
             let (status, output) = match outcome {

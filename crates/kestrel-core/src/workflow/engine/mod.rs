@@ -29,6 +29,7 @@ mod sleep;
 mod snapshot;
 
 pub(crate) use foreach::foreach_suspended;
+mod traced;
 use snapshot::HandOver;
 
 /// How a run continues at its position: a resume (the step given its data) or a restart
@@ -245,12 +246,15 @@ impl Engine {
                 self.path.push(step.id().to_owned());
             }
             let resume = self.resume.take();
+            // The entry's span (when traced) is kept with the run, not in this future.
+            self.open_entry(entry);
             // The run keeps the entry's input (snapshots name it) until the entry's output
             // takes its place; the entry shares it.
-            match self
+            let flow = self
                 .entry(entry, Arc::clone(&self.entry_input), resume.as_deref())
-                .await
-            {
+                .await;
+            self.close_entry(&flow);
+            match flow {
                 Flow::Next(output) => {
                     self.entry_input = output;
                     self.position = index + 1;
@@ -495,6 +499,7 @@ impl Engine {
             resumed,
             mut payload,
         } = started;
+        self.open_step(id, &input);
         let outcome = self
             .attempt(
                 step,
@@ -502,6 +507,7 @@ impl Engine {
                 resumed.as_ref().map(|r| Box::new(r.0.clone())),
             )
             .await;
+        self.close_step(id, &outcome.as_ref());
         let ended_at = now_ms();
         let (resume_payload, resumed_at) = match resumed.map(|r| *r) {
             Some((given, at)) => (Some(given.data), Some(at)),
@@ -582,6 +588,7 @@ impl Engine {
                 resume_path: given.as_ref().map(|g| g.path.clone()).unwrap_or_default(),
                 retry_count,
                 run: Arc::clone(&self.run),
+                trace: self.step_parent(id),
             };
             let outcome = AssertUnwindSafe(step.execute(ctx))
                 .catch_unwind()
@@ -602,6 +609,7 @@ impl Engine {
     }
 
     async fn finish(&mut self, outcome: Flow) -> WorkflowResult {
+        self.close_run(&outcome);
         let (status, output, error) = match outcome {
             Flow::Next(output) | Flow::Bailed(output) => {
                 (WorkflowStatus::Success, Some(output), None)
