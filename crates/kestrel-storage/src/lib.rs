@@ -3,7 +3,7 @@
 //! One object-safe trait, [`Storage`], shared as `Arc<dyn Storage>`, is the sum of one trait
 //! per domain ([`ThreadStore`], [`MessageStore`], [`WorkingMemoryStore`], [`RunRecordStore`],
 //! [`ObservationStore`], [`VectorStore`], ...; `use kestrel_storage::prelude::*` brings them
-//! into scope). Together they cover
+//! into scope; traces' trait is core's `kestrel_core::trace::SpanStore`). Together they cover
 //!
 //! - **threads** owned by resources, listed by resource and metadata filter, paginated;
 //! - **messages** with a per-thread sequence assigned by the store (concurrent appends never
@@ -12,7 +12,12 @@
 //! - **runs**: snapshots of suspended or running agent runs, saved with a version
 //!   compare-and-set so several instances can share one database;
 //! - **observations** for observational memory, and the per-thread "observed up to" marker;
-//! - **vectors** in named, fixed-dimension indexes, queried by exact cosine scan.
+//! - **vectors** in named, fixed-dimension indexes, queried by exact cosine scan;
+//! - **traces**: the spans of traced runs (core's
+//!   [`SpanStore`](kestrel_core::trace::SpanStore), a supertrait of [`Storage`]), upserted by
+//!   trace and span id, listed by their root span's filters and status, read back by trace,
+//!   deleted and pruned; times up to [`MAX_SPAN_TIME_NS`]. An instance given a storage keeps its
+//!   traces there.
 //!
 //! Backends: [`InMemoryStorage`] (always), [`SqliteStorage`] (feature `sqlite`, the embedded
 //! default: one file, WAL, migrated on open) and [`PostgresStorage`] (feature `postgres`: a
@@ -42,6 +47,7 @@ pub mod memory;
 pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod spans;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;
 #[cfg(feature = "sqlite")]
@@ -55,6 +61,7 @@ pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PostgresStorage};
+pub use spans::MAX_SPAN_TIME_NS;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql_common::redact_url;
 #[cfg(feature = "sqlite")]

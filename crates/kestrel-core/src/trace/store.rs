@@ -2,7 +2,7 @@
 //! delete, prune), and [`InMemorySpanStore`], bounded. A tracer saves into one through a
 //! [`StoreSink`](super::StoreSink).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -105,6 +105,25 @@ pub struct TraceSummary {
     pub span_count: usize,
 }
 
+impl TraceSummary {
+    /// The summary of a trace whose root is `root`, with `span_count` spans, one below the
+    /// root failing when `has_child_error` (for backends that sum traces up themselves; the
+    /// status follows from the root's error and `has_child_error`).
+    pub fn new(root: SpanRecord, has_child_error: bool, span_count: usize) -> Self {
+        let status = if root.is_error() || has_child_error {
+            TraceStatus::Error
+        } else {
+            TraceStatus::Success
+        };
+        Self {
+            root,
+            status,
+            has_child_error,
+            span_count,
+        }
+    }
+}
+
 /// A page of traces.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -115,10 +134,21 @@ pub struct TracePage {
     pub total: usize,
 }
 
+impl TracePage {
+    /// A page of `traces`, `total` matching in all.
+    pub fn new(traces: Vec<TraceSummary>, total: usize) -> Self {
+        Self { traces, total }
+    }
+}
+
 /// How long spans are kept.
+///
+/// A trace's age is its *earliest* span's start (not its root's: a trace joined from a caller
+/// may have its root elsewhere), and "the oldest" traces are those whose earliest span started
+/// first (ties: the smaller trace id first), on every backend.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Retention {
-    /// Traces whose root started longer ago than this many nanoseconds go.
+    /// Traces whose earliest span started more than this many nanoseconds before `now` go.
     pub max_age_ns: Option<u64>,
     /// Past this many traces, the oldest go.
     pub max_traces: Option<usize>,
@@ -139,8 +169,9 @@ pub trait SpanStore: Send + Sync + std::fmt::Debug {
     /// Deletes traces `trace_ids`; how many spans went.
     async fn delete_traces(&self, trace_ids: &[String]) -> Result<u64, SpanStoreError>;
 
-    /// Deletes what `retention` no longer keeps, `now` being Unix nanoseconds; how many
-    /// spans went.
+    /// Deletes what `retention` no longer keeps, `now` being Unix nanoseconds: first the
+    /// traces older than `max_age_ns`, then, past `max_traces`, the oldest (see [`Retention`]);
+    /// how many spans went.
     async fn prune(&self, retention: Retention, now: u64) -> Result<u64, SpanStoreError>;
 }
 
@@ -179,7 +210,8 @@ pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
 /// The most traces [`InMemorySpanStore`] keeps by default; past it the oldest go.
 pub const DEFAULT_IN_MEMORY_TRACES: usize = 10_000;
 
-/// Spans in memory, bounded by a number of traces (the oldest go first).
+/// Spans in memory, bounded by a number of traces: past the bound, the oldest go (those whose
+/// earliest span started first, as [`Retention`] orders them).
 #[derive(Debug)]
 pub struct InMemorySpanStore {
     max_traces: usize,
@@ -190,8 +222,8 @@ pub struct InMemorySpanStore {
 struct Traces {
     /// Spans by trace, then by span id.
     spans: BTreeMap<String, BTreeMap<String, SpanRecord>>,
-    /// Trace ids, oldest first.
-    order: VecDeque<String>,
+    /// Every trace as (its earliest span's start, its id): the oldest first.
+    by_age: BTreeSet<(u64, String)>,
 }
 
 impl Default for InMemorySpanStore {
@@ -214,10 +246,32 @@ impl InMemorySpanStore {
     }
 }
 
+/// When the earliest of `spans` started.
+fn earliest(spans: &BTreeMap<String, SpanRecord>) -> Option<u64> {
+    spans.values().map(|s| s.started_at).min()
+}
+
 impl Traces {
     fn remove(&mut self, trace_id: &str) -> u64 {
-        self.order.retain(|t| t != trace_id);
-        self.spans.remove(trace_id).map_or(0, |s| s.len() as u64)
+        let Some(spans) = self.spans.remove(trace_id) else {
+            return 0;
+        };
+        if let Some(first) = earliest(&spans) {
+            self.by_age.remove(&(first, trace_id.to_owned()));
+        }
+        spans.len() as u64
+    }
+
+    /// Removes the oldest traces until at most `max` are left; how many spans went.
+    fn keep_newest(&mut self, max: usize) -> u64 {
+        let mut removed = 0;
+        while self.by_age.len() > max {
+            let Some((_, oldest)) = self.by_age.pop_first() else {
+                break;
+            };
+            removed += self.spans.remove(&oldest).map_or(0, |s| s.len() as u64);
+        }
+        removed
     }
 }
 
@@ -225,21 +279,28 @@ impl Traces {
 impl SpanStore for InMemorySpanStore {
     async fn save(&self, spans: &[SpanRecord]) -> Result<(), SpanStoreError> {
         let mut state = self.lock();
+        let state = &mut *state;
+        // Each touched trace's earliest start before the batch, to move it in `by_age` once.
+        let mut touched: HashMap<&str, Option<u64>> = HashMap::new();
         for span in spans {
-            if !state.spans.contains_key(&span.trace_id) {
-                state.order.push_back(span.trace_id.clone());
-            }
-            state
-                .spans
-                .entry(span.trace_id.clone())
-                .or_default()
-                .insert(span.span_id.clone(), span.clone());
+            let trace = state.spans.entry(span.trace_id.clone()).or_default();
+            touched
+                .entry(span.trace_id.as_str())
+                .or_insert_with(|| earliest(trace));
+            trace.insert(span.span_id.clone(), span.clone());
         }
-        while state.order.len() > self.max_traces {
-            if let Some(oldest) = state.order.pop_front() {
-                state.spans.remove(&oldest);
+        for (trace_id, before) in touched {
+            let after = state.spans.get(trace_id).and_then(earliest);
+            if before != after {
+                if let Some(before) = before {
+                    state.by_age.remove(&(before, trace_id.to_owned()));
+                }
+                if let Some(after) = after {
+                    state.by_age.insert((after, trace_id.to_owned()));
+                }
             }
         }
+        state.keep_newest(self.max_traces);
         Ok(())
     }
 
@@ -290,30 +351,20 @@ impl SpanStore for InMemorySpanStore {
     async fn prune(&self, retention: Retention, now: u64) -> Result<u64, SpanStoreError> {
         let mut state = self.lock();
         let mut removed = 0;
-        if let Some(max_age) = retention.max_age_ns {
-            let old: Vec<String> = state
-                .spans
-                .iter()
-                .filter(|(_, spans)| {
-                    spans
-                        .values()
-                        .map(|s| s.started_at)
-                        .min()
-                        .is_some_and(|started| now.saturating_sub(started) > max_age)
-                })
-                .map(|(id, _)| id.clone())
-                .collect();
-            for id in old {
-                removed += state.remove(&id);
+        // Older than `max_age`: started before `now - max_age` (nothing when that is before 0).
+        if let Some(cutoff) = retention
+            .max_age_ns
+            .and_then(|max_age| now.checked_sub(max_age))
+        {
+            while let Some((first, oldest)) = state.by_age.first().cloned() {
+                if first >= cutoff {
+                    break;
+                }
+                removed += state.remove(&oldest);
             }
         }
         if let Some(max) = retention.max_traces {
-            while state.order.len() > max {
-                let Some(oldest) = state.order.front().cloned() else {
-                    break;
-                };
-                removed += state.remove(&oldest);
-            }
+            removed += state.keep_newest(max);
         }
         Ok(removed)
     }
@@ -399,5 +450,40 @@ mod tests {
             ..Retention::default()
         };
         assert_eq!(store.prune(aged, u64::MAX).await.unwrap(), 2);
+    }
+
+    fn span(trace: &str, id: &str, started_at: u64) -> SpanRecord {
+        serde_json::from_value(serde_json::json!({
+            "traceId": trace, "spanId": id, "name": id, "spanType": "generic",
+            "startedAt": started_at, "endedAt": started_at + 1,
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_oldest_traces_are_those_that_started_first_not_those_seen_first() {
+        let store = InMemorySpanStore::new(2);
+        // Seen first, started last.
+        store.save(&[span("late", "a", 300)]).await.unwrap();
+        store.save(&[span("early", "b", 100)]).await.unwrap();
+        store.save(&[span("middle", "c", 200)]).await.unwrap();
+        // Past the bound, the trace that started first went, not the first seen.
+        assert!(store.trace("early").await.unwrap().is_empty());
+        // A span starting earlier makes its trace older.
+        store.save(&[span("late", "d", 50)]).await.unwrap();
+        let keep_one = Retention {
+            max_traces: Some(1),
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(keep_one, 0).await.unwrap(), 2);
+        assert_eq!(store.trace("middle").await.unwrap().len(), 1);
+        // By age: started before `now - max_age`.
+        let aged = Retention {
+            max_age_ns: Some(100),
+            ..Retention::default()
+        };
+        assert_eq!(store.prune(aged, 300).await.unwrap(), 0);
+        assert_eq!(store.prune(aged, 50).await.unwrap(), 0);
+        assert_eq!(store.prune(aged, 301).await.unwrap(), 1);
     }
 }

@@ -7,6 +7,7 @@ mod messages;
 mod observations;
 mod queue;
 mod runs;
+mod spans;
 mod threads;
 mod vectors;
 mod workflows;
@@ -26,10 +27,12 @@ use crate::types::{
 };
 
 /// A store in process memory. Cheap to create; one mutex guards it (no lock is held across an
-/// await).
+/// await), and another its traces.
 #[derive(Debug, Default)]
 pub struct InMemoryStorage {
     state: Mutex<State>,
+    /// The spans of traces (bounded: past its limit, the oldest traces go).
+    spans: kestrel_core::trace::InMemorySpanStore,
 }
 
 impl InMemoryStorage {

@@ -3,7 +3,9 @@
 //! Each backend implements [`Storage`](crate::Storage), whose supertrait
 //! [`DurableStore`](kestrel_core::store::DurableStore) is every port at once: stopped runs,
 //! workflow runs, the message queue and agents' versions live in the same database as threads
-//! and messages. The functions here turn the ports' calls into the storage's rows, once for
+//! and messages (and so do traces: [`Stores::spans`](kestrel_core::store::Stores::spans) is
+//! the storage, whose [`SpanStore`](kestrel_core::trace::SpanStore) each backend implements in
+//! its `spans.rs`). The functions here turn the ports' calls into the storage's rows, once for
 //! every backend; [`implement_ports!`] implements the ports on a backend with them. So an
 //! instance is given its storage once:
 //!
@@ -187,6 +189,9 @@ macro_rules! implement_ports {
             fn stores(self: std::sync::Arc<Self>) -> kestrel_core::store::Stores {
                 // The store itself rides along, for a memory without one of its own.
                 kestrel_core::store::Stores::on(std::sync::Arc::clone(&self))
+                    .with_spans(
+                        std::sync::Arc::clone(&self) as kestrel_core::trace::SharedSpanStore
+                    )
                     .with_backend(self as std::sync::Arc<dyn $crate::Storage>)
             }
         }

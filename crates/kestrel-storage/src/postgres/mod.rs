@@ -22,6 +22,7 @@ mod rows;
 mod runs;
 mod schema;
 mod search;
+mod spans;
 mod sql;
 mod threads;
 mod vectors;

@@ -36,11 +36,12 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!(
             "../../migrations/sqlite/0008_workflow_fences.sql"
         )),
+        M::up(include_str!("../../migrations/sqlite/0009_spans.sql")),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 8;
+pub const SCHEMA_VERSION: usize = 9;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

@@ -25,7 +25,8 @@ pub use workflows::WorkflowRecordStore;
 pub use working_memory::WorkingMemoryStore;
 
 /// Durable state of agents: threads and their messages, working memory, run snapshots,
-/// observations and vectors, one trait per domain ([`ThreadStore`], [`MessageStore`], ...).
+/// observations, vectors and traces, one trait per domain ([`ThreadStore`], [`MessageStore`],
+/// ..., and core's [`SpanStore`](kestrel_core::trace::SpanStore) for traces).
 ///
 /// Object-safe and shared as `Arc<dyn Storage>`. Every backend passes the same conformance suite
 /// (`kestrel_storage::testing`, feature `testing`), so behaviour, ordering and errors are the same
@@ -38,7 +39,8 @@ pub use working_memory::WorkingMemoryStore;
 ///
 /// **Ports.** A storage is also every port of [`kestrel_core::store`] (stopped runs, workflow
 /// runs, the message queue, agents' versions: see [`crate::ports`]), so an instance is given
-/// it once (`Kestrel::builder().storage(storage)`) and keeps everything in the same database.
+/// it once (`Kestrel::builder().storage(storage)`) and keeps everything in the same database,
+/// the traces of an instance that traces included.
 ///
 /// **Concurrency.** Appends to one thread are serialised by the store (a row lock on Postgres,
 /// the single writer on SQLite, a mutex in memory): concurrent appenders never share a seq and
@@ -46,6 +48,7 @@ pub use working_memory::WorkingMemoryStore;
 /// so several server instances may share one database.
 pub trait Storage:
     kestrel_core::store::DurableStore
+    + kestrel_core::trace::SpanStore
     + ThreadStore
     + MessageStore
     + WorkingMemoryStore

@@ -73,6 +73,16 @@ macro_rules! conformance_tests {
             vectors_dimension_mismatch,
             vectors_query_exact,
             vectors_filters_and_delete,
+            spans_round_trip_exact,
+            spans_upsert_replaces,
+            spans_list_order_filters_and_paging,
+            spans_list_page_sizes,
+            spans_joined_trace_root,
+            spans_unknown_trace_is_empty,
+            spans_delete_counts,
+            spans_prune_by_age,
+            spans_prune_by_count,
+            spans_concurrent_saves,
         );
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {

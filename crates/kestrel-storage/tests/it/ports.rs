@@ -181,3 +181,38 @@ async fn finished_runs_are_stored_as_they_ended_and_delegations_name_their_paren
         fixture.teardown().await;
     }
 }
+
+/// An instance given a storage keeps its traces there: the stores' span store is the storage,
+/// so a tracer's spans are read back through it (and, durable backends, after a restart).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stores_keep_traces_in_the_storage() {
+    use kestrel_core::trace::{SpanType, StoreSink, Tracer, TracingConfig};
+
+    for fixture in fixtures().await {
+        let storage = fixture.store();
+        let backend = storage.backend();
+        let spans = storage.clone().into_stores().spans.expect("a span store");
+        let tracer = Tracer::new(TracingConfig::new(), vec![Arc::new(StoreSink::new(spans))]);
+        let mut run = tracer
+            .start(None, SpanType::AgentRun, "agent run: 'weather'")
+            .unwrap();
+        run.entity("agent", "weather", None);
+        let trace_id = run.context().trace_id;
+        let tool = tracer
+            .start(Some(&run.context()), SpanType::ToolCall, "tool: 'x'")
+            .unwrap();
+        tool.fail("no", None);
+        run.end();
+        tracer.flush().await;
+        let read = storage.trace(&trace_id).await.unwrap();
+        assert_eq!(read.len(), 2, "{backend}");
+        let page = storage
+            .list_traces(&kestrel_core::trace::TraceQuery::default())
+            .await
+            .unwrap();
+        assert_eq!(page.total, 1, "{backend}");
+        assert_eq!(page.traces[0].root.entity_id.as_deref(), Some("weather"));
+        assert!(page.traces[0].has_child_error, "{backend}");
+        fixture.teardown().await;
+    }
+}
