@@ -295,6 +295,7 @@ mod tests {
                 usage: Usage::default(),
                 object: None,
             },
+            metadata: None,
         }))
     }
 

@@ -77,6 +77,9 @@ pub struct RunOptions {
     /// Records the run's spans with this tracer when the agent's instance has none (an agent
     /// run by a traced workflow step, outside the instance that traces).
     pub tracer: Option<crate::trace::Tracer>,
+    /// What the run's trace says of it: a name, tags, metadata, a user (Mastra's
+    /// `tracingOptions`).
+    pub tracing: Option<crate::trace::TracingOptions>,
 }
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
@@ -137,6 +140,7 @@ impl RunOptions {
             versions: self.versions.or_else(|| d.versions.clone()),
             trace: self.trace,
             tracer: self.tracer,
+            tracing: self.tracing.or_else(|| d.tracing.clone()),
         }
     }
 
@@ -145,6 +149,13 @@ impl RunOptions {
     /// trace it started in.
     pub fn trace(mut self, trace: crate::trace::TraceContext) -> Self {
         self.trace = Some(trace);
+        self
+    }
+
+    /// Names the run's span, tags it, gives it metadata and a user (Mastra's
+    /// `tracingOptions`; where the trace goes is [`RunOptions::trace`]).
+    pub fn tracing_options(mut self, options: crate::trace::TracingOptions) -> Self {
+        self.tracing = Some(options);
         self
     }
 

@@ -406,6 +406,17 @@ pub struct StartPayload {
     pub id: String,
     /// The id of the first step's assistant message.
     pub message_id: String,
+    /// The run's trace, when it is traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<RunMetadata>,
+}
+
+/// What `start` and `finish` say about the run beside their payload (as Mastra's chunks do).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunMetadata {
+    /// The run's trace ([`crate::trace`]): its spans at `/api/observability/traces/{traceId}`.
+    pub trace_id: String,
 }
 
 /// Payload of `step-start`.
@@ -618,6 +629,9 @@ pub struct FinishPayload {
     pub step_result: StepResultInfo,
     /// What it produced.
     pub output: FinishOutput,
+    /// The run's trace, when it is traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<RunMetadata>,
 }
 
 /// Payload of `error`.

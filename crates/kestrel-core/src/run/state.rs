@@ -467,6 +467,9 @@ pub struct RunState {
     /// takeover) stays in its trace. `None` until the run is traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::TraceContext>,
+    /// What the caller said of the run's trace (a name, tags, metadata, a user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracing: Option<crate::trace::TracingOptions>,
 }
 
 impl RunState {
@@ -500,6 +503,7 @@ impl RunState {
             background_for: None,
             lease_token: None,
             trace: None,
+            tracing: None,
         }
     }
 

@@ -13,9 +13,13 @@ pub mod recorder;
 pub mod span;
 pub mod store;
 
-pub use policy::{REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
-pub use recorder::{ActiveSpan, MAX_BUFFERED_SPANS, SpanParent, SpanSink, StoreSink, Tracer};
-pub use span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id, new_trace_id};
+pub use policy::{DEFAULT_RETENTION, REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
+pub use recorder::{
+    ActiveSpan, MAX_BUFFERED_SPANS, PRUNE_INTERVAL, SpanParent, SpanSink, StoreSink, Tracer,
+};
+pub use span::{
+    SpanError, SpanRecord, SpanType, TraceContext, TracingOptions, new_span_id, new_trace_id,
+};
 pub use store::{
     InMemorySpanStore, Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage,
     TraceQuery, TraceStatus, TraceSummary, local_root, summarize,

@@ -2,6 +2,7 @@
 //! redacted and large values cut ([`TracingConfig`]). Both are applied off the run, when the
 //! recorder's worker takes the spans (see [`super::Tracer`]).
 
+use super::store::Retention;
 use serde_json::Value;
 
 /// Which traces are recorded. The choice is made once per trace, from its id, so every span
@@ -81,7 +82,16 @@ pub struct TracingConfig {
     pub max_value_bytes: usize,
     /// The service the spans are exported as (default `kestrel`).
     pub service_name: String,
+    /// How long the span store keeps traces (default [`DEFAULT_RETENTION`]): the tracer
+    /// prunes it every [`PRUNE_INTERVAL`](super::recorder::PRUNE_INTERVAL).
+    pub retention: Retention,
 }
+
+/// Traces kept by default: those of the last 30 days, at most 100,000.
+pub const DEFAULT_RETENTION: Retention = Retention {
+    max_age_ns: Some(30 * 24 * 3600 * 1_000_000_000),
+    max_traces: Some(100_000),
+};
 
 impl Default for TracingConfig {
     fn default() -> Self {
@@ -99,6 +109,7 @@ impl TracingConfig {
             sensitive_keys: Vec::new(),
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
             service_name: "kestrel".to_owned(),
+            retention: DEFAULT_RETENTION,
         }
     }
 
@@ -123,6 +134,12 @@ impl TracingConfig {
     /// Cuts recorded values at `bytes` of JSON (at least 64).
     pub fn max_value_bytes(mut self, bytes: usize) -> Self {
         self.max_value_bytes = bytes.max(64);
+        self
+    }
+
+    /// Keeps traces as `retention` says (`Retention::default()`: for ever).
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
         self
     }
 

@@ -23,6 +23,9 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 /// Spans in one batch that wake the worker at once.
 const WAKE_AT: usize = 512;
 
+/// How often the worker prunes the span store to the configured retention.
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+
 /// Where finished spans go: a span store, an exporter. Called by the recorder's worker, one
 /// batch at a time, with the spans already redacted and cut.
 pub trait SpanSink: Send + Sync + std::fmt::Debug {
@@ -205,6 +208,12 @@ impl Tracer {
         runtime.spawn(work(weak, wake));
     }
 
+    /// Prunes the span store to the configured retention now (the worker does it every
+    /// [`PRUNE_INTERVAL`]); how many spans went.
+    pub async fn prune(&self) -> Result<u64, super::store::SpanStoreError> {
+        self.inner.prune().await
+    }
+
     /// Hands every buffered span to the sinks now, and waits until they took them.
     pub async fn flush(&self) {
         self.inner.drain().await;
@@ -214,16 +223,34 @@ impl Tracer {
 /// The worker: drains the buffer every [`FLUSH_INTERVAL`], or sooner when woken, until the
 /// tracer is gone.
 async fn work(inner: Weak<Inner>, wake: Arc<tokio::sync::Notify>) {
+    let mut pruned = tokio::time::Instant::now();
     loop {
         let _ = tokio::time::timeout(FLUSH_INTERVAL, wake.notified()).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
         inner.drain().await;
+        if pruned.elapsed() >= PRUNE_INTERVAL {
+            pruned = tokio::time::Instant::now();
+            if let Err(error) = inner.prune().await {
+                tracing::warn!(%error, "the span store could not be pruned");
+            }
+        }
     }
 }
 
 impl Inner {
+    /// Deletes what the retention no longer keeps from the store; how many spans went.
+    async fn prune(&self) -> Result<u64, super::store::SpanStoreError> {
+        let retention = self.config.retention;
+        match &self.store {
+            Some(store) if retention != super::store::Retention::default() => {
+                store.prune(retention, now_ns()).await
+            }
+            _ => Ok(0),
+        }
+    }
+
     async fn drain(&self) {
         let _turn = self.draining.lock().await;
         loop {

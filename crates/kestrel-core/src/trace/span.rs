@@ -155,6 +155,57 @@ pub fn new_span_id() -> String {
     id
 }
 
+/// What a caller says about a run's trace, beside where it goes
+/// ([`RunOptions::trace`](crate::agent::RunOptions::trace)): Mastra's `tracingOptions`. Kept
+/// with the run, so a run continued later keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TracingOptions {
+    /// The run's span's name instead of `agent run: '<id>'`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root_span_name: Option<String>,
+    /// Tags of the run's span, to find it by.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Metadata of the run's span (redacted as inputs are).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub metadata: Map<String, Value>,
+    /// The user the run acts for (the traces list filters by it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+}
+
+impl TracingOptions {
+    /// No options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the run's span.
+    pub fn root_span_name(mut self, name: impl Into<String>) -> Self {
+        self.root_span_name = Some(name.into());
+        self
+    }
+
+    /// Adds a tag.
+    pub fn tag(mut self, tag: impl Into<String>) -> Self {
+        self.tags.push(tag.into());
+        self
+    }
+
+    /// Adds a metadata entry.
+    pub fn metadata(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
+        self.metadata.insert(key.into(), value.into());
+        self
+    }
+
+    /// Names the user.
+    pub fn user_id(mut self, user: impl Into<String>) -> Self {
+        self.user_id = Some(user.into());
+        self
+    }
+}
+
 /// Why a span failed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -215,3 +215,97 @@ async fn a_callers_trace_is_joined_and_an_unsampled_instance_records_nothing() {
         .unwrap();
     assert_eq!(listed.total, 0);
 }
+
+#[tokio::test]
+async fn the_span_store_is_pruned_to_the_retention() {
+    let retention = kestrel_core::trace::Retention {
+        max_traces: Some(2),
+        ..Default::default()
+    };
+    let kestrel = instance(TracingConfig::new().retention(retention), false);
+    let agent = kestrel.agent("assistant").unwrap();
+    for _ in 0..4 {
+        agent.generate("Weather and facts?").await.unwrap();
+    }
+    let tracer = kestrel.tracer().unwrap();
+    tracer.flush().await;
+    let store = kestrel.span_store().unwrap();
+    assert_eq!(
+        store
+            .list_traces(&TraceQuery::default())
+            .await
+            .unwrap()
+            .total,
+        4
+    );
+    assert!(tracer.prune().await.unwrap() > 0);
+    let kept = store.list_traces(&TraceQuery::default()).await.unwrap();
+    assert_eq!(kept.total, 2);
+    // The newest are kept.
+    assert!(kept.traces[0].root.started_at >= kept.traces[1].root.started_at);
+
+    // Retention off keeps everything.
+    let forever = instance(
+        TracingConfig::new().retention(kestrel_core::trace::Retention::default()),
+        false,
+    );
+    forever
+        .agent("assistant")
+        .unwrap()
+        .generate("Weather?")
+        .await
+        .unwrap();
+    forever.tracer().unwrap().flush().await;
+    assert_eq!(forever.tracer().unwrap().prune().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn start_and_finish_name_the_trace_as_mastras_chunks_do() {
+    use futures::StreamExt;
+    use kestrel_core::event::EventKind;
+    let kestrel = instance(TracingConfig::new(), false);
+    let mut stream = kestrel
+        .agent("assistant")
+        .unwrap()
+        .stream("Weather and facts?")
+        .into_stream();
+    let mut starts = Vec::new();
+    let mut finishes = Vec::new();
+    while let Some(event) = stream.next().await {
+        let json = serde_json::to_value(&event).unwrap();
+        match &event.kind {
+            EventKind::Start(_) => starts.push(json),
+            EventKind::Finish(_) => finishes.push(json),
+            _ => {}
+        }
+    }
+    let result = stream.result().await.unwrap();
+    let trace_id = result.trace_id.unwrap();
+    // The assistant's, and its sub-agent's (the same trace).
+    assert!(!starts.is_empty() && !finishes.is_empty());
+    for event in starts.iter().chain(&finishes) {
+        assert_eq!(
+            event["payload"]["metadata"]["traceId"],
+            trace_id.as_str(),
+            "{event}"
+        );
+    }
+
+    // An untraced instance's events say nothing of traces.
+    let kestrel = Kestrel::builder()
+        .agent(
+            Agent::builder("plain")
+                .model(Arc::new(ScriptedModel::from_fn(|_| {
+                    ScriptedResponse::text("hi")
+                })))
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let mut stream = kestrel.agent("plain").unwrap().stream("Hi").into_stream();
+    while let Some(event) = stream.next().await {
+        let json = serde_json::to_value(&event).unwrap();
+        assert!(json["payload"].get("metadata").is_none(), "{json}");
+    }
+}

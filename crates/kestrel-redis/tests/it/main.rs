@@ -313,6 +313,7 @@ async fn a_replaying_subscription_starts_at_the_runs_first_event() {
             EventKind::Start(StartPayload {
                 id: "agent".into(),
                 message_id: "m".into(),
+                metadata: None,
             }),
         )
     };

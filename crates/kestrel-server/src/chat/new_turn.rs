@@ -95,6 +95,7 @@ pub(super) fn new_turn(
         max_steps: body.max_steps,
         until_idle: None,
         versions: None,
+        tracing_options: None,
     };
     let (mut input, options) = run.into_run(caller, rules)?;
     // One message per UIMessage: they keep the client's ids, so the stored ones are the same

@@ -86,6 +86,124 @@ pub(crate) struct RunBody {
     /// through every delegation: `{"agents": {"<id>": {"status": "draft"} | {"versionId": "…"}}}`.
     #[serde(default)]
     pub versions: Option<kestrel_core::version::Versions>,
+    /// Where the run's trace goes and what it says of the run (Mastra's `tracingOptions`).
+    #[serde(default)]
+    pub tracing_options: Option<TracingOptionsBody>,
+}
+
+/// Mastra's `tracingOptions`: the caller's trace and span, and the run span's name, tags,
+/// metadata and user.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(extend("dependentSchemas" = {"parentSpanId": {"required": ["traceId"]}}))]
+pub(crate) struct TracingOptionsBody {
+    /// The trace to put the run in (32 lowercase hex digits, not all zero).
+    #[serde(default)]
+    #[schemars(pattern("^(?!0{32}$)[0-9a-f]{32}$"))]
+    pub trace_id: Option<String>,
+    /// The span the run hangs under (16 lowercase hex digits, not all zero), with `traceId`.
+    #[serde(default)]
+    #[schemars(pattern("^(?!0{16}$)[0-9a-f]{16}$"))]
+    pub parent_span_id: Option<String>,
+    /// The run span's name.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 200), pattern(r"\S"))]
+    pub root_span_name: Option<String>,
+    /// Tags of the run's span.
+    #[serde(default)]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 128)))]
+    pub tags: Vec<String>,
+    /// Metadata of the run's span.
+    #[serde(default)]
+    #[schemars(extend("maxProperties" = 64))]
+    pub metadata: Map<String, Value>,
+    /// The user the run acts for.
+    #[serde(default, deserialize_with = "crate::wire::opt_id")]
+    #[schemars(length(min = 1, max = crate::wire::MAX_ID_LEN), pattern(crate::wire::ID_PATTERN))]
+    pub user_id: Option<String>,
+}
+
+/// At most this many tags, metadata entries; each tag at most this long.
+const MAX_TRACE_TAGS: usize = 32;
+const MAX_TRACE_METADATA: usize = 64;
+const MAX_TAG_LEN: usize = 128;
+
+impl TracingOptionsBody {
+    /// The run's trace (when the body names one) and options, or why they are refused.
+    fn check(
+        self,
+    ) -> Result<
+        (
+            Option<kestrel_core::trace::TraceContext>,
+            kestrel_core::trace::TracingOptions,
+        ),
+        ApiError,
+    > {
+        use kestrel_core::trace::TraceContext;
+        let context = match (self.trace_id, self.parent_span_id) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(ApiError::invalid(
+                    "tracingOptions.parentSpanId needs a traceId",
+                ));
+            }
+            (Some(trace_id), parent) => {
+                if !TraceContext::is_trace_id(&trace_id) {
+                    return Err(ApiError::invalid(
+                        "tracingOptions.traceId must be 32 lowercase hex digits, not all zero",
+                    ));
+                }
+                if parent
+                    .as_deref()
+                    .is_some_and(|p| !TraceContext::is_span_id(p))
+                {
+                    return Err(ApiError::invalid(
+                        "tracingOptions.parentSpanId must be 16 lowercase hex digits, not all zero",
+                    ));
+                }
+                Some(TraceContext {
+                    trace_id,
+                    parent_span_id: parent,
+                })
+            }
+        };
+        if self.tags.len() > MAX_TRACE_TAGS
+            || self
+                .tags
+                .iter()
+                .any(|t| t.is_empty() || t.chars().count() > MAX_TAG_LEN)
+        {
+            return Err(ApiError::invalid(format!(
+                "tracingOptions.tags: at most {MAX_TRACE_TAGS} tags of 1 to {MAX_TAG_LEN} characters"
+            )));
+        }
+        if self.metadata.len() > MAX_TRACE_METADATA {
+            return Err(ApiError::invalid(format!(
+                "tracingOptions.metadata: at most {MAX_TRACE_METADATA} entries"
+            )));
+        }
+        if self
+            .root_span_name
+            .as_deref()
+            .is_some_and(|n| n.trim().is_empty() || n.chars().count() > 200)
+        {
+            return Err(ApiError::invalid(
+                "tracingOptions.rootSpanName must be 1 to 200 characters, not only spaces",
+            ));
+        }
+        if let Some(problem) = self.user_id.as_deref().and_then(id_problem) {
+            return Err(ApiError::invalid(format!(
+                "tracingOptions.userId: {problem}"
+            )));
+        }
+        let options = kestrel_core::trace::TracingOptions {
+            root_span_name: self.root_span_name,
+            tags: self.tags,
+            metadata: self.metadata,
+            user_id: self.user_id,
+        };
+        Ok((context, options))
+    }
 }
 
 /// At most this many agents in a body's `versions`.
@@ -204,6 +322,14 @@ impl RunBody {
             check_versions(&versions)?;
             caller.check_versions(&versions)?;
             options = options.versions(versions);
+        }
+        if let Some(tracing) = self.tracing_options {
+            let (context, tracing) = tracing.check()?;
+            // The body's trace over the `traceparent` header's: it is the more explicit.
+            if let Some(context) = context {
+                options = options.trace(context);
+            }
+            options = options.tracing_options(tracing);
         }
         Ok((messages, options))
     }

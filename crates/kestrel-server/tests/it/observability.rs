@@ -151,3 +151,89 @@ async fn an_instance_without_tracing_says_so() {
     let body: Value = answer.json().await.unwrap();
     assert_eq!(body["error"]["code"], "no_tracing", "{body}");
 }
+
+#[tokio::test]
+async fn tracing_options_name_tag_and_place_the_run() {
+    let kestrel = kestrel(true);
+    let base = serve(kestrel.clone()).await;
+    let http = reqwest::Client::new();
+    let trace_id = "0af7651916cd43dd8448eb211c80319c";
+    let answered: Value = http
+        .post(format!("{base}/agents/weather/generate"))
+        // The body's trace is more explicit than the header's.
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .json(&json!({
+            "messages": "Weather in Lisbon?",
+            "tracingOptions": {
+                "traceId": trace_id,
+                "parentSpanId": "b7ad6b7169203331",
+                "rootSpanName": "checkout assistant",
+                "tags": ["beta", "eu"],
+                "metadata": {"plan": "pro", "apiKey": "sk-secret"},
+                "userId": "user-7"
+            }
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answered["traceId"], trace_id, "{answered}");
+    kestrel.tracer().unwrap().flush().await;
+    let trace: Value = http
+        .get(format!("{base}/observability/traces/{trace_id}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let root = trace["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["spanType"] == "agent_run")
+        .unwrap();
+    assert_eq!(root["name"], "checkout assistant");
+    assert_eq!(root["parentSpanId"], "b7ad6b7169203331");
+    assert_eq!(root["tags"], json!(["beta", "eu"]));
+    assert_eq!(root["userId"], "user-7");
+    assert_eq!(root["metadata"]["plan"], "pro");
+    assert_eq!(root["metadata"]["apiKey"], "[REDACTED]");
+    let listed: Value = http
+        .get(format!("{base}/observability/traces?userId=user-7"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["pagination"]["total"], 1, "{listed}");
+
+    for (bad, names) in [
+        (json!({"traceId": "XYZ"}), "traceId"),
+        (json!({"parentSpanId": "b7ad6b7169203331"}), "parentSpanId"),
+        (
+            json!({"traceId": trace_id, "parentSpanId": "0000000000000000"}),
+            "parentSpanId",
+        ),
+        (json!({"tags": vec!["t"; 33]}), "tags"),
+        (json!({"rootSpanName": " "}), "rootSpanName"),
+        (json!({"spanName": "x"}), "spanName"),
+    ] {
+        let response = http
+            .post(format!("{base}/agents/weather/generate"))
+            .json(&json!({"messages": "Hi", "tracingOptions": bad}))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap();
+        assert!(status == 422 || status == 400, "{bad}: {status} {body}");
+        assert!(body.contains(names), "{bad}: {body}");
+    }
+}

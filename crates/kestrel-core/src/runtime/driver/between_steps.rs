@@ -263,6 +263,7 @@ impl AgentRun {
                     usage: self.state.usage,
                     object,
                 },
+                metadata: self.run_metadata(),
             })
         );
         Ok(())

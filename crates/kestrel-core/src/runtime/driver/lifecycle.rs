@@ -131,17 +131,35 @@ impl AgentRun {
     /// Starts the span of this drive of the run, when the instance traces: in the run's trace
     /// (a continued run stays in the one it started in), named `agent run: '<id>'`
     /// (`(resumed)` when the run had started before).
+    /// What `start` and `finish` say beside their payload: the run's trace.
+    pub(super) fn run_metadata(&self) -> Option<crate::event::RunMetadata> {
+        // Only a traced drive of the run has a span (a sampled-out trace has none).
+        let trace_id = self.span.as_ref()?.trace_id().to_owned();
+        Some(crate::event::RunMetadata { trace_id })
+    }
+
     fn start_span(&mut self) {
         let Some(tracer) = &self.tracer else {
             return;
         };
         let resumed = if self.state.started { " (resumed)" } else { "" };
-        let name = format!("agent run: '{}'{resumed}", self.agent.id());
+        let named = self
+            .state
+            .tracing
+            .as_ref()
+            .and_then(|t| t.root_span_name.clone());
+        let name = match named {
+            Some(name) => format!("{name}{resumed}"),
+            None => format!("agent run: '{}'{resumed}", self.agent.id()),
+        };
         let parent = self.state.trace.clone();
         let Some(mut span) = tracer.start(parent.as_ref(), SpanType::AgentRun, name) else {
             return;
         };
         span.entity("agent", self.agent.id(), Some(self.agent.name()));
+        if let Some(options) = &self.state.tracing {
+            span.caller(options.user_id.as_deref(), &options.metadata, &options.tags);
+        }
         let settings = &self.state.settings;
         span.scope(
             &self.state.run_id,

@@ -192,6 +192,7 @@ impl AgentRun {
         state.context_len = context_len;
         // The caller's trace, when it gave one; else the run starts its own.
         state.trace = options.trace;
+        state.tracing = options.tracing;
         let tracer = options.tracer;
         state.settings.tool_approval = match &approval {
             ApprovalPolicy::Never => SavedApproval::Never,

@@ -169,6 +169,7 @@ impl AgentRun {
                 EventKind::Start(StartPayload {
                     id: self.agent.id().to_string(),
                     message_id: message_id.clone(),
+                    metadata: self.run_metadata(),
                 })
             );
             // Hands `start` to the reader before the first step's work: a server then sends
