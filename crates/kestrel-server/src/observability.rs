@@ -20,7 +20,7 @@ use kestrel_core::trace::{
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::auth::Caller;
 use crate::extract::Query;
@@ -96,6 +96,44 @@ struct TracesQuery {
     span_type: Option<SpanType>,
     /// `success` or `error`.
     status: Option<TraceStatus>,
+    /// The root span's name.
+    #[schemars(length(max = 500))]
+    name: Option<String>,
+    /// The agent's or workflow's name.
+    #[schemars(length(max = 200))]
+    entity_name: Option<String>,
+    /// `@mastra/client-js`'s `getTraces` date range: JSON `{"start": ISO, "end": ISO}`
+    /// (either may be left out); traces whose root started within it.
+    #[schemars(skip)]
+    date_range: Option<String>,
+    /// `@mastra/client-js`'s `listTraces` form of the same range.
+    #[schemars(skip)]
+    started_at: Option<String>,
+}
+
+/// A `{start, end}` range of ISO 8601 times, as Unix nanoseconds (start included, end not).
+fn time_range(name: &str, range: Option<&str>) -> Result<(Option<u64>, Option<u64>), ApiError> {
+    let Some(range) = range else {
+        return Ok((None, None));
+    };
+    let bad = |why: String| ApiError::invalid(format!("{name}: {why}"));
+    let parsed: Map<String, Value> = serde_json::from_str(range)
+        .map_err(|_| bad("expected JSON {\"start\": ISO time, \"end\": ISO time}".into()))?;
+    let at = |key: &str| -> Result<Option<u64>, ApiError> {
+        match parsed.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => chrono::DateTime::parse_from_rfc3339(text)
+                .ok()
+                .and_then(|t| t.timestamp_nanos_opt())
+                .and_then(|ns| u64::try_from(ns).ok())
+                .map(Some)
+                .ok_or_else(|| bad(format!("{key} is not an ISO 8601 time: {text:?}"))),
+            Some(other) => Err(bad(format!(
+                "{key} must be an ISO 8601 string, not {other}"
+            ))),
+        }
+    };
+    Ok((at("start")?, at("end")?))
 }
 
 /// A page of traces.
@@ -223,7 +261,15 @@ async fn list_traces(
             "this token is pinned to another resource",
         ));
     }
+    let (after, before) = match (&query.date_range, &query.started_at) {
+        (Some(range), _) => time_range("dateRange", Some(range))?,
+        (None, range) => time_range("startedAt", range.as_deref())?,
+    };
     let filter = TraceQuery {
+        name: query.name,
+        entity_name: query.entity_name,
+        started_after: after,
+        started_before: before,
         page: query.page.unwrap_or(0),
         per_page: query.per_page.unwrap_or(0),
         span_type: query.span_type,

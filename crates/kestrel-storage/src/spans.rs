@@ -322,6 +322,8 @@ pub(crate) fn push_roots<B: SqlBuilder>(q: &mut B, query: &kestrel_core::trace::
         ("thread_id", &query.thread_id),
         ("resource_id", &query.resource_id),
         ("user_id", &query.user_id),
+        ("name", &query.name),
+        ("entity_name", &query.entity_name),
     ] {
         if let Some(value) = value {
             q.sql(&format!(" AND s.{column} = "));

@@ -79,6 +79,12 @@ pub trait Tool: Send + Sync {
     fn needs_conversation(&self) -> bool {
         false
     }
+
+    /// The type of its calls' spans ([`crate::trace`]): `tool_call`, or `mcp_tool_call` for
+    /// an MCP server's tool.
+    fn span_type(&self) -> crate::trace::SpanType {
+        crate::trace::SpanType::ToolCall
+    }
 }
 
 /// What an approval policy sees besides the call's input.

@@ -52,6 +52,10 @@ pub struct TraceQuery {
     pub resource_id: Option<String>,
     /// The user.
     pub user_id: Option<String>,
+    /// The root span's name.
+    pub name: Option<String>,
+    /// The agent's or workflow's name.
+    pub entity_name: Option<String>,
     /// Started at or after (Unix nanoseconds).
     pub started_after: Option<u64>,
     /// Started before (Unix nanoseconds).
@@ -86,6 +90,8 @@ impl TraceQuery {
             && same(&self.thread_id, &root.thread_id)
             && same(&self.resource_id, &root.resource_id)
             && same(&self.user_id, &root.user_id)
+            && self.name.as_ref().is_none_or(|name| *name == root.name)
+            && same(&self.entity_name, &root.entity_name)
             && self.started_after.is_none_or(|t| root.started_at >= t)
             && self.started_before.is_none_or(|t| root.started_at < t)
     }

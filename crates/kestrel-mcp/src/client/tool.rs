@@ -198,6 +198,10 @@ impl Tool for McpTool {
         self.output_schema.as_ref()
     }
 
+    fn span_type(&self) -> kestrel_core::trace::SpanType {
+        kestrel_core::trace::SpanType::McpToolCall
+    }
+
     fn resume_schema(&self) -> Option<&Value> {
         Some(&self.resume_schema)
     }

@@ -267,8 +267,28 @@ async fn an_agent_uses_an_mcp_servers_tool() {
         .tools(mcp.list_tools().await.unwrap())
         .build()
         .unwrap();
+    // In a traced instance, the call is an `mcp_tool_call` span.
+    let kestrel = kestrel_core::kestrel::Kestrel::builder()
+        .tracing(kestrel_core::trace::TracingConfig::new())
+        .agent(agent)
+        .build()
+        .unwrap();
+    let agent = kestrel.agent("adder").unwrap();
     let result = agent.generate("add 20 and 22").await.unwrap();
     assert_eq!(result.text, "the sum is 42");
+    kestrel.tracer().unwrap().flush().await;
+    let spans = kestrel
+        .span_store()
+        .unwrap()
+        .trace(result.trace_id.as_deref().unwrap())
+        .await
+        .unwrap();
+    let call = spans
+        .iter()
+        .find(|s| s.name == "tool: 'kestrel_add'")
+        .expect("the tool call's span");
+    assert_eq!(call.span_type, kestrel_core::trace::SpanType::McpToolCall);
+    assert_eq!(call.output.as_ref().unwrap()["sum"], 42);
     stop.cancel();
 }
 

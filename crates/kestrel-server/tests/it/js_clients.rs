@@ -234,6 +234,27 @@ async fn the_mastra_client_manages_stored_agents_and_versions() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mastra_client_reads_and_deletes_traces() {
+    if available() {
+        let writing = Agent::builder("writing")
+            .model(Arc::new(ScriptedModel::from_fn(|_| {
+                ScriptedResponse::text("Plain words.")
+            })))
+            .build()
+            .unwrap();
+        let memory = Memory::new(Arc::new(InMemoryStorage::new()));
+        let kestrel = Kestrel::builder()
+            .tracing(kestrel_core::trace::TracingConfig::new())
+            .agent(writing)
+            .storage(Arc::clone(memory.storage().unwrap()))
+            .memory(memory.clone())
+            .build()
+            .unwrap();
+        run_script_on("mastra-observability.mjs", kestrel, memory).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ai_sdk_chat_works_against_kestrel() {
     if available() {
         run_script("ai-sdk-chat.mjs").await;

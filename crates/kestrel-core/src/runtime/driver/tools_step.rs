@@ -448,7 +448,12 @@ async fn execute_call(
     );
     let mut tool_span = base.trace.as_ref().and_then(|(tracer, parent)| {
         let name = format!("tool: '{}'", call.tool_name);
-        let mut tool_span = tracer.start(Some(parent), SpanType::ToolCall, name)?;
+        let span_type = agent
+            .inner
+            .tools
+            .get(&call.tool_name)
+            .map_or(SpanType::ToolCall, |tool| tool.span_type());
+        let mut tool_span = tracer.start(Some(parent), span_type, name)?;
         tool_span.attribute("toolCallId", call.tool_call_id.clone());
         tool_span.entity("tool", &call.tool_name, None);
         tool_span.scope(

@@ -232,6 +232,7 @@ async fn seed_listing(store: &Arc<dyn Storage>) {
         s.thread_id = Some(format!("thread-{n}"));
         s.resource_id = Some(format!("resource-{n}"));
         s.user_id = Some(format!("user-{n}"));
+        s.entity_name = Some(format!("Agent {n}"));
         s
     };
     let mut workflow = span("t4", "w", None, 400);
@@ -369,6 +370,28 @@ pub async fn spans_list_order_filters_and_paging(store: Arc<dyn Storage>) {
         (
             TraceQuery {
                 user_id: Some("nobody".into()),
+                ..query()
+            },
+            vec![],
+        ),
+        (
+            TraceQuery {
+                entity_name: Some("Agent 2".into()),
+                ..query()
+            },
+            vec!["t2"],
+        ),
+        // The root's name (a child's does not count).
+        (
+            TraceQuery {
+                name: Some("span w".into()),
+                ..query()
+            },
+            vec!["t4"],
+        ),
+        (
+            TraceQuery {
+                name: Some("span w-child".into()),
                 ..query()
             },
             vec![],
