@@ -280,7 +280,6 @@ async fn list_traces(
         resource_id: caller.resource.clone().or(query.resource_id),
         user_id: query.user_id,
         status: query.status,
-        ..TraceQuery::default()
     };
     let page = store.list_traces(&filter).await.map_err(failed)?;
     let per_page = filter.page_size();
