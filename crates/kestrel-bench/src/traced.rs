@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use kestrel::agent::Agent;
 use kestrel::kestrel::Kestrel;
-use kestrel::trace::{SpanStore, TraceQuery, TracingConfig};
+use kestrel::trace::{TraceQuery, TracingConfig};
 
 /// What `KESTREL_BENCH_TRACING` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
