@@ -309,3 +309,61 @@ async fn start_and_finish_name_the_trace_as_mastras_chunks_do() {
         assert!(json["payload"].get("metadata").is_none(), "{json}");
     }
 }
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn the_frameworks_own_diagnostics_name_the_run_and_its_trace() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        .with_ansi(false)
+        .with_writer(captured.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let kestrel = instance(TracingConfig::new(), false);
+    let result = kestrel
+        .agent("assistant")
+        .unwrap()
+        .generate("Weather and facts?")
+        .await
+        .unwrap();
+    let trace_id = result.trace_id.unwrap();
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let step = logs
+        .lines()
+        .find(|l| l.contains("kestrel.step") && l.contains(&result.run_id))
+        .unwrap_or_else(|| panic!("no step span of the run in:\n{logs}"));
+    assert!(step.contains(&format!("trace_id={trace_id}")), "{step}");
+    let tool = logs
+        .lines()
+        .find(|l| l.contains("kestrel.tool_call") && l.contains("get_weather"))
+        .unwrap_or_else(|| panic!("no tool call span in:\n{logs}"));
+    assert!(tool.contains(&format!("trace_id={trace_id}")), "{tool}");
+    assert!(
+        tool.contains(&format!("run_id={}", result.run_id)),
+        "{tool}"
+    );
+}

@@ -417,9 +417,12 @@ impl AgentRun {
             self.pause_here().await?;
             return Ok(false);
         }
+        // The framework's own diagnostics name the run and its trace, so a log line leads to
+        // the trace at /api/observability/traces/{trace_id}.
         let span = tracing::debug_span!(
             "kestrel.step",
             run_id = %self.run_id,
+            trace_id = %self.span.as_ref().map_or("", |span| span.trace_id()),
             agent = %self.agent.id(),
             step = self.state.steps.len(),
         );

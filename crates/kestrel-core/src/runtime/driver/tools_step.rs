@@ -443,6 +443,8 @@ async fn execute_call(
 ) -> CallOutcome {
     let span = tracing::debug_span!(
         "kestrel.tool_call",
+        run_id = %base.run_id,
+        trace_id = %base.trace.as_ref().map_or("", |(_, parent)| parent.trace_id.as_str()),
         tool = %call.tool_name,
         tool_call_id = %call.tool_call_id,
     );
