@@ -473,7 +473,7 @@ async function run() {
     check(rowNames.includes(name), `the waterfall has no ${name}: ${rowNames.join(", ")}`);
   }
   check(rowNames.some((n) => n.startsWith("llm: ")), `the waterfall has no model call: ${rowNames.join(", ")}`);
-  await waterfall.locator('[data-testid="span-row"][data-span-type="tool_call"]').last().click();
+  await waterfall.locator('[data-testid="span-row"][data-span-type$="tool_call"]').last().click();
   check((await page.getByTestId("span-detail").innerText()).includes("ada@example.com"), "the span's input is not shown");
   await page.getByTestId("traces-open").click();
   await page.getByTestId("trace-row").first().waitFor();
