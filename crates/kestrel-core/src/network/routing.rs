@@ -232,6 +232,7 @@ pub(crate) async fn route(
     history: Vec<Message>,
     prompt: String,
     options: &RoutingCall,
+    trace: Option<&crate::trace::SpanParent>,
 ) -> Result<Routed, RoutingFailure> {
     let mut usage = Usage::default();
     let mut last_error = String::new();
@@ -246,6 +247,12 @@ pub(crate) async fn route(
             .abort_signal(options.abort.child());
         if let Some(settings) = &options.model_settings {
             run = run.model_settings(settings.clone());
+        }
+        // The routing agent's run is the iteration's routing decision in its trace.
+        if let Some(parent) = trace {
+            run = run
+                .trace(parent.context.clone())
+                .tracer(parent.tracer.clone());
         }
         match router.generate(prompt.clone()).options(run).await {
             Ok(result) => {

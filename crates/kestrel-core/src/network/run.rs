@@ -398,7 +398,11 @@ pub(crate) fn network_workflow(
         Arc::clone(sets.entry(id).or_default())
     };
     let cluster = agent.runtime.runs.cluster.clone();
-    Ok(workflow.with_live(live).with_cluster(cluster))
+    // A traced instance traces its agents' network runs: the run, its step, each iteration.
+    Ok(workflow
+        .with_live(live)
+        .with_cluster(cluster)
+        .with_tracer(agent.runtime.tracer.clone()))
 }
 
 impl Agent {

@@ -124,6 +124,7 @@ impl Step for NetworkStep {
             init: &init,
             scope: scope.clone(),
             memory: Arc::clone(&memory),
+            iteration: std::sync::Mutex::new(None),
         };
         let primitives = Primitives::of(&network.agent);
         let own = match network.agent.instructions_for(ctx.request_context()).await {
@@ -166,6 +167,23 @@ impl Step for NetworkStep {
         };
         loop {
             let iteration = state.iteration;
+            // Each iteration a span under the network's step: its routing decision (the
+            // routing agent's run) and its primitive's run hang under it.
+            let mut span = ctx.trace.as_deref().and_then(|parent| {
+                let mut span = parent.start(
+                    crate::trace::SpanType::Generic,
+                    format!("network iteration: {iteration}"),
+                )?;
+                span.entity("agent", network.agent.id(), Some(network.agent.name()));
+                span.scope(ctx.run_id(), Some(&init.thread_id), Some(&init.resource_id));
+                span.attribute("iteration", iteration);
+                *exec.iteration.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some(crate::trace::SpanParent {
+                        tracer: parent.tracer.clone(),
+                        context: span.context(),
+                    });
+                Some(span)
+            });
             let (decision, outcome) = match resumed.take() {
                 Some((decision, wait, data)) => {
                     let outcome =
@@ -177,8 +195,17 @@ impl Step for NetworkStep {
                         .await?
                 }
             };
+            if let Some(span) = &mut span {
+                span.attribute("primitiveType", serde_json::to_value(decision.primitive_type)?);
+                span.attribute("primitiveId", decision.primitive_id.clone());
+                span.input(decision.prompt.clone());
+            }
             let result = match outcome {
                 Outcome::Wait(wait) => {
+                    if let Some(mut span) = span.take() {
+                        span.attribute("suspended", true);
+                        span.end();
+                    }
                     return Err(ctx.suspend(Pending {
                         state,
                         decision,
@@ -200,6 +227,11 @@ impl Step for NetworkStep {
                 &mut state.usage,
             )
             .await;
+            if let Some(mut span) = span.take() {
+                span.attribute("complete", verdict.passed);
+                span.output(result.clone());
+                span.end();
+            }
             if decision.primitive_type != PrimitiveType::None {
                 state.last_result = Some(result.clone());
             }
@@ -282,7 +314,17 @@ impl NetworkStep {
         .await;
         let history = exec.history().await;
         let prompt = routing::prompt(&init.task, primitives, init.verbose_introspection);
-        let routed = match routing::route(router, schema, history.clone(), prompt, call).await {
+        let parent = exec.trace_parent();
+        let routed = match routing::route(
+            router,
+            schema,
+            history.clone(),
+            prompt,
+            call,
+            parent.as_ref(),
+        )
+        .await
+        {
             Ok(routed) => routed,
             Err(RoutingFailure::Aborted) => {
                 exec.emit(routing_abort()).await;

@@ -33,11 +33,13 @@ mod completion;
 mod decisions;
 mod events;
 mod recovery;
+mod traced;
 
 use completion::*;
 use decisions::*;
 use events::*;
 use recovery::*;
+use traced::*;
 
 const THREAD: &str = "net-thread";
 const RESOURCE: &str = "u1";
@@ -222,6 +224,8 @@ on_every_backend!(
     a_suspended_workflow_is_resumed_with_the_network_run_id,
     suspended_tools_in_a_sub_agent_and_in_the_network_are_resumed,
     a_network_needs_memory_and_a_thread,
+    a_traced_network_run_is_a_tree_of_its_iterations,
+    a_traced_runs_memory_reads_and_writes_are_spans,
 );
 
 // The durable backends only: the in-memory one keeps no snapshot of a run mid-way.

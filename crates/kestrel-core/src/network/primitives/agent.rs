@@ -43,9 +43,13 @@ pub(super) async fn run(
         run_id: run_id.clone(),
     }))
     .await;
-    let options = RunOptions::new()
+    let mut options = RunOptions::new()
         .request_context(exec.ctx.request_context().clone())
         .abort_signal(exec.ctx.abort_signal().child());
+    // The sub-agent's run hangs under the iteration's span.
+    if let Some(parent) = exec.trace_parent() {
+        options = options.trace(parent.context).tracer(parent.tracer);
+    }
     let opened = match continuing {
         Some((
             Wait::Agent {

@@ -72,9 +72,20 @@ pub(crate) struct Exec<'a> {
     pub init: &'a NetworkInit,
     pub scope: MemoryScope,
     pub memory: Arc<dyn AgentMemory>,
+    /// The running iteration's span, when the run is traced: its routing decision and its
+    /// primitive's run hang under it.
+    pub iteration: std::sync::Mutex<Option<crate::trace::SpanParent>>,
 }
 
 impl Exec<'_> {
+    /// What the work of the running iteration hangs under, when the run is traced.
+    pub(crate) fn trace_parent(&self) -> Option<crate::trace::SpanParent> {
+        self.iteration
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Sends a network event to the run's stream.
     pub(crate) async fn emit(&self, kind: EventKind) {
         self.ctx.run.emit(EventSource::Network, kind).await;

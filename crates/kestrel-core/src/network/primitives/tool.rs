@@ -142,7 +142,32 @@ pub(super) async fn run(
             ctx = ctx.with_suspend_payload(payload);
         }
     }
-    match tool.execute(input.clone(), ctx).await {
+    // The call is a span under the iteration's, and what it starts hangs under it.
+    let span = exec.trace_parent().and_then(|parent| {
+        let mut span = parent.start(tool.span_type(), format!("tool: '{id}'"))?;
+        span.attribute("toolCallId", tool_call_id.clone());
+        span.entity("tool", &id, None);
+        span.input(input.clone());
+        ctx.trace = Some(span.context());
+        ctx.extensions.insert(parent.tracer);
+        Some(span)
+    });
+    let executed = tool.execute(input.clone(), ctx).await;
+    if let Some(mut span) = span {
+        match &executed {
+            Ok(result) => {
+                span.attribute("success", true);
+                span.output(result.clone());
+                span.end();
+            }
+            Err(error) if error.is_suspension() => {
+                span.attribute("stopped", "suspended");
+                span.end();
+            }
+            Err(error) => span.fail(error.message().to_owned(), Some("tool")),
+        }
+    }
+    match executed {
         Ok(result) => {
             exec.emit(end(result.clone())).await;
             exec.record(

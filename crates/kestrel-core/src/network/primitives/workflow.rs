@@ -91,7 +91,8 @@ pub(super) async fn run(
         .create_run_with_id(&run_id)
         .resource(exec.init.resource_id.clone())
         .request_context(exec.ctx.request_context().clone())
-        .with_abort(exec.ctx.abort_signal().child());
+        .with_abort(exec.ctx.abort_signal().child())
+        .traced_under(exec.trace_parent().as_ref());
     let opened = match resume {
         Some(data) => run.resume_stream(None, data).await,
         None => run.stream(input.clone()).await,

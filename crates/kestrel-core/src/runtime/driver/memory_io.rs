@@ -7,6 +7,7 @@ use crate::lease::Fence;
 use crate::memory::{AgentMemory, MemoryError, MemoryScope, Persist};
 use crate::message::{Message, Part, Role};
 use crate::run::{GenerateResult, RunStatus};
+use crate::trace::{ActiveSpan, SpanType};
 
 /// Stores `messages` in `scope`, under `fence` when the run has one.
 async fn store_messages(
@@ -82,6 +83,24 @@ impl AgentRun {
         self.keep_partial(&id, &text, &reasoning).await;
     }
 
+    /// A `memory_operation` span under the run's (when traced): `recall` or `persist`.
+    fn memory_span(&self, operation: &str, scope: &MemoryScope) -> Option<ActiveSpan> {
+        let run = self.span.as_ref()?;
+        let tracer = self.tracer.as_ref()?;
+        let mut span = tracer.start(
+            Some(&run.context()),
+            SpanType::MemoryOperation,
+            format!("memory: '{operation}'"),
+        )?;
+        span.attribute("operation", operation);
+        span.scope(
+            &self.state.run_id,
+            Some(&scope.thread_id),
+            Some(&scope.resource_id),
+        );
+        Some(span)
+    }
+
     pub(super) fn memory_scope(&self) -> Option<MemoryScope> {
         let settings = &self.state.settings;
         Some(MemoryScope {
@@ -107,10 +126,25 @@ impl AgentRun {
             self.state.memory_loaded = true;
             return Ok(());
         };
+        let span = self.memory_span("recall", &scope);
         let recalled = memory
             .recall(&scope, self.state.input_to_store(), &self.request_context)
-            .await
-            .map_err(|source| self.memory_error(source))?;
+            .await;
+        let recalled = match (recalled, span) {
+            (Ok(recalled), Some(mut span)) => {
+                span.attribute("messages", recalled.history.len());
+                span.attribute("inputStored", recalled.input_stored);
+                span.end();
+                recalled
+            }
+            (Ok(recalled), None) => recalled,
+            (Err(source), span) => {
+                if let Some(span) = span {
+                    span.fail(source.to_string(), Some("memory"));
+                }
+                return Err(self.memory_error(source));
+            }
+        };
         self.state
             .apply_recalled(recalled.system, recalled.history, recalled.input_stored);
         self.persist().await
@@ -125,9 +159,23 @@ impl AgentRun {
         if !self.state.memory_loaded || self.state.unpersisted().is_empty() {
             return Ok(());
         }
-        store_messages(&*memory, &scope, self.state.unpersisted(), self.fence())
-            .await
-            .map_err(|source| self.memory_error(source))?;
+        let span = self.memory_span("persist", &scope);
+        let count = self.state.unpersisted().len();
+        let stored = store_messages(&*memory, &scope, self.state.unpersisted(), self.fence()).await;
+        match (stored, span) {
+            (Ok(()), span) => {
+                if let Some(mut span) = span {
+                    span.attribute("messages", count);
+                    span.end();
+                }
+            }
+            (Err(source), span) => {
+                if let Some(span) = span {
+                    span.fail(source.to_string(), Some("memory"));
+                }
+                return Err(self.memory_error(source));
+            }
+        }
         self.state.persisted = self.state.messages.len();
         Ok(())
     }
