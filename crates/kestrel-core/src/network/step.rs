@@ -196,7 +196,10 @@ impl Step for NetworkStep {
                 }
             };
             if let Some(span) = &mut span {
-                span.attribute("primitiveType", serde_json::to_value(decision.primitive_type)?);
+                span.attribute(
+                    "primitiveType",
+                    serde_json::to_value(decision.primitive_type)?,
+                );
                 span.attribute("primitiveId", decision.primitive_id.clone());
                 span.input(decision.prompt.clone());
             }
