@@ -146,7 +146,7 @@ pub(super) async fn run(
     let span = exec.trace_parent().and_then(|parent| {
         let mut span = parent.start(tool.span_type(), format!("tool: '{id}'"))?;
         span.attribute("toolCallId", tool_call_id.clone());
-        span.entity("tool", &id, None);
+        span.entity("tool", id, None);
         span.input(input.clone());
         ctx.trace = Some(span.context());
         ctx.extensions.insert(parent.tracer);
