@@ -191,8 +191,21 @@ impl Step for NetworkStep {
                     (decision, outcome)
                 }
                 None => {
-                    self.route(&exec, &router, &schema, &primitives, &call, &mut state)
-                        .await?
+                    match self
+                        .route(&exec, &router, &schema, &primitives, &call, &mut state)
+                        .await
+                    {
+                        Ok(routed) => routed,
+                        Err(error) => {
+                            // The iteration failed with the routing, not cancelled.
+                            if let (Some(span), StepError::Failed { message }) =
+                                (span.take(), &error)
+                            {
+                                span.fail(message.clone(), Some("routing"));
+                            }
+                            return Err(error);
+                        }
+                    }
                 }
             };
             if let Some(span) = &mut span {

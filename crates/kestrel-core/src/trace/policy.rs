@@ -158,8 +158,24 @@ impl TracingConfig {
     }
 
     fn is_sensitive(&self, key: &str) -> bool {
-        let key = normalize(key);
-        SENSITIVE_KEYS.contains(&key.as_str()) || self.sensitive_keys.contains(&key)
+        // This runs for every key of every recorded value: the key is normalized once, on the
+        // stack, when it is short and ASCII (every sensitive key is both).
+        let mut buffer = [0u8; 32];
+        let mut len = 0;
+        for byte in key.bytes() {
+            if matches!(byte, b'_' | b'-' | b'.') {
+                continue;
+            }
+            if !byte.is_ascii() || len == buffer.len() {
+                return SENSITIVE_KEYS.iter().any(|k| same_key(key, k))
+                    || self.sensitive_keys.iter().any(|k| same_key(key, k));
+            }
+            buffer[len] = byte.to_ascii_lowercase();
+            len += 1;
+        }
+        let normal = &buffer[..len];
+        SENSITIVE_KEYS.iter().any(|k| k.as_bytes() == normal)
+            || self.sensitive_keys.iter().any(|k| k.as_bytes() == normal)
     }
 
     fn redact_in(&self, value: &mut Value) {
@@ -181,20 +197,47 @@ impl TracingConfig {
 
 /// A key as compared: lowercase, without `_`, `-` and `.`.
 fn normalize(key: &str) -> String {
+    normalized(key).collect()
+}
+
+fn normalized(key: &str) -> impl Iterator<Item = char> + '_ {
     key.chars()
         .filter(|c| !matches!(c, '_' | '-' | '.'))
         .flat_map(char::to_lowercase)
-        .collect()
+}
+
+/// Whether `key`, normalized, is `normal` (a key already normalized), without allocating.
+fn same_key(key: &str, normal: &str) -> bool {
+    // A normalized key is never longer than the key: most keys are told apart by length.
+    if key.len() < normal.len() {
+        return false;
+    }
+    if !key.is_ascii() {
+        // Unicode's lowercase may turn a non-ASCII letter into an ASCII one (the Kelvin sign
+        // into `k`): compared as chars.
+        return normalized(key).eq(normal.chars());
+    }
+    let mut wanted = normal.bytes();
+    for byte in key.bytes() {
+        if matches!(byte, b'_' | b'-' | b'.') {
+            continue;
+        }
+        if wanted.next() != Some(byte.to_ascii_lowercase()) {
+            return false;
+        }
+    }
+    wanted.next().is_none()
 }
 
 /// Cuts `value` to a string of `max` bytes of its JSON, marked, when its JSON is longer.
 fn cap(value: &mut Value, max: usize) {
+    // Measured first, without building the text: almost every value fits.
+    if json_len(value, max) <= max {
+        return;
+    }
     let Ok(text) = serde_json::to_string(value) else {
         return;
     };
-    if text.len() <= max {
-        return;
-    }
     let mut cut = max;
     while !text.is_char_boundary(cut) {
         cut -= 1;
@@ -205,6 +248,74 @@ fn cap(value: &mut Value, max: usize) {
         cut,
         text.len()
     ));
+}
+
+/// The most bytes `value`'s JSON can take (each string byte escaped as `\u0001`, each number
+/// at its longest), the walk stopped once past `max`.
+fn longest_json(value: &Value, max: usize) -> usize {
+    let quoted = |text: &str| text.len().saturating_mul(6).saturating_add(2);
+    match value {
+        Value::Null | Value::Bool(_) => 5,
+        // The longest `f64` or `i64` serde_json writes.
+        Value::Number(_) => 24,
+        Value::String(text) => quoted(text),
+        Value::Array(items) => {
+            let mut total = 2 + items.len();
+            for item in items {
+                total = total.saturating_add(longest_json(item, max));
+                if total > max {
+                    break;
+                }
+            }
+            total
+        }
+        Value::Object(fields) => {
+            let mut total = 2 + fields.len() * 2;
+            for (key, field) in fields {
+                total = total
+                    .saturating_add(quoted(key))
+                    .saturating_add(longest_json(field, max));
+                if total > max {
+                    break;
+                }
+            }
+            total
+        }
+    }
+}
+
+/// The length of `value`'s JSON, counted up to a little past `max` (then the count stops); when
+/// it surely fits, a bound on it (at most `max`).
+fn json_len(value: &Value, max: usize) -> usize {
+    /// Counts what serde_json writes, failing once past the limit to stop the walk.
+    struct Counter {
+        written: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written += buf.len();
+            if self.written > self.limit {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // The common case, without formatting: even at its longest the JSON fits.
+    let bound = longest_json(value, max);
+    if bound <= max {
+        return bound;
+    }
+    let mut counter = Counter {
+        written: 0,
+        limit: max,
+    };
+    // An error here is the counter stopping past `max`.
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.written
 }
 
 #[cfg(test)]
@@ -264,5 +375,34 @@ mod tests {
         let mut small = json!({"a": 1});
         config.sanitize(&mut small);
         assert_eq!(small, json!({"a": 1}));
+        // Short as text, long as JSON: what is measured is the JSON.
+        let mut escaped = Value::String("\u{1}".repeat(40));
+        config.sanitize(&mut escaped);
+        assert!(
+            escaped
+                .as_str()
+                .unwrap()
+                .contains("[cut: 100 of 242 bytes kept]")
+        );
+        let mut fits = Value::String("\u{1}".repeat(10));
+        config.sanitize(&mut fits);
+        assert_eq!(fits, Value::String("\u{1}".repeat(10)));
+        // A key is compared in place, whatever its case and separators.
+        for key in [
+            "API_KEY",
+            "api-key",
+            "Api.Key",
+            "x-team-pin",
+            "api\u{212A}ey",
+        ] {
+            let mut value = json!({ key: "v" });
+            TracingConfig::new()
+                .sensitive_key("X_TEAM_PIN")
+                .sanitize(&mut value);
+            assert_eq!(value[key], REDACTED, "{key}");
+        }
+        let mut kept = json!({"apiKeys2": 1, "tokens": 2, "passwordHint": 3});
+        config.sanitize(&mut kept);
+        assert_eq!(kept, json!({"apiKeys2": 1, "tokens": 2, "passwordHint": 3}));
     }
 }

@@ -48,6 +48,25 @@ impl SpanParent {
     pub fn start(&self, span_type: SpanType, name: impl Into<String>) -> Option<ActiveSpan> {
         self.tracer.start(Some(&self.context), span_type, name)
     }
+
+    /// The span work in this task hangs under, when the framework set one with
+    /// [`SpanParent::scope`]: a memory's work after a run ([`AgentMemory::run_finished`])
+    /// hangs under the run's `memory: 'after run'` span.
+    ///
+    /// [`AgentMemory::run_finished`]: crate::memory::AgentMemory::run_finished
+    pub fn current() -> Option<SpanParent> {
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// Runs `future` with this parent as [`SpanParent::current`].
+    pub async fn scope<F: std::future::Future>(self, future: F) -> F::Output {
+        CURRENT.scope(self, future).await
+    }
+}
+
+tokio::task_local! {
+    /// What [`SpanParent::current`] gives.
+    static CURRENT: SpanParent;
 }
 
 /// Records an instance's spans. Cheap to clone; clones share the buffer and the sinks.
@@ -63,6 +82,9 @@ struct Inner {
     store: Option<super::store::SharedSpanStore>,
     sinks: Vec<Arc<dyn SpanSink>>,
     buffer: Mutex<Vec<SpanRecord>>,
+    /// The last batch's vector, emptied, given back to the buffer at the next drain: the
+    /// buffer never grows again from nothing (a batch is hundreds of kilobytes).
+    spare: Mutex<Vec<SpanRecord>>,
     wake: Arc<tokio::sync::Notify>,
     worker: AtomicBool,
     dropped: AtomicU64,
@@ -104,7 +126,8 @@ impl Tracer {
                 config,
                 store,
                 sinks,
-                buffer: Mutex::new(Vec::new()),
+                buffer: Mutex::new(Vec::with_capacity(WAKE_AT * 2)),
+                spare: Mutex::new(Vec::with_capacity(WAKE_AT * 2)),
                 wake: Arc::new(tokio::sync::Notify::new()),
                 worker: AtomicBool::new(false),
                 dropped: AtomicU64::new(0),
@@ -136,14 +159,32 @@ impl Tracer {
         span_type: SpanType,
         name: impl Into<String>,
     ) -> Option<ActiveSpan> {
-        let context = parent.cloned().unwrap_or_else(TraceContext::new_trace);
-        if !self.inner.config.sampling.keeps(&context.trace_id) {
+        match parent {
+            Some(parent) => self.start_in(
+                &parent.trace_id,
+                parent.parent_span_id.as_deref(),
+                span_type,
+                name,
+            ),
+            None => self.start_in(&super::span::new_trace_id(), None, span_type, name),
+        }
+    }
+
+    /// Starts a span in trace `trace_id` under span `parent_span_id`.
+    fn start_in(
+        &self,
+        trace_id: &str,
+        parent_span_id: Option<&str>,
+        span_type: SpanType,
+        name: impl Into<String>,
+    ) -> Option<ActiveSpan> {
+        if !self.inner.config.sampling.keeps(trace_id) {
             return None;
         }
         let record = SpanRecord {
-            trace_id: context.trace_id,
+            trace_id: trace_id.to_owned(),
             span_id: new_span_id(),
-            parent_span_id: context.parent_span_id,
+            parent_span_id: parent_span_id.map(str::to_owned),
             name: name.into(),
             span_type,
             started_at: now_ns(),
@@ -254,11 +295,13 @@ impl Inner {
     async fn drain(&self) {
         let _turn = self.draining.lock().await;
         loop {
+            let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
             let mut batch = {
                 let mut buffer = self.buffer.lock().unwrap_or_else(|e| e.into_inner());
-                std::mem::take(&mut *buffer)
+                std::mem::replace(&mut *buffer, spare)
             };
             if batch.is_empty() {
+                *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
                 return;
             }
             for span in &mut batch {
@@ -266,6 +309,10 @@ impl Inner {
             }
             for sink in &self.sinks {
                 sink.export(&batch).await;
+            }
+            batch.clear();
+            if batch.capacity() <= MAX_BUFFERED_SPANS / 4 {
+                *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
             }
         }
     }
@@ -334,6 +381,25 @@ impl ActiveSpan {
             },
             None => TraceContext::new_trace(),
         }
+    }
+
+    /// Where spans started under this one go (`None` when this one has ended).
+    pub fn as_parent(&self) -> Option<SpanParent> {
+        let record = self.record.as_deref()?;
+        Some(SpanParent {
+            tracer: self.tracer.clone(),
+            context: TraceContext {
+                trace_id: record.trace_id.clone(),
+                parent_span_id: Some(record.span_id.clone()),
+            },
+        })
+    }
+
+    /// Starts a span under this one (`None` when this one has ended).
+    pub fn child(&self, span_type: SpanType, name: impl Into<String>) -> Option<ActiveSpan> {
+        let record = self.record.as_deref()?;
+        self.tracer
+            .start_in(&record.trace_id, Some(&record.span_id), span_type, name)
     }
 
     /// The trace's id.

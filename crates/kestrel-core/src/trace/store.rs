@@ -2,7 +2,7 @@
 //! delete, prune), and [`InMemorySpanStore`], bounded. A tracer saves into one through a
 //! [`StoreSink`](super::StoreSink).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -216,20 +216,131 @@ pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
 /// The most traces [`InMemorySpanStore`] keeps by default; past it the oldest go.
 pub const DEFAULT_IN_MEMORY_TRACES: usize = 10_000;
 
-/// Spans in memory, bounded by a number of traces: past the bound, the oldest go (those whose
-/// earliest span started first, as [`Retention`] orders them).
+/// The most bytes of spans [`InMemorySpanStore`] keeps by default (their JSON and what the
+/// store keeps beside it); past it the oldest traces go. Real traces are much larger than
+/// scripted ones (a model call's input and output may each take 16 KiB).
+pub const DEFAULT_IN_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+
+/// Spans in memory, bounded by a number of traces and a number of bytes: past either bound, the
+/// oldest traces go (those whose earliest span started first, as [`Retention`] orders them).
+///
+/// Each span is kept as its JSON beside the few fields listing needs (about a third of the
+/// room of the record itself, whose attribute maps and values are trees): a tracing instance
+/// keeps many more spans than it reads back.
 #[derive(Debug)]
 pub struct InMemorySpanStore {
     max_traces: usize,
+    max_bytes: usize,
     state: Mutex<Traces>,
 }
 
 #[derive(Debug, Default)]
 struct Traces {
-    /// Spans by trace, then by span id.
-    spans: BTreeMap<String, BTreeMap<String, SpanRecord>>,
+    /// Spans by trace.
+    traces: HashMap<String, StoredTrace>,
     /// Every trace as (its earliest span's start, its id): the oldest first.
     by_age: BTreeSet<(u64, String)>,
+    /// What the spans take ([`StoredSpan::size`]), all traces together.
+    bytes: usize,
+}
+
+#[derive(Debug)]
+struct StoredTrace {
+    /// When its earliest span started.
+    first: u64,
+    spans: Vec<StoredSpan>,
+    /// What its spans take ([`StoredSpan::size`]).
+    bytes: usize,
+}
+
+/// A span as kept: its JSON, and what finding the trace's root and status needs.
+#[derive(Debug)]
+struct StoredSpan {
+    span_id: SpanKey,
+    parent_span_id: Option<SpanKey>,
+    started_at: u64,
+    failed: bool,
+    /// An input or output of JSON `null` (which the JSON would read back as none).
+    null_input: bool,
+    null_output: bool,
+    json: Box<str>,
+}
+
+/// A span id as the store compares it: its 64 bits (an id is 16 hex digits), or a hash of one
+/// that is not (a record saved by hand).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct SpanKey(u64);
+
+impl SpanKey {
+    fn of(id: &str) -> Self {
+        if id.len() == 16
+            && let Ok(bits) = u64::from_str_radix(id, 16)
+        {
+            return Self(bits);
+        }
+        // A fixed hash: equal ids give equal keys in every run of the process.
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hash::hash(id, &mut hasher);
+        Self(std::hash::Hasher::finish(&hasher))
+    }
+}
+
+impl StoredSpan {
+    fn new(span: &SpanRecord) -> Result<Self, SpanStoreError> {
+        let json = serde_json::to_string(span)
+            .map_err(|e| SpanStoreError::Backend(format!("span `{}`: {e}", span.span_id)))?;
+        Ok(Self {
+            span_id: SpanKey::of(&span.span_id),
+            parent_span_id: span.parent_span_id.as_deref().map(SpanKey::of),
+            started_at: span.started_at,
+            failed: span.is_error(),
+            null_input: span.input == Some(serde_json::Value::Null),
+            null_output: span.output == Some(serde_json::Value::Null),
+            json: json.into_boxed_str(),
+        })
+    }
+
+    /// What it takes in memory, about.
+    fn size(&self) -> usize {
+        std::mem::size_of::<Self>() + self.json.len()
+    }
+
+    fn record(&self) -> Result<SpanRecord, SpanStoreError> {
+        let mut record: SpanRecord = serde_json::from_str(&self.json)
+            .map_err(|e| SpanStoreError::Backend(format!("a kept span is unreadable: {e}")))?;
+        if self.null_input {
+            record.input = Some(serde_json::Value::Null);
+        }
+        if self.null_output {
+            record.output = Some(serde_json::Value::Null);
+        }
+        Ok(record)
+    }
+}
+
+impl StoredTrace {
+    /// Its summary: the root read back, the rest from the kept fields.
+    fn summary(&self) -> Result<Option<TraceSummary>, SpanStoreError> {
+        let spans = &self.spans;
+        let root = spans
+            .iter()
+            .filter(|s| {
+                s.parent_span_id
+                    .as_ref()
+                    .is_none_or(|parent| !spans.iter().any(|o| o.span_id == *parent))
+            })
+            // Ties by id, as `local_root` breaks them (for hex ids, the same order).
+            .min_by_key(|s| (s.started_at, s.span_id));
+        let Some(root) = root else {
+            return Ok(None);
+        };
+        let has_child_error = spans.iter().any(|s| s.span_id != root.span_id && s.failed);
+        Ok(Some(TraceSummary::new(
+            root.record()?,
+            has_child_error,
+            spans.len(),
+        )))
+    }
 }
 
 impl Default for InMemorySpanStore {
@@ -239,12 +350,21 @@ impl Default for InMemorySpanStore {
 }
 
 impl InMemorySpanStore {
-    /// A store keeping at most `max_traces` traces (at least 1).
+    /// A store keeping at most `max_traces` traces (at least 1) and
+    /// [`DEFAULT_IN_MEMORY_BYTES`].
     pub fn new(max_traces: usize) -> Self {
         Self {
             max_traces: max_traces.max(1),
+            max_bytes: DEFAULT_IN_MEMORY_BYTES,
             state: Mutex::new(Traces::default()),
         }
+    }
+
+    /// Keeps at most `bytes` of spans (their JSON and what is kept beside it); the newest trace
+    /// is kept whatever its size.
+    pub fn max_bytes(mut self, bytes: usize) -> Self {
+        self.max_bytes = bytes;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Traces> {
@@ -252,76 +372,104 @@ impl InMemorySpanStore {
     }
 }
 
-/// When the earliest of `spans` started.
-fn earliest(spans: &BTreeMap<String, SpanRecord>) -> Option<u64> {
-    spans.values().map(|s| s.started_at).min()
-}
-
 impl Traces {
     fn remove(&mut self, trace_id: &str) -> u64 {
-        let Some(spans) = self.spans.remove(trace_id) else {
+        let Some(trace) = self.traces.remove(trace_id) else {
             return 0;
         };
-        if let Some(first) = earliest(&spans) {
-            self.by_age.remove(&(first, trace_id.to_owned()));
-        }
-        spans.len() as u64
+        self.by_age.remove(&(trace.first, trace_id.to_owned()));
+        self.bytes = self.bytes.saturating_sub(trace.bytes);
+        trace.spans.len() as u64
     }
 
-    /// Removes the oldest traces until at most `max` are left; how many spans went.
-    fn keep_newest(&mut self, max: usize) -> u64 {
+    /// Removes the oldest traces until at most `max` are left and they take at most
+    /// `max_bytes` (the newest is kept whatever its size); how many spans went.
+    fn keep_newest(&mut self, max: usize, max_bytes: usize) -> u64 {
         let mut removed = 0;
-        while self.by_age.len() > max {
+        while self.by_age.len() > max || (self.bytes > max_bytes && self.by_age.len() > 1) {
             let Some((_, oldest)) = self.by_age.pop_first() else {
                 break;
             };
-            removed += self.spans.remove(&oldest).map_or(0, |s| s.len() as u64);
+            if let Some(trace) = self.traces.remove(&oldest) {
+                self.bytes = self.bytes.saturating_sub(trace.bytes);
+                removed += trace.spans.len() as u64;
+            }
         }
         removed
+    }
+
+    /// Keeps `span` of trace `trace_id` (replacing one with its id).
+    fn insert(&mut self, trace_id: &str, span: StoredSpan) {
+        let started_at = span.started_at;
+        let size = span.size();
+        self.bytes += size;
+        let Some(trace) = self.traces.get_mut(trace_id) else {
+            self.traces.insert(
+                trace_id.to_owned(),
+                StoredTrace {
+                    first: started_at,
+                    spans: vec![span],
+                    bytes: size,
+                },
+            );
+            self.by_age.insert((started_at, trace_id.to_owned()));
+            return;
+        };
+        // The trace's age follows its earliest span (one saved again may have moved).
+        let first = match trace.spans.iter_mut().find(|s| s.span_id == span.span_id) {
+            Some(kept) => {
+                trace.bytes = trace.bytes + size - kept.size();
+                self.bytes -= kept.size();
+                *kept = span;
+                trace
+                    .spans
+                    .iter()
+                    .map(|s| s.started_at)
+                    .min()
+                    .unwrap_or(started_at)
+            }
+            None => {
+                trace.bytes += size;
+                trace.spans.push(span);
+                trace.first.min(started_at)
+            }
+        };
+        if first != trace.first {
+            self.by_age.remove(&(trace.first, trace_id.to_owned()));
+            self.by_age.insert((first, trace_id.to_owned()));
+            trace.first = first;
+        }
     }
 }
 
 #[async_trait]
 impl SpanStore for InMemorySpanStore {
     async fn save(&self, spans: &[SpanRecord]) -> Result<(), SpanStoreError> {
+        // Encoded before the lock is taken: readers wait only for the inserts.
+        let stored = spans
+            .iter()
+            .map(StoredSpan::new)
+            .collect::<Result<Vec<_>, _>>()?;
         let mut state = self.lock();
-        let state = &mut *state;
-        // Each touched trace's earliest start before the batch, to move it in `by_age` once.
-        let mut touched: HashMap<&str, Option<u64>> = HashMap::new();
-        for span in spans {
-            let trace = state.spans.entry(span.trace_id.clone()).or_default();
-            touched
-                .entry(span.trace_id.as_str())
-                .or_insert_with(|| earliest(trace));
-            trace.insert(span.span_id.clone(), span.clone());
+        for (span, kept) in spans.iter().zip(stored) {
+            state.insert(&span.trace_id, kept);
         }
-        for (trace_id, before) in touched {
-            let after = state.spans.get(trace_id).and_then(earliest);
-            if before != after {
-                if let Some(before) = before {
-                    state.by_age.remove(&(before, trace_id.to_owned()));
-                }
-                if let Some(after) = after {
-                    state.by_age.insert((after, trace_id.to_owned()));
-                }
-            }
-        }
-        state.keep_newest(self.max_traces);
+        state.keep_newest(self.max_traces, self.max_bytes);
         Ok(())
     }
 
     async fn list_traces(&self, query: &TraceQuery) -> Result<TracePage, SpanStoreError> {
         let state = self.lock();
-        let mut matching: Vec<TraceSummary> = state
-            .spans
-            .values()
-            .filter_map(|spans| {
-                let spans: Vec<SpanRecord> = spans.values().cloned().collect();
-                summarize(&spans)
-            })
-            .filter(|summary| query.matches(&summary.root))
-            .filter(|summary| query.status.is_none_or(|s| s == summary.status))
-            .collect();
+        let mut matching = Vec::new();
+        for trace in state.traces.values() {
+            let Some(summary) = trace.summary()? else {
+                continue;
+            };
+            if query.matches(&summary.root) && query.status.is_none_or(|s| s == summary.status) {
+                matching.push(summary);
+            }
+        }
+        drop(state);
         matching.sort_by(|a, b| {
             b.root
                 .started_at
@@ -339,13 +487,20 @@ impl SpanStore for InMemorySpanStore {
     }
 
     async fn trace(&self, trace_id: &str) -> Result<Vec<SpanRecord>, SpanStoreError> {
-        let state = self.lock();
-        let mut spans: Vec<SpanRecord> = state
-            .spans
-            .get(trace_id)
-            .map(|spans| spans.values().cloned().collect())
-            .unwrap_or_default();
-        spans.sort_by_key(|s| (s.started_at, s.span_id.clone()));
+        let mut spans = {
+            let state = self.lock();
+            match state.traces.get(trace_id) {
+                Some(trace) => trace
+                    .spans
+                    .iter()
+                    .map(StoredSpan::record)
+                    .collect::<Result<Vec<_>, _>>()?,
+                None => Vec::new(),
+            }
+        };
+        spans.sort_by(|a, b| {
+            (a.started_at, a.span_id.as_str()).cmp(&(b.started_at, b.span_id.as_str()))
+        });
         Ok(spans)
     }
 
@@ -370,7 +525,7 @@ impl SpanStore for InMemorySpanStore {
             }
         }
         if let Some(max) = retention.max_traces {
-            removed += state.keep_newest(max);
+            removed += state.keep_newest(max, usize::MAX);
         }
         Ok(removed)
     }
@@ -464,6 +619,30 @@ mod tests {
             "startedAt": started_at, "endedAt": started_at + 1,
         }))
         .unwrap()
+    }
+
+    #[tokio::test]
+    async fn past_its_bytes_the_oldest_traces_go_and_a_span_saved_again_counts_once() {
+        let one = StoredSpan::new(&span("t0", "a", 100)).unwrap().size();
+        let store = InMemorySpanStore::new(100).max_bytes(one * 3);
+        for (trace, at) in [("t1", 100), ("t2", 200), ("t3", 300)] {
+            store.save(&[span(trace, "a", at)]).await.unwrap();
+        }
+        // The same span again replaces the first: still three spans' worth.
+        store.save(&[span("t3", "a", 300)]).await.unwrap();
+        assert_eq!(store.trace("t1").await.unwrap().len(), 1);
+        store.save(&[span("t4", "a", 400)]).await.unwrap();
+        assert!(store.trace("t1").await.unwrap().is_empty());
+        assert_eq!(store.trace("t2").await.unwrap().len(), 1);
+        // A trace larger than the bound alone is kept (the newest).
+        let tiny = InMemorySpanStore::new(100).max_bytes(1);
+        tiny.save(&[span("big", "a", 1), span("big", "b", 2)])
+            .await
+            .unwrap();
+        assert_eq!(tiny.trace("big").await.unwrap().len(), 2);
+        tiny.save(&[span("next", "a", 3)]).await.unwrap();
+        assert!(tiny.trace("big").await.unwrap().is_empty());
+        assert_eq!(tiny.trace("next").await.unwrap().len(), 1);
     }
 
     #[tokio::test]

@@ -367,3 +367,70 @@ async fn the_frameworks_own_diagnostics_name_the_run_and_its_trace() {
         "{tool}"
     );
 }
+
+#[tokio::test]
+async fn a_client_tools_result_is_a_client_tool_call_span_in_the_runs_trace() {
+    let location = create_tool("get_location")
+        .description("The user's location, from the browser")
+        .input_schema(json!({"type": "object", "properties": {}}))
+        .client::<serde_json::Value>();
+    let model = Arc::new(ScriptedModel::from_fn(|req| match results(req) {
+        0 => ScriptedResponse::tool_call("c1", "get_location", json!({"precise": true})),
+        _ => ScriptedResponse::text("You are in Lisbon."),
+    }));
+    let guide = Agent::builder("guide")
+        .model(model)
+        .tool(location)
+        .build()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .tracing(TracingConfig::new())
+        .agent(guide)
+        .build()
+        .unwrap();
+    let agent = kestrel.agent("guide").unwrap();
+    let stopped = agent.generate("where am I?").await.unwrap();
+    let trace_id = stopped.trace_id.clone().unwrap();
+    let done = agent
+        .run(&stopped.run_id)
+        .submit("c1", json!({"city": "Lisbon", "token": "t-1"}), false)
+        .await
+        .unwrap();
+    assert_eq!(done.trace_id.as_deref(), Some(trace_id.as_str()));
+    let spans = spans_of(&kestrel, &trace_id).await;
+    let resumed = one(&spans, "agent run: 'guide' (resumed)");
+    let client = one(&spans, "client tool: 'get_location'");
+    assert_eq!(client.span_type, SpanType::ClientToolCall);
+    assert_eq!(
+        client.parent_span_id.as_deref(),
+        Some(resumed.span_id.as_str())
+    );
+    assert_eq!(client.attributes["toolCallId"], "c1");
+    assert_eq!(client.input, Some(json!({"precise": true})));
+    assert_eq!(
+        client.output,
+        Some(json!({"city": "Lisbon", "token": "[REDACTED]"}))
+    );
+    assert_eq!(client.run_id.as_deref(), Some(stopped.run_id.as_str()));
+    assert!(!client.is_error());
+    // The agent never ran it: no `tool_call` span for it.
+    assert!(
+        spans.iter().all(|s| s.span_type != SpanType::ToolCall),
+        "{:#?}",
+        names(&spans)
+    );
+
+    // A result submitted as an error fails the span.
+    let failed = agent.generate("where now?").await.unwrap();
+    agent
+        .run(&failed.run_id)
+        .submit("c1", json!("permission denied"), true)
+        .await
+        .unwrap();
+    let spans = spans_of(&kestrel, failed.trace_id.as_deref().unwrap()).await;
+    let client = one(&spans, "client tool: 'get_location'");
+    assert_eq!(
+        client.error.as_ref().map(|e| e.message.as_str()),
+        Some("permission denied")
+    );
+}

@@ -12,6 +12,7 @@ use kestrel_core::memory::{MemoryError, MemoryScope};
 use kestrel_core::message::{Message, Role};
 use kestrel_core::model::{ModelRegistry, ModelRequest, ModelSpec, SharedModel, generate};
 use kestrel_core::tool::SharedTool;
+use kestrel_core::trace::{ActiveSpan, SpanParent, SpanType};
 use kestrel_storage::{
     Anchor, NewObservation, Observation, Scope, Selection, SeqRange, Storage, StoredMessage,
 };
@@ -171,7 +172,32 @@ impl ObservationalProcessor {
                 calls += 1;
                 let Some(last) = batch.last() else { continue };
                 let previous = existing.as_deref().unwrap_or_default();
-                let lines = self.observe_batch(batch, previous).await?;
+                let mut span = operation_span("observe");
+                if let Some(span) = &mut span {
+                    span.attribute("messages", batch.len());
+                    span.attribute("observedFromSeq", batch.first().map_or(0, |m| m.seq));
+                    span.attribute("observedToSeq", last.seq);
+                }
+                let lines = match self.observe_batch(batch, previous, span.as_ref()).await {
+                    Ok(lines) => lines,
+                    Err(error) => {
+                        if let Some(span) = span {
+                            span.fail(error.clone(), Some("memory"));
+                        }
+                        return Err(error);
+                    }
+                };
+                if let Some(mut span) = span {
+                    span.attribute("observations", lines.len());
+                    span.output(
+                        lines
+                            .iter()
+                            .map(|line| line.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    );
+                    span.end();
+                }
                 let fallback = last.created_at;
                 let new: Vec<NewObservation> = lines
                     .into_iter()
@@ -213,6 +239,7 @@ impl ObservationalProcessor {
         &self,
         batch: &[StoredMessage],
         previous: &[Observation],
+        span: Option<&ActiveSpan>,
     ) -> Result<Vec<ObservationLine>, String> {
         let max_message_chars = self.message_tokens.saturating_mul(4).max(4000);
         let mut data = String::from("<previous_observations>\n");
@@ -229,7 +256,7 @@ impl ObservationalProcessor {
             messages: vec![Message::system(OBSERVER_INSTRUCTIONS), Message::user(data)].into(),
             ..ModelRequest::default()
         };
-        let answer = self.ask(&self.observer, request, "observer").await?;
+        let answer = self.ask(&self.observer, request, "observer", span).await?;
         match parse_observations(&answer) {
             Parsed::Nothing => Ok(Vec::new()),
             Parsed::Lines(lines) if !lines.is_empty() => Ok(lines),
@@ -266,13 +293,43 @@ impl ObservationalProcessor {
         if before < self.observation_tokens {
             return Ok(());
         }
+        let mut span = operation_span("reflect");
+        if let Some(span) = &mut span {
+            span.attribute("observations", observations.len());
+            span.attribute("tokensBefore", before);
+        }
+        let reflected = self
+            .reflect_now(scope, log, &observations, &rendered, before, span.as_ref())
+            .await;
+        if let Some(mut span) = span {
+            match &reflected {
+                Ok(after) => {
+                    span.attribute("tokensAfter", *after);
+                    span.end();
+                }
+                Err(error) => span.fail(error.clone(), Some("memory")),
+            }
+        }
+        reflected.map(|_| ())
+    }
+
+    /// Asks the reflector for a shorter log, and keeps it; the new log's tokens.
+    async fn reflect_now(
+        &self,
+        scope: &MemoryScope,
+        log: &Scope,
+        observations: &[Observation],
+        rendered: &[String],
+        before: usize,
+        span: Option<&ActiveSpan>,
+    ) -> Result<usize, String> {
         let target = self.observation_tokens / 2;
         let instructions = format!(
             "{REFLECTOR_INSTRUCTIONS} Keep the new log under about {target} tokens (it has \
              {before} now)."
         );
         let mut data = String::from("<observations>\n");
-        for line in &rendered {
+        for line in rendered {
             data.push_str(line);
             data.push('\n');
         }
@@ -281,7 +338,9 @@ impl ObservationalProcessor {
             messages: vec![Message::system(instructions), Message::user(data)].into(),
             ..ModelRequest::default()
         };
-        let answer = self.ask(&self.reflector, request, "reflector").await?;
+        let answer = self
+            .ask(&self.reflector, request, "reflector", span)
+            .await?;
         let lines = match parse_observations(&answer) {
             Parsed::Lines(lines) if !lines.is_empty() => lines,
             _ => {
@@ -331,20 +390,48 @@ impl ObservationalProcessor {
             after,
             "observational memory: observations reflected"
         );
-        Ok(())
+        Ok(after)
     }
 
     /// One observer or reflector call, with the timeout.
+    /// Traced (under `span`) as a `model_generation` span.
     async fn ask(
         &self,
         model: &SharedModel,
         request: ModelRequest,
         who: &str,
+        span: Option<&ActiveSpan>,
     ) -> Result<String, String> {
+        let mut call = span.and_then(|span| {
+            let mut call = span.child(
+                SpanType::ModelGeneration,
+                format!("llm: '{}'", model.model_id()),
+            )?;
+            call.attribute("model", model.model_id());
+            call.attribute("provider", model.provider());
+            call.attribute("role", who);
+            Some(call)
+        });
         let response = tokio::time::timeout(self.timeout, generate(model.as_ref(), request))
             .await
-            .map_err(|_| format!("the {who} gave no answer within {:?}", self.timeout))?
-            .map_err(|e| format!("the {who} failed: {e}"))?;
+            .map_err(|_| format!("the {who} gave no answer within {:?}", self.timeout))
+            .and_then(|answer| answer.map_err(|e| format!("the {who} failed: {e}")));
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => {
+                if let Some(call) = call {
+                    call.fail(error.clone(), Some("model"));
+                }
+                return Err(error);
+            }
+        };
+        if let Some(mut call) = call.take() {
+            if let Ok(usage) = serde_json::to_value(response.usage) {
+                call.attribute("usage", usage);
+            }
+            call.output(response.text.clone());
+            call.end();
+        }
         Ok(response.text)
     }
 }
@@ -442,6 +529,15 @@ impl MemoryProcessor for ObservationalProcessor {
     fn tools(&self) -> Vec<SharedTool> {
         self.tool.iter().cloned().collect()
     }
+}
+
+/// A `memory_operation` span (`memory: 'observe'`, `memory: 'reflect'`) under the span the
+/// run's after-run work hangs under, when the instance traces.
+fn operation_span(operation: &str) -> Option<ActiveSpan> {
+    let mut span = SpanParent::current()?
+        .start(SpanType::MemoryOperation, format!("memory: '{operation}'"))?;
+    span.attribute("operation", operation);
+    Some(span)
 }
 
 /// Counts messages' tokens off the async workers (tokenizing is CPU work).

@@ -95,7 +95,11 @@ pub(crate) struct RunBody {
 /// metadata and user.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-#[schemars(extend("dependentSchemas" = {"parentSpanId": {"required": ["traceId"]}}))]
+// With a parent span, a trace id that is a string (present as `null` is no trace id).
+#[schemars(extend("dependentSchemas" = {"parentSpanId": {
+    "required": ["traceId"],
+    "properties": {"traceId": {"type": "string"}}
+}}))]
 pub(crate) struct TracingOptionsBody {
     /// The trace to put the run in (32 lowercase hex digits, not all zero).
     #[serde(default)]

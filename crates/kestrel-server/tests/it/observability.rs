@@ -218,6 +218,10 @@ async fn tracing_options_name_tag_and_place_the_run() {
         (json!({"traceId": "XYZ"}), "traceId"),
         (json!({"parentSpanId": "b7ad6b7169203331"}), "parentSpanId"),
         (
+            json!({"traceId": null, "parentSpanId": "b7ad6b7169203331"}),
+            "parentSpanId",
+        ),
+        (
             json!({"traceId": trace_id, "parentSpanId": "0000000000000000"}),
             "parentSpanId",
         ),

@@ -226,6 +226,7 @@ on_every_backend!(
     a_network_needs_memory_and_a_thread,
     a_traced_network_run_is_a_tree_of_its_iterations,
     a_traced_runs_memory_reads_and_writes_are_spans,
+    a_network_iteration_whose_routing_fails_is_a_failed_span,
 );
 
 // The durable backends only: the in-memory one keeps no snapshot of a run mid-way.

@@ -13,6 +13,23 @@ fn children<'a>(spans: &'a [SpanRecord], parent: &SpanRecord) -> Vec<&'a SpanRec
         .collect()
 }
 
+/// The root and spans of the one trace of run `run_id`, once the tracer flushed.
+async fn trace_of_run(kestrel: &Kestrel, run_id: &str) -> (SpanRecord, Vec<SpanRecord>) {
+    kestrel.tracer().unwrap().flush().await;
+    let store = kestrel.span_store().unwrap();
+    let listed = store
+        .list_traces(&TraceQuery {
+            run_id: Some(run_id.to_owned()),
+            ..TraceQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.total, 1, "{listed:#?}");
+    let root = listed.traces[0].root.clone();
+    let spans = store.trace(&root.trace_id).await.unwrap();
+    (root, spans)
+}
+
 pub(super) async fn a_traced_network_run_is_a_tree_of_its_iterations(store: Store) {
     let router = scripted(vec![
         route("helper", "agent", "say hi", "helper can greet"),
@@ -47,23 +64,9 @@ pub(super) async fn a_traced_network_run_is_a_tree_of_its_iterations(store: Stor
         .await
         .unwrap();
     assert_eq!(result.status, NetworkStatus::Complete, "{result:?}");
-    let tracer = kestrel.tracer().unwrap();
-    tracer.flush().await;
-    let spans_store = kestrel.span_store().unwrap();
-    let listed = spans_store
-        .list_traces(&TraceQuery {
-            run_id: Some(result.run_id.clone()),
-            ..TraceQuery::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(listed.total, 1, "{listed:#?}");
-    let spans = spans_store
-        .trace(&listed.traces[0].root.trace_id)
-        .await
-        .unwrap();
+    let (root, spans) = trace_of_run(&kestrel, &result.run_id).await;
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    let root = &listed.traces[0].root;
+    let root = &root;
     assert_eq!(root.span_type, SpanType::WorkflowRun, "{names:#?}");
 
     let mut iterations: Vec<&SpanRecord> = spans
@@ -149,4 +152,42 @@ pub(super) async fn a_traced_runs_memory_reads_and_writes_are_spans(store: Store
     // The input is stored by the recall or by a persist; the answer by a persist.
     let by_recall = u64::from(recall.attributes["inputStored"] == json!(true));
     assert_eq!(persisted + by_recall, 2, "the input and the answer");
+}
+
+pub(super) async fn a_network_iteration_whose_routing_fails_is_a_failed_span(store: Store) {
+    // Never a decision: the routing fails after its retry.
+    let router = scripted(vec![
+        ScriptedResponse::text("I would rather not."),
+        ScriptedResponse::text("Still no."),
+    ]);
+    let helper = Agent::builder("helper")
+        .description("Greets people")
+        .model(scripted(vec![ScriptedResponse::text("hi there")]))
+        .build()
+        .unwrap();
+    let network = Agent::builder("router")
+        .instructions("Greet as asked.")
+        .model(router)
+        .agents([helper]);
+    let kestrel = Instance::on(&store)
+        .configure(|builder| builder.tracing(TracingConfig::new()))
+        .agent(network)
+        .build();
+    let result = kestrel
+        .agent("router")
+        .unwrap()
+        .network("Greet")
+        .memory(THREAD, RESOURCE)
+        .result()
+        .await
+        .unwrap();
+    assert_eq!(result.status, NetworkStatus::Failed, "{result:?}");
+    let (_, spans) = trace_of_run(&kestrel, &result.run_id).await;
+    let iteration = spans
+        .iter()
+        .find(|s| s.name == "network iteration: 0")
+        .unwrap_or_else(|| panic!("{spans:#?}"));
+    let error = iteration.error.as_ref().expect("the iteration failed");
+    assert_eq!(error.kind.as_deref(), Some("routing"), "{error:?}");
+    assert!(error.message.contains("routing agent"), "{error:?}");
 }

@@ -83,15 +83,11 @@ impl AgentRun {
         self.keep_partial(&id, &text, &reasoning).await;
     }
 
-    /// A `memory_operation` span under the run's (when traced): `recall` or `persist`.
+    /// A `memory_operation` span under the run's (when traced): `recall`, `persist` or
+    /// `after run`.
     fn memory_span(&self, operation: &str, scope: &MemoryScope) -> Option<ActiveSpan> {
         let run = self.span.as_ref()?;
-        let tracer = self.tracer.as_ref()?;
-        let mut span = tracer.start(
-            Some(&run.context()),
-            SpanType::MemoryOperation,
-            format!("memory: '{operation}'"),
-        )?;
+        let mut span = run.child(SpanType::MemoryOperation, format!("memory: '{operation}'"))?;
         span.attribute("operation", operation);
         span.scope(
             &self.state.run_id,
@@ -204,8 +200,22 @@ impl AgentRun {
             return;
         };
         let result = GenerateResult::from_state(&self.state);
+        // Its spans (an observer's call...) hang under one of the run's.
+        let span = self.memory_span("after run", &scope);
         // Background work (titles...) must not delay the response.
-        handle.spawn(async move { memory.run_finished(&scope, &result).await });
+        handle.spawn(async move {
+            match span {
+                Some(span) => {
+                    let finished = memory.run_finished(&scope, &result);
+                    match span.as_parent() {
+                        Some(parent) => parent.scope(finished).await,
+                        None => finished.await,
+                    }
+                    span.end();
+                }
+                None => memory.run_finished(&scope, &result).await,
+            }
+        });
     }
 
     /// Feedback from delegation hooks goes to the thread, for the next turn.

@@ -192,10 +192,8 @@ impl AgentRun {
 
         // The model call's span, under the run's (when the instance traces).
         let mut model_span = self.span.as_ref().and_then(|run_span| {
-            let tracer = self.tracer.as_ref()?;
             let name = format!("llm: '{}'", model.model_id());
-            let mut span =
-                tracer.start(Some(&run_span.context()), SpanType::ModelGeneration, name)?;
+            let mut span = run_span.child(SpanType::ModelGeneration, name)?;
             span.attribute("model", model.model_id());
             span.attribute("provider", model.provider());
             span.attribute("stepIndex", self.state.steps.len());

@@ -122,6 +122,39 @@ impl AgentRun {
         Ok(())
     }
 
+    /// A `client_tool_call` span under the run's (when traced) for a result the caller
+    /// submitted: it starts when the run takes the result (the caller ran the tool; when, the
+    /// run cannot know).
+    fn client_tool_span(&self, result: &ToolResultRecord) {
+        let Some(run_span) = &self.span else {
+            return;
+        };
+        let name = format!("client tool: '{}'", result.tool_name);
+        let Some(mut span) = run_span.child(SpanType::ClientToolCall, name) else {
+            return;
+        };
+        span.attribute("toolCallId", result.tool_call_id.clone());
+        span.entity("tool", &result.tool_name, None);
+        let settings = &self.state.settings;
+        span.scope(
+            &self.state.run_id,
+            settings.thread_id.as_deref(),
+            settings.resource_id.as_deref(),
+        );
+        span.input(result.args.clone());
+        span.attribute("success", !result.is_error);
+        if result.is_error {
+            let message = match &result.result {
+                Value::String(text) => text.clone(),
+                other => other.to_string(),
+            };
+            span.fail(message, Some("tool"));
+        } else {
+            span.output(result.result.clone());
+            span.end();
+        }
+    }
+
     pub(super) fn is_client_tool(&self, name: &str) -> bool {
         self.agent
             .inner
@@ -157,6 +190,9 @@ impl AgentRun {
         } = plan_calls(&mut calls, |name| self.is_client_tool(name));
         for index in settled {
             if let Some(result) = &calls[index].result {
+                if !result.denied && self.is_client_tool(&result.tool_name) {
+                    self.client_tool_span(result);
+                }
                 emit_result(&sink, &run_id, result).await;
             }
         }

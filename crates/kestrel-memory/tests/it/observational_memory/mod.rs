@@ -1,4 +1,4 @@
-//! Observational memory and the `recall` tool driving a real agent on every backend: the
+//! Observational memory and the `recall` tool (and their spans) driving a real agent on every backend: the
 //! in-memory store, SQLite (a temporary file per test) and PostgreSQL (a fresh schema per test,
 //! when `KESTREL_TEST_POSTGRES_URL` is set; otherwise those tests say they are skipped and pass).
 //!
@@ -11,6 +11,7 @@
 mod observing;
 mod recall_tool;
 mod reflection;
+mod traced;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use recall_tool::{
     recall_pages_reads_and_searches_this_thread,
 };
 use reflection::reflection_condenses_observations_past_observation_tokens;
+use traced::observation_and_reflection_are_spans_of_the_runs_trace;
 
 on_every_backend!(
     observations_replace_observed_messages_and_the_window_stays_full,
@@ -47,6 +49,7 @@ on_every_backend!(
     resource_scope_observations_reach_the_resources_other_threads_only,
     recall_pages_reads_and_searches_this_thread,
     recall_in_resource_scope_reads_the_resources_threads_and_never_another_resources,
+    observation_and_reflection_are_spans_of_the_runs_trace,
 );
 
 // ---------------------------------------------------------------------------------------------
