@@ -1,0 +1,5 @@
+//! The integration tests of kestrel-rag (one binary; each file a module).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod chunking;
