@@ -57,7 +57,14 @@ pub(crate) fn split(
         .map(|s| Separator::new(s, is_regex))
         .collect::<Result<Vec<_>, _>>()?;
     let mut chunks = Vec::new();
-    cut(text, &separators, &compiled, splitter, &mut chunks);
+    cut(
+        text,
+        &separators,
+        &compiled,
+        is_regex,
+        splitter,
+        &mut chunks,
+    );
     Ok(chunks)
 }
 
@@ -67,6 +74,7 @@ fn cut(
     text: &str,
     separators: &[String],
     compiled: &[Separator],
+    is_regex: bool,
     splitter: &Splitter,
     chunks: &mut Vec<String>,
 ) {
@@ -90,10 +98,20 @@ fn cut(
     };
     let pieces = separator.split(text, splitter.separator_position);
     // Kept separators are in the pieces already; dropped ones join the merged pieces again.
+    // A pattern's pieces are joined with the text they were cut at (Mastra joins them with
+    // the pattern itself, `\s+` and all: a known bug this does not copy).
+    let by_gap = is_regex && splitter.separator_position.is_none() && !raw.is_empty();
     let joiner = if splitter.separator_position.is_some() {
         ""
     } else {
         raw.as_str()
+    };
+    let merge = |fitting: &[&str]| {
+        if by_gap {
+            splitter.merge_with(fitting, |i| gap(text, fitting, i))
+        } else {
+            splitter.merge(fitting, joiner)
+        }
     };
     let mut fitting: Vec<&str> = Vec::new();
     for piece in pieces {
@@ -102,7 +120,7 @@ fn cut(
             continue;
         }
         if !fitting.is_empty() {
-            chunks.extend(splitter.merge(&fitting, joiner));
+            chunks.extend(merge(&fitting));
             fitting.clear();
         }
         if rest.is_empty() {
@@ -112,12 +130,25 @@ fn cut(
                 piece,
                 &separators[rest.clone()],
                 &compiled[rest.clone()],
+                is_regex,
                 splitter,
                 chunks,
             );
         }
     }
     if !fitting.is_empty() {
-        chunks.extend(splitter.merge(&fitting, joiner));
+        chunks.extend(merge(&fitting));
     }
+}
+
+/// The text of `text` between `pieces[i - 1]` and `pieces[i]` (both slices of it); empty for
+/// the first piece.
+fn gap<'t>(text: &'t str, pieces: &[&'t str], i: usize) -> &'t str {
+    let offset = |piece: &str| piece.as_ptr() as usize - text.as_ptr() as usize;
+    let (Some(before), Some(after)) = (i.checked_sub(1).and_then(|b| pieces.get(b)), pieces.get(i))
+    else {
+        return "";
+    };
+    text.get(offset(before) + before.len()..offset(after))
+        .unwrap_or("")
 }

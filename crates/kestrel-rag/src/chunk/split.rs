@@ -112,65 +112,80 @@ impl Splitter {
     /// it; each chunk after the first starts with the last whole pieces of the one before, at
     /// most `overlap` of them (fewer when the next piece would not fit).
     pub(crate) fn merge(&self, pieces: &[&str], separator: &str) -> Vec<String> {
-        let separator_size = size(separator);
+        self.merge_with(pieces, |_| separator)
+    }
+
+    /// [`Splitter::merge`] with the text joining piece `i` to piece `i - 1` given by `joiner(i)`
+    /// (a regular expression's pieces are joined with the text they were cut at).
+    pub(crate) fn merge_with<'t>(
+        &self,
+        pieces: &[&'t str],
+        joiner: impl Fn(usize) -> &'t str,
+    ) -> Vec<String> {
         let mut chunks = Vec::new();
-        let mut current: Vec<&str> = Vec::new();
+        // The chunk being built: pieces `first..next`, `total` long joined.
+        let mut first = 0;
         let mut total = 0;
-        for &piece in pieces {
+        for (next, &piece) in pieces.iter().enumerate() {
             let piece_size = size(piece);
-            let joined = if current.is_empty() {
-                0
-            } else {
-                separator_size
-            };
-            if total + piece_size + joined > self.max_size && !current.is_empty() {
-                if let Some(chunk) = self.join(&current, separator) {
+            let joined = size(joiner(next));
+            if first < next && total + piece_size + joined > self.max_size {
+                if let Some(chunk) = self.join(&pieces[first..next], first, &joiner) {
                     chunks.push(chunk);
                 }
                 if self.overlap > 0 {
                     // The last whole pieces that fit in the overlap...
-                    let mut kept = 0;
+                    let mut start = next;
                     let mut kept_size = 0;
-                    for &earlier in current.iter().rev() {
-                        let earlier_size = size(earlier);
-                        if kept_size + earlier_size > self.overlap {
+                    while start > first {
+                        let earlier = size(pieces[start - 1]);
+                        if kept_size + earlier > self.overlap {
                             break;
                         }
-                        kept += 1;
-                        kept_size += earlier_size + if kept > 1 { separator_size } else { 0 };
+                        let link = if start < next { size(joiner(start)) } else { 0 };
+                        kept_size += earlier + link;
+                        start -= 1;
                     }
                     // ...fewer while the next piece would not fit after them.
-                    let mut first = current.len() - kept;
-                    while first < current.len()
-                        && kept_size + piece_size + separator_size > self.max_size
-                    {
-                        let dropped = size(current[first]);
-                        first += 1;
-                        let more = first < current.len();
-                        kept_size -= dropped + if more { separator_size } else { 0 };
+                    while start < next && kept_size + piece_size + joined > self.max_size {
+                        let link = if start + 1 < next {
+                            size(joiner(start + 1))
+                        } else {
+                            0
+                        };
+                        kept_size -= size(pieces[start]) + link;
+                        start += 1;
                     }
-                    current.drain(..first);
+                    first = start;
                     total = kept_size;
                 } else {
-                    current.clear();
+                    first = next;
                     total = 0;
                 }
             }
-            current.push(piece);
-            total += piece_size + if current.len() > 1 { separator_size } else { 0 };
+            total += piece_size + if first < next { joined } else { 0 };
         }
-        if let Some(chunk) = self.join(&current, separator) {
+        if let Some(chunk) = self.join(&pieces[first..], first, &joiner) {
             chunks.push(chunk);
         }
         chunks
     }
 
-    /// `pieces` joined, trimmed when asked; `None` when nothing is left.
-    fn join(&self, pieces: &[&str], separator: &str) -> Option<String> {
-        if pieces.is_empty() {
-            return None;
+    /// `pieces` (the first being piece `offset` of the whole list) joined, trimmed when
+    /// asked; `None` when nothing is left.
+    fn join<'t>(
+        &self,
+        pieces: &[&'t str],
+        offset: usize,
+        joiner: &impl Fn(usize) -> &'t str,
+    ) -> Option<String> {
+        let mut joined = String::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            if i > 0 {
+                joined.push_str(joiner(offset + i));
+            }
+            joined.push_str(piece);
         }
-        let joined = pieces.join(separator);
         let text = if self.strip_whitespace {
             joined.trim_matches(is_js_space).to_owned()
         } else {

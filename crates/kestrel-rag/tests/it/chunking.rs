@@ -28,6 +28,45 @@ fn document(case: &Value) -> Document {
     document.metadata(metadata)
 }
 
+/// Cases where Mastra joins pieces cut at a regular expression with the pattern's own text
+/// (`\s+`, `\n#{1,6} ` in the chunks): Kestrel joins them with the text they were cut at.
+const KNOWN_MASTRA_BUGS: [&str; 2] = ["recursive/separators-regex", "recursive/language-markdown"];
+
+/// What holds of Kestrel's chunks where Mastra's are wrong: each is the document's own text
+/// (no pattern put in), none is longer than `maxSize`, and about as many as Mastra's.
+fn better_than_mastra(
+    name: &str,
+    document: &Document,
+    chunks: &[kestrel_rag::Chunk],
+    case: &Value,
+) {
+    let max_size = case["options"]["maxSize"].as_u64().unwrap() as usize;
+    for chunk in chunks {
+        assert!(
+            document.text().contains(&chunk.text),
+            "{name}: a chunk that is not the document's text: {:?}",
+            chunk.text
+        );
+        assert!(
+            kestrel_rag::chunk::split::size(&chunk.text) <= max_size,
+            "{name}: {:?}",
+            chunk.text
+        );
+    }
+    let theirs = case["chunks"].as_array().unwrap();
+    assert!(
+        theirs
+            .iter()
+            .any(|c| !document.text().contains(c["text"].as_str().unwrap())),
+        "{name}: Mastra's chunks are right here: the case is no longer a known bug"
+    );
+    let (ours, theirs) = (chunks.len() as f64, theirs.len() as f64);
+    assert!(
+        (ours - theirs).abs() <= theirs * 0.3 + 1.0,
+        "{name}: {ours} chunks, Mastra {theirs}"
+    );
+}
+
 /// Runs every case of `strategy`'s fixture file; how many ran.
 fn run(strategy: &str) -> usize {
     let path = fixtures().join("chunking").join(format!("{strategy}.json"));
@@ -47,6 +86,10 @@ fn run(strategy: &str) -> usize {
         }
         let chunks = outcome.unwrap_or_else(|e| panic!("{name}: {e}"));
         let expected = case["chunks"].as_array().unwrap();
+        if KNOWN_MASTRA_BUGS.contains(&name.as_str()) {
+            better_than_mastra(&name, &document, &chunks, case);
+            continue;
+        }
         for (i, (ours, theirs)) in chunks.iter().zip(expected).enumerate() {
             assert_eq!(
                 ours.text,
