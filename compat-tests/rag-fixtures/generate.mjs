@@ -61,6 +61,27 @@ function sweep() {
   return cases;
 }
 
+// Small Markdown documents for the headers mode's edge cases.
+const MD_EDGES = [
+  ['fences-and-inline-ticks', '# Top\nIntro with ```inline``` ticks.\n```rust\n# not a header\nfn main() {}\n```\n## Sub\nAfter the fence.\n~~~\n## still code\n~~~\nTail line.'],
+  ['deeper-then-shallower', '# A\n## B\n### C\nText under C.\n## D\nText under D.\n# E\nText under E.'],
+  ['header-right-after-header', '# One\n## Two\n## Three\nBody three.\n#### Five\nBody five.'],
+  ['no-space-and-hash-only', '#NoSpace line\n#\nBody after bare hash.\n## Real\nBody.'],
+  ['tables-and-blanks', '# Data\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\nAfter table.\n\n\n## More\n\nLast.'],
+  ['ticks-at-line-start', '# Top\n```js``` is not a fence here.\n## Next\nBody.\n````\n## in a four-tick fence\n````\nEnd.'],
+  ['indented-headers', '  # Indented\nText.\n   ## Also\nMore text.'],
+];
+function mdEdges() {
+  const cases = [];
+  for (const [label, text] of MD_EDGES) {
+    for (const [mode, extra] of [['strip', {}], ['keep', { stripHeaders: false }], ['lines', { returnEachLine: true }], ['lines-keep', { returnEachLine: true, stripHeaders: false }]]) {
+      cases.push([`edge-${label}-${mode}`, inline('markdown', text, { source: 'edge' }),
+        { strategy: 'markdown', headers: MD_HEADERS, ...extra }]);
+    }
+  }
+  return cases;
+}
+
 const GROUPS = {
   recursive: [
     ['defaults', ESSAY, { strategy: 'recursive' }],
@@ -125,6 +146,7 @@ const GROUPS = {
       { strategy: 'token', maxSize: 8, overlap: 0, allowedSpecial: 'all' }],
   ],
   markdown: [
+    ...mdEdges(),
     ['defaults', GUIDE, { strategy: 'markdown' }],
     ['max300-overlap0', GUIDE, { strategy: 'markdown', maxSize: 300, overlap: 0 }],
     ['max300-overlap50', GUIDE, { strategy: 'markdown', maxSize: 300, overlap: 50 }],

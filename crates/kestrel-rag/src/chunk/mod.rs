@@ -13,6 +13,7 @@
 //! - [`character`]: one separator; pieces larger than `maxSize` are cut.
 
 pub mod character;
+pub mod markdown;
 pub mod recursive;
 pub mod split;
 
@@ -74,6 +75,10 @@ pub enum Strategy {
     Recursive,
     /// One separator, oversized pieces cut ([`character`]).
     Character,
+    /// Markdown's syntax, or one chunk per section with `headers` ([`markdown`]).
+    Markdown,
+    /// LaTeX's syntax: the recursive strategy with LaTeX's separators.
+    Latex,
 }
 
 impl Strategy {
@@ -82,6 +87,8 @@ impl Strategy {
         match self {
             Self::Recursive => "recursive",
             Self::Character => "character",
+            Self::Markdown => "markdown",
+            Self::Latex => "latex",
         }
     }
 }
@@ -103,6 +110,8 @@ pub enum SeparatorPosition {
 pub enum Language {
     /// Markdown: headers, code fences, rules, then paragraphs, lines and words.
     Markdown,
+    /// LaTeX: sections, environments and commands, then paragraphs, lines and words.
+    Latex,
 }
 
 /// Mastra's `chunk()` parameters (see the [module documentation](self)).
@@ -139,6 +148,16 @@ pub struct ChunkOptions {
     /// `recursive`: cut along a language's syntax (its separators are regular expressions).
     #[serde(default)]
     pub language: Option<Language>,
+    /// `markdown`: one chunk per section, these header markers (`"##"`) setting these
+    /// metadata keys (`"Header 2"`).
+    #[serde(default)]
+    pub headers: Option<Vec<(String, String)>>,
+    /// `markdown` with `headers`: leave the header lines out of the chunks (default yes).
+    #[serde(default)]
+    pub strip_headers: Option<bool>,
+    /// `markdown` with `headers`: one chunk per line.
+    #[serde(default)]
+    pub return_each_line: Option<bool>,
 }
 
 impl ChunkOptions {
@@ -154,7 +173,28 @@ impl ChunkOptions {
             add_start_index: None,
             strip_whitespace: None,
             language: None,
+            headers: None,
+            strip_headers: None,
+            return_each_line: None,
         }
+    }
+
+    /// The markdown strategy with Mastra's defaults.
+    pub fn markdown() -> Self {
+        Self::of(Strategy::Markdown)
+    }
+
+    /// The LaTeX strategy with Mastra's defaults.
+    pub fn latex() -> Self {
+        Self::of(Strategy::Latex)
+    }
+
+    /// `markdown`: one chunk per section, `marker` (`"##"`) setting the metadata key `name`.
+    pub fn header(mut self, marker: impl Into<String>, name: impl Into<String>) -> Self {
+        self.headers
+            .get_or_insert_with(Vec::new)
+            .push((marker.into(), name.into()));
+        self
     }
 
     /// The recursive strategy with Mastra's defaults.
@@ -174,9 +214,14 @@ impl ChunkOptions {
                 .get("strategy")
                 .and_then(Value::as_str)
                 .and_then(|s| {
-                    [Strategy::Recursive, Strategy::Character]
-                        .into_iter()
-                        .find(|k| k.as_str() == s)
+                    [
+                        Strategy::Recursive,
+                        Strategy::Character,
+                        Strategy::Markdown,
+                        Strategy::Latex,
+                    ]
+                    .into_iter()
+                    .find(|k| k.as_str() == s)
                 })
                 .map_or("chunk", Strategy::as_str),
             message: e.to_string(),
@@ -246,7 +291,11 @@ impl ChunkOptions {
         let given = [
             ("separators", self.separators.is_some()),
             ("separator", self.separator.is_some()),
+            ("isSeparatorRegex", self.is_separator_regex.is_some()),
             ("language", self.language.is_some()),
+            ("headers", self.headers.is_some()),
+            ("stripHeaders", self.strip_headers.is_some()),
+            ("returnEachLine", self.return_each_line.is_some()),
         ];
         for (name, set) in given {
             if set && !allowed.contains(&name) {
@@ -278,15 +327,53 @@ impl ChunkOptions {
 
 /// Cuts `document` as `options` say.
 pub(crate) fn chunk(document: &Document, options: &ChunkOptions) -> Result<Vec<Chunk>, ChunkError> {
+    if options.strategy == Strategy::Markdown
+        && let Some(headers) = &options.headers
+    {
+        // Sections: sizes and overlap do not apply.
+        options.check_only(&["headers", "stripHeaders", "returnEachLine"])?;
+        let sections = markdown::split_headers(
+            document.text(),
+            &markdown::HeaderOptions {
+                headers,
+                return_each_line: options.return_each_line.unwrap_or(false),
+                strip_headers: options.strip_headers.unwrap_or(true),
+            },
+        );
+        return Ok(sections
+            .into_iter()
+            .map(|(text, headers)| {
+                let mut metadata = document.meta().clone();
+                metadata.extend(headers);
+                Chunk { text, metadata }
+            })
+            .collect());
+    }
     let splitter = options.splitter()?;
     let pieces = match options.strategy {
         Strategy::Recursive => {
-            options.check_only(&["separators", "language"])?;
+            options.check_only(&["separators", "isSeparatorRegex", "language"])?;
             recursive::split(document.text(), options, &splitter)?
         }
         Strategy::Character => {
-            options.check_only(&["separator"])?;
+            options.check_only(&["separator", "isSeparatorRegex"])?;
             character::split(document.text(), options, &splitter)?
+        }
+        Strategy::Markdown => {
+            options.check_only(&[])?;
+            recursive::split(
+                document.text(),
+                &options.clone().language(Language::Markdown),
+                &splitter,
+            )?
+        }
+        Strategy::Latex => {
+            options.check_only(&[])?;
+            recursive::split(
+                document.text(),
+                &options.clone().language(Language::Latex),
+                &splitter,
+            )?
         }
     };
     Ok(splitter.chunks(document.text(), pieces, document.meta()))

@@ -21,6 +21,23 @@ pub const MARKDOWN_SEPARATORS: [&str; 9] = [
     "",
 ];
 
+/// LaTeX's separators (regular expressions): parts, chapters, sections, environments and
+/// commands, then paragraphs, lines, words and characters.
+pub const LATEX_SEPARATORS: [&str; 12] = [
+    "\\\\part\\*?\\{",
+    "\\\\chapter\\*?\\{",
+    "\\\\section\\*?\\{",
+    "\\\\subsection\\*?\\{",
+    "\\\\subsubsection\\*?\\{",
+    "\\\\begin\\{.*?\\}",
+    "\\\\end\\{.*?\\}",
+    "\\\\[a-zA-Z]+\\{.*?\\}",
+    "\n\n",
+    "\n",
+    " ",
+    "",
+];
+
 /// `text`'s chunks by the recursive strategy.
 pub(crate) fn split(
     text: &str,
@@ -34,6 +51,10 @@ pub(crate) fn split(
                 .iter()
                 .map(|s| (*s).to_owned())
                 .collect(),
+            true,
+        ),
+        (_, Some(Language::Latex)) => (
+            LATEX_SEPARATORS.iter().map(|s| (*s).to_owned()).collect(),
             true,
         ),
         (Some(separators), None) => (

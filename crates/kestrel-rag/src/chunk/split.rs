@@ -17,6 +17,11 @@ fn is_js_space(c: char) -> bool {
     (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
+/// `text` without the whitespace JavaScript's `trim` removes.
+pub(crate) fn trim_js(text: &str) -> &str {
+    text.trim_matches(is_js_space)
+}
+
 /// The rules shared by the strategies, from the options.
 #[derive(Debug, Clone)]
 pub struct Splitter {
@@ -187,7 +192,7 @@ impl Splitter {
             joined.push_str(piece);
         }
         let text = if self.strip_whitespace {
-            joined.trim_matches(is_js_space).to_owned()
+            trim_js(&joined).to_owned()
         } else {
             joined
         };
