@@ -5,12 +5,24 @@
 //! - [`chunk`]: Mastra's chunking strategies and their options ([`ChunkOptions`]), cutting
 //!   where `@mastra/rag` cuts: the same input gives the same chunks (the fixtures under
 //!   `tests/fixtures/chunking` were generated from `@mastra/rag` 2.6.4).
+//! - [`vector`]: the [`VectorStore`] port (Mastra's vector store contract, its metadata
+//!   [`Filter`] language) and its backends: in memory, SQLite (feature `sqlite`, on by
+//!   default) and PostgreSQL with pgvector (feature `pgvector`).
+//! - `testing` (feature `testing`): the conformance suite every vector store passes.
 //!
 //! Sizes are counted as Mastra counts them: in UTF-16 code units (JavaScript's
 //! `String.length`), so an emoji counts two.
 
 pub mod chunk;
 pub mod document;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod vector;
 
 pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, Strategy};
 pub use document::{Document, DocumentKind};
+pub use vector::memory::InMemoryVectorStore;
+pub use vector::{
+    CreateIndex, Filter, FilterError, IndexStats, Metric, QueryResult, Selector, Upsert,
+    VectorError, VectorQuery, VectorStore, VectorUpdate,
+};

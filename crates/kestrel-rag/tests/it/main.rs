@@ -3,3 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod chunking;
+mod filter;
+mod vector_memory;
+mod vector_pgvector;
+mod vector_sqlite;
