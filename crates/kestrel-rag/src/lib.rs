@@ -12,5 +12,5 @@
 pub mod chunk;
 pub mod document;
 
-pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, Strategy};
+pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, SpecialTokens, Strategy};
 pub use document::{Document, DocumentKind};
