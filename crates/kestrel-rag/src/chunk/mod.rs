@@ -18,12 +18,14 @@
 //! - [`semantic_markdown`]: Markdown sections joined while their tokens stay under
 //!   `joinThreshold`.
 //! - `latex`: the recursive strategy with LaTeX's separators.
+//! - [`html`]: one chunk per section under `headers` (or `sections`) elements.
 //! - [`json`]: JSON documents cut into smaller JSON objects that keep their paths.
 //!
 //! Shared parts: [`split`] (sizes in UTF-16 units, splitting on a separator, merging pieces
 //! into chunks with an overlap) and [`tokens`] (encodings and special tokens).
 
 pub mod character;
+pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod recursive;
@@ -154,6 +156,8 @@ strategies! {
     Token => "token",
     /// Markdown's syntax, or one chunk per section with `headers` ([`markdown`]).
     Markdown => "markdown",
+    /// One chunk per section under header elements ([`html`]).
+    Html => "html",
     /// Smaller JSON objects that keep their paths ([`json`]).
     Json => "json",
     /// LaTeX's syntax: the recursive strategy with LaTeX's separators.
@@ -222,13 +226,17 @@ pub struct ChunkOptions {
     #[serde(default)]
     pub language: Option<Language>,
     /// `markdown`: one chunk per section, these header markers (`"##"`) setting these
-    /// metadata keys (`"Header 2"`).
+    /// metadata keys (`"Header 2"`). `html`: one chunk per section, these header tags
+    /// (`"h2"`) setting these keys.
     #[serde(default)]
     pub headers: Option<Vec<(String, String)>>,
+    /// `html`: one chunk per section under these header tags, never joined.
+    #[serde(default)]
+    pub sections: Option<Vec<(String, String)>>,
     /// `markdown` with `headers`: leave the header lines out of the chunks (default yes).
     #[serde(default)]
     pub strip_headers: Option<bool>,
-    /// `markdown` with `headers`: one chunk per line.
+    /// `markdown` and `html` with `headers`: one chunk per line (per section for `html`).
     #[serde(default)]
     pub return_each_line: Option<bool>,
     /// `token`, `semantic-markdown`: the tiktoken encoding (default `cl100k_base`).
@@ -287,6 +295,7 @@ impl ChunkOptions {
             strip_whitespace: None,
             language: None,
             headers: None,
+            sections: None,
             strip_headers: None,
             return_each_line: None,
             encoding_name: None,
@@ -324,6 +333,11 @@ impl ChunkOptions {
         Self::new(Strategy::Markdown)
     }
 
+    /// The html strategy: give [`ChunkOptions::header`]s or [`ChunkOptions::section`]s.
+    pub fn html() -> Self {
+        Self::new(Strategy::Html)
+    }
+
     /// The json strategy, with the `maxSize` it needs.
     pub fn json(max_size: usize) -> Self {
         Self::new(Strategy::Json).max_size(max_size)
@@ -344,11 +358,21 @@ impl ChunkOptions {
         Self::new(Strategy::SemanticMarkdown)
     }
 
-    /// `markdown`: one chunk per section, `marker` (`"##"`) setting the metadata key `name`.
+    /// `markdown`, `html`: one chunk per section, `marker` (`"##"`, `"h2"`) setting the
+    /// metadata key `name`.
     pub fn header(mut self, marker: impl Into<String>, name: impl Into<String>) -> Self {
         self.headers
             .get_or_insert_with(Vec::new)
             .push((marker.into(), name.into()));
+        self
+    }
+
+    /// `html`: one chunk per section, the header tag `tag` (`"h2"`) setting the metadata key
+    /// `name`.
+    pub fn section(mut self, tag: impl Into<String>, name: impl Into<String>) -> Self {
+        self.sections
+            .get_or_insert_with(Vec::new)
+            .push((tag.into(), name.into()));
         self
     }
 
@@ -483,6 +507,7 @@ impl ChunkOptions {
             ("isSeparatorRegex", self.is_separator_regex.is_some()),
             ("language", self.language.is_some()),
             ("headers", self.headers.is_some()),
+            ("sections", self.sections.is_some()),
             ("stripHeaders", self.strip_headers.is_some()),
             ("returnEachLine", self.return_each_line.is_some()),
             ("encodingName", self.encoding_name.is_some()),
@@ -525,6 +550,7 @@ impl ChunkOptions {
             Strategy::Character => &["separator", "isSeparatorRegex"],
             Strategy::Token => &TOKENS,
             Strategy::Markdown => &["headers", "stripHeaders", "returnEachLine"],
+            Strategy::Html => &["headers", "sections", "returnEachLine"],
             Strategy::Json => &["minSize", "ensureAscii", "convertLists"],
             Strategy::Latex => &[],
             Strategy::Sentence => &[
@@ -582,6 +608,7 @@ pub(crate) fn chunk(document: &Document, options: &ChunkOptions) -> Result<Vec<C
         Strategy::Markdown if options.headers.is_some() => {
             return Ok(with_metadata(markdown_sections(text, options), document));
         }
+        Strategy::Html => return html_chunks(document, options),
         Strategy::Json => {
             let max_size = options.required_max_size()?;
             let rules = json::Rules {
@@ -633,16 +660,18 @@ pub(crate) fn chunk(document: &Document, options: &ChunkOptions) -> Result<Vec<C
         }
         Strategy::Recursive => recursive::split(text, options, &options.splitter()?)?,
         Strategy::Character => character::split(text, options, &options.splitter()?)?,
-        Strategy::Markdown => recursive::split(
-            text,
-            &options.clone().language(Language::Markdown),
-            &options.splitter()?,
-        )?,
-        Strategy::Latex => recursive::split(
-            text,
-            &options.clone().language(Language::Latex),
-            &options.splitter()?,
-        )?,
+        Strategy::Markdown | Strategy::Latex => {
+            let language = if options.strategy == Strategy::Latex {
+                Language::Latex
+            } else {
+                Language::Markdown
+            };
+            recursive::split(
+                text,
+                &options.clone().language(language),
+                &options.splitter()?,
+            )?
+        }
     };
     Ok(options.splitter()?.chunks(text, pieces, document.meta()))
 }
@@ -669,6 +698,53 @@ fn markdown_sections(text: &str, options: &ChunkOptions) -> Vec<(String, Map<Str
             strip_headers: options.strip_headers.unwrap_or(true),
         },
     )
+}
+
+/// The html strategy: sections, cut further with `maxSize`.
+fn html_chunks(document: &Document, options: &ChunkOptions) -> Result<Vec<Chunk>, ChunkError> {
+    let (headers, aggregate) = match (&options.headers, &options.sections) {
+        (Some(headers), _) if !headers.is_empty() => {
+            (headers, !options.return_each_line.unwrap_or(false))
+        }
+        (_, Some(sections)) if !sections.is_empty() => {
+            // Mastra builds its recursive splitter from the options in this mode, whether
+            // `maxSize` is given or not: a too-large overlap is refused either way.
+            options.splitter()?;
+            (sections, false)
+        }
+        _ => {
+            return Err(ChunkError::MissingOption {
+                strategy: "html",
+                option: "headers' or 'sections",
+            });
+        }
+    };
+    let splitter = options.max_size.map(|_| options.splitter()).transpose()?;
+    let mut sections = html::split(document.text(), &html::Rules { headers, aggregate });
+    // Mastra sets a header whose text is `#TITLE#` to the document's `Title`.
+    let title = document.meta().get("Title").cloned();
+    for (_, metadata) in &mut sections {
+        for (key, value) in metadata.clone() {
+            if value.as_str() == Some("#TITLE#") {
+                match &title {
+                    Some(title) => metadata.insert(key, title.clone()),
+                    None => metadata.remove(&key),
+                };
+            }
+        }
+    }
+    let Some(splitter) = splitter else {
+        return Ok(with_metadata(sections, document));
+    };
+    let recursive = ChunkOptions::recursive();
+    let mut chunks = Vec::new();
+    for (text, own) in sections {
+        let mut metadata = document.meta().clone();
+        metadata.extend(own);
+        let pieces = recursive::split(&text, &recursive, &splitter)?;
+        chunks.extend(splitter.chunks(&text, pieces, &metadata));
+    }
+    Ok(chunks)
 }
 
 /// The semantic-markdown strategy, each chunk with its `tokenCount`.

@@ -39,6 +39,10 @@ enum Bug {
     /// (issue #24128, still in 2.6.4's sentence strategy): chunks pass `maxSize`, and some
     /// are only the repeated overlap.
     OverlapPastMaxSize,
+    /// Mastra's HTML text repeats every element's text, runs table cells together, gives a
+    /// section the text of headers nested after it and groups sections by tag; Kestrel
+    /// gives each text once, to the nearest header before it, in page order.
+    HtmlText,
 }
 
 const KNOWN_MASTRA_BUGS: &[(&str, Bug)] = &[
@@ -51,6 +55,13 @@ const KNOWN_MASTRA_BUGS: &[(&str, Bug)] = &[
     ("latex/max300-overlap0", Bug::PatternInText),
     ("latex/max120-overlap100-large", Bug::PatternInText),
     ("sentence/max200-overlap150-large", Bug::OverlapPastMaxSize),
+    ("html/headers-h1-h3", Bug::HtmlText),
+    ("html/headers-h2-only", Bug::HtmlText),
+    ("html/headers-return-each-line", Bug::HtmlText),
+    ("html/headers-max100-overlap0", Bug::HtmlText),
+    ("html/sections-h1-h2", Bug::HtmlText),
+    ("html/sections-h1-h3", Bug::HtmlText),
+    ("html/sections-h1-h3-max120-overlap20", Bug::HtmlText),
 ];
 
 fn size(text: &str) -> usize {
@@ -128,6 +139,74 @@ fn better_than_mastra(
                 Some(whole.len()),
                 "{name}: the end is missing"
             );
+        }
+        Bug::HtmlText => {
+            // The same headers with the same metadata (xpath aside: Mastra's are all `[1]` in
+            // sections mode), in page order.
+            let headers = |metadata: &Value| -> Vec<(String, String)> {
+                metadata
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .filter(|(k, _)| !["xpath", "source", "lang"].contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_owned()))
+                    .collect()
+            };
+            let mut ours: Vec<_> = chunks
+                .iter()
+                .flat_map(|c| headers(&Value::Object(c.metadata.clone())))
+                .collect();
+            let page = document.text();
+            let positions: Vec<usize> = ours
+                .iter()
+                .map(|(_, header)| page.find(&format!(">{header}<")).unwrap())
+                .collect();
+            assert!(
+                positions.is_sorted(),
+                "{name}: sections out of page order: {ours:?}"
+            );
+            let mut mastra: Vec<_> = theirs
+                .iter()
+                .flat_map(|c| headers(&c["metadata"]))
+                .collect();
+            ours.sort();
+            ours.dedup();
+            mastra.sort();
+            mastra.dedup();
+            assert_eq!(ours, mastra, "{name}: the headers");
+            if case["options"].get("headers").is_some() {
+                for chunk in chunks {
+                    let xpath = &chunk.metadata["xpath"];
+                    assert!(
+                        theirs.iter().any(|c| c["metadata"]["xpath"] == *xpath),
+                        "{name}: xpath {xpath}"
+                    );
+                }
+            }
+            // No word that is not Mastra's, and fewer words (each text once).
+            let their_words: std::collections::HashSet<&str> = their_texts
+                .iter()
+                .flat_map(|t| t.split_whitespace())
+                .collect();
+            let mut our_count = 0;
+            for chunk in chunks {
+                for word in chunk.text.split_whitespace() {
+                    assert!(
+                        their_words.contains(word),
+                        "{name}: {word:?} is not Mastra's"
+                    );
+                    our_count += 1;
+                }
+            }
+            let their_count: usize = their_texts
+                .iter()
+                .map(|t| t.split_whitespace().count())
+                .sum();
+            assert!(
+                our_count < their_count,
+                "{name}: {our_count} words, Mastra {their_count}"
+            );
+            return;
         }
     }
     let (ours, theirs) = (chunks.len() as f64, theirs.len() as f64);
@@ -219,6 +298,11 @@ fn semantic_markdown_cuts_where_mastra_cuts() {
 }
 
 #[test]
+fn html_cuts_where_mastra_cuts() {
+    assert!(run("html") >= 8);
+}
+
+#[test]
 fn options_a_strategy_does_not_take_are_refused_by_name() {
     let document = Document::from_text("one two three");
     let error = document
@@ -254,6 +338,7 @@ fn bad_options_of_the_new_strategies_are_named() {
     assert!(message(ChunkOptions::token().encoding("cl99k")).contains("'encodingName'"));
     assert!(message(ChunkOptions::token().model("gpt-9")).contains("'modelName'"));
     assert!(message(ChunkOptions::sentence(100).join_threshold(5)).contains("'joinThreshold'"));
+    assert!(message(ChunkOptions::html()).contains("'headers' or 'sections'"));
     let missing = ChunkOptions::from_json(&serde_json::json!({"strategy": "json"})).unwrap();
     assert!(message(missing).contains("'maxSize'"));
     let error = ChunkOptions::from_json(
@@ -282,6 +367,86 @@ fn special_tokens_are_refused_unless_allowed() {
         error.to_string(),
         "The text contains a special token that is not allowed: <|endoftext|>"
     );
+}
+
+#[test]
+fn html_sections_hold_each_text_once_in_page_order() {
+    let page = std::fs::read_to_string(fixtures().join("documents/page.html")).unwrap();
+    let chunks = Document::from_html(page)
+        .chunk(
+            &ChunkOptions::html()
+                .header("h1", "Header 1")
+                .header("h2", "Header 2")
+                .header("h3", "Header 3"),
+        )
+        .unwrap();
+    let got: Vec<(&str, &str, &str)> = chunks
+        .iter()
+        .map(|c| {
+            let (key, value) = c.metadata.iter().find(|(k, _)| *k != "xpath").unwrap();
+            (key.as_str(), value.as_str().unwrap(), c.text.as_str())
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "Header 1",
+                "Heronsgate Fen Field Guide",
+                "Welcome to the field guide of the Marsh Lantern Society. The fen lies between \
+                 the river & the sea wall, and its paths are open all year.\nPlease keep dogs \
+                 on a lead — ground-nesting birds are easily disturbed."
+            ),
+            (
+                "Header 2",
+                "Seasons",
+                "Each season brings a different set of visitors to the reed beds and open water."
+            ),
+            (
+                "Header 3",
+                "Winter",
+                "Wigeon, teal & pintail gather on the flooded grazing. Short-eared owls hunt \
+                 the rough grass at dusk.\nBest hide: the Sluice Hide\nBest time: the hour \
+                 before sunset\nTide: check the tables, high water < 5.2 m is ideal"
+            ),
+            (
+                "Header 3",
+                "Spring",
+                "Avocets return in March. Listen for the bittern booming from the reeds at \
+                 first light."
+            ),
+            (
+                "Header 2",
+                "Counts",
+                "The society's October count has run since 1962. Recent totals are below.\n\
+                 Year Species Birds\n2022 71 8,412\n2023 68 7,950"
+            ),
+            (
+                "Header 2",
+                "Visiting",
+                "The car park opens at 06:00. Entry is free for members; visitors pay £3 at \
+                 the café.\n© Marsh Lantern Society. Contact: warden@example.org"
+            ),
+        ]
+    );
+    assert_eq!(chunks[5].metadata["xpath"], "/html[1]/body[1]/div[1]/h2[1]");
+}
+
+#[test]
+fn html_keeps_preformatted_text_and_joins_repeated_headers() {
+    let page = "<h2>Notes</h2><p>One   two</p><pre>fn main() {\n    body\n}</pre>\
+                <h2>Notes</h2><p>Three</p>";
+    let options = ChunkOptions::html().header("h2", "Section");
+    let chunks = Document::from_html(page).chunk(&options).unwrap();
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].text, "One two\nfn main() {\n    body\n}  \nThree");
+    let options = ChunkOptions::from_json(&serde_json::json!({
+        "strategy": "html", "headers": [["h2", "Section"]], "returnEachLine": true
+    }))
+    .unwrap();
+    let each = Document::from_html(page).chunk(&options).unwrap();
+    assert_eq!(each.len(), 2);
+    assert_eq!(each[1].metadata["xpath"], "/html[1]/body[1]/h2[2]");
 }
 
 #[test]
