@@ -185,20 +185,22 @@ fn write_value(out: &mut String, value: &Js, strings: Strings) {
             }
             out.push(']');
         }
-        Js::Object(object) => {
-            out.push('{');
-            for (i, (key, item)) in object.0.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                // Keys are never escaped nor unescaped (as in Mastra).
-                write_string(out, key, Strings::Plain);
-                out.push(':');
-                write_value(out, item, strings);
-            }
-            out.push('}');
-        }
+        Js::Object(object) => write_object(out, object, strings),
     }
+}
+
+fn write_object(out: &mut String, object: &Object, strings: Strings) {
+    out.push('{');
+    for (i, (key, item)) in object.0.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        // Keys are never escaped nor unescaped (as in Mastra).
+        write_string(out, key, Strings::Plain);
+        out.push(':');
+        write_value(out, item, strings);
+    }
+    out.push('}');
 }
 
 /// A number as JavaScript writes it (`1`, `0.5`, `1e+21`, `1e-7`; `null` when not finite).
@@ -397,6 +399,12 @@ impl Splitter<'_> {
         json_size(value) <= self.rules.max_size
     }
 
+    fn fits_object(&self, object: &Object) -> bool {
+        let mut text = String::new();
+        write_object(&mut text, object, Strings::Plain);
+        text.encode_utf16().count() <= self.rules.max_size
+    }
+
     /// Mastra's `splitJson`: the top level's entries.
     fn split(&self, data: &Js) -> Vec<Js> {
         // `[{}]`: Mastra starts from one empty chunk, dropped at the end.
@@ -424,20 +432,13 @@ impl Splitter<'_> {
     fn primitive(&self, value: Js, key: String, current: &mut Object, chunks: &mut Vec<Js>) {
         let mut alone = Object::default();
         alone.set(key.clone(), value.clone());
-        let alone = Js::Object(alone);
-        if self.fits(&alone) {
+        if self.fits_object(&alone) {
             let mut with = current.clone();
             with.set(key, value);
-            let with = Js::Object(with);
-            if self.fits(&with) {
-                if let Js::Object(with) = with {
-                    *current = with;
-                }
+            if self.fits_object(&with) {
+                *current = with;
             } else {
-                chunks.push(Js::Object(std::mem::take(current)));
-                if let Js::Object(alone) = alone {
-                    *current = alone;
-                }
+                chunks.push(Js::Object(std::mem::replace(current, alone)));
             }
             return;
         }
