@@ -2,16 +2,30 @@
 //!
 //! - [`document`]: a [`Document`] (text, Markdown, HTML or JSON, with metadata) and
 //!   [`Document::chunk`].
-//! - [`chunk`]: Mastra's chunking strategies and their options ([`ChunkOptions`]), cutting
-//!   where `@mastra/rag` cuts: the same input gives the same chunks (the fixtures under
-//!   `tests/fixtures/chunking` were generated from `@mastra/rag` 2.6.4).
+//! - [`chunk`]: Mastra's nine chunking strategies (recursive, character, token, markdown,
+//!   html, json, latex, sentence, semantic-markdown) and their options ([`ChunkOptions`]),
+//!   cutting where `@mastra/rag` cuts: the same input gives the same chunks (the fixtures
+//!   under `tests/fixtures/chunking` were generated from `@mastra/rag` 2.6.4), except where
+//!   Mastra has a known bug, listed in [`chunk`]'s strategies and in `docs/rag.md`.
 //! - [`vector`]: the [`VectorStore`] port (Mastra's vector store contract, its metadata
 //!   [`Filter`] language) and its backends: in memory, SQLite (feature `sqlite`, on by
 //!   default) and PostgreSQL with pgvector (feature `pgvector`).
 //! - `testing` (feature `testing`): the conformance suite every vector store passes.
 //!
+//! ```
+//! use kestrel_rag::{ChunkOptions, Document};
+//!
+//! let document = Document::from_text("Kestrels hover. They hunt voles. They nest in towers.")
+//!     .with("source", "notes.txt");
+//! let chunks = document.chunk(&ChunkOptions::sentence(40))?;
+//! assert_eq!(chunks[0].text, "Kestrels hover. They hunt voles.");
+//! assert_eq!(chunks[0].metadata["source"], "notes.txt");
+//! # Ok::<(), kestrel_rag::ChunkError>(())
+//! ```
+//!
 //! Sizes are counted as Mastra counts them: in UTF-16 code units (JavaScript's
-//! `String.length`), so an emoji counts two.
+//! `String.length`), so an emoji counts two; the token strategies count OpenAI tokens, and
+//! json counts characters of JSON text.
 
 pub mod chunk;
 pub mod document;
@@ -19,7 +33,7 @@ pub mod document;
 pub mod testing;
 pub mod vector;
 
-pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, Strategy};
+pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, SpecialTokens, Strategy};
 pub use document::{Document, DocumentKind};
 pub use vector::memory::InMemoryVectorStore;
 pub use vector::{

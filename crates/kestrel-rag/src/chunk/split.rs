@@ -13,7 +13,7 @@ pub fn size(text: &str) -> usize {
 }
 
 /// Whitespace as JavaScript's `trim` sees it (no U+0085; U+FEFF included).
-fn is_js_space(c: char) -> bool {
+pub(crate) fn is_js_space(c: char) -> bool {
     (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}'
 }
 
