@@ -307,6 +307,143 @@ impl PgVectorStore {
     }
 }
 
+/// A query's statement and what it binds, ready to run (or explain) in a transaction whose
+/// search settings are already made.
+struct QueryPlan {
+    sql: String,
+    vector: Option<Vector>,
+    min_score: f64,
+    params: Vec<Param>,
+}
+
+impl QueryPlan {
+    fn bind<'q>(
+        &self,
+        sql: &'q str,
+    ) -> sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments> {
+        let query = match &self.vector {
+            Some(vector) => sqlx::query(sql).bind(vector.clone()).bind(self.min_score),
+            None => sqlx::query(sql),
+        };
+        bind_params(query, self.params.clone())
+    }
+}
+
+impl PgVectorStore {
+    /// PostgreSQL's plan for a query, as `EXPLAIN` prints it, with the search settings the
+    /// query would run with: to check that an ANN index is used.
+    pub async fn explain(&self, query: &VectorQuery) -> Result<String, VectorError> {
+        const OP: &str = "explain";
+        let mut tx = self.begin(OP).await?;
+        let plan = self.plan(&mut tx, query, OP).await?;
+        let explain = format!("EXPLAIN {}", plan.sql);
+        let lines: Vec<String> = plan
+            .bind(&explain)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend(OP))?
+            .iter()
+            .map(|row| row.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()
+            .map_err(backend(OP))?;
+        tx.rollback().await.map_err(backend(OP))?;
+        Ok(lines.join("\n"))
+    }
+
+    /// Checks a query, makes its search settings (local to `tx`) and builds its statement.
+    async fn plan(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        query: &VectorQuery,
+        operation: &'static str,
+    ) -> Result<QueryPlan, VectorError> {
+        let table = self.table(&query.index_name)?;
+        let info = self.info(tx, &query.index_name, operation).await?;
+        query.check(info.dimension, info.metric)?;
+        // A literal, not a parameter: with `LIMIT $n` the planner guesses a tenth of the table
+        // and prefers a sequential scan to the ANN index. `check` bounded it.
+        let top_k = query.top_k;
+        let filter = query.filter.as_ref().filter(|f| !f.is_empty());
+        let embedding = if query.include_vector {
+            "embedding AS vec"
+        } else {
+            "NULL::vector AS vec"
+        };
+        let Some(vector) = &query.query_vector else {
+            let compiled = filter.map(|f| filter::compile(f.root(), 1));
+            let sql = format!(
+                "SELECT vector_id, metadata, {embedding}, 0::float8 AS score FROM {table} \
+                 WHERE namespace = 'default' AND {} ORDER BY vector_id COLLATE \"C\" LIMIT {top_k}",
+                compiled.as_ref().map_or("TRUE", |c| c.sql.as_str())
+            );
+            return Ok(QueryPlan {
+                sql,
+                vector: None,
+                min_score: 0.0,
+                params: compiled.map(|c| c.params).unwrap_or_default(),
+            });
+        };
+        let mut settings: Vec<(&str, String)> = Vec::new();
+        match info.kind {
+            IndexKind::Hnsw => {
+                // Mastra's rule: ef_search = min(1000, max(top_k, m · top_k)).
+                let m = info.hnsw_m.unwrap_or(16) as usize;
+                let ef = query.ef.map_or_else(
+                    || (m * top_k).max(top_k).min(1000),
+                    |ef| ef.clamp(1, 1000) as usize,
+                );
+                settings.push(("hnsw.ef_search", ef.to_string()));
+                if self.iterative_scans {
+                    settings.push(("hnsw.iterative_scan", "strict_order".to_owned()));
+                }
+            }
+            IndexKind::IvfFlat => {
+                let lists = info.ivf_lists.unwrap_or(100);
+                let probes = query
+                    .probes
+                    .unwrap_or_else(|| (f64::from(lists).sqrt().ceil() as u32).max(1));
+                settings.push(("ivfflat.probes", probes.clamp(1, lists).to_string()));
+                if self.iterative_scans && filter.is_some() {
+                    settings.push(("ivfflat.iterative_scan", "relaxed_order".to_owned()));
+                }
+            }
+            IndexKind::Flat => {}
+        }
+        for (key, value) in settings {
+            sqlx::query("SELECT set_config($1, $2, true)")
+                .bind(key)
+                .bind(value)
+                .execute(&mut **tx)
+                .await
+                .map_err(backend(operation))?;
+        }
+        let distance = format!("embedding {} $1", distance_operator(info.metric));
+        let score = score_expression(info.metric, &distance);
+        // Ties are broken by id where the scan is exact; an ANN index orders by distance
+        // alone (another sort key would keep PostgreSQL from using it).
+        let tie_break = if info.kind == IndexKind::Flat {
+            ", vector_id COLLATE \"C\""
+        } else {
+            ""
+        };
+        let compiled = filter.map(|f| filter::compile(f.root(), 3));
+        let sql = format!(
+            "SELECT vector_id, metadata, vec, score FROM (\
+             SELECT vector_id, metadata, {embedding}, {score}::float8 AS score \
+             FROM {table} WHERE namespace = 'default' AND {} \
+             ORDER BY {distance}{tie_break} LIMIT {top_k}) AS nearest \
+             WHERE score >= $2 ORDER BY score DESC, vector_id COLLATE \"C\"",
+            compiled.as_ref().map_or("TRUE", |c| c.sql.as_str())
+        );
+        Ok(QueryPlan {
+            sql,
+            vector: Some(Vector::from(vector.clone())),
+            min_score: query.min_score.map_or(f64::NEG_INFINITY, f64::from),
+            params: compiled.map(|c| c.params).unwrap_or_default(),
+        })
+    }
+}
+
 /// Binds compiled filter parameters in order.
 fn bind_params<'q>(
     mut query: sqlx::query::Query<'q, Postgres, sqlx::postgres::PgArguments>,
@@ -545,105 +682,13 @@ impl VectorStore for PgVectorStore {
 
     async fn query(&self, query: VectorQuery) -> Result<Vec<QueryResult>, VectorError> {
         const OP: &str = "query";
-        let table = self.table(&query.index_name)?;
         let mut tx = self.begin(OP).await?;
-        let info = self.info(&mut tx, &query.index_name, OP).await?;
-        query.check(info.dimension, info.metric)?;
-        let top_k = i64::try_from(query.top_k).unwrap_or(i64::MAX);
-        let filter = query.filter.as_ref().filter(|f| !f.is_empty());
-        let embedding = if query.include_vector {
-            "embedding AS vec"
-        } else {
-            "NULL::vector AS vec"
-        };
-        let rows = match &query.query_vector {
-            None => {
-                let compiled = filter.map(|f| filter::compile(f.root(), 2));
-                let sql = format!(
-                    "SELECT vector_id, metadata, {embedding}, 0::float8 AS score FROM {table} \
-                     WHERE namespace = 'default' AND {} ORDER BY vector_id COLLATE \"C\" LIMIT $1",
-                    compiled.as_ref().map_or("TRUE", |c| c.sql.as_str())
-                );
-                let params = compiled.map(|c| c.params).unwrap_or_default();
-                bind_params(sqlx::query(&sql).bind(top_k), params)
-                    .fetch_all(&mut *tx)
-                    .await
-                    .map_err(backend(OP))?
-            }
-            Some(vector) => {
-                match info.kind {
-                    IndexKind::Hnsw => {
-                        let m = i64::from(info.hnsw_m.unwrap_or(16));
-                        let ef = query.ef.map_or_else(
-                            || (m * top_k).max(top_k).min(1000),
-                            |ef| i64::from(ef.clamp(1, 1000)),
-                        );
-                        let mut settings = vec![("hnsw.ef_search", ef.to_string())];
-                        if self.iterative_scans {
-                            settings.push(("hnsw.iterative_scan", "strict_order".to_owned()));
-                        }
-                        for (key, value) in settings {
-                            sqlx::query("SELECT set_config($1, $2, true)")
-                                .bind(key)
-                                .bind(value)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(backend(OP))?;
-                        }
-                    }
-                    IndexKind::IvfFlat => {
-                        let lists = info.ivf_lists.unwrap_or(100);
-                        let probes = query
-                            .probes
-                            .unwrap_or_else(|| (f64::from(lists).sqrt().ceil() as u32).max(1));
-                        let mut settings =
-                            vec![("ivfflat.probes", probes.clamp(1, lists).to_string())];
-                        if self.iterative_scans && filter.is_some() {
-                            settings.push(("ivfflat.iterative_scan", "relaxed_order".to_owned()));
-                        }
-                        for (key, value) in settings {
-                            sqlx::query("SELECT set_config($1, $2, true)")
-                                .bind(key)
-                                .bind(value)
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(backend(OP))?;
-                        }
-                    }
-                    IndexKind::Flat => {}
-                }
-                let distance = format!("embedding {} $1", distance_operator(info.metric));
-                let score = score_expression(info.metric, &distance);
-                // Ties are broken by id where the scan is exact; an ANN index orders by
-                // distance alone (another key would keep PostgreSQL from using it).
-                let tie_break = if info.kind == IndexKind::Flat {
-                    ", vector_id COLLATE \"C\""
-                } else {
-                    ""
-                };
-                let compiled = filter.map(|f| filter::compile(f.root(), 4));
-                let sql = format!(
-                    "SELECT vector_id, metadata, vec, score FROM (\
-                     SELECT vector_id, metadata, {embedding}, {score}::float8 AS score \
-                     FROM {table} WHERE namespace = 'default' AND {} \
-                     ORDER BY {distance}{tie_break} LIMIT $2) AS nearest \
-                     WHERE score >= $3 ORDER BY score DESC, vector_id COLLATE \"C\"",
-                    compiled.as_ref().map_or("TRUE", |c| c.sql.as_str())
-                );
-                let params = compiled.map(|c| c.params).unwrap_or_default();
-                let min_score = query.min_score.map_or(f64::NEG_INFINITY, f64::from);
-                bind_params(
-                    sqlx::query(&sql)
-                        .bind(Vector::from(vector.clone()))
-                        .bind(top_k)
-                        .bind(min_score),
-                    params,
-                )
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(backend(OP))?
-            }
-        };
+        let plan = self.plan(&mut tx, &query, OP).await?;
+        let rows = plan
+            .bind(&plan.sql)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend(OP))?;
         tx.commit().await.map_err(backend(OP))?;
         rows.into_iter()
             .map(|row| {
