@@ -10,6 +10,10 @@
 //! - [`vector`]: the [`VectorStore`] port (Mastra's vector store contract, its metadata
 //!   [`Filter`] language) and its backends: in memory, SQLite (feature `sqlite`, on by
 //!   default) and PostgreSQL with pgvector (feature `pgvector`).
+//! - [`embed`]: [`embed_many`], in batches, a few at a time, with retries; [`ingest`]: chunks
+//!   embedded and upserted, the index checked against the embedder.
+//! - [`query_tool`]: [`VectorQueryTool`], Mastra's `createVectorQueryTool`, optionally with a
+//!   [`Reranker`] ([`rerank`]).
 //! - `testing` (feature `testing`): the conformance suite every vector store passes.
 //!
 //! ```
@@ -29,12 +33,20 @@
 
 pub mod chunk;
 pub mod document;
+pub mod embed;
+pub mod ingest;
+pub mod query_tool;
+pub mod rerank;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod vector;
 
 pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, SpecialTokens, Strategy};
 pub use document::{Document, DocumentKind};
+pub use embed::{EmbedOptions, embed, embed_many};
+pub use ingest::RagError;
+pub use query_tool::{VectorQueryTool, VectorQueryToolBuilder};
+pub use rerank::{ModelRelevanceScorer, RelevanceScorer, RerankWeights, Reranker};
 pub use vector::memory::InMemoryVectorStore;
 pub use vector::{
     CreateIndex, Filter, FilterError, IndexStats, Metric, QueryResult, Selector, Upsert,

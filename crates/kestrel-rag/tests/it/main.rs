@@ -4,6 +4,7 @@
 
 mod chunking;
 mod filter;
+mod retrieval;
 mod vector_memory;
 mod vector_pgvector;
 mod vector_sqlite;
