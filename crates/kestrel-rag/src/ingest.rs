@@ -162,3 +162,306 @@ pub async fn upsert_chunks_with(
         .await?;
     Ok(ids)
 }
+
+/// The metadata key holding a chunk's file, relative to the folder ingested.
+pub const SOURCE_KEY: &str = "source";
+/// The metadata key holding the sha256 of the file a chunk came from.
+pub const SOURCE_HASH_KEY: &str = "sourceHash";
+/// The metadata key holding a chunk's position in its file.
+pub const CHUNK_KEY: &str = "chunk";
+/// The file extensions [`ingest_paths`] reads from folders.
+pub const DEFAULT_EXTENSIONS: &[&str] = &["md", "markdown", "mdx", "txt", "html", "htm", "json"];
+/// The largest file [`ingest_paths`] reads (bigger ones are reported, not read).
+pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How [`ingest_paths`] reads and cuts files.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
+    /// The chunking for every file; `None` picks by kind: Markdown's strategy for Markdown,
+    /// recursive for the rest, both at 1000 characters with 100 of overlap (all-MiniLM-L6-v2
+    /// reads 256 tokens, about 1000 characters).
+    pub chunking: Option<crate::chunk::ChunkOptions>,
+    /// How chunks are embedded.
+    pub embed: EmbedOptions,
+    /// The extensions read from folders (files named explicitly are always read).
+    pub extensions: Vec<String>,
+}
+
+impl Default for IngestOptions {
+    fn default() -> Self {
+        IngestOptions {
+            chunking: None,
+            embed: EmbedOptions::default(),
+            extensions: DEFAULT_EXTENSIONS.iter().map(|e| (*e).to_owned()).collect(),
+        }
+    }
+}
+
+/// What happened to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileOutcome {
+    /// Chunked, embedded and stored (its old chunks replaced): this many chunks.
+    Ingested(usize),
+    /// Unchanged since it was last ingested.
+    Unchanged,
+    /// Could not be ingested; nothing of it changed in the index.
+    Failed(String),
+}
+
+/// Progress of [`ingest_paths`], reported after each file.
+#[derive(Debug, Clone)]
+pub struct IngestProgress<'a> {
+    /// Files done so far.
+    pub done: usize,
+    /// Files in all.
+    pub total: usize,
+    /// The file just done (its `source`).
+    pub source: &'a str,
+    /// What happened to it.
+    pub outcome: &'a FileOutcome,
+}
+
+/// What [`ingest_paths`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Each file's `source` and outcome, in the order read.
+    pub files: Vec<(String, FileOutcome)>,
+}
+
+impl IngestReport {
+    /// Files ingested (changed or new).
+    pub fn ingested(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::Ingested(_)))
+    }
+
+    /// Files skipped as unchanged.
+    pub fn unchanged(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::Unchanged))
+    }
+
+    /// Files that failed.
+    pub fn failed(&self) -> usize {
+        self.count(|o| matches!(o, FileOutcome::Failed(_)))
+    }
+
+    /// Chunks stored.
+    pub fn chunks(&self) -> usize {
+        self.files
+            .iter()
+            .map(|(_, o)| match o {
+                FileOutcome::Ingested(n) => *n,
+                _ => 0,
+            })
+            .sum()
+    }
+
+    fn count(&self, f: impl Fn(&FileOutcome) -> bool) -> usize {
+        self.files.iter().filter(|(_, o)| f(o)).count()
+    }
+}
+
+/// The files under `paths` to read: each file named, and the files with one of `extensions`
+/// in each folder (recursively; hidden entries, `node_modules` and `target` skipped), sorted,
+/// each with its `source`: its path relative to the folder it was found in (prefixed by the
+/// folder's name), or the file's name.
+pub fn collect_files(
+    paths: &[std::path::PathBuf],
+    extensions: &[String],
+) -> std::io::Result<Vec<(std::path::PathBuf, String)>> {
+    let mut files = Vec::new();
+    for path in paths {
+        let metadata = std::fs::metadata(path)?;
+        if metadata.is_file() {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            files.push((path.clone(), name));
+        } else {
+            let root_name = path
+                .canonicalize()?
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let mut found = Vec::new();
+            walk(path, extensions, &mut found)?;
+            found.sort();
+            for file in found {
+                let relative = file.strip_prefix(path).unwrap_or(&file);
+                let source = std::path::Path::new(&root_name)
+                    .join(relative)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                files.push((file, source));
+            }
+        }
+    }
+    Ok(files)
+}
+
+fn walk(
+    dir: &std::path::Path,
+    extensions: &[String],
+    found: &mut Vec<std::path::PathBuf>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || name == "node_modules" || name == "target" {
+            continue;
+        }
+        let file_type = entry.file_type()?;
+        let path = entry.path();
+        if file_type.is_dir() {
+            walk(&path, extensions, found)?;
+        } else if file_type.is_file()
+            && path
+                .extension()
+                .map(|e| e.to_string_lossy().to_ascii_lowercase())
+                .is_some_and(|e| extensions.iter().any(|x| x.eq_ignore_ascii_case(&e)))
+        {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn chunking_for(source: &str, options: &IngestOptions) -> crate::chunk::ChunkOptions {
+    options.chunking.clone().unwrap_or_else(|| {
+        let extension = source
+            .rsplit_once('.')
+            .map(|(_, e)| e.to_ascii_lowercase())
+            .unwrap_or_default();
+        let base = if matches!(extension.as_str(), "md" | "markdown" | "mdx") {
+            crate::chunk::ChunkOptions::markdown()
+        } else {
+            crate::chunk::ChunkOptions::recursive()
+        };
+        base.max_size(1000).overlap(100)
+    })
+}
+
+fn document_for(source: &str, text: String) -> crate::document::Document {
+    let extension = source
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
+    match extension.as_str() {
+        "md" | "markdown" | "mdx" => crate::document::Document::from_markdown(text),
+        "html" | "htm" => crate::document::Document::from_html(text),
+        "json" => crate::document::Document::from_json(text),
+        _ => crate::document::Document::from_text(text),
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Ingests files and folders into `index_name` (created for `embedder` if missing), one
+/// file at a time, resumably: a file whose content is unchanged since it was last ingested
+/// is skipped, and a changed file's chunks replace its old ones in one write, so an
+/// interrupted ingest leaves every file either as it was or fully updated. Each chunk's
+/// metadata has `source`, `sourceHash`, `chunk` and `text`; its id is `<source>#<chunk>`.
+///
+/// A file that cannot be read or cut is reported in the [`IngestReport`] and the others go
+/// on; an embedder or store failure stops the ingest.
+pub async fn ingest_paths(
+    store: &dyn VectorStore,
+    index_name: &str,
+    embedder: &dyn Embedder,
+    paths: &[std::path::PathBuf],
+    options: &IngestOptions,
+    mut progress: impl FnMut(IngestProgress<'_>),
+) -> Result<IngestReport, RagError> {
+    ensure_index(store, index_name, embedder).await?;
+    let files = collect_files(paths, &options.extensions)
+        .map_err(|e| VectorError::invalid("paths", e.to_string()))?;
+    let total = files.len();
+    let mut report = IngestReport::default();
+    for (done, (path, source)) in files.into_iter().enumerate() {
+        let outcome = ingest_file(store, index_name, embedder, &path, &source, options).await?;
+        progress(IngestProgress {
+            done: done + 1,
+            total,
+            source: &source,
+            outcome: &outcome,
+        });
+        report.files.push((source, outcome));
+    }
+    Ok(report)
+}
+
+async fn ingest_file(
+    store: &dyn VectorStore,
+    index_name: &str,
+    embedder: &dyn Embedder,
+    path: &std::path::Path,
+    source: &str,
+    options: &IngestOptions,
+) -> Result<FileOutcome, RagError> {
+    let bytes = match std::fs::metadata(path) {
+        Ok(metadata) if metadata.len() > MAX_FILE_BYTES => {
+            return Ok(FileOutcome::Failed(format!(
+                "larger than {} MiB",
+                MAX_FILE_BYTES / 1024 / 1024
+            )));
+        }
+        Ok(_) => match std::fs::read(path) {
+            Ok(bytes) => bytes,
+            Err(e) => return Ok(FileOutcome::Failed(e.to_string())),
+        },
+        Err(e) => return Ok(FileOutcome::Failed(e.to_string())),
+    };
+    let hash = sha256_hex(&bytes);
+    let mine = crate::vector::Filter::parse(serde_json::json!({ SOURCE_KEY: source }))
+        .map_err(VectorError::from)?;
+    let existing = store
+        .query(crate::vector::VectorQuery::by_filter(index_name, mine.clone()).top_k(1))
+        .await?;
+    if existing
+        .first()
+        .and_then(|r| r.metadata.get(SOURCE_HASH_KEY))
+        .and_then(Value::as_str)
+        == Some(hash.as_str())
+    {
+        return Ok(FileOutcome::Unchanged);
+    }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Ok(FileOutcome::Failed("not UTF-8 text".to_owned()));
+    };
+    let chunking = chunking_for(source, options);
+    let document = document_for(source, text)
+        .with(SOURCE_KEY, source)
+        .with(SOURCE_HASH_KEY, hash.as_str());
+    let chunks = match document.chunk(&chunking) {
+        Ok(chunks) => chunks,
+        Err(e) => return Ok(FileOutcome::Failed(e.to_string())),
+    };
+    let chunks: Vec<Chunk> = chunks
+        .into_iter()
+        .filter(|c| !c.text.trim().is_empty())
+        .enumerate()
+        .map(|(i, mut chunk)| {
+            chunk.metadata.insert(CHUNK_KEY.to_owned(), Value::from(i));
+            chunk
+        })
+        .collect();
+    let ids = (0..chunks.len()).map(|i| format!("{source}#{i}")).collect();
+    upsert_chunks_with(
+        store,
+        index_name,
+        embedder,
+        &chunks,
+        ids,
+        Some(mine),
+        &options.embed,
+    )
+    .await?;
+    Ok(FileOutcome::Ingested(chunks.len()))
+}

@@ -508,3 +508,99 @@ async fn the_query_tool_is_a_workflow_step() {
         "{output}"
     );
 }
+
+#[tokio::test]
+async fn ingesting_a_folder_is_resumable_and_replaces_changed_files() {
+    use kestrel_rag::ingest::{FileOutcome, IngestOptions, ingest_paths};
+    use kestrel_rag::vector::sqlite::SqliteVectorStore;
+    use kestrel_rag::{Filter, VectorQuery, VectorStore};
+
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(docs.join("sub")).unwrap();
+    std::fs::create_dir_all(docs.join(".hidden")).unwrap();
+    std::fs::create_dir_all(docs.join("node_modules")).unwrap();
+    std::fs::write(docs.join("a.md"), GUIDE).unwrap();
+    std::fs::write(docs.join("b.txt"), "Kestrels hover over fields.").unwrap();
+    std::fs::write(docs.join("sub/c.md"), "# Deep\n\nA page in a folder.").unwrap();
+    std::fs::write(docs.join(".hidden/x.md"), "hidden").unwrap();
+    std::fs::write(docs.join("node_modules/y.md"), "vendored").unwrap();
+    std::fs::write(docs.join("logo.png"), [0u8, 159, 146, 150]).unwrap();
+    let binary = dir.path().join("notes.txt");
+    std::fs::write(&binary, [0xffu8, 0xfe, 0x00]).unwrap();
+    let db = dir.path().join("vectors.db");
+    let embedder = HashEmbedder::new(64);
+    let options = IngestOptions::default();
+
+    let store = SqliteVectorStore::open(&db).await.unwrap();
+    let mut seen = Vec::new();
+    let report = ingest_paths(
+        &store,
+        "docs",
+        &embedder,
+        &[docs.clone(), binary.clone()],
+        &options,
+        |p| seen.push((p.done, p.total, p.source.to_owned())),
+    )
+    .await
+    .unwrap();
+    let sources: Vec<&str> = report.files.iter().map(|(s, _)| s.as_str()).collect();
+    assert_eq!(sources, ["docs/a.md", "docs/b.txt", "docs/sub/c.md", "notes.txt"]);
+    assert_eq!((report.ingested(), report.failed()), (3, 1));
+    assert!(matches!(&report.files[3].1, FileOutcome::Failed(why) if why.contains("UTF-8")));
+    assert_eq!(seen.last().unwrap(), &(4, 4, "notes.txt".to_owned()));
+    let count = store.describe_index("docs").await.unwrap().count;
+    assert_eq!(count as usize, report.chunks());
+    let b = store
+        .query(VectorQuery::by_filter(
+            "docs",
+            Filter::parse(json!({"source": "docs/b.txt"})).unwrap(),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].id, "docs/b.txt#0");
+    assert_eq!(b[0].metadata["text"], "Kestrels hover over fields.");
+    assert_eq!(b[0].metadata["chunk"], 0);
+    assert_eq!(b[0].metadata["sourceHash"].as_str().unwrap().len(), 64);
+    drop(store);
+
+    // Again, after a restart: nothing changed, nothing embedded.
+    let store = SqliteVectorStore::open(&db).await.unwrap();
+    let probe = Probe::new(0, true);
+    let report = ingest_paths(&store, "docs", &probe, &[docs.clone()], &options, |_| {})
+        .await
+        .err();
+    // The probe makes 8-dimension vectors: refused before anything is read.
+    assert!(matches!(report, Some(RagError::DimensionMismatch { .. })));
+    let report = ingest_paths(&store, "docs", &embedder, &[docs.clone()], &options, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((report.ingested(), report.unchanged()), (0, 3));
+
+    // b.txt grows to two chunks, a.md is emptied: their old chunks are replaced.
+    let long = "Kestrels hover over fields. ".repeat(60);
+    std::fs::write(docs.join("b.txt"), &long).unwrap();
+    std::fs::write(docs.join("a.md"), "").unwrap();
+    let report = ingest_paths(&store, "docs", &embedder, &[docs.clone()], &options, |_| {})
+        .await
+        .unwrap();
+    assert_eq!((report.ingested(), report.unchanged()), (2, 1));
+    let by_source = |source: &'static str| {
+        let store = &store;
+        async move {
+            store
+                .query(
+                    VectorQuery::by_filter("docs", Filter::parse(json!({"source": source})).unwrap())
+                        .top_k(100),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let b = by_source("docs/b.txt").await;
+    assert!(b.len() >= 2, "{b:?}");
+    assert!(b.iter().all(|r| r.metadata["text"].as_str().unwrap().contains("Kestrels")));
+    assert!(by_source("docs/a.md").await.is_empty());
+    assert_eq!(by_source("docs/sub/c.md").await.len(), 1);
+}
