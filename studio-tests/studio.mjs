@@ -193,6 +193,17 @@ async function run() {
   const nested = await page.getByTestId("timeline").innerText();
   check(nested.includes("Delegated to research") && nested.includes("writing"), "the timeline does not show the delegations");
 
+  step = "asking the docs agent (the sources its search found)";
+  await page.getByTestId("agent-docs").click();
+  await send("How do I resume a suspended run?");
+  const docsAnswer = await waitDone("the docs agent");
+  const sources = lastAssistant().getByTestId("source");
+  check((await sources.count()) >= 1, "the docs agent's search shows no sources");
+  const firstSource = await sources.first().getAttribute("data-source");
+  check(firstSource === "README.md" || firstSource.startsWith("docs/"), `the first source is not a page of the docs: ${firstSource}`);
+  check((await sources.first().innerText()).length > 60, "the source shows no passage");
+  check(docsAnswer.includes(firstSource), `the answer does not name its source (${firstSource}): ${docsAnswer}`);
+
   step = "a network run, iteration by iteration";
   await page.getByTestId("agent-coordinator").click();
   check(await page.getByTestId("draft-mode").isHidden(), "the Draft switch is offered for an agent whose versions cannot change its instructions");

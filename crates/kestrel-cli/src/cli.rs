@@ -83,9 +83,10 @@ pub enum Commands {
             configured), and a SQLite database that keeps the threads, their memory and the \
             runs waiting for a person, across restarts.\n\n\
             Demo agents: `assistant` (a weather tool, an email tool that needs your approval, \
-            a booking tool that asks you for a time, and a skill, `weather-briefing`), and \
+            a booking tool that asks you for a time, and a skill, `weather-briefing`), \
             `supervisor`, which delegates to \
-            the `research` and `writing` sub-agents.",
+            the `research` and `writing` sub-agents, and (with the embedded model, or --docs) \
+            `docs`, which answers questions about Kestrel from its documentation with sources.",
         after_help = "Only this machine can connect unless --host says otherwise; any other \
             address needs KESTREL_API_TOKEN, which the Studio then asks for.\n\n\
             Exit codes: 0 stopped with Ctrl-C, 1 the server failed, 2 bad usage or \
@@ -101,6 +102,111 @@ pub enum Commands {
     /// Serve the demo's tools, agents and workflows to MCP clients.
     #[command(subcommand)]
     Mcp(McpCommand),
+
+    /// Ingest documents into a vector index and search it.
+    #[command(
+        subcommand,
+        long_about = "Ingest documents into a vector index and search it.\n\n\
+            Vectors are kept in the database Kestrel uses (the SQLite file of `kestrel dev` by \
+            default, or a PostgreSQL with the pgvector extension), so the agents of `kestrel \
+            dev` can search what you ingest. Texts are embedded by the local all-MiniLM-L6-v2 \
+            unless --embedder says otherwise (downloaded into the model cache on first use).",
+        after_help = "Examples:\n  \
+            kestrel rag ingest docs/ --index docs\n  \
+            kestrel rag query \"how do I resume a run?\" --index docs --top-k 3\n  \
+            kestrel rag query \"memory\" --index docs --filter '{\"source\": \"docs/memory.md\"}' --json"
+    )]
+    Rag(RagCommand),
+}
+
+/// The subcommands of `kestrel rag`.
+#[derive(Debug, Subcommand)]
+pub enum RagCommand {
+    /// Chunk, embed and store files and folders in an index (re-running skips unchanged files).
+    #[command(
+        long_about = "Chunk, embed and store files and folders in an index.\n\n\
+            Folders are read recursively for Markdown, text, HTML and JSON files (hidden \
+            entries, node_modules and target skipped). Markdown is cut at its headers, other \
+            text recursively, into chunks of about 1000 characters with 100 of overlap. Each \
+            chunk keeps its file (`source`), its position (`chunk`) and its text (`text`) as \
+            metadata.\n\n\
+            Resumable: a file whose content has not changed since it was last ingested is \
+            skipped, and a changed file's chunks replace its old ones in one write, so an \
+            interrupted ingest can simply be run again.",
+        after_help = "Exit codes: 0 every file ingested or unchanged, 1 a file or the store \
+            failed, 2 bad usage or configuration."
+    )]
+    Ingest(RagIngestArgs),
+
+    /// Search an index: the chunks nearest a question.
+    Query(RagQueryArgs),
+}
+
+/// Where `kestrel rag` keeps vectors and how it embeds.
+#[derive(Debug, Clone, Args)]
+pub struct RagStoreArgs {
+    /// The index.
+    #[arg(long, short, value_name = "NAME")]
+    pub index: String,
+
+    /// Where vectors are kept: a SQLite file (created when missing), or a PostgreSQL URL with
+    /// the pgvector extension.
+    #[arg(long, value_name = "PATH|URL", default_value = kestrel_cli::dev::DEFAULT_DB, value_parser = parse_db)]
+    pub db: kestrel_cli::dev::Database,
+
+    /// With a PostgreSQL --db: the schema holding the index tables (created when missing).
+    #[arg(long, value_name = "NAME", default_value = "public")]
+    pub schema: String,
+
+    /// The embedder, as provider/model: the one the index was made with.
+    #[arg(long, value_name = "PROVIDER/MODEL", default_value = kestrel_cli::rag::DEFAULT_EMBEDDER)]
+    pub embedder: String,
+}
+
+/// Arguments of `kestrel rag ingest`.
+#[derive(Debug, Clone, Args)]
+pub struct RagIngestArgs {
+    /// Files and folders to ingest.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub store: RagStoreArgs,
+
+    /// The largest chunk, in characters (default 1000).
+    #[arg(long, value_name = "CHARS")]
+    pub max_size: Option<usize>,
+
+    /// Characters a chunk repeats from the one before (default 100).
+    #[arg(long, value_name = "CHARS")]
+    pub overlap: Option<usize>,
+
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Arguments of `kestrel rag query`.
+#[derive(Debug, Clone, Args)]
+pub struct RagQueryArgs {
+    /// The question or search terms.
+    #[arg(value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
+    pub text: String,
+
+    #[command(flatten)]
+    pub store: RagStoreArgs,
+
+    /// How many chunks to return.
+    #[arg(long, short = 'k', value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub top_k: u32,
+
+    /// Only chunks whose metadata matches this filter (Mastra's MongoDB-style JSON).
+    #[arg(long, value_name = "JSON")]
+    pub filter: Option<String>,
+
+    /// Print the results as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// The subcommands of `kestrel mcp`.
@@ -206,6 +312,12 @@ pub struct DevArgs {
     /// With a PostgreSQL --db: the schema holding Kestrel's tables (created when missing).
     #[arg(long, value_name = "NAME", default_value = "public")]
     pub schema: String,
+
+    /// Serve the `docs` agent, which answers from Kestrel's documentation (indexed in the
+    /// database by the local embedder): `true` or `false`; on by default with the embedded
+    /// model.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub docs: Option<bool>,
 
     /// Run as one of several instances sharing runs through this Redis (redis://host:port):
     /// thread events, aborts, messages and approvals reach whichever instance drives a run,

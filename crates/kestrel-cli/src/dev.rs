@@ -38,12 +38,14 @@
 //! ```
 
 mod config;
+mod docs;
 mod ledger;
 mod mcp;
 mod network;
 mod workflows;
 
 pub use config::{ConfigError, DEFAULT_CONFIG, DevConfig};
+pub use docs::{DOCS, DOCS_AGENT, DOCS_INDEX, DocsSearch, SEARCH_DOCS, docs_agent, index_docs};
 pub use ledger::{LEDGER_ENV, Ledger};
 pub use mcp::{MCP_SERVER_ID, demo_mcp_server};
 pub use network::COORDINATOR;
@@ -286,6 +288,9 @@ pub struct DemoOptions {
     pub ledger: Option<Ledger>,
     /// More tools for the `assistant`: the tools of the MCP servers `kestrel.toml` names.
     pub assistant_tools: Vec<SharedTool>,
+    /// Where the `docs` agent searches Kestrel's documentation ([`index_docs`] fills it); no
+    /// `docs` agent without it.
+    pub docs: Option<DocsSearch>,
 }
 
 /// [`demo_kestrel`] with [`DemoOptions`]: as one instance of a cluster, or with slow tools.
@@ -299,6 +304,7 @@ pub fn demo_kestrel_with(
         tool_delay,
         ledger,
         assistant_tools,
+        docs,
     } = options;
     let work = ledger::Work {
         delay: tool_delay,
@@ -366,6 +372,9 @@ pub fn demo_kestrel_with(
         .agent(writing);
     for workflow in demo_workflows {
         builder = builder.workflow(workflow);
+    }
+    if let Some(docs) = &docs {
+        builder = builder.agent(docs_agent(model.clone(), docs)?);
     }
     // Traces go to an OTLP backend too when the standard variables name one.
     if let Some(exporter) = kestrel::otlp::OtlpExporter::from_env()? {

@@ -116,11 +116,19 @@ pub async fn run(args: DevArgs) -> ExitCode {
             .map(|tool| std::sync::Arc::new(tool) as kestrel::tool::SharedTool)
             .collect();
     }
+    // The docs agent: Kestrel's documentation, indexed in the dev database by the local
+    // embedder. On with the embedded model (the offline defaults), else with --docs.
+    let docs = if args.docs.unwrap_or_else(|| spec.starts_with("local/")) {
+        docs_search(&args).await
+    } else {
+        None
+    };
     let options = dev::DemoOptions {
         cluster,
         tool_delay: Duration::from_millis(args.tool_delay_ms),
         ledger,
         assistant_tools,
+        docs: docs.clone(),
     };
     let kestrel = match dev::demo_kestrel_with(ModelSpec::Model(model), storage.storage(), options)
     {
@@ -171,6 +179,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
     if queues > 0 {
         println!("  running the messages queued on {queues} thread(s) by a previous process");
     }
+    if let Some(search) = docs {
+        // In the background: the server answers at once; the docs agent's searches find the
+        // pages as they are indexed.
+        tokio::spawn(index_docs(search));
+    }
     for (workflow, run) in &restarted {
         println!(
             "  restarted workflow run {run} of {workflow}, left behind by a process that died"
@@ -188,6 +201,43 @@ pub async fn run(args: DevArgs) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => fail(FAILURE, error),
+    }
+}
+
+/// The store and embedder of the docs agent, or `None` (said on stderr) when the database
+/// cannot keep vectors (a PostgreSQL without pgvector).
+async fn docs_search(args: &DevArgs) -> Option<dev::DocsSearch> {
+    let store = match kestrel_cli::rag::open_vector_store(&args.db, &args.schema).await {
+        Ok(store) => store,
+        Err(error) => {
+            eprintln!("warning: no docs agent: {error}");
+            return None;
+        }
+    };
+    match kestrel_cli::rag::resolve_embedder(kestrel_cli::rag::DEFAULT_EMBEDDER) {
+        Ok(embedder) => Some(dev::DocsSearch { store, embedder }),
+        Err(error) => {
+            eprintln!("warning: no docs agent: {error}");
+            None
+        }
+    }
+}
+
+/// Indexes Kestrel's documentation for the docs agent (the embedder's model pulled first if
+/// needed); only pages changed since the last start are embedded again.
+async fn index_docs(search: dev::DocsSearch) {
+    if let Err(error) = crate::models::ensure_cached(kestrel::embed_local::MODEL_ID).await {
+        eprintln!("warning: the docs agent cannot search: {error}");
+        return;
+    }
+    match dev::index_docs(&search, |_| {}).await {
+        Ok(report) if report.ingested() > 0 => println!(
+            "  docs agent: indexed {} pages of Kestrel's documentation ({} chunks)",
+            report.ingested(),
+            report.chunks()
+        ),
+        Ok(_) => {}
+        Err(error) => eprintln!("warning: indexing the docs failed: {error}"),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `kestrel`: the command-line tool of the Kestrel agent framework.
 //!
 //! `main` parses the arguments, sets up logging and hands over to one module per subcommand
-//! ([`chat`], [`models`], [`dev_command`], [`mcp_command`]). Every module reports failures as a [`std::process::ExitCode`]; see
+//! ([`chat`], [`models`], [`dev_command`], [`mcp_command`], [`rag_command`]). Every module reports failures as a [`std::process::ExitCode`]; see
 //! [`exit`] for the codes.
 
 mod chat;
@@ -13,6 +13,7 @@ mod interrupt;
 mod mcp_command;
 mod model_choice;
 mod models;
+mod rag_command;
 mod render;
 mod terminal;
 
@@ -31,6 +32,7 @@ async fn main() -> ExitCode {
         Commands::Models(command) => models::run(command).await,
         Commands::Dev(args) => dev_command::run(args).await,
         Commands::Mcp(command) => mcp_command::run(command).await,
+        Commands::Rag(command) => rag_command::run(command).await,
     }
 }
 

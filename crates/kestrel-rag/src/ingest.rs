@@ -397,6 +397,33 @@ pub async fn ingest_paths(
     Ok(report)
 }
 
+/// Ingests documents given as `(source, text)` (texts compiled into a program, say), with
+/// the same rules as [`ingest_paths`]: unchanged sources skipped, changed ones replaced.
+pub async fn ingest_texts(
+    store: &dyn VectorStore,
+    index_name: &str,
+    embedder: &dyn Embedder,
+    documents: &[(&str, &str)],
+    options: &IngestOptions,
+    mut progress: impl FnMut(IngestProgress<'_>),
+) -> Result<IngestReport, RagError> {
+    ensure_index(store, index_name, embedder).await?;
+    let mut report = IngestReport::default();
+    for (done, (source, text)) in documents.iter().enumerate() {
+        let outcome =
+            ingest_bytes(store, index_name, embedder, source, text.as_bytes().to_vec(), options)
+                .await?;
+        progress(IngestProgress {
+            done: done + 1,
+            total: documents.len(),
+            source,
+            outcome: &outcome,
+        });
+        report.files.push(((*source).to_owned(), outcome));
+    }
+    Ok(report)
+}
+
 async fn ingest_file(
     store: &dyn VectorStore,
     index_name: &str,
@@ -418,6 +445,17 @@ async fn ingest_file(
         },
         Err(e) => return Ok(FileOutcome::Failed(e.to_string())),
     };
+    ingest_bytes(store, index_name, embedder, source, bytes, options).await
+}
+
+async fn ingest_bytes(
+    store: &dyn VectorStore,
+    index_name: &str,
+    embedder: &dyn Embedder,
+    source: &str,
+    bytes: Vec<u8>,
+    options: &IngestOptions,
+) -> Result<FileOutcome, RagError> {
     let hash = sha256_hex(&bytes);
     let mine = crate::vector::Filter::parse(serde_json::json!({ SOURCE_KEY: source }))
         .map_err(VectorError::from)?;

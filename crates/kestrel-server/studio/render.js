@@ -93,10 +93,43 @@ export function toolCard(call, swap) {
     h("div", { class: "card-head" }, h("span", { class: "icon", "aria-hidden": "true" }, "⚙"), h("strong", {}, call.name), call.decided ? h("span", { class: "chip" }, DECIDED[call.decided]) : null, callPill(call.status)),
     args !== undefined && args !== "" ? h("div", { class: "card-row" }, h("span", { class: "label" }, "Input"), value(args)) : null,
     call.outputs.length ? h("div", { class: "card-row" }, h("span", { class: "label" }, "Output"), value(call.outputs.length === 1 ? call.outputs[0] : call.outputs)) : null,
-    call.result !== undefined ? h("div", { class: "card-row", "data-testid": "tool-result" }, h("span", { class: "label" }, "Result"), value(call.result)) : null,
+    call.result !== undefined ? resultRow(call.result) : null,
     call.error ? h("div", { class: "card-row error-text" }, h("span", { class: "label" }, "Error"), call.error) : null,
     call.suspendPayload !== undefined && call.status === "suspended" ? h("div", { class: "card-row" }, h("span", { class: "label" }, "Asks"), value(questionOf(call.suspendPayload))) : null,
   );
+}
+
+/**
+ * The passages a retrieval tool found (Kestrel's and Mastra's vector query tool answer
+ * `{relevantContext, sources: [{id, metadata, score, document}]}`), or null for other results.
+ */
+export function sourcesOf(result) {
+  if (!result || typeof result !== "object" || !Array.isArray(result.sources)) return null;
+  const passages = result.sources.filter((s) => s && typeof s === "object" && typeof s.document === "string");
+  return passages.length === result.sources.length ? passages : null;
+}
+
+/** A tool's result: the sources it retrieved, as a list, or the value itself. */
+function resultRow(result) {
+  const sources = sourcesOf(result);
+  if (!sources) return h("div", { class: "card-row", "data-testid": "tool-result" }, h("span", { class: "label" }, "Result"), value(result));
+  const list = sources.length
+    ? h(
+        "ol",
+        { class: "sources", "data-testid": "sources" },
+        sources.map((s) => {
+          const name = (s.metadata && typeof s.metadata.source === "string" && s.metadata.source) || s.id;
+          const score = typeof s.score === "number" ? s.score.toFixed(3) : "";
+          return h(
+            "li",
+            { class: "source", "data-testid": "source", "data-source": name },
+            h("div", { class: "source-head" }, h("strong", {}, name), score ? h("span", { class: "muted" }, `score ${score}`) : null),
+            h("div", { class: "source-text" }, clip(s.document.replace(/\s+/g, " ").trim(), 320)),
+          );
+        }),
+      )
+    : h("span", { class: "muted" }, "No passages found");
+  return h("div", { class: "card-row", "data-testid": "tool-result" }, h("span", { class: "label" }, "Sources"), h("div", {}, list, json(result)));
 }
 
 /** A delegation: the prompt, then the sub-agent's live output (or its final answer). */

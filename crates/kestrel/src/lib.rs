@@ -169,6 +169,21 @@ pub mod otlp {
     pub use kestrel_otlp::*;
 }
 
+/// Retrieval-augmented generation: documents, Mastra's chunking strategies, vector stores
+/// (in memory, SQLite; pgvector with feature `pgvector`), embedding in batches, ingest and the
+/// vector query tool (feature `rag`). See [`kestrel_rag`].
+#[cfg(feature = "rag")]
+pub mod rag {
+    pub use kestrel_rag::*;
+}
+
+/// The local embedder: all-MiniLM-L6-v2 in-process on the CPU, 384 dimensions (feature
+/// `embed-local`). See [`kestrel_embed_local`].
+#[cfg(feature = "embed-local")]
+pub mod embed_local {
+    pub use kestrel_embed_local::*;
+}
+
 /// The types most programs need.
 pub mod prelude {
     pub use kestrel_core::abort::AbortSignal;

@@ -157,6 +157,25 @@ fn scripted_model() -> ScriptedModel {
         if let Some(answer) = network_answer(req) {
             return answer;
         }
+        if has_tool(req, dev::SEARCH_DOCS) {
+            // The docs agent: search, then answer naming the first page found.
+            return match turn_results(req).pop() {
+                None => ScriptedResponse::tool_call(
+                    call_id("docs"),
+                    dev::SEARCH_DOCS,
+                    json!({"queryText": "resume a suspended run", "topK": 3}),
+                ),
+                Some((_, result)) => {
+                    let result: serde_json::Value =
+                        serde_json::from_str(&result).unwrap_or_default();
+                    let first = result["sources"][0]["metadata"]["source"]
+                        .as_str()
+                        .unwrap_or("nothing")
+                        .to_owned();
+                    ScriptedResponse::text(format!("From {first}: resume the run with its id."))
+                }
+            };
+        }
         if has_tool(req, "agent-research") {
             // The supervisor: research, then writing, then the paragraph.
             let results: Vec<String> = turn_results(req).into_iter().map(|(_, r)| r).collect();
@@ -353,9 +372,18 @@ async fn the_studio_works_in_a_browser() {
         .server_tools("kitchen")
         .await
         .unwrap_or_else(|e| panic!("the kitchen's tools: {e}"));
+    // The docs agent searches Kestrel's documentation, indexed here with a hashing embedder
+    // (no model file); `kestrel dev` uses the local MiniLM.
+    let docs = dev::DocsSearch {
+        store: Arc::new(kestrel::rag::InMemoryVectorStore::new()),
+        embedder: Arc::new(kestrel::embedding::HashEmbedder::new(256)),
+    };
+    let indexed = dev::index_docs(&docs, |_| {}).await.unwrap();
+    assert_eq!(indexed.ingested(), dev::DOCS.len());
     let options = dev::DemoOptions {
         tool_delay: Duration::from_millis(300),
         assistant_tools: kitchen_tools,
+        docs: Some(docs),
         ..dev::DemoOptions::default()
     };
     let kestrel = dev::demo_kestrel_with(
