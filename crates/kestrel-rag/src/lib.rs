@@ -7,6 +7,9 @@
 //!   cutting where `@mastra/rag` cuts: the same input gives the same chunks (the fixtures
 //!   under `tests/fixtures/chunking` were generated from `@mastra/rag` 2.6.4), except where
 //!   Mastra has a known bug, listed in [`chunk`]'s strategies and in `docs/rag.md`.
+//! - [`extract`](mod@extract): Mastra's metadata extractors (title, summary, questions,
+//!   keywords, schema): after chunking, a language model adds metadata to each chunk through
+//!   structured output ([`Document::chunk_and_extract`], [`ExtractOptions`]).
 //! - [`vector`]: the [`VectorStore`] port (Mastra's vector store contract, its metadata
 //!   [`Filter`] language) and its backends: in memory, SQLite (feature `sqlite`, on by
 //!   default) and PostgreSQL with pgvector (feature `pgvector`).
@@ -29,12 +32,17 @@
 
 pub mod chunk;
 pub mod document;
+pub mod extract;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod vector;
 
 pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, SpecialTokens, Strategy};
 pub use document::{Document, DocumentKind};
+pub use extract::{
+    ExtractError, ExtractOptions, Extractor, KeywordsOptions, QuestionsOptions, SchemaOptions,
+    SummaryKind, SummaryOptions, TitleOptions, extract,
+};
 pub use vector::memory::InMemoryVectorStore;
 pub use vector::{
     CreateIndex, Filter, FilterError, IndexStats, Metric, QueryResult, Selector, Upsert,
