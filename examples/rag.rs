@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use kestrel::embed_local::LocalEmbedder;
 use kestrel::prelude::*;
+use kestrel::rag::VectorQueryTool;
 use kestrel::rag::ingest::{FileOutcome, IngestOptions, ingest_paths};
 use kestrel::rag::vector::sqlite::SqliteVectorStore;
-use kestrel::rag::VectorQueryTool;
 use serde_json::{Value, json};
 
 const NOTES: &[(&str, &str)] = &[
@@ -65,7 +65,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )
     .await?;
-    println!("ingested {} files, {} chunks", report.ingested(), report.chunks());
+    println!(
+        "ingested {} files, {} chunks",
+        report.ingested(),
+        report.chunks()
+    );
 
     let search = VectorQueryTool::builder("notes", store, "notes", embedder)
         .id("search_notes")

@@ -24,8 +24,7 @@ pub async fn open_vector_store(
     match db {
         Database::Sqlite(path) => {
             if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| VectorError::backend("open", e))?;
+                std::fs::create_dir_all(parent).map_err(|e| VectorError::backend("open", e))?;
             }
             Ok(Arc::new(SqliteVectorStore::open(path).await?))
         }

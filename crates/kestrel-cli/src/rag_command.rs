@@ -3,10 +3,10 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use kestrel::embedding::SharedEmbedder;
 use kestrel::rag::ingest::{FileOutcome, IngestOptions, IngestProgress, ingest_paths};
 use kestrel::rag::vector::SharedVectorStore;
 use kestrel::rag::{ChunkOptions, Filter, RagError, VectorQuery, embed};
-use kestrel::embedding::SharedEmbedder;
 use kestrel_cli::rag::{is_local_embedder, open_vector_store, resolve_embedder};
 use serde_json::json;
 
@@ -61,7 +61,11 @@ impl Progress {
         };
         // Progress is best effort: a closed stderr must not stop the ingest.
         if self.tty {
-            let _ = write!(err, "\r\x1b[2K[{}/{}] {} ({what})", p.done, p.total, p.source);
+            let _ = write!(
+                err,
+                "\r\x1b[2K[{}/{}] {} ({what})",
+                p.done, p.total, p.source
+            );
             if p.done == p.total {
                 let _ = writeln!(err);
             }
@@ -89,7 +93,11 @@ async fn ingest(args: RagIngestArgs) -> ExitCode {
         }
         // Recursive cutting everywhere when the size is given (Markdown's separators first for
         // Markdown files are the default's refinement).
-        options.chunking = Some(ChunkOptions::recursive().max_size(max_size).overlap(overlap));
+        options.chunking = Some(
+            ChunkOptions::recursive()
+                .max_size(max_size)
+                .overlap(overlap),
+        );
     }
     let mut progress = Progress {
         tty: std::io::stderr().is_terminal(),
@@ -112,9 +120,13 @@ async fn ingest(args: RagIngestArgs) -> ExitCode {
             .files
             .iter()
             .map(|(source, outcome)| match outcome {
-                FileOutcome::Ingested(n) => json!({"source": source, "status": "ingested", "chunks": n}),
+                FileOutcome::Ingested(n) => {
+                    json!({"source": source, "status": "ingested", "chunks": n})
+                }
                 FileOutcome::Unchanged => json!({"source": source, "status": "unchanged"}),
-                FileOutcome::Failed(why) => json!({"source": source, "status": "failed", "error": why}),
+                FileOutcome::Failed(why) => {
+                    json!({"source": source, "status": "failed", "error": why})
+                }
             })
             .collect();
         println!(
@@ -143,7 +155,12 @@ async fn ingest(args: RagIngestArgs) -> ExitCode {
 }
 
 async fn query(args: RagQueryArgs) -> ExitCode {
-    let filter = match args.filter.as_deref().map(Filter::from_json_str).transpose() {
+    let filter = match args
+        .filter
+        .as_deref()
+        .map(Filter::from_json_str)
+        .transpose()
+    {
         Ok(filter) => filter,
         Err(e) => return fail(USAGE, format!("--filter: {e}")),
     };
@@ -152,7 +169,8 @@ async fn query(args: RagQueryArgs) -> ExitCode {
         Err(code) => return code,
     };
     if let Err(error) =
-        kestrel::rag::ingest::check_index(store.as_ref(), &args.store.index, embedder.as_ref()).await
+        kestrel::rag::ingest::check_index(store.as_ref(), &args.store.index, embedder.as_ref())
+            .await
     {
         return rag_failure(error);
     }
@@ -176,12 +194,31 @@ async fn query(args: RagQueryArgs) -> ExitCode {
     }
     let mut out = std::io::stdout().lock();
     for (i, result) in results.iter().enumerate() {
-        let source = result.metadata.get("source").and_then(|v| v.as_str()).unwrap_or(&result.id);
-        let text = result.metadata.get("text").and_then(|v| v.as_str()).unwrap_or("");
+        let source = result
+            .metadata
+            .get("source")
+            .and_then(|v| v.as_str())
+            .unwrap_or(&result.id);
+        let text = result
+            .metadata
+            .get("text")
+            .and_then(|v| v.as_str())
+            .unwrap_or("");
         let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
         let snippet: String = text.chars().take(240).collect();
-        let ellipsis = if text.chars().count() > 240 { "…" } else { "" };
-        if writeln!(out, "{}. {source} (score {:.3})\n   {snippet}{ellipsis}", i + 1, result.score).is_err() {
+        let ellipsis = if text.chars().count() > 240 {
+            "…"
+        } else {
+            ""
+        };
+        if writeln!(
+            out,
+            "{}. {source} (score {:.3})\n   {snippet}{ellipsis}",
+            i + 1,
+            result.score
+        )
+        .is_err()
+        {
             return ExitCode::from(FAILURE);
         }
     }

@@ -2,7 +2,10 @@
 
 use serde_json::{Map, Value};
 
+use kestrel_core::model::LanguageModel;
+
 use crate::chunk::{Chunk, ChunkError, ChunkOptions};
+use crate::extract::ExtractError;
 
 /// What kind of text a [`Document`] holds (some strategies only fit some kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +22,8 @@ pub enum DocumentKind {
 }
 
 /// A document: Mastra's `MDocument`. Build it with [`Document::from_text`] (or the Markdown,
-/// HTML and JSON forms), then cut it with [`Document::chunk`].
+/// HTML and JSON forms), then cut it with [`Document::chunk`] (or, to have a model add
+/// metadata to the chunks, [`Document::chunk_and_extract`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     text: String,
@@ -87,5 +91,23 @@ impl Document {
     /// what the strategy adds, such as `startIndex`).
     pub fn chunk(&self, options: &ChunkOptions) -> Result<Vec<Chunk>, ChunkError> {
         crate::chunk::chunk(self, options)
+    }
+
+    /// Cuts it as `options` say, then, when `options.extract` is set, has `model` add
+    /// metadata to each chunk ([`mod@crate::extract`]): Mastra's `chunk({..., extract})`.
+    /// Without `extract`, the same chunks as [`Document::chunk`].
+    pub async fn chunk_and_extract(
+        &self,
+        options: &ChunkOptions,
+        model: &dyn LanguageModel,
+    ) -> Result<Vec<Chunk>, ExtractError> {
+        if let Some(extract) = &options.extract {
+            extract.check()?;
+        }
+        let chunks = crate::chunk::cut(self, options)?;
+        match &options.extract {
+            Some(extract) => crate::extract::extract(chunks, extract, model).await,
+            None => Ok(chunks),
+        }
     }
 }

@@ -410,9 +410,15 @@ pub async fn ingest_texts(
     ensure_index(store, index_name, embedder).await?;
     let mut report = IngestReport::default();
     for (done, (source, text)) in documents.iter().enumerate() {
-        let outcome =
-            ingest_bytes(store, index_name, embedder, source, text.as_bytes().to_vec(), options)
-                .await?;
+        let outcome = ingest_bytes(
+            store,
+            index_name,
+            embedder,
+            source,
+            text.as_bytes().to_vec(),
+            options,
+        )
+        .await?;
         progress(IngestProgress {
             done: done + 1,
             total: documents.len(),

@@ -7,6 +7,9 @@
 //!   cutting where `@mastra/rag` cuts: the same input gives the same chunks (the fixtures
 //!   under `tests/fixtures/chunking` were generated from `@mastra/rag` 2.6.4), except where
 //!   Mastra has a known bug, listed in [`chunk`]'s strategies and in `docs/rag.md`.
+//! - [`extract`](mod@extract): Mastra's metadata extractors (title, summary, questions,
+//!   keywords, schema): after chunking, a language model adds metadata to each chunk through
+//!   structured output ([`Document::chunk_and_extract`], [`ExtractOptions`]).
 //! - [`vector`]: the [`VectorStore`] port (Mastra's vector store contract, its metadata
 //!   [`Filter`] language) and its backends: in memory, SQLite (feature `sqlite`, on by
 //!   default) and PostgreSQL with pgvector (feature `pgvector`).
@@ -34,6 +37,7 @@
 pub mod chunk;
 pub mod document;
 pub mod embed;
+pub mod extract;
 pub mod ingest;
 pub mod query_tool;
 pub mod rerank;
@@ -44,6 +48,10 @@ pub mod vector;
 pub use chunk::{Chunk, ChunkError, ChunkOptions, SeparatorPosition, SpecialTokens, Strategy};
 pub use document::{Document, DocumentKind};
 pub use embed::{EmbedOptions, embed, embed_many};
+pub use extract::{
+    ExtractError, ExtractOptions, Extractor, KeywordsOptions, QuestionsOptions, SchemaOptions,
+    SummaryKind, SummaryOptions, TitleOptions, extract,
+};
 pub use ingest::RagError;
 pub use query_tool::{VectorQueryTool, VectorQueryToolBuilder};
 pub use rerank::{ModelRelevanceScorer, RelevanceScorer, RerankWeights, Reranker};

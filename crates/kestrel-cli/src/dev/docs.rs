@@ -21,18 +21,39 @@ pub const SEARCH_DOCS: &str = "search_docs";
 /// Kestrel's documentation as `(source, text)`: the README and every page under `docs/`.
 pub const DOCS: &[(&str, &str)] = &[
     ("README.md", include_str!("../../../../README.md")),
-    ("docs/human-in-the-loop.md", include_str!("../../../../docs/human-in-the-loop.md")),
+    (
+        "docs/human-in-the-loop.md",
+        include_str!("../../../../docs/human-in-the-loop.md"),
+    ),
     ("docs/mcp.md", include_str!("../../../../docs/mcp.md")),
-    ("docs/networks.md", include_str!("../../../../docs/networks.md")),
-    ("docs/observability.md", include_str!("../../../../docs/observability.md")),
+    (
+        "docs/networks.md",
+        include_str!("../../../../docs/networks.md"),
+    ),
+    (
+        "docs/observability.md",
+        include_str!("../../../../docs/observability.md"),
+    ),
     ("docs/rag.md", include_str!("../../../../docs/rag.md")),
-    ("docs/scaling.md", include_str!("../../../../docs/scaling.md")),
+    (
+        "docs/scaling.md",
+        include_str!("../../../../docs/scaling.md"),
+    ),
     ("docs/server.md", include_str!("../../../../docs/server.md")),
     ("docs/skills.md", include_str!("../../../../docs/skills.md")),
     ("docs/studio.md", include_str!("../../../../docs/studio.md")),
-    ("docs/sub-agents.md", include_str!("../../../../docs/sub-agents.md")),
-    ("docs/versions.md", include_str!("../../../../docs/versions.md")),
-    ("docs/workflows.md", include_str!("../../../../docs/workflows.md")),
+    (
+        "docs/sub-agents.md",
+        include_str!("../../../../docs/sub-agents.md"),
+    ),
+    (
+        "docs/versions.md",
+        include_str!("../../../../docs/versions.md"),
+    ),
+    (
+        "docs/workflows.md",
+        include_str!("../../../../docs/workflows.md"),
+    ),
 ];
 
 /// Where the docs agent searches: a vector store and the embedder its index is made with.
@@ -69,7 +90,10 @@ pub async fn index_docs(
 }
 
 /// The `docs` agent on `model`, searching `search`.
-pub fn docs_agent(model: ModelSpec, search: &DocsSearch) -> Result<Agent, kestrel::agent::AgentBuildError> {
+pub fn docs_agent(
+    model: ModelSpec,
+    search: &DocsSearch,
+) -> Result<Agent, kestrel::agent::AgentBuildError> {
     let tool = VectorQueryTool::builder(
         "dev",
         Arc::clone(&search.store),

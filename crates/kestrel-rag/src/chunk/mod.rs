@@ -278,6 +278,11 @@ pub struct ChunkOptions {
     /// 500).
     #[serde(default)]
     pub join_threshold: Option<usize>,
+    /// After chunking, a language model adds metadata to each chunk (Mastra's `extract`):
+    /// cut with [`Document::chunk_and_extract`], which takes the model. [`Document::chunk`]
+    /// refuses options with `extract`.
+    #[serde(default)]
+    pub extract: Option<crate::extract::ExtractOptions>,
 }
 
 impl ChunkOptions {
@@ -310,6 +315,7 @@ impl ChunkOptions {
             ensure_ascii: None,
             convert_lists: None,
             join_threshold: None,
+            extract: None,
         }
     }
 
@@ -498,6 +504,13 @@ impl ChunkOptions {
         self
     }
 
+    /// After chunking, has a model add metadata as `options` say (cut with
+    /// [`Document::chunk_and_extract`]).
+    pub fn extract(mut self, options: crate::extract::ExtractOptions) -> Self {
+        self.extract = Some(options);
+        self
+    }
+
     /// Refuses the options `strategy` does not take (the ones every strategy takes, sizes,
     /// separator position, start index and whitespace, are not checked here).
     fn check_only(&self, allowed: &[&str]) -> Result<(), ChunkError> {
@@ -600,8 +613,20 @@ impl ChunkOptions {
     }
 }
 
-/// Cuts `document` as `options` say.
+/// Cuts `document` as `options` say, refusing `extract` (which needs a model).
 pub(crate) fn chunk(document: &Document, options: &ChunkOptions) -> Result<Vec<Chunk>, ChunkError> {
+    if options.extract.is_some() {
+        return Err(ChunkError::InvalidOptions {
+            strategy: options.strategy.as_str(),
+            message: "'extract' needs a language model: cut with Document::chunk_and_extract"
+                .to_owned(),
+        });
+    }
+    cut(document, options)
+}
+
+/// Cuts `document` as `options` say, leaving `extract` to the caller.
+pub(crate) fn cut(document: &Document, options: &ChunkOptions) -> Result<Vec<Chunk>, ChunkError> {
     options.check_only(options.own_options())?;
     let text = document.text();
     let pieces = match options.strategy {

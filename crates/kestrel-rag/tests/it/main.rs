@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod chunking;
+mod extract;
 mod filter;
 mod retrieval;
 mod vector_memory;

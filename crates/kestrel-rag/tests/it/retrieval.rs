@@ -545,7 +545,10 @@ async fn ingesting_a_folder_is_resumable_and_replaces_changed_files() {
     .await
     .unwrap();
     let sources: Vec<&str> = report.files.iter().map(|(s, _)| s.as_str()).collect();
-    assert_eq!(sources, ["docs/a.md", "docs/b.txt", "docs/sub/c.md", "notes.txt"]);
+    assert_eq!(
+        sources,
+        ["docs/a.md", "docs/b.txt", "docs/sub/c.md", "notes.txt"]
+    );
     assert_eq!((report.ingested(), report.failed()), (3, 1));
     assert!(matches!(&report.files[3].1, FileOutcome::Failed(why) if why.contains("UTF-8")));
     assert_eq!(seen.last().unwrap(), &(4, 4, "notes.txt".to_owned()));
@@ -591,8 +594,11 @@ async fn ingesting_a_folder_is_resumable_and_replaces_changed_files() {
         async move {
             store
                 .query(
-                    VectorQuery::by_filter("docs", Filter::parse(json!({"source": source})).unwrap())
-                        .top_k(100),
+                    VectorQuery::by_filter(
+                        "docs",
+                        Filter::parse(json!({"source": source})).unwrap(),
+                    )
+                    .top_k(100),
                 )
                 .await
                 .unwrap()
@@ -600,7 +606,10 @@ async fn ingesting_a_folder_is_resumable_and_replaces_changed_files() {
     };
     let b = by_source("docs/b.txt").await;
     assert!(b.len() >= 2, "{b:?}");
-    assert!(b.iter().all(|r| r.metadata["text"].as_str().unwrap().contains("Kestrels")));
+    assert!(
+        b.iter()
+            .all(|r| r.metadata["text"].as_str().unwrap().contains("Kestrels"))
+    );
     assert!(by_source("docs/a.md").await.is_empty());
     assert_eq!(by_source("docs/sub/c.md").await.len(), 1);
 }
