@@ -17,6 +17,8 @@
 //! cargo run --release -p kestrel-bench -- w10 1000    # ... suspended and resumed, on SQLite
 //! cargo run --release -p kestrel-bench -- w11 10000   # 10,000 runs at once, steps waiting 10 ms
 //! cargo run --release -p kestrel-bench -- w12 1000    # a network: agent, workflow, tool, then none
+//! cargo run --release -p kestrel-bench -- rag-quality <dir>  # recall@5/MRR per backend (rag.rs)
+//! cargo run --release -p kestrel-bench -- rag-latency 10000  # query p50/p99 per backend (rag.rs)
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -35,6 +37,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod rag;
 mod traced;
 mod w12;
 mod w13;
@@ -368,6 +371,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .transpose()?
                 .unwrap_or(10_000);
             w9::w11_bench(runs).await
+        }
+        Some("rag-quality") => {
+            let dir = args.get(1).ok_or("usage: rag-quality <dir of Markdown pages>")?;
+            rag::quality(std::path::Path::new(dir)).await
+        }
+        Some("rag-latency") => {
+            let n = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+            rag::latency(n).await
         }
         Some("w13") => {
             let calls = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(2000);
