@@ -17,6 +17,9 @@
 //!   the supervisor and is decided with the supervisor's run id.
 //! - Memory (threads, working memory, observations) and the stopped runs live in SQLite in a
 //!   temporary directory, so the thread routes and stored runs work as they do in production.
+//! - An in-memory vector store **`default`** holds the index **`docs`** (dimension 3, cosine)
+//!   with a few vectors, so the vector routes query, upsert into and describe a real index;
+//!   the embedder `hash/hash-3` is listed at `/api/embedders`.
 //!
 //! Logs go to stderr (`RUST_LOG`, `warn` by default): a 5xx the fuzzer finds names its cause
 //! there.
@@ -24,6 +27,7 @@
 use std::sync::Arc;
 
 use kestrel_core::agent::Agent;
+use kestrel_core::embedding::HashEmbedder;
 use kestrel_core::kestrel::Kestrel;
 use kestrel_core::message::Role;
 use kestrel_core::model::{
@@ -32,7 +36,8 @@ use kestrel_core::model::{
 use kestrel_core::tool::{Tool, ToolError, create_tool};
 use kestrel_core::workflow::{Workflow, create_step};
 use kestrel_memory::{Memory, ObservationalMemory, WorkingMemory};
-use kestrel_server::Server;
+use kestrel_rag::{CreateIndex, InMemoryVectorStore, Upsert, VectorStore};
+use kestrel_server::{ServedEmbedder, Server};
 use kestrel_storage::{SqliteStorage, Storage};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -106,8 +111,25 @@ async fn main() -> Result<(), Error> {
         .workflow(approval_workflow()?)
         .build()?;
 
+    let vectors = Arc::new(InMemoryVectorStore::new());
+    vectors.create_index(CreateIndex::new("docs", 3)).await?;
+    let mut docs = Upsert::new("docs");
+    for (id, vector, kind) in [
+        ("a", [1.0, 0.0, 0.0], "guide"),
+        ("b", [0.0, 1.0, 0.0], "faq"),
+        ("c", [0.6, 0.8, 0.0], "guide"),
+    ] {
+        let metadata = json!({"kind": kind, "year": 2024});
+        let metadata = metadata.as_object().cloned().unwrap_or_default();
+        docs = docs.vector(id, vector.to_vec(), metadata);
+    }
+    vectors.upsert(docs).await?;
+
     // The server's memory routes serve the agents' memory.
-    let server = Server::new(kestrel).memory(memory);
+    let server = Server::new(kestrel)
+        .memory(memory)
+        .vector("default", vectors)
+        .embedder(ServedEmbedder::new(Arc::new(HashEmbedder::new(3)), 512));
     let (listener, addr) = server
         .bind(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
         .await?;

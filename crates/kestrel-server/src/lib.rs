@@ -33,6 +33,9 @@
 //!   characters, and a client that stops reading a stream is let go, not buffered for.
 //! - **Errors** are `{"error": {"code", "message"}}` with a 4xx naming what was wrong, or a
 //!   5xx with a generic message: provider and storage error text is logged, never sent.
+//! - **Vector stores** given to [`Server::vector`] are served under Mastra's
+//!   `/api/vector/{vectorName}` routes (indexes, upsert, query) and listed at `/api/vectors`;
+//!   embedders given to [`Server::embedder`] are listed at `/api/embedders`.
 
 mod auth;
 mod chat;
@@ -57,6 +60,7 @@ mod skills;
 mod sse;
 mod stored;
 mod studio;
+mod vectors;
 mod wire;
 mod workflows;
 
@@ -73,6 +77,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 
 pub use error::ApiError;
 pub use limits::{DEFAULT_MAX_RUNS, DEFAULT_MAX_STREAMS_PER_TOKEN, DEFAULT_REQUEST_TIMEOUT};
+pub use vectors::{ServedEmbedder, ServedVectorStore};
 
 /// The environment variable [`Server::from_env`] reads the bearer token from.
 pub const API_TOKEN_ENV: &str = "KESTREL_API_TOKEN";
@@ -108,6 +113,14 @@ pub enum ServeError {
         /// The id.
         id: String,
     },
+    /// A vector store's name cannot be a path segment, or two stores were given one name.
+    #[error("vector store {name:?}: {problem}")]
+    VectorStoreName {
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// The address could not be bound or served.
     #[error("serving on {addr} failed: {source}")]
     Io {
@@ -141,6 +154,12 @@ pub struct Server {
     mcp_conflicts: Vec<String>,
     /// The MCP servers the agents use, shown under `/api/mcp-client`.
     mcp_client: Option<kestrel_mcp::McpClient>,
+    /// The vector stores served under `/api/vector`, by name.
+    vectors: vectors::VectorStores,
+    /// Names given to [`Server::vector`] that cannot be served (refused by [`Server::bind`]).
+    vector_problems: Vec<(String, &'static str)>,
+    /// The embedders `/api/embedders` lists.
+    embedders: Vec<ServedEmbedder>,
 }
 
 /// What every handler reaches.
@@ -161,6 +180,10 @@ pub(crate) struct AppState {
     pub mcp: mcp::McpServers,
     /// The MCP servers the agents use, under `/api/mcp-client`.
     pub mcp_client: Option<kestrel_mcp::McpClient>,
+    /// The vector stores under `/api/vector`, by name.
+    pub vectors: Arc<vectors::VectorStores>,
+    /// The embedders `/api/embedders` lists.
+    pub embedders: Arc<[ServedEmbedder]>,
 }
 
 impl Server {
@@ -187,7 +210,52 @@ impl Server {
             mcp_servers: std::collections::BTreeMap::new(),
             mcp_conflicts: Vec::new(),
             mcp_client: None,
+            vectors: vectors::VectorStores::new(),
+            vector_problems: Vec::new(),
+            embedders: Vec::new(),
         }
+    }
+
+    /// Serves `store` under `/api/vector/{name}` (Mastra's vector routes: create, list,
+    /// describe and delete indexes, upsert, query) and lists it at `GET /api/vectors`. Give an
+    /// `Arc` of a store (listed as `memory`, `sqlite` or `pgvector` by its type), or a
+    /// [`ServedVectorStore`] for a store shared as `Arc<dyn VectorStore>` or to describe it.
+    /// A name is 1 to 64 letters, digits, `_` or `-`; a name that is not, or that is given
+    /// twice, makes [`Server::bind`] fail.
+    ///
+    /// ```no_run
+    /// # fn run(kestrel: kestrel_core::kestrel::Kestrel) {
+    /// use std::sync::Arc;
+    ///
+    /// let server = kestrel_server::Server::new(kestrel)
+    ///     .vector("default", Arc::new(kestrel_rag::InMemoryVectorStore::new()));
+    /// # }
+    /// ```
+    pub fn vector(mut self, name: impl Into<String>, store: impl Into<ServedVectorStore>) -> Self {
+        let name = name.into();
+        if let Some(problem) = vectors::store_name_problem(&name) {
+            self.vector_problems.push((name, problem));
+            return self;
+        }
+        match self.vectors.entry(name) {
+            std::collections::btree_map::Entry::Occupied(taken) => {
+                self.vector_problems.push((
+                    taken.key().clone(),
+                    "two vector stores have this name; each needs its own",
+                ));
+            }
+            std::collections::btree_map::Entry::Vacant(free) => {
+                free.insert(store.into());
+            }
+        }
+        self
+    }
+
+    /// Lists `embedder` at `GET /api/embedders` (`{id, provider, name, description,
+    /// dimensions, maxInputTokens}`, as Mastra lists the embedding models it knows).
+    pub fn embedder(mut self, embedder: ServedEmbedder) -> Self {
+        self.embedders.push(embedder);
+        self
     }
 
     /// Shows the MCP servers `client` connects to (the ones the instance's agents use) under
@@ -387,6 +455,8 @@ impl Server {
                 released: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             },
             mcp_client: self.mcp_client.clone(),
+            vectors: Arc::new(self.vectors.clone()),
+            embedders: self.embedders.clone().into(),
         });
         let guarded = |routes: Router<Arc<AppState>>| {
             routes
@@ -415,6 +485,8 @@ impl Server {
         let (mcp_api, mcp_operations) =
             mcp::routes().merge(mcp_client::routes()).into_parts("/api");
         operations.extend(mcp_operations);
+        let (vector_api, vector_operations) = vectors::routes().into_parts("/api");
+        operations.extend(vector_operations);
         operations.push(openapi::Operation::new(
             "/api/openapi.json",
             axum::routing::MethodFilter::GET,
@@ -436,11 +508,17 @@ impl Server {
                 }
             }),
         ));
-        let mut router = Router::new().merge(api).merge(guarded(chat)).merge(guarded(
-            mcp_api
-                .merge(self.mcp_endpoints())
-                .layer(axum::middleware::from_fn(mcp::unpinned_only)),
-        ));
+        let mut router = Router::new()
+            .merge(api)
+            .merge(guarded(chat))
+            .merge(guarded(
+                mcp_api
+                    .merge(self.mcp_endpoints())
+                    .layer(axum::middleware::from_fn(mcp::unpinned_only)),
+            ))
+            .merge(guarded(
+                vector_api.layer(axum::middleware::from_fn(vectors::unpinned_only)),
+            ));
         if self.studio {
             // The Studio's files are public: they hold no data, and ask for a token when the
             // API needs one.
@@ -531,6 +609,12 @@ impl Server {
         }
         if let Some(id) = self.mcp_conflicts.first() {
             return Err(ServeError::DuplicateMcpServer { id: id.clone() });
+        }
+        if let Some((name, problem)) = self.vector_problems.first() {
+            return Err(ServeError::VectorStoreName {
+                name: name.clone(),
+                problem,
+            });
         }
         let io = |source| ServeError::Io { addr, source };
         let socket = if addr.is_ipv4() {

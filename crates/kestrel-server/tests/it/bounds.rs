@@ -413,7 +413,9 @@ async fn every_bound_the_document_states_on_a_body_is_enforced() {
             .operation
             .pointer("/responses/200/content/application~1json")
             .is_some();
-        if op.method != reqwest::Method::GET || !json_answer {
+        // The document is rendered once, from the routes: it holds no body, but names fields
+        // (`probes`) the mark can be part of.
+        if op.method != reqwest::Method::GET || !json_answer || op.path == "/api/openapi.json" {
             continue;
         }
         let mut request = http.get(format!("{base}{}", op.concrete));

@@ -16,4 +16,5 @@ mod openapi;
 mod secrets;
 mod skills;
 mod stored_agents;
+mod vectors;
 mod workflows;

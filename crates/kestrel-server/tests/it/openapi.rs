@@ -26,7 +26,11 @@ async fn start(configure: impl FnOnce(Server) -> Server) -> String {
         .memory(memory.clone())
         .build()
         .unwrap();
-    let server = configure(Server::new(kestrel).memory(memory));
+    let server = configure(
+        Server::new(kestrel)
+            .memory(memory)
+            .vector("x", Arc::new(kestrel_rag::InMemoryVectorStore::new())),
+    );
     let (listener, addr) = server.bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
     tokio::spawn(server.serve_on(listener, addr));
     format!("http://{addr}")
@@ -176,6 +180,14 @@ async fn the_document_lists_every_route_with_its_schemas() {
         ("post", "/api/workflows/{workflow_id}/time-travel-async"),
         ("post", "/api/workflows/{workflow_id}/time-travel-stream"),
         ("post", "/api/workflows/{workflow_id}/runs/{run_id}/cancel"),
+        ("get", "/api/vectors"),
+        ("get", "/api/embedders"),
+        ("post", "/api/vector/{vector_name}/upsert"),
+        ("post", "/api/vector/{vector_name}/create-index"),
+        ("post", "/api/vector/{vector_name}/query"),
+        ("get", "/api/vector/{vector_name}/indexes"),
+        ("get", "/api/vector/{vector_name}/indexes/{index_name}"),
+        ("delete", "/api/vector/{vector_name}/indexes/{index_name}"),
         ("get", "/api/openapi.json"),
         ("post", "/chat/{agent_id}"),
         ("get", "/chat/{agent_id}/{chat_id}/stream"),
@@ -236,6 +248,37 @@ async fn the_document_lists_every_route_with_its_schemas() {
         assert!(names.contains(&name), "{names:?}");
     }
     assert!(paths["/api/memory/threads"]["post"]["responses"]["201"].is_object());
+    // The vector routes' bodies are exactly what they take: Mastra's fields (and Kestrel's),
+    // nothing else.
+    let upsert = &paths["/api/vector/{vector_name}/upsert"]["post"];
+    let upsert_body = resolve(
+        &doc,
+        &upsert["requestBody"]["content"]["application/json"]["schema"],
+    );
+    assert_eq!(upsert_body["additionalProperties"], false, "{upsert_body}");
+    assert_eq!(
+        upsert_body["required"],
+        json!(["indexName", "vectors"]),
+        "{upsert_body}"
+    );
+    assert_eq!(
+        upsert_body["properties"]["vectors"]["items"]["maxItems"],
+        16_000
+    );
+    let create_index = &paths["/api/vector/{vector_name}/create-index"]["post"];
+    assert!(
+        create_index["responses"]["409"].is_object(),
+        "{create_index}"
+    );
+    let query = &paths["/api/vector/{vector_name}/query"]["post"];
+    let query_body = resolve(
+        &doc,
+        &query["requestBody"]["content"]["application/json"]["schema"],
+    );
+    assert_eq!(
+        query_body["properties"]["topK"]["maximum"], 10_000,
+        "{query_body}"
+    );
     let chat = &paths["/chat/{agent_id}"]["post"];
     let chat_body = resolve(
         &doc,
