@@ -373,11 +373,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             w9::w11_bench(runs).await
         }
         Some("rag-quality") => {
-            let dir = args.get(1).ok_or("usage: rag-quality <dir of Markdown pages>")?;
+            let dir = args
+                .get(1)
+                .ok_or("usage: rag-quality <dir of Markdown pages>")?;
             rag::quality(std::path::Path::new(dir)).await
         }
         Some("rag-latency") => {
-            let n = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(10_000);
+            let n = args
+                .get(1)
+                .map(|s| s.parse())
+                .transpose()?
+                .unwrap_or(10_000);
             rag::latency(n).await
         }
         Some("w13") => {

@@ -85,11 +85,15 @@ async fn backends(
 ) -> Result<Vec<(String, SharedVectorStore)>, BoxError> {
     let mut out: Vec<(String, SharedVectorStore)> = Vec::new();
     let memory: SharedVectorStore = Arc::new(InMemoryVectorStore::new());
-    memory.create_index(CreateIndex::new(name, dimension)).await?;
+    memory
+        .create_index(CreateIndex::new(name, dimension))
+        .await?;
     out.push(("memory (exact)".into(), memory));
     let sqlite: SharedVectorStore =
         Arc::new(SqliteVectorStore::open(dir.join(format!("{name}.db"))).await?);
-    sqlite.create_index(CreateIndex::new(name, dimension)).await?;
+    sqlite
+        .create_index(CreateIndex::new(name, dimension))
+        .await?;
     out.push(("sqlite (exact)".into(), sqlite));
     if let Ok(url) = std::env::var("KESTREL_BENCH_PGVECTOR_URL") {
         let schema = format!("kestrel_bench_{}", std::process::id());
@@ -98,7 +102,14 @@ async fn backends(
             ("pgvector flat (exact)", IndexConfig::flat()),
             ("pgvector hnsw m=16 efc=64", IndexConfig::hnsw(16, 64)),
         ] {
-            let index = format!("{name}_{}", if label.contains("flat") { "flat" } else { "hnsw" });
+            let index = format!(
+                "{name}_{}",
+                if label.contains("flat") {
+                    "flat"
+                } else {
+                    "hnsw"
+                }
+            );
             let _ = pg.delete_index(&index).await;
             pg.create_index(CreateIndex::new(&index, dimension).index_config(config))
                 .await?;
@@ -148,7 +159,11 @@ pub async fn quality(dir: &Path) -> Result<(), BoxError> {
         let chunks = Document::from_markdown(page.text.clone())
             .with(SOURCE_KEY, page.source.as_str())
             .chunk(&chunking)?;
-        for (i, chunk) in chunks.into_iter().filter(|c| !c.text.trim().is_empty()).enumerate() {
+        for (i, chunk) in chunks
+            .into_iter()
+            .filter(|c| !c.text.trim().is_empty())
+            .enumerate()
+        {
             ids.push(format!("{}#{i}", page.source));
             texts.push(chunk.text.clone());
             let mut m = chunk.metadata;
@@ -188,7 +203,11 @@ pub async fn quality(dir: &Path) -> Result<(), BoxError> {
             latencies.push(started.elapsed());
             let mut ranked: Vec<&str> = Vec::new();
             for r in &results {
-                let source = r.metadata.get(SOURCE_KEY).and_then(Value::as_str).unwrap_or("");
+                let source = r
+                    .metadata
+                    .get(SOURCE_KEY)
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
                 if !ranked.contains(&source) {
                     ranked.push(source);
                 }
@@ -237,7 +256,9 @@ pub async fn latency(n: usize) -> Result<(), BoxError> {
     const DIMENSION: usize = 384;
     const QUERIES: usize = 200;
     let ids: Vec<String> = (0..n).map(|i| format!("v{i}")).collect();
-    let vectors: Vec<Vec<f32>> = (0..n).map(|i| unit_vector(i as u64 + 1, DIMENSION)).collect();
+    let vectors: Vec<Vec<f32>> = (0..n)
+        .map(|i| unit_vector(i as u64 + 1, DIMENSION))
+        .collect();
     let metadata: Vec<Metadata> = (0..n)
         .map(|i| {
             let mut m = Metadata::new();

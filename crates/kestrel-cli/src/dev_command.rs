@@ -147,7 +147,25 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let queues = kestrel.drain_message_queues().await;
     let server = match dev::server(kestrel, memory) {
         Ok(server) => {
-            let server = server.allowed_hosts(args.allowed_hosts.clone());
+            let mut server = server.allowed_hosts(args.allowed_hosts.clone());
+            if let Some(search) = &docs {
+                // The docs index and whatever `kestrel rag ingest` adds to this database, at
+                // /api/vector/dev/...
+                let kind = match args.db {
+                    dev::Database::Sqlite(_) => "sqlite",
+                    dev::Database::Postgres(_) => "pgvector",
+                };
+                server = server
+                    .vector(
+                        "dev",
+                        kestrel::server::ServedVectorStore::new(search.store.clone(), kind)
+                            .description("The dev database: Kestrel's docs (kestrel_docs) and what `kestrel rag ingest` adds"),
+                    )
+                    .embedder(
+                        kestrel::server::ServedEmbedder::new(search.embedder.clone(), 256)
+                            .description("all-MiniLM-L6-v2, run in-process"),
+                    );
+            }
             match mcp_client.clone() {
                 Some(client) => server.mcp_client(client),
                 None => server,

@@ -38,11 +38,15 @@ async fn open(args: &RagStoreArgs) -> Result<(SharedVectorStore, SharedEmbedder)
     Ok((store, embedder))
 }
 
+/// A mismatched embedder, a missing index or a refused request is the caller's to fix (2);
+/// a failing embedder or store, not (1).
 fn rag_failure(error: RagError) -> ExitCode {
-    match &error {
-        RagError::DimensionMismatch { .. } => fail(USAGE, error),
-        _ => fail(FAILURE, error),
-    }
+    let usage = match &error {
+        RagError::DimensionMismatch { .. } => true,
+        RagError::Vector(e) => e.is_client_error(),
+        _ => false,
+    };
+    fail(if usage { USAGE } else { FAILURE }, error)
 }
 
 /// The progress of an ingest on stderr: one line redrawn in place on a terminal, a line per
@@ -77,10 +81,6 @@ impl Progress {
 }
 
 async fn ingest(args: RagIngestArgs) -> ExitCode {
-    let (store, embedder) = match open(&args.store).await {
-        Ok(opened) => opened,
-        Err(code) => return code,
-    };
     let mut options = IngestOptions::default();
     if args.max_size.is_some() || args.overlap.is_some() {
         let max_size = args.max_size.unwrap_or(1000);
@@ -99,6 +99,10 @@ async fn ingest(args: RagIngestArgs) -> ExitCode {
                 .overlap(overlap),
         );
     }
+    let (store, embedder) = match open(&args.store).await {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
     let mut progress = Progress {
         tty: std::io::stderr().is_terminal(),
     };

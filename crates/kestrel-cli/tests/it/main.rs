@@ -12,6 +12,7 @@ mod local_default;
 mod mcp;
 mod mcp_conformance;
 mod models;
+mod rag;
 mod studio_browser;
 mod takeover;
 mod workflow_takeover;

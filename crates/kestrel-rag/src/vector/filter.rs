@@ -109,6 +109,7 @@ pub(crate) enum CmpOp {
 
 impl CmpOp {
     /// The SQL operator.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "pgvector")), allow(dead_code))]
     pub(crate) fn sql(self) -> &'static str {
         match self {
             CmpOp::Gt => ">",
@@ -147,6 +148,7 @@ pub(crate) enum ElemMatch {
 
 /// A compiled regular expression and the source it came from.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(any(feature = "sqlite", feature = "pgvector")), allow(dead_code))]
 pub(crate) struct Pattern {
     /// The pattern as given.
     pub(crate) source: String,
@@ -160,6 +162,7 @@ pub(crate) struct Pattern {
 impl Pattern {
     /// The pattern for PostgreSQL's `~`, with embedded options giving MongoDB's meaning:
     /// `.` stops at newlines unless `s`, `^`/`$` match at lines only with `m`.
+    #[cfg_attr(not(feature = "pgvector"), allow(dead_code))]
     pub(crate) fn postgres(&self) -> String {
         let multiline = self.options.contains('m');
         let dot_all = self.options.contains('s');
@@ -234,6 +237,7 @@ impl Filter {
         node_matches(&self.root, metadata)
     }
 
+    #[cfg_attr(not(any(feature = "sqlite", feature = "pgvector")), allow(dead_code))]
     pub(crate) fn root(&self) -> &Node {
         &self.root
     }
