@@ -56,7 +56,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.as_ref(),
         "notes",
         embedder.as_ref(),
-        &[notes.clone()],
+        std::slice::from_ref(&notes),
         &IngestOptions::default(),
         |p| {
             if let FileOutcome::Ingested(chunks) = p.outcome {

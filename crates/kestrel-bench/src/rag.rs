@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use kestrel::embed_local::LocalEmbedder;
 use kestrel::embedding::Embedder;
+use kestrel::rag::VectorStore;
 use kestrel::rag::ingest::{SOURCE_KEY, TEXT_KEY};
 use kestrel::rag::vector::pgvector::{PgVectorOptions, PgVectorStore};
 use kestrel::rag::vector::sqlite::SqliteVectorStore;

@@ -571,23 +571,44 @@ async fn ingesting_a_folder_is_resumable_and_replaces_changed_files() {
     // Again, after a restart: nothing changed, nothing embedded.
     let store = SqliteVectorStore::open(&db).await.unwrap();
     let probe = Probe::new(0, true);
-    let report = ingest_paths(&store, "docs", &probe, &[docs.clone()], &options, |_| {})
-        .await
-        .err();
+    let report = ingest_paths(
+        &store,
+        "docs",
+        &probe,
+        std::slice::from_ref(&docs),
+        &options,
+        |_| {},
+    )
+    .await
+    .err();
     // The probe makes 8-dimension vectors: refused before anything is read.
     assert!(matches!(report, Some(RagError::DimensionMismatch { .. })));
-    let report = ingest_paths(&store, "docs", &embedder, &[docs.clone()], &options, |_| {})
-        .await
-        .unwrap();
+    let report = ingest_paths(
+        &store,
+        "docs",
+        &embedder,
+        std::slice::from_ref(&docs),
+        &options,
+        |_| {},
+    )
+    .await
+    .unwrap();
     assert_eq!((report.ingested(), report.unchanged()), (0, 3));
 
     // b.txt grows to two chunks, a.md is emptied: their old chunks are replaced.
     let long = "Kestrels hover over fields. ".repeat(60);
     std::fs::write(docs.join("b.txt"), &long).unwrap();
     std::fs::write(docs.join("a.md"), "").unwrap();
-    let report = ingest_paths(&store, "docs", &embedder, &[docs.clone()], &options, |_| {})
-        .await
-        .unwrap();
+    let report = ingest_paths(
+        &store,
+        "docs",
+        &embedder,
+        std::slice::from_ref(&docs),
+        &options,
+        |_| {},
+    )
+    .await
+    .unwrap();
     assert_eq!((report.ingested(), report.unchanged()), (2, 1));
     let by_source = |source: &'static str| {
         let store = &store;
