@@ -150,12 +150,17 @@ async fn upsert_all(
 
 /// recall@5 and MRR (over pages) of the title queries.
 pub async fn quality(dir: &Path) -> Result<(), BoxError> {
-    let pages = read_pages(dir)?;
+    let mut pages = read_pages(dir)?;
+    // `KESTREL_BENCH_PAGES`: only the first N pages (a quicker run).
+    if let Some(n) = std::env::var("KESTREL_BENCH_PAGES").ok().and_then(|n| n.parse().ok()) {
+        pages.truncate(n);
+    }
     let embedder = LocalEmbedder::from_env();
     let chunking = ChunkOptions::markdown().max_size(1000).overlap(100);
     let mut ids = Vec::new();
     let mut texts = Vec::new();
     let mut metadata = Vec::new();
+    let chunking_started = Instant::now();
     for page in &pages {
         let chunks = Document::from_markdown(page.text.clone())
             .with(SOURCE_KEY, page.source.as_str())
@@ -172,23 +177,47 @@ pub async fn quality(dir: &Path) -> Result<(), BoxError> {
             metadata.push(m);
         }
     }
+    let chunking_time = chunking_started.elapsed();
     println!(
-        "rag-quality: {} pages, {} chunks (markdown, 1000/100), embedder {}/{}",
+        "rag-quality: {} pages, {} chunks (markdown, 1000/100) in {:.0} ms, embedder {}/{}",
         pages.len(),
         texts.len(),
+        chunking_time.as_secs_f64() * 1000.0,
         embedder.provider(),
         embedder.model_id()
     );
+    // `KESTREL_BENCH_EMBED_CONCURRENCY`: batches in flight (default 2, the library's; the
+    // local embedder is compute-bound, 1 measured within 15% of 2).
+    let concurrency = std::env::var("KESTREL_BENCH_EMBED_CONCURRENCY")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(2);
+    let embed_options = EmbedOptions::default().max_concurrency(concurrency);
     let started = Instant::now();
-    let vectors = embed_many(&embedder, &texts, &EmbedOptions::default()).await?;
+    let vectors = embed_many(&embedder, &texts, &embed_options).await?;
     let embed_time = started.elapsed();
     println!(
-        "  embedding: {:.1} s, {:.0} chunks/s (batches of 64, 2 at a time)",
+        "  embedding: {:.1} s, {:.1} chunks/s (batches of 64, {concurrency} at a time)",
         embed_time.as_secs_f64(),
         texts.len() as f64 / embed_time.as_secs_f64()
     );
     let titles: Vec<String> = pages.iter().map(|p| p.title.clone()).collect();
     let query_vectors = embed_many(&embedder, &titles, &EmbedOptions::default()).await?;
+    // For the comparison with Mastra's LibSQLVector (compat-tests/rag-fixtures/bench.mjs): the
+    // same chunks' vectors and the same queries.
+    if let Ok(path) = std::env::var("KESTREL_BENCH_EXPORT") {
+        let sources: Vec<&Value> = metadata.iter().map(|m| &m[SOURCE_KEY]).collect();
+        let pages_json: Vec<Value> = pages
+            .iter()
+            .map(|p| serde_json::json!({"source": p.source, "title": p.title}))
+            .collect();
+        let export = serde_json::json!({
+            "ids": ids, "sources": sources, "vectors": vectors,
+            "pages": pages_json, "queries": query_vectors,
+        });
+        std::fs::write(&path, serde_json::to_vec(&export)?)?;
+        println!("  exported the vectors and queries to {path}");
+    }
     let tmp = tempfile::tempdir()?;
     for (label, store) in backends("corpus", 384, tmp.path()).await? {
         let (label, index) = split_label(&label, "corpus");

@@ -18,9 +18,36 @@ use super::{
 /// the async runtime. Nothing survives the process: use it for tests, examples and small
 /// corpora, and [`SqliteVectorStore`](super::sqlite::SqliteVectorStore) or
 /// [`PgVectorStore`](super::pgvector::PgVectorStore) to keep vectors.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct InMemoryVectorStore {
     indexes: Arc<RwLock<BTreeMap<String, Index>>>,
+    limits: Limits,
+}
+
+/// How much an [`InMemoryVectorStore`] holds at most: a store served over HTTP must not grow
+/// without bound at its callers' request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Indexes (default 1,000).
+    pub max_indexes: usize,
+    /// Vector components over all indexes (default 2^26: 256 MiB of `f32`, some 175,000
+    /// vectors of 384 dimensions).
+    pub max_components: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_indexes: 1_000,
+            max_components: 1 << 26,
+        }
+    }
+}
+
+impl Default for InMemoryVectorStore {
+    fn default() -> Self {
+        InMemoryVectorStore::with_limits(Limits::default())
+    }
 }
 
 #[derive(Debug)]
@@ -126,9 +153,17 @@ impl Ord for Candidate<'_> {
 }
 
 impl InMemoryVectorStore {
-    /// An empty store.
+    /// An empty store with the default [`Limits`].
     pub fn new() -> InMemoryVectorStore {
         InMemoryVectorStore::default()
+    }
+
+    /// An empty store holding at most `limits`.
+    pub fn with_limits(limits: Limits) -> InMemoryVectorStore {
+        InMemoryVectorStore {
+            indexes: Arc::default(),
+            limits,
+        }
     }
 
     fn read<R>(&self, f: impl FnOnce(&BTreeMap<String, Index>) -> R) -> R {
@@ -213,6 +248,13 @@ impl VectorStore for InMemoryVectorStore {
                 dimension: request.dimension,
                 metric: request.metric,
             }),
+            None if indexes.len() >= self.limits.max_indexes => Err(VectorError::invalid(
+                "indexName",
+                format!(
+                    "the in-memory store holds at most {} indexes; delete one first",
+                    self.limits.max_indexes
+                ),
+            )),
             None => {
                 indexes.insert(
                     request.index_name.clone(),
@@ -268,14 +310,30 @@ impl VectorStore for InMemoryVectorStore {
                 .ok_or_else(|| not_found(&index_name))
         })?;
         let records = request.into_records(dimension, metric)?;
+        let max_components = self.limits.max_components;
         self.write(|indexes| {
+            if indexes.get(&index_name).map(|i| i.dimension) != Some(dimension) {
+                // Deleted (or re-created with another dimension) since the check.
+                return Err(not_found(&index_name));
+            }
+            let held: usize = indexes.values().map(|i| i.data.len()).sum();
+            let adding = records
+                .iter()
+                .filter(|r| !indexes.get(&index_name).is_some_and(|i| i.positions.contains_key(&r.id)))
+                .count()
+                * dimension;
+            if held + adding > max_components {
+                return Err(VectorError::invalid(
+                    "vectors",
+                    format!(
+                        "the in-memory store holds at most {max_components} vector components \
+                         and has {held}; these would add {adding}"
+                    ),
+                ));
+            }
             let index = indexes
                 .get_mut(&index_name)
                 .ok_or_else(|| not_found(&index_name))?;
-            if index.dimension != dimension {
-                // Deleted and re-created with another dimension since the check.
-                return Err(not_found(&index_name));
-            }
             if let Some(filter) = delete_filter.filter(|f| !f.is_empty()) {
                 for position in index.select(&Selector::Filter(filter)).into_iter().rev() {
                     index.remove(position);

@@ -33,12 +33,14 @@ mod completion;
 mod decisions;
 mod events;
 mod recovery;
+mod retrieval;
 mod traced;
 
 use completion::*;
 use decisions::*;
 use events::*;
 use recovery::*;
+use retrieval::*;
 use traced::*;
 
 const THREAD: &str = "net-thread";
@@ -227,6 +229,7 @@ on_every_backend!(
     a_traced_network_run_is_a_tree_of_its_iterations,
     a_traced_runs_memory_reads_and_writes_are_spans,
     a_network_iteration_whose_routing_fails_is_a_failed_span,
+    the_vector_query_tool_is_a_network_primitive,
 );
 
 // The durable backends only: the in-memory one keeps no snapshot of a run mid-way.
