@@ -152,7 +152,10 @@ async fn upsert_all(
 pub async fn quality(dir: &Path) -> Result<(), BoxError> {
     let mut pages = read_pages(dir)?;
     // `KESTREL_BENCH_PAGES`: only the first N pages (a quicker run).
-    if let Some(n) = std::env::var("KESTREL_BENCH_PAGES").ok().and_then(|n| n.parse().ok()) {
+    if let Some(n) = std::env::var("KESTREL_BENCH_PAGES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
         pages.truncate(n);
     }
     let embedder = LocalEmbedder::from_env();

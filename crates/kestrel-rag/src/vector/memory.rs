@@ -319,7 +319,11 @@ impl VectorStore for InMemoryVectorStore {
             let held: usize = indexes.values().map(|i| i.data.len()).sum();
             let adding = records
                 .iter()
-                .filter(|r| !indexes.get(&index_name).is_some_and(|i| i.positions.contains_key(&r.id)))
+                .filter(|r| {
+                    !indexes
+                        .get(&index_name)
+                        .is_some_and(|i| i.positions.contains_key(&r.id))
+                })
                 .count()
                 * dimension;
             if held + adding > max_components {

@@ -5,8 +5,8 @@ kestrel_rag::vector_store_tests!(kestrel_rag::testing::memory);
 /// A store served over HTTP must not grow without bound at its callers' request.
 #[tokio::test]
 async fn the_in_memory_store_is_bounded() {
-    use kestrel_rag::vector::memory::Limits;
     use kestrel_rag::vector::Metadata;
+    use kestrel_rag::vector::memory::Limits;
     use kestrel_rag::{CreateIndex, InMemoryVectorStore, Upsert, VectorError, VectorStore};
 
     let store = InMemoryVectorStore::with_limits(Limits {
@@ -15,8 +15,20 @@ async fn the_in_memory_store_is_bounded() {
     });
     store.create_index(CreateIndex::new("a", 2)).await.unwrap();
     store.create_index(CreateIndex::new("b", 2)).await.unwrap();
-    let err = store.create_index(CreateIndex::new("c", 2)).await.unwrap_err();
-    assert!(matches!(err, VectorError::InvalidRequest { field: "indexName", .. }), "{err}");
+    let err = store
+        .create_index(CreateIndex::new("c", 2))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            VectorError::InvalidRequest {
+                field: "indexName",
+                ..
+            }
+        ),
+        "{err}"
+    );
     // Re-creating an existing index is still a no-op.
     store.create_index(CreateIndex::new("a", 2)).await.unwrap();
     let four = |prefix: &str| {
@@ -29,9 +41,21 @@ async fn the_in_memory_store_is_bounded() {
         .upsert(Upsert::new("b").vector("x", vec![1.0, 0.0], Metadata::new()))
         .await
         .unwrap_err();
-    assert!(matches!(err, VectorError::InvalidRequest { field: "vectors", .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            VectorError::InvalidRequest {
+                field: "vectors",
+                ..
+            }
+        ),
+        "{err}"
+    );
     // Replacing vectors adds nothing; deleting makes room.
     store.upsert(four("a")).await.unwrap();
     store.delete_index("a").await.unwrap();
-    store.upsert(Upsert::new("b").vector("x", vec![1.0, 0.0], Metadata::new())).await.unwrap();
+    store
+        .upsert(Upsert::new("b").vector("x", vec![1.0, 0.0], Metadata::new()))
+        .await
+        .unwrap();
 }

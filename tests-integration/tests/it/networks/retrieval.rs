@@ -35,7 +35,11 @@ pub(super) async fn the_vector_query_tool_is_a_network_primitive(store: Store) {
             r#"{"queryText": "where do kestrels nest", "topK": 1}"#,
             "the notes answer this",
         ),
-        verdict(true, "the passage answers it", "In cavities and nest boxes."),
+        verdict(
+            true,
+            "the passage answers it",
+            "In cavities and nest boxes.",
+        ),
     ]);
     let network = Agent::builder("librarian")
         .instructions("Answer from the notes.")
