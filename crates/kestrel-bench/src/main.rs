@@ -19,6 +19,7 @@
 //! cargo run --release -p kestrel-bench -- w12 1000    # a network: agent, workflow, tool, then none
 //! cargo run --release -p kestrel-bench -- rag-quality <dir>  # recall@5/MRR per backend (rag.rs)
 //! cargo run --release -p kestrel-bench -- rag-latency 10000  # query p50/p99 per backend (rag.rs)
+//! cargo run --release -p kestrel-bench -- rag-hnsw corpus.json # HNSW recall per ef_search (rag.rs)
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -377,6 +378,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .get(1)
                 .ok_or("usage: rag-quality <dir of Markdown pages>")?;
             rag::quality(std::path::Path::new(dir)).await
+        }
+        Some("rag-hnsw") => {
+            let corpus = args
+                .get(1)
+                .ok_or("usage: rag-hnsw <corpus.json exported by rag-quality>")?;
+            rag::hnsw(std::path::Path::new(corpus)).await
         }
         Some("rag-latency") => {
             let n = args

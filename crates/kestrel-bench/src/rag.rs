@@ -3,6 +3,7 @@
 //! ```text
 //! kestrel-bench rag-quality <dir>      # recall@5 and MRR, ingest throughput, per backend
 //! kestrel-bench rag-latency <N>        # query latency p50/p99 over N random 384-d vectors
+//! kestrel-bench rag-hnsw <corpus.json> # HNSW's own recall on real embeddings, per ef_search
 //! ```
 //!
 //! **Quality.** Every Markdown page of `<dir>` (e.g. the 450 reference pages that ship in
@@ -17,6 +18,12 @@
 //!
 //! **Latency.** N random unit vectors (384-d, seeded), 200 queries with top-k 10, per backend;
 //! also the upsert throughput and, for HNSW, its recall@10 against exact search.
+//!
+//! **HNSW on real embeddings.** The vectors and title queries `rag-quality` exported
+//! (`KESTREL_BENCH_EXPORT`) go into a pgvector HNSW index (m 16, ef_construction 64) whose
+//! connections have sequential and bitmap scans off, so that PostgreSQL walks the graph even
+//! where, at this size, it would rather scan the table (or the namespace's index, and sort); each query's top k is compared with the exact
+//! top k, for several `ef_search` (Mastra's rule, m · k, among them).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -338,5 +345,144 @@ pub async fn latency(n: usize) -> Result<(), BoxError> {
         );
     }
     println!("  peak RSS {:.0} MB", peak_rss_mb());
+    Ok(())
+}
+
+/// HNSW's recall against exact search on the real embeddings `rag-quality` exported, per
+/// `ef_search`, with the index forced.
+pub async fn hnsw(corpus: &Path) -> Result<(), BoxError> {
+    let export: Value = serde_json::from_slice(&std::fs::read(corpus)?)?;
+    let floats = |v: &Value| -> Vec<f32> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_f64)
+                    .map(|x| x as f32)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let vectors: Vec<Vec<f32>> = export["vectors"]
+        .as_array()
+        .ok_or("the export has no `vectors`")?
+        .iter()
+        .map(floats)
+        .collect();
+    let queries: Vec<Vec<f32>> = export["queries"]
+        .as_array()
+        .ok_or("the export has no `queries`")?
+        .iter()
+        .map(floats)
+        .collect();
+    let dimension = vectors.first().map_or(0, Vec::len);
+    let ids: Vec<String> = (0..vectors.len()).map(|i| format!("c{i}")).collect();
+    let metadata = vec![Metadata::new(); vectors.len()];
+    let url = std::env::var("KESTREL_BENCH_PGVECTOR_URL")
+        .map_err(|_| "rag-hnsw needs KESTREL_BENCH_PGVECTOR_URL")?;
+    println!(
+        "rag-hnsw: {} real vectors ({dimension}-d), {} queries, HNSW m=16 efc=64, index forced",
+        vectors.len(),
+        queries.len()
+    );
+    let exact = InMemoryVectorStore::new();
+    exact
+        .create_index(CreateIndex::new("corpus", dimension))
+        .await?;
+    upsert_all(
+        &(Arc::new(exact.clone()) as SharedVectorStore),
+        "corpus",
+        &ids,
+        &vectors,
+        &metadata,
+    )
+    .await?;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                sqlx::Executor::execute(
+                    conn,
+                    "SET enable_seqscan = off; SET enable_bitmapscan = off",
+                )
+                .await?;
+                Ok(())
+            })
+        })
+        .connect(&url)
+        .await?;
+    let schema = format!("kestrel_bench_hnsw_{}", std::process::id());
+    let pg =
+        PgVectorStore::from_pool(pool, PgVectorOptions::default().schema(schema.clone())).await?;
+    let _ = pg.delete_index("corpus").await;
+    pg.create_index(CreateIndex::new("corpus", dimension).index_config(IndexConfig::hnsw(16, 64)))
+        .await?;
+    let built = upsert_all(
+        &(Arc::new(pg.clone()) as SharedVectorStore),
+        "corpus",
+        &ids,
+        &vectors,
+        &metadata,
+    )
+    .await?;
+    println!(
+        "  built in {:.1} s ({:.0} vectors/s)",
+        built.as_secs_f64(),
+        vectors.len() as f64 / built.as_secs_f64()
+    );
+    // Fresh statistics: right after the load PostgreSQL still guesses a few dozen rows.
+    sqlx::query(&format!("ANALYZE \"{schema}\".\"corpus\""))
+        .execute(pg.pool())
+        .await?;
+    let plan = pg
+        .explain(&VectorQuery::new("corpus", queries[0].clone()).top_k(10))
+        .await?;
+    // The HNSW index by name: with sequential scans off, PostgreSQL could also pick another
+    // index (the namespace's) and sort, which is exact.
+    let hnsw_used = plan
+        .lines()
+        .any(|l| l.contains("Index Scan using corpus_vector_idx"))
+        && plan.contains("Order By: (embedding");
+    println!(
+        "  plan: {}",
+        if hnsw_used {
+            "the HNSW index"
+        } else {
+            "NOT the HNSW index"
+        }
+    );
+    if !hnsw_used {
+        println!("{plan}");
+    }
+    for k in [5usize, 10, 20] {
+        let mut truth: Vec<Vec<String>> = Vec::new();
+        for q in &queries {
+            let results = exact
+                .query(VectorQuery::new("corpus", q.clone()).top_k(k))
+                .await?;
+            truth.push(results.into_iter().map(|r| r.id).collect());
+        }
+        let rule = (16 * k).min(1000) as u32;
+        for ef in [k as u32, 40, 64, rule] {
+            let mut latencies = Vec::new();
+            let mut hits = 0usize;
+            for (q, want) in queries.iter().zip(&truth) {
+                let started = Instant::now();
+                let results = pg
+                    .query(VectorQuery::new("corpus", q.clone()).top_k(k).ef(ef))
+                    .await?;
+                latencies.push(started.elapsed());
+                hits += results.iter().filter(|r| want.contains(&r.id)).count();
+            }
+            latencies.sort();
+            println!(
+                "  top {k:>2}, ef_search {ef:>3}{}: recall@{k} vs exact {:.3}, p50 {:.2} ms, p99 {:.2} ms",
+                if ef == rule { " (Mastra's rule)" } else { "" },
+                hits as f64 / (k * queries.len()) as f64,
+                super::percentile(&latencies, 0.5) / 1000.0,
+                super::percentile(&latencies, 0.99) / 1000.0,
+            );
+        }
+    }
+    pg.delete_index("corpus").await?;
     Ok(())
 }

@@ -411,6 +411,19 @@ impl VectorQuery {
         self
     }
 
+    /// HNSW: examines `ef` candidates per query (`hnsw.ef_search`, 1 to 1000) instead of
+    /// Mastra's rule; more is slower and finds more of the true nearest.
+    pub fn ef(mut self, ef: u32) -> VectorQuery {
+        self.ef = Some(ef);
+        self
+    }
+
+    /// IVFFlat: probes `probes` lists per query (`ivfflat.probes`) instead of √lists.
+    pub fn probes(mut self, probes: u32) -> VectorQuery {
+        self.probes = Some(probes);
+        self
+    }
+
     /// Checks `top_k`, the score bound and the query vector against an index of `dimension`
     /// and `metric`.
     pub fn check(&self, dimension: usize, metric: Metric) -> Result<(), VectorError> {
