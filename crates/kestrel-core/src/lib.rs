@@ -19,6 +19,8 @@
 //! - [`version`]: versions of agents (drafts, one published) and the choice of one per run;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
+//! - [`eval`]: scorers ([`eval::create_scorer`]'s pipeline, judges), trajectories and the
+//!   sampling of live runs;
 //! - [`store`]: the durable ports (stopped runs, workflow runs, the message queue, agent
 //!   versions) and [`store::Stores`], the bundle an instance is given once;
 //! - [`pubsub`]: how a thread's watchers get the events of its runs;
@@ -39,6 +41,7 @@ pub mod definition;
 mod delegation;
 pub mod embedding;
 pub mod error;
+pub mod eval;
 pub mod event;
 pub mod id;
 pub mod kestrel;

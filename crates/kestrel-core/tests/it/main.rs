@@ -13,6 +13,7 @@ mod background;
 mod delegation;
 mod delegation_control;
 mod environment;
+mod eval;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod fake_server;
 mod iteration;

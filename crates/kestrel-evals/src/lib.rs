@@ -1,0 +1,25 @@
+//! Kestrel's prebuilt scorers, for `kestrel_core::eval`'s [`Scorer`] trait.
+//!
+//! - [`code`]: Mastra's deterministic scorers — content similarity, textual difference,
+//!   keyword coverage, completeness, tone, tool-call accuracy and trajectory accuracy — with
+//!   `@mastra/evals`' values on the same inputs (lengths in UTF-16 code units, JavaScript's
+//!   whitespace, the same word lists);
+//!
+//! ```
+//! use kestrel_core::eval::{Scorer, ScorerRun};
+//! use kestrel_evals::code::ContentSimilarity;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let result = ContentSimilarity::new()
+//!     .run(ScorerRun::texts("The quick brown fox", "The quick brown dog"))
+//!     .await?;
+//! assert_eq!(result.score, Some(0.8));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`Scorer`]: kestrel_core::eval::Scorer
+
+pub mod code;
+mod js;
