@@ -4,6 +4,9 @@
 //!   keyword coverage, completeness, tone, tool-call accuracy and trajectory accuracy — with
 //!   `@mastra/evals`' values on the same inputs (lengths in UTF-16 code units, JavaScript's
 //!   whitespace, the same word lists);
+//! - [`llm`]: the LLM judges (answer relevancy, faithfulness, hallucination, toxicity, bias,
+//!   context precision and recall, prompt alignment, rubric, summarization), their steps
+//!   answered by a judge model through structured output;
 //!
 //! ```
 //! use kestrel_core::eval::{Scorer, ScorerRun};
@@ -23,3 +26,4 @@
 
 pub mod code;
 mod js;
+pub mod llm;

@@ -56,7 +56,7 @@ impl NotScorable {
 
 type StepFuture<T> = BoxFuture<'static, Result<T, BoxError>>;
 type StepFn<T> = Arc<dyn Fn(StepContext) -> StepFuture<T> + Send + Sync>;
-type PromptFn = Arc<dyn Fn(&StepContext) -> String + Send + Sync>;
+type PromptFn = Arc<dyn Fn(&StepContext) -> Result<String, BoxError> + Send + Sync>;
 
 /// A step answered by a judge: the prompt made from the [`StepContext`], and the JSON schema
 /// the answer must match (none: the answer is text).
@@ -81,6 +81,15 @@ impl JudgePrompt {
     pub fn new<F>(prompt: F) -> Self
     where
         F: Fn(&StepContext) -> String + Send + Sync + 'static,
+    {
+        Self::try_new(move |cx| Ok(prompt(cx)))
+    }
+
+    /// A prompt that may not be made: its error fails the step (or, a [`NotScorable`], ends
+    /// the run not scorable) before the judge is asked.
+    pub fn try_new<F>(prompt: F) -> Self
+    where
+        F: Fn(&StepContext) -> Result<String, BoxError> + Send + Sync + 'static,
     {
         Self {
             prompt: Arc::new(prompt),
@@ -406,7 +415,7 @@ impl Pipeline {
 
     /// Asks the judge; the answer's JSON (checked against the prompt's schema) or text.
     async fn ask(&self, prompt: &JudgePrompt, cx: &StepContext) -> Result<Answer<Value>, Stop> {
-        let text = (prompt.prompt)(cx);
+        let text = (prompt.prompt)(cx)?;
         let judge = self.judge_for(prompt)?;
         let mut request = judge.generate(text.as_str());
         if let Some(schema) = &prompt.schema {

@@ -362,3 +362,55 @@ async fn the_registry_pulls_catalog_models_through_the_model_store() {
             .exists()
     );
 }
+
+/// A scorer's judge on the local model: the step's schema becomes the model's grammar, so
+/// even a 135M model answers JSON the pipeline reads (this proves the plumbing, not the
+/// quality of its judgement).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scorer_judge_answers_under_the_grammar() {
+    use kestrel_core::eval::{JudgePrompt, Scorer, ScorerRun, create_scorer};
+    let Some(model) = model("a_scorer_judge_answers_under_the_grammar") else {
+        return;
+    };
+    let judge = Agent::builder("judge")
+        .model(model)
+        .instructions("You grade answers. Reply with JSON only.")
+        .build()
+        .unwrap();
+    let scorer = create_scorer("answers-the-question")
+        .judge(judge)
+        .analyze_judge(
+            JudgePrompt::new(|cx| {
+                format!(
+                    "Question: {}\nAnswer: {}\nDoes the answer answer the question? verdict is yes or no.",
+                    cx.run.input_text(),
+                    cx.run.output_text()
+                )
+            })
+            .schema(json!({
+                "type": "object",
+                "properties": {"verdict": {"type": "string", "enum": ["yes", "no"]}},
+                "required": ["verdict"],
+                "additionalProperties": false
+            })),
+        )
+        .generate_score(|cx| async move {
+            Ok(match cx.analyze.as_ref().and_then(|a| a["verdict"].as_str()) {
+                Some("yes") => 1.0,
+                _ => 0.0,
+            })
+        })
+        .build()
+        .unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(120),
+        scorer.run(ScorerRun::texts("What is 2 + 2?", "4")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let verdict = result.analyze_step_result.unwrap()["verdict"].clone();
+    assert!(verdict == "yes" || verdict == "no", "{verdict}");
+    assert!(matches!(result.score, Some(s) if s == 0.0 || s == 1.0));
+    assert!(result.analyze_prompt.unwrap().contains("What is 2 + 2?"));
+}
