@@ -479,6 +479,7 @@ impl KestrelBuilder {
             drains: Default::default(),
             versions: self.versions.clone(),
             tracer,
+            scoring: Default::default(),
         });
         // A memory without a store of its own uses the instance's.
         if let Some(memory) = &runtime.memory {

@@ -47,6 +47,7 @@ pub struct AgentBuilder {
     defaults: RunOptions,
     registry: Option<ModelRegistry>,
     memory: Option<Arc<dyn AgentMemory>>,
+    scorers: Vec<crate::eval::LiveScorer>,
     run_store: Option<SharedRunStore>,
     storage: Option<crate::store::Stores>,
     sub_agents: Vec<Agent>,
@@ -86,6 +87,7 @@ impl AgentBuilder {
             defaults: RunOptions::default(),
             registry: None,
             memory: None,
+            scorers: Vec::new(),
             run_store: None,
             storage: None,
             sub_agents: Vec::new(),
@@ -289,6 +291,21 @@ impl AgentBuilder {
         self
     }
 
+    /// Scores the agent's finished runs with `scorer`, those `sampling` chooses, after each
+    /// run and off its path; the scores go to the instance's score store (see
+    /// [`crate::eval::live`]).
+    pub fn scorer(
+        mut self,
+        scorer: impl crate::eval::IntoScorer,
+        sampling: crate::eval::ScoreSampling,
+    ) -> Self {
+        self.scorers.push(crate::eval::LiveScorer {
+            scorer: scorer.into_scorer(),
+            sampling,
+        });
+        self
+    }
+
     /// Resolves model strings through this registry instead of [`ModelRegistry::from_env`].
     pub fn registry(mut self, registry: ModelRegistry) -> Self {
         self.registry = Some(registry);
@@ -383,6 +400,7 @@ impl AgentBuilder {
             defaults: self.defaults,
             own_registry: self.registry,
             memory: self.memory,
+            scorers: self.scorers,
             own_run_store: self.run_store,
             sub_agents,
             workflows: self

@@ -14,6 +14,7 @@
 //! delegation and [`crate::control`] (run control).
 
 mod builder;
+mod judge;
 mod request;
 mod step;
 mod workflows;

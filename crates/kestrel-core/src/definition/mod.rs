@@ -94,6 +94,8 @@ pub(crate) struct AgentDefinition {
     /// Where it stands among versions: defined in code or in the storage, and the version
     /// it is seen through.
     pub(crate) versioning: Versioning,
+    /// The scorers it runs on its finished runs.
+    pub(crate) scorers: Vec<crate::eval::LiveScorer>,
 }
 
 impl AgentDefinition {

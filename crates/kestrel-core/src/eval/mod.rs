@@ -7,6 +7,8 @@
 //!   through structured output;
 //! - [`trajectory`]: what a run did, step by step ([`Trajectory`]), and what it was expected
 //!   to do ([`ExpectedTrajectory`]);
+//! - [`live`]: scorers an agent runs on its finished runs, off their path, stored with the
+//!   denominator kept ([`ScoringStats`]);
 //! - [`sampling`]: which live runs a scorer scores ([`ScoreSampling`]), decided from the trace
 //!   or run id exactly as Mastra decides it, so every scorer at one rate picks the same runs.
 //!
@@ -34,19 +36,21 @@
 //! # }
 //! ```
 
+pub mod live;
 pub mod pipeline;
 pub mod sampling;
 pub mod scorer;
 pub mod trajectory;
 
+pub use live::{LiveScorer, ScoreCounts, ScoringStats};
 pub use pipeline::{
-    JudgePrompt, NotScorable, PipelineScorer, ScorerBuildError, ScorerBuilder, StepContext,
-    create_scorer,
+    Judge, JudgePrompt, NotScorable, PipelineScorer, ScorerBuildError, ScorerBuilder, SharedJudge,
+    StepContext, create_scorer,
 };
 pub use sampling::{ScoreSampling, sample_fraction};
 pub use scorer::{
-    AgentInput, ScoreResult, Scorer, ScorerError, ScorerInput, ScorerKind, ScorerOutput, ScorerRun,
-    ScorerStep, SharedScorer,
+    AgentInput, IntoScorer, ScoreResult, Scorer, ScorerError, ScorerInput, ScorerKind,
+    ScorerOutput, ScorerRun, ScorerStep, SharedScorer, score_record,
 };
 pub use trajectory::{
     ExpectedStep, ExpectedTrajectory, Ordering, StepKind, Trajectory, TrajectoryStep,

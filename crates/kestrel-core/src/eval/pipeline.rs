@@ -22,9 +22,23 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use super::scorer::{ScoreResult, Scorer, ScorerError, ScorerKind, ScorerRun, ScorerStep};
-use crate::agent::Agent;
-use crate::definition::StructuredOutput;
 use crate::error::BoxError;
+
+/// Who answers a scorer's judge prompts: a model behind instructions that say how to judge.
+/// [`Agent`](crate::agent::Agent) is one (its answer asked for through structured output, so
+/// a local model answers under the schema's grammar).
+#[async_trait]
+pub trait Judge: Send + Sync {
+    /// A name for errors and logs (the agent's id).
+    fn judge_id(&self) -> &str;
+
+    /// Answers `prompt`: JSON matching `schema` when one is given (checked), else text (as
+    /// a JSON string).
+    async fn judge(&self, prompt: &str, schema: Option<&Value>) -> Result<Value, BoxError>;
+}
+
+/// A judge shared by steps and scorers.
+pub type SharedJudge = Arc<dyn Judge>;
 
 /// What a step reads: the run, and what the steps before it gave.
 #[derive(Debug, Clone)]
@@ -64,14 +78,17 @@ type PromptFn = Arc<dyn Fn(&StepContext) -> Result<String, BoxError> + Send + Sy
 pub struct JudgePrompt {
     prompt: PromptFn,
     schema: Option<Value>,
-    judge: Option<Agent>,
+    judge: Option<SharedJudge>,
 }
 
 impl std::fmt::Debug for JudgePrompt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JudgePrompt")
             .field("schema", &self.schema)
-            .field("judge", &self.judge.as_ref().map(Agent::id))
+            .field(
+                "judge",
+                &self.judge.as_ref().map(|j| j.judge_id().to_owned()),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -110,8 +127,8 @@ impl JudgePrompt {
     }
 
     /// This step's judge, instead of the scorer's.
-    pub fn judge(mut self, judge: Agent) -> Self {
-        self.judge = Some(judge);
+    pub fn judge(mut self, judge: impl Judge + 'static) -> Self {
+        self.judge = Some(Arc::new(judge));
         self
     }
 }
@@ -175,7 +192,7 @@ pub struct ScorerBuilder {
     name: Option<String>,
     description: String,
     kind: ScorerKind,
-    judge: Option<Agent>,
+    judge: Option<SharedJudge>,
     allow_empty: bool,
     preprocess: Option<Step<Value>>,
     analyze: Option<Step<Value>>,
@@ -220,8 +237,8 @@ impl ScorerBuilder {
     }
 
     /// The judge answering the judge prompts: an agent whose instructions say how to judge.
-    pub fn judge(mut self, judge: Agent) -> Self {
-        self.judge = Some(judge);
+    pub fn judge(mut self, judge: impl Judge + 'static) -> Self {
+        self.judge = Some(Arc::new(judge));
         self
     }
 
@@ -360,7 +377,7 @@ struct Pipeline {
     name: String,
     description: String,
     kind: ScorerKind,
-    judge: Option<Agent>,
+    judge: Option<SharedJudge>,
     allow_empty: bool,
     preprocess: Option<Step<Value>>,
     analyze: Option<Step<Value>>,
@@ -405,7 +422,7 @@ impl From<BoxError> for Stop {
 }
 
 impl Pipeline {
-    fn judge_for<'a>(&'a self, prompt: &'a JudgePrompt) -> Result<&'a Agent, BoxError> {
+    fn judge_for<'a>(&'a self, prompt: &'a JudgePrompt) -> Result<&'a SharedJudge, BoxError> {
         prompt
             .judge
             .as_ref()
@@ -417,20 +434,10 @@ impl Pipeline {
     async fn ask(&self, prompt: &JudgePrompt, cx: &StepContext) -> Result<Answer<Value>, Stop> {
         let text = (prompt.prompt)(cx)?;
         let judge = self.judge_for(prompt)?;
-        let mut request = judge.generate(text.as_str());
-        if let Some(schema) = &prompt.schema {
-            request = request.structured_output(StructuredOutput::new(schema.clone()));
-        }
-        let result = request.await.map_err(|e| Stop::Failed(Box::new(e)))?;
-        let value = match (&prompt.schema, result.object) {
-            (Some(_), Some(object)) => object,
-            (Some(_), None) => {
-                return Err(Stop::Failed(
-                    "the judge's answer is not JSON of the step's schema".into(),
-                ));
-            }
-            (None, _) => Value::String(result.text),
-        };
+        let value = judge
+            .judge(&text, prompt.schema.as_ref())
+            .await
+            .map_err(Stop::Failed)?;
         Ok(Answer {
             value,
             prompt: Some(text),

@@ -454,3 +454,59 @@ pub trait Scorer: Send + Sync + std::fmt::Debug {
 
 /// A scorer shared by agents, workflows and experiments.
 pub type SharedScorer = Arc<dyn Scorer>;
+
+/// What [`AgentBuilder::scorer`](crate::agent::AgentBuilder::scorer) and experiments take: a
+/// scorer, or one already shared.
+pub trait IntoScorer {
+    /// The shared scorer.
+    fn into_scorer(self) -> SharedScorer;
+}
+
+impl<S: Scorer + 'static> IntoScorer for S {
+    fn into_scorer(self) -> SharedScorer {
+        Arc::new(self)
+    }
+}
+
+impl IntoScorer for SharedScorer {
+    fn into_scorer(self) -> SharedScorer {
+        self
+    }
+}
+
+/// The stored record of `result`, given by `scorer` on the run of `entity_type` `entity_id`
+/// that read `input` and gave `output`.
+pub fn score_record(
+    scorer: &dyn Scorer,
+    result: ScoreResult,
+    entity_type: &str,
+    entity_id: &str,
+    source: crate::store::ScoreSource,
+    input: Value,
+    output: Value,
+) -> crate::store::ScoreRecord {
+    let mut record = crate::store::ScoreRecord::new(
+        scorer.id(),
+        serde_json::json!({
+            "id": scorer.id(),
+            "name": scorer.name(),
+            "description": scorer.description(),
+        }),
+        result.run_id,
+        entity_type,
+        entity_id,
+        source,
+        input,
+        output,
+    );
+    record.score = result.score;
+    record.reason = result.reason;
+    record.not_scorable = result.not_scorable;
+    record.preprocess_step_result = result.preprocess_step_result;
+    record.analyze_step_result = result.analyze_step_result;
+    record.preprocess_prompt = result.preprocess_prompt;
+    record.analyze_prompt = result.analyze_prompt;
+    record.generate_score_prompt = result.generate_score_prompt;
+    record.generate_reason_prompt = result.generate_reason_prompt;
+    record
+}

@@ -62,6 +62,8 @@ pub(crate) struct Runtime {
         std::sync::Mutex<std::collections::HashMap<String, Arc<crate::workflow::LiveRuns>>>,
     /// Records the runs' spans, when the instance traces.
     pub(crate) tracer: Option<crate::trace::Tracer>,
+    /// Live scoring's counts and the scorings running.
+    pub(crate) scoring: Arc<crate::eval::ScoringStats>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -87,6 +89,7 @@ impl Runtime {
             drains: queue::Drains::default(),
             versions: crate::version::Versions::default(),
             tracer: None,
+            scoring: Default::default(),
         }
     }
 }
@@ -118,6 +121,17 @@ impl Agent {
     /// The agent's display name (its id unless set).
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The counts of the live scorers of the instance's agents (this agent's among them):
+    /// runs eligible, sampled, scored and failed.
+    pub fn scoring(&self) -> &Arc<crate::eval::ScoringStats> {
+        &self.runtime.scoring
+    }
+
+    /// Where the instance keeps scores.
+    pub fn score_store(&self) -> &crate::store::SharedScoreStore {
+        &self.runtime.stores.scores
     }
 
     /// What the agent does (used when it is offered to another agent).
@@ -291,6 +305,7 @@ impl Agent {
             skills: None,
             editable: crate::version::Editable::default(),
             versioning: Default::default(),
+            scorers: Vec::new(),
         };
         Agent {
             inner: Arc::new(definition),

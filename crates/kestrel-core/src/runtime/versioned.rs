@@ -258,6 +258,7 @@ impl Agent {
             background: inner.background.clone(),
             tool_definitions,
             skills: inner.skills.clone(),
+            scorers: inner.scorers.clone(),
             editable: inner.editable,
             versioning: crate::definition::Versioning {
                 stored: inner.versioning.stored,

@@ -6,7 +6,8 @@
 //!   versioned snapshots a decision compares and sets;
 //! - [`WorkflowStore`] (`workflows`): workflow and network runs, as snapshots a resume claims;
 //! - [`MessageQueue`] (`queue`): messages waiting for a thread's next runs;
-//! - [`AgentVersionStore`] (`versions`): which stored version of an agent a run uses.
+//! - [`AgentVersionStore`] (`versions`): which stored version of an agent a run uses;
+//! - [`ScoreStore`] (`scores`): scorers' results, live and from experiments.
 //!
 //! An instance holds them together as [`Stores`], given once
 //! ([`KestrelBuilder::storage`](crate::kestrel::KestrelBuilder::storage)), and every agent,
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 mod queue;
 mod runs;
+mod scores;
 mod versions;
 mod workflows;
 
@@ -42,6 +44,10 @@ pub use queue::{MessageQueue, QueueError, QueuedMessage, QueuedThread, SharedMes
 pub use runs::{
     DEFAULT_SUSPENDED_PAGE, InMemoryRunStore, MAX_SUSPENDED_PAGE, RunPhase, RunStore,
     RunStoreError, SharedRunStore, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
+};
+pub use scores::{
+    DEFAULT_IN_MEMORY_SCORES, DEFAULT_SCORES_PAGE, InMemoryScoreStore, MAX_SCORES_PAGE, ScorePage,
+    ScoreQuery, ScoreRecord, ScoreSource, ScoreStore, ScoreStoreError, SharedScoreStore,
 };
 pub use versions::{AgentVersionStore, SharedAgentVersions};
 pub use workflows::{
@@ -64,6 +70,9 @@ pub struct Stores {
     pub versions: Option<SharedAgentVersions>,
     /// Where traces are kept when the instance traces; `None`: in memory.
     pub spans: Option<crate::trace::SharedSpanStore>,
+    /// Where scores are kept (live scoring, experiments): in memory unless given
+    /// ([`Stores::with_scores`]).
+    pub scores: SharedScoreStore,
     /// The backend the ports came from, as the crates above core know it (see
     /// [`Stores::backend`]).
     backends: Backends,
@@ -82,6 +91,7 @@ impl Stores {
             queue: None,
             versions: None,
             spans: None,
+            scores: Arc::new(InMemoryScoreStore::new()),
             backends: Backends::default(),
         }
     }
@@ -97,6 +107,7 @@ impl Stores {
             queue: Some(Arc::clone(&store) as SharedMessageQueue),
             versions: Some(store as SharedAgentVersions),
             spans: None,
+            scores: Arc::new(InMemoryScoreStore::new()),
             backends: Backends::default(),
         }
     }
@@ -150,6 +161,12 @@ impl Stores {
     /// These stores with traces kept in `spans` instead.
     pub fn with_spans(mut self, spans: crate::trace::SharedSpanStore) -> Self {
         self.spans = Some(spans);
+        self
+    }
+
+    /// These stores with scores kept in `scores` instead.
+    pub fn with_scores(mut self, scores: SharedScoreStore) -> Self {
+        self.scores = scores;
         self
     }
 

@@ -288,3 +288,173 @@ fn sampling_serializes_as_mastra_does() {
         json!({"type": "none"})
     );
 }
+
+mod live {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kestrel_core::agent::Agent;
+    use kestrel_core::eval::{ScoreSampling, Scorer, ScorerInput, create_scorer};
+    use kestrel_core::kestrel::Kestrel;
+    use kestrel_core::model::{ScriptedModel, ScriptedResponse};
+    use kestrel_core::store::{ScoreQuery, ScoreSource};
+    use kestrel_core::trace::TracingConfig;
+
+    fn answering(text: &'static str) -> Arc<ScriptedModel> {
+        Arc::new(ScriptedModel::from_fn(move |_| {
+            ScriptedResponse::text(text)
+        }))
+    }
+
+    fn mentions(word: &'static str) -> impl Scorer {
+        create_scorer(format!("mentions-{word}"))
+            .generate_score(move |cx| async move {
+                Ok(if cx.run.output_text().contains(word) {
+                    1.0
+                } else {
+                    0.0
+                })
+            })
+            .build()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_finished_run_is_scored_after_it_returns_and_stored_live() {
+        let slow = create_scorer("slow")
+            .generate_score(|_| async {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                Ok(0.5)
+            })
+            .build()
+            .unwrap();
+        let agent = Agent::builder("weather")
+            .model(answering("Sunny in Paris."))
+            .instructions("You tell the weather.")
+            .scorer(mentions("Paris"), ScoreSampling::None)
+            .scorer(slow, ScoreSampling::None)
+            .build()
+            .unwrap();
+        let result = agent
+            .generate("Weather in Paris?")
+            .run_id("run-a")
+            .await
+            .unwrap();
+        assert_eq!(result.text, "Sunny in Paris.");
+        // The scorers run off the run's path: the slow one is still going.
+        assert_eq!(agent.scoring().pending(), 1);
+        agent.scoring().idle().await;
+        let page = agent
+            .score_store()
+            .list(&ScoreQuery::new().run("run-a"))
+            .await
+            .unwrap();
+        assert_eq!(page.total, 2);
+        let mention = page
+            .scores
+            .iter()
+            .find(|s| s.scorer_id == "mentions-Paris")
+            .unwrap();
+        assert_eq!(mention.score, Some(1.0));
+        assert_eq!(mention.source, ScoreSource::Live);
+        assert_eq!(mention.entity_type, "AGENT");
+        assert_eq!(mention.entity_id, "weather");
+        assert_eq!(mention.scorer["id"], "mentions-Paris");
+        // What the scorer read: the user's input and the system prompt, and the answer.
+        assert_eq!(
+            mention.input["inputMessages"][0]["parts"][0]["text"],
+            "Weather in Paris?"
+        );
+        assert_eq!(mention.input["systemMessages"][0], "You tell the weather.");
+        assert_eq!(mention.output[0]["parts"][0]["text"], "Sunny in Paris.");
+        let counts = agent.scoring().counts("weather", "mentions-Paris");
+        assert_eq!(
+            (
+                counts.eligible,
+                counts.sampled,
+                counts.scored,
+                counts.failed
+            ),
+            (1, 1, 1, 0)
+        );
+    }
+
+    #[tokio::test]
+    async fn sampling_is_decided_from_the_run_id_as_mastra_does() {
+        let agent = Agent::builder("a")
+            .model(answering("ok"))
+            .scorer(mentions("ok"), ScoreSampling::ratio(0.5))
+            .build()
+            .unwrap();
+        // sha256("run-1") → 0.306 (sampled at 0.5); sha256("a") → 0.791 (not).
+        agent.generate("hi").run_id("run-1").await.unwrap();
+        agent.generate("hi").run_id("a").await.unwrap();
+        agent.scoring().idle().await;
+        let counts = agent.scoring().counts("a", "mentions-ok");
+        assert_eq!((counts.eligible, counts.sampled, counts.scored), (2, 1, 1));
+        let all = agent.score_store().list(&ScoreQuery::new()).await.unwrap();
+        assert_eq!(all.total, 1);
+        assert_eq!(all.scores[0].run_id, "run-1");
+    }
+
+    #[tokio::test]
+    async fn a_failing_scorer_leaves_a_visible_failure() {
+        let broken = create_scorer("broken")
+            .analyze(|_| async { Err("the judge is down".into()) })
+            .generate_score(|_| async { Ok(1.0) })
+            .build()
+            .unwrap();
+        let agent = Agent::builder("a")
+            .model(answering("ok"))
+            .scorer(broken, ScoreSampling::None)
+            .build()
+            .unwrap();
+        agent.generate("hi").run_id("r").await.unwrap();
+        agent.scoring().idle().await;
+        let page = agent
+            .score_store()
+            .list(&ScoreQuery::new().scorer("broken"))
+            .await
+            .unwrap();
+        let failure = &page.scores[0];
+        assert_eq!(failure.score, None);
+        let error = &failure.metadata.as_ref().unwrap()["error"];
+        assert_eq!(error["failedStep"], "analyze");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("the judge is down")
+        );
+        assert_eq!(agent.scoring().counts("a", "broken").failed, 1);
+    }
+
+    #[tokio::test]
+    async fn a_traced_run_links_its_score_to_the_trace() {
+        let agent = Agent::builder("t")
+            .model(answering("ok"))
+            .scorer(mentions("ok"), ScoreSampling::None)
+            .build()
+            .unwrap();
+        let kestrel = Kestrel::builder()
+            .agent(agent)
+            .tracing(TracingConfig::new())
+            .build()
+            .unwrap();
+        let agent = kestrel.agent("t").unwrap();
+        let result = agent.generate("hi").await.unwrap();
+        agent.scoring().idle().await;
+        let page = agent
+            .score_store()
+            .list(&ScoreQuery::new().run(result.run_id.clone()))
+            .await
+            .unwrap();
+        let score = &page.scores[0];
+        assert_eq!(score.trace_id, result.trace_id);
+        assert!(score.span_id.as_deref().is_some_and(|s| s.len() == 16));
+        assert!(matches!(
+            serde_json::from_value::<ScorerInput>(score.input.clone()).unwrap(),
+            ScorerInput::Agent(_)
+        ));
+    }
+}

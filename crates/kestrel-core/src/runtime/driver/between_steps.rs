@@ -250,6 +250,9 @@ impl AgentRun {
         self.close_snapshot().await;
         self.save_delegation_feedback().await;
         self.notify_memory_finished();
+        if !self.agent.inner.scorers.is_empty() {
+            self.score_live(reason);
+        }
         emit!(
             self.sink,
             self.run_id,
@@ -268,6 +271,56 @@ impl AgentRun {
         );
         Ok(())
     }
+    /// Hands the finished run to the agent's live scorers (a run that ended without an
+    /// answer is not eligible).
+    fn score_live(&self, reason: crate::model::FinishReason) {
+        use crate::eval::{AgentInput, ScorerInput, ScorerOutput, ScorerRun};
+        use crate::message::Role;
+        use crate::model::FinishReason as R;
+        if !matches!(
+            reason,
+            R::Stop | R::Length | R::MaxSteps | R::ContentFilter | R::Other | R::Unknown
+        ) {
+            return;
+        }
+        let state = &self.state;
+        let given = state.messages.get(..state.input_len).unwrap_or_default();
+        // The input is the trailing user messages; what comes before them was remembered.
+        let split = given
+            .iter()
+            .rposition(|m| m.role != Role::User)
+            .map_or(0, |i| i + 1);
+        let mut system: Vec<String> = self.system.clone().flatten().into_iter().collect();
+        system.extend(state.memory_system.iter().cloned());
+        let mut run = ScorerRun::new(
+            ScorerInput::Agent(AgentInput {
+                input_messages: given.get(split..).unwrap_or_default().to_vec(),
+                remembered_messages: given.get(..split).unwrap_or_default().to_vec(),
+                system_messages: system,
+            }),
+            ScorerOutput::Messages(state.response_messages().to_vec()),
+        )
+        .run_id(state.run_id.clone());
+        if let Some(trace) = &state.trace {
+            run = run.trace(
+                trace.trace_id.clone(),
+                self.span.as_ref().map(|s| s.span_id().to_owned()),
+            );
+        }
+        let settings = &state.settings;
+        crate::eval::live::score_finished(
+            &self.agent.inner.scorers,
+            crate::eval::live::FinishedRun {
+                entity_id: self.agent.id().to_owned(),
+                run,
+                resource_id: settings.resource_id.clone(),
+                thread_id: settings.thread_id.clone(),
+            },
+            std::sync::Arc::clone(&self.agent.runtime.stores.scores),
+            std::sync::Arc::clone(&self.agent.runtime.scoring),
+        );
+    }
+
     /// Saves the run's snapshot: created on the first save, then a compare-and-set on the
     /// version this driver last saw.
     pub(super) async fn save_snapshot(&mut self, phase: RunPhase) -> Result<(), AgentError> {
