@@ -47,6 +47,7 @@ pub mod memory;
 pub mod ports;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod scores;
 mod spans;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 mod sql_common;
@@ -61,6 +62,7 @@ pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
 #[cfg(feature = "postgres")]
 pub use postgres::{PgOptions, PostgresStorage};
+pub use scores::MAX_SCORE_ID_BYTES;
 pub use spans::MAX_SPAN_TIME_NS;
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub use sql_common::redact_url;

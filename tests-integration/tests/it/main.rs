@@ -7,6 +7,7 @@ mod cluster;
 mod delegation_memory;
 mod durable_runs;
 mod fixture;
+mod live_scores;
 mod live_threads;
 mod networks;
 mod proxied_postgres;

@@ -205,7 +205,7 @@ async fn score_one(
     record.span_id.clone_from(&run.span_id);
     record.resource_id.clone_from(&finished.resource_id);
     record.thread_id.clone_from(&finished.thread_id);
-    let saved = store.save(&record).await;
+    let saved = store.save_score(&record).await;
     if let Err(error) = &saved {
         tracing::warn!(run_id = %run.run_id, scorer = scorer.id(), %error, "a live score could not be stored");
     }

@@ -257,6 +257,13 @@ pub struct ScorePage {
     pub total: usize,
 }
 
+impl ScorePage {
+    /// A page of `scores`, `total` matching in all.
+    pub fn new(scores: Vec<ScoreRecord>, total: usize) -> Self {
+        Self { scores, total }
+    }
+}
+
 /// Why a score store failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -266,17 +273,18 @@ pub enum ScoreStoreError {
     Backend(String),
 }
 
-/// Kept scores. Each backend passes the suite of `store::testing`.
+/// Kept scores. `kestrel-storage`'s conformance suite checks its backends (memory, SQLite,
+/// PostgreSQL) answer alike.
 #[async_trait::async_trait]
 pub trait ScoreStore: Send + Sync + std::fmt::Debug {
     /// Keeps `score` (a score saved again with the same id replaces the first).
-    async fn save(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError>;
+    async fn save_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError>;
 
     /// The score `id`, if kept.
-    async fn get(&self, id: &str) -> Result<Option<ScoreRecord>, ScoreStoreError>;
+    async fn get_score(&self, id: &str) -> Result<Option<ScoreRecord>, ScoreStoreError>;
 
-    /// A page of scores, newest first (ties: by id).
-    async fn list(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError>;
+    /// A page of scores, newest first (ties: the larger id first).
+    async fn list_scores(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError>;
 }
 
 /// A score store shared by an instance.
@@ -319,7 +327,7 @@ impl InMemoryScoreStore {
 
 #[async_trait::async_trait]
 impl ScoreStore for InMemoryScoreStore {
-    async fn save(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
+    async fn save_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
         let mut scores = self.lock();
         if let Some(kept) = scores.iter_mut().find(|s| s.id == score.id) {
             *kept = score.clone();
@@ -332,11 +340,11 @@ impl ScoreStore for InMemoryScoreStore {
         Ok(())
     }
 
-    async fn get(&self, id: &str) -> Result<Option<ScoreRecord>, ScoreStoreError> {
+    async fn get_score(&self, id: &str) -> Result<Option<ScoreRecord>, ScoreStoreError> {
         Ok(self.lock().iter().find(|s| s.id == id).cloned())
     }
 
-    async fn list(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError> {
+    async fn list_scores(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError> {
         let scores = self.lock();
         let mut matching: Vec<&ScoreRecord> = scores.iter().filter(|s| query.matches(s)).collect();
         matching.sort_by(|a, b| {

@@ -346,7 +346,7 @@ mod live {
         agent.scoring().idle().await;
         let page = agent
             .score_store()
-            .list(&ScoreQuery::new().run("run-a"))
+            .list_scores(&ScoreQuery::new().run("run-a"))
             .await
             .unwrap();
         assert_eq!(page.total, 2);
@@ -392,7 +392,11 @@ mod live {
         agent.scoring().idle().await;
         let counts = agent.scoring().counts("a", "mentions-ok");
         assert_eq!((counts.eligible, counts.sampled, counts.scored), (2, 1, 1));
-        let all = agent.score_store().list(&ScoreQuery::new()).await.unwrap();
+        let all = agent
+            .score_store()
+            .list_scores(&ScoreQuery::new())
+            .await
+            .unwrap();
         assert_eq!(all.total, 1);
         assert_eq!(all.scores[0].run_id, "run-1");
     }
@@ -413,7 +417,7 @@ mod live {
         agent.scoring().idle().await;
         let page = agent
             .score_store()
-            .list(&ScoreQuery::new().scorer("broken"))
+            .list_scores(&ScoreQuery::new().scorer("broken"))
             .await
             .unwrap();
         let failure = &page.scores[0];
@@ -446,7 +450,7 @@ mod live {
         agent.scoring().idle().await;
         let page = agent
             .score_store()
-            .list(&ScoreQuery::new().run(result.run_id.clone()))
+            .list_scores(&ScoreQuery::new().run(result.run_id.clone()))
             .await
             .unwrap();
         let score = &page.scores[0];

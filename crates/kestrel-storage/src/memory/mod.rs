@@ -7,6 +7,7 @@ mod messages;
 mod observations;
 mod queue;
 mod runs;
+mod scores;
 mod spans;
 mod threads;
 mod vectors;
@@ -33,6 +34,8 @@ pub struct InMemoryStorage {
     state: Mutex<State>,
     /// The spans of traces (bounded: past its limit, the oldest traces go).
     spans: kestrel_core::trace::InMemorySpanStore,
+    /// Scores (bounded: past its limit, the oldest go).
+    scores: kestrel_core::store::InMemoryScoreStore,
 }
 
 impl InMemoryStorage {

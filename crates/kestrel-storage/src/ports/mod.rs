@@ -192,6 +192,9 @@ macro_rules! implement_ports {
                     .with_spans(
                         std::sync::Arc::clone(&self) as kestrel_core::trace::SharedSpanStore
                     )
+                    .with_scores(
+                        std::sync::Arc::clone(&self) as kestrel_core::store::SharedScoreStore
+                    )
                     .with_backend(self as std::sync::Arc<dyn $crate::Storage>)
             }
         }

@@ -26,6 +26,7 @@ mod queue;
 mod rows;
 mod runs;
 mod schema;
+mod scores;
 mod search;
 mod spans;
 mod sql;

@@ -37,11 +37,12 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
             "../../migrations/sqlite/0008_workflow_fences.sql"
         )),
         M::up(include_str!("../../migrations/sqlite/0009_spans.sql")),
+        M::up(include_str!("../../migrations/sqlite/0010_scores.sql")),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 9;
+pub const SCHEMA_VERSION: usize = 10;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

@@ -26,7 +26,8 @@ pub use working_memory::WorkingMemoryStore;
 
 /// Durable state of agents: threads and their messages, working memory, run snapshots,
 /// observations, vectors and traces, one trait per domain ([`ThreadStore`], [`MessageStore`],
-/// ..., and core's [`SpanStore`](kestrel_core::trace::SpanStore) for traces).
+/// ..., core's [`SpanStore`](kestrel_core::trace::SpanStore) for traces and
+/// [`ScoreStore`](kestrel_core::store::ScoreStore) for scores).
 ///
 /// Object-safe and shared as `Arc<dyn Storage>`. Every backend passes the same conformance suite
 /// (`kestrel_storage::testing`, feature `testing`), so behaviour, ordering and errors are the same
@@ -49,6 +50,7 @@ pub use working_memory::WorkingMemoryStore;
 pub trait Storage:
     kestrel_core::store::DurableStore
     + kestrel_core::trace::SpanStore
+    + kestrel_core::store::ScoreStore
     + ThreadStore
     + MessageStore
     + WorkingMemoryStore

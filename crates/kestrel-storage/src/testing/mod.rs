@@ -83,6 +83,9 @@ macro_rules! conformance_tests {
             spans_prune_by_age,
             spans_prune_by_count,
             spans_concurrent_saves,
+            scores_round_trip_and_upsert,
+            scores_list_filters_order_and_paging,
+            scores_refuse_bad_records,
         );
     };
     (@each $setup:path; $($name:ident),* $(,)?) => {

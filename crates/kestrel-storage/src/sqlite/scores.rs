@@ -1,0 +1,118 @@
+//! The scores of [`SqliteStorage`]: one row per score (the record's JSON beside the columns
+//! listings filter by), upserted by id.
+
+use async_trait::async_trait;
+use kestrel_core::store::{ScorePage, ScoreQuery, ScoreRecord, ScoreStore, ScoreStoreError};
+use rusqlite::params;
+
+use super::conn::Cost;
+use super::{SqliteStorage, err, query_dynamic, sql};
+use crate::scores::{EncodedScore, decode, score_err, source_name};
+
+const UPSERT: &str = "INSERT INTO scores (id, scorer_id, run_id, entity_type, entity_id, \
+     source, experiment_id, created_at, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+     ON CONFLICT (id) DO UPDATE SET scorer_id = excluded.scorer_id, run_id = excluded.run_id, \
+     entity_type = excluded.entity_type, entity_id = excluded.entity_id, \
+     source = excluded.source, experiment_id = excluded.experiment_id, \
+     created_at = excluded.created_at, record = excluded.record";
+
+/// The filters of `query` after `WHERE 1`.
+fn push_filters(statement: &mut sql::Dynamic, query: &ScoreQuery) {
+    for (column, value) in [
+        ("run_id", &query.run_id),
+        ("scorer_id", &query.scorer_id),
+        ("entity_type", &query.entity_type),
+        ("entity_id", &query.entity_id),
+        ("experiment_id", &query.experiment_id),
+    ] {
+        if let Some(value) = value {
+            statement
+                .push(&format!(" AND {column} = "))
+                .bind(value.clone());
+        }
+    }
+    if let Some(source) = query.source {
+        statement
+            .push(" AND source = ")
+            .bind(source_name(source).to_owned());
+    }
+}
+
+#[async_trait]
+impl ScoreStore for SqliteStorage {
+    async fn save_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
+        const OP: &str = "save_score";
+        let row = EncodedScore::new(score).map_err(score_err)?;
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                conn.prepare_cached(UPSERT)
+                    .and_then(|mut s| {
+                        s.execute(params![
+                            row.id,
+                            row.scorer_id,
+                            row.run_id,
+                            row.entity_type,
+                            row.entity_id,
+                            row.source,
+                            row.experiment_id,
+                            row.created_at,
+                            row.record
+                        ])
+                    })
+                    .map(|_| ())
+                    .map_err(err(OP))
+            })
+            .await
+            .map_err(score_err)
+    }
+
+    async fn get_score(&self, id: &str) -> Result<Option<ScoreRecord>, ScoreStoreError> {
+        const OP: &str = "get_score";
+        let id = id.to_owned();
+        let json: Option<String> = self
+            .conns
+            .read(OP, Cost::Short, move |conn| {
+                conn.prepare_cached("SELECT record FROM scores WHERE id = ?1")
+                    .and_then(|mut s| {
+                        s.query_map([&id], |r| r.get::<_, String>(0))?
+                            .next()
+                            .transpose()
+                    })
+                    .map_err(err(OP))
+            })
+            .await
+            .map_err(score_err)?;
+        json.as_deref().map(decode).transpose().map_err(score_err)
+    }
+
+    async fn list_scores(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError> {
+        const OP: &str = "list_scores";
+        let mut count = sql::Dynamic::new("SELECT COUNT(*) FROM scores WHERE 1");
+        push_filters(&mut count, query);
+        let mut select = sql::Dynamic::new("SELECT record FROM scores WHERE 1");
+        push_filters(&mut select, query);
+        let size = i64::from(query.page_size());
+        select
+            .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+            .bind(size)
+            .push(" OFFSET ")
+            .bind(i64::from(query.page).saturating_mul(size));
+        let (total, rows) = self
+            .conns
+            .read(OP, Cost::Long, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                let total = query_dynamic(&tx, &count, |r| r.get::<_, i64>(0), OP)?;
+                let rows = query_dynamic(&tx, &select, |r| r.get::<_, String>(0), OP)?;
+                tx.finish().map_err(err(OP))?;
+                Ok((total.into_iter().next().unwrap_or(0), rows))
+            })
+            .await
+            .map_err(score_err)?;
+        let scores = rows
+            .iter()
+            .map(|json| decode(json))
+            .collect::<crate::error::Result<Vec<_>>>()
+            .map_err(score_err)?;
+        Ok(ScorePage::new(scores, usize::try_from(total).unwrap_or(0)))
+    }
+}
