@@ -185,6 +185,11 @@ impl Kestrel {
     pub fn run_store(&self) -> &SharedRunStore {
         &self.inner.runtime.stores.runs
     }
+    /// Live scoring's counts (per agent and scorer: runs eligible, sampled, scored,
+    /// failed) and the scorings still running.
+    pub fn scoring(&self) -> &Arc<crate::eval::ScoringStats> {
+        &self.inner.runtime.scoring
+    }
 
     /// The instance's stores ([`KestrelBuilder::storage`], with the builder's overrides).
     pub fn stores(&self) -> &Stores {

@@ -55,7 +55,9 @@ mod openapi;
 mod queue;
 mod redact;
 mod relay;
+
 mod routes;
+mod scores;
 mod skills;
 mod sse;
 mod stored;
@@ -476,6 +478,7 @@ impl Server {
             .merge(network::routes())
             .merge(skills::routes())
             .merge(observability::routes())
+            .merge(scores::routes())
             .merge(queue::routes())
             .merge(stored::routes())
             .merge(workflows::routes())

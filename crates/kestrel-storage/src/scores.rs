@@ -18,7 +18,8 @@ pub(crate) fn score_err(error: StorageError) -> ScoreStoreError {
     ScoreStoreError::Backend(error.to_string())
 }
 
-/// A record's columns, checked, and its JSON.
+/// A record's columns, checked, and its JSON (the memory backend only checks).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) struct EncodedScore {
     pub id: String,
     pub scorer_id: String,
@@ -32,6 +33,7 @@ pub(crate) struct EncodedScore {
 }
 
 /// The wire name of a source.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn source_name(source: ScoreSource) -> &'static str {
     match source {
         ScoreSource::Live => "LIVE",
@@ -86,6 +88,7 @@ impl EncodedScore {
 }
 
 /// A stored record's JSON read back.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn decode(json: &str) -> Result<ScoreRecord> {
     serde_json::from_str(json).map_err(|e| StorageError::corrupt("score", e))
 }

@@ -177,6 +177,15 @@ pub mod rag {
     pub use kestrel_rag::*;
 }
 
+/// Mastra's prebuilt scorers: the deterministic code scorers (content similarity, textual
+/// difference, keyword coverage, completeness, tone, tool-call and trajectory accuracy) and the
+/// LLM judges (feature `evals`). The scorer pipeline, live scoring and the score store are in
+/// [`eval`] and [`store`]. See [`kestrel_evals`].
+#[cfg(feature = "evals")]
+pub mod evals {
+    pub use kestrel_evals::*;
+}
+
 /// The local embedder: all-MiniLM-L6-v2 in-process on the CPU, 384 dimensions (feature
 /// `embed-local`). See [`kestrel_embed_local`].
 #[cfg(feature = "embed-local")]

@@ -129,6 +129,11 @@ impl Agent {
         &self.runtime.scoring
     }
 
+    /// The scorers the agent runs on its finished runs.
+    pub fn scorers(&self) -> &[crate::eval::LiveScorer] {
+        &self.inner.scorers
+    }
+
     /// Where the instance keeps scores.
     pub fn score_store(&self) -> &crate::store::SharedScoreStore {
         &self.runtime.stores.scores
