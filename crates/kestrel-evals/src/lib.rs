@@ -4,6 +4,9 @@
 //!   keyword coverage, completeness, tone, tool-call accuracy and trajectory accuracy — with
 //!   `@mastra/evals`' values on the same inputs (lengths in UTF-16 code units, JavaScript's
 //!   whitespace, the same word lists);
+//! - [`experiment`]: datasets (versioned, read from JSON Lines) and experiments that run an
+//!   agent over them with chosen scorers, bounded concurrency, retries and progress, and
+//!   compare two;
 //! - [`llm`]: the LLM judges (answer relevancy, faithfulness, hallucination, toxicity, bias,
 //!   context precision and recall, prompt alignment, rubric, summarization), their steps
 //!   answered by a judge model through structured output;
@@ -25,5 +28,6 @@
 //! [`Scorer`]: kestrel_core::eval::Scorer
 
 pub mod code;
+pub mod experiment;
 mod js;
 pub mod llm;

@@ -1,0 +1,251 @@
+//! Experiments: an agent over a dataset, scored, with bounded concurrency, retries, progress,
+//! stored TEST scores and a comparison of two versions of the agent.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kestrel_core::agent::Agent;
+use kestrel_core::model::{ModelError, ScriptedModel, ScriptedResponse};
+use kestrel_core::store::{InMemoryScoreStore, ScoreQuery, ScoreSource, ScoreStore};
+use kestrel_evals::code::{ContentSimilarity, ToolCallAccuracy};
+use kestrel_evals::experiment::{
+    Dataset, DatasetError, DatasetItem, Experiment, ExperimentError, compare,
+};
+
+const JSONL: &str = r#"
+{"input": "What is the capital of France?", "groundTruth": "Paris"}
+{"id": "de", "input": "What is the capital of Germany?", "groundTruth": "Berlin"}
+
+{"input": "What is the capital of Spain?", "groundTruth": "Madrid"}
+"#;
+
+/// An agent that answers `answer(question)`.
+fn agent(answer: fn(&str) -> String) -> Agent {
+    Agent::builder("geo")
+        .model(Arc::new(ScriptedModel::from_fn(move |req| {
+            let question = req.messages.last().map(|m| m.text()).unwrap_or_default();
+            ScriptedResponse::text(answer(&question))
+        })))
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn datasets_read_from_jsonl_name_their_bad_lines() {
+    let dataset = Dataset::from_jsonl("capitals", JSONL).unwrap();
+    let ids: Vec<&str> = dataset.items.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, vec!["2", "de", "5"], "ids default to line numbers");
+    assert_eq!(dataset.version, 1);
+    assert_eq!(
+        dataset.with_items(vec![DatasetItem::new("a", "q")]).version,
+        2
+    );
+    for (text, want) in [
+        ("{\"input\": \"a\"}\nnot json", "dataset line 2"),
+        ("{\"input\": \"  \"}", "dataset line 1: `input` is empty"),
+        (
+            "{\"id\": \"x\", \"input\": \"a\"}\n{\"id\": \"x\", \"input\": \"b\"}",
+            "the id `x` is already used",
+        ),
+        ("{\"input\": \"a\", \"colour\": 1}", "dataset line 1"),
+    ] {
+        let error = Dataset::from_jsonl("d", text).unwrap_err().to_string();
+        assert!(error.contains(want), "{text}: {error}");
+    }
+    assert!(matches!(
+        Dataset::from_jsonl("d", "\n\n"),
+        Err(DatasetError::Empty)
+    ));
+}
+
+#[tokio::test]
+async fn an_experiment_scores_every_item_and_stores_test_scores() {
+    let dataset = Dataset::from_jsonl("capitals", JSONL).unwrap();
+    let store = Arc::new(InMemoryScoreStore::new());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let progress = Arc::clone(&seen);
+    let report = Experiment::new(agent(|q| format!("{q} Paris.")), dataset)
+        .name("baseline")
+        .scorer(ContentSimilarity::new())
+        .scorer(ToolCallAccuracy::tool("search"))
+        .concurrency(2)
+        .store(store.clone())
+        .on_progress(move |p| progress.lock().unwrap().push((p.done, p.total)))
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(report.items.len(), 3);
+    assert_eq!(
+        report.items[1].item_id, "de",
+        "items keep the dataset's order"
+    );
+    assert!(
+        report
+            .items
+            .iter()
+            .all(|i| i.attempts == 1 && i.error.is_none())
+    );
+    let similarity = &report.summary["content-similarity-scorer"];
+    assert_eq!(similarity.scored, 3);
+    assert!(similarity.mean.unwrap() > 0.5);
+    // No tool was called: tool-call accuracy scores 0 on every item.
+    assert_eq!(
+        report.summary["code-tool-call-accuracy-scorer"].mean,
+        Some(0.0)
+    );
+    assert_eq!(report.below(0.5), vec!["code-tool-call-accuracy-scorer"]);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(seen, vec![(1, 3), (2, 3), (3, 3)]);
+
+    let mut query = ScoreQuery::new();
+    query.experiment_id = Some(report.experiment_id.clone());
+    let stored = store.list_scores(&query).await.unwrap();
+    assert_eq!(stored.total, 6);
+    let one = &stored.scores[0];
+    assert_eq!(one.source, ScoreSource::Test);
+    assert_eq!(one.dataset_id.as_deref(), Some("capitals"));
+    assert!(one.dataset_item_id.is_some() && one.ground_truth.is_some());
+}
+
+#[tokio::test]
+async fn concurrency_is_bounded_and_failed_runs_are_retried() {
+    let running = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (r, m, c) = (running.clone(), most.clone(), calls.clone());
+    let slow = create_slow_tool_agent(r, m, c);
+    let items = (0..8)
+        .map(|i| DatasetItem::new(i.to_string(), format!("q{i}")))
+        .collect();
+    let report = Experiment::new(slow, Dataset::new("d", items))
+        .scorer(ContentSimilarity::new())
+        .concurrency(3)
+        .retries(1)
+        .run()
+        .await
+        .unwrap();
+    assert!(most.load(Ordering::SeqCst) <= 3, "at most 3 items at once");
+    // Every first attempt fails, every retry succeeds.
+    assert!(
+        report
+            .items
+            .iter()
+            .all(|i| i.attempts == 2 && i.error.is_none()),
+        "{report:?}"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 16);
+
+    let broken = Agent::builder("broken")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::error(ModelError::Protocol {
+                provider: "test".into(),
+                message: "down".into(),
+                line: None,
+            })
+        })))
+        .build()
+        .unwrap();
+    let report = Experiment::new(broken, Dataset::new("d", vec![DatasetItem::new("a", "q")]))
+        .scorer(ContentSimilarity::new())
+        .retries(2)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(report.failed_items, 1);
+    assert_eq!(report.items[0].attempts, 3);
+    assert!(report.items[0].error.as_deref().unwrap().contains("down"));
+    assert_eq!(report.summary["content-similarity-scorer"].failed, 1);
+    assert_eq!(
+        report.below(0.0),
+        vec!["content-similarity-scorer"],
+        "nothing scored fails a gate"
+    );
+}
+
+/// An agent whose model fails every odd call (the first attempt of each item, run one at a
+/// time per item) and waits a little, counting how many calls run at once.
+fn create_slow_tool_agent(
+    running: Arc<AtomicUsize>,
+    most: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+) -> Agent {
+    let attempts: Arc<Mutex<std::collections::HashMap<String, usize>>> = Arc::default();
+    Agent::builder("slow")
+        .model(Arc::new(ScriptedModel::from_fn(move |req| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+            running.fetch_sub(1, Ordering::SeqCst);
+            let question = req.messages.last().map(|m| m.text()).unwrap_or_default();
+            let mut seen = attempts.lock().unwrap();
+            let n = seen.entry(question.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                ScriptedResponse::error(ModelError::Protocol {
+                    provider: "test".into(),
+                    message: "flaky".into(),
+                    line: None,
+                })
+            } else {
+                ScriptedResponse::text(format!("answer to {question}"))
+            }
+        })))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn two_experiments_compare_item_by_item() {
+    let dataset = Dataset::from_jsonl("capitals", JSONL).unwrap();
+    let baseline = Experiment::new(agent(|q| q.to_owned()), dataset.clone())
+        .scorer(ContentSimilarity::new())
+        .run()
+        .await
+        .unwrap();
+    let candidate = Experiment::new(
+        agent(|q| {
+            if q.contains("Germany") {
+                "Berlin.".into()
+            } else {
+                q.to_owned()
+            }
+        }),
+        dataset,
+    )
+    .scorer(ContentSimilarity::new())
+    .run()
+    .await
+    .unwrap();
+    let diff = compare(&baseline, &candidate);
+    assert_eq!(diff.len(), 1);
+    let similarity = &diff[0];
+    assert_eq!(similarity.baseline, Some(1.0));
+    assert!(similarity.delta.unwrap() < 0.0);
+    assert_eq!(similarity.regressed, vec!["de"]);
+    assert!(similarity.improved.is_empty());
+}
+
+#[tokio::test]
+async fn an_experiment_needs_distinct_scorers() {
+    let dataset = Dataset::new("d", vec![DatasetItem::new("a", "q")]);
+    let error = Experiment::new(agent(|q| q.to_owned()), dataset.clone())
+        .run()
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ExperimentError::NoScorer));
+    let error = Experiment::new(agent(|q| q.to_owned()), dataset)
+        .scorer(ContentSimilarity::new())
+        .scorer(ContentSimilarity::new())
+        .run()
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "two scorers share the id `content-similarity-scorer`"
+    );
+}
