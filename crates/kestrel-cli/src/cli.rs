@@ -117,6 +117,69 @@ pub enum Commands {
             kestrel rag query \"memory\" --index docs --filter '{\"source\": \"docs/memory.md\"}' --json"
     )]
     Rag(RagCommand),
+
+    /// Run a demo agent over a dataset and score its answers: a table (or JSON), and a
+    /// non-zero exit when a scorer's mean is below --min-score, to gate CI on it.
+    #[command(
+        long_about = "Run a demo agent over a dataset and score its answers.\n\n\
+            The dataset is JSON Lines, one item a line: {\"input\": \"...\", \"groundTruth\"?: \
+            \"...\", \"expectedTrajectory\"?: {\"steps\": [{\"name\": \"get_weather\"}]}, \"id\"?: \
+            \"...\"}. Each item is asked to the agent (the demo agents of `kestrel dev`, on the \
+            model of --model), its answer scored by every --scorer. The table shows each \
+            item's scores and each scorer's mean; the exit code is 1 when a mean is below \
+            --min-score (or a scorer scored nothing), 2 for a usage error.\n\n\
+            Scorers (Mastra's deterministic code scorers): content-similarity, \
+            textual-difference, keyword-coverage, completeness, tone, trajectory-accuracy \
+            (the item's expectedTrajectory against the tools the agent called).",
+        after_help = "Examples:\n  \
+            kestrel eval examples/datasets/weather.jsonl --agent assistant --scorer trajectory-accuracy --min-score 0.8\n  \
+            kestrel eval cases.jsonl --agent assistant --scorer keyword-coverage --scorer tone --json"
+    )]
+    Eval(EvalArgs),
+}
+
+/// Arguments of `kestrel eval`.
+#[derive(Debug, Clone, Args)]
+pub struct EvalArgs {
+    /// The dataset: a JSON Lines file.
+    #[arg(value_name = "DATASET")]
+    pub dataset: std::path::PathBuf,
+
+    /// The demo agent to run (`assistant`, `supervisor`...).
+    #[arg(long, value_name = "ID", value_parser = NonEmptyStringValueParser::new())]
+    pub agent: String,
+
+    /// A scorer to score every answer with (repeat for several).
+    #[arg(long = "scorer", value_name = "ID", required = true)]
+    pub scorers: Vec<String>,
+
+    /// Fail (exit 1) when a scorer's mean is below this.
+    #[arg(long, value_name = "SCORE", value_parser = parse_min_score)]
+    pub min_score: Option<f64>,
+
+    /// Print the whole report as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// How many items run at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub concurrency: u64,
+
+    /// How many times an item whose run failed is run again.
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
+    pub retries: u32,
+
+    /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
+    #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
+    pub model: Option<String>,
+}
+
+/// A threshold between 0 and 1.
+fn parse_min_score(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(n) if (0.0..=1.0).contains(&n) => Ok(n),
+        _ => Err(format!("{text:?} is not a score between 0 and 1")),
+    }
 }
 
 /// The subcommands of `kestrel rag`.

@@ -7,6 +7,7 @@
 mod chat;
 mod cli;
 mod dev_command;
+mod eval_command;
 mod exit;
 mod input;
 mod interrupt;
@@ -33,6 +34,7 @@ async fn main() -> ExitCode {
         Commands::Dev(args) => dev_command::run(args).await,
         Commands::Mcp(command) => mcp_command::run(command).await,
         Commands::Rag(command) => rag_command::run(command).await,
+        Commands::Eval(args) => eval_command::run(args).await,
     }
 }
 

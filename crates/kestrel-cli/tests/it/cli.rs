@@ -625,3 +625,164 @@ async fn help_describes_the_commands() {
         assert!(out.contains(needle), "{needle} missing from {out}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// kestrel eval
+
+/// A JSONL dataset in a temporary file.
+fn dataset(lines: &[&str]) -> tempfile::NamedTempFile {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    std::io::Write::write_all(&mut file, lines.join("\n").as_bytes()).unwrap();
+    file
+}
+
+#[tokio::test]
+async fn eval_prints_a_table_and_gates_on_the_minimum_score() {
+    // Every answer is "Sunny in Paris today.".
+    let server = FakeServer::start(vec![Reply::Sse(transcript(&["Sunny in Paris today."]))]).await;
+    let file = dataset(&[
+        r#"{"id": "paris", "input": "Weather in Paris today?"}"#,
+        r#"{"id": "rome", "input": "Weather in Rome tomorrow?"}"#,
+    ]);
+    let path = file.path().to_str().unwrap();
+    let args = |min: &str| {
+        vec![
+            "eval",
+            path,
+            "--agent",
+            "assistant",
+            "--model",
+            "openai/gpt-test",
+            "--scorer",
+            "keyword-coverage",
+            "--min-score",
+            min.to_owned().leak(),
+        ]
+    };
+    let passed = run(&args("0.3"), &openai_env(&server)).await;
+    let out = String::from_utf8_lossy(&passed.stdout).into_owned();
+    assert!(
+        passed.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&passed.stderr)
+    );
+    // paris: of weather, paris and today, the answer has paris and today; rome: none of
+    // weather, rome and tomorrow.
+    assert!(out.contains("keyword-coverage-scorer"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("paris") && l.ends_with("0.667")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("rome") && l.ends_with("0.000")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("mean") && l.ends_with("0.333")),
+        "{out}"
+    );
+
+    let failed = run(&args("0.5"), &openai_env(&server)).await;
+    assert_eq!(failed.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        err.contains("below --min-score 0.5: keyword-coverage-scorer 0.333"),
+        "{err}"
+    );
+
+    let json = run(
+        &[
+            "eval",
+            path,
+            "--agent",
+            "assistant",
+            "--model",
+            "openai/gpt-test",
+            "--scorer",
+            "tone",
+            "--json",
+        ],
+        &openai_env(&server),
+    )
+    .await;
+    assert!(json.status.success());
+    let report: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["items"].as_array().unwrap().len(), 2);
+    assert_eq!(report["summary"]["tone-scorer"]["scored"], 2);
+}
+
+#[tokio::test]
+async fn eval_usage_errors_say_what_is_wrong() {
+    let file = dataset(&[r#"{"input": "hi", "grundTruth": "typo"}"#]);
+    let path = file.path().to_str().unwrap();
+    let good = dataset(&[r#"{"input": "hi"}"#]);
+    let good = good.path().to_str().unwrap();
+    for (args, expected) in [
+        (
+            vec![
+                "eval",
+                path,
+                "--agent",
+                "assistant",
+                "--model",
+                "openai/x",
+                "--scorer",
+                "tone",
+            ],
+            "line 1",
+        ),
+        (
+            vec![
+                "eval", good, "--agent", "nobody", "--model", "openai/x", "--scorer", "tone",
+            ],
+            "is not a demo agent",
+        ),
+        (
+            vec![
+                "eval",
+                good,
+                "--agent",
+                "assistant",
+                "--model",
+                "openai/x",
+                "--scorer",
+                "vibes",
+            ],
+            "is not a scorer",
+        ),
+        (
+            vec![
+                "eval",
+                good,
+                "--agent",
+                "assistant",
+                "--scorer",
+                "tone",
+                "--min-score",
+                "2",
+            ],
+            "between 0 and 1",
+        ),
+        (
+            vec![
+                "eval",
+                "/nonexistent.jsonl",
+                "--agent",
+                "assistant",
+                "--model",
+                "openai/x",
+                "--scorer",
+                "tone",
+            ],
+            "/nonexistent.jsonl",
+        ),
+    ] {
+        let output = run(&args, &[("OPENAI_API_KEY", "test".into())]).await;
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
