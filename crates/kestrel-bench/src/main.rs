@@ -20,6 +20,8 @@
 //! cargo run --release -p kestrel-bench -- rag-quality <dir>  # recall@5/MRR per backend (rag.rs)
 //! cargo run --release -p kestrel-bench -- rag-latency 10000  # query p50/p99 per backend (rag.rs)
 //! cargo run --release -p kestrel-bench -- rag-hnsw corpus.json # HNSW recall per ef_search (rag.rs)
+//! cargo run --release -p kestrel-bench -- evals-scorers 10000  # code scorers' throughput (evals.rs)
+//! cargo run --release -p kestrel-bench -- evals-experiment 100 # a 100-item experiment (evals.rs)
 //! ```
 //!
 //! W4 and W6 open SQLite with the defaults (run saves synced); `KESTREL_BENCH_SQLITE_SYNC=full`
@@ -38,6 +40,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod evals;
 mod rag;
 mod traced;
 mod w12;
@@ -378,6 +381,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .get(1)
                 .ok_or("usage: rag-quality <dir of Markdown pages>")?;
             rag::quality(std::path::Path::new(dir)).await
+        }
+        Some("evals-scorers") => {
+            let n = args
+                .get(1)
+                .map(|s| s.parse())
+                .transpose()?
+                .unwrap_or(10_000);
+            evals::scorers(n).await
+        }
+        Some("evals-experiment") => {
+            let items = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(100);
+            evals::experiment(items).await
         }
         Some("rag-hnsw") => {
             let corpus = args
