@@ -180,14 +180,9 @@ impl ScorerRun {
     /// joined with `", "` (tool results left out).
     pub fn output_text(&self) -> String {
         match &self.output {
-            ScorerOutput::Messages(messages) => join_texts(
-                messages
-                    .iter()
-                    .filter(|m| m.role != Role::Tool)
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .as_slice(),
-            ),
+            ScorerOutput::Messages(messages) => {
+                join_texts(messages.iter().filter(|m| m.role != Role::Tool))
+            }
             ScorerOutput::Trajectory(trajectory) => trajectory
                 .steps
                 .iter()
@@ -238,9 +233,9 @@ impl ScorerRun {
     }
 }
 
-fn join_texts(messages: &[Message]) -> String {
+fn join_texts<'a>(messages: impl IntoIterator<Item = &'a Message>) -> String {
     messages
-        .iter()
+        .into_iter()
         .map(Message::text)
         .collect::<Vec<_>>()
         .join(", ")
