@@ -143,6 +143,12 @@ impl<O: Write, E: Write> Renderer<O, E> {
                 self.end_line()?;
                 self.notice("(stopped)")?;
             }
+            EventKind::Tripwire(tripwire) => {
+                self.close_reasoning()?;
+                self.end_line()?;
+                let by = tripwire.processor_id.as_deref().unwrap_or("a processor");
+                self.notice(&format!("(blocked by {by}: {})", tripwire.reason))?;
+            }
             _ => {}
         }
         Ok(())

@@ -19,6 +19,8 @@
 //! - [`version`]: versions of agents (drafts, one published) and the choice of one per run;
 //! - [`memory`]: the hook through which agents load and store conversations;
 //! - [`embedding`]: the [`embedding::Embedder`] trait and its registry, for semantic recall;
+//! - [`processor`]: processors with Mastra's hooks (input, step, stream, result, tool result,
+//!   provider error) and the tripwires that stop a run;
 //! - [`eval`]: scorers ([`eval::create_scorer`]'s pipeline, judges), trajectories and the
 //!   sampling of live runs;
 //! - [`store`]: the durable ports (stopped runs, workflow runs, the message queue, agent
@@ -50,6 +52,7 @@ pub mod memory;
 pub mod message;
 pub mod model;
 pub mod network;
+pub mod processor;
 #[cfg(feature = "http")]
 pub mod providers;
 pub mod pubsub;

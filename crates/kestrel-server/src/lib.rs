@@ -56,6 +56,7 @@ mod queue;
 mod redact;
 mod relay;
 
+mod processors;
 mod routes;
 mod scores;
 mod skills;
@@ -479,6 +480,7 @@ impl Server {
             .merge(skills::routes())
             .merge(observability::routes())
             .merge(scores::routes())
+            .merge(processors::routes())
             .merge(queue::routes())
             .merge(stored::routes())
             .merge(workflows::routes())

@@ -271,10 +271,9 @@ async fn generate(
 ) -> Result<Json<RunResult>, ApiError> {
     let (input, options) = body.into_run(&caller, BodyRules::of(&agent, &state))?;
     let agent = agent.clone();
-    let result = in_task(async move { agent.generate(input).options(options).await })
-        .await?
-        .map_err(|e| ApiError::of_run(e, &caller))?;
-    Ok(Json(result.into()))
+    let outcome = in_task(async move { agent.generate(input).options(options).await }).await?;
+    let result = RunResult::of(outcome).map_err(|e| ApiError::of_run(e, &caller))?;
+    Ok(Json(result))
 }
 
 async fn stream(
@@ -350,8 +349,13 @@ async fn decide_generate<const APPROVE: bool>(
     } else {
         run.decline(body.tool_call_id, body.reason)
     };
-    let result = in_task(pinned_to(decision, body.fingerprint).into_future()).await??;
-    Ok(Json(result.into()))
+    let outcome = in_task(pinned_to(decision, body.fingerprint).into_future()).await?;
+    let result = match outcome {
+        Err(kestrel_core::agent::RunControlError::Run(error)) => RunResult::of(Err(error))
+            .map_err(|e| ApiError::from(kestrel_core::agent::RunControlError::Run(e)))?,
+        other => other?.into(),
+    };
+    Ok(Json(result))
 }
 
 async fn resume_stream(

@@ -186,6 +186,16 @@ pub mod evals {
     pub use kestrel_evals::*;
 }
 
+/// The built-in processors and guardrails: unicode normalizer, regex filter (presets for
+/// secrets, personal data and URLs), PII detector, prompt-injection and moderation checks
+/// (a model, failing closed), token limiter, system prompt scrubber and tool-call filter
+/// (feature `processors`). The [`Processor`](processor::Processor) trait and tripwires are in
+/// [`processor`]. See [`kestrel_processors`].
+#[cfg(feature = "processors")]
+pub mod processors {
+    pub use kestrel_processors::*;
+}
+
 /// The local embedder: all-MiniLM-L6-v2 in-process on the CPU, 384 dimensions (feature
 /// `embed-local`). See [`kestrel_embed_local`].
 #[cfg(feature = "embed-local")]

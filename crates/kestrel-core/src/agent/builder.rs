@@ -48,6 +48,9 @@ pub struct AgentBuilder {
     registry: Option<ModelRegistry>,
     memory: Option<Arc<dyn AgentMemory>>,
     scorers: Vec<crate::eval::LiveScorer>,
+    input_processors: Vec<crate::processor::SharedProcessor>,
+    output_processors: Vec<crate::processor::SharedProcessor>,
+    max_processor_retries: u32,
     run_store: Option<SharedRunStore>,
     storage: Option<crate::store::Stores>,
     sub_agents: Vec<Agent>,
@@ -88,6 +91,9 @@ impl AgentBuilder {
             registry: None,
             memory: None,
             scorers: Vec::new(),
+            input_processors: Vec::new(),
+            output_processors: Vec::new(),
+            max_processor_retries: 0,
             run_store: None,
             storage: None,
             sub_agents: Vec::new(),
@@ -306,6 +312,31 @@ impl AgentBuilder {
         self
     }
 
+    /// Adds `processor` to the input pipeline: its input and input step hooks run, in the
+    /// order processors were added, before the model sees the run's messages (see
+    /// [`crate::processor`]).
+    pub fn input_processor(mut self, processor: impl crate::processor::IntoProcessor) -> Self {
+        self.input_processors.push(processor.into_processor());
+        self
+    }
+
+    /// Adds `processor` to the output pipeline: its output stream, output step, output
+    /// result, tool result and API error hooks run, in the order processors were added. While
+    /// the agent has output processors, a step's streamed parts are held until they accepted
+    /// them (see [`crate::processor`]).
+    pub fn output_processor(mut self, processor: impl crate::processor::IntoProcessor) -> Self {
+        self.output_processors.push(processor.into_processor());
+        self
+    }
+
+    /// How many times in one run the output processors may send an answer back for another
+    /// try ([`crate::processor::ProcessorError::retry`]); past it, a retry is a tripwire.
+    /// Default 0: every retry is a tripwire (Mastra's `maxProcessorRetries`).
+    pub fn max_processor_retries(mut self, retries: u32) -> Self {
+        self.max_processor_retries = retries;
+        self
+    }
+
     /// Resolves model strings through this registry instead of [`ModelRegistry::from_env`].
     pub fn registry(mut self, registry: ModelRegistry) -> Self {
         self.registry = Some(registry);
@@ -401,6 +432,11 @@ impl AgentBuilder {
             own_registry: self.registry,
             memory: self.memory,
             scorers: self.scorers,
+            processors: crate::definition::Processors {
+                input: crate::processor::Pipeline::new(self.input_processors),
+                output: crate::processor::Pipeline::new(self.output_processors),
+                max_retries: self.max_processor_retries,
+            },
             own_run_store: self.run_store,
             sub_agents,
             workflows: self

@@ -400,7 +400,9 @@ impl Agent {
             }
             let phase = match stored.phase {
                 RunPhase::Suspended if stored.state.is_suspended() => None,
-                RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted => Some("finished"),
+                RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted | RunPhase::Tripwire => {
+                    Some("finished")
+                }
                 RunPhase::Paused => Some("paused"),
                 RunPhase::WaitingForSubtask => Some("waiting for a sub-agent"),
                 RunPhase::Running | RunPhase::Suspended => Some("running"),

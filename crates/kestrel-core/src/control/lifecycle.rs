@@ -79,7 +79,9 @@ impl Agent {
         let store = self.run_store().clone();
         let stored = self.load_top_level(&store, &target).await?;
         let reason = match stored.phase {
-            RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted => Some("it is finished"),
+            RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted | RunPhase::Tripwire => {
+                Some("it is finished")
+            }
             RunPhase::Suspended => {
                 Some("it waits for decisions on its tool calls (approve, decline or resume them)")
             }

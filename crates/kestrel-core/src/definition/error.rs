@@ -219,6 +219,25 @@ pub enum AgentError {
         #[source]
         source: crate::version::VersionError,
     },
+    /// A processor stopped the run (a guardrail blocked its input or its answer). The run
+    /// ended with a `tripwire` event; this is not a failure of the run but its refusal.
+    #[error("run {run_id}: {tripwire}")]
+    Tripwire {
+        /// The run.
+        run_id: String,
+        /// Why, and which processor.
+        tripwire: Box<crate::processor::Tripwire>,
+    },
+    /// A processor failed (it could not check): the run fails rather than let unchecked
+    /// input or output through.
+    #[error("run {run_id}: {source}")]
+    Processor {
+        /// The run.
+        run_id: String,
+        /// Which processor, in which hook, and why.
+        #[source]
+        source: Box<crate::processor::ProcessorFailure>,
+    },
     /// The run's task failed unexpectedly.
     #[error("run {run_id}: internal error: {message}")]
     Internal {
@@ -230,6 +249,14 @@ pub enum AgentError {
 }
 
 impl AgentError {
+    /// The tripwire that stopped the run, when a processor did.
+    pub fn tripwire(&self) -> Option<&crate::processor::Tripwire> {
+        match self {
+            AgentError::Tripwire { tripwire, .. } => Some(tripwire),
+            _ => None,
+        }
+    }
+
     /// The description without the `run <id>:` prefix, as `error` events carry it (the event
     /// already names its run).
     pub fn detail(&self) -> String {
@@ -260,6 +287,8 @@ impl AgentError {
                 "the run was taken over by another instance".to_owned()
             }
             AgentError::Version { source, .. } => source.to_string(),
+            AgentError::Tripwire { tripwire, .. } => tripwire.to_string(),
+            AgentError::Processor { source, .. } => source.to_string(),
             AgentError::Internal { message, .. } => format!("internal error: {message}"),
         }
     }
@@ -281,6 +310,8 @@ impl AgentError {
             | AgentError::Cluster { run_id, .. }
             | AgentError::RunTakenOver { run_id }
             | AgentError::Version { run_id, .. }
+            | AgentError::Tripwire { run_id, .. }
+            | AgentError::Processor { run_id, .. }
             | AgentError::Internal { run_id, .. } => run_id,
         }
     }
@@ -302,6 +333,8 @@ impl AgentError {
             AgentError::Cluster { .. } => "cluster",
             AgentError::RunTakenOver { .. } => "run-taken-over",
             AgentError::Version { .. } => "version",
+            AgentError::Tripwire { .. } => "tripwire",
+            AgentError::Processor { .. } => "processor",
             AgentError::Internal { .. } => "internal",
         }
     }

@@ -96,6 +96,30 @@ pub(crate) struct AgentDefinition {
     pub(crate) versioning: Versioning,
     /// The scorers it runs on its finished runs.
     pub(crate) scorers: Vec<crate::eval::LiveScorer>,
+    /// Its processors: the input pipeline, and the output one (stream, step, result, tool
+    /// result and error hooks).
+    pub(crate) processors: Processors,
+}
+
+/// An agent's processors (see [`crate::processor`]).
+#[derive(Clone, Default)]
+pub(crate) struct Processors {
+    pub(crate) input: crate::processor::Pipeline,
+    pub(crate) output: crate::processor::Pipeline,
+    /// How many answers the output processors may send back for another try in one run.
+    pub(crate) max_retries: u32,
+}
+
+impl Processors {
+    /// Whether a step's streamed parts are held until the output hooks accepted them.
+    pub(crate) fn holds_back(&self) -> bool {
+        use crate::processor::{Phases, ProcessorPhase as P};
+        self.output.phases().intersects(Phases::of(&[
+            P::OutputStream,
+            P::OutputStep,
+            P::OutputResult,
+        ]))
+    }
 }
 
 impl AgentDefinition {

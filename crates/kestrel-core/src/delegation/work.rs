@@ -264,6 +264,12 @@ impl DelegationTool {
             // It ended, but the parent had not recorded it (a restart in between).
             return Stored::Ended(Box::new(match reason {
                 FinishReason::Abort => Err(AgentError::Aborted { run_id }),
+                FinishReason::Tripwire => Err(AgentError::Tripwire {
+                    tripwire: Box::new(state.tripwire.clone().unwrap_or_else(|| {
+                        crate::processor::Tripwire::new("the sub-agent's run was stopped")
+                    })),
+                    run_id,
+                }),
                 FinishReason::Error => Err(AgentError::Internal {
                     run_id,
                     message: "the sub-agent's run had failed".into(),
@@ -298,6 +304,14 @@ impl DelegationTool {
         let strategy = options.map(|o| o.hook_error_strategy).unwrap_or_default();
         let references = runtime.as_ref().filter(|r| r.options.references);
         match &outcome {
+            // A processor stopped the sub-agent: the delegating run stops too (a guardrail's
+            // refusal is not a failure for the parent's model to talk its way around).
+            Err(AgentError::Tripwire { tripwire, .. }) => {
+                return Err(ToolError::stop(
+                    "a processor stopped the sub-agent",
+                    Stop::Tripwire(tripwire.clone()),
+                ));
+            }
             Ok(result) if result.finish_reason == FinishReason::Paused => {
                 return Err(ToolError::stop(
                     "the sub-agent paused",

@@ -258,6 +258,11 @@ event_kinds! {
     Error(ErrorPayload) = "error",
     /// The run was aborted.
     Abort(AbortPayload) = "abort",
+    /// A processor stopped the run (Mastra's `tripwire` chunk); `finish` with the reason
+    /// `tripwire` follows.
+    Tripwire(crate::processor::Tripwire) = "tripwire",
+    /// A processor reported what it did (redacted, warned, truncated...).
+    ProcessorDecision(crate::processor::Decision) = "processor-decision",
     /// A tool call (a background delegation) went on in the background; the run did not wait.
     BackgroundTaskStarted(BackgroundTaskStartedPayload) = "background-task-started",
     /// A background task finished; its result reaches the model in the next step.

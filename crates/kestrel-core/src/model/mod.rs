@@ -139,6 +139,11 @@ pub enum FinishReason {
     Abort,
     /// The run failed.
     Error,
+    /// A processor stopped the run ([`crate::processor::Tripwire`]).
+    Tripwire,
+    /// A processor rejected the step's answer and the model is asked again (a step's reason
+    /// only, never a run's).
+    Retry,
     /// Any other reason the provider gave.
     Other,
     /// The provider gave no reason.
@@ -158,6 +163,8 @@ impl FinishReason {
             FinishReason::Paused => "paused",
             FinishReason::Abort => "abort",
             FinishReason::Error => "error",
+            FinishReason::Tripwire => "tripwire",
+            FinishReason::Retry => "retry",
             FinishReason::Other => "other",
             FinishReason::Unknown => "unknown",
         }

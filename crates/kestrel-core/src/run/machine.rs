@@ -114,6 +114,12 @@ impl RunState {
         self.messages.push(Message::user(feedback_text(feedback)));
     }
 
+    /// Adds `text` to the conversation as it is, as a user message (a processor's retry
+    /// feedback, already worded).
+    pub fn add_feedback_text(&mut self, text: String) {
+        self.messages.push(Message::user(text));
+    }
+
     /// The last user message's text: the task a scorer judges.
     pub fn task_text(&self) -> String {
         self.messages

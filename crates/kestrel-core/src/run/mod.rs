@@ -23,6 +23,7 @@ mod result;
 mod state;
 mod steer;
 mod structured;
+mod tripwire;
 
 pub use calls::{CallPlan, Resumption, calls_outcome, parse_call, plan_calls, prepare_calls};
 pub use machine::Action;
@@ -38,3 +39,4 @@ pub use steer::{
     steer_completion, steer_iteration,
 };
 pub use structured::{ErrorStrategy, StructuredOutcome, StructuredOutput, structured_outcome};
+pub use tripwire::Tripwire;

@@ -29,11 +29,13 @@ pub enum RunPhase {
     Failed,
     /// Aborted.
     Aborted,
+    /// Stopped by a processor's tripwire ([`crate::processor::Tripwire`]).
+    Tripwire,
 }
 
 impl RunPhase {
     /// Every phase.
-    pub const ALL: [RunPhase; 7] = [
+    pub const ALL: [RunPhase; 8] = [
         Self::Running,
         Self::Suspended,
         Self::WaitingForSubtask,
@@ -41,6 +43,7 @@ impl RunPhase {
         Self::Completed,
         Self::Failed,
         Self::Aborted,
+        Self::Tripwire,
     ];
 
     /// The stored name (also its JSON form).
@@ -53,6 +56,7 @@ impl RunPhase {
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Aborted => "aborted",
+            Self::Tripwire => "tripwire",
         }
     }
 
@@ -61,9 +65,13 @@ impl RunPhase {
         Self::ALL.into_iter().find(|phase| phase.as_str() == name)
     }
 
-    /// Whether the run has ended (completed, failed or aborted): nothing continues it.
+    /// Whether the run has ended (completed, failed, aborted or stopped by a tripwire):
+    /// nothing continues it.
     pub fn is_ended(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Aborted)
+        matches!(
+            self,
+            Self::Completed | Self::Failed | Self::Aborted | Self::Tripwire
+        )
     }
 
     /// How a finished state ended; `None` while it has not.
@@ -72,6 +80,7 @@ impl RunPhase {
             RunStatus::Finished { reason, .. } => Some(match reason {
                 FinishReason::Error => Self::Failed,
                 FinishReason::Abort => Self::Aborted,
+                FinishReason::Tripwire => Self::Tripwire,
                 _ => Self::Completed,
             }),
             _ => None,
@@ -111,6 +120,7 @@ mod tests {
             (FinishReason::MaxSteps, RunPhase::Completed),
             (FinishReason::Error, RunPhase::Failed),
             (FinishReason::Abort, RunPhase::Aborted),
+            (FinishReason::Tripwire, RunPhase::Tripwire),
         ] {
             state.end(reason);
             assert_eq!(RunPhase::ended(&state), Some(phase));

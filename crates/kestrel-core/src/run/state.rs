@@ -470,6 +470,25 @@ pub struct RunState {
     /// What the caller said of the run's trace (a name, tags, metadata, a user).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracing: Option<crate::trace::TracingOptions>,
+    /// What stopped the run, when a processor did (its status is then finished with the
+    /// reason `tripwire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tripwire: Option<super::Tripwire>,
+    /// How many answers the agent's processors sent back for another try so far (bounded by
+    /// the agent's `max_processor_retries`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processor_retries: u32,
+    /// How many messages at the front of `messages` memory recalled (the thread's history).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub remembered: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RunState {
@@ -504,6 +523,9 @@ impl RunState {
             lease_token: None,
             trace: None,
             tracing: None,
+            tripwire: None,
+            processor_retries: 0,
+            remembered: 0,
         }
     }
 
@@ -516,6 +538,7 @@ impl RunState {
         input_stored: bool,
     ) {
         let history_len = history.len();
+        self.remembered = history_len;
         self.messages.prepend(history);
         self.input_len += history_len;
         // The context after the history is the caller's, never stored; the input after it is
@@ -527,6 +550,21 @@ impl RunState {
         };
         self.memory_system = system;
         self.memory_loaded = true;
+    }
+
+    /// Takes the run's input (after its leading context) out, to change it (input
+    /// processors do, before memory stores it); [`RunState::set_input`] puts it back.
+    pub fn take_input(&mut self) -> Vec<Message> {
+        let input = self.messages.split_off(self.context_len);
+        self.input_len = self.messages.len();
+        input
+    }
+
+    /// Puts the (processed) input back after the context: the inverse of
+    /// [`RunState::take_input`].
+    pub fn set_input(&mut self, input: Vec<Message>) {
+        self.messages.extend(input);
+        self.input_len = self.messages.len();
     }
 
     /// The input without its leading context: what memory stores.

@@ -134,6 +134,16 @@ impl Agent {
         &self.inner.scorers
     }
 
+    /// The agent's input processors, in order.
+    pub fn input_processors(&self) -> &[crate::processor::SharedProcessor] {
+        self.inner.processors.input.processors()
+    }
+
+    /// The agent's output processors, in order.
+    pub fn output_processors(&self) -> &[crate::processor::SharedProcessor] {
+        self.inner.processors.output.processors()
+    }
+
     /// Where the instance keeps scores.
     pub fn score_store(&self) -> &crate::store::SharedScoreStore {
         &self.runtime.stores.scores
@@ -311,6 +321,7 @@ impl Agent {
             editable: crate::version::Editable::default(),
             versioning: Default::default(),
             scorers: Vec::new(),
+            processors: Default::default(),
         };
         Agent {
             inner: Arc::new(definition),

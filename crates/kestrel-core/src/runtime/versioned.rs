@@ -259,6 +259,7 @@ impl Agent {
             tool_definitions,
             skills: inner.skills.clone(),
             scorers: inner.scorers.clone(),
+            processors: inner.processors.clone(),
             editable: inner.editable,
             versioning: crate::definition::Versioning {
                 stored: inner.versioning.stored,

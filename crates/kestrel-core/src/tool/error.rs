@@ -22,6 +22,8 @@ pub(crate) enum Stop {
     SubAgent(crate::run::Waiting),
     /// A delegated sub-agent's run was paused.
     SubAgentPaused,
+    /// A processor stopped a delegated sub-agent's run: the delegating run stops with it.
+    Tripwire(Box<crate::processor::Tripwire>),
 }
 
 impl Stop {
@@ -31,6 +33,7 @@ impl Stop {
             Self::Suspend(_) => "suspended",
             Self::SubAgent(_) => "sub-agent waits",
             Self::SubAgentPaused => "sub-agent paused",
+            Self::Tripwire(_) => "tripwire",
         }
     }
 }

@@ -18,6 +18,7 @@ mod eval;
 mod fake_server;
 mod iteration;
 mod local_model;
+mod processors;
 #[cfg(feature = "anthropic")]
 mod provider_anthropic;
 #[cfg(feature = "openai")]

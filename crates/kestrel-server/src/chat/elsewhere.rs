@@ -179,7 +179,11 @@ impl Follow {
                 .waiting_calls()
                 .iter()
                 .all(|call| self.announced.contains(&call.tool_call_id)),
-            RunPhase::Completed | RunPhase::Failed | RunPhase::Aborted | RunPhase::Paused => quiet,
+            RunPhase::Completed
+            | RunPhase::Failed
+            | RunPhase::Aborted
+            | RunPhase::Tripwire
+            | RunPhase::Paused => quiet,
             RunPhase::Running | RunPhase::WaitingForSubtask => false,
         }
     }

@@ -31,7 +31,7 @@ pub(super) fn messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Sc
 
 /// `messages` as Mastra accepts them: a string, or an array of strings and
 /// `{role, content}` / `{role, parts}` messages.
-pub(super) fn input_messages(
+pub(crate) fn input_messages(
     value: &Value,
     system_messages: bool,
 ) -> Result<Vec<Message>, ApiError> {

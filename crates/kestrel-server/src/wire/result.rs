@@ -26,7 +26,8 @@ pub(crate) struct RunResult {
     object: Option<Value>,
     /// Why the run ended: `stop`, `length`, `content-filter`, `tool-calls` (only client tools'
     /// results are awaited), `max-steps`, `suspended` (calls wait for a person or resume
-    /// data), `paused`, `abort`, `error`, `other` or `unknown`.
+    /// data), `paused`, `abort`, `error`, `tripwire` (a processor stopped it), `other` or
+    /// `unknown`.
     #[schemars(with = "String")]
     finish_reason: FinishReason,
     /// The tokens all steps used.
@@ -51,6 +52,46 @@ pub(crate) struct RunResult {
     /// instance traces.
     #[serde(skip_serializing_if = "Option::is_none")]
     trace_id: Option<String>,
+    /// Why a processor stopped the run (`finishReason` is then `tripwire`, and `text` empty):
+    /// `{reason, retry?, metadata?, processorId?}`, Mastra's shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<Value>")]
+    tripwire: Option<kestrel_core::processor::Tripwire>,
+}
+
+impl RunResult {
+    /// What a run a processor stopped answers: 200, with the tripwire (Mastra's clients read
+    /// `finishReason: "tripwire"` and `tripwire`), not an error status.
+    pub(crate) fn tripped(run_id: String, tripwire: kestrel_core::processor::Tripwire) -> Self {
+        Self {
+            run_id,
+            text: String::new(),
+            object: None,
+            finish_reason: FinishReason::Tripwire,
+            usage: Usage::default(),
+            steps: Vec::new(),
+            tool_calls: Vec::new(),
+            tool_results: Vec::new(),
+            suspended: Vec::new(),
+            response_messages: Vec::new(),
+            trace_id: None,
+            tripwire: Some(tripwire),
+        }
+    }
+
+    /// The answer of a run's outcome: its result, or a tripwire's; other errors are the
+    /// caller's to turn into a status.
+    pub(crate) fn of(
+        outcome: Result<GenerateResult, kestrel_core::agent::AgentError>,
+    ) -> Result<Self, kestrel_core::agent::AgentError> {
+        match outcome {
+            Ok(result) => Ok(result.into()),
+            Err(kestrel_core::agent::AgentError::Tripwire { run_id, tripwire }) => {
+                Ok(Self::tripped(run_id, *tripwire))
+            }
+            Err(error) => Err(error),
+        }
+    }
 }
 
 impl From<GenerateResult> for RunResult {
@@ -67,6 +108,7 @@ impl From<GenerateResult> for RunResult {
             suspended: result.waiting,
             response_messages: result.response_messages,
             trace_id: result.trace_id,
+            tripwire: None,
         }
     }
 }

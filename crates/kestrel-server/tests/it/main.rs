@@ -13,6 +13,7 @@ mod memory;
 mod networks;
 mod observability;
 mod openapi;
+mod processors;
 mod scores;
 mod secrets;
 mod skills;

@@ -26,6 +26,10 @@ impl AgentRun {
         if self.iteration_hook.is_none() && self.task_completion.is_none() {
             return Ok(None);
         }
+        if self.state.tripwire.is_some() {
+            // A processor stopped the run: nothing to steer.
+            return Ok(None);
+        }
         let Some(step) = self.state.steps.last().cloned() else {
             return Ok(None);
         };
@@ -249,7 +253,9 @@ impl AgentRun {
         };
         self.close_snapshot().await;
         self.save_delegation_feedback().await;
-        self.notify_memory_finished();
+        if reason != FinishReason::Tripwire {
+            self.notify_memory_finished();
+        }
         if !self.agent.inner.scorers.is_empty() {
             self.score_live(reason);
         }

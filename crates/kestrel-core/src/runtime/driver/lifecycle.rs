@@ -205,7 +205,15 @@ impl AgentRun {
                 span.attribute("steps", result.steps.len());
                 span.end();
             }
-            Err(error) => span.fail(error.to_string(), Some(error.kind())),
+            Err(error) => {
+                if let Some(tripwire) = error.tripwire() {
+                    span.attribute(
+                        "tripwire",
+                        serde_json::to_value(tripwire).unwrap_or_default(),
+                    );
+                }
+                span.fail(error.to_string(), Some(error.kind()))
+            }
         }
     }
 
@@ -333,6 +341,15 @@ impl AgentRun {
             or_fail!(self, self.save_snapshot(RunPhase::Running));
         }
         while self.step().await? {}
+        if let Some(tripwire) = &self.state.tripwire
+            && self.state.is_finished()
+        {
+            // A processor stopped the run: a refusal, never a result to mistake for an answer.
+            return Err(AgentError::Tripwire {
+                run_id: self.state.run_id.clone(),
+                tripwire: Box::new(tripwire.clone()),
+            });
+        }
         // The run is over: its steps and messages move into the result.
         let mut result = GenerateResult::take_from_state(&mut self.state);
         if self.paused {

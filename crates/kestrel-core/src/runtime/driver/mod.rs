@@ -68,6 +68,7 @@ mod between_steps;
 mod lifecycle;
 mod memory_io;
 mod model_step;
+mod processors;
 mod tools_step;
 pub(crate) use tools_step::RunVersions;
 
@@ -430,6 +431,14 @@ impl AgentRun {
         if self.state.next_action() == Action::CallModel {
             let model_span = tracing::debug_span!(parent: &span, "kestrel.model_call");
             self.model_phase().instrument(model_span).await?;
+            if self.state.next_action() == Action::CallModel {
+                // A processor sent the answer back (or asked to call again after a provider
+                // error): the model is asked again, in a step that counts as this one.
+                if self.durable_steps {
+                    or_fail!(self, self.save_snapshot(RunPhase::Running));
+                }
+                return Ok(true);
+            }
         }
         if self.state.next_action() == Action::RunTools {
             let tools_span = tracing::debug_span!(parent: &span, "kestrel.tool_calls");

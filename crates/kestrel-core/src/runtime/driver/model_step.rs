@@ -1,23 +1,22 @@
 //! The model call of a step: resolving the model and instructions, the request, and the
 //! stream of the answer turned into events and recorded in the state.
 
-use std::sync::Arc;
-
 use futures::StreamExt;
 
+use super::processors::{Verdict, replace_held_text};
 use super::{AgentRun, now_ms};
 use crate::definition::{AgentError, Instructions, ModelSource};
 use crate::event::{
-    EventKind, PartIdPayload, StartPayload, StepFinishPayload, StepOutput, StepResultInfo,
-    StepStartPayload, TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload, ToolCallPayload,
+    EventKind, PartIdPayload, StepFinishPayload, StepOutput, StepResultInfo, StepStartPayload,
+    TextDeltaPayload, ToolCallDeltaPayload, ToolCallIdPayload, ToolCallPayload,
     ToolCallStreamingStartPayload,
 };
 use crate::model::{
     FinishReason, ModelError, ModelEvent, ModelRequest, ResponseFormat, SharedModel, ToolChoice,
     Usage,
 };
+use crate::processor::{Phases, ProcessorPhase, Stopped, StreamState};
 use crate::run::{ToolCallRecord, parse_call};
-use crate::sink::EventSink;
 use crate::trace::SpanType;
 
 impl AgentRun {
@@ -133,6 +132,10 @@ impl AgentRun {
                 Err(failing) => return Err(failing.await),
             }
         };
+        if self.state.is_finished() {
+            // An input processor stopped the run.
+            return Ok(());
+        }
         or_fail!(self, self.call_model(model, system));
         Ok(())
     }
@@ -144,6 +147,14 @@ impl AgentRun {
             return Err(self.aborted());
         }
         let resolved = self.resolve().await?;
+        if !self.state.started && self.agent.inner.processors.input.has(ProcessorPhase::Input) {
+            // Boxed: runs without input processors never await it.
+            let message_id = self.state.next_message_id.clone();
+            Box::pin(self.announce_start(&message_id)).await;
+            if Box::pin(self.process_input()).await? {
+                return Ok(resolved);
+            }
+        }
         self.load_memory().await?;
         self.take_delivered().await?;
         if self.background.is_some() {
@@ -161,25 +172,22 @@ impl AgentRun {
         let message_id = self.state.next_message_id.clone();
         let sink = self.sink.clone();
         let run_id = self.run_id.clone();
-        if !self.state.started {
-            self.state.started = true;
-            emit!(
-                sink,
-                run_id,
-                EventKind::Start(StartPayload {
-                    id: self.agent.id().to_string(),
-                    message_id: message_id.clone(),
-                    metadata: self.run_metadata(),
-                })
-            );
-            // Hands `start` to the reader before the first step's work: a server then sends
-            // its first bytes at once, even when the model answers without ever waiting. With
-            // no reader (`generate`), yielding would only send the run to the back of the
-            // queue, its memory cold by the time it comes back.
-            if sink.is_observed() {
-                tokio::task::yield_now().await;
+        self.announce_start(&message_id).await;
+        let request = if self
+            .agent
+            .inner
+            .processors
+            .input
+            .has(ProcessorPhase::InputStep)
+        {
+            let mut request = self.model_request(system.clone());
+            if Box::pin(self.process_input_step(&mut request, system)).await? {
+                return Ok(());
             }
-        }
+            request
+        } else {
+            self.model_request(system)
+        };
         emit!(
             sink,
             run_id,
@@ -203,7 +211,6 @@ impl AgentRun {
             }
             Some(span)
         });
-        let request = self.model_request(system);
         let model_error = |source: ModelError| match source {
             ModelError::Cancelled => AgentError::Aborted {
                 run_id: run_id.to_string(),
@@ -220,14 +227,43 @@ impl AgentRun {
             s = model.stream(request) => match s {
                 Ok(stream) => stream,
                 Err(source) => {
-                    let error = model_error(source);
                     if let Some(span) = model_span.take() {
-                        span.fail(error.to_string(), Some(error.kind()));
+                        span.fail(source.to_string(), Some("model"));
                     }
-                    return Err(error);
+                    return Box::pin(self.model_failed(source, false, message_id)).await;
                 }
             },
         };
+        // With output processors, the step's parts are held until they accepted them (see
+        // `crate::processor`); without, each goes out as it comes.
+        let mut held: Option<Vec<EventKind>> =
+            (sink.is_observed() && self.agent.inner.processors.holds_back()).then(Vec::new);
+        // Whether a part of this answer reached the stream already.
+        let mut streamed = false;
+        let stream_hooks = self
+            .agent
+            .inner
+            .processors
+            .output
+            .has(ProcessorPhase::OutputStream)
+            .then(|| self.agent.inner.processors.output.clone());
+        let mut stream_states: Vec<StreamState> = Vec::new();
+        // Sends (or holds) one event of the step.
+        macro_rules! out {
+            ($kind:expr) => {
+                if sink.is_observed() {
+                    let kind = $kind;
+                    match held.as_mut() {
+                        Some(held) => held.push(kind),
+                        None => {
+                            streamed = true;
+                            sink.emit(crate::event::Event::agent(run_id.clone(), kind))
+                                .await;
+                        }
+                    }
+                }
+            };
+        }
 
         let mut text = String::new();
         let mut reasoning = String::new();
@@ -255,53 +291,93 @@ impl AgentRun {
                 }
                 Some(None) => break,
                 Some(Some(Ok(event))) => event,
-                Some(Some(Err(error))) => return Err(model_error(error)),
+                Some(Some(Err(error))) => {
+                    drop(stream);
+                    return Box::pin(self.model_failed(error, streamed, message_id)).await;
+                }
+            };
+            let event = match (&stream_hooks, event) {
+                (Some(pipeline), event) if !matches!(event, ModelEvent::Finish { .. }) => {
+                    let mut part = Some(event);
+                    let outcome = {
+                        let cx = self.processor_context();
+                        let step = self.state.steps.len();
+                        Box::pin(pipeline.output_stream(
+                            &cx,
+                            step,
+                            &mut part,
+                            &text,
+                            &mut stream_states,
+                        ))
+                        .await
+                    };
+                    match outcome {
+                        Ok(decisions) => {
+                            for decision in decisions {
+                                out!(EventKind::ProcessorDecision(decision));
+                            }
+                        }
+                        Err(Stopped::Tripwire(tripwire)) => {
+                            drop(stream);
+                            if let Some(span) = model_span.take() {
+                                span.fail(tripwire.reason.clone(), Some("tripwire"));
+                            }
+                            self.trip(tripwire).await;
+                            return Ok(());
+                        }
+                        Err(Stopped::Failed(failure)) => {
+                            return Err(AgentError::Processor {
+                                run_id: run_id.to_string(),
+                                source: Box::new(failure),
+                            });
+                        }
+                    }
+                    match part {
+                        Some(event) => event,
+                        None => continue,
+                    }
+                }
+                (_, event) => event,
             };
             match event {
                 ModelEvent::TextDelta { text: delta } => {
                     if delta.is_empty() {
                         continue;
                     }
-                    open.switch_to(OpenPart::Text, &sink, &run_id, &message_id)
-                        .await;
+                    for kind in open.switch_to(OpenPart::Text, sink.is_observed(), &message_id) {
+                        out!(kind);
+                    }
                     text.push_str(&delta);
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::TextDelta(TextDeltaPayload {
-                            id: message_id.clone(),
-                            text: delta,
-                        })
-                    );
+                    out!(EventKind::TextDelta(TextDeltaPayload {
+                        id: message_id.clone(),
+                        text: delta,
+                    }));
                 }
                 ModelEvent::ReasoningDelta { text: delta } => {
                     if delta.is_empty() {
                         continue;
                     }
-                    open.switch_to(OpenPart::Reasoning, &sink, &run_id, &message_id)
-                        .await;
+                    for kind in open.switch_to(OpenPart::Reasoning, sink.is_observed(), &message_id)
+                    {
+                        out!(kind);
+                    }
                     reasoning.push_str(&delta);
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ReasoningDelta(TextDeltaPayload {
-                            id: message_id.clone(),
-                            text: delta,
-                        })
-                    );
+                    out!(EventKind::ReasoningDelta(TextDeltaPayload {
+                        id: message_id.clone(),
+                        text: delta,
+                    }));
                 }
                 ModelEvent::ToolInputStart { id, name } => {
-                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
-                        .await;
+                    for kind in open.switch_to(OpenPart::None, sink.is_observed(), &message_id) {
+                        out!(kind);
+                    }
                     names.push((id.clone(), name.clone()));
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
+                    out!(EventKind::ToolCallInputStreamingStart(
+                        ToolCallStreamingStartPayload {
                             tool_call_id: id,
                             tool_name: name,
-                        })
-                    );
+                        }
+                    ));
                 }
                 ModelEvent::ToolInputDelta { id, delta } => {
                     let tool_name = names
@@ -309,43 +385,36 @@ impl AgentRun {
                         .find(|(call, _)| *call == id)
                         .map(|(_, name)| name.clone())
                         .unwrap_or_default();
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolCallDelta(ToolCallDeltaPayload {
-                            tool_call_id: id,
-                            tool_name,
-                            args_text_delta: delta,
-                        })
-                    );
+                    out!(EventKind::ToolCallDelta(ToolCallDeltaPayload {
+                        tool_call_id: id,
+                        tool_name,
+                        args_text_delta: delta,
+                    }));
                 }
                 ModelEvent::ToolInputEnd { id } => {
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
-                            tool_call_id: id
-                        })
-                    );
+                    out!(EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
+                        tool_call_id: id
+                    }));
                 }
                 ModelEvent::ToolCall { id, name, input } => {
-                    open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
-                        .await;
+                    for kind in open.switch_to(OpenPart::None, sink.is_observed(), &message_id) {
+                        out!(kind);
+                    }
                     if !names.iter().any(|(call, _)| *call == id) {
                         // The provider gave the call whole; stream it so UIs see one shape.
                         names.push((id.clone(), name.clone()));
-                        emit_whole_input(&sink, &run_id, &id, &name, &input).await;
+                        if sink.is_observed() {
+                            for kind in whole_input(&id, &name, &input) {
+                                out!(kind);
+                            }
+                        }
                     }
                     let record = parse_call(id, name, input);
-                    emit!(
-                        sink,
-                        run_id,
-                        EventKind::ToolCall(ToolCallPayload {
-                            tool_call_id: record.tool_call_id.clone(),
-                            tool_name: record.tool_name.clone(),
-                            args: record.args.clone(),
-                        })
-                    );
+                    out!(EventKind::ToolCall(ToolCallPayload {
+                        tool_call_id: record.tool_call_id.clone(),
+                        tool_name: record.tool_name.clone(),
+                        args: record.args.clone(),
+                    }));
                     calls.push(record);
                 }
                 ModelEvent::Finish { reason, usage } => finish = Some((reason, usage)),
@@ -354,8 +423,16 @@ impl AgentRun {
         // The model's stream may hold the request, which shares the conversation: dropped
         // first, recording the answer appends without a copy.
         drop(stream);
-        open.switch_to(OpenPart::None, &sink, &run_id, &message_id)
-            .await;
+        // Past the stream: whether its parts were streamed no longer matters.
+        for kind in open.switch_to(OpenPart::None, sink.is_observed(), &message_id) {
+            match held.as_mut() {
+                Some(held) => held.push(kind),
+                None => {
+                    sink.emit(crate::event::Event::agent(run_id.clone(), kind))
+                        .await;
+                }
+            }
+        }
         let Some((reason, usage)) = finish else {
             let error = model_error(ModelError::Protocol {
                 provider: model.provider().to_string(),
@@ -373,6 +450,44 @@ impl AgentRun {
             let called: Vec<&str> = calls.iter().map(|c| c.tool_name.as_str()).collect();
             span.output(serde_json::json!({"text": text, "toolCalls": called}));
             span.end();
+        }
+        if self
+            .agent
+            .inner
+            .processors
+            .output
+            .phases()
+            .intersects(Phases::of(&[
+                ProcessorPhase::OutputStep,
+                ProcessorPhase::OutputResult,
+            ]))
+        {
+            let before = held.as_ref().map(|_| text.clone());
+            let verdict =
+                Box::pin(self.check_answer(&mut text, &reasoning, &calls, reason, usage)).await?;
+            match verdict {
+                Verdict::Accept => {}
+                Verdict::Stop(tripwire) => {
+                    // Nothing of the rejected answer was sent or is kept; its tokens count.
+                    self.state.usage.add(&usage);
+                    self.trip(tripwire).await;
+                    return Ok(());
+                }
+                Verdict::Retry(tripwire) => {
+                    return Box::pin(self.retry_answer(tripwire, message_id, usage)).await;
+                }
+            }
+            if let (Some(held), Some(before)) = (held.as_mut(), before)
+                && before != text
+            {
+                replace_held_text(held, &message_id, &text);
+            }
+        }
+        if let Some(held) = held.take() {
+            for kind in held {
+                sink.emit(crate::event::Event::agent(run_id.clone(), kind))
+                    .await;
+            }
         }
         let has_tools = self
             .state
@@ -447,48 +562,46 @@ enum OpenPart {
 }
 
 impl OpenPart {
-    async fn switch_to(&mut self, next: OpenPart, sink: &EventSink, run_id: &Arc<str>, id: &str) {
+    /// Moves to `next`: the events that close the open part and open the next (none when
+    /// nobody observes them).
+    fn switch_to(&mut self, next: OpenPart, observed: bool, id: &str) -> Vec<EventKind> {
         if *self == next {
-            return;
+            return Vec::new();
+        }
+        let previous = std::mem::replace(self, next);
+        if !observed {
+            return Vec::new();
         }
         let payload = || PartIdPayload { id: id.to_string() };
-        match *self {
-            OpenPart::Text => emit!(sink, run_id, EventKind::TextEnd(payload())),
-            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningEnd(payload())),
+        let mut events = Vec::with_capacity(2);
+        match previous {
+            OpenPart::Text => events.push(EventKind::TextEnd(payload())),
+            OpenPart::Reasoning => events.push(EventKind::ReasoningEnd(payload())),
             OpenPart::None => {}
         }
         match next {
-            OpenPart::Text => emit!(sink, run_id, EventKind::TextStart(payload())),
-            OpenPart::Reasoning => emit!(sink, run_id, EventKind::ReasoningStart(payload())),
+            OpenPart::Text => events.push(EventKind::TextStart(payload())),
+            OpenPart::Reasoning => events.push(EventKind::ReasoningStart(payload())),
             OpenPart::None => {}
         }
-        *self = next;
+        events
     }
 }
 
-async fn emit_whole_input(sink: &EventSink, run_id: &Arc<str>, id: &str, name: &str, input: &str) {
-    emit!(
-        sink,
-        run_id,
+/// The input events of a tool call the provider gave whole, so UIs see one shape.
+fn whole_input(id: &str, name: &str, input: &str) -> [EventKind; 3] {
+    [
         EventKind::ToolCallInputStreamingStart(ToolCallStreamingStartPayload {
             tool_call_id: id.to_string(),
             tool_name: name.to_string(),
-        })
-    );
-    emit!(
-        sink,
-        run_id,
+        }),
         EventKind::ToolCallDelta(ToolCallDeltaPayload {
             tool_call_id: id.to_string(),
             tool_name: name.to_string(),
             args_text_delta: input.to_string(),
-        })
-    );
-    emit!(
-        sink,
-        run_id,
+        }),
         EventKind::ToolCallInputStreamingEnd(ToolCallIdPayload {
             tool_call_id: id.to_string(),
-        })
-    );
+        }),
+    ]
 }

@@ -188,10 +188,28 @@ impl AgentRun {
             run: mut to_run,
             settled,
         } = plan_calls(&mut calls, |name| self.is_client_tool(name));
+        let result_hooks = self
+            .agent
+            .inner
+            .processors
+            .output
+            .has(crate::processor::ProcessorPhase::ToolResult);
         for index in settled {
-            if let Some(result) = &calls[index].result {
-                if !result.denied && self.is_client_tool(&result.tool_name) {
+            if let Some(result) = &mut calls[index].result {
+                let client = !result.denied && self.is_client_tool(&result.tool_name);
+                if client {
                     self.client_tool_span(result);
+                }
+                // A client tool's result, given by the caller, is a tool result like any.
+                if client && result_hooks {
+                    match Box::pin(self.check_tool_result(result)).await {
+                        Ok(None) => {}
+                        Ok(Some(tripwire)) => {
+                            self.trip(tripwire).await;
+                            return Ok(());
+                        }
+                        Err(e) => return Err(self.fail(e).await),
+                    }
                 }
                 emit_result(&sink, &run_id, result).await;
             }
@@ -269,6 +287,8 @@ impl AgentRun {
         };
         let agent = self.agent.clone();
         let mut paused = false;
+        // What a tool result processor stopped the run with (or its failure).
+        let mut stopped: Option<Result<crate::processor::Tripwire, AgentError>> = None;
         {
             // `buffered` runs up to the limit at once and yields outcomes in the model's order.
             let jobs: Vec<_> = to_run
@@ -315,7 +335,20 @@ impl AgentRun {
                 };
                 let Some((index, outcome)) = next else { break };
                 match outcome {
-                    CallOutcome::Done(record) => {
+                    CallOutcome::Done(mut record) => {
+                        if result_hooks {
+                            match Box::pin(self.check_tool_result(&mut record)).await {
+                                Ok(None) => {}
+                                Ok(Some(tripwire)) => {
+                                    stopped = Some(Ok(tripwire));
+                                    break;
+                                }
+                                Err(e) => {
+                                    stopped = Some(Err(e));
+                                    break;
+                                }
+                            }
+                        }
                         emit_result(&sink, &run_id, &record).await;
                         calls[index].result = Some(record);
                     }
@@ -329,12 +362,25 @@ impl AgentRun {
                         calls[index].waiting = Some(waiting);
                     }
                     CallOutcome::Stopped(Stop::SubAgentPaused) => paused = true,
+                    CallOutcome::Stopped(Stop::Tripwire(tripwire)) => {
+                        stopped = Some(Ok(*tripwire));
+                        break;
+                    }
                 }
             }
         }
         // The calls' shared context holds the conversation: gone, the results append to it
         // without a copy.
         drop(base);
+        match stopped {
+            // The calls still running were cancelled with the stream of their outcomes.
+            Some(Ok(tripwire)) => {
+                self.trip(tripwire).await;
+                return Ok(());
+            }
+            Some(Err(e)) => return Err(self.fail(e).await),
+            None => {}
+        }
         if paused {
             // A sub-agent paused: so does this run, still waiting for it.
             if let RunStatus::ToolsPending { calls: saved, .. } = &mut self.state.status {

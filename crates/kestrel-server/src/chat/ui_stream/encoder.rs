@@ -290,6 +290,30 @@ impl Encoder {
                     reason: abort.reason.clone(),
                 });
             }
+            EventKind::Tripwire(tripwire) => {
+                // Mastra's part for a blocked run, which `useChat` keeps in the message's
+                // parts; `finish` (`other`) follows.
+                self.close_step(&mut out);
+                out.push(Chunk::Data(DataChunk {
+                    kind: "data-tripwire".to_owned(),
+                    id: None,
+                    data: json!({
+                        "reason": tripwire.reason,
+                        "retry": tripwire.retry,
+                        "metadata": tripwire.metadata,
+                        "processorId": tripwire.processor_id,
+                    }),
+                    transient: None,
+                }));
+            }
+            EventKind::ProcessorDecision(decision) => {
+                out.push(Chunk::Data(DataChunk {
+                    kind: "data-processor-decision".to_owned(),
+                    id: None,
+                    data: serde_json::to_value(decision).unwrap_or(Value::Null),
+                    transient: Some(true),
+                }));
+            }
             EventKind::BackgroundTaskStarted(task) => {
                 out.push(Chunk::Data(DataChunk {
                     kind: "data-background-task-started".to_owned(),

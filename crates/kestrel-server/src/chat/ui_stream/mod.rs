@@ -368,8 +368,12 @@ pub(crate) fn finish_reason(reason: FinishReason) -> &'static str {
         // last step ended on tool calls (AI SDK's own approval pause says `tool-calls`).
         FinishReason::ToolCalls | FinishReason::MaxSteps | FinishReason::Suspended => "tool-calls",
         FinishReason::Error => "error",
+        // Mastra maps its own `tripwire` and `retry` to `other` (the `data-tripwire` part
+        // before it says why).
         FinishReason::Abort
         | FinishReason::Paused
+        | FinishReason::Tripwire
+        | FinishReason::Retry
         | FinishReason::Other
         | FinishReason::Unknown => "other",
     }

@@ -240,9 +240,23 @@ pub(super) fn kestrel(memory: &Memory) -> Kestrel {
         .memory(shared.clone())
         .build()
         .unwrap();
+    // Answers with a key its guardrail blocks.
+    let guarded = Agent::builder("guarded")
+        .model(Arc::new(ScriptedModel::from_fn(|_| {
+            ScriptedResponse::text_deltas(["the key is ", "sk-proj-abcdefghijklmnopqrstuvwxyz"])
+        })))
+        .output_processor(
+            kestrel_processors::RegexFilter::new()
+                .preset(kestrel_processors::Preset::Secrets)
+                .strategy(kestrel_processors::FilterStrategy::Block),
+        )
+        .memory(shared.clone())
+        .build()
+        .unwrap();
     Kestrel::builder()
         .storage(Arc::clone(memory.storage().unwrap()))
         .memory(memory.clone())
+        .agent(guarded)
         .agent(flaky)
         .agent(echo)
         .agent(weather)

@@ -301,3 +301,45 @@ async fn a_failed_run_ends_with_an_error_chunk_without_the_provider_text() {
         assert!(!stream.raw.contains("sk-secret"), "{}", stream.raw);
     }
 }
+
+#[tokio::test]
+async fn a_blocked_answer_streams_mastras_tripwire_part_and_never_its_text() {
+    let f = start(|s| s).await;
+    for v in [V::V5, V::V6] {
+        let chat = format!("blocked-{}", v.name());
+        let stream = read_stream(
+            f.post("/chat/guarded", submit(&chat, "the key?", v.name()))
+                .await,
+            v,
+            &[],
+        )
+        .await;
+        assert_eq!(
+            stream.types(),
+            [
+                "start",
+                "start-step",
+                "finish-step",
+                "data-tripwire",
+                "finish"
+            ]
+        );
+        let tripwire = &stream.of_type("data-tripwire")[0]["data"];
+        assert_eq!(tripwire["reason"], "the answer matched openai-api-key");
+        assert_eq!(tripwire["processorId"], "regex-filter");
+        assert_eq!(tripwire["retry"], false);
+        assert_eq!(tripwire["metadata"]["rules"], json!(["openai-api-key"]));
+        if v == V::V6 {
+            assert_eq!(
+                stream.chunks.last().unwrap(),
+                &json!({"type": "finish", "finishReason": "other"})
+            );
+        }
+        assert!(!stream.raw.contains("sk-proj"), "{}", stream.raw);
+        let history = f.history("guarded", &chat, v.name()).await;
+        assert!(
+            !serde_json::to_string(&history).unwrap().contains("sk-proj"),
+            "{history:?}"
+        );
+    }
+}
