@@ -33,6 +33,11 @@
 //! `KESTREL_BENCH_TRACING=off|memory|otlp` runs W1, W2, W3 and W5 in a `Kestrel` instance
 //! without tracing, tracing into memory, or also exporting over OTLP (see traced.rs).
 //!
+//! `KESTREL_BENCH_GUARDRAILS=on` gives the agents of W2, W3 and W5 (sub-agents too) the
+//! deterministic guardrails (issue 42): on the input the unicode normalizer and the regex filter
+//! (secrets and PII presets, redacting); on the output the regex filter (secrets, blocking:
+//! each step held back until checked) and the PII detector's local pass, also over tool results.
+//!
 //! W1 and W2 run sequential batches and print the median time per run over the batches.
 //! W5a prints wall time and the process's peak RSS (VmHWM), so run each size in its own process.
 
@@ -93,6 +98,29 @@ struct AddInput {
     b: i64,
 }
 
+/// The agent `builder` with the deterministic guardrails, when `KESTREL_BENCH_GUARDRAILS=on`.
+fn guarded(builder: kestrel::agent::AgentBuilder) -> kestrel::agent::AgentBuilder {
+    use kestrel::processors::{
+        FilterStrategy, PiiDetector, Preset, RegexFilter, UnicodeNormalizer,
+    };
+    if std::env::var("KESTREL_BENCH_GUARDRAILS").as_deref() != Ok("on") {
+        return builder;
+    }
+    builder
+        .input_processor(UnicodeNormalizer::new())
+        .input_processor(
+            RegexFilter::new()
+                .preset(Preset::Secrets)
+                .preset(Preset::Pii),
+        )
+        .output_processor(
+            RegexFilter::new()
+                .preset(Preset::Secrets)
+                .strategy(FilterStrategy::Block),
+        )
+        .output_processor(PiiDetector::new())
+}
+
 fn w1_agent() -> Result<Agent, Box<dyn std::error::Error>> {
     let model =
         ScriptedModel::from_fn(|_| ScriptedResponse::text_deltas(DELTAS)).without_recording();
@@ -112,11 +140,13 @@ fn w3_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>
     let sub = |id: &str, description: &str| -> Result<Agent, Box<dyn std::error::Error>> {
         let model = ScriptedModel::from_fn(move |_| delayed(ScriptedResponse::text_deltas(DELTAS)))
             .without_recording();
-        Ok(Agent::builder(id)
-            .description(description)
-            .instructions("You are a benchmark sub-agent.")
-            .model(Arc::new(model))
-            .build()?)
+        Ok(guarded(
+            Agent::builder(id)
+                .description(description)
+                .instructions("You are a benchmark sub-agent.")
+                .model(Arc::new(model)),
+        )
+        .build()?)
     };
     let model = ScriptedModel::from_fn(move |req| {
         let results = req.messages.iter().filter(|m| m.role == Role::Tool).count();
@@ -127,14 +157,16 @@ fn w3_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>
         })
     })
     .without_recording();
-    Ok(Agent::builder("supervisor")
-        .instructions("You delegate.")
-        .model(Arc::new(model))
-        .agents([
-            sub("research", "Finds facts")?,
-            sub("writing", "Writes prose")?,
-        ])
-        .build()?)
+    Ok(guarded(
+        Agent::builder("supervisor")
+            .instructions("You delegate.")
+            .model(Arc::new(model))
+            .agents([
+                sub("research", "Finds facts")?,
+                sub("writing", "Writes prose")?,
+            ]),
+    )
+    .build()?)
 }
 
 fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>> {
@@ -154,11 +186,13 @@ fn w2_agent(delay: Option<Duration>) -> Result<Agent, Box<dyn std::error::Error>
     let add = create_tool("add")
         .description("Adds two integers")
         .execute(|i: AddInput, _ctx| async move { Ok(i.a + i.b) });
-    Ok(Agent::builder("w2")
-        .instructions("You add numbers.")
-        .model(Arc::new(model))
-        .tool(add)
-        .build()?)
+    Ok(guarded(
+        Agent::builder("w2")
+            .instructions("You add numbers.")
+            .model(Arc::new(model))
+            .tool(add),
+    )
+    .build()?)
 }
 
 async fn w2_run(agent: &Agent) -> Result<usize, AgentError> {

@@ -18,6 +18,7 @@ export const NETWORK_STATUS = {
   max: "Stopped at its last iteration",
   aborted: "Stopped",
   error: "Failed",
+  blocked: "Blocked by a guardrail",
 };
 
 /** One network run: its iterations, where it waits, and how it ended. */
@@ -172,6 +173,11 @@ export class NetworkRun {
       case "error":
         this.status = "error";
         this.error = p.error || "The network failed";
+        break;
+      case "tripwire":
+        this.status = "blocked";
+        this.error = `Blocked${p.processorId ? ` by ${p.processorId}` : ""}: ${p.reason}`;
+        if (this.last.primitive) this.last.primitive.status = "blocked";
         break;
       default:
         break;

@@ -7,7 +7,7 @@ import { h, json, pill, runBody, value } from "./render.js";
 import { totalTokens } from "./runs.js";
 
 const KIND_LABELS = { agent: "Agent", workflow: "Workflow", tool: "Tool", none: "Done" };
-const PILL = { running: "running", waiting: "waiting", done: "done", max: "waiting", aborted: "aborted", error: "error" };
+const PILL = { running: "running", waiting: "waiting", done: "done", max: "waiting", aborted: "aborted", error: "error", blocked: "blocked" };
 
 /** A workflow's steps as pills, in the order they started. */
 function workflowSteps(workflow) {

@@ -22,6 +22,7 @@ export const STATUS_LABELS = {
   done: "Done",
   error: "Failed",
   aborted: "Stopped",
+  blocked: "Blocked",
 };
 
 /** One run: its text, reasoning and tool calls in order, its status, and its timeline. */
@@ -306,6 +307,11 @@ export class Run {
         this.usage = p.output ? p.output.usage : null;
         this.endedAt = Date.now();
         const waiting = this.openDecisions.length > 0 || this.finishReason === "suspended" || [...this.calls.values()].some((c) => c.status === "approval" || c.status === "suspended");
+        if (this.finishReason === "tripwire") {
+          // The `tripwire` event before it said why.
+          this.status = "blocked";
+          break;
+        }
         this.status = waiting ? "waiting" : "done";
         const tokens = this.usage ? totalTokens(this.usage) : null;
         this.row(
@@ -321,6 +327,18 @@ export class Run {
         this.error = p.error || "the run failed";
         this.endedAt = Date.now();
         this.row("error", `Failed: ${p.error || "unknown error"}`, event);
+        break;
+      case "tripwire":
+        // A processor stopped the run; what it held back never reached the stream.
+        this.settleCalls();
+        this.status = "blocked";
+        this.tripwire = p;
+        this.error = `Blocked${p.processorId ? ` by ${p.processorId}` : ""}: ${p.reason}`;
+        this.endedAt = Date.now();
+        this.row("tripwire", this.error, event);
+        break;
+      case "processor-decision":
+        this.row("decision", `${p.processorId}: ${p.action}${p.phase ? ` (${p.phase})` : ""}`, event);
         break;
       case "abort":
         this.settleCalls();
@@ -398,6 +416,8 @@ export function reasonText(reason) {
       abort: "stopped",
       error: "failed",
       "content-filter": "filtered",
+      tripwire: "blocked by a processor",
+      retry: "sent back for another try",
     }[reason] || reason || "ended"
   );
 }

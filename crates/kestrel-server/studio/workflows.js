@@ -33,6 +33,7 @@ const TONE = {
   bailed: "done",
   failed: "error",
   canceled: "aborted",
+  tripwire: "blocked",
 };
 
 const ws = {

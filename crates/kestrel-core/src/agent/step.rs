@@ -96,6 +96,10 @@ impl Step for AgentStep {
             ctx.write(&event).await;
         }
         let result = stream.result().await.map_err(|error| {
+            // A processor's stop ends the workflow run with it.
+            if let crate::definition::AgentError::Tripwire { tripwire, .. } = error {
+                return StepError::Tripwire { tripwire };
+            }
             // The error's text may hold a provider's answer: it is logged, and the step's
             // failure (which clients read) names the run to look up.
             tracing::warn!(agent = %self.id(), %error, "an agent step failed");

@@ -24,11 +24,14 @@ pub enum WorkflowStatus {
     Waiting,
     /// Canceled.
     Canceled,
+    /// Stopped by a processor's tripwire (in a processor step, or an agent step whose
+    /// agent's processor stopped it).
+    Tripwire,
 }
 
 impl WorkflowStatus {
     /// Every status.
-    pub const ALL: [WorkflowStatus; 7] = [
+    pub const ALL: [WorkflowStatus; 8] = [
         Self::Pending,
         Self::Running,
         Self::Success,
@@ -36,6 +39,7 @@ impl WorkflowStatus {
         Self::Suspended,
         Self::Waiting,
         Self::Canceled,
+        Self::Tripwire,
     ];
 
     /// Its name (also its JSON form): `"suspended"`…
@@ -48,6 +52,7 @@ impl WorkflowStatus {
             Self::Suspended => "suspended",
             Self::Waiting => "waiting",
             Self::Canceled => "canceled",
+            Self::Tripwire => "tripwire",
         }
     }
 
@@ -56,9 +61,12 @@ impl WorkflowStatus {
         Self::ALL.into_iter().find(|s| s.as_str() == name)
     }
 
-    /// Whether the run has ended (success, failed, canceled).
+    /// Whether the run has ended (success, failed, canceled, tripwire).
     pub fn is_ended(self) -> bool {
-        matches!(self, Self::Success | Self::Failed | Self::Canceled)
+        matches!(
+            self,
+            Self::Success | Self::Failed | Self::Canceled | Self::Tripwire
+        )
     }
 }
 
@@ -97,8 +105,12 @@ pub struct WorkflowStartPayload {
 pub struct StepErrorInfo {
     /// What went wrong.
     pub message: String,
-    /// The kind of error (`"Error"` for a step's own).
+    /// The kind of error (`"Error"` for a step's own, `"TripWire"` for a processor's stop).
     pub name: String,
+    /// The tripwire, when a processor stopped the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// (Boxed: a run's future holds a failure across its awaits.)
+    pub tripwire: Option<Box<crate::run::Tripwire>>,
 }
 
 /// Payload of the step events: `workflow-step-start`, `workflow-step-result`,

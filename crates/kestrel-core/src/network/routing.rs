@@ -222,6 +222,8 @@ pub(crate) struct Routed {
 pub(crate) enum RoutingFailure {
     Aborted,
     Failed(String),
+    /// A processor of the routing agent stopped its run.
+    Tripwire(Box<crate::run::Tripwire>),
 }
 
 /// Asks the routing agent for the next decision (one model call, structured output; a
@@ -276,6 +278,9 @@ pub(crate) async fn route(
                 }
             }
             Err(_) if options.abort.is_aborted() => return Err(RoutingFailure::Aborted),
+            Err(crate::definition::AgentError::Tripwire { tripwire, .. }) => {
+                return Err(RoutingFailure::Tripwire(tripwire));
+            }
             Err(error) => {
                 // Its text may quote the provider: the log gets it, the run's error does not.
                 tracing::warn!(%error, "a network's routing call failed");

@@ -32,6 +32,9 @@ pub enum NetworkStatus {
     Aborted,
     /// It failed (the routing agent or the store failed); see [`NetworkResult::error`].
     Failed,
+    /// A processor stopped it (the routing agent's, or a primitive agent's); see
+    /// [`NetworkResult::tripwire`].
+    Tripwire,
 }
 
 /// What a network run gave.
@@ -53,6 +56,8 @@ pub struct NetworkResult {
     pub finish: Option<NetworkFinishPayload>,
     /// Why it failed.
     pub error: Option<String>,
+    /// What stopped it, when a processor did.
+    pub tripwire: Option<crate::run::Tripwire>,
 }
 
 impl NetworkResult {
@@ -79,6 +84,10 @@ impl NetworkResult {
             },
             WorkflowStatus::Suspended => (NetworkStatus::Suspended, None),
             WorkflowStatus::Canceled => (NetworkStatus::Aborted, None),
+            WorkflowStatus::Tripwire => (
+                NetworkStatus::Tripwire,
+                result.error.as_ref().map(|e| e.message.clone()),
+            ),
             _ => (
                 NetworkStatus::Failed,
                 Some(
@@ -113,6 +122,7 @@ impl NetworkResult {
             usage,
             finish,
             error,
+            tripwire: result.error.and_then(|e| e.tripwire).map(|t| *t),
         }
     }
 }

@@ -230,6 +230,14 @@ impl Step for NetworkStep {
                 }
                 Outcome::Aborted => ABORTED.to_owned(),
                 Outcome::Done(value) => records::result_text(&value),
+                Outcome::Tripwire(tripwire) => {
+                    // A processor stopped the primitive: the network stops with it.
+                    if let Some(span) = span.take() {
+                        span.fail(tripwire.reason.clone(), Some("tripwire"));
+                    }
+                    exec.emit(EventKind::Tripwire((*tripwire).clone())).await;
+                    return Err(StepError::Tripwire { tripwire });
+                }
             };
             let aborted = result == ABORTED;
             let last = iteration + 1 >= init.max_steps;
@@ -349,6 +357,10 @@ impl NetworkStep {
             Err(RoutingFailure::Failed(message)) => {
                 exec.emit(error_event(&message)).await;
                 return Err(StepError::new(message));
+            }
+            Err(RoutingFailure::Tripwire(tripwire)) => {
+                exec.emit(EventKind::Tripwire((*tripwire).clone())).await;
+                return Err(StepError::Tripwire { tripwire });
             }
         };
         state.usage.add(&routed.usage);

@@ -30,7 +30,7 @@
 //! ([`AgentBuilder::input_processor`](crate::agent::AgentBuilder::input_processor) runs the
 //! input hooks, [`AgentBuilder::output_processor`](crate::agent::AgentBuilder::output_processor)
 //! the output, tool result and error hooks); workflows run one as a step
-//! ([`crate::workflow::processor_step`]). Each hook a processor runs is a `processor_run` span
+//! ([`crate::workflow::ProcessorStep`]). Each hook a processor runs is a `processor_run` span
 //! of the run's trace, and what it reports with [`ProcessorContext::decide`] is a
 //! `processor-decision` event.
 //!

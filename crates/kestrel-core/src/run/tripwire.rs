@@ -8,7 +8,7 @@ use serde_json::Value;
 /// stopped run's result and stored state carry.
 ///
 /// Its JSON is Mastra's: `{ reason, retry?, metadata?, processorId? }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tripwire {
     /// Why, in the processor's words (shown to the user by chat UIs).

@@ -321,7 +321,13 @@ impl Agent {
             editable: crate::version::Editable::default(),
             versioning: Default::default(),
             scorers: Vec::new(),
-            processors: Default::default(),
+            // The agent's input guardrails check what its helpers are asked too (a network's
+            // task reaches its routing agent); their answers are decisions, not the agent's
+            // answers, so its output processors stay out.
+            processors: crate::definition::Processors {
+                input: self.inner.processors.input.clone(),
+                ..Default::default()
+            },
         };
         Agent {
             inner: Arc::new(definition),

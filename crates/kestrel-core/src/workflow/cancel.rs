@@ -19,12 +19,13 @@ impl WorkflowRun {
             return Ok(());
         };
         match stored.status {
-            WorkflowStatus::Success | WorkflowStatus::Failed | WorkflowStatus::Canceled => {
-                Err(WorkflowRunError::Ended {
-                    run_id: self.run_id.to_string(),
-                    status: stored.status,
-                })
-            }
+            WorkflowStatus::Success
+            | WorkflowStatus::Failed
+            | WorkflowStatus::Canceled
+            | WorkflowStatus::Tripwire => Err(WorkflowRunError::Ended {
+                run_id: self.run_id.to_string(),
+                status: stored.status,
+            }),
             status @ (WorkflowStatus::Suspended | WorkflowStatus::Pending) => {
                 store
                     .claim(workflow, &self.run_id, status, WorkflowStatus::Canceled)
@@ -63,7 +64,9 @@ impl WorkflowRun {
                     Some(now)
                         if matches!(
                             now.status,
-                            WorkflowStatus::Success | WorkflowStatus::Failed
+                            WorkflowStatus::Success
+                                | WorkflowStatus::Failed
+                                | WorkflowStatus::Tripwire
                         ) =>
                     {
                         Err(WorkflowRunError::Ended {

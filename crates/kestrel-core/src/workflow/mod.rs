@@ -14,9 +14,12 @@
 //!   `workflow-step-suspended`, `workflow-step-output` from a step's writer, `workflow-finish`).
 //! - An agent is a step too ([`crate::agent::AgentStep`]: `{prompt}` in, `{text}` out, its
 //!   events in the workflow's stream as `workflow-step-output`), and so is a tool
-//!   ([`ToolStep`]); a workflow is an agent's tool through [`WorkflowTool`].
+//!   ([`ToolStep`]), and a processor ([`ProcessorStep`]: a guardrail over messages or an
+//!   answer); a workflow is an agent's tool through [`WorkflowTool`].
 //! - A step stops early through [`StepError`]: a failure, [`StepContext::suspend`] (the run
-//!   stops `suspended`) or [`StepContext::bail`] (the run ends `success` with that value).
+//!   stops `suspended`), [`StepContext::bail`] (the run ends `success` with that value), or a
+//!   processor's tripwire (the run ends `tripwire`: a processor step's, or an agent step's
+//!   agent's).
 //!
 //! ```
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -52,6 +55,7 @@ mod nested;
 mod path;
 mod persist;
 mod primitives;
+mod processor_step;
 mod recovery;
 mod restart;
 mod result;
@@ -71,6 +75,7 @@ pub use definition::Workflow;
 pub use error::WorkflowRunError;
 pub use persist::SnapshotCheck;
 pub use primitives::{ToolStep, WorkflowTool};
+pub use processor_step::ProcessorStep;
 pub use result::WorkflowResult;
 pub use run::WorkflowRun;
 pub use step::{FnStep, IntoStep, Step, StepBuilder, StepContext, StepError, create_step};

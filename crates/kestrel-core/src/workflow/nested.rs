@@ -87,7 +87,9 @@ impl Step for Workflow {
                     WorkflowStatus::Suspended => {
                         return Err(suspension(&run_id, &suspended_of(&stored)));
                     }
-                    WorkflowStatus::Failed | WorkflowStatus::Canceled => {
+                    WorkflowStatus::Failed
+                    | WorkflowStatus::Canceled
+                    | WorkflowStatus::Tripwire => {
                         inner
                             .store()
                             .delete(inner.id(), &run_id)
@@ -120,6 +122,14 @@ impl Step for Workflow {
                 "nested workflow {:?} was canceled",
                 inner.id()
             ))),
+            // A processor's stop inside stops the outer run too.
+            WorkflowStatus::Tripwire => match result.error.and_then(|e| e.tripwire) {
+                Some(tripwire) => Err(StepError::Tripwire { tripwire }),
+                None => Err(StepError::new(format!(
+                    "nested workflow {:?} was stopped by a processor",
+                    inner.id()
+                ))),
+            },
             _ => Err(StepError::new(format!(
                 "nested workflow {:?} failed: {}",
                 inner.id(),

@@ -140,6 +140,7 @@ impl WorkflowRun {
         stored.error = Some(crate::event::StepErrorInfo {
             message: reason.to_owned(),
             name: "RunInterrupted".to_owned(),
+            tripwire: None,
         });
         stored.lease_token = lease.as_ref().map(super::lease::RunLease::token);
         let saved = store.save(&stored).await;

@@ -99,6 +99,12 @@ pub enum StepError {
         /// The run's output.
         value: Value,
     },
+    /// A processor stopped the step (a processor step's, or an agent step's agent's): the run
+    /// ends with the status `tripwire`. Never retried.
+    Tripwire {
+        /// Why, and which processor.
+        tripwire: Box<crate::run::Tripwire>,
+    },
 }
 
 impl StepError {

@@ -100,6 +100,7 @@ impl WorkflowRun {
             WorkflowStatus::Success
                 | WorkflowStatus::Failed
                 | WorkflowStatus::Canceled
+                | WorkflowStatus::Tripwire
                 | WorkflowStatus::Suspended
         ) || workflow.is_run_in_progress(self.run_id())
         {

@@ -590,6 +590,7 @@ mod tests {
             error: Some(StepErrorInfo {
                 message: "boom".into(),
                 name: "Error".into(),
+                tripwire: None,
             }),
             ended_at: Some(2),
             suspended_at: Some(3),

@@ -32,6 +32,7 @@ use super::fixture::Instance;
 mod completion;
 mod decisions;
 mod events;
+mod guarded;
 mod recovery;
 mod retrieval;
 mod traced;
@@ -39,6 +40,7 @@ mod traced;
 use completion::*;
 use decisions::*;
 use events::*;
+use guarded::*;
 use recovery::*;
 use retrieval::*;
 use traced::*;
@@ -230,6 +232,8 @@ on_every_backend!(
     a_traced_runs_memory_reads_and_writes_are_spans,
     a_network_iteration_whose_routing_fails_is_a_failed_span,
     the_vector_query_tool_is_a_network_primitive,
+    a_guardrail_in_a_delegated_agent_stops_the_network,
+    the_network_agents_input_guardrail_stops_the_routing,
 );
 
 // The durable backends only: the in-memory one keeps no snapshot of a run mid-way.

@@ -109,6 +109,9 @@ pub(super) async fn run(
     let result = match stream.result().await {
         Ok(result) => result,
         Err(_) if exec.aborted() => return exec.abort(PrimitiveType::Agent, id).await,
+        Err(crate::definition::AgentError::Tripwire { tripwire, .. }) => {
+            return Outcome::Tripwire(tripwire);
+        }
         Err(error) => {
             let public = format!("agent {id:?} failed (its run {run_id})");
             return exec

@@ -63,6 +63,8 @@ pub(crate) enum Outcome {
     Wait(Wait),
     /// The network was aborted.
     Aborted,
+    /// A processor stopped the primitive's run: the network stops.
+    Tripwire(Box<crate::run::Tripwire>),
 }
 
 /// What running a primitive needs of the network's run.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::super::spans::ITEM_SPAN;
-use super::{Engine, Flow, Given, Resume, error_info, kind_of, now_ms, step_payload};
+use super::{
+    Engine, Flow, Given, Resume, error_info, kind_of, now_ms, step_payload, tripwire_info,
+};
 use crate::event::{
     EventKind, EventSource, StepStatus, WorkflowStepPayload, WorkflowStepProgressPayload,
 };
@@ -31,7 +33,7 @@ impl Engine {
         use futures::StreamExt;
         let id = step.id();
         let Value::Array(items) = &*input else {
-            return Flow::Failed(error_info(format!(
+            return Flow::failed(error_info(format!(
                 "foreach step {id:?} needs an array input, not {}",
                 kind_of(&input)
             )));
@@ -122,7 +124,11 @@ impl Engine {
                     (StepStatus::Suspended, None)
                 }
                 Err(StepError::Failed { message }) => {
-                    failure.get_or_insert((index, message));
+                    failure.get_or_insert((index, Err(message)));
+                    (StepStatus::Failed, None)
+                }
+                Err(StepError::Tripwire { tripwire }) => {
+                    failure.get_or_insert((index, Ok(tripwire)));
                     (StepStatus::Failed, None)
                 }
             };
@@ -151,12 +157,17 @@ impl Engine {
             resumed_at: resumed.map(|_| now),
             ..StepResult::begun(input, started_at)
         };
-        let flow = if let Some((index, message)) = failure {
-            let info = error_info(format!("item {index} of foreach step {id:?}: {message}"));
+        let flow = if let Some((index, failed)) = failure {
+            let info = match failed {
+                Err(message) => {
+                    error_info(format!("item {index} of foreach step {id:?}: {message}"))
+                }
+                Ok(tripwire) => tripwire_info(*tripwire),
+            };
             result.status = StepStatus::Failed;
             result.error = Some(info.clone());
             result.ended_at = Some(now);
-            Flow::Failed(info)
+            Flow::failed(info)
         } else if !waiting.is_empty() {
             result.status = StepStatus::Suspended;
             result.output = Some(Arc::new(Value::Array(

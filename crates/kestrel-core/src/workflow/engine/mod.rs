@@ -59,10 +59,17 @@ enum Flow {
     Suspended,
     /// The run ends with this output.
     Bailed(Arc<Value>),
-    /// The run fails.
-    Failed(StepErrorInfo),
+    /// The run fails. (Boxed: a flow is held across the awaits of every run's future.)
+    Failed(Box<StepErrorInfo>),
     /// The run was canceled.
     Canceled,
+}
+
+impl Flow {
+    /// The run fails with `error`.
+    fn failed(error: StepErrorInfo) -> Self {
+        Flow::Failed(Box::new(error))
+    }
 }
 
 /// One run being executed.
@@ -164,6 +171,16 @@ fn error_info(message: impl Into<String>) -> StepErrorInfo {
     StepErrorInfo {
         message: message.into(),
         name: "Error".to_owned(),
+        tripwire: None,
+    }
+}
+
+/// A processor's stop, as a step's error (Mastra's error name `TripWire`).
+fn tripwire_info(tripwire: crate::run::Tripwire) -> StepErrorInfo {
+    StepErrorInfo {
+        message: tripwire.reason.clone(),
+        name: "TripWire".to_owned(),
+        tripwire: Some(Box::new(tripwire)),
     }
 }
 
@@ -317,7 +334,7 @@ impl Engine {
                         Ok(true) => chosen.push(step),
                         Ok(false) => {}
                         Err(error) => {
-                            return Flow::Failed(error_info(format!(
+                            return Flow::failed(error_info(format!(
                                 "the condition of branch arm {:?} failed: {}",
                                 step.id(),
                                 error_message(error)
@@ -541,7 +558,13 @@ impl Engine {
                 result.status = StepStatus::Failed;
                 let info = error_info(message);
                 result.error = Some(info.clone());
-                (Flow::Failed(info), EventKind::WorkflowStepResult)
+                (Flow::failed(info), EventKind::WorkflowStepResult)
+            }
+            Err(StepError::Tripwire { tripwire }) => {
+                result.status = StepStatus::Failed;
+                let info = tripwire_info(*tripwire);
+                result.error = Some(info.clone());
+                (Flow::failed(info), EventKind::WorkflowStepResult)
             }
         };
         if let Some(event) = &mut payload {
@@ -615,7 +638,10 @@ impl Engine {
                 (WorkflowStatus::Success, Some(output), None)
             }
             Flow::Suspended => (WorkflowStatus::Suspended, None, None),
-            Flow::Failed(error) => (WorkflowStatus::Failed, None, Some(error)),
+            Flow::Failed(error) if error.tripwire.is_some() => {
+                (WorkflowStatus::Tripwire, None, Some(*error))
+            }
+            Flow::Failed(error) => (WorkflowStatus::Failed, None, Some(*error)),
             Flow::Canceled => (WorkflowStatus::Canceled, None, None),
         };
         // A driver that lost the run (or could not store it) writes nothing more.
@@ -648,6 +674,7 @@ impl Engine {
                 Some(StepErrorInfo {
                     message: why.message().to_owned(),
                     name: "RunHandedOver".to_owned(),
+                    tripwire: None,
                 }),
             ),
             None => (status, output, error),

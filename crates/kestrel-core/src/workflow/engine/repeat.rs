@@ -46,7 +46,7 @@ impl Engine {
                 Ok(holds) if holds == until => return Flow::Next(output),
                 Ok(_) => input = output,
                 Err(error) => {
-                    return Flow::Failed(error_info(format!(
+                    return Flow::failed(error_info(format!(
                         "the loop condition after step {:?} failed: {}",
                         step.id(),
                         error_message(error)

@@ -8,7 +8,6 @@ use serde_json::{Value, json};
 use super::super::entry::Entry;
 use super::super::spans::{RunTrace, RunTraceParent, lock, run_trace_id};
 use super::{Engine, Flow};
-use crate::event::StepErrorInfo;
 use crate::trace::{ActiveSpan, SpanParent, SpanType, TraceContext};
 use crate::workflow::step::StepError;
 
@@ -186,7 +185,7 @@ fn end_with(mut span: ActiveSpan, flow: &Flow) {
             span.attribute("suspended", true);
             span.end();
         }
-        Flow::Failed(StepErrorInfo { message, .. }) => span.fail(message.clone(), Some("workflow")),
+        Flow::Failed(error) => span.fail(error.message.clone(), Some("workflow")),
         Flow::Canceled => span.fail("the run was canceled", Some("aborted")),
     }
 }
@@ -212,5 +211,12 @@ pub(super) fn end_attempt(span: Option<ActiveSpan>, outcome: &Result<&Value, &St
             span.end();
         }
         Err(StepError::Failed { message }) => span.fail(message.clone(), Some("step")),
+        Err(StepError::Tripwire { tripwire }) => {
+            span.attribute(
+                "tripwire",
+                serde_json::to_value(tripwire).unwrap_or_default(),
+            );
+            span.fail(tripwire.reason.clone(), Some("tripwire"));
+        }
     }
 }
