@@ -5,33 +5,13 @@ use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use kestrel::eval::SharedScorer;
-use kestrel::evals::code::{
-    Completeness, ContentSimilarity, KeywordCoverage, TextualDifference, Tone, TrajectoryAccuracy,
-};
+use kestrel::evals::code::{NAMES as SCORERS, by_name as scorer};
 use kestrel::evals::experiment::{Dataset, Experiment, ExperimentReport, Progress};
 use kestrel::model::ModelSpec;
 use kestrel::storage::InMemoryStorage;
 
 use crate::cli::EvalArgs;
 use crate::exit::{FAILURE, USAGE, fail};
-
-/// The scorers `--scorer` names, by their short and Mastra ids.
-fn scorer(name: &str) -> Option<SharedScorer> {
-    let name = name.strip_suffix("-scorer").unwrap_or(name);
-    let name = name.strip_prefix("code-").unwrap_or(name);
-    Some(match name {
-        "content-similarity" => Arc::new(ContentSimilarity::new()),
-        "textual-difference" => Arc::new(TextualDifference::new()),
-        "keyword-coverage" => Arc::new(KeywordCoverage::new()),
-        "completeness" => Arc::new(Completeness::new()),
-        "tone" => Arc::new(Tone::new()),
-        "trajectory-accuracy" => Arc::new(TrajectoryAccuracy::new()),
-        _ => return None,
-    })
-}
-
-const SCORERS: &str = "content-similarity, textual-difference, keyword-coverage, completeness, tone, trajectory-accuracy";
 
 /// Runs `kestrel eval`.
 pub async fn run(args: EvalArgs) -> ExitCode {

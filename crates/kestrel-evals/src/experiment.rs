@@ -11,6 +11,11 @@
 //! stored as `TEST` score records carrying the experiment, dataset and item ids when a score
 //! store is given. [`compare`] sets two reports side by side, scorer by scorer and item by
 //! item.
+//!
+//! With a [`DatasetStore`] (the instance's `stores().datasets`), a dataset is kept in
+//! versions ([`Dataset::save`], [`Dataset::load`]) and an experiment records itself there
+//! ([`Experiment::record_in`]): its record (status, counts) and each item's result with its
+//! run, trace and scores, as the item finishes.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +26,11 @@ use kestrel_core::eval::{
     AgentInput, ExpectedTrajectory, IntoScorer, ScorerRun, SharedScorer, score_record,
 };
 use kestrel_core::message::Message;
-use kestrel_core::store::{ScoreSource, SharedScoreStore};
+use kestrel_core::store::{
+    DatasetItemRecord, DatasetRecord, DatasetStore, DatasetStoreError, ExperimentRecord,
+    ExperimentResultRecord, ExperimentStatus, ItemChange, ScoreSource, SharedDatasetStore,
+    SharedScoreStore,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -56,6 +65,57 @@ pub struct DatasetItem {
 }
 
 impl DatasetItem {
+    /// The item as a store keeps it (its input a JSON string).
+    pub fn to_record(&self, dataset_id: &str) -> Result<DatasetItemRecord, DatasetError> {
+        let mut record =
+            DatasetItemRecord::new(&self.id, dataset_id, Value::String(self.input.clone()));
+        record.ground_truth.clone_from(&self.ground_truth);
+        record.expected_trajectory = self
+            .expected_trajectory
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| DatasetError::Item {
+                id: self.id.clone(),
+                message: e.to_string(),
+            })?;
+        record.metadata.clone_from(&self.metadata);
+        Ok(record)
+    }
+
+    /// The item a store keeps: its input the JSON string, or the `prompt` or `input` string
+    /// of an object, or else the JSON text.
+    pub fn from_record(record: &DatasetItemRecord) -> Result<Self, DatasetError> {
+        let input = match &record.input {
+            Value::String(text) => text.clone(),
+            Value::Object(map) => match map
+                .get("prompt")
+                .or_else(|| map.get("input"))
+                .and_then(Value::as_str)
+            {
+                Some(text) => text.to_owned(),
+                None => record.input.to_string(),
+            },
+            other => other.to_string(),
+        };
+        let expected_trajectory = record
+            .expected_trajectory
+            .clone()
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| DatasetError::Item {
+                id: record.id.clone(),
+                message: format!("expectedTrajectory: {e}"),
+            })?;
+        Ok(Self {
+            id: record.id.clone(),
+            input,
+            ground_truth: record.ground_truth.clone(),
+            expected_trajectory,
+            metadata: record.metadata.clone(),
+        })
+    }
+
     /// An item asking `input`.
     pub fn new(id: impl Into<String>, input: impl Into<String>) -> Self {
         Self {
@@ -103,6 +163,17 @@ pub enum DatasetError {
     /// No item at all.
     #[error("the dataset has no items")]
     Empty,
+    /// A stored item cannot be read as an item (its expected trajectory is malformed).
+    #[error("dataset item {id:?}: {message}")]
+    Item {
+        /// The item.
+        id: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The dataset store refused or failed.
+    #[error(transparent)]
+    Store(#[from] DatasetStoreError),
 }
 
 /// A named, versioned list of items.
@@ -134,6 +205,57 @@ impl Dataset {
             version: self.version.saturating_add(1),
             items,
         }
+    }
+
+    /// Saves the items in `store` as a new version of dataset `id` (created, named after its
+    /// id, when missing): items it has no longer are removed, the others put. This dataset
+    /// then names the version saved.
+    pub async fn save(&mut self, store: &dyn DatasetStore) -> Result<u32, DatasetError> {
+        if store.get_dataset(&self.id).await?.is_none() {
+            match store
+                .create_dataset(&DatasetRecord::new(&self.id, &self.id))
+                .await
+            {
+                // Created meanwhile by another caller: its versions go on.
+                Ok(()) | Err(DatasetStoreError::DatasetExists(_)) => {}
+                Err(error) => return Err(error.into()),
+            }
+        }
+        let kept = store.list_dataset_items(&self.id, None).await?;
+        let mut changes: Vec<ItemChange> = kept
+            .iter()
+            .filter(|k| !self.items.iter().any(|i| i.id == k.id))
+            .map(|k| ItemChange::Delete(k.id.clone()))
+            .collect();
+        for item in &self.items {
+            changes.push(ItemChange::Put(item.to_record(&self.id)?));
+        }
+        self.version = store.change_dataset_items(&self.id, &changes).await?;
+        Ok(self.version)
+    }
+
+    /// Dataset `id` as `store` keeps it at `version` (default: its latest), its items in id
+    /// order.
+    pub async fn load(
+        store: &dyn DatasetStore,
+        id: &str,
+        version: Option<u32>,
+    ) -> Result<Self, DatasetError> {
+        let Some(dataset) = store.get_dataset(id).await? else {
+            return Err(DatasetStoreError::DatasetNotFound(id.to_owned()).into());
+        };
+        let version = version.unwrap_or(dataset.version);
+        let items = store
+            .list_dataset_items(id, Some(version))
+            .await?
+            .iter()
+            .map(DatasetItem::from_record)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            id: id.to_owned(),
+            version,
+            items,
+        })
     }
 
     /// Reads JSON Lines: one item a line (`{"input": ..., "groundTruth"?: ...,
@@ -288,6 +410,10 @@ pub enum ExperimentError {
     /// Two scorers share an id.
     #[error("two scorers share the id `{0}`")]
     DuplicateScorer(String),
+    /// The experiment could not be recorded (its dataset is not in the store, or the store
+    /// failed).
+    #[error("the experiment could not be recorded: {0}")]
+    Record(#[from] DatasetStoreError),
 }
 
 type OnProgress = Arc<dyn Fn(Progress) + Send + Sync>;
@@ -304,6 +430,7 @@ pub struct Experiment {
     concurrency: usize,
     retries: u32,
     store: Option<SharedScoreStore>,
+    record: Option<SharedDatasetStore>,
     on_progress: Option<OnProgress>,
 }
 
@@ -331,8 +458,28 @@ impl Experiment {
             concurrency: DEFAULT_CONCURRENCY,
             retries: 0,
             store: None,
+            record: None,
             on_progress: None,
         }
+    }
+
+    /// The experiment's id (a fresh one unless [`Experiment::id`] set it).
+    pub fn experiment_id(&self) -> &str {
+        &self.id
+    }
+
+    /// Gives it this id (a caller that answers before it ends, a server, names it first).
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// Records it in `store`: its record (running, then completed with its counts) and each
+    /// item's result as the item finishes. The dataset must be kept there at the version the
+    /// experiment runs ([`Dataset::save`]).
+    pub fn record_in(mut self, store: SharedDatasetStore) -> Self {
+        self.record = Some(store);
+        self
     }
 
     /// Names it.
@@ -382,6 +529,10 @@ impl Experiment {
             }
         }
         let total = self.dataset.items.len();
+        let mut record = self.record.as_ref().map(|_| self.experiment_record(total));
+        if let (Some(store), Some(record)) = (&self.record, &record) {
+            store.save_experiment(record).await?;
+        }
         let done = std::sync::atomic::AtomicUsize::new(0);
         let failed = std::sync::atomic::AtomicUsize::new(0);
         let this = &self;
@@ -390,7 +541,9 @@ impl Experiment {
                 .map(|(index, item)| {
                     let (done, failed) = (&done, &failed);
                     async move {
+                        let started = std::time::Instant::now();
                         let result = this.run_item(item).await;
+                        this.record_result(item, &result, started.elapsed()).await;
                         if result.error.is_some() {
                             failed.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                         }
@@ -432,16 +585,92 @@ impl Experiment {
             }
             summary.insert(scorer.id().to_owned(), s);
         }
+        let failed_items = items.iter().filter(|i| i.error.is_some()).count();
+        if let (Some(store), Some(record)) = (&self.record, &mut record) {
+            record.status = ExperimentStatus::Completed;
+            record.failed_count = u32::try_from(failed_items).unwrap_or(u32::MAX);
+            record.succeeded_count = u32::try_from(items.len() - failed_items).unwrap_or(u32::MAX);
+            record.completed_at = Some(now_ms());
+            store.save_experiment(record).await?;
+        }
         Ok(ExperimentReport {
             experiment_id: self.id.clone(),
             name: self.name.clone(),
             agent_id: self.agent.id().to_owned(),
             dataset_id: self.dataset.id.clone(),
             dataset_version: self.dataset.version,
-            failed_items: items.iter().filter(|i| i.error.is_some()).count(),
+            failed_items,
             items,
             summary,
         })
+    }
+
+    /// Its record, running.
+    fn experiment_record(&self, total: usize) -> ExperimentRecord {
+        let now = now_ms();
+        ExperimentRecord {
+            id: self.id.clone(),
+            name: Some(self.name.clone()),
+            dataset_id: self.dataset.id.clone(),
+            dataset_version: self.dataset.version,
+            target_type: "agent".to_owned(),
+            target_id: self.agent.id().to_owned(),
+            target_version: None,
+            scorer_ids: self.scorers.iter().map(|s| s.id().to_owned()).collect(),
+            status: ExperimentStatus::Running,
+            total_items: u32::try_from(total).unwrap_or(u32::MAX),
+            succeeded_count: 0,
+            failed_count: 0,
+            skipped_count: 0,
+            error: None,
+            created_at: now,
+            started_at: Some(now),
+            completed_at: None,
+        }
+    }
+
+    /// Records an item's result (when the experiment is recorded); a store that fails is
+    /// logged: the report still has the result.
+    async fn record_result(
+        &self,
+        item: &DatasetItem,
+        result: &ItemResult,
+        took: std::time::Duration,
+    ) {
+        let Some(store) = &self.record else {
+            return;
+        };
+        let record = ExperimentResultRecord {
+            id: format!("{}:{}", self.id, item.id),
+            experiment_id: self.id.clone(),
+            item_id: item.id.clone(),
+            input: Value::String(item.input.clone()),
+            output: result
+                .error
+                .is_none()
+                .then(|| Value::String(result.output.clone())),
+            ground_truth: item.ground_truth.clone(),
+            error: result.error.clone(),
+            status: if result.error.is_some() {
+                "failed"
+            } else {
+                "success"
+            }
+            .to_owned(),
+            retry_count: result.attempts.saturating_sub(1),
+            run_id: result.run_id.clone(),
+            trace_id: result.trace_id.clone(),
+            scores: result
+                .scores
+                .iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .collect(),
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+            created_at: now_ms(),
+        };
+        if let Err(error) = store.save_experiment_result(&record).await {
+            tracing::warn!(%error, experiment = %self.id, item = %item.id, "an experiment's result could not be recorded");
+        }
     }
 
     async fn run_item(&self, item: &DatasetItem) -> ItemResult {
@@ -605,4 +834,10 @@ pub fn compare(baseline: &ExperimentReport, candidate: &ExperimentReport) -> Vec
             }
         })
         .collect()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

@@ -249,3 +249,65 @@ async fn an_experiment_needs_distinct_scorers() {
         "two scorers share the id `content-similarity-scorer`"
     );
 }
+
+#[tokio::test]
+async fn datasets_are_kept_in_versions_and_experiments_record_their_results() {
+    use kestrel_core::store::{DatasetStore, ExperimentStatus, InMemoryDatasetStore};
+    let store = Arc::new(InMemoryDatasetStore::new());
+    let mut dataset = Dataset::from_jsonl("capitals", JSONL).unwrap();
+    assert_eq!(dataset.save(&*store).await.unwrap(), 1);
+    // The next version drops Spain and changes Germany's answer.
+    let mut next = dataset.with_items(vec![
+        DatasetItem::new("2", "What is the capital of France?").ground_truth("Paris"),
+        DatasetItem::new("de", "What is the capital of Germany?").ground_truth("Bonn?"),
+    ]);
+    assert_eq!(next.save(&*store).await.unwrap(), 2);
+    let first = Dataset::load(&*store, "capitals", Some(1)).await.unwrap();
+    // A stored dataset's items come back in id order.
+    dataset.items.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(first, dataset, "version 1 reads back as it was");
+    let latest = Dataset::load(&*store, "capitals", None).await.unwrap();
+    assert_eq!(latest.version, 2);
+    assert_eq!(latest.items.len(), 2);
+    assert_eq!(
+        latest.items[1].ground_truth,
+        Some(serde_json::json!("Bonn?"))
+    );
+    assert!(matches!(
+        Dataset::load(&*store, "nope", None).await,
+        Err(DatasetError::Store(_))
+    ));
+
+    let experiment = Experiment::new(agent(|q| format!("{q} Paris.")), first)
+        .scorer(ContentSimilarity::new())
+        .record_in(store.clone());
+    let id = experiment.experiment_id().to_owned();
+    let report = experiment.run().await.unwrap();
+    let record = store.get_experiment(&id).await.unwrap().unwrap();
+    assert_eq!(record.status, ExperimentStatus::Completed);
+    assert_eq!((record.total_items, record.succeeded_count), (3, 3));
+    assert_eq!(record.dataset_version, 1);
+    assert_eq!(record.scorer_ids, ["content-similarity-scorer"]);
+    let results = store.list_experiment_results(&id).await.unwrap();
+    assert_eq!(results.len(), 3);
+    let de = results.iter().find(|r| r.item_id == "de").unwrap();
+    let reported = report.items.iter().find(|i| i.item_id == "de").unwrap();
+    assert_eq!(de.output, Some(serde_json::json!(reported.output)));
+    assert_eq!(de.run_id, reported.run_id);
+    assert_eq!(de.scores[0]["scorerId"], "content-similarity-scorer");
+    assert_eq!(de.status, "success");
+
+    // An experiment over a dataset the store does not keep is refused before any run.
+    let unknown = Experiment::new(
+        agent(|q| q.to_owned()),
+        Dataset::from_jsonl("x", JSONL).unwrap(),
+    )
+    .scorer(ContentSimilarity::new())
+    .record_in(store.clone())
+    .run()
+    .await;
+    assert!(
+        matches!(unknown, Err(ExperimentError::Record(_))),
+        "{unknown:?}"
+    );
+}

@@ -42,6 +42,7 @@
 //! ```
 
 pub mod codec;
+mod datasets;
 pub mod error;
 pub mod memory;
 pub mod ports;
@@ -58,6 +59,7 @@ pub mod storage;
 pub mod testing;
 pub mod types;
 
+pub use datasets::MAX_DATASET_ID_BYTES;
 pub use error::{Result, StorageError};
 pub use memory::InMemoryStorage;
 #[cfg(feature = "postgres")]

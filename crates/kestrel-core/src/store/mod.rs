@@ -7,7 +7,9 @@
 //! - [`WorkflowStore`] (`workflows`): workflow and network runs, as snapshots a resume claims;
 //! - [`MessageQueue`] (`queue`): messages waiting for a thread's next runs;
 //! - [`AgentVersionStore`] (`versions`): which stored version of an agent a run uses;
-//! - [`ScoreStore`] (`scores`): scorers' results, live and from experiments.
+//! - [`ScoreStore`] (`scores`): scorers' results, live and from experiments;
+//! - [`DatasetStore`] (`datasets`): datasets (items in versions), experiments over them and
+//!   their results item by item.
 //!
 //! An instance holds them together as [`Stores`], given once
 //! ([`KestrelBuilder::storage`](crate::kestrel::KestrelBuilder::storage)), and every agent,
@@ -31,6 +33,7 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod datasets;
 mod queue;
 mod runs;
 mod scores;
@@ -40,6 +43,12 @@ mod workflows;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
+pub use datasets::{
+    DEFAULT_DATASETS_PAGE, DatasetItemRecord, DatasetPage, DatasetQuery, DatasetRecord,
+    DatasetStore, DatasetStoreError, ExperimentRecord, ExperimentResultRecord, ExperimentStatus,
+    InMemoryDatasetStore, ItemChange, MAX_DATASETS_PAGE, SharedDatasetStore, check_item_changes,
+    items_at,
+};
 pub use queue::{MessageQueue, QueueError, QueuedMessage, QueuedThread, SharedMessageQueue};
 pub use runs::{
     DEFAULT_SUSPENDED_PAGE, InMemoryRunStore, MAX_SUSPENDED_PAGE, RunPhase, RunStore,
@@ -73,6 +82,9 @@ pub struct Stores {
     /// Where scores are kept (live scoring, experiments): in memory unless given
     /// ([`Stores::with_scores`]).
     pub scores: SharedScoreStore,
+    /// Where datasets, experiments and their results are kept: in memory unless given
+    /// ([`Stores::with_datasets`]).
+    pub datasets: SharedDatasetStore,
     /// The backend the ports came from, as the crates above core know it (see
     /// [`Stores::backend`]).
     backends: Backends,
@@ -92,6 +104,7 @@ impl Stores {
             versions: None,
             spans: None,
             scores: Arc::new(InMemoryScoreStore::new()),
+            datasets: Arc::new(InMemoryDatasetStore::new()),
             backends: Backends::default(),
         }
     }
@@ -108,6 +121,7 @@ impl Stores {
             versions: Some(store as SharedAgentVersions),
             spans: None,
             scores: Arc::new(InMemoryScoreStore::new()),
+            datasets: Arc::new(InMemoryDatasetStore::new()),
             backends: Backends::default(),
         }
     }
@@ -167,6 +181,12 @@ impl Stores {
     /// These stores with scores kept in `scores` instead.
     pub fn with_scores(mut self, scores: SharedScoreStore) -> Self {
         self.scores = scores;
+        self
+    }
+
+    /// These stores with datasets and experiments kept in `datasets` instead.
+    pub fn with_datasets(mut self, datasets: SharedDatasetStore) -> Self {
+        self.datasets = datasets;
         self
     }
 

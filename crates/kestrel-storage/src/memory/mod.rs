@@ -2,6 +2,7 @@
 //! agents; it passes the same conformance suite as the database backends.
 
 mod agents;
+mod datasets;
 mod listing;
 mod messages;
 mod observations;
@@ -36,6 +37,7 @@ pub struct InMemoryStorage {
     spans: kestrel_core::trace::InMemorySpanStore,
     /// Scores (bounded: past its limit, the oldest go).
     scores: kestrel_core::store::InMemoryScoreStore,
+    datasets: kestrel_core::store::InMemoryDatasetStore,
 }
 
 impl InMemoryStorage {

@@ -195,6 +195,9 @@ macro_rules! implement_ports {
                     .with_scores(
                         std::sync::Arc::clone(&self) as kestrel_core::store::SharedScoreStore
                     )
+                    .with_datasets(
+                        std::sync::Arc::clone(&self) as kestrel_core::store::SharedDatasetStore
+                    )
                     .with_backend(self as std::sync::Arc<dyn $crate::Storage>)
             }
         }

@@ -15,6 +15,7 @@
 //! the pgvector extension; an approximate index on it is a later, opt-in addition.
 
 mod agents;
+mod datasets;
 mod messages;
 mod observations;
 mod queue;

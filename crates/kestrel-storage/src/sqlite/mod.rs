@@ -20,6 +20,7 @@
 
 mod agents;
 mod conn;
+mod datasets;
 mod messages;
 mod observations;
 mod queue;

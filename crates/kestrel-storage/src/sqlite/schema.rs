@@ -38,11 +38,12 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         )),
         M::up(include_str!("../../migrations/sqlite/0009_spans.sql")),
         M::up(include_str!("../../migrations/sqlite/0010_scores.sql")),
+        M::up(include_str!("../../migrations/sqlite/0011_datasets.sql")),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 10;
+pub const SCHEMA_VERSION: usize = 11;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

@@ -51,6 +51,7 @@ pub trait Storage:
     kestrel_core::store::DurableStore
     + kestrel_core::trace::SpanStore
     + kestrel_core::store::ScoreStore
+    + kestrel_core::store::DatasetStore
     + ThreadStore
     + MessageStore
     + WorkingMemoryStore

@@ -3,6 +3,7 @@
 //! One module per area checked; every check (and the public helpers) is re-exported here.
 
 mod agents;
+mod datasets;
 mod helpers;
 mod messages;
 mod observations;
@@ -17,6 +18,7 @@ mod workflows;
 mod working_memory;
 
 pub use agents::*;
+pub use datasets::*;
 pub use helpers::*;
 pub use messages::*;
 pub use observations::*;
