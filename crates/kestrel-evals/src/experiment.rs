@@ -537,13 +537,15 @@ impl Experiment {
         let failed = std::sync::atomic::AtomicUsize::new(0);
         let this = &self;
         let mut results: Vec<(usize, ItemResult)> =
-            futures::stream::iter(self.dataset.items.iter().enumerate())
+            // Owned items: a stream over borrowed ones makes a future that is `Send` for one
+            // lifetime only, which a caller spawning the run cannot use.
+            futures::stream::iter(self.dataset.items.clone().into_iter().enumerate())
                 .map(|(index, item)| {
                     let (done, failed) = (&done, &failed);
                     async move {
                         let started = std::time::Instant::now();
-                        let result = this.run_item(item).await;
-                        this.record_result(item, &result, started.elapsed()).await;
+                        let result = this.run_item(&item).await;
+                        this.record_result(&item, &result, started.elapsed()).await;
                         if result.error.is_some() {
                             failed.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                         }

@@ -56,6 +56,7 @@ mod queue;
 mod redact;
 mod relay;
 
+mod datasets;
 mod processors;
 mod routes;
 mod scores;
@@ -481,6 +482,7 @@ impl Server {
             .merge(observability::routes())
             .merge(scores::routes())
             .merge(processors::routes())
+            .merge(datasets::routes())
             .merge(queue::routes())
             .merge(stored::routes())
             .merge(workflows::routes())

@@ -44,6 +44,7 @@ pub(crate) fn check_id(argument: &'static str, value: &str) -> Result<()> {
 }
 
 /// `record` as JSON text.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn encode<T: Serialize>(what: &'static str, record: &T) -> Result<String> {
     serde_json::to_string(record)
         .map_err(|e| StorageError::invalid(what, format!("cannot be encoded: {e}")))

@@ -6,6 +6,7 @@
 mod api;
 mod bounds;
 mod chat;
+mod datasets;
 mod hardening;
 mod js_clients;
 mod mcp;
