@@ -35,6 +35,7 @@ use serde_json::{Value, json};
 use crate::auth::Caller;
 use crate::extract::Query;
 use crate::openapi::{Doc, Routes};
+use crate::paging::{PageQuery, Pagination, checked_page, unpinned};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
 
@@ -122,18 +123,6 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
         )
 }
 
-/// `?page=&perPage=`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PageQuery {
-    /// The page, from 0.
-    #[schemars(range(max = 100_000))]
-    page: Option<u32>,
-    /// Per page (default 20, at most 100).
-    #[schemars(range(min = 1, max = 100))]
-    per_page: Option<u32>,
-}
-
 /// `?datasetId=&page=&perPage=`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -155,32 +144,6 @@ struct ExperimentQuery {
 struct VersionQuery {
     /// The dataset version (default: its latest).
     version: Option<u32>,
-}
-
-/// Where a page is.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-struct Pagination {
-    /// In all.
-    total: usize,
-    /// This page.
-    page: u32,
-    /// Per page.
-    per_page: u32,
-    /// Whether a later page has more.
-    has_more: bool,
-}
-
-impl Pagination {
-    fn of(total: usize, query: &DatasetQuery) -> Self {
-        let per_page = query.page_size();
-        Self {
-            total,
-            page: query.page,
-            per_page,
-            has_more: total > (query.page as usize + 1) * per_page as usize,
-        }
-    }
 }
 
 /// A page of datasets.
@@ -293,17 +256,6 @@ struct CompareBody {
     experiment_id_b: String,
 }
 
-fn unpinned(caller: &Caller) -> Result<(), ApiError> {
-    match caller.resource {
-        None => Ok(()),
-        Some(_) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "datasets are not kept per resource: use a token that is not pinned to one",
-        )),
-    }
-}
-
 /// `id` when it is 1 to [`MAX_DATASET_ID_BYTES`] bytes without NUL: else a 400 (a path's) or
 /// a 422 (a body's).
 fn checked<'a>(name: &str, id: &'a str, in_body: bool) -> Result<&'a str, ApiError> {
@@ -341,13 +293,12 @@ fn store_error(error: DatasetStoreError) -> ApiError {
 }
 
 fn page(page: Option<u32>, per_page: Option<u32>) -> Result<DatasetQuery, ApiError> {
-    if per_page.is_some_and(|n| !(1..=100).contains(&n)) {
-        return Err(ApiError::invalid_query("perPage must be between 1 and 100"));
-    }
-    if page.is_some_and(|n| n > 100_000) {
-        return Err(ApiError::invalid_query("page must be at most 100000"));
-    }
-    Ok(DatasetQuery::page(page.unwrap_or(0), per_page.unwrap_or(0)))
+    let (page, per_page) = checked_page(page, per_page)?;
+    Ok(DatasetQuery::page(page, per_page))
+}
+
+fn pagination(total: usize, query: &DatasetQuery) -> Pagination {
+    Pagination::new(total, query.page, query.page_size())
 }
 
 fn json_of<T: Serialize>(value: &T) -> Value {
@@ -359,14 +310,14 @@ async fn list_datasets(
     caller: Caller,
     Query(query): Query<PageQuery>,
 ) -> Result<Json<DatasetList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     let query = page(query.page, query.per_page)?;
     let found = store(&state)
         .list_datasets(&query)
         .await
         .map_err(store_error)?;
     Ok(Json(DatasetList {
-        pagination: Pagination::of(found.total, &query),
+        pagination: pagination(found.total, &query),
         datasets: found.datasets.iter().map(json_of).collect(),
     }))
 }
@@ -376,7 +327,7 @@ async fn create_dataset(
     caller: Caller,
     Body(body): Body<CreateBody>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     let id = match &body.id {
         Some(id) => checked("id", id, true)?.to_owned(),
         None => kestrel_core::id::new_id(),
@@ -401,7 +352,7 @@ async fn get_dataset(
     caller: Caller,
     Path(dataset_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     let dataset = store(&state)
         .get_dataset(&dataset_id)
@@ -416,7 +367,7 @@ async fn delete_dataset(
     caller: Caller,
     Path(dataset_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     if !store(&state)
         .delete_dataset(&dataset_id)
@@ -436,7 +387,7 @@ async fn list_items(
     Path(dataset_id): Path<String>,
     Query(query): Query<VersionQuery>,
 ) -> Result<Json<ItemList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     let store = store(&state);
     let dataset = store
@@ -467,7 +418,7 @@ async fn add_items(
     Path(dataset_id): Path<String>,
     Body(body): Body<ItemsBody>,
 ) -> Result<Json<ItemList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     if body.items.is_empty() || body.items.len() > MAX_ITEMS_PER_CHANGE {
         return Err(ApiError::invalid(format!(
@@ -512,7 +463,7 @@ async fn delete_item(
     caller: Caller,
     Path((dataset_id, item_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     checked("itemId", &item_id, false)?;
     let store = store(&state);
@@ -549,7 +500,7 @@ async fn start_experiment(
     Path(dataset_id): Path<String>,
     Body(body): Body<ExperimentBody>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     if body.target_type != "agent" {
         return Err(ApiError::invalid(format!(
@@ -660,7 +611,7 @@ async fn list_experiments(
     caller: Caller,
     Query(query): Query<ExperimentQuery>,
 ) -> Result<Json<ExperimentList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     if let Some(id) = &query.dataset_id {
         checked("datasetId", id, false)?;
     }
@@ -670,7 +621,7 @@ async fn list_experiments(
         .await
         .map_err(store_error)?;
     Ok(Json(ExperimentList {
-        pagination: Pagination::of(total, &paging),
+        pagination: pagination(total, &paging),
         experiments: experiments.iter().map(json_of).collect(),
     }))
 }
@@ -697,7 +648,7 @@ async fn get_experiment(
     caller: Caller,
     Path(experiment_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("experimentId", &experiment_id, false)?;
     let (experiment, results) = experiment_of(store(&state), &experiment_id).await?;
     Ok(Json(json!({
@@ -747,7 +698,7 @@ async fn compare_experiments(
     Path(dataset_id): Path<String>,
     Body(body): Body<CompareBody>,
 ) -> Result<Json<Value>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
     checked("experimentIdA", &body.experiment_id_a, true)?;
     checked("experimentIdB", &body.experiment_id_b, true)?;

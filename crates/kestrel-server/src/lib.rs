@@ -57,6 +57,7 @@ mod redact;
 mod relay;
 
 mod datasets;
+mod paging;
 mod processors;
 mod routes;
 mod scores;

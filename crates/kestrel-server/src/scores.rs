@@ -15,7 +15,6 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use kestrel_core::eval::ScoreCounts;
 use kestrel_core::store::{ScoreQuery, ScoreRecord, ScoreSource, SharedScoreStore};
 use schemars::JsonSchema;
@@ -25,6 +24,7 @@ use serde_json::Value;
 use crate::auth::Caller;
 use crate::extract::Query;
 use crate::openapi::{Doc, Routes};
+use crate::paging::{PageQuery, Pagination, checked_page, unpinned};
 use crate::wire::Body;
 use crate::{ApiError, AppState};
 
@@ -103,18 +103,6 @@ struct ScorerView {
     counts: Value,
 }
 
-/// `?page=&perPage=`.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct PageQuery {
-    /// The page, from 0.
-    #[schemars(range(max = 100_000))]
-    page: Option<u32>,
-    /// Scores per page (default 20, at most 100).
-    #[schemars(range(min = 1, max = 100))]
-    per_page: Option<u32>,
-}
-
 /// A page of scores.
 #[derive(Debug, Serialize, JsonSchema)]
 struct ScoreList {
@@ -122,20 +110,6 @@ struct ScoreList {
     pagination: Pagination,
     /// The scores (Mastra's `mastra_scorers` rows, camelCase).
     scores: Vec<Value>,
-}
-
-/// Where a page is.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-struct Pagination {
-    /// Matching scores in all.
-    total: usize,
-    /// This page.
-    page: u32,
-    /// Scores per page.
-    per_page: u32,
-    /// Whether a later page has more.
-    has_more: bool,
 }
 
 /// `POST /scores`.
@@ -193,17 +167,6 @@ struct ScoreBody {
 struct Saved {
     /// The score as stored.
     score: Value,
-}
-
-fn unpinned(caller: &Caller) -> Result<(), ApiError> {
-    match caller.resource {
-        None => Ok(()),
-        Some(_) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "scores are not kept per resource: use a token that is not pinned to one",
-        )),
-    }
 }
 
 /// `id` when it is 1 to [`MAX_ID_BYTES`] bytes without NUL: else a 400 (a path's id) or a
@@ -273,7 +236,7 @@ async fn list_scorers(
     State(state): Shared,
     caller: Caller,
 ) -> Result<Json<BTreeMap<String, ScorerView>>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     Ok(Json(views(&state)))
 }
 
@@ -282,7 +245,7 @@ async fn get_scorer(
     caller: Caller,
     Path(scorer_id): Path<String>,
 ) -> Result<Json<ScorerView>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     checked_id("scorerId", &scorer_id)?;
     views(&state)
         .remove(&scorer_id)
@@ -295,24 +258,11 @@ async fn page_of(
     mut query: ScoreQuery,
     page: PageQuery,
 ) -> Result<Json<ScoreList>, ApiError> {
-    if page.per_page.is_some_and(|n| !(1..=100).contains(&n)) {
-        return Err(ApiError::invalid_query("perPage must be between 1 and 100"));
-    }
-    if page.page.is_some_and(|n| n > 100_000) {
-        return Err(ApiError::invalid_query("page must be at most 100000"));
-    }
-    query.page = page.page.unwrap_or(0);
-    query.per_page = page.per_page.unwrap_or(0);
+    (query.page, query.per_page) = checked_page(page.page, page.per_page)?;
     let found = store(state).list_scores(&query).await.map_err(failed)?;
     let per_page = query.page_size();
-    let shown = (query.page as usize + 1) * per_page as usize;
     Ok(Json(ScoreList {
-        pagination: Pagination {
-            total: found.total,
-            page: query.page,
-            per_page,
-            has_more: found.total > shown,
-        },
+        pagination: Pagination::new(found.total, query.page, per_page),
         scores: found
             .scores
             .iter()
@@ -327,7 +277,7 @@ async fn by_run(
     Path(run_id): Path<String>,
     Query(page): Query<PageQuery>,
 ) -> Result<Json<ScoreList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     let run_id = checked_id("runId", &run_id)?;
     page_of(&state, ScoreQuery::new().run(run_id), page).await
 }
@@ -338,7 +288,7 @@ async fn by_scorer(
     Path(scorer_id): Path<String>,
     Query(page): Query<PageQuery>,
 ) -> Result<Json<ScoreList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     let scorer_id = checked_id("scorerId", &scorer_id)?;
     page_of(&state, ScoreQuery::new().scorer(scorer_id), page).await
 }
@@ -349,7 +299,7 @@ async fn by_entity(
     Path((entity_type, entity_id)): Path<(String, String)>,
     Query(page): Query<PageQuery>,
 ) -> Result<Json<ScoreList>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     let entity_type = checked_id("entityType", &entity_type)?;
     let entity_id = checked_id("entityId", &entity_id)?;
     page_of(
@@ -365,7 +315,7 @@ async fn save_score(
     caller: Caller,
     Body(body): Body<SaveBody>,
 ) -> Result<Json<Saved>, ApiError> {
-    unpinned(&caller)?;
+    unpinned(&caller, "scores")?;
     let body = body.score;
     for (name, id) in [
         ("score.scorerId", &body.scorer_id),
