@@ -490,6 +490,53 @@ async function run() {
   await page.getByTestId("trace-row").first().waitFor();
   check((await page.getByTestId("trace-row").count()) >= 3, "the traces list does not list the conversation's runs");
 
+  step = "experiments: two agents over a dataset, listed, opened, compared, their scores on the trace";
+  const apiCall = async (path, body) => {
+    const response = await fetch(new URL(path, url), body === undefined ? {} : { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const answer = await response.json();
+    check(response.ok, `${path}: ${response.status} ${JSON.stringify(answer)}`);
+    return answer;
+  };
+  await apiCall("api/datasets", { id: "kestrel-facts", name: "Kestrel facts" });
+  await apiCall("api/datasets/kestrel-facts/items", { items: [
+    { id: "hover", input: "How do kestrels hunt voles?", groundTruth: "They hover in the wind" },
+    { id: "nest", input: "Where do kestrels nest?", groundTruth: "In cavities" },
+  ] });
+  const experimentIds = [];
+  for (const agent of ["research", "writing"]) {
+    const started = await apiCall("api/datasets/kestrel-facts/experiments", { targetType: "agent", targetId: agent, scorerIds: ["keyword-coverage"], maxConcurrency: 2, name: `${agent} on facts` });
+    experimentIds.push(started.id);
+  }
+  for (const id of experimentIds) {
+    for (let i = 0; ; i++) {
+      const { experiment } = await apiCall(`api/experiments/${id}`);
+      if (experiment.status === "completed") break;
+      check(experiment.status !== "failed" && i < 300, `experiment ${id} did not complete: ${JSON.stringify(experiment)}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  await page.getByTestId("experiments-open").click();
+  await page.getByTestId("experiment-row").first().waitFor();
+  check(page.url().endsWith("#experiments"), `the experiments page is not in the URL: ${page.url()}`);
+  check((await page.getByTestId("experiment-row").count()) === 2, "the two experiments are not listed");
+  const researchRow = page.locator(`[data-testid="experiment-row"][data-experiment="${experimentIds[0]}"]`);
+  check((await researchRow.innerText()).includes("kestrel-facts v1"), `the row does not name the dataset's version: ${await researchRow.innerText()}`);
+  await researchRow.getByRole("link").click();
+  await page.getByTestId("experiment-results").waitFor();
+  check((await page.getByTestId("experiment-result").count()) === 2, "the experiment's two results are not shown");
+  check((await page.getByTestId("experiment-summary").innerText()).includes("2/2 items"), "the experiment's summary is wrong");
+  check((await page.getByTestId("experiment-mean").count()) === 1, "the scorer's mean is not shown");
+  await page.getByTestId("experiment-run").first().click();
+  await page.getByTestId("run-scores").waitFor();
+  check((await page.getByTestId("run-score").first().innerText()).includes("keyword-coverage"), "the run's score is not on its trace");
+  await page.getByTestId("experiments-open").click();
+  await page.getByTestId("experiment-row").first().waitFor();
+  for (const pick of await page.getByTestId("experiment-pick").all()) await pick.check();
+  await page.getByTestId("experiments-compare").click();
+  await page.getByTestId("comparison-scorer").first().waitFor();
+  check((await page.getByTestId("comparison-item").count()) === 2, "the comparison does not show both items");
+  check(/[+-]?\d\.\d\d|–/.test(await page.getByTestId("comparison-delta").first().innerText()), "the comparison shows no change per scorer");
+
   step = "the MCP page: the servers the agents use, their status and tools";
   await page.getByTestId("mcp-open").click();
   await page.getByTestId("mcp-view").waitFor();

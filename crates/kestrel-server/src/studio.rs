@@ -60,6 +60,7 @@ const ASSETS: &[Asset] = &[
     asset!("versions.js", JS),
     asset!("mcp.js", JS),
     asset!("traces.js", JS),
+    asset!("experiments.js", JS),
     asset!("favicon.svg", "image/svg+xml"),
 ];
 

@@ -16,6 +16,7 @@ import { networkBody } from "./networks.js";
 import { skillsSection } from "./skills.js";
 import { closeMcp, loadMcp, openMcp } from "./mcp.js";
 import { closeTraces, loadTraces, openTraces } from "./traces.js";
+import { closeExperiments, loadExperiments, openExperiments } from "./experiments.js";
 import { QueuePanel } from "./queue.js";
 import { editorSection, isEditable, withDraft } from "./versions.js";
 
@@ -139,11 +140,19 @@ function workflowFromHash() {
 function route() {
   if (location.hash === "#mcp") {
     showTraces(false);
+    showExperiments(false);
     showMcp(true);
     openMcp();
     return;
   }
   showMcp(false);
+  if (location.hash.startsWith("#experiments")) {
+    showTraces(false);
+    showExperiments(true);
+    openExperiments(location.hash, state.navigate);
+    return;
+  }
+  showExperiments(false);
   if (location.hash.startsWith("#traces")) {
     showTraces(true);
     openTraces(location.hash, state.navigate);
@@ -162,6 +171,23 @@ function route() {
   if (id !== state.agentId || threadId !== state.threadId || !state.shown) openConversation(id, state.agents[agentId] ? threadId : null, { push: false });
 }
 
+/** Switches the page between the experiments page and the rest. */
+function showExperiments(on) {
+  document.querySelector(".layout").classList.toggle("workflow-mode", on);
+  $("experiments-view").hidden = !on;
+  if (on) {
+    $("workflow-view").hidden = true;
+    $("mcp-view").hidden = true;
+    $("traces-view").hidden = true;
+    closeWorkflow();
+    state.shown = false;
+    state.agentId = null;
+    drawAgentList();
+  } else {
+    closeExperiments();
+  }
+}
+
 /** Switches the page between the traces page and the rest. */
 function showTraces(on) {
   document.querySelector(".layout").classList.toggle("workflow-mode", on);
@@ -169,6 +195,7 @@ function showTraces(on) {
   if (on) {
     $("workflow-view").hidden = true;
     $("mcp-view").hidden = true;
+    $("experiments-view").hidden = true;
     closeWorkflow();
     state.shown = false;
     state.agentId = null;
@@ -228,10 +255,11 @@ async function loadAgents() {
   const workflows = await loadWorkflows();
   await loadMcp(state.navigate);
   await loadTraces(state.navigate);
+  loadExperiments(state.navigate);
   setConnection("ok", `Connected · ${ids.length} agent${ids.length === 1 ? "" : "s"}${workflows.length ? ` · ${workflows.length} workflow${workflows.length === 1 ? "" : "s"}` : ""}`);
   $("token-button").hidden = !token();
   drawAgentList();
-  if (workflowFromHash() || location.hash === "#mcp" || location.hash.startsWith("#traces")) {
+  if (workflowFromHash() || location.hash === "#mcp" || location.hash.startsWith("#traces") || location.hash.startsWith("#experiments")) {
     route();
     return;
   }
@@ -324,9 +352,10 @@ function badges(a) {
 async function openConversation(agentId, threadId, { push = true } = {}) {
   if (!agentId || !state.agents[agentId]) return;
   if (!$("workflow-view").hidden) showWorkflows(false);
-  if (!$("mcp-view").hidden || !$("traces-view").hidden) {
+  if (!$("mcp-view").hidden || !$("traces-view").hidden || !$("experiments-view").hidden) {
     showMcp(false);
     showTraces(false);
+    showExperiments(false);
     showWorkflows(false);
   }
   state.shown = true;

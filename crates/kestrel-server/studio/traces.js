@@ -4,6 +4,7 @@
 // attributes, input, output and error. A chat run's footer links to its trace.
 
 import { ApiError, api, query } from "./api.js";
+import { runScores } from "./experiments.js";
 import { h, json, pill, value } from "./render.js";
 
 const $ = (id) => document.getElementById(id);
@@ -156,6 +157,12 @@ async function openTrace(traceId, navigate) {
       h("p", { class: "muted", "data-testid": "trace-summary" }, `${spans.length} spans · ${total} ms${tokens ? ` · ${tokens} tokens` : ""} · trace ${traceId}`)),
     h("div", { class: "trace-body" }, h("div", { class: "waterfall", "data-testid": "waterfall" }, rows), detail),
   );
+  // The scores of the trace's agent runs (live, and from experiments).
+  const runs = [...new Set(spans.filter((s) => s.spanType === "agent_run" && s.runId).map((s) => s.runId))];
+  for (const runId of runs) {
+    const scores = await runScores(runId);
+    if (scores) view.append(scores);
+  }
 }
 
 function spanDetail(span) {
