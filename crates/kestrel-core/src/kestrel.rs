@@ -532,7 +532,11 @@ impl KestrelBuilder {
             };
             let workflow = workflow
                 .with_cluster(cluster.clone())
-                .with_tracer(runtime.tracer.clone());
+                .with_tracer(runtime.tracer.clone())
+                .with_scoring(
+                    Arc::clone(&runtime.stores.scores),
+                    Arc::clone(&runtime.scoring),
+                );
             if workflows.insert(id.clone(), workflow).is_some() {
                 return Err(KestrelError::DuplicateWorkflow { id });
             }

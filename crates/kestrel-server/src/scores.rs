@@ -93,7 +93,7 @@ struct ScorerView {
     agent_ids: Vec<String>,
     /// Their names.
     agent_names: Vec<String>,
-    /// The workflows that run it (none yet: workflows take no live scorers).
+    /// The workflows that run it.
     workflow_ids: Vec<String>,
     /// Whether it is registered in code.
     is_registered: bool,
@@ -192,36 +192,50 @@ fn failed(error: impl std::fmt::Display) -> ApiError {
     ApiError::internal(&"the score store failed")
 }
 
+/// The view of `live`, the first time its scorer is met.
+fn view_of(live: &kestrel_core::eval::LiveScorer) -> ScorerView {
+    let scorer = &live.scorer;
+    ScorerView {
+        scorer: serde_json::json!({
+            "id": scorer.id(),
+            "name": scorer.name(),
+            "description": scorer.description(),
+            "type": scorer.kind(),
+        }),
+        sampling: serde_json::to_value(live.sampling).unwrap_or(Value::Null),
+        agent_ids: Vec::new(),
+        agent_names: Vec::new(),
+        workflow_ids: Vec::new(),
+        is_registered: true,
+        source: "code",
+        counts: Value::Null,
+    }
+}
+
 fn views(state: &AppState) -> BTreeMap<String, ScorerView> {
     let mut views: BTreeMap<String, ScorerView> = BTreeMap::new();
     for agent in state.kestrel.agents() {
         for live in agent.scorers() {
-            let scorer = &live.scorer;
             let view = views
-                .entry(scorer.id().to_owned())
-                .or_insert_with(|| ScorerView {
-                    scorer: serde_json::json!({
-                        "id": scorer.id(),
-                        "name": scorer.name(),
-                        "description": scorer.description(),
-                        "type": scorer.kind(),
-                    }),
-                    sampling: serde_json::to_value(live.sampling).unwrap_or(Value::Null),
-                    agent_ids: Vec::new(),
-                    agent_names: Vec::new(),
-                    workflow_ids: Vec::new(),
-                    is_registered: true,
-                    source: "code",
-                    counts: Value::Null,
-                });
+                .entry(live.scorer.id().to_owned())
+                .or_insert_with(|| view_of(live));
             view.agent_ids.push(agent.id().to_owned());
             view.agent_names.push(agent.name().to_owned());
         }
     }
+    for workflow in state.kestrel.workflows() {
+        for live in workflow.scorers() {
+            views
+                .entry(live.scorer.id().to_owned())
+                .or_insert_with(|| view_of(live))
+                .workflow_ids
+                .push(workflow.id().to_owned());
+        }
+    }
     for (id, view) in &mut views {
         let mut total = ScoreCounts::default();
-        for agent in &view.agent_ids {
-            let c = state.kestrel.scoring().counts(agent, id);
+        for entity in view.agent_ids.iter().chain(&view.workflow_ids) {
+            let c = state.kestrel.scoring().counts(entity, id);
             total.eligible += c.eligible;
             total.sampled += c.sampled;
             total.scored += c.scored;

@@ -305,10 +305,8 @@ impl AgentBuilder {
         scorer: impl crate::eval::IntoScorer,
         sampling: crate::eval::ScoreSampling,
     ) -> Self {
-        self.scorers.push(crate::eval::LiveScorer {
-            scorer: scorer.into_scorer(),
-            sampling,
-        });
+        self.scorers
+            .push(crate::eval::LiveScorer::new(scorer, sampling));
         self
     }
 

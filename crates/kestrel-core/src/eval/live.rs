@@ -27,6 +27,16 @@ pub struct LiveScorer {
     pub sampling: ScoreSampling,
 }
 
+impl LiveScorer {
+    /// `scorer` on the runs `sampling` chooses.
+    pub fn new(scorer: impl super::IntoScorer, sampling: ScoreSampling) -> Self {
+        Self {
+            scorer: scorer.into_scorer(),
+            sampling,
+        }
+    }
+}
+
 /// How many runs a scorer saw, per agent and scorer: the denominator of its scores.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -104,6 +114,8 @@ impl ScoringStats {
 
 /// What a live scoring needs of the finished run.
 pub(crate) struct FinishedRun {
+    /// `AGENT` or `WORKFLOW`.
+    pub(crate) entity_type: &'static str,
     pub(crate) entity_id: String,
     pub(crate) run: ScorerRun,
     pub(crate) resource_id: Option<String>,
@@ -169,7 +181,7 @@ async fn score_one(
             super::score_record(
                 scorer,
                 result,
-                "AGENT",
+                finished.entity_type,
                 &finished.entity_id,
                 ScoreSource::Live,
                 input,
@@ -185,7 +197,7 @@ async fn score_one(
                     run_id: run.run_id.clone(),
                     ..Default::default()
                 },
-                "AGENT",
+                finished.entity_type,
                 &finished.entity_id,
                 ScoreSource::Live,
                 input,

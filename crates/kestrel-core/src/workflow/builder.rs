@@ -89,6 +89,7 @@ pub struct WorkflowBuilder {
     store: Option<SharedWorkflowStore>,
     retry: Retry,
     persist: Option<Arc<super::persist::PersistFn>>,
+    scorers: Vec<crate::eval::LiveScorer>,
 }
 
 impl std::fmt::Debug for WorkflowBuilder {
@@ -112,6 +113,7 @@ impl Workflow {
             store: None,
             retry: Retry::default(),
             persist: None,
+            scorers: Vec::new(),
         }
     }
 }
@@ -275,6 +277,20 @@ impl WorkflowBuilder {
         self
     }
 
+    /// Scores the workflow's successful runs with `scorer`, those `sampling` chooses, after
+    /// each run and off its path: input the run's input, output its result (entity type
+    /// `WORKFLOW`). The scores go to the score store of the instance the workflow is
+    /// registered on (an unregistered workflow scores nothing).
+    pub fn scorer(
+        mut self,
+        scorer: impl crate::eval::IntoScorer,
+        sampling: crate::eval::ScoreSampling,
+    ) -> Self {
+        self.scorers
+            .push(crate::eval::LiveScorer::new(scorer, sampling));
+        self
+    }
+
     /// Retries a failed step up to `attempts` more times, `delay` apart, unless the step
     /// says otherwise ([`super::Step::retries`]); default none (Mastra's `retryConfig`).
     pub fn retry(mut self, attempts: u32, delay: std::time::Duration) -> Self {
@@ -371,6 +387,8 @@ impl WorkflowBuilder {
                 cluster: None,
                 persist: self.persist,
                 tracer: None,
+                scorers: self.scorers,
+                scoring: None,
                 store: self
                     .store
                     .unwrap_or_else(|| Arc::new(InMemoryWorkflowStore::new())),

@@ -44,6 +44,17 @@ pub(crate) struct WorkflowInner {
     pub persist: Option<Arc<super::persist::PersistFn>>,
     /// The tracer of the instance it is registered on, when it traces.
     pub tracer: Option<crate::trace::Tracer>,
+    /// The scorers it runs on its successful runs.
+    pub scorers: Vec<crate::eval::LiveScorer>,
+    /// Where its live scores go: the instance's score store and counts, once registered.
+    pub scoring: Option<WorkflowScoring>,
+}
+
+/// Where a registered workflow's live scores go.
+#[derive(Clone)]
+pub(crate) struct WorkflowScoring {
+    pub store: crate::store::SharedScoreStore,
+    pub stats: Arc<crate::eval::ScoringStats>,
 }
 
 impl std::fmt::Debug for Workflow {
@@ -92,6 +103,26 @@ impl Workflow {
         workflow
     }
 
+    /// The same workflow, its live scores kept in `store` and counted in `stats` (a `Kestrel`
+    /// instance gives its workflows its score store this way).
+    pub(crate) fn with_scoring(
+        &self,
+        store: crate::store::SharedScoreStore,
+        stats: Arc<crate::eval::ScoringStats>,
+    ) -> Workflow {
+        let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
+        if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
+            inner.own_store = self.inner.own_store;
+            inner.scoring = Some(WorkflowScoring { store, stats });
+        }
+        workflow
+    }
+
+    /// The scorers it runs on its successful runs.
+    pub fn scorers(&self) -> &[crate::eval::LiveScorer] {
+        &self.inner.scorers
+    }
+
     pub(crate) fn with_live(&self, live: Arc<super::live::LiveRuns>) -> Workflow {
         let mut workflow = self.rebuilt(Arc::clone(&self.inner.store), self.inner.cluster.clone());
         if let Some(inner) = Arc::get_mut(&mut workflow.inner) {
@@ -122,6 +153,8 @@ impl Workflow {
                 cluster,
                 persist: inner.persist.clone(),
                 tracer: inner.tracer.clone(),
+                scorers: inner.scorers.clone(),
+                scoring: inner.scoring.clone(),
             }),
         }
     }

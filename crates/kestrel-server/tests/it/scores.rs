@@ -33,7 +33,21 @@ fn kestrel() -> Kestrel {
         .scorer(short, ScoreSampling::ratio(1.0))
         .build()
         .unwrap();
-    Kestrel::builder().agent(agent).build().unwrap()
+    // A workflow scoring its runs with a scorer of the same id: one view, both listed.
+    let short_too = create_scorer("short-answer")
+        .generate_score(|_| async move { Ok(1.0) })
+        .build()
+        .unwrap();
+    let echo = kestrel_core::workflow::Workflow::builder("echo")
+        .map(|input, _ctx| async move { Ok(input) })
+        .scorer(short_too, ScoreSampling::None)
+        .commit()
+        .unwrap();
+    Kestrel::builder()
+        .agent(agent)
+        .workflow(echo)
+        .build()
+        .unwrap()
 }
 
 async fn serve(server: Server) -> String {
@@ -69,6 +83,7 @@ async fn live_scores_are_listed_by_run_scorer_and_agent() {
     assert_eq!(status, 200, "{scorers}");
     let scorer = &scorers["short-answer"];
     assert_eq!(scorer["agentIds"], json!(["weather"]));
+    assert_eq!(scorer["workflowIds"], json!(["echo"]));
     assert_eq!(scorer["agentNames"], json!(["Weather agent"]));
     assert_eq!(scorer["sampling"], json!({"type": "ratio", "rate": 1.0}));
     assert_eq!(

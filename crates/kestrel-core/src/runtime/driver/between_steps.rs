@@ -317,6 +317,7 @@ impl AgentRun {
         crate::eval::live::score_finished(
             &self.agent.inner.scorers,
             crate::eval::live::FinishedRun {
+                entity_type: "AGENT",
                 entity_id: self.agent.id().to_owned(),
                 run,
                 resource_id: settings.resource_id.clone(),

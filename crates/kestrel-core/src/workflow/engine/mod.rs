@@ -65,6 +65,39 @@ enum Flow {
     Canceled,
 }
 
+impl Engine {
+    /// Hands the successful run to the workflow's live scorers (input the run's input, output
+    /// its result), off its path.
+    fn score_live(&self, output: Option<&Value>) {
+        use crate::eval::{ScorerInput, ScorerOutput, ScorerRun};
+        let Some(scoring) = &self.workflow.inner.scoring else {
+            return;
+        };
+        let run = &self.run;
+        let mut scored = ScorerRun::new(
+            ScorerInput::Value(Value::clone(&run.init)),
+            ScorerOutput::Value(output.cloned().unwrap_or(Value::Null)),
+        )
+        .run_id(run.run_id.to_string());
+        if let Some(trace) = run.trace.get() {
+            let context = &trace.run.context;
+            scored = scored.trace(context.trace_id.clone(), context.parent_span_id.clone());
+        }
+        crate::eval::live::score_finished(
+            &self.workflow.inner.scorers,
+            crate::eval::live::FinishedRun {
+                entity_type: "WORKFLOW",
+                entity_id: run.workflow_id.to_string(),
+                run: scored,
+                resource_id: None,
+                thread_id: None,
+            },
+            Arc::clone(&scoring.store),
+            Arc::clone(&scoring.stats),
+        );
+    }
+}
+
 impl Flow {
     /// The run fails with `error`.
     fn failed(error: StepErrorInfo) -> Self {
@@ -719,6 +752,9 @@ impl Engine {
             };
             run.emit(EventSource::Workflow, EventKind::WorkflowFinish(finish))
                 .await;
+        }
+        if status == WorkflowStatus::Success && !self.workflow.inner.scorers.is_empty() {
+            self.score_live(output.as_deref());
         }
         WorkflowResult {
             status,
