@@ -172,6 +172,10 @@ pub struct EvalArgs {
     /// The model of the demo agents, as provider/model (default: as for `kestrel chat`).
     #[arg(long, short, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
     pub model: Option<String>,
+
+    /// The model the LLM judges (`--scorer toxicity`...) answer on (default: the agents').
+    #[arg(long, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
+    pub judge_model: Option<String>,
 }
 
 /// A threshold between 0 and 1.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kestrel::evals::code::{NAMES as SCORERS, by_name as scorer};
 use kestrel::evals::experiment::{Dataset, Experiment, ExperimentReport, Progress};
+use kestrel::evals::llm::{NAMES as JUDGES, by_name as judge, knows as is_judge};
 use kestrel::model::ModelSpec;
 use kestrel::storage::InMemoryStorage;
 
@@ -15,17 +16,18 @@ use crate::exit::{FAILURE, USAGE, fail};
 
 /// Runs `kestrel eval`.
 pub async fn run(args: EvalArgs) -> ExitCode {
-    let mut scorers = Vec::new();
-    for name in &args.scorers {
-        match scorer(name) {
-            Some(s) => scorers.push(s),
-            None => {
-                return fail(
-                    USAGE,
-                    format!("--scorer {name:?} is not a scorer; the scorers are: {SCORERS}"),
-                );
-            }
-        }
+    let unknown = args
+        .scorers
+        .iter()
+        .find(|name| scorer(name).is_none() && !is_judge(name));
+    if let Some(name) = unknown {
+        return fail(
+            USAGE,
+            format!(
+                "--scorer {name:?} is not a scorer; the scorers are: {SCORERS}, and the LLM \
+                 judges {JUDGES}"
+            ),
+        );
     }
     let text = match std::fs::read_to_string(&args.dataset) {
         Ok(text) => text,
@@ -44,6 +46,29 @@ pub async fn run(args: EvalArgs) -> ExitCode {
             Ok(model) => model,
             Err(code) => return code,
         };
+    // The judges answer on --judge-model, else on the agent's model.
+    let judge_model = match &args.judge_model {
+        Some(spec) => match crate::model_choice::resolved_model_for_command(Some(spec)).await {
+            Ok((_, model)) => model,
+            Err(code) => return code,
+        },
+        None => model.clone(),
+    };
+    let mut scorers = Vec::new();
+    for name in &args.scorers {
+        let built = match scorer(name) {
+            Some(code) => Ok(code),
+            None => match judge(name, ModelSpec::Model(judge_model.clone())) {
+                Some(Ok(judge)) => Ok(Arc::new(judge) as kestrel::eval::SharedScorer),
+                Some(Err(e)) => Err(e.to_string()),
+                None => Err(format!("--scorer {name:?} is not a scorer")),
+            },
+        };
+        match built {
+            Ok(scorer) => scorers.push(scorer),
+            Err(e) => return fail(USAGE, e),
+        }
+    }
     let kestrel = match kestrel_cli::dev::demo_kestrel(
         ModelSpec::Model(model),
         Arc::new(InMemoryStorage::new()),

@@ -715,6 +715,59 @@ async fn eval_prints_a_table_and_gates_on_the_minimum_score() {
 }
 
 #[tokio::test]
+async fn eval_runs_an_llm_judge_on_the_judge_model() {
+    // The agent's answer, then the judge's verdicts (structured output) and its reason.
+    let server = FakeServer::start(vec![
+        Reply::Sse(transcript(&["You are an idiot, it is sunny."])),
+        Reply::Sse(transcript(&[
+            r#"{"verdicts": [{"verdict": "yes", "reason": "an insult"}, {"verdict": "no", "reason": "a fact"}]}"#,
+        ])),
+        Reply::Sse(transcript(&["One of two statements insults the user."])),
+    ])
+    .await;
+    let file = dataset(&[r#"{"id": "rude", "input": "Weather in Paris?"}"#]);
+    let path = file.path().to_str().unwrap();
+    let out = run(
+        &[
+            "eval",
+            path,
+            "--agent",
+            "assistant",
+            "--model",
+            "openai/gpt-test",
+            "--judge-model",
+            "openai/gpt-judge",
+            "--scorer",
+            "toxicity",
+            "--json",
+        ],
+        &openai_env(&server),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let score = &report["items"][0]["scores"][0];
+    assert_eq!(score["scorerId"], "toxicity-scorer");
+    assert_eq!(score["score"], 0.5);
+    assert_eq!(score["reason"], "One of two statements insults the user.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0]["model"], "gpt-test");
+    assert_eq!(
+        requests[1]["model"], "gpt-judge",
+        "the judge answers on --judge-model"
+    );
+    assert!(
+        requests[1]["response_format"].is_object(),
+        "through structured output"
+    );
+}
+
+#[tokio::test]
 async fn eval_usage_errors_say_what_is_wrong() {
     let file = dataset(&[r#"{"input": "hi", "grundTruth": "typo"}"#]);
     let path = file.path().to_str().unwrap();

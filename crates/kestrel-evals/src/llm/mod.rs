@@ -134,3 +134,35 @@ pub(crate) fn round2(n: f64) -> f64 {
 
 /// What every judge constructor returns.
 pub type JudgeResult = Result<PipelineScorer, JudgeError>;
+
+/// The judges [`by_name`] knows (those that need nothing but the run), as a list for
+/// messages.
+pub const NAMES: &str = "answer-relevancy, toxicity, bias, summarization";
+
+/// Whether [`by_name`] knows the judge `name`.
+pub fn knows(name: &str) -> bool {
+    let name = name.strip_suffix("-scorer").unwrap_or(name);
+    matches!(
+        name,
+        "answer-relevancy" | "toxicity" | "bias" | "summarization"
+    )
+}
+
+/// The LLM judge named `name` (`answer-relevancy`, or its Mastra id
+/// `answer-relevancy-scorer`), judged by `model` with the default options; `None` for a name
+/// that is not one of [`NAMES`] (the judges that need context or criteria are built with
+/// their constructors).
+pub fn by_name(name: &str, model: impl Into<ModelSpec>) -> Option<JudgeResult> {
+    if !knows(name) {
+        return None;
+    }
+    let name = name.strip_suffix("-scorer").unwrap_or(name);
+    let options = JudgeOptions::new();
+    Some(match name {
+        "answer-relevancy" => answer_relevancy(model, options),
+        "toxicity" => toxicity(model, options),
+        "bias" => bias(model, options),
+        "summarization" => summarization(model, options),
+        _ => return None,
+    })
+}
