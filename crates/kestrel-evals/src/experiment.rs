@@ -59,6 +59,10 @@ pub struct DatasetItem {
     /// The steps it should take, when known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected_trajectory: Option<ExpectedTrajectory>,
+    /// What the agent's tools answer instead of running, by tool name (`{"get_weather":
+    /// {"sky": "clear"}}`): the item's run is the same every time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_mocks: Option<serde_json::Map<String, Value>>,
     /// Anything else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
@@ -80,6 +84,7 @@ impl DatasetItem {
                 message: e.to_string(),
             })?;
         record.metadata.clone_from(&self.metadata);
+        record.tool_mocks = self.tool_mocks.clone().map(Value::Object);
         Ok(record)
     }
 
@@ -107,11 +112,22 @@ impl DatasetItem {
                 id: record.id.clone(),
                 message: format!("expectedTrajectory: {e}"),
             })?;
+        let tool_mocks = match &record.tool_mocks {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(mocks)) => Some(mocks.clone()),
+            Some(_) => {
+                return Err(DatasetError::Item {
+                    id: record.id.clone(),
+                    message: "toolMocks must be an object of results by tool name".into(),
+                });
+            }
+        };
         Ok(Self {
             id: record.id.clone(),
             input,
             ground_truth: record.ground_truth.clone(),
             expected_trajectory,
+            tool_mocks,
             metadata: record.metadata.clone(),
         })
     }
@@ -123,8 +139,17 @@ impl DatasetItem {
             input: input.into(),
             ground_truth: None,
             expected_trajectory: None,
+            tool_mocks: None,
             metadata: None,
         }
+    }
+
+    /// What tool `tool` answers instead of running, for this item.
+    pub fn tool_mock(mut self, tool: impl Into<String>, result: impl Into<Value>) -> Self {
+        self.tool_mocks
+            .get_or_insert_with(Default::default)
+            .insert(tool.into(), result.into());
+        self
     }
 
     /// Sets the expected answer.
@@ -681,7 +706,11 @@ impl Experiment {
         let mut answer = None;
         while attempts <= self.retries {
             attempts += 1;
-            match self.agent.generate(item.input.as_str()).await {
+            let mut run = self.agent.generate(item.input.as_str());
+            if let Some(mocks) = &item.tool_mocks {
+                run = run.options(kestrel_core::agent::RunOptions::new().tool_mocks(mocks.clone()));
+            }
+            match run.await {
                 Ok(result) => {
                     answer = Some(result);
                     break;

@@ -311,3 +311,63 @@ async fn datasets_are_kept_in_versions_and_experiments_record_their_results() {
         "{unknown:?}"
     );
 }
+
+#[tokio::test]
+async fn an_items_tool_mocks_answer_instead_of_its_tools() {
+    use kestrel_core::message::{Part, Role};
+    use serde_json::json;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&runs);
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct City {
+        #[allow(dead_code)]
+        city: String,
+    }
+    let weather = kestrel_core::tool::create_tool("get_weather")
+        .description("The weather")
+        .execute(move |_: City, _ctx| {
+            let counted = Arc::clone(&counted);
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(json!({"sky": "real"}))
+            }
+        });
+    let agent = Agent::builder("forecaster")
+        .model(Arc::new(ScriptedModel::from_fn(|req| {
+            match req.messages.last().filter(|m| m.role == Role::Tool) {
+                Some(tool) => {
+                    let Part::ToolResult { result, .. } = &tool.parts[0] else {
+                        panic!()
+                    };
+                    ScriptedResponse::text(format!(
+                        "The sky is {}.",
+                        result["sky"].as_str().unwrap_or("?")
+                    ))
+                }
+                None => ScriptedResponse::tool_call("w1", "get_weather", json!({"city": "Oslo"})),
+            }
+        })))
+        .tool(weather)
+        .build()
+        .unwrap();
+    let jsonl = r#"{"id": "mocked", "input": "Weather in Oslo?", "toolMocks": {"get_weather": {"sky": "mocked"}}}
+{"id": "real", "input": "Weather in Oslo?"}"#;
+    let dataset = Dataset::from_jsonl("weather", jsonl).unwrap();
+    assert_eq!(
+        dataset.items[0].tool_mocks.as_ref().unwrap()["get_weather"],
+        json!({"sky": "mocked"})
+    );
+    let report = Experiment::new(agent, dataset)
+        .scorer(ContentSimilarity::new())
+        .concurrency(1)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(report.items[0].output, "The sky is mocked.");
+    assert_eq!(report.items[1].output, "The sky is real.");
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        1,
+        "the mocked call never ran the tool"
+    );
+}

@@ -29,6 +29,7 @@ pub use error::{AgentBuildError, AgentError, BoxError};
 pub(crate) use options::approval_policy;
 pub use options::{
     BusyThread, ErrorStrategy, MemoryOptions, OnIterationComplete, RunOptions, StructuredOutput,
+    ToolMocks,
 };
 use tools::ToolDefinitions;
 

@@ -80,7 +80,14 @@ pub struct RunOptions {
     /// What the run's trace says of it: a name, tags, metadata, a user (Mastra's
     /// `tracingOptions`).
     pub tracing: Option<crate::trace::TracingOptions>,
+    /// What tools answer instead of running, by tool name (an experiment item's
+    /// `toolMocks`): a call of a mocked tool gets this value as its result, and the tool never
+    /// runs.
+    pub tool_mocks: Option<ToolMocks>,
 }
+
+/// Results standing in for tools, by tool name (see [`RunOptions::tool_mocks`]).
+pub type ToolMocks = Arc<std::collections::HashMap<String, serde_json::Value>>;
 
 /// An `on_iteration_complete` function (see [`RunOptions::on_iteration_complete`]).
 #[derive(Clone)]
@@ -141,6 +148,7 @@ impl RunOptions {
             trace: self.trace,
             tracer: self.tracer,
             tracing: self.tracing.or_else(|| d.tracing.clone()),
+            tool_mocks: self.tool_mocks.or_else(|| d.tool_mocks.clone()),
         }
     }
 
@@ -223,6 +231,16 @@ impl RunOptions {
     /// [`crate::agent::background`]).
     pub fn until_idle(mut self, until_idle: bool) -> Self {
         self.until_idle = Some(until_idle);
+        self
+    }
+
+    /// Tools answer with these results instead of running, by tool name (an experiment's
+    /// mocks): the calls are made, streamed and recorded as usual, only not executed.
+    pub fn tool_mocks(
+        mut self,
+        mocks: impl IntoIterator<Item = (String, serde_json::Value)>,
+    ) -> Self {
+        self.tool_mocks = Some(Arc::new(mocks.into_iter().collect()));
         self
     }
 

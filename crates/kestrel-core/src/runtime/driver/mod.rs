@@ -137,6 +137,8 @@ pub struct AgentRun {
     /// What records the run's spans: the instance's tracer, else the caller's
     /// ([`RunOptions::tracer`](crate::agent::RunOptions::tracer)).
     tracer: Option<crate::trace::Tracer>,
+    /// Results standing in for tools ([`RunOptions::tool_mocks`]).
+    tool_mocks: Option<crate::definition::ToolMocks>,
 }
 
 impl std::fmt::Debug for AgentRun {
@@ -207,6 +209,7 @@ impl AgentRun {
             run.tracer = tracer;
         }
         run.approval = approval;
+        run.tool_mocks = options.tool_mocks;
         run.busy = options.on_busy_thread.unwrap_or_default();
         run.until_idle = options.until_idle.unwrap_or(false);
         run.chosen_id = chosen_id;
@@ -274,6 +277,7 @@ impl AgentRun {
         let abort = options.abort_signal.unwrap_or_default();
         let mut run = Self::with_state(agent, state, abort, request_context);
         run.approval = approval;
+        run.tool_mocks = options.tool_mocks;
         run.until_idle = options.until_idle.unwrap_or(false);
         Ok(run.with_hooks(
             options.delegation,
@@ -313,6 +317,7 @@ impl AgentRun {
             max_steps_chosen: false,
             version_resolved: false,
             span: None,
+            tool_mocks: None,
             tracer: agent.runtime.tracer.clone(),
             agent,
             state,

@@ -273,6 +273,7 @@ impl AgentRun {
             pause: self.pause.clone(),
             agent_id: self.agent.id().to_owned(),
             versions: self.state.settings.versions.clone(),
+            mocks: self.tool_mocks.clone(),
             trace: self.span.as_ref().and_then(|span| {
                 let tracer = self.tracer.clone()?;
                 Some((tracer, span.context()))
@@ -493,6 +494,8 @@ struct CallBase {
     agent_id: String,
     /// The run's choice of versions, which its delegations carry.
     versions: crate::version::Versions,
+    /// Results standing in for tools.
+    mocks: Option<crate::definition::ToolMocks>,
 }
 
 /// The versions a delegating run chose, for its sub-agents' runs.
@@ -549,9 +552,25 @@ async fn execute_call(
         Some(tool_span)
     });
     let trace = tool_span.as_ref().map(crate::trace::ActiveSpan::context);
-    let outcome = run_tool(&agent, &call, &base, how, trace)
-        .instrument(span)
-        .await;
+    let mocked = base
+        .mocks
+        .as_ref()
+        .and_then(|mocks| mocks.get(&call.tool_name))
+        .cloned();
+    if mocked.is_some()
+        && let Some(tool_span) = &mut tool_span
+    {
+        tool_span.attribute("mocked", true);
+    }
+    let outcome = match mocked {
+        // A mock stands in for the tool: it never runs.
+        Some(value) => Ok(RunTool::Value(value)),
+        None => {
+            run_tool(&agent, &call, &base, how, trace)
+                .instrument(span)
+                .await
+        }
+    };
     let (result, is_error) = match outcome {
         Ok(RunTool::Value(value)) => (value, false),
         Ok(RunTool::Stopped(stop)) => {
