@@ -124,6 +124,15 @@ impl MemoryBuilder {
         self
     }
 
+    /// Adds an agent [`Processor`](kestrel_core::processor::Processor) as a stage of the
+    /// recall (see [`RecallWith`](crate::RecallWith)): e.g. `ToolCallFilter` or `TokenLimiter`
+    /// from `kestrel-processors`, shaping the history every agent using this memory recalls.
+    pub fn recall_with(self, processor: impl kestrel_core::processor::IntoProcessor) -> Self {
+        self.processor(std::sync::Arc::new(crate::RecallWith(
+            processor.into_processor(),
+        )))
+    }
+
     /// Resolves model strings (title, observational memory) through this registry instead of
     /// [`ModelRegistry::from_env`].
     pub fn registry(mut self, registry: ModelRegistry) -> Self {

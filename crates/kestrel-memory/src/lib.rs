@@ -84,7 +84,7 @@ pub use observational::{
     DEFAULT_MESSAGE_TOKENS, DEFAULT_OBSERVATION_TOKENS, ObservationProgress, ObservationScope,
     ObservationalMemory,
 };
-pub use processor::{MemoryProcessor, RecallContext, SharedProcessor, StoreContext};
+pub use processor::{MemoryProcessor, RecallContext, RecallWith, SharedProcessor, StoreContext};
 pub use recall_tool::RECALL_TOOL;
 pub use semantic::{
     DEFAULT_TOP_K, MessageRange, SemanticRecall, SemanticRecallScope, default_index_name,

@@ -126,3 +126,76 @@ pub struct StoreContext<'a> {
     /// The run's thread and resource.
     pub scope: &'a MemoryScope,
 }
+
+/// A [`Processor`](kestrel_core::processor::Processor) as a stage of memory's recall: its input
+/// step hook runs over the history being recalled (every message of it remembered), and what
+/// it leaves is what the thread's runs are given — messages it changed keep their changes,
+/// messages it removed are not recalled. Mastra's memory processors (`ToolCallFilter`,
+/// `TokenLimiter`) are processors like any other; given to a memory with
+/// [`MemoryBuilder::recall_with`](crate::MemoryBuilder::recall_with), they shape the recall
+/// of every agent that uses it.
+///
+/// A tripwire in the hook fails the recall (and with it the run) with the processor's reason:
+/// a memory that cannot recall what it should does not recall something else.
+pub struct RecallWith(pub kestrel_core::processor::SharedProcessor);
+
+#[async_trait]
+impl MemoryProcessor for RecallWith {
+    fn name(&self) -> &str {
+        self.0.id()
+    }
+
+    async fn recall(&self, cx: &mut RecallContext<'_>) -> Result<(), MemoryError> {
+        use kestrel_core::processor::{Pipeline, ProcessorContext, ProcessorPhase, Stopped};
+        if !self.0.phases().contains(ProcessorPhase::InputStep) || cx.history.is_empty() {
+            return Ok(());
+        }
+        let mut messages: Vec<Message> = cx.history.iter().map(StoredMessage::to_message).collect();
+        let remembered = messages.len();
+        let mut system = cx.system.clone();
+        let abort = kestrel_core::abort::AbortSignal::new();
+        let scope = cx.scope;
+        let processor_cx = ProcessorContext::new("memory-recall", "", cx.request_context, &abort)
+            .scoped(Some(&scope.thread_id), Some(&scope.resource_id));
+        let outcome = Pipeline::new(vec![std::sync::Arc::clone(&self.0)])
+            .input_step(
+                &processor_cx,
+                None,
+                0,
+                &mut messages,
+                remembered,
+                &mut system,
+                &mut Vec::new(),
+                &mut Default::default(),
+            )
+            .await;
+        match outcome {
+            Ok(_) => {}
+            Err(Stopped::Tripwire(tripwire)) => {
+                return Err(MemoryError::new(format!(
+                    "recall stopped by processor {:?}: {}",
+                    self.0.id(),
+                    tripwire.reason
+                )));
+            }
+            Err(Stopped::Failed(failure)) => {
+                return Err(MemoryError::new(format!("recall failed: {failure}")));
+            }
+        }
+        let mut kept = Vec::with_capacity(messages.len());
+        for message in messages {
+            // Messages are matched back by id; one the processor made up is not a stored one.
+            if let Some(stored) = cx.history.iter().find(|s| s.id == message.id) {
+                let mut stored = stored.clone();
+                stored.parts = message.parts;
+                kept.push(stored);
+            }
+        }
+        if kept.len() < cx.history.len() {
+            cx.has_older = true;
+        }
+        cx.history = kept;
+        cx.system = system;
+        Ok(())
+    }
+}

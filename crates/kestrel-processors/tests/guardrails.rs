@@ -550,3 +550,50 @@ async fn the_normalizer_lets_a_filter_see_through_look_alikes() {
             .starts_with("rule \"broken\": invalid pattern")
     );
 }
+
+#[tokio::test]
+async fn processors_shape_a_memorys_recall_too() {
+    let store: Arc<dyn Storage> = Arc::new(InMemoryStorage::new());
+    let lookup = create_tool("lookup")
+        .description("Finds a user")
+        .execute(|who: Who, _ctx| async move { Ok(json!({"found": who.name})) });
+    let model = Arc::new(
+        ScriptedModel::new()
+            .respond(ScriptedResponse::tool_call(
+                "c1",
+                "lookup",
+                json!({"name": "Ada"}),
+            ))
+            .respond(ScriptedResponse::text("Ada is here"))
+            .respond(ScriptedResponse::text("Bob is not")),
+    );
+    // The memory, not the agent, filters remembered tool calls and trims to a budget.
+    let memory = Memory::builder()
+        .last_messages(20)
+        .recall_with(ToolCallFilter::all())
+        .recall_with(TokenLimiter::new(4))
+        .build()
+        .unwrap();
+    let agent = Agent::builder("remembering")
+        .model(model.clone())
+        .tool(lookup)
+        .memory(memory)
+        .storage(store)
+        .build()
+        .unwrap();
+    agent.generate("find Ada").memory("t", "u").await.unwrap();
+    agent.generate("and Bob?").memory("t", "u").await.unwrap();
+    let sent: Vec<(Role, String)> = model.requests()[2]
+        .messages
+        .iter()
+        .map(|m| (m.role, m.text()))
+        .collect();
+    // The tool traffic is gone, and the oldest message went to fit the budget.
+    assert_eq!(
+        sent,
+        [
+            (Role::Assistant, "Ada is here".to_owned()),
+            (Role::User, "and Bob?".to_owned()),
+        ]
+    );
+}
