@@ -462,12 +462,17 @@ async fn the_scrubber_stops_a_leaked_system_prompt() {
     assert!(fine.generate("who are you").await.is_ok());
 }
 
+/// A tool finding a user by name.
+fn lookup_tool() -> impl kestrel_core::tool::Tool {
+    create_tool("lookup")
+        .description("Finds a user")
+        .execute(|who: Who, _ctx| async move { Ok(json!({"found": who.name})) })
+}
+
 #[tokio::test]
 async fn the_tool_call_filter_leaves_remembered_calls_out() {
     let store: Arc<dyn Storage> = Arc::new(InMemoryStorage::new());
-    let lookup = create_tool("lookup")
-        .description("Finds a user")
-        .execute(|who: Who, _ctx| async move { Ok(json!({"found": who.name})) });
+    let lookup = lookup_tool();
     let model = Arc::new(
         ScriptedModel::new()
             .respond(ScriptedResponse::tool_call(
@@ -554,9 +559,7 @@ async fn the_normalizer_lets_a_filter_see_through_look_alikes() {
 #[tokio::test]
 async fn processors_shape_a_memorys_recall_too() {
     let store: Arc<dyn Storage> = Arc::new(InMemoryStorage::new());
-    let lookup = create_tool("lookup")
-        .description("Finds a user")
-        .execute(|who: Who, _ctx| async move { Ok(json!({"found": who.name})) });
+    let lookup = lookup_tool();
     let model = Arc::new(
         ScriptedModel::new()
             .respond(ScriptedResponse::tool_call(
