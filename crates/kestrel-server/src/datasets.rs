@@ -60,7 +60,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             create_dataset,
             Doc::json(TAG, "Create a dataset")
                 .body::<CreateBody>()
-                .returns::<Value>(),
+                .returns::<Value>()
+                .conflict("a dataset of this id exists"),
         )
         .get(
             "/datasets/{dataset_id}",
@@ -85,7 +86,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
             add_items,
             Doc::json(TAG, "Add or replace items: one new version")
                 .body::<ItemsBody>()
-                .returns::<ItemList>(),
+                .returns::<ItemList>()
+                .conflict("two items of the body share an id"),
         )
         .delete(
             "/datasets/{dataset_id}/items/{item_id}",
@@ -100,7 +102,8 @@ pub(crate) fn routes() -> Routes<Arc<AppState>> {
                 "Run an agent over the dataset with scorers, in the background",
             )
             .body::<ExperimentBody>()
-            .returns::<Value>(),
+            .returns::<Value>()
+            .conflict("the dataset has no items at the version"),
         )
         .post(
             "/datasets/{dataset_id}/compare",
@@ -181,7 +184,7 @@ struct CreateBody {
     #[schemars(length(min = 1, max = 512))]
     id: Option<String>,
     /// Its name.
-    #[schemars(length(min = 1, max = 512))]
+    #[schemars(length(min = 1, max = 512), regex(pattern = r"\S"))]
     name: String,
     /// What it is for.
     #[schemars(length(max = 4096))]
@@ -198,6 +201,7 @@ struct ItemBody {
     #[schemars(length(min = 1, max = 512))]
     id: Option<String>,
     /// What the agent is asked (a string, or `{prompt}`).
+    #[schemars(schema_with = "not_null")]
     input: Value,
     /// What it should answer.
     ground_truth: Option<Value>,
@@ -223,7 +227,7 @@ struct ItemsBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ExperimentBody {
     /// `agent` (workflows are not run as experiment targets yet).
-    target_type: String,
+    target_type: TargetType,
     /// The agent.
     #[schemars(length(min = 1, max = 512))]
     target_id: String,
@@ -244,6 +248,14 @@ struct ExperimentBody {
     name: Option<String>,
 }
 
+/// What an experiment runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum TargetType {
+    /// An agent.
+    Agent,
+}
+
 /// `POST /datasets/{id}/compare`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -254,6 +266,11 @@ struct CompareBody {
     /// The candidate.
     #[schemars(length(min = 1, max = 512))]
     experiment_id_b: String,
+}
+
+/// Any JSON but `null`.
+fn not_null(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"not": {"type": "null"}})
 }
 
 /// `id` when it is 1 to [`MAX_DATASET_ID_BYTES`] bytes without NUL: else a 400 (a path's) or
@@ -282,9 +299,11 @@ fn store_error(error: DatasetStoreError) -> ApiError {
         DatasetStoreError::DatasetExists(_) => {
             ApiError::new(StatusCode::CONFLICT, "dataset_exists", error.to_string())
         }
-        DatasetStoreError::InvalidChange { .. } | DatasetStoreError::InvalidRecord(_) => {
-            ApiError::invalid(error.to_string())
+        // The one invalid change a body can make: an id twice.
+        DatasetStoreError::InvalidChange { .. } => {
+            ApiError::new(StatusCode::CONFLICT, "invalid_change", error.to_string())
         }
+        DatasetStoreError::InvalidRecord(_) => ApiError::invalid(error.to_string()),
         other => {
             tracing::warn!(error = %other, "the dataset store failed");
             ApiError::internal(&"the dataset store failed")
@@ -397,8 +416,8 @@ async fn list_items(
         .ok_or_else(|| ApiError::not_found(format!("dataset {dataset_id:?} not found")))?;
     let version = query.version.unwrap_or(dataset.version);
     if version > dataset.version {
-        return Err(ApiError::invalid_query(format!(
-            "version {version} is past the dataset's latest ({})",
+        return Err(ApiError::not_found(format!(
+            "dataset {dataset_id:?} has no version {version} (its latest is {})",
             dataset.version
         )));
     }
@@ -502,12 +521,7 @@ async fn start_experiment(
 ) -> Result<Json<Value>, ApiError> {
     unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
-    if body.target_type != "agent" {
-        return Err(ApiError::invalid(format!(
-            "targetType {:?} is not supported: experiments run agents (\"agent\")",
-            body.target_type
-        )));
-    }
+    let TargetType::Agent = body.target_type;
     let agent = state
         .kestrel
         .agent(&body.target_id)
@@ -519,7 +533,7 @@ async fn start_experiment(
     let mut scorers = Vec::with_capacity(body.scorer_ids.len());
     for id in &body.scorer_ids {
         let scorer = scorer_of(&state, id).ok_or_else(|| {
-            ApiError::invalid(format!(
+            ApiError::not_found(format!(
                 "scorer {id:?} is neither an agent's live scorer nor a code scorer ({})",
                 kestrel_evals::code::NAMES
             ))
@@ -539,6 +553,17 @@ async fn start_experiment(
         )));
     }
     let store = Arc::clone(store(&state));
+    let kept = store
+        .get_dataset(&dataset_id)
+        .await
+        .map_err(store_error)?
+        .ok_or_else(|| ApiError::not_found(format!("dataset {dataset_id:?} not found")))?;
+    if let Some(version) = body.version.filter(|v| *v > kept.version) {
+        return Err(ApiError::not_found(format!(
+            "dataset {dataset_id:?} has no version {version} (its latest is {})",
+            kept.version
+        )));
+    }
     let dataset = Dataset::load(&*store, &dataset_id, body.version)
         .await
         .map_err(|error| match error {
@@ -546,10 +571,14 @@ async fn start_experiment(
             other => ApiError::invalid(other.to_string()),
         })?;
     if dataset.items.is_empty() {
-        return Err(ApiError::invalid(format!(
-            "dataset {dataset_id:?} has no items at version {}",
-            dataset.version
-        )));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "dataset_empty",
+            format!(
+                "dataset {dataset_id:?} has no items at version {}",
+                dataset.version
+            ),
+        ));
     }
     let mut experiment = Experiment::new(agent, dataset.clone())
         .concurrency(concurrency)
@@ -707,7 +736,7 @@ async fn compare_experiments(
     let (b, b_results) = experiment_of(store, &body.experiment_id_b).await?;
     for experiment in [&a, &b] {
         if experiment.dataset_id != dataset_id {
-            return Err(ApiError::invalid(format!(
+            return Err(ApiError::not_found(format!(
                 "experiment {:?} ran on dataset {:?}, not {dataset_id:?}",
                 experiment.id, experiment.dataset_id
             )));

@@ -92,17 +92,66 @@ struct Configuration {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct ExecuteBody {
-    /// The hook: `input`, `inputStep`, `outputStep` or `outputResult`.
-    phase: String,
+    /// The hook.
+    phase: ExecutePhase,
     /// The messages: strings, `{role, content}` with a string or parts, or Mastra's
     /// `{role, content: {format: 2, parts}}`.
-    #[schemars(length(min = 1, max = 200))]
+    #[schemars(schema_with = "execute_messages_schema")]
     messages: Vec<Value>,
     /// The agent whose processor of this id runs (default: the first agent that has one).
     #[schemars(length(min = 1, max = 512))]
     agent_id: Option<String>,
     /// The request context the hook sees.
     request_context: Option<Map<String, Value>>,
+}
+
+/// The hooks that run over messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+enum ExecutePhase {
+    /// `process_input`.
+    Input,
+    /// `process_input_step`.
+    InputStep,
+    /// `process_output_step`.
+    OutputStep,
+    /// `process_output_result`.
+    OutputResult,
+}
+
+impl ExecutePhase {
+    fn phase(self) -> ProcessorPhase {
+        match self {
+            Self::Input => ProcessorPhase::Input,
+            Self::InputStep => ProcessorPhase::InputStep,
+            Self::OutputStep => ProcessorPhase::OutputStep,
+            Self::OutputResult => ProcessorPhase::OutputResult,
+        }
+    }
+}
+
+/// 1 to 200 messages: non-blank strings, or `{role, content}` with non-blank text.
+fn execute_messages_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let text = json!({"type": "string", "pattern": "\\S"});
+    let part = json!({
+        "type": "object",
+        "properties": {"type": {"const": "text"}, "text": text},
+        "required": ["type", "text"],
+    });
+    let message = json!({
+        "type": "object",
+        "properties": {
+            "role": {"enum": ["user", "assistant", "system"]},
+            "content": {"anyOf": [text, {"type": "array", "items": part, "minItems": 1}]},
+        },
+        "required": ["role", "content"],
+    });
+    schemars::json_schema!({
+        "type": "array",
+        "items": {"anyOf": [text, message]},
+        "minItems": 1,
+        "maxItems": 200,
+    })
 }
 
 /// What a hook made of the messages.
@@ -231,25 +280,7 @@ async fn execute(
     Path(processor_id): Path<String>,
     Body(body): Body<ExecuteBody>,
 ) -> Result<Json<Executed>, ApiError> {
-    let phase = ProcessorPhase::parse(&body.phase).ok_or_else(|| {
-        ApiError::invalid(format!(
-            "phase {:?} is not one of input, inputStep, outputStep, outputResult",
-            body.phase
-        ))
-    })?;
-    if !matches!(
-        phase,
-        ProcessorPhase::Input
-            | ProcessorPhase::InputStep
-            | ProcessorPhase::OutputStep
-            | ProcessorPhase::OutputResult
-    ) {
-        return Err(ApiError::invalid(format!(
-            "phase {:?} runs on a model's stream, a tool's result or a provider's error, not \
-             on messages: execute input, inputStep, outputStep or outputResult",
-            body.phase
-        )));
-    }
+    let phase = body.phase.phase();
     if body.messages.is_empty() || body.messages.len() > 200 {
         return Err(ApiError::invalid("messages must hold 1 to 200 messages"));
     }
@@ -266,7 +297,7 @@ async fn execute(
             None => unknown(&processor_id),
         })?;
     if !processor.phases().contains(phase) {
-        return Err(ApiError::invalid(format!(
+        return Err(ApiError::not_found(format!(
             "processor {processor_id:?} has no {} hook",
             phase.as_str()
         )));

@@ -157,11 +157,11 @@ async fn execute_runs_one_hook_over_the_messages() {
         (
             json!({"phase": "outputStream", "messages": ["x"]}),
             422,
-            "not on messages",
+            "outputStream",
         ),
         (
             json!({"phase": "outputResult", "messages": ["x"]}),
-            422,
+            404,
             "has no outputResult hook",
         ),
         (json!({"phase": "input", "messages": []}), 422, "messages"),
