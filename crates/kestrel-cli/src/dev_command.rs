@@ -145,6 +145,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let restarted = kestrel.recover_workflow_runs().await;
     // Messages queued on threads that no run took yet run now, in order.
     let queues = kestrel.drain_message_queues().await;
+    // Live scorings a process that stopped sampled but did not store are scored now.
+    let scorings = kestrel.resume_pending_scores().await;
     let server = match dev::server(kestrel, memory) {
         Ok(server) => {
             let mut server = server.allowed_hosts(args.allowed_hosts.clone());
@@ -196,6 +198,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
     }
     if queues > 0 {
         println!("  running the messages queued on {queues} thread(s) by a previous process");
+    }
+    if scorings > 0 {
+        println!("  scoring the live scorings a previous process left pending");
     }
     if let Some(search) = docs {
         // In the background: the server answers at once; the docs agent's searches find the

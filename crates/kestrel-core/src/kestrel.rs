@@ -256,6 +256,52 @@ impl Kestrel {
         draining
     }
 
+    /// Scores the live scorings a previous process sampled but did not store (it stopped
+    /// first): call it when a process starts (`kestrel dev` does). They run in the background,
+    /// one after another, on the scorers of the instance's agents and workflows, and their
+    /// scores take the ids they would have had ([`PendingScore::id_for`]), so one scored
+    /// twice is stored once. One whose agent, workflow or scorer is not here any more, or
+    /// that was started [`MAX_SCORING_ATTEMPTS`](crate::eval::MAX_SCORING_ATTEMPTS) times
+    /// without ending, is stored as a failure saying so. Returns how many it found at first
+    /// look (at most 64; the rest follow them); [`ScoringStats::idle`](crate::eval::ScoringStats::idle)
+    /// waits for them. In a cluster, scorings another live instance is running may be scored
+    /// twice: one score is kept.
+    ///
+    /// [`PendingScore::id_for`]: crate::store::PendingScore::id_for
+    pub async fn resume_pending_scores(&self) -> usize {
+        let agents = Arc::clone(&self.inner.agents);
+        let workflows: BTreeMap<String, Vec<crate::eval::LiveScorer>> = self
+            .inner
+            .workflows
+            .iter()
+            .filter(|(_, w)| !w.scorers().is_empty())
+            .map(|(id, w)| (id.clone(), w.scorers().to_vec()))
+            .collect();
+        let find = move |pending: &crate::store::PendingScore| {
+            let scorers = match pending.entity_type.as_str() {
+                "AGENT" => agents.get(&pending.entity_id)?.scorers(),
+                "WORKFLOW" => workflows.get(&pending.entity_id)?.as_slice(),
+                _ => return None,
+            };
+            scorers
+                .iter()
+                .find(|live| live.scorer.id() == pending.scorer_id)
+                .map(|live| Arc::clone(&live.scorer))
+        };
+        let runtime = &self.inner.runtime;
+        // Those made up to now, this millisecond included.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        crate::eval::live::resume_pending(
+            now.saturating_add(1),
+            Box::new(find),
+            Arc::clone(&runtime.stores.scores),
+            Arc::clone(&runtime.scoring),
+        )
+        .await
+    }
+
     /// This instance's id in its cluster, if it is in one.
     pub fn instance_id(&self) -> Option<&str> {
         self.inner

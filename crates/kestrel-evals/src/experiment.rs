@@ -1,9 +1,10 @@
-//! Datasets and experiments: run an agent over a dataset's items, score each answer with
+//! Experiments: run an agent or a workflow over a dataset's items, score each answer with
 //! chosen scorers, and compare two experiments (two versions of an agent, two prompts).
 //!
 //! A [`Dataset`] is a named, versioned list of [`DatasetItem`]s (an input, and what the
-//! answer should be: a ground truth, an expected trajectory). [`Experiment::run`] runs the
-//! agent on every item — at most [`Experiment::concurrency`] at once, each retried up to
+//! answer should be: a ground truth, an expected trajectory). [`Experiment::run`] runs its
+//! [`Target`] — an agent asked each item's prompt, or a workflow started with each item's
+//! input — on every item — at most [`Experiment::concurrency`] at once, each retried up to
 //! [`Experiment::retries`] times when the run fails — scores every answer with every scorer,
 //! reports progress as items finish, and gives an [`ExperimentReport`]: per item the answer,
 //! the run and trace ids, the attempts and the scores; per scorer the mean, min and max over
@@ -23,16 +24,18 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kestrel_core::agent::Agent;
 use kestrel_core::eval::{
-    AgentInput, ExpectedTrajectory, IntoScorer, ScorerRun, SharedScorer, score_record,
+    AgentInput, IntoScorer, ScorerInput, ScorerOutput, ScorerRun, SharedScorer, score_record,
 };
 use kestrel_core::message::Message;
 use kestrel_core::store::{
-    DatasetItemRecord, DatasetRecord, DatasetStore, DatasetStoreError, ExperimentRecord,
-    ExperimentResultRecord, ExperimentStatus, ItemChange, ScoreSource, SharedDatasetStore,
-    SharedScoreStore,
+    DatasetStoreError, ExperimentRecord, ExperimentResultRecord, ExperimentStatus, ScoreSource,
+    SharedDatasetStore, SharedScoreStore,
 };
-use serde::{Deserialize, Serialize};
+use kestrel_core::workflow::{Workflow, WorkflowStatus};
+use serde::Serialize;
 use serde_json::Value;
+
+pub use crate::dataset::{Dataset, DatasetError, DatasetItem};
 
 /// The most items an experiment runs at once by default.
 pub const DEFAULT_CONCURRENCY: usize = 4;
@@ -42,285 +45,6 @@ pub const MAX_CONCURRENCY: usize = 64;
 
 /// The most retries of one item.
 pub const MAX_RETRIES: u32 = 10;
-
-/// One case of a dataset (Mastra's dataset item). Unknown fields are refused: a misspelt
-/// `groundTruth` must not silently score against nothing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct DatasetItem {
-    /// The item's id (its line number, from 1, when read from JSONL without one).
-    #[serde(default)]
-    pub id: String,
-    /// What the agent is asked: a string.
-    pub input: String,
-    /// The answer it should give, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ground_truth: Option<Value>,
-    /// The steps it should take, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expected_trajectory: Option<ExpectedTrajectory>,
-    /// What the agent's tools answer instead of running, by tool name (`{"get_weather":
-    /// {"sky": "clear"}}`): the item's run is the same every time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_mocks: Option<serde_json::Map<String, Value>>,
-    /// Anything else.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Value>,
-}
-
-impl DatasetItem {
-    /// The item as a store keeps it (its input a JSON string).
-    pub fn to_record(&self, dataset_id: &str) -> Result<DatasetItemRecord, DatasetError> {
-        let mut record =
-            DatasetItemRecord::new(&self.id, dataset_id, Value::String(self.input.clone()));
-        record.ground_truth.clone_from(&self.ground_truth);
-        record.expected_trajectory = self
-            .expected_trajectory
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| DatasetError::Item {
-                id: self.id.clone(),
-                message: e.to_string(),
-            })?;
-        record.metadata.clone_from(&self.metadata);
-        record.tool_mocks = self.tool_mocks.clone().map(Value::Object);
-        Ok(record)
-    }
-
-    /// The item a store keeps: its input the JSON string, or the `prompt` or `input` string
-    /// of an object, or else the JSON text.
-    pub fn from_record(record: &DatasetItemRecord) -> Result<Self, DatasetError> {
-        let input = match &record.input {
-            Value::String(text) => text.clone(),
-            Value::Object(map) => match map
-                .get("prompt")
-                .or_else(|| map.get("input"))
-                .and_then(Value::as_str)
-            {
-                Some(text) => text.to_owned(),
-                None => record.input.to_string(),
-            },
-            other => other.to_string(),
-        };
-        let expected_trajectory = record
-            .expected_trajectory
-            .clone()
-            .map(serde_json::from_value)
-            .transpose()
-            .map_err(|e| DatasetError::Item {
-                id: record.id.clone(),
-                message: format!("expectedTrajectory: {e}"),
-            })?;
-        let tool_mocks = match &record.tool_mocks {
-            None | Some(Value::Null) => None,
-            Some(Value::Object(mocks)) => Some(mocks.clone()),
-            Some(_) => {
-                return Err(DatasetError::Item {
-                    id: record.id.clone(),
-                    message: "toolMocks must be an object of results by tool name".into(),
-                });
-            }
-        };
-        Ok(Self {
-            id: record.id.clone(),
-            input,
-            ground_truth: record.ground_truth.clone(),
-            expected_trajectory,
-            tool_mocks,
-            metadata: record.metadata.clone(),
-        })
-    }
-
-    /// An item asking `input`.
-    pub fn new(id: impl Into<String>, input: impl Into<String>) -> Self {
-        Self {
-            id: id.into(),
-            input: input.into(),
-            ground_truth: None,
-            expected_trajectory: None,
-            tool_mocks: None,
-            metadata: None,
-        }
-    }
-
-    /// What tool `tool` answers instead of running, for this item.
-    pub fn tool_mock(mut self, tool: impl Into<String>, result: impl Into<Value>) -> Self {
-        self.tool_mocks
-            .get_or_insert_with(Default::default)
-            .insert(tool.into(), result.into());
-        self
-    }
-
-    /// Sets the expected answer.
-    pub fn ground_truth(mut self, ground_truth: impl Into<Value>) -> Self {
-        self.ground_truth = Some(ground_truth.into());
-        self
-    }
-
-    /// Sets the expected steps.
-    pub fn expected_trajectory(mut self, expected: ExpectedTrajectory) -> Self {
-        self.expected_trajectory = Some(expected);
-        self
-    }
-}
-
-/// Why a dataset could not be read.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DatasetError {
-    /// A line is not an item.
-    #[error("dataset line {line}: {message}")]
-    Line {
-        /// The line, from 1.
-        line: usize,
-        /// What is wrong.
-        message: String,
-    },
-    /// Two items share an id.
-    #[error("dataset line {line}: the id `{id}` is already used by an earlier item")]
-    DuplicateId {
-        /// The line, from 1.
-        line: usize,
-        /// The id.
-        id: String,
-    },
-    /// No item at all.
-    #[error("the dataset has no items")]
-    Empty,
-    /// A stored item cannot be read as an item (its expected trajectory is malformed).
-    #[error("dataset item {id:?}: {message}")]
-    Item {
-        /// The item.
-        id: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The dataset store refused or failed.
-    #[error(transparent)]
-    Store(#[from] DatasetStoreError),
-}
-
-/// A named, versioned list of items.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Dataset {
-    /// Its id.
-    pub id: String,
-    /// Its version (1 for a new dataset; [`Dataset::with_items`] makes the next).
-    pub version: u32,
-    /// Its items.
-    pub items: Vec<DatasetItem>,
-}
-
-impl Dataset {
-    /// Version 1 of dataset `id`, of `items`.
-    pub fn new(id: impl Into<String>, items: Vec<DatasetItem>) -> Self {
-        Self {
-            id: id.into(),
-            version: 1,
-            items,
-        }
-    }
-
-    /// The next version, of `items`.
-    pub fn with_items(&self, items: Vec<DatasetItem>) -> Self {
-        Self {
-            id: self.id.clone(),
-            version: self.version.saturating_add(1),
-            items,
-        }
-    }
-
-    /// Saves the items in `store` as a new version of dataset `id` (created, named after its
-    /// id, when missing): items it has no longer are removed, the others put. This dataset
-    /// then names the version saved.
-    pub async fn save(&mut self, store: &dyn DatasetStore) -> Result<u32, DatasetError> {
-        if store.get_dataset(&self.id).await?.is_none() {
-            match store
-                .create_dataset(&DatasetRecord::new(&self.id, &self.id))
-                .await
-            {
-                // Created meanwhile by another caller: its versions go on.
-                Ok(()) | Err(DatasetStoreError::DatasetExists(_)) => {}
-                Err(error) => return Err(error.into()),
-            }
-        }
-        let kept = store.list_dataset_items(&self.id, None).await?;
-        let mut changes: Vec<ItemChange> = kept
-            .iter()
-            .filter(|k| !self.items.iter().any(|i| i.id == k.id))
-            .map(|k| ItemChange::Delete(k.id.clone()))
-            .collect();
-        for item in &self.items {
-            changes.push(ItemChange::Put(item.to_record(&self.id)?));
-        }
-        self.version = store.change_dataset_items(&self.id, &changes).await?;
-        Ok(self.version)
-    }
-
-    /// Dataset `id` as `store` keeps it at `version` (default: its latest), its items in id
-    /// order.
-    pub async fn load(
-        store: &dyn DatasetStore,
-        id: &str,
-        version: Option<u32>,
-    ) -> Result<Self, DatasetError> {
-        let Some(dataset) = store.get_dataset(id).await? else {
-            return Err(DatasetStoreError::DatasetNotFound(id.to_owned()).into());
-        };
-        let version = version.unwrap_or(dataset.version);
-        let items = store
-            .list_dataset_items(id, Some(version))
-            .await?
-            .iter()
-            .map(DatasetItem::from_record)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            id: id.to_owned(),
-            version,
-            items,
-        })
-    }
-
-    /// Reads JSON Lines: one item a line (`{"input": ..., "groundTruth"?: ...,
-    /// "expectedTrajectory"?: ..., "id"?: ...}`); blank lines are skipped; an item without an
-    /// id gets its line number. Errors name the line.
-    pub fn from_jsonl(id: impl Into<String>, text: &str) -> Result<Self, DatasetError> {
-        let mut items: Vec<DatasetItem> = Vec::new();
-        for (index, line) in text.lines().enumerate() {
-            let number = index + 1;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let mut item: DatasetItem =
-                serde_json::from_str(line).map_err(|e| DatasetError::Line {
-                    line: number,
-                    message: e.to_string(),
-                })?;
-            if item.input.trim().is_empty() {
-                return Err(DatasetError::Line {
-                    line: number,
-                    message: "`input` is empty".into(),
-                });
-            }
-            if item.id.is_empty() {
-                item.id = number.to_string();
-            }
-            if items.iter().any(|i| i.id == item.id) {
-                return Err(DatasetError::DuplicateId {
-                    line: number,
-                    id: item.id,
-                });
-            }
-            items.push(item);
-        }
-        if items.is_empty() {
-            return Err(DatasetError::Empty);
-        }
-        Ok(Self::new(id, items))
-    }
-}
 
 /// One scorer's result on one item.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -347,10 +71,10 @@ pub struct ItemScore {
 pub struct ItemResult {
     /// The item.
     pub item_id: String,
-    /// What the agent was asked.
-    pub input: String,
-    /// Its answer (empty when every attempt failed).
-    pub output: String,
+    /// What the run was given (an agent: the prompt asked, as a string).
+    pub input: Value,
+    /// Its answer: an agent's text, a workflow's result (`null` when every attempt failed).
+    pub output: Value,
     /// The last attempt's run.
     pub run_id: Option<String>,
     /// Its trace, when the instance traces.
@@ -400,8 +124,10 @@ pub struct ExperimentReport {
     pub experiment_id: String,
     /// Its name.
     pub name: String,
-    /// The agent it ran.
-    pub agent_id: String,
+    /// What it ran: `agent` or `workflow`.
+    pub target_type: String,
+    /// The agent's or workflow's id.
+    pub target_id: String,
     /// The dataset and its version.
     pub dataset_id: String,
     /// The dataset's version.
@@ -443,13 +169,77 @@ pub enum ExperimentError {
 
 type OnProgress = Arc<dyn Fn(Progress) + Send + Sync>;
 
-/// An agent run over a dataset and scored: build with [`Experiment::new`], then
+/// What an experiment runs on each item.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Target {
+    /// An agent, asked each item's prompt ([`DatasetItem::prompt`]), its tools mocked as the
+    /// item says.
+    Agent(Agent),
+    /// A workflow, started with each item's input; a run that does not end successfully is
+    /// a failed attempt.
+    Workflow(Workflow),
+}
+
+impl Target {
+    /// `agent` or `workflow` (Mastra's `targetType`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Agent(_) => "agent",
+            Target::Workflow(_) => "workflow",
+        }
+    }
+
+    /// The agent's or workflow's id.
+    pub fn id(&self) -> &str {
+        match self {
+            Target::Agent(agent) => agent.id(),
+            Target::Workflow(workflow) => workflow.id(),
+        }
+    }
+
+    /// The entity type of its scores (`AGENT`, `WORKFLOW`).
+    fn entity_type(&self) -> &'static str {
+        match self {
+            Target::Agent(_) => "AGENT",
+            Target::Workflow(_) => "WORKFLOW",
+        }
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}({:?})", self.kind(), self.id())
+    }
+}
+
+impl From<Agent> for Target {
+    fn from(agent: Agent) -> Self {
+        Target::Agent(agent)
+    }
+}
+
+impl From<Workflow> for Target {
+    fn from(workflow: Workflow) -> Self {
+        Target::Workflow(workflow)
+    }
+}
+
+/// A run of the target on one item, ready to score.
+struct Answered {
+    run: ScorerRun,
+    output: Value,
+    run_id: String,
+    trace_id: Option<String>,
+}
+
+/// An agent or workflow run over a dataset and scored: build with [`Experiment::new`], then
 /// [`Experiment::run`].
 #[must_use = "an experiment does nothing until it is run"]
 pub struct Experiment {
     id: String,
     name: String,
-    agent: Agent,
+    target: Target,
     dataset: Dataset,
     scorers: Vec<SharedScorer>,
     concurrency: usize,
@@ -463,21 +253,22 @@ impl std::fmt::Debug for Experiment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Experiment")
             .field("id", &self.id)
-            .field("agent", &self.agent.id())
+            .field("target", &self.target)
             .field("dataset", &self.dataset.id)
             .finish_non_exhaustive()
     }
 }
 
 impl Experiment {
-    /// `agent` over `dataset` (no scorer yet; [`DEFAULT_CONCURRENCY`] items at once, no
-    /// retries, scores not stored).
-    pub fn new(agent: Agent, dataset: Dataset) -> Self {
+    /// `target` (an [`Agent`] or a [`Workflow`]) over `dataset` (no scorer yet;
+    /// [`DEFAULT_CONCURRENCY`] items at once, no retries, scores not stored).
+    pub fn new(target: impl Into<Target>, dataset: Dataset) -> Self {
+        let target = target.into();
         let id = kestrel_core::id::new_id();
         Self {
-            name: format!("{} on {} v{}", agent.id(), dataset.id, dataset.version),
+            name: format!("{} on {} v{}", target.id(), dataset.id, dataset.version),
             id,
-            agent,
+            target,
             dataset,
             scorers: Vec::new(),
             concurrency: DEFAULT_CONCURRENCY,
@@ -623,7 +414,8 @@ impl Experiment {
         Ok(ExperimentReport {
             experiment_id: self.id.clone(),
             name: self.name.clone(),
-            agent_id: self.agent.id().to_owned(),
+            target_type: self.target.kind().to_owned(),
+            target_id: self.target.id().to_owned(),
             dataset_id: self.dataset.id.clone(),
             dataset_version: self.dataset.version,
             failed_items,
@@ -640,8 +432,8 @@ impl Experiment {
             name: Some(self.name.clone()),
             dataset_id: self.dataset.id.clone(),
             dataset_version: self.dataset.version,
-            target_type: "agent".to_owned(),
-            target_id: self.agent.id().to_owned(),
+            target_type: self.target.kind().to_owned(),
+            target_id: self.target.id().to_owned(),
             target_version: None,
             scorer_ids: self.scorers.iter().map(|s| s.id().to_owned()).collect(),
             status: ExperimentStatus::Running,
@@ -671,11 +463,8 @@ impl Experiment {
             id: format!("{}:{}", self.id, item.id),
             experiment_id: self.id.clone(),
             item_id: item.id.clone(),
-            input: Value::String(item.input.clone()),
-            output: result
-                .error
-                .is_none()
-                .then(|| Value::String(result.output.clone())),
+            input: result.input.clone(),
+            output: result.error.is_none().then(|| result.output.clone()),
             ground_truth: item.ground_truth.clone(),
             error: result.error.clone(),
             status: if result.error.is_some() {
@@ -700,35 +489,110 @@ impl Experiment {
         }
     }
 
+    /// What the target is given for `item`.
+    fn input_of(&self, item: &DatasetItem) -> Value {
+        match &self.target {
+            Target::Agent(_) => Value::String(item.prompt()),
+            Target::Workflow(_) => item.input.clone(),
+        }
+    }
+
+    /// One attempt of the target on `item`.
+    async fn attempt(&self, item: &DatasetItem) -> Result<Answered, String> {
+        match &self.target {
+            Target::Agent(agent) => {
+                let prompt = item.prompt();
+                let mut run = agent.generate(prompt.as_str());
+                if let Some(mocks) = &item.tool_mocks {
+                    run = run
+                        .options(kestrel_core::agent::RunOptions::new().tool_mocks(mocks.clone()));
+                }
+                let result = run.await.map_err(|e| e.to_string())?;
+                let scored = ScorerRun::agent(
+                    AgentInput {
+                        input_messages: vec![Message::user(prompt.as_str())],
+                        ..AgentInput::default()
+                    },
+                    result.response_messages.clone(),
+                )
+                .run_id(result.run_id.clone());
+                Ok(Answered {
+                    run: scored,
+                    output: Value::String(result.text),
+                    run_id: result.run_id,
+                    trace_id: result.trace_id,
+                })
+            }
+            Target::Workflow(workflow) => {
+                if item.tool_mocks.is_some() {
+                    return Err("toolMocks apply to agent targets; this item's target is a \
+                                workflow (mock its tools in the workflow's agents instead)"
+                        .to_owned());
+                }
+                let mut run = workflow.create_run();
+                let trace = workflow
+                    .is_traced()
+                    .then(kestrel_core::trace::TraceContext::new_trace);
+                if let Some(context) = &trace {
+                    run = run.trace(context.clone());
+                }
+                let result = run
+                    .start(item.input.clone())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if result.status != WorkflowStatus::Success {
+                    let status = serde_json::to_value(result.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_else(|| format!("{:?}", result.status));
+                    return Err(match &result.error {
+                        Some(error) => {
+                            format!("the workflow run ended {status}: {}", error.message)
+                        }
+                        None => format!("the workflow run ended {status}"),
+                    });
+                }
+                let output = result.result.unwrap_or(Value::Null);
+                let scored = ScorerRun::new(
+                    ScorerInput::Value(item.input.clone()),
+                    ScorerOutput::Value(output.clone()),
+                )
+                .run_id(result.run_id.clone());
+                Ok(Answered {
+                    run: scored,
+                    output,
+                    run_id: result.run_id,
+                    trace_id: trace.map(|t| t.trace_id),
+                })
+            }
+        }
+    }
+
     async fn run_item(&self, item: &DatasetItem) -> ItemResult {
         let mut attempts = 0;
         let mut last_error = None;
         let mut answer = None;
         while attempts <= self.retries {
             attempts += 1;
-            let mut run = self.agent.generate(item.input.as_str());
-            if let Some(mocks) = &item.tool_mocks {
-                run = run.options(kestrel_core::agent::RunOptions::new().tool_mocks(mocks.clone()));
-            }
-            match run.await {
-                Ok(result) => {
-                    answer = Some(result);
+            match self.attempt(item).await {
+                Ok(answered) => {
+                    answer = Some(answered);
                     break;
                 }
-                Err(error) => last_error = Some(error.to_string()),
+                Err(error) => last_error = Some(error),
             }
         }
         let mut out = ItemResult {
             item_id: item.id.clone(),
-            input: item.input.clone(),
-            output: String::new(),
+            input: self.input_of(item),
+            output: Value::Null,
             run_id: None,
             trace_id: None,
             attempts,
             error: None,
             scores: Vec::new(),
         };
-        let Some(result) = answer else {
+        let Some(answered) = answer else {
             out.error = last_error;
             out.scores = self
                 .scorers
@@ -743,24 +607,17 @@ impl Experiment {
                 .collect();
             return out;
         };
-        out.output.clone_from(&result.text);
-        out.run_id = Some(result.run_id.clone());
-        out.trace_id.clone_from(&result.trace_id);
-        let mut run = ScorerRun::agent(
-            AgentInput {
-                input_messages: vec![Message::user(item.input.as_str())],
-                ..AgentInput::default()
-            },
-            result.response_messages.clone(),
-        )
-        .run_id(result.run_id.clone());
+        out.output = answered.output;
+        out.run_id = Some(answered.run_id);
+        out.trace_id.clone_from(&answered.trace_id);
+        let mut run = answered.run;
         if let Some(truth) = &item.ground_truth {
             run = run.ground_truth(truth.clone());
         }
         if let Some(expected) = &item.expected_trajectory {
             run = run.expected_trajectory(expected.clone());
         }
-        if let Some(trace) = &result.trace_id {
+        if let Some(trace) = &answered.trace_id {
             run = run.trace(trace.clone(), None);
         }
         for scorer in &self.scorers {
@@ -785,8 +642,8 @@ impl Experiment {
                 let mut record = score_record(
                     &**scorer,
                     r,
-                    "AGENT",
-                    self.agent.id(),
+                    self.target.entity_type(),
+                    self.target.id(),
                     ScoreSource::Test,
                     serde_json::to_value(&run.input).unwrap_or_default(),
                     serde_json::to_value(&run.output).unwrap_or_default(),
@@ -795,7 +652,7 @@ impl Experiment {
                 record.dataset_id = Some(self.dataset.id.clone());
                 record.dataset_item_id = Some(item.id.clone());
                 record.ground_truth.clone_from(&item.ground_truth);
-                record.trace_id.clone_from(&result.trace_id);
+                record.trace_id.clone_from(&answered.trace_id);
                 if let Err(error) = store.save_score(&record).await {
                     tracing::warn!(%error, item = %item.id, "an experiment's score could not be stored");
                 }

@@ -28,6 +28,7 @@
 //! [`Scorer`]: kestrel_core::eval::Scorer
 
 pub mod code;
+pub mod dataset;
 pub mod experiment;
 mod js;
 pub mod llm;

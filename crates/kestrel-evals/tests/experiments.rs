@@ -371,3 +371,92 @@ async fn an_items_tool_mocks_answer_instead_of_its_tools() {
         "the mocked call never ran the tool"
     );
 }
+
+#[tokio::test]
+async fn a_workflow_runs_over_json_inputs_traced_and_retried() {
+    use kestrel_core::eval::create_scorer;
+    use kestrel_core::kestrel::Kestrel;
+    use kestrel_core::trace::TracingConfig;
+    use kestrel_core::workflow::{StepError, Workflow};
+    use kestrel_evals::experiment::Target;
+
+    // Doubles `n`; fails the first time it sees 7 (a flaky dependency).
+    let flaked = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&flaked);
+    let double = Workflow::builder("double")
+        .map(move |input, _ctx| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let n = input["n"].as_i64().unwrap_or_default();
+                if n == 7 && seen.fetch_add(1, Ordering::AcqRel) == 0 {
+                    return Err(StepError::new("flaky"));
+                }
+                Ok(serde_json::json!({"doubled": n * 2}))
+            }
+        })
+        .commit()
+        .unwrap();
+    let kestrel = Kestrel::builder()
+        .workflow(double)
+        .tracing(TracingConfig::new())
+        .build()
+        .unwrap();
+    let dataset = Dataset::from_jsonl(
+        "numbers",
+        r#"{"id": "a", "input": {"n": 2}, "groundTruth": {"doubled": 4}}
+{"id": "b", "input": {"n": 7}, "groundTruth": {"doubled": 14}}
+{"id": "c", "input": {"n": 1}, "toolMocks": {"search": "nothing"}}"#,
+    )
+    .unwrap();
+    let exact = create_scorer("exact")
+        .generate_score(|cx| async move {
+            let output = serde_json::to_value(&cx.run.output).unwrap_or_default();
+            Ok(if cx.run.ground_truth.as_ref() == Some(&output) {
+                1.0
+            } else {
+                0.0
+            })
+        })
+        .build()
+        .unwrap();
+    let workflow = kestrel.workflow("double").unwrap().clone();
+    let target = Target::from(workflow);
+    assert_eq!((target.kind(), target.id()), ("workflow", "double"));
+    let report = Experiment::new(target, dataset)
+        .scorer(exact)
+        .retries(1)
+        .concurrency(1)
+        .run()
+        .await
+        .unwrap();
+    assert_eq!(
+        (report.target_type.as_str(), report.target_id.as_str()),
+        ("workflow", "double")
+    );
+    let a = &report.items[0];
+    assert_eq!(a.input, serde_json::json!({"n": 2}));
+    assert_eq!(a.output, serde_json::json!({"doubled": 4}));
+    assert_eq!(a.scores[0].score, Some(1.0));
+    assert!(
+        a.trace_id.as_deref().is_some_and(|t| t.len() == 32),
+        "{a:?}"
+    );
+    assert!(a.run_id.is_some());
+    let b = &report.items[1];
+    assert_eq!(
+        (b.attempts, b.error.as_deref()),
+        (2, None),
+        "retried once: {b:?}"
+    );
+    assert_eq!(b.scores[0].score, Some(1.0));
+    let c = &report.items[2];
+    assert!(
+        c.error
+            .as_deref()
+            .unwrap()
+            .contains("toolMocks apply to agent targets"),
+        "{c:?}"
+    );
+    assert_eq!(report.summary["exact"].mean, Some(1.0));
+    assert_eq!(report.failed_items, 1);
+}

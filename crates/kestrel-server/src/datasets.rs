@@ -26,7 +26,7 @@ use kestrel_core::store::{
     DatasetItemRecord, DatasetQuery, DatasetRecord, DatasetStoreError, ExperimentRecord,
     ExperimentResultRecord, ExperimentStatus, ItemChange, SharedDatasetStore,
 };
-use kestrel_evals::experiment::{Dataset, Experiment, MAX_CONCURRENCY, MAX_RETRIES};
+use kestrel_evals::experiment::{Dataset, Experiment, MAX_CONCURRENCY, MAX_RETRIES, Target};
 use kestrel_storage::MAX_DATASET_ID_BYTES;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -200,7 +200,7 @@ struct ItemBody {
     /// Its id (default: a new one; an existing id replaces that item).
     #[schemars(length(min = 1, max = 512))]
     id: Option<String>,
-    /// What the agent is asked (a string, or `{prompt}`).
+    /// What the run is given: an agent's prompt (a string, or `{prompt}`), a workflow's input.
     #[schemars(schema_with = "not_null")]
     input: Value,
     /// What it should answer.
@@ -226,12 +226,12 @@ struct ItemsBody {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ExperimentBody {
-    /// `agent` (workflows are not run as experiment targets yet).
+    /// `agent` or `workflow`.
     target_type: TargetType,
-    /// The agent.
+    /// The agent or workflow.
     #[schemars(length(min = 1, max = 512))]
     target_id: String,
-    /// The scorers: an agent's live scorer's id, or a code scorer's name
+    /// The scorers: an agent's or workflow's live scorer's id, or a code scorer's name
     /// (`content-similarity`, `trajectory-accuracy`...).
     #[schemars(length(min = 1, max = 20))]
     scorer_ids: Vec<String>,
@@ -252,8 +252,10 @@ struct ExperimentBody {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 enum TargetType {
-    /// An agent.
+    /// An agent, asked each item's prompt.
     Agent,
+    /// A workflow, started with each item's input.
+    Workflow,
 }
 
 /// `POST /datasets/{id}/compare`.
@@ -502,12 +504,14 @@ async fn delete_item(
     Ok(Json(json!({"success": true, "version": version})))
 }
 
-/// The scorer `id`: an agent's live scorer of that id, or a code scorer of that name.
+/// The scorer `id`: an agent's or workflow's live scorer of that id, or a code scorer of
+/// that name.
 fn scorer_of(state: &AppState, id: &str) -> Option<SharedScorer> {
-    state
-        .kestrel
+    let kestrel = &state.kestrel;
+    kestrel
         .agents()
         .flat_map(|agent| agent.scorers().iter())
+        .chain(kestrel.workflows().flat_map(|w| w.scorers().iter()))
         .find(|live| live.scorer.id() == id)
         .map(|live| Arc::clone(&live.scorer))
         .or_else(|| kestrel_evals::code::by_name(id))
@@ -521,12 +525,20 @@ async fn start_experiment(
 ) -> Result<Json<Value>, ApiError> {
     unpinned(&caller, "datasets")?;
     checked("datasetId", &dataset_id, false)?;
-    let TargetType::Agent = body.target_type;
-    let agent = state
-        .kestrel
-        .agent(&body.target_id)
-        .map_err(|_| ApiError::not_found(format!("agent {:?} not found", body.target_id)))?
-        .clone();
+    let target: Target = match body.target_type {
+        TargetType::Agent => state
+            .kestrel
+            .agent(&body.target_id)
+            .map_err(|_| ApiError::not_found(format!("agent {:?} not found", body.target_id)))?
+            .clone()
+            .into(),
+        TargetType::Workflow => state
+            .kestrel
+            .workflow(&body.target_id)
+            .map_err(|_| ApiError::not_found(format!("workflow {:?} not found", body.target_id)))?
+            .clone()
+            .into(),
+    };
     if body.scorer_ids.is_empty() || body.scorer_ids.len() > 20 {
         return Err(ApiError::invalid("scorerIds must name 1 to 20 scorers"));
     }
@@ -534,7 +546,8 @@ async fn start_experiment(
     for id in &body.scorer_ids {
         let scorer = scorer_of(&state, id).ok_or_else(|| {
             ApiError::not_found(format!(
-                "scorer {id:?} is neither an agent's live scorer nor a code scorer ({})",
+                "scorer {id:?} is neither a live scorer of an agent or workflow nor a code \
+                 scorer ({})",
                 kestrel_evals::code::NAMES
             ))
         })?;
@@ -580,7 +593,8 @@ async fn start_experiment(
             ),
         ));
     }
-    let mut experiment = Experiment::new(agent, dataset.clone())
+    let target_type = target.kind();
+    let mut experiment = Experiment::new(target, dataset.clone())
         .concurrency(concurrency)
         .retries(retries)
         .store(Arc::clone(&state.kestrel.stores().scores))
@@ -598,7 +612,7 @@ async fn start_experiment(
         name: None,
         dataset_id: dataset.id.clone(),
         dataset_version: dataset.version,
-        target_type: "agent".to_owned(),
+        target_type: target_type.to_owned(),
         target_id: body.target_id.clone(),
         target_version: None,
         scorer_ids: body.scorer_ids.clone(),

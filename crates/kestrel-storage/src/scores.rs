@@ -5,8 +5,11 @@
 //! run id and entity must be non-empty text without NUL (PostgreSQL text cannot hold one)
 //! and at most [`MAX_SCORE_ID_BYTES`] bytes; a record that breaks this is refused with the
 //! field named. Listings are newest first (ties: the larger id first), on every backend.
+//!
+//! **Pending scorings** ([`PendingScore`]) are checked alike and kept as JSON beside their id
+//! and time; completing one stores its score and forgets it in one transaction.
 
-use kestrel_core::store::{ScoreRecord, ScoreSource, ScoreStoreError};
+use kestrel_core::store::{PendingScore, ScoreRecord, ScoreSource, ScoreStoreError};
 
 use crate::error::{Result, StorageError};
 
@@ -91,4 +94,37 @@ impl EncodedScore {
 #[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 pub(crate) fn decode(json: &str) -> Result<ScoreRecord> {
     serde_json::from_str(json).map_err(|e| StorageError::corrupt("score", e))
+}
+
+/// A pending scoring's columns, checked, and its JSON (the memory backend only checks).
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) struct EncodedPending {
+    pub id: String,
+    pub created_at: i64,
+    pub record: String,
+}
+
+impl EncodedPending {
+    /// `pending` checked and encoded.
+    pub(crate) fn new(pending: &PendingScore) -> Result<Self> {
+        check_id("id", &pending.id)?;
+        check_id("scorerId", &pending.scorer_id)?;
+        check_id("runId", &pending.run_id)?;
+        check_id("entityType", &pending.entity_type)?;
+        check_id("entityId", &pending.entity_id)?;
+        let record = serde_json::to_string(pending).map_err(|e| {
+            StorageError::invalid("pendingScore", format!("cannot be encoded: {e}"))
+        })?;
+        Ok(Self {
+            id: pending.id.clone(),
+            created_at: i64::try_from(pending.created_at).unwrap_or(i64::MAX),
+            record,
+        })
+    }
+}
+
+/// A stored pending scoring's JSON read back.
+#[cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
+pub(crate) fn decode_pending(json: &str) -> Result<PendingScore> {
+    serde_json::from_str(json).map_err(|e| StorageError::corrupt("pending score", e))
 }

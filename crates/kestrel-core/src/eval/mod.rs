@@ -7,8 +7,8 @@
 //!   through structured output;
 //! - [`trajectory`]: what a run did, step by step ([`Trajectory`]), and what it was expected
 //!   to do ([`ExpectedTrajectory`]);
-//! - [`live`]: scorers an agent runs on its finished runs, off their path, stored with the
-//!   denominator kept ([`ScoringStats`]);
+//! - [`live`]: scorers an agent runs on its finished runs, off their path, kept pending until
+//!   stored (a restart resumes them), with the denominator kept ([`ScoringStats`]);
 //! - [`sampling`]: which live runs a scorer scores ([`ScoreSampling`]), decided from the trace
 //!   or run id exactly as Mastra decides it, so every scorer at one rate picks the same runs.
 //!
@@ -42,7 +42,7 @@ pub mod sampling;
 pub mod scorer;
 pub mod trajectory;
 
-pub use live::{LiveScorer, ScoreCounts, ScoringStats};
+pub use live::{LiveScorer, MAX_SCORING_ATTEMPTS, ScoreCounts, ScoringStats};
 pub use pipeline::{
     Judge, JudgePrompt, NotScorable, PipelineScorer, ScorerBuildError, ScorerBuilder, SharedJudge,
     StepContext, create_scorer,

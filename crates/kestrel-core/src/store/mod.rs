@@ -55,8 +55,9 @@ pub use runs::{
     RunStoreError, SharedRunStore, StoredRun, SuspendedRunsPage, SuspendedRunsQuery,
 };
 pub use scores::{
-    DEFAULT_IN_MEMORY_SCORES, DEFAULT_SCORES_PAGE, InMemoryScoreStore, MAX_SCORES_PAGE, ScorePage,
-    ScoreQuery, ScoreRecord, ScoreSource, ScoreStore, ScoreStoreError, SharedScoreStore,
+    DEFAULT_IN_MEMORY_SCORES, DEFAULT_SCORES_PAGE, InMemoryScoreStore,
+    MAX_IN_MEMORY_PENDING_SCORES, MAX_SCORES_PAGE, PendingScore, ScorePage, ScoreQuery,
+    ScoreRecord, ScoreSource, ScoreStore, ScoreStoreError, SharedScoreStore,
 };
 pub use versions::{AgentVersionStore, SharedAgentVersions};
 pub use workflows::{

@@ -1,7 +1,7 @@
 //! Scores as they are kept: one [`ScoreRecord`] per scorer run (Mastra's `mastra_scorers`
 //! row), read back by run, scorer or entity.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
@@ -264,6 +264,81 @@ impl ScorePage {
     }
 }
 
+/// A live scoring decided but not yet stored: kept (beside the scores) from the moment a run's
+/// sampling chose it until its score is stored, so a process that dies between the two does not
+/// lose it ([`Kestrel::resume_pending_scores`](crate::kestrel::Kestrel) scores it at the next
+/// start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct PendingScore {
+    /// The id the score will have: one per run and scorer, so scoring it twice (a restart
+    /// racing a slow scorer) stores one score, not two.
+    pub id: String,
+    /// The scorer.
+    pub scorer_id: String,
+    /// `AGENT` or `WORKFLOW`.
+    pub entity_type: String,
+    /// The agent's or workflow's id.
+    pub entity_id: String,
+    /// The scored run.
+    pub run_id: String,
+    /// The run as the scorer reads it (an [`eval::ScorerRun`](crate::eval::ScorerRun), as
+    /// JSON).
+    pub run: Value,
+    /// The run's resource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_id: Option<String>,
+    /// The run's thread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// How many times a scoring of it was started after a restart (a scorer that takes its
+    /// process down is given up on after a few).
+    #[serde(default)]
+    pub attempts: u32,
+    /// When the run was sampled (Unix milliseconds).
+    pub created_at: u64,
+}
+
+impl PendingScore {
+    /// The pending scoring by `scorer_id` of run `run_id` of entity `entity_type` `entity_id`,
+    /// which the scorer will read as `run`; made now, its id [`PendingScore::id_for`].
+    pub fn new(
+        scorer_id: impl Into<String>,
+        entity_type: impl Into<String>,
+        entity_id: impl Into<String>,
+        run_id: impl Into<String>,
+        run: Value,
+    ) -> Self {
+        let scorer_id = scorer_id.into();
+        let run_id = run_id.into();
+        Self {
+            id: Self::id_for(&run_id, &scorer_id),
+            scorer_id,
+            entity_type: entity_type.into(),
+            entity_id: entity_id.into(),
+            run_id,
+            run,
+            resource_id: None,
+            thread_id: None,
+            attempts: 0,
+            created_at: now_ms(),
+        }
+    }
+
+    /// The id of the live score of `scorer_id` on run `run_id`: the same for the same pair,
+    /// 32 hex digits whatever the ids' length.
+    pub fn id_for(run_id: &str, scorer_id: &str) -> String {
+        use sha2::Digest;
+        let mut hash = sha2::Sha256::new();
+        hash.update(run_id.as_bytes());
+        hash.update([0]);
+        hash.update(scorer_id.as_bytes());
+        let digest = hash.finalize();
+        digest.iter().take(16).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
 /// Why a score store failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -285,6 +360,21 @@ pub trait ScoreStore: Send + Sync + std::fmt::Debug {
 
     /// A page of scores, newest first (ties: the larger id first).
     async fn list_scores(&self, query: &ScoreQuery) -> Result<ScorePage, ScoreStoreError>;
+
+    /// Keeps `pending` (all at once: a run's sampled scorers are kept together or not at
+    /// all); one saved again with the same id replaces the first.
+    async fn save_pending_scores(&self, pending: &[PendingScore]) -> Result<(), ScoreStoreError>;
+
+    /// Stores `score` and forgets the pending scoring of the same id, both at once.
+    async fn complete_pending_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError>;
+
+    /// At most `limit` pending scorings made before `before` (Unix milliseconds), oldest
+    /// first (ties: the smaller id first).
+    async fn pending_scores(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingScore>, ScoreStoreError>;
 }
 
 /// A score store shared by an instance.
@@ -293,11 +383,18 @@ pub type SharedScoreStore = Arc<dyn ScoreStore>;
 /// The most scores [`InMemoryScoreStore`] keeps by default; past it the oldest go.
 pub const DEFAULT_IN_MEMORY_SCORES: usize = 100_000;
 
-/// Scores in this process's memory, bounded: past its bound the oldest go.
+/// The most pending scorings [`InMemoryScoreStore`] keeps; past it a save is refused (the
+/// scorings are then counted failed, never dropped unseen).
+pub const MAX_IN_MEMORY_PENDING_SCORES: usize = 100_000;
+
+/// Scores in this process's memory, bounded: past its bound the oldest go. Its pending
+/// scorings live as long as the process, so they carry nothing over a restart: keeping them
+/// is what the database backends are for.
 #[derive(Debug)]
 pub struct InMemoryScoreStore {
     max: usize,
     scores: Mutex<VecDeque<ScoreRecord>>,
+    pending: Mutex<BTreeMap<String, PendingScore>>,
 }
 
 impl Default for InMemoryScoreStore {
@@ -317,6 +414,7 @@ impl InMemoryScoreStore {
         Self {
             max: max.max(1),
             scores: Mutex::new(VecDeque::new()),
+            pending: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -328,15 +426,7 @@ impl InMemoryScoreStore {
 #[async_trait::async_trait]
 impl ScoreStore for InMemoryScoreStore {
     async fn save_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
-        let mut scores = self.lock();
-        if let Some(kept) = scores.iter_mut().find(|s| s.id == score.id) {
-            *kept = score.clone();
-            return Ok(());
-        }
-        if scores.len() >= self.max {
-            scores.pop_front();
-        }
-        scores.push_back(score.clone());
+        self.keep(score);
         Ok(())
     }
 
@@ -363,5 +453,58 @@ impl ScoreStore for InMemoryScoreStore {
             scores: page,
             total: matching.len(),
         })
+    }
+
+    async fn save_pending_scores(&self, pending: &[PendingScore]) -> Result<(), ScoreStoreError> {
+        let mut kept = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let new = pending.iter().filter(|p| !kept.contains_key(&p.id)).count();
+        if kept.len() + new > MAX_IN_MEMORY_PENDING_SCORES {
+            return Err(ScoreStoreError::Backend(format!(
+                "{MAX_IN_MEMORY_PENDING_SCORES} scorings are pending already; \
+                 the scorers are not keeping up with the runs"
+            )));
+        }
+        for p in pending {
+            kept.insert(p.id.clone(), p.clone());
+        }
+        Ok(())
+    }
+
+    async fn complete_pending_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
+        self.keep(score);
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&score.id);
+        Ok(())
+    }
+
+    async fn pending_scores(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingScore>, ScoreStoreError> {
+        let kept = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut due: Vec<&PendingScore> = kept.values().filter(|p| p.created_at < before).collect();
+        due.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        Ok(due.into_iter().take(limit).cloned().collect())
+    }
+}
+
+impl InMemoryScoreStore {
+    fn keep(&self, score: &ScoreRecord) {
+        let mut scores = self.lock();
+        if let Some(kept) = scores.iter_mut().find(|s| s.id == score.id) {
+            *kept = score.clone();
+            return;
+        }
+        if scores.len() >= self.max {
+            scores.pop_front();
+        }
+        scores.push_back(score.clone());
     }
 }

@@ -118,6 +118,11 @@ impl Workflow {
         workflow
     }
 
+    /// Whether its runs are traced (it is registered on an instance that traces).
+    pub fn is_traced(&self) -> bool {
+        self.inner.tracer.is_some()
+    }
+
     /// The scorers it runs on its successful runs.
     pub fn scorers(&self) -> &[crate::eval::LiveScorer] {
         &self.inner.scorers

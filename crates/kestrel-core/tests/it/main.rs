@@ -14,6 +14,7 @@ mod delegation;
 mod delegation_control;
 mod environment;
 mod eval;
+mod eval_pending;
 #[cfg(any(feature = "openai", feature = "anthropic"))]
 mod fake_server;
 mod iteration;

@@ -50,7 +50,37 @@ fn kestrel() -> Kestrel {
         })))
         .build()
         .unwrap();
-    Kestrel::builder().agent(good).agent(bad).build().unwrap()
+    // `capital` looks the country of its input up; its live scorer compares the result with
+    // the ground truth, JSON to JSON.
+    let same = create_scorer("same-result")
+        .generate_score(|cx| async move {
+            let output = serde_json::to_value(&cx.run.output).unwrap_or_default();
+            Ok(if cx.run.ground_truth.as_ref() == Some(&output) {
+                1.0
+            } else {
+                0.0
+            })
+        })
+        .build()
+        .unwrap();
+    let capital = kestrel_core::workflow::Workflow::builder("capital")
+        .map(|input, _ctx| async move {
+            let city = match input["country"].as_str() {
+                Some("Germany") => "Berlin",
+                Some("France") => "Paris",
+                _ => return Err(kestrel_core::workflow::StepError::new("unknown country")),
+            };
+            Ok(json!({"capital": city}))
+        })
+        .scorer(same, ScoreSampling::ratio(0.0))
+        .commit()
+        .unwrap();
+    Kestrel::builder()
+        .agent(good)
+        .agent(bad)
+        .workflow(capital)
+        .build()
+        .unwrap()
 }
 
 async fn serve(server: Server) -> String {
@@ -208,6 +238,75 @@ async fn datasets_version_their_items_and_experiments_compare() {
 }
 
 #[tokio::test]
+async fn a_workflow_runs_as_an_experiment_target_on_json_inputs() {
+    let kestrel = kestrel();
+    let base = serve(Server::new(kestrel.clone())).await;
+    call(
+        "POST",
+        format!("{base}/datasets"),
+        Some(json!({"id": "countries", "name": "Countries"})),
+    )
+    .await;
+    let (status, items) = call(
+        "POST",
+        format!("{base}/datasets/countries/items"),
+        Some(json!({"items": [
+            {"id": "de", "input": {"country": "Germany"}, "groundTruth": {"capital": "Berlin"}},
+            {"id": "fr", "input": {"country": "France"}, "groundTruth": {"capital": "Lyon"}},
+            {"id": "xx", "input": {"country": "Atlantis"}}
+        ]})),
+    )
+    .await;
+    assert_eq!(status, 200, "{items}");
+    let (status, started) = call(
+        "POST",
+        format!("{base}/datasets/countries/experiments"),
+        Some(
+            json!({"targetType": "workflow", "targetId": "capital", "scorerIds": ["same-result"]}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(
+        (&started["targetType"], &started["targetId"]),
+        (&json!("workflow"), &json!("capital"))
+    );
+    let id = started["id"].as_str().unwrap();
+    let done = finished(&base, id).await;
+    assert_eq!(done["experiment"]["status"], "completed", "{done}");
+    assert_eq!(
+        (
+            &done["experiment"]["succeededCount"],
+            &done["experiment"]["failedCount"]
+        ),
+        (&json!(2), &json!(1)),
+        "{done}"
+    );
+    let results = done["results"].as_array().unwrap();
+    let de = results.iter().find(|r| r["itemId"] == "de").unwrap();
+    assert_eq!(de["input"], json!({"country": "Germany"}));
+    assert_eq!(de["output"], json!({"capital": "Berlin"}));
+    assert!(de["runId"].is_string());
+    let xx = results.iter().find(|r| r["itemId"] == "xx").unwrap();
+    assert_eq!(xx["status"], "failed");
+    assert!(
+        xx["error"].as_str().unwrap().contains("unknown country"),
+        "{xx}"
+    );
+    assert_eq!(done["summary"]["same-result"]["mean"], 0.5, "{done}");
+    // The scores are the workflow's, kept as test scores of the experiment.
+    let (status, scores) = call(
+        "GET",
+        format!("{base}/scores/entity/WORKFLOW/capital"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{scores}");
+    assert_eq!(scores["pagination"]["total"], 2, "{scores}");
+    assert_eq!(scores["scores"][0]["experimentId"], id);
+}
+
+#[tokio::test]
 async fn bad_asks_name_what_is_wrong() {
     let base = serve(Server::new(kestrel())).await;
     call(
@@ -293,7 +392,7 @@ async fn bad_asks_name_what_is_wrong() {
             "POST",
             "/datasets/d/experiments".to_owned(),
             json!({"targetType": "workflow", "targetId": "good", "scorerIds": ["tone"]}),
-            422,
+            404,
             "workflow",
         ),
         (

@@ -39,11 +39,14 @@ pub static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("../../migrations/sqlite/0009_spans.sql")),
         M::up(include_str!("../../migrations/sqlite/0010_scores.sql")),
         M::up(include_str!("../../migrations/sqlite/0011_datasets.sql")),
+        M::up(include_str!(
+            "../../migrations/sqlite/0012_pending_scores.sql"
+        )),
     ])
 });
 
 /// How many migrations this build knows.
-pub const SCHEMA_VERSION: usize = 11;
+pub const SCHEMA_VERSION: usize = 12;
 
 /// Opens the writer and migrates the file (on the blocking pool: it may wait for another
 /// process's lock and run migrations).

@@ -2,12 +2,14 @@
 //! listings filter by), upserted by id.
 
 use async_trait::async_trait;
-use kestrel_core::store::{ScorePage, ScoreQuery, ScoreRecord, ScoreStore, ScoreStoreError};
+use kestrel_core::store::{
+    PendingScore, ScorePage, ScoreQuery, ScoreRecord, ScoreStore, ScoreStoreError,
+};
 use rusqlite::params;
 
 use super::conn::Cost;
 use super::{SqliteStorage, err, query_dynamic, sql};
-use crate::scores::{EncodedScore, decode, score_err, source_name};
+use crate::scores::{EncodedPending, EncodedScore, decode, decode_pending, score_err, source_name};
 
 const UPSERT: &str = "INSERT INTO scores (id, scorer_id, run_id, entity_type, entity_id, \
      source, experiment_id, created_at, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
@@ -15,6 +17,27 @@ const UPSERT: &str = "INSERT INTO scores (id, scorer_id, run_id, entity_type, en
      entity_type = excluded.entity_type, entity_id = excluded.entity_id, \
      source = excluded.source, experiment_id = excluded.experiment_id, \
      created_at = excluded.created_at, record = excluded.record";
+
+const UPSERT_PENDING: &str = "INSERT INTO pending_scores (id, created_at, record) \
+     VALUES (?1, ?2, ?3) ON CONFLICT (id) DO UPDATE SET created_at = excluded.created_at, \
+     record = excluded.record";
+
+/// Stores `row` on `conn` (inside the caller's transaction, if any).
+fn upsert(conn: &rusqlite::Connection, row: &EncodedScore) -> rusqlite::Result<()> {
+    conn.prepare_cached(UPSERT)?
+        .execute(params![
+            row.id,
+            row.scorer_id,
+            row.run_id,
+            row.entity_type,
+            row.entity_id,
+            row.source,
+            row.experiment_id,
+            row.created_at,
+            row.record
+        ])
+        .map(|_| ())
+}
 
 /// The filters of `query` after `WHERE 1`.
 fn push_filters(statement: &mut sql::Dynamic, query: &ScoreQuery) {
@@ -45,22 +68,7 @@ impl ScoreStore for SqliteStorage {
         let row = EncodedScore::new(score).map_err(score_err)?;
         self.conns
             .write(OP, Cost::Short, move |conn| {
-                conn.prepare_cached(UPSERT)
-                    .and_then(|mut s| {
-                        s.execute(params![
-                            row.id,
-                            row.scorer_id,
-                            row.run_id,
-                            row.entity_type,
-                            row.entity_id,
-                            row.source,
-                            row.experiment_id,
-                            row.created_at,
-                            row.record
-                        ])
-                    })
-                    .map(|_| ())
-                    .map_err(err(OP))
+                upsert(conn, &row).map_err(err(OP))
             })
             .await
             .map_err(score_err)
@@ -114,5 +122,74 @@ impl ScoreStore for SqliteStorage {
             .collect::<crate::error::Result<Vec<_>>>()
             .map_err(score_err)?;
         Ok(ScorePage::new(scores, usize::try_from(total).unwrap_or(0)))
+    }
+
+    async fn save_pending_scores(&self, pending: &[PendingScore]) -> Result<(), ScoreStoreError> {
+        const OP: &str = "save_pending_scores";
+        let rows = pending
+            .iter()
+            .map(EncodedPending::new)
+            .collect::<crate::error::Result<Vec<_>>>()
+            .map_err(score_err)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                for row in &rows {
+                    tx.prepare_cached(UPSERT_PENDING)
+                        .and_then(|mut s| s.execute(params![row.id, row.created_at, row.record]))
+                        .map_err(err(OP))?;
+                }
+                tx.commit().map_err(err(OP))
+            })
+            .await
+            .map_err(score_err)
+    }
+
+    async fn complete_pending_score(&self, score: &ScoreRecord) -> Result<(), ScoreStoreError> {
+        const OP: &str = "complete_pending_score";
+        let row = EncodedScore::new(score).map_err(score_err)?;
+        self.conns
+            .write(OP, Cost::Short, move |conn| {
+                let tx = conn.transaction().map_err(err(OP))?;
+                upsert(&tx, &row).map_err(err(OP))?;
+                tx.prepare_cached("DELETE FROM pending_scores WHERE id = ?1")
+                    .and_then(|mut s| s.execute([&row.id]))
+                    .map_err(err(OP))?;
+                tx.commit().map_err(err(OP))
+            })
+            .await
+            .map_err(score_err)
+    }
+
+    async fn pending_scores(
+        &self,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<PendingScore>, ScoreStoreError> {
+        const OP: &str = "pending_scores";
+        let before = i64::try_from(before).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows: Vec<String> = self
+            .conns
+            .read(OP, Cost::Long, move |conn| {
+                conn.prepare_cached(
+                    "SELECT record FROM pending_scores WHERE created_at < ?1 \
+                     ORDER BY created_at, id LIMIT ?2",
+                )
+                .and_then(|mut s| {
+                    s.query_map(params![before, limit], |r| r.get::<_, String>(0))?
+                        .collect()
+                })
+                .map_err(err(OP))
+            })
+            .await
+            .map_err(score_err)?;
+        rows.iter()
+            .map(|json| decode_pending(json))
+            .collect::<crate::error::Result<Vec<_>>>()
+            .map_err(score_err)
     }
 }

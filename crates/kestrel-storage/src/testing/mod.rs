@@ -86,6 +86,7 @@ macro_rules! conformance_tests {
             scores_round_trip_and_upsert,
             scores_list_filters_order_and_paging,
             scores_refuse_bad_records,
+            pending_scores_kept_until_completed,
             datasets_create_get_and_list,
             dataset_items_change_in_versions,
             dataset_items_concurrent_changes,

@@ -10,6 +10,8 @@ mod conformance_postgres;
 mod conformance_sqlite;
 #[cfg(all(feature = "sqlite", feature = "postgres"))]
 mod cross_backend;
+#[cfg(feature = "sqlite")]
+mod live_scoring_restart;
 mod ports;
 #[cfg(feature = "postgres")]
 mod postgres_faults;

@@ -251,13 +251,20 @@ impl AgentRun {
             reason,
             object: object.clone(),
         };
+        // Kept pending before the run's end is stored: a restart between the two still
+        // scores it. Boxed: only runs of agents with scorers pay for its future.
+        let sampled = if self.agent.inner.scorers.is_empty() {
+            None
+        } else {
+            Box::pin(self.sample_live(reason)).await
+        };
         self.close_snapshot().await;
         self.save_delegation_feedback().await;
         if reason != FinishReason::Tripwire {
             self.notify_memory_finished();
         }
-        if !self.agent.inner.scorers.is_empty() {
-            self.score_live(reason);
+        if let Some(sampled) = sampled {
+            sampled.start();
         }
         emit!(
             self.sink,
@@ -277,9 +284,12 @@ impl AgentRun {
         );
         Ok(())
     }
-    /// Hands the finished run to the agent's live scorers (a run that ended without an
-    /// answer is not eligible).
-    fn score_live(&self, reason: crate::model::FinishReason) {
+    /// Hands the finished run to the agent's live scorers' sampling (a run that ended
+    /// without an answer is not eligible): the scorings chosen, kept pending.
+    async fn sample_live(
+        &self,
+        reason: crate::model::FinishReason,
+    ) -> Option<crate::eval::live::Sampled> {
         use crate::eval::{AgentInput, ScorerInput, ScorerOutput, ScorerRun};
         use crate::message::Role;
         use crate::model::FinishReason as R;
@@ -287,7 +297,7 @@ impl AgentRun {
             reason,
             R::Stop | R::Length | R::MaxSteps | R::ContentFilter | R::Other | R::Unknown
         ) {
-            return;
+            return None;
         }
         let state = &self.state;
         let given = state.messages.get(..state.input_len).unwrap_or_default();
@@ -314,7 +324,7 @@ impl AgentRun {
             );
         }
         let settings = &state.settings;
-        crate::eval::live::score_finished(
+        crate::eval::live::sample_finished(
             &self.agent.inner.scorers,
             crate::eval::live::FinishedRun {
                 entity_type: "AGENT",
@@ -325,7 +335,8 @@ impl AgentRun {
             },
             std::sync::Arc::clone(&self.agent.runtime.stores.scores),
             std::sync::Arc::clone(&self.agent.runtime.scoring),
-        );
+        )
+        .await
     }
 
     /// Saves the run's snapshot: created on the first save, then a compare-and-set on the

@@ -66,13 +66,11 @@ enum Flow {
 }
 
 impl Engine {
-    /// Hands the successful run to the workflow's live scorers (input the run's input, output
-    /// its result), off its path.
-    fn score_live(&self, output: Option<&Value>) {
+    /// Hands the successful run to the workflow's live scorers' sampling (input the run's
+    /// input, output its result): the scorings chosen, kept pending.
+    async fn sample_live(&self, output: Option<&Value>) -> Option<crate::eval::live::Sampled> {
         use crate::eval::{ScorerInput, ScorerOutput, ScorerRun};
-        let Some(scoring) = &self.workflow.inner.scoring else {
-            return;
-        };
+        let scoring = self.workflow.inner.scoring.as_ref()?;
         let run = &self.run;
         let mut scored = ScorerRun::new(
             ScorerInput::Value(Value::clone(&run.init)),
@@ -83,7 +81,7 @@ impl Engine {
             let context = &trace.run.context;
             scored = scored.trace(context.trace_id.clone(), context.parent_span_id.clone());
         }
-        crate::eval::live::score_finished(
+        crate::eval::live::sample_finished(
             &self.workflow.inner.scorers,
             crate::eval::live::FinishedRun {
                 entity_type: "WORKFLOW",
@@ -94,7 +92,8 @@ impl Engine {
             },
             Arc::clone(&scoring.store),
             Arc::clone(&scoring.stats),
-        );
+        )
+        .await
     }
 }
 
@@ -685,6 +684,16 @@ impl Engine {
         // result, without a copy.
         let steps =
             std::mem::take(&mut *self.run.results.write().unwrap_or_else(|e| e.into_inner()));
+        // Kept pending before the run's end is stored: a restart between the two still
+        // scores it. Boxed: only runs of workflows with scorers pay for its future.
+        let sampled = if status == WorkflowStatus::Success
+            && self.handed_over().is_none()
+            && !self.workflow.inner.scorers.is_empty()
+        {
+            Box::pin(self.sample_live(output.as_deref())).await
+        } else {
+            None
+        };
         let steps = if self.handed_over().is_some() {
             steps
         } else if !self.keeps(status, &steps) {
@@ -753,8 +762,11 @@ impl Engine {
             run.emit(EventSource::Workflow, EventKind::WorkflowFinish(finish))
                 .await;
         }
-        if status == WorkflowStatus::Success && !self.workflow.inner.scorers.is_empty() {
-            self.score_live(output.as_deref());
+        // A run handed over is scored where it ends; its scorings stay pending meanwhile.
+        if let Some(sampled) = sampled
+            && self.handed_over().is_none()
+        {
+            sampled.start();
         }
         WorkflowResult {
             status,

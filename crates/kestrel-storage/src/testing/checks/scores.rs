@@ -1,9 +1,9 @@
 //! The checks of scores (core's `ScoreStore` on a storage): exact round trips, upserts by
-//! id, listings (filters, newest first, paging, counts), refused records.
+//! id, listings (filters, newest first, paging, counts), refused records, pending scorings.
 
 use std::sync::Arc;
 
-use kestrel_core::store::{ScoreQuery, ScoreRecord, ScoreSource};
+use kestrel_core::store::{PendingScore, ScoreQuery, ScoreRecord, ScoreSource};
 use serde_json::json;
 
 use crate::scores::MAX_SCORE_ID_BYTES;
@@ -151,4 +151,82 @@ pub async fn scores_refuse_bad_records(store: Arc<dyn Storage>) {
         store.list_scores(&ScoreQuery::new()).await.unwrap().total,
         0
     );
+}
+
+/// A pending scoring of `scorer` on `run` of agent `agent`, made at `created_at` (ms).
+fn pending(scorer: &str, run: &str, agent: &str, created_at: u64) -> PendingScore {
+    let mut pending = PendingScore::new(
+        scorer,
+        "AGENT",
+        agent,
+        run,
+        json!({"runId": run, "input": {"inputMessages": []}, "output": "Ünïcode ✓"}),
+    );
+    pending.created_at = created_at;
+    pending.thread_id = Some("t1".into());
+    pending
+}
+
+/// Pending scorings read back exactly, oldest first and made before the bound asked,
+/// at most the limit; saved again they are replaced; completing one stores its score and
+/// forgets it, and only it.
+pub async fn pending_scores_kept_until_completed(store: Arc<dyn Storage>) {
+    let first = pending("relevancy", "run-1", "weather", 1_000);
+    let second = pending("toxicity", "run-1", "weather", 1_000);
+    let third = pending("relevancy", "run-2", "weather", 2_000);
+    assert_ne!(first.id, second.id, "one id per run and scorer");
+    assert_eq!(first.id, PendingScore::id_for("run-1", "relevancy"));
+    store
+        .save_pending_scores(&[first.clone(), second.clone(), third.clone()])
+        .await
+        .unwrap();
+    store.save_pending_scores(&[]).await.unwrap();
+    let mut by_id = [first.clone(), second.clone()];
+    by_id.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(
+        store.pending_scores(1_500, 10).await.unwrap(),
+        by_id.to_vec(),
+        "made before 1500, ties by id"
+    );
+    assert_eq!(store.pending_scores(u64::MAX, 10).await.unwrap().len(), 3);
+    assert_eq!(store.pending_scores(u64::MAX, 1).await.unwrap().len(), 1);
+    assert!(store.pending_scores(1_000, 10).await.unwrap().is_empty());
+
+    let mut retried = first.clone();
+    retried.attempts = 2;
+    store
+        .save_pending_scores(std::slice::from_ref(&retried))
+        .await
+        .unwrap();
+    let kept = store.pending_scores(u64::MAX, 10).await.unwrap();
+    assert_eq!(kept.len(), 3, "saved again, replaced");
+    assert!(kept.contains(&retried));
+
+    let done = score(&first.id, "relevancy", "run-1", "weather", 3_000);
+    store.complete_pending_score(&done).await.unwrap();
+    assert_eq!(store.get_score(&first.id).await.unwrap(), Some(done));
+    let left: Vec<String> = store
+        .pending_scores(u64::MAX, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert_eq!(left.len(), 2);
+    assert!(!left.contains(&first.id));
+    // A score completing nothing is stored all the same.
+    let other = score("unrelated", "relevancy", "run-7", "weather", 3_000);
+    store.complete_pending_score(&other).await.unwrap();
+    assert_eq!(store.pending_scores(u64::MAX, 10).await.unwrap().len(), 2);
+
+    // A bad one among good ones: none is kept, the field named.
+    let mut bad = pending("relevancy", "run-3", "weather", 1);
+    bad.entity_id = String::new();
+    let error = store
+        .save_pending_scores(&[pending("bias", "run-3", "weather", 1), bad])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("entityId"), "{error}");
+    assert_eq!(store.pending_scores(u64::MAX, 10).await.unwrap().len(), 2);
 }
