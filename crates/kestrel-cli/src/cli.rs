@@ -123,17 +123,22 @@ pub enum Commands {
     #[command(
         long_about = "Run a demo agent over a dataset and score its answers.\n\n\
             The dataset is JSON Lines, one item a line: {\"input\": \"...\", \"groundTruth\"?: \
-            \"...\", \"expectedTrajectory\"?: {\"steps\": [{\"name\": \"get_weather\"}]}, \"id\"?: \
-            \"...\"}. Each item is asked to the agent (the demo agents of `kestrel dev`, on the \
+            \"...\", \"expectedTrajectory\"?: {\"steps\": [{\"name\": \"get_weather\"}]}, \
+            \"context\"?: [\"passage\", ...], \"id\"?: \"...\"}. Each item is asked to the agent (the demo agents of `kestrel dev`, on the \
             model of --model), its answer scored by every --scorer. The table shows each \
             item's scores and each scorer's mean; the exit code is 1 when a mean is below \
             --min-score (or a scorer scored nothing), 2 for a usage error.\n\n\
             Scorers (Mastra's deterministic code scorers): content-similarity, \
             textual-difference, keyword-coverage, completeness, tone, trajectory-accuracy \
-            (the item's expectedTrajectory against the tools the agent called).",
+            (the item's expectedTrajectory against the tools the agent called). LLM judges, \
+            on --judge-model: answer-relevancy, faithfulness, hallucination, context-precision, \
+            context-recall (these four against the item's context, else the tools' results), \
+            prompt-alignment, toxicity, bias, summarization, and rubric (its criteria given \
+            with --criterion).",
         after_help = "Examples:\n  \
             kestrel eval examples/datasets/weather.jsonl --agent assistant --scorer trajectory-accuracy --min-score 0.8\n  \
-            kestrel eval cases.jsonl --agent assistant --scorer keyword-coverage --scorer tone --json"
+            kestrel eval cases.jsonl --agent assistant --scorer keyword-coverage --scorer tone --json\n  \
+            kestrel eval cases.jsonl --agent assistant --scorer faithfulness --scorer rubric --criterion \"names the city\""
     )]
     Eval(EvalArgs),
 }
@@ -176,6 +181,10 @@ pub struct EvalArgs {
     /// The model the LLM judges (`--scorer toxicity`...) answer on (default: the agents').
     #[arg(long, value_name = "PROVIDER/MODEL", value_parser = NonEmptyStringValueParser::new())]
     pub judge_model: Option<String>,
+
+    /// A criterion of the rubric judge (`--scorer rubric`; repeat for several, each required).
+    #[arg(long = "criterion", value_name = "TEXT", value_parser = NonEmptyStringValueParser::new())]
+    pub criteria: Vec<String>,
 }
 
 /// A threshold between 0 and 1.

@@ -7,26 +7,46 @@ use std::sync::Arc;
 
 use kestrel::evals::code::{NAMES as SCORERS, by_name as scorer};
 use kestrel::evals::experiment::{Dataset, Experiment, ExperimentReport, Progress};
-use kestrel::evals::llm::{NAMES as JUDGES, by_name as judge, knows as is_judge};
+use kestrel::evals::llm::{
+    JudgeOptions, NAMES as JUDGES, by_name as judge, knows as is_judge, rubric,
+};
 use kestrel::model::ModelSpec;
 use kestrel::storage::InMemoryStorage;
 
 use crate::cli::EvalArgs;
 use crate::exit::{FAILURE, USAGE, fail};
 
+/// Whether `name` names the rubric judge (`rubric`, or its Mastra id `rubric-scorer`).
+fn is_rubric(name: &str) -> bool {
+    matches!(name, "rubric" | "rubric-scorer")
+}
+
 /// Runs `kestrel eval`.
 pub async fn run(args: EvalArgs) -> ExitCode {
     let unknown = args
         .scorers
         .iter()
-        .find(|name| scorer(name).is_none() && !is_judge(name));
+        .find(|name| scorer(name).is_none() && !is_judge(name) && !is_rubric(name));
     if let Some(name) = unknown {
         return fail(
             USAGE,
             format!(
                 "--scorer {name:?} is not a scorer; the scorers are: {SCORERS}, and the LLM \
-                 judges {JUDGES}"
+                 judges {JUDGES}, rubric (with --criterion)"
             ),
+        );
+    }
+    let wants_rubric = args.scorers.iter().any(|name| is_rubric(name));
+    if wants_rubric && args.criteria.is_empty() {
+        return fail(
+            USAGE,
+            "--scorer rubric grades answers against criteria: give at least one with --criterion",
+        );
+    }
+    if !wants_rubric && !args.criteria.is_empty() {
+        return fail(
+            USAGE,
+            "--criterion is a criterion of the rubric judge: add --scorer rubric",
         );
     }
     let text = match std::fs::read_to_string(&args.dataset) {
@@ -58,6 +78,13 @@ pub async fn run(args: EvalArgs) -> ExitCode {
     for name in &args.scorers {
         let built = match scorer(name) {
             Some(code) => Ok(code),
+            None if is_rubric(name) => rubric(
+                ModelSpec::Model(judge_model.clone()),
+                args.criteria.iter().map(|c| (c.clone(), true)).collect(),
+                JudgeOptions::new(),
+            )
+            .map(|judge| Arc::new(judge) as kestrel::eval::SharedScorer)
+            .map_err(|e| e.to_string()),
             None => match judge(name, ModelSpec::Model(judge_model.clone())) {
                 Some(Ok(judge)) => Ok(Arc::new(judge) as kestrel::eval::SharedScorer),
                 Some(Err(e)) => Err(e.to_string()),

@@ -34,6 +34,10 @@ pub struct DatasetItem {
     /// {"sky": "clear"}}`): the item's run is the same every time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_mocks: Option<serde_json::Map<String, Value>>,
+    /// What the answer should rest on (passages): the scorers read it as the run's additional
+    /// context, which the faithfulness, hallucination and context judges check it against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Vec<String>>,
     /// Anything else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
@@ -55,6 +59,7 @@ impl DatasetItem {
             })?;
         record.metadata.clone_from(&self.metadata);
         record.tool_mocks = self.tool_mocks.clone().map(Value::Object);
+        record.context = self.context.clone().map(Value::from);
         Ok(record)
     }
 
@@ -96,7 +101,23 @@ impl DatasetItem {
                 });
             }
         };
+        let context = match &record.context {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(passages)) => Some(
+                passages
+                    .iter()
+                    .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
+                    .collect(),
+            ),
+            Some(_) => {
+                return Err(DatasetError::Item {
+                    id: record.id.clone(),
+                    message: "context must be a list of passages".into(),
+                });
+            }
+        };
         Ok(Self {
+            context,
             id: record.id.clone(),
             input: record.input.clone(),
             ground_truth: record.ground_truth.clone(),
@@ -114,6 +135,7 @@ impl DatasetItem {
             ground_truth: None,
             expected_trajectory: None,
             tool_mocks: None,
+            context: None,
             metadata: None,
         }
     }
@@ -129,6 +151,16 @@ impl DatasetItem {
     /// Sets the expected answer.
     pub fn ground_truth(mut self, ground_truth: impl Into<Value>) -> Self {
         self.ground_truth = Some(ground_truth.into());
+        self
+    }
+
+    /// Sets what the answer should rest on.
+    pub fn context<I, S>(mut self, passages: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.context = Some(passages.into_iter().map(Into::into).collect());
         self
     }
 

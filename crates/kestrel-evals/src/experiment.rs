@@ -617,6 +617,9 @@ impl Experiment {
         if let Some(expected) = &item.expected_trajectory {
             run = run.expected_trajectory(expected.clone());
         }
+        if let Some(context) = &item.context {
+            run = run.additional_context(context.clone());
+        }
         if let Some(trace) = &answered.trace_id {
             run = run.trace(trace.clone(), None);
         }

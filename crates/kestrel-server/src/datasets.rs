@@ -209,6 +209,10 @@ struct ItemBody {
     expected_trajectory: Option<Value>,
     /// What its tools answer instead of running.
     tool_mocks: Option<Value>,
+    /// What the answer should rest on: passages the context judges check it against (at
+    /// most 100).
+    #[schemars(length(max = 100))]
+    context: Option<Vec<String>>,
     /// Anything else.
     metadata: Option<Value>,
 }
@@ -461,6 +465,15 @@ async fn add_items(
         record.ground_truth = item.ground_truth;
         record.expected_trajectory = item.expected_trajectory;
         record.tool_mocks = item.tool_mocks;
+        if let Some(context) = item.context {
+            if context.len() > 100 {
+                return Err(ApiError::invalid(format!(
+                    "items[{index}].context holds {} passages, at most 100",
+                    context.len()
+                )));
+            }
+            record.context = Some(Value::from(context));
+        }
         record.metadata = item.metadata;
         changes.push(ItemChange::Put(record));
     }

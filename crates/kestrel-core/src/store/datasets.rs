@@ -72,6 +72,10 @@ pub struct DatasetItemRecord {
     /// What its tools answer instead of running, by tool name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_mocks: Option<Value>,
+    /// What the answer should rest on (a list of passages): the context the faithfulness,
+    /// hallucination and context judges check it against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
     /// Anything else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
@@ -91,6 +95,7 @@ impl DatasetItemRecord {
             ground_truth: None,
             expected_trajectory: None,
             tool_mocks: None,
+            context: None,
             metadata: None,
             created_at: now_ms(),
         }
@@ -98,6 +103,9 @@ impl DatasetItemRecord {
 }
 
 /// One change of a dataset's items.
+// Puts are nearly every change, and a change list is short-lived: a box per put would cost
+// more than the deletes' unused room.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum ItemChange {
     /// Adds the item, or replaces the content of the item of its id.

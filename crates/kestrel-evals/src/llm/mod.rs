@@ -135,23 +135,34 @@ pub(crate) fn round2(n: f64) -> f64 {
 /// What every judge constructor returns.
 pub type JudgeResult = Result<PipelineScorer, JudgeError>;
 
-/// The judges [`by_name`] knows (those that need nothing but the run), as a list for
-/// messages.
-pub const NAMES: &str = "answer-relevancy, toxicity, bias, summarization";
+/// The judges [`by_name`] knows, as a list for messages: those that read nothing but the run
+/// (its input, answer, ground truth, and its context: the run's additional context — a
+/// dataset item's `context` — or else the results of the tools it called). The rubric needs
+/// criteria: build it with [`rubric`].
+pub const NAMES: &str = "answer-relevancy, faithfulness, hallucination, context-precision, \
+     context-recall, prompt-alignment, toxicity, bias, summarization";
 
 /// Whether [`by_name`] knows the judge `name`.
 pub fn knows(name: &str) -> bool {
     let name = name.strip_suffix("-scorer").unwrap_or(name);
     matches!(
         name,
-        "answer-relevancy" | "toxicity" | "bias" | "summarization"
+        "answer-relevancy"
+            | "faithfulness"
+            | "hallucination"
+            | "context-precision"
+            | "context-recall"
+            | "prompt-alignment"
+            | "toxicity"
+            | "bias"
+            | "summarization"
     )
 }
 
 /// The LLM judge named `name` (`answer-relevancy`, or its Mastra id
-/// `answer-relevancy-scorer`), judged by `model` with the default options; `None` for a name
-/// that is not one of [`NAMES`] (the judges that need context or criteria are built with
-/// their constructors).
+/// `answer-relevancy-scorer`), judged by `model` with the default options (prompt alignment
+/// on the user's prompt); `None` for a name that is not one of [`NAMES`]. The context judges
+/// find a run without context not scorable.
 pub fn by_name(name: &str, model: impl Into<ModelSpec>) -> Option<JudgeResult> {
     if !knows(name) {
         return None;
@@ -160,6 +171,11 @@ pub fn by_name(name: &str, model: impl Into<ModelSpec>) -> Option<JudgeResult> {
     let options = JudgeOptions::new();
     Some(match name {
         "answer-relevancy" => answer_relevancy(model, options),
+        "faithfulness" => faithfulness(model, options),
+        "hallucination" => hallucination(model, options),
+        "context-precision" => context_precision(model, options),
+        "context-recall" => context_recall(model, options),
+        "prompt-alignment" => prompt_alignment(model, Alignment::User, options),
         "toxicity" => toxicity(model, options),
         "bias" => bias(model, options),
         "summarization" => summarization(model, options),

@@ -251,13 +251,25 @@ async fn a_workflow_runs_as_an_experiment_target_on_json_inputs() {
         "POST",
         format!("{base}/datasets/countries/items"),
         Some(json!({"items": [
-            {"id": "de", "input": {"country": "Germany"}, "groundTruth": {"capital": "Berlin"}},
+            {"id": "de", "input": {"country": "Germany"}, "groundTruth": {"capital": "Berlin"}, "context": ["Berlin is Germany's capital."]},
             {"id": "fr", "input": {"country": "France"}, "groundTruth": {"capital": "Lyon"}},
             {"id": "xx", "input": {"country": "Atlantis"}}
         ]})),
     )
     .await;
     assert_eq!(status, 200, "{items}");
+    let (_, listed) = call("GET", format!("{base}/datasets/countries/items"), None).await;
+    let de = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "de")
+        .unwrap();
+    assert_eq!(
+        de["context"],
+        json!(["Berlin is Germany's capital."]),
+        "{listed}"
+    );
     let (status, started) = call(
         "POST",
         format!("{base}/datasets/countries/experiments"),
