@@ -88,6 +88,13 @@ async function run() {
   check(hello.includes("Hello! I can check the weather, book tables and send emails."), `the greeting is not all there: ${hello}`);
   check(/#\/assistant\/.+/.test(page.url()), `the thread is not in the URL: ${page.url()}`);
 
+  step = "the answer's live score in its footer";
+  // The assistant scores every answer with the tone scorer, after the run: the footer shows
+  // the stored score once it is there.
+  const footerScore = lastAssistant().locator('[data-testid="footer-score"][data-scorer="tone-scorer"]');
+  await footerScore.waitFor();
+  check(/tone-scorer: \d\.\d\d/.test(await footerScore.innerText()), `the footer's score is not a score: ${await footerScore.innerText()}`);
+
   step = "a plain tool call";
   await send("What's the weather in Lisbon?");
   const weather = await waitDone("the weather answer");
@@ -528,7 +535,7 @@ async function run() {
   check((await page.getByTestId("experiment-mean").count()) === 1, "the scorer's mean is not shown");
   await page.getByTestId("experiment-run").first().click();
   await page.getByTestId("run-scores").waitFor();
-  check((await page.getByTestId("run-score").first().innerText()).includes("keyword-coverage"), "the run's score is not on its trace");
+  await page.locator('[data-testid="run-score"][data-scorer="keyword-coverage-scorer"]').waitFor();
   await page.getByTestId("experiments-open").click();
   await page.getByTestId("experiment-row").first().waitFor();
   for (const pick of await page.getByTestId("experiment-pick").all()) await pick.check();

@@ -327,6 +327,12 @@ pub fn demo_kestrel_with(
         .skills([weather_briefing_skill()?])
         .memory(memory.clone())
         .editable(demo_editable())
+        // A live scorer on every answer (deterministic, no model): the Studio shows its score
+        // in the run's footer and on its trace.
+        .scorer(
+            kestrel::evals::code::Tone::new(),
+            kestrel::eval::ScoreSampling::None,
+        )
         .build()?;
 
     let research = research_agent(model.clone())?;

@@ -767,6 +767,7 @@ async function runStream(path, body, run, { onOpen, untilFinished = false } = {}
       { signal: controller.signal, onOpen },
     );
     entry.run.ended();
+    footerScores(entry.run);
   } catch (error) {
     const r = entry.run;
     if (error.name === "AbortError" && untilFinished) r.ended();
@@ -874,6 +875,48 @@ async function stopRun() {
     }
   }
   current.controller.abort();
+}
+
+// The agents' live scorers, by agent id: read once, from /api/scores/scorers.
+let liveScorers = null;
+
+/** How many live scorers agent `agentId` has (0 when the scorers cannot be read). */
+async function liveScorersOf(agentId) {
+  if (!liveScorers) {
+    try {
+      const scorers = await api("/api/scores/scorers");
+      liveScorers = new Map();
+      for (const s of Object.values(scorers)) {
+        for (const id of s.agentIds || []) liveScorers.set(id, (liveScorers.get(id) || 0) + 1);
+      }
+    } catch {
+      return 0;
+    }
+  }
+  return liveScorers.get(agentId) || 0;
+}
+
+/** Puts a finished run's live scores in its footer: they are stored after the run ends, so
+ *  the footer asks a few times, until each scorer has answered (a sampled-out run has none). */
+async function footerScores(run) {
+  if (!run.runId || run.status !== "done") return;
+  const expected = await liveScorersOf(run.agentId);
+  if (!expected) return;
+  for (const wait of [250, 750, 1500, 3000]) {
+    await new Promise((resolve) => setTimeout(resolve, wait));
+    let page;
+    try {
+      page = await api(`/api/scores/run/${encodeURIComponent(run.runId)}?perPage=100`);
+    } catch {
+      return;
+    }
+    if (page.scores.length) {
+      run.scores = page.scores;
+      run.version += 1;
+      schedule();
+    }
+    if (page.scores.length >= expected) return;
+  }
 }
 
 function refreshAfterRun() {

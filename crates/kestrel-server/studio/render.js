@@ -190,6 +190,10 @@ export function runFooter(run) {
     run.status === "running" ? h("span", { class: "spinner", "aria-hidden": "true" }) : null,
     h("span", { class: "muted" }, bits.join(" · ")),
     run.error ? h("span", { class: "error-text" }, run.error) : null,
+    // Its live scores, once stored (a failed scoring shows as such).
+    (run.scores || []).map((s) =>
+      h("span", { class: "score-chip", "data-testid": "footer-score", "data-scorer": s.scorerId, title: s.reason || (s.metadata && s.metadata.error && s.metadata.error.message) || "" },
+        `${s.scorerId}: ${typeof s.score === "number" ? s.score.toFixed(2) : s.notScorable ? "not scorable" : "failed"}`)),
     // The run's trace, when the server traces (and the run is done with its drive).
     document.body.dataset.tracing === "on" && run.runId && run.status !== "running" && !run.depth
       ? h("a", { class: "run-trace", href: `#traces/run/${encodeURIComponent(run.runId)}`, "data-testid": "run-trace" }, "Trace")
