@@ -239,12 +239,16 @@ struct ExperimentBody {
     /// (`content-similarity`, `trajectory-accuracy`...).
     #[schemars(length(min = 1, max = 20))]
     scorer_ids: Vec<String>,
-    /// The dataset version (default: its latest).
+    /// The dataset version (default: its latest). Whole numbers may be written `3.0`, as JSON
+    /// Schema's `integer` allows.
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
     version: Option<u32>,
     /// Items run at once (1 to 64, default 4).
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
     #[schemars(range(min = 1, max = 64))]
     max_concurrency: Option<u32>,
     /// Runs again of an item whose run failed (at most 10).
+    #[serde(default, deserialize_with = "crate::wire::opt_count")]
     #[schemars(range(max = 10))]
     retries: Option<u32>,
     /// Its name.

@@ -274,7 +274,8 @@ async fn a_workflow_runs_as_an_experiment_target_on_json_inputs() {
         "POST",
         format!("{base}/datasets/countries/experiments"),
         Some(
-            json!({"targetType": "workflow", "targetId": "capital", "scorerIds": ["same-result"]}),
+            // Whole numbers as JSON Schema's `integer` allows them (`1.0`).
+            json!({"targetType": "workflow", "targetId": "capital", "scorerIds": ["same-result"], "version": 1.0, "retries": 0.0}),
         ),
     )
     .await;
