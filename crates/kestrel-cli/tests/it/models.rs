@@ -332,7 +332,7 @@ fn unknown_models_and_bad_catalogs_are_usage_errors() {
     assert_exit(&output, 2);
     assert_eq!(
         stderr(&output),
-        "error: unknown model `gpt-7` (known models: smollm2, all-minilm-l6-v2)\n"
+        "error: unknown model `gpt-7` (known models: smollm2, all-minilm-l6-v2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)\n"
     );
 
     fs::write(sandbox.path("broken.json"), "{\"models\": [{}]}").unwrap();

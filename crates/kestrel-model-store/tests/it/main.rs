@@ -3,4 +3,5 @@
 //! One test binary per crate (each file a module): the workspace links far fewer binaries.
 
 mod multi_file;
+mod split_wheels;
 mod store;

@@ -680,7 +680,7 @@ fn unknown_names_are_rejected_with_the_known_ones() {
     let message = store.pull("llama-70b", |_| {}).unwrap_err().to_string();
     assert_eq!(
         message,
-        "unknown model `llama-70b` (known models: smollm2, all-minilm-l6-v2)"
+        "unknown model `llama-70b` (known models: smollm2, all-minilm-l6-v2, qwen2.5-coder-0.5b, qwen2.5-coder-1.5b)"
     );
     assert!(store.list().unwrap().is_empty());
     assert!(
