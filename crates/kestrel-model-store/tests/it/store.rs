@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 // Fixtures
 
 /// The fake model: GGUF magic plus 3 MiB of pseudo-random bytes (several progress reports).
-fn model_bytes() -> Vec<u8> {
+pub(crate) fn model_bytes() -> Vec<u8> {
     let mut bytes = b"GGUF".to_vec();
     let mut x: u32 = 0x1234_5678;
     bytes.extend((0..3 * 1024 * 1024).map(|_| {
@@ -35,7 +35,7 @@ fn model_bytes() -> Vec<u8> {
     bytes
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -45,7 +45,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 const MEMBER: &str = "tiny_model/tiny.gguf";
 
 /// A catalog with one model, `tiny`, whose sources are the hub and a wheel.
-fn catalog(bytes: &[u8]) -> Catalog {
+pub(crate) fn catalog(bytes: &[u8]) -> Catalog {
     Catalog::new(vec![CatalogEntry {
         name: "tiny".to_owned(),
         description: "a test model".to_owned(),
@@ -161,7 +161,7 @@ fn refused_url() -> String {
 
 /// A wheel fetcher that writes a fixed wheel, or fails like pip.
 #[derive(Debug, Clone)]
-struct FakeWheel {
+pub(crate) struct FakeWheel {
     wheel: Option<Vec<u8>>,
     calls: Arc<AtomicUsize>,
 }
@@ -174,7 +174,7 @@ impl FakeWheel {
         }
     }
 
-    fn failing() -> Self {
+    pub(crate) fn failing() -> Self {
         Self {
             wheel: None,
             calls: Arc::default(),
@@ -213,7 +213,7 @@ impl WheelFetcher for FakeWheel {
     }
 }
 
-fn store(dir: &Path, bytes: &[u8], hub: &str, wheel: &FakeWheel) -> ModelStore {
+pub(crate) fn store(dir: &Path, bytes: &[u8], hub: &str, wheel: &FakeWheel) -> ModelStore {
     ModelStore::new(dir.join("models"))
         .with_catalog(catalog(bytes))
         .with_hf_endpoint(hub)
@@ -221,14 +221,14 @@ fn store(dir: &Path, bytes: &[u8], hub: &str, wheel: &FakeWheel) -> ModelStore {
 }
 
 /// Collects progress reports.
-fn recorder() -> (Arc<Mutex<Vec<Progress>>>, impl FnMut(Progress)) {
+pub(crate) fn recorder() -> (Arc<Mutex<Vec<Progress>>>, impl FnMut(Progress)) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     (seen, move |p| sink.lock().unwrap().push(p))
 }
 
 /// The names of the files in `dir` (hidden ones included), sorted.
-fn files_in(dir: &Path) -> Vec<String> {
+pub(crate) fn files_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(dir)
         .map(|entries| {
             entries
