@@ -12,7 +12,7 @@
 //! thread of its own, with the assistant's memory on a temporary SQLite database; a case with
 //! an earlier turn runs that turn whole first, in the same thread. Greedy decoding: one run
 //! per model says it all. `-v` prints every case; `--policy model-decides` or
-//! `--policy call-then-answer` overrides the engine's default tool policy (models under 1B
+//! `--policy call-then-answer` overrides the engine's default tool policy (models under 300M
 //! parameters call-then-answer, larger ones decide).
 
 use std::sync::Arc;

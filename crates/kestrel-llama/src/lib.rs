@@ -20,10 +20,16 @@
 //! - **One model, one context, one worker.** [`Engine::load`] loads the model and starts a
 //!   dedicated OS thread that owns the only llama.cpp context. [`Engine::generate`] queues a
 //!   request and returns a [`Generation`] whose events arrive over a channel; requests are
-//!   served one at a time in arrival order, and the KV cache is cleared between them. This is
-//!   the simplest correct design on a CPU: llama.cpp already uses every core for one sequence,
-//!   so interleaving requests would not make them faster. Inference never runs on an async
-//!   runtime's threads; [`Engine::load`] itself blocks and belongs in `spawn_blocking`.
+//!   served one at a time in arrival order. This is the simplest correct design on a CPU:
+//!   llama.cpp already uses every core for one sequence, so interleaving requests would not
+//!   make them faster. Inference never runs on an async runtime's threads; [`Engine::load`]
+//!   itself blocks and belongs in `spawn_blocking`.
+//! - **Prompt cache.** The KV cache keeps what the last request evaluated; the next one
+//!   evaluates only what follows the prefix they share. An agent's second step (its first
+//!   prompt, the call, the result) or a conversation's next turn then costs its new tokens, not
+//!   the whole prompt again: with tools listed, that prompt is over a thousand tokens. What was
+//!   reused is reported in [`Completion::cached_prompt_tokens`];
+//!   [`EngineOptions::prompt_cache`] turns it off.
 //! - **Cancellation.** A [`CancelToken`] (or dropping the [`Generation`]) stops the request
 //!   before its next token, or before its next prompt batch; a cancelled request still in the
 //!   queue is skipped.
@@ -61,6 +67,14 @@
 //! ```
 //!
 //! The model's earlier calls are replayed in the same `<tool_call>[...]</tool_call>` form.
+//!
+//! A chat template that lists tools and renders calls itself (it reads `tools` and
+//! `tool_calls`, as Qwen2.5's does) is used for that instead: the model sees the format it was
+//! trained on (for Qwen, `# Tools` with `{"type": "function", "function": {...}}` lines, calls
+//! as `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`, results in
+//! `<tool_response>`). The tools and the calls' arguments still go in as content, tokenized
+//! without special-token parsing; a template that reads the tools' fields instead of writing
+//! them out whole falls back to the block above.
 //! Tool results go to templates that handle the `tool` role as `tool` messages; for the others
 //! (SmolLM2's included) they become one `user` message, `The add tool returned: 42`, one line
 //! per result, ending with `Answer my question using this result.` — the form SmolLM2-135M
@@ -72,8 +86,12 @@
 //!   `<tool_call>[...]</tool_call>` block with one call (up to four with
 //!   [`GenerateRequest::parallel_tool_calls`]), each `{"name": <one of the tools>,
 //!   "arguments": <valid for that tool>}`, *or* an answer (free text that does not start with
-//!   `<`, or JSON matching the response schema). The model's first character picks the branch;
-//!   free text is then unconstrained.
+//!   `<`, `[` or `{`, or JSON matching the response schema). The model's first character picks
+//!   the branch; free text is then unconstrained. Beside a text answer the call may also take
+//!   the forms models write on their own: one call object inside the tags (Qwen's template
+//!   teaches `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`), or a bare list or
+//!   object without them (Qwen2.5-Coder-0.5B wrote a bare list for 5 of 23 tool prompts; as
+//!   text, those calls were lost).
 //! - [`ToolChoice::Required`] / [`ToolChoice::Tool`]: only the call block (of that tool).
 //!   The engine writes `<tool_call>[{"name": "` itself and picks the tool whose whole name the
 //!   model finds most likely at that point (a small model choosing token by token picks the

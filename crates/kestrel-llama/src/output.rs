@@ -52,10 +52,10 @@ impl OutputRouter {
             Some(branch) => branch,
             None => {
                 // The grammar makes the first character decide: only a tool-call block starts
-                // with `<`.
-                let branch = if self.calls_allowed
-                    && (self.answer == Answer::None || text.starts_with('<'))
-                {
+                // with `<`, and beside a text answer only a bare call with `[` or `{`.
+                let opens_call = text.starts_with('<')
+                    || (self.answer == Answer::Text && text.starts_with(['[', '{']));
+                let branch = if self.calls_allowed && (self.answer == Answer::None || opens_call) {
                     Branch::Calls
                 } else {
                     Branch::Answer
@@ -183,9 +183,10 @@ enum ValueKind {
 /// Where the call parser is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    /// Matching `<tool_call>`; the number of bytes matched.
+    /// Matching `<tool_call>`; the number of bytes matched. A first `[` or `{` instead opens
+    /// a bare list or a bare call.
     Open(usize),
-    /// Before `[`.
+    /// After `<tool_call>`: before `[` (a list) or `{` (one call).
     ArrayStart,
     /// Between calls: expecting `{`, `,` or `]`.
     Array,
@@ -213,11 +214,16 @@ enum State {
     Done,
 }
 
-/// Parses `<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>` incrementally.
-/// The grammar guarantees the shape, so the parser only tracks where it is.
+/// Parses `<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>` incrementally,
+/// and the other forms the grammar allows: one call object inside the tags, and a bare list or
+/// call without them. The grammar guarantees the shape, so the parser only tracks where it is.
 #[derive(Debug)]
 struct CallParser {
     state: State,
+    /// Whether the block opened with `<tool_call>` (and so ends with `</tool_call>`).
+    tagged: bool,
+    /// Whether the calls are in a list (more may follow one).
+    list: bool,
     /// Calls completed so far (also the index of the current call).
     index: usize,
     name: Option<String>,
@@ -233,6 +239,8 @@ impl Default for CallParser {
     fn default() -> Self {
         Self {
             state: State::Open(0),
+            tagged: true,
+            list: true,
             index: 0,
             name: None,
             name_text: String::new(),
@@ -267,6 +275,11 @@ impl CallParser {
     fn char(&mut self, c: char, out: &mut Vec<GenerationEvent>) {
         let state = std::mem::replace(&mut self.state, State::Done);
         self.state = match state {
+            State::Open(0) if c == '[' || c == '{' => {
+                self.tagged = false;
+                self.state = State::ArrayStart;
+                return self.char(c, out);
+            }
             State::Open(matched) => {
                 let matched = matched + c.len_utf8();
                 if matched >= CALLS_OPEN.len() {
@@ -275,23 +288,17 @@ impl CallParser {
                     State::Open(matched)
                 }
             }
-            State::ArrayStart => {
-                if c == '[' {
-                    State::Array
-                } else {
-                    State::ArrayStart
-                }
-            }
-            State::Array => match c {
+            State::ArrayStart => match c {
+                '[' => State::Array,
                 '{' => {
-                    self.name = None;
-                    self.name_text.clear();
-                    self.arguments.clear();
-                    self.started = false;
-                    self.pending.clear();
-                    State::Key
+                    self.list = false;
+                    self.start_call()
                 }
-                ']' => State::Close(0),
+                _ => State::ArrayStart,
+            },
+            State::Array => match c {
+                '{' => self.start_call(),
+                ']' => self.after_block(),
                 _ => State::Array,
             },
             State::Key => match c {
@@ -301,7 +308,7 @@ impl CallParser {
                 },
                 '}' => {
                     self.end_call(out);
-                    State::Array
+                    self.after_call()
                 }
                 _ => State::Key,
             },
@@ -396,7 +403,7 @@ impl CallParser {
                 ',' => State::Key,
                 '}' => {
                     self.end_call(out);
-                    State::Array
+                    self.after_call()
                 }
                 _ => State::AfterValue,
             },
@@ -415,6 +422,34 @@ impl CallParser {
             }
             State::Done => State::Done,
         };
+    }
+
+    /// `{` of a call object.
+    fn start_call(&mut self) -> State {
+        self.name = None;
+        self.name_text.clear();
+        self.arguments.clear();
+        self.started = false;
+        self.pending.clear();
+        State::Key
+    }
+
+    /// Where a call's closing `}` leads: the next call of a list, or the end of the block.
+    fn after_call(&self) -> State {
+        if self.list {
+            State::Array
+        } else {
+            self.after_block()
+        }
+    }
+
+    /// Where the end of the calls leads: `</tool_call>` if the block opened with its tag.
+    fn after_block(&self) -> State {
+        if self.tagged {
+            State::Close(0)
+        } else {
+            State::Done
+        }
     }
 
     fn value_char(&mut self, key: &str, c: char) {
@@ -532,6 +567,59 @@ mod tests {
         }
         assert_eq!(deltas, "{\"city\": \"Paris \\\"}\"}");
         assert_eq!(router.completed_calls(), 2);
+    }
+
+    #[test]
+    fn a_call_object_in_tags_and_bare_calls_are_calls_too() {
+        let ends = |events: &[GenerationEvent]| -> Vec<(usize, String, String)> {
+            events
+                .iter()
+                .filter_map(|e| match e {
+                    GenerationEvent::ToolCallEnd {
+                        index,
+                        name,
+                        arguments,
+                    } => Some((*index, name.clone(), arguments.clone())),
+                    _ => None,
+                })
+                .collect()
+        };
+        let one = vec![(0, "add".to_string(), "{\"a\": 1}".to_string())];
+        for text in [
+            // Qwen's own form: one object per block.
+            "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>",
+            // A bare list, and a bare object: complete at their last bracket.
+            "[{\"name\": \"add\", \"arguments\": {\"a\": 1}}]",
+            "{\"name\": \"add\", \"arguments\": {\"a\": 1}}",
+        ] {
+            let mut router = OutputRouter::new(true, Answer::Text, &[]);
+            let pieces: Vec<String> = text
+                .chars()
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .map(|c| c.iter().collect())
+                .collect();
+            let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+            let (events, reason) = run(&mut router, &refs);
+            assert_eq!(reason, Some(StopReason::ToolCalls), "{text}");
+            assert_eq!(ends(&events), one, "{text}");
+            assert!(
+                !events.iter().any(|e| matches!(e, GenerationEvent::Text(_))),
+                "{text}: {events:?}"
+            );
+        }
+        // A bare list of two.
+        let mut router = OutputRouter::new(true, Answer::Text, &[]);
+        let (events, reason) = run(
+            &mut router,
+            &["[{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", \"arguments\": {}}]"],
+        );
+        assert_eq!(reason, Some(StopReason::ToolCalls));
+        assert_eq!(ends(&events).len(), 2);
+        // Beside a JSON answer, `{` is the answer.
+        let mut router = OutputRouter::new(true, Answer::Json, &[]);
+        let (events, _) = run(&mut router, &["{\"name\": \"x\"}"]);
+        assert_eq!(events, [GenerationEvent::Text("{\"name\": \"x\"}".into())]);
     }
 
     #[test]

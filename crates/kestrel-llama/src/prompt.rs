@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN, Plan, REPLY_DESCRIPTION, REPLY_RULE};
 use crate::request::{ChatMessage, Role, ToolCall, ToolSpec};
-use crate::template::TemplateMessage;
+use crate::template::{TemplateCall, TemplateMessage, python_json};
 
 /// Converts the conversation into template messages, adding the tool instructions to the
 /// system message (creating one if there is none).
@@ -28,10 +28,7 @@ pub(crate) fn template_messages(
             && let Some(tools) = pending_instructions.take()
         {
             // No system message before the first other message: add one.
-            out.push(TemplateMessage {
-                role: "system",
-                content: tools,
-            });
+            out.push(TemplateMessage::new("system", tools));
         }
         let is_tool = message.role == Role::Tool;
         let (role, content) = match message.role {
@@ -66,18 +63,68 @@ pub(crate) fn template_messages(
             }
         };
         previous_was_tool = is_tool;
-        out.push(TemplateMessage { role, content });
+        out.push(TemplateMessage::new(role, content));
     }
     if let Some(tools) = pending_instructions {
-        out.insert(
-            0,
-            TemplateMessage {
-                role: "system",
-                content: tools,
-            },
-        );
+        out.insert(0, TemplateMessage::new("system", tools));
     }
     out
+}
+
+/// The conversation and the tools for a template that lists tools and renders calls itself
+/// ([`crate::template::ChatTemplate::render_with_tools`]): messages as they are (results as
+/// `tool` messages, calls as `tool_calls`), and each tool (the reply option first, when the plan
+/// has one) as the JSON text of `{"type": "function", "function": {...}}`.
+pub(crate) fn native_messages(
+    messages: &[ChatMessage],
+    plan: &Plan,
+) -> (Vec<TemplateMessage>, Vec<String>) {
+    let out = messages
+        .iter()
+        .map(|message| {
+            let role = match message.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+            };
+            let mut out = TemplateMessage::new(role, message.content.clone());
+            out.tool_calls = message
+                .tool_calls
+                .iter()
+                .map(|call| TemplateCall {
+                    name: call.name.clone(),
+                    arguments: match serde_json::from_str::<Value>(&call.arguments) {
+                        Ok(value) => python_json(&value),
+                        // A model's broken output, as a JSON string.
+                        Err(_) => python_json(&Value::String(call.arguments.clone())),
+                    },
+                })
+                .collect();
+            out
+        })
+        .collect();
+    let reply = plan.reply.as_ref().map(|reply| {
+        ToolSpec::new(
+            reply.name,
+            REPLY_DESCRIPTION,
+            serde_json::json!({"type": "object", "properties": {}}),
+        )
+    });
+    let tools = reply
+        .iter()
+        .chain(&plan.tools)
+        .map(|tool| {
+            // Built as text to keep the key order of the format.
+            format!(
+                "{{\"type\": \"function\", \"function\": {{\"name\": {}, \"description\": {}, \"parameters\": {}}}}}",
+                python_json(&Value::String(tool.name.clone())),
+                python_json(&Value::String(tool.description.clone())),
+                python_json(&tool.parameters)
+            )
+        })
+        .collect();
+    (out, tools)
 }
 
 /// Ends the user message that carries tool results.

@@ -348,6 +348,9 @@ pub struct Completion {
     pub reason: StopReason,
     /// Tokens in the prompt.
     pub prompt_tokens: u32,
+    /// Of those, how many were already in the KV cache from the request before (a shared
+    /// prefix is not evaluated again); `prompt_micros` covers only the rest.
+    pub cached_prompt_tokens: u32,
     /// Tokens generated.
     pub completion_tokens: u32,
     /// Time spent evaluating the prompt, in microseconds.

@@ -20,29 +20,40 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use crate::error::{GenerateError, LoadError};
 use crate::grammar::{self, Plan};
 use crate::prompt;
-use crate::request::{CancelToken, Choice, Completion, GenerateRequest, GenerationEvent, ToolCall};
+use crate::request::{
+    CancelToken, ChatMessage, Choice, Completion, GenerateRequest, GenerationEvent, ToolCall,
+};
 use crate::template::{ChatTemplate, Segment};
 use worker::worker_main;
 
 /// How to load a model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineOptions {
-    /// Context window in tokens (prompt + answer); default 2048. Capped at the model's
-    /// training context. The KV cache for it is allocated up front: about 23 KB per token for
-    /// SmolLM2-135M, so 2048 tokens keep the whole process near 170 MB and 4096 near 215 MB.
+    /// Context window in tokens (prompt + answer); default 4096 (an agent's prompt with a few
+    /// tools listed is already 1,300 to 1,500 tokens). Capped at the model's training context.
+    /// The KV cache for it is allocated up front: about 23 KB per token for SmolLM2-135M (2048
+    /// tokens keep the whole process near 170 MB, 4096 near 215 MB), 12 KB for
+    /// Qwen2.5-Coder-0.5B, 28 KB for Qwen2.5-Coder-1.5B.
     pub context_size: u32,
     /// Threads for generation and prompt processing; `None` uses all available cores.
     pub threads: Option<u32>,
     /// Most prompt tokens evaluated in one batch.
     pub batch_size: u32,
+    /// Whether a request reuses the KV cache of the one before for the prompt prefix they share
+    /// (default `true`): an agent's next step or a conversation's next turn then evaluates only
+    /// its new messages. Greedy output can differ from a cold start in rare near-ties, since
+    /// the shared prefix was evaluated in other batches; turn it off to make every request
+    /// independent of the ones before it.
+    pub prompt_cache: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
         Self {
-            context_size: 2048,
+            context_size: 4096,
             threads: None,
             batch_size: 512,
+            prompt_cache: true,
         }
     }
 }
@@ -196,14 +207,48 @@ struct Model {
     template: ChatTemplate,
 }
 
+/// How a prompt shows tools and calls, which decides how a forced call starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CallFormat {
+    /// This crate's instructions: `<tool_call>[{"name": ...}]</tool_call>`.
+    Own,
+    /// The chat template's own (Qwen's `<tool_call>\n{"name": ...}\n</tool_call>`).
+    Template,
+}
+
+impl CallFormat {
+    /// The text a forced call starts with, up to the tool's name.
+    pub(crate) fn call_prefix(self) -> &'static str {
+        match self {
+            CallFormat::Own => r#"<tool_call>[{"name": ""#,
+            CallFormat::Template => "<tool_call>\n{\"name\": \"",
+        }
+    }
+}
+
 impl Model {
+    /// Renders `messages` for `plan`: with the tools listed by the chat template when it
+    /// can (the format the model was trained on), else in this crate's words.
+    fn render(&self, messages: &[ChatMessage], plan: &Plan) -> (Vec<Segment>, CallFormat) {
+        if plan.calls() && self.template.renders_tools() {
+            let (native, tools) = prompt::native_messages(messages, plan);
+            if let Some(segments) = self.template.render_with_tools(&native, &tools) {
+                return (segments, CallFormat::Template);
+            }
+        }
+        let messages = prompt::template_messages(messages, plan, self.template.handles_tool_role());
+        (self.template.render(&messages).0, CallFormat::Own)
+    }
+
     /// Renders and tokenizes the prompt (see [`crate::template`] for injection safety).
-    fn prompt_tokens(&self, request: &GenerateRequest, plan: &Plan) -> Vec<LlamaToken> {
-        let messages =
-            prompt::template_messages(&request.messages, plan, self.template.handles_tool_role());
-        let (segments, how) = self.template.render(&messages);
-        tracing::trace!(?how, prompt = %segments.iter().map(|s| s.text.as_str()).collect::<String>(), "rendered prompt");
-        self.tokenize_segments(&segments)
+    fn prompt_tokens(
+        &self,
+        request: &GenerateRequest,
+        plan: &Plan,
+    ) -> (Vec<LlamaToken>, CallFormat) {
+        let (segments, format) = self.render(&request.messages, plan);
+        tracing::trace!(?format, prompt = %segments.iter().map(|s| s.text.as_str()).collect::<String>(), "rendered prompt");
+        (self.tokenize_segments(&segments), format)
     }
 
     /// The prompt with the last user message replaced by content-free text: the model's
@@ -221,9 +266,7 @@ impl Model {
             .rposition(|m| m.role == crate::request::Role::User)?;
         let mut messages = request.messages.clone();
         messages[last_user].content = text.to_string();
-        let messages =
-            prompt::template_messages(&messages, plan, self.template.handles_tool_role());
-        let (segments, _) = self.template.render(&messages);
+        let (segments, _) = self.render(&messages, plan);
         Some(self.tokenize_segments(&segments))
     }
 
@@ -347,6 +390,7 @@ impl Engine {
         let worker_model = model.clone();
         let worker_info = info.clone();
         let batch_size = options.batch_size.max(1);
+        let prompt_cache = options.prompt_cache;
         let worker = std::thread::Builder::new()
             .name("kestrel-llama".into())
             .spawn(move || {
@@ -355,6 +399,7 @@ impl Engine {
                     &worker_model,
                     &worker_info,
                     batch_size,
+                    prompt_cache,
                     queue,
                     ready_tx,
                 )
@@ -453,17 +498,14 @@ impl Engine {
     /// The number of prompt tokens `request` would take. CPU work (rendering and tokenizing).
     pub fn count_prompt_tokens(&self, request: &GenerateRequest) -> Result<usize, GenerateError> {
         let plan = request_plan(request)?;
-        Ok(self.shared.model.prompt_tokens(request, &plan).len())
+        Ok(self.shared.model.prompt_tokens(request, &plan).0.len())
     }
 
     /// The prompt text `request` renders to (template-written special tokens included), for
     /// debugging.
     pub fn render_prompt(&self, request: &GenerateRequest) -> Result<String, GenerateError> {
         let plan = request_plan(request)?;
-        let template = &self.shared.model.template;
-        let messages =
-            prompt::template_messages(&request.messages, &plan, template.handles_tool_role());
-        let (segments, _) = template.render(&messages);
+        let (segments, _) = self.shared.model.render(&request.messages, &plan);
         Ok(segments.iter().map(|s| s.text.as_str()).collect())
     }
 

@@ -17,7 +17,7 @@ use super::sampling::{
     accepts, constrained_argmax, constrained_candidates, elapsed_micros, log_softmax_at,
     sampling_chain, to_pos,
 };
-use super::{EventResult, Job, Model, ModelInfo};
+use super::{CallFormat, EventResult, Job, Model, ModelInfo};
 use crate::error::{GenerateError, LoadError};
 use crate::grammar::{self, Answer, Plan};
 use crate::output::OutputRouter;
@@ -29,6 +29,7 @@ pub(super) fn worker_main(
     model: &Model,
     info: &ModelInfo,
     batch_size: u32,
+    prompt_cache: bool,
     queue: mpsc::Receiver<Job>,
     ready: mpsc::SyncSender<Result<(), LoadError>>,
 ) {
@@ -57,6 +58,10 @@ pub(super) fn worker_main(
         batch: LlamaBatch::new(n_batch as usize, 1),
         n_ctx: info.context_size,
         n_batch: n_batch as usize,
+        cached: Vec::new(),
+        prompt_cache,
+        call_prefix: CallFormat::Own.call_prefix(),
+        can_cut: !model.model.is_recurrent() && !model.model.is_hybrid(),
     };
     if ready.send(Ok(())).is_err() {
         return;
@@ -66,7 +71,7 @@ pub(super) fn worker_main(
     while let Ok(job) = queue.recv() {
         let events = job.events.clone();
         // A panic inside a request (a bug, here or in the bindings) fails that request only;
-        // the KV cache is cleared at the start of the next one anyway.
+        // the next one starts from a cleared KV cache.
         let result =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.run(job, &events)))
                 .unwrap_or_else(|panic| {
@@ -78,6 +83,8 @@ pub(super) fn worker_main(
                     Err(GenerateError::Internal(message))
                 });
         if let Err(error) = result {
+            // The cache may hold anything a failed request left: trust none of it.
+            worker.forget_cache();
             let _ = events.send(Err(error));
         }
     }
@@ -89,6 +96,18 @@ struct Worker<'m> {
     batch: LlamaBatch<'static>,
     n_ctx: u32,
     n_batch: usize,
+    /// The tokens whose keys and values the KV cache holds, at positions `0..len`: what the
+    /// last request evaluated (its prompt and the tokens it generated). The next request
+    /// evaluates only what follows the prefix it shares with them.
+    cached: Vec<LlamaToken>,
+    /// Whether a request reuses what the one before left (`EngineOptions::prompt_cache`).
+    prompt_cache: bool,
+    /// Whether the model's state can be cut back to a prefix (not for recurrent or hybrid
+    /// models, whose state is not per position).
+    can_cut: bool,
+    /// The text a forced call of the current request starts with, up to the tool's name (in
+    /// the format its prompt shows).
+    call_prefix: &'static str,
 }
 
 /// The samplers of one request.
@@ -159,9 +178,6 @@ enum Forced {
     Reply(i32),
 }
 
-/// The text a required tool call starts with, up to the tool's name.
-const CALL_PREFIX: &str = r#"<tool_call>[{"name": ""#;
-
 impl Worker<'_> {
     fn run(
         &mut self,
@@ -180,7 +196,8 @@ impl Worker<'_> {
         if cancel.is_cancelled() || events.is_closed() {
             return Err(GenerateError::Cancelled);
         }
-        let tokens = self.model.prompt_tokens(&request, plan);
+        let (tokens, format) = self.model.prompt_tokens(&request, plan);
+        self.call_prefix = format.call_prefix();
         let prompt_tokens = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
         if prompt_tokens >= self.n_ctx {
             return Err(GenerateError::ContextOverflow {
@@ -232,19 +249,22 @@ impl Worker<'_> {
                 .min(cf.len().saturating_sub(1))
         });
 
-        // Prompt.
+        // Prompt: what the KV cache already holds of it (an agent's next step, a conversation's
+        // next turn) is not evaluated again; the last token always is, for its logits.
         let started = Instant::now();
-        self.context.clear_kv_cache();
+        let reuse = self
+            .reusable_prefix(&tokens)
+            .min(shared)
+            .min(tokens.len().saturating_sub(1));
+        self.truncate_cache(reuse);
         let mut logits_index = self
-            .decode_prompt(&tokens[..shared], 0, cancel)?
+            .decode_prompt(&tokens[reuse..shared], reuse, cancel)?
             .unwrap_or(0);
         let mut calibration = None;
         if let Some(cf) = &content_free {
             self.decode_prompt(&cf[shared..], shared, cancel)?;
             calibration = Some(self.score_names(plan, cf.len())?);
-            let _ = self
-                .context
-                .clear_kv_cache_seq(Some(0), u32::try_from(shared).ok(), None);
+            self.truncate_cache(shared);
         }
         if let Some(index) = self.decode_prompt(&tokens[shared..], shared, cancel)? {
             logits_index = index;
@@ -315,6 +335,7 @@ impl Worker<'_> {
         emitter.finish(Completion {
             reason,
             prompt_tokens,
+            cached_prompt_tokens: u32::try_from(reuse).unwrap_or(u32::MAX),
             completion_tokens: emitter.generated,
             prompt_micros,
             generation_micros: elapsed_micros(started),
@@ -330,6 +351,14 @@ impl Worker<'_> {
         offset: usize,
         logits_last: bool,
     ) -> Result<i32, GenerateError> {
+        if offset != self.cached.len() {
+            // Every caller evaluates right after what the cache holds; anything else would
+            // leave stale positions behind.
+            return Err(GenerateError::Internal(format!(
+                "evaluating at position {offset} with {} positions cached",
+                self.cached.len()
+            )));
+        }
         self.batch.clear();
         for (i, token) in tokens.iter().enumerate() {
             let last = logits_last && i + 1 == tokens.len();
@@ -337,10 +366,54 @@ impl Worker<'_> {
                 .add(*token, to_pos(offset + i), &[0], last)
                 .map_err(|e| GenerateError::Decode(e.to_string()))?;
         }
-        self.context
-            .decode(&mut self.batch)
-            .map_err(|e| GenerateError::Decode(e.to_string()))?;
+        if let Err(e) = self.context.decode(&mut self.batch) {
+            // Part of the batch may be in the cache: start the next request from nothing.
+            self.forget_cache();
+            return Err(GenerateError::Decode(e.to_string()));
+        }
+        self.cached.extend_from_slice(tokens);
         Ok(self.batch.n_tokens() - 1)
+    }
+
+    /// Empties the KV cache.
+    fn forget_cache(&mut self) {
+        self.context.clear_kv_cache();
+        self.cached.clear();
+    }
+
+    /// How many leading tokens of `prompt` the KV cache already holds.
+    fn reusable_prefix(&self, prompt: &[LlamaToken]) -> usize {
+        if !self.prompt_cache || !self.can_cut {
+            return 0;
+        }
+        self.cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+    }
+
+    /// Cuts the KV cache back to its first `keep` positions (clearing it for `0`, or when the
+    /// model cannot cut it).
+    fn truncate_cache(&mut self, keep: usize) {
+        if keep >= self.cached.len() {
+            return;
+        }
+        let cut = keep > 0
+            && self.can_cut
+            && u32::try_from(keep)
+                .ok()
+                .and_then(|p0| {
+                    self.context
+                        .clear_kv_cache_seq(Some(0), Some(p0), None)
+                        .ok()
+                })
+                .unwrap_or(false);
+        if cut {
+            self.cached.truncate(keep);
+        } else {
+            self.forget_cache();
+        }
     }
 
     /// Evaluates prompt tokens at positions `offset..` in batches, with the logits of the last
@@ -378,11 +451,11 @@ impl Worker<'_> {
     }
 
     /// The log-likelihood of each of [`Worker::choice_names`] right after
-    /// `<tool_call>[{"name": "` written at `position` (the end of the evaluated prompt). Leaves
+    /// the call prefix (`<tool_call>[{"name": "` or the template's form) written at `position` (the end of the evaluated prompt). Leaves
     /// the model's state as it found it.
     fn score_names(&mut self, plan: &Plan, position: usize) -> Result<Vec<f32>, GenerateError> {
         let vocab = self.model.model.vocab();
-        let prefix = vocab.tokenize(CALL_PREFIX.as_bytes(), false, false);
+        let prefix = vocab.tokenize(self.call_prefix.as_bytes(), false, false);
         let names = self.choice_names(plan);
         let prefix_logits = self.decode(&prefix, position, true)?;
         let base = position + prefix.len();
@@ -403,17 +476,13 @@ impl Worker<'_> {
             }
             scores.push(score);
             // Roll the KV cache back to the end of the prefix.
-            let _ = self
-                .context
-                .clear_kv_cache_seq(Some(0), u32::try_from(base).ok(), None);
+            self.truncate_cache(base);
         }
-        let _ = self
-            .context
-            .clear_kv_cache_seq(Some(0), u32::try_from(position).ok(), None);
+        self.truncate_cache(position);
         Ok(scores)
     }
 
-    /// For a required call, writes `<tool_call>[{"name": "` and the tool's name without
+    /// For a required call, writes the call prefix (`<tool_call>[{"name": "`) and the tool's name without
     /// sampling. With several tools, the name is the one whose whole token sequence the model
     /// finds most likely at that point, less its likelihood there for a content-free prompt
     /// (`calibration`, when given): token-by-token greedy choice only compares the first
@@ -447,7 +516,7 @@ impl Worker<'_> {
         let Some(&last_prompt_token) = prompt.last() else {
             return Ok(Forced::Nothing);
         };
-        let prefix = vocab.tokenize(CALL_PREFIX.as_bytes(), false, false);
+        let prefix = vocab.tokenize(self.call_prefix.as_bytes(), false, false);
         let names = self.choice_names(plan);
         // Check everything against a copy of the grammar first.
         if let Some(grammar) = samplers.grammar.as_ref() {
@@ -486,11 +555,7 @@ impl Worker<'_> {
         };
         if plan.reply.is_some() && chosen == plan.tools.len() {
             // The end of the prompt's logits were overwritten: evaluate its last token again.
-            let _ = self.context.clear_kv_cache_seq(
-                Some(0),
-                u32::try_from(prompt_end.saturating_sub(1)).ok(),
-                None,
-            );
+            self.truncate_cache(prompt_end.saturating_sub(1));
             let index = self.decode(&[last_prompt_token], prompt_end - 1, true)?;
             return Ok(Forced::Reply(index));
         }

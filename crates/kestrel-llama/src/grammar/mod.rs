@@ -20,14 +20,19 @@
 //!
 //! ```text
 //! root ::= kestrel-tool-calls | kestrel-answer-rule     (tools + answer)
-//! kestrel-tool-calls ::= "<tool_call>" ws "[" ws call ws "]" ws "</tool_call>"
+//! kestrel-tool-calls ::= "<tool_call>" ws (call-list | call) ws "</tool_call>"
+//!                      | call-list | call            (bare calls: not beside a JSON answer)
+//! call-list ::= "[" ws call ws "]"
 //! ```
 //!
 //! (with `(ws "," ws call){0,3}` after the first call when parallel calls are allowed)
 //!
 //! where the answer is either a JSON value matching the response format or free text. Free text
-//! must not start with `<`, so the first character decides the branch; after that the engine
-//! drops the grammar for free text (it accepts anything) and keeps it otherwise.
+//! beside calls must not start with `<`, `[` or `{`, so the first character decides the branch;
+//! after that the engine drops the grammar for free text (it accepts anything) and keeps it
+//! otherwise. Bare calls are there because models write them: Qwen2.5-Coder-0.5B, asked for
+//! the tagged list, wrote a bare `[{"name": ...}]` for 5 of 23 tool prompts, which without
+//! this branch became its text answer.
 //!
 //! [`check_schema`]: schema::check_schema
 
@@ -49,6 +54,10 @@ pub(crate) const MAX_PARALLEL_CALLS: usize = 4;
 
 /// Free text: anything that does not start with `<` (which only a tool-call block does).
 const TEXT_RULE: &str = r#"kestrel-text ::= [^<] [^\x00]*"#;
+
+/// Free text beside tool calls: it may not start with `<`, `[` or `{` either, which open a
+/// call (bare calls, see [`plan`]).
+const TEXT_BESIDE_CALLS_RULE: &str = r#"kestrel-text ::= [^<\[{] [^\x00]*"#;
 
 const CALLS_KEY: &str = "kestrel-calls";
 const ANSWER_KEY: &str = "kestrel-answer";
@@ -210,6 +219,9 @@ pub(crate) fn plan(
         Answer::Text => Some("kestrel-text".to_string()),
         Answer::None => None,
     };
+    // Bare calls (no `<tool_call>` around them) are accepted unless the answer is JSON, which
+    // may start with `[` or `{` too: the first character must tell the branches apart.
+    let bare_calls = answer != Answer::Json;
     if let Some(call) = &calls_rule {
         let more = if parallel_calls {
             format!(
@@ -220,12 +232,23 @@ pub(crate) fn plan(
             String::new()
         };
         rules.push(format!(
-            r#"kestrel-tool-calls ::= "{CALLS_OPEN}" kestrel-ws "[" kestrel-ws {call}{more} kestrel-ws "]" kestrel-ws "{CALLS_CLOSE}""#
+            r#"kestrel-call-list ::= "[" kestrel-ws {call}{more} kestrel-ws "]""#
         ));
+        // Inside the tags: the list this crate's prompt asks for, or one call object (the
+        // form Qwen's chat template teaches, one block per call).
+        let tagged = format!(
+            r#""{CALLS_OPEN}" kestrel-ws (kestrel-call-list | {call}) kestrel-ws "{CALLS_CLOSE}""#
+        );
+        rules.push(if bare_calls {
+            format!(r#"kestrel-tool-calls ::= {tagged} | kestrel-call-list | {call}"#)
+        } else {
+            format!(r#"kestrel-tool-calls ::= {tagged}"#)
+        });
         rules.push(r#"kestrel-ws ::= [ \n]{0,2}"#.to_string());
     }
     if answer == Answer::Text {
-        rules.push(TEXT_RULE.to_string());
+        // (Text without calls returned above.)
+        rules.push(TEXT_BESIDE_CALLS_RULE.to_string());
     }
     let root = match (&calls_rule, &answer_rule) {
         (Some(_), Some(answer)) => format!("root ::= kestrel-tool-calls | {answer}"),
@@ -353,7 +376,19 @@ mod tests {
             "{gbnf}"
         );
         assert!(gbnf.contains("\\\"get_weather\\\""), "{gbnf}");
+        assert!(gbnf.contains(TEXT_BESIDE_CALLS_RULE), "{gbnf}");
+        assert!(gbnf.contains("| kestrel-call-list |"), "bare calls: {gbnf}");
         assert_eq!(plan.answer, Answer::Text);
+        // Beside a JSON answer, only the tagged block.
+        let schema = json!({"type": "object"});
+        let plan = super::plan(&tools, &Choice::Auto, Some(&schema), false, false)
+            .unwrap_or_else(|e| unreachable!("{e}"));
+        let gbnf = plan.gbnf.unwrap_or_default();
+        let calls = gbnf
+            .lines()
+            .find(|l| l.starts_with("kestrel-tool-calls ::="))
+            .unwrap_or_default();
+        assert!(!calls.contains("| kestrel-call-list"), "{calls}");
     }
 
     #[test]
@@ -378,10 +413,10 @@ mod tests {
                 Some("root ::= kestrel-text\nkestrel-text ::= [^<] [^\\x00]*\n")
             );
         }
-        // With calls allowed the text branch is the same rule.
+        // With calls allowed it may not open a bare call either.
         let p =
             plan(&tools, &Choice::Auto, None, false, true).unwrap_or_else(|e| unreachable!("{e}"));
-        assert!(p.gbnf.unwrap_or_default().contains(TEXT_RULE));
+        assert!(p.gbnf.unwrap_or_default().contains(TEXT_BESIDE_CALLS_RULE));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! context window, injection safety, structured output, and the engine's lifetime.
 
 use kestrel_llama::{
-    CancelToken, Engine, EngineOptions, GenerateError, GenerateRequest, GenerationEvent, StopReason,
+    CancelToken, ChatMessage, Engine, EngineOptions, GenerateError, GenerateRequest,
+    GenerationEvent, StopReason,
 };
 use serde_json::{Value, json};
 
@@ -253,4 +254,77 @@ fn dropping_the_engine_joins_its_worker() {
     );
     assert_eq!(out.completion.reason, StopReason::MaxTokens);
     drop(engine);
+}
+
+#[test]
+fn the_next_turn_reuses_the_prompt_cache_and_answers_the_same() {
+    let Some(path) = model_path() else {
+        println!("skipping the_next_turn_reuses_the_prompt_cache: set KESTREL_TEST_GGUF");
+        return;
+    };
+    // Engines of its own: the shared one serves other tests' requests in between.
+    let load = |prompt_cache| {
+        Engine::load(
+            &path,
+            EngineOptions {
+                context_size: 1024,
+                prompt_cache,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap()
+    };
+    let cached = load(true);
+    let cold = load(false);
+    // (A request's cancel token is shared by its clones and fired when its generation is
+    // dropped: every run gets a request of its own.)
+    let first = || GenerateRequest {
+        max_tokens: Some(16),
+        ..user("Name a fruit.")
+    };
+    let one = run(&cached, first());
+    assert_eq!(one.completion.cached_prompt_tokens, 0, "nothing cached yet");
+    // The same request again: everything but the last prompt token comes from the cache.
+    let again = run(&cached, first());
+    assert_eq!(
+        again.completion.cached_prompt_tokens,
+        again.completion.prompt_tokens - 1
+    );
+    assert_eq!(again.text, one.text);
+    // The next turn: the whole first prompt is reused.
+    let second = || {
+        let mut messages = first().messages;
+        messages.push(ChatMessage::assistant(one.text.clone()));
+        messages.push(ChatMessage::user("Name a vegetable."));
+        GenerateRequest {
+            messages,
+            max_tokens: Some(16),
+            ..GenerateRequest::default()
+        }
+    };
+    let two = run(&cached, second());
+    assert!(
+        two.completion.cached_prompt_tokens >= one.completion.prompt_tokens,
+        "{:?} after {:?}",
+        two.completion,
+        one.completion
+    );
+    assert!(two.completion.cached_prompt_tokens < two.completion.prompt_tokens);
+    // Whatever was reused, the answer is the one a cold start gives.
+    let fresh = run(&cold, second());
+    assert_eq!(fresh.completion.cached_prompt_tokens, 0);
+    assert_eq!(fresh.text, two.text);
+    assert_eq!(fresh.completion.prompt_tokens, two.completion.prompt_tokens);
+    // A request cancelled while it runs leaves nothing behind that the next one trusts.
+    let mut generation = cached
+        .generate(GenerateRequest {
+            max_tokens: Some(200),
+            ..user("Write a long story about a lighthouse keeper.")
+        })
+        .unwrap();
+    let _ = generation.blocking_next();
+    drop(generation);
+    let after = run(&cached, second());
+    assert_eq!(after.text, two.text);
+    assert!(after.completion.cached_prompt_tokens < two.completion.cached_prompt_tokens);
 }

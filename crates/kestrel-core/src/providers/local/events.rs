@@ -91,12 +91,17 @@ impl Events {
                 });
             }
             GenerationEvent::Finished(completion) => {
+                let mut usage = Usage::new(
+                    u64::from(completion.prompt_tokens),
+                    u64::from(completion.completion_tokens),
+                );
+                // The prompt prefix the engine's KV cache already held, as a hosted provider
+                // reports its prompt-cache hits.
+                usage.cached_input_tokens = (completion.cached_prompt_tokens > 0)
+                    .then_some(u64::from(completion.cached_prompt_tokens));
                 self.queue.push_back(ModelEvent::Finish {
                     reason: finish_reason(completion.reason),
-                    usage: Usage::new(
-                        u64::from(completion.prompt_tokens),
-                        u64::from(completion.completion_tokens),
-                    ),
+                    usage,
                 });
                 self.done = true;
             }

@@ -28,18 +28,19 @@
 //! `ToolInputDelta`s, `ToolInputEnd`, then `ToolCall`, with `call_<random>` ids, like the
 //! hosted providers.
 //!
-//! Small models (under a billion parameters, such as the default SmolLM2-135M) cannot judge
-//! whether a tool applies: left to decide they almost never call one. For them
+//! Tiny models (under 300 million parameters, such as SmolLM2-135M) cannot judge whether a
+//! tool applies: left to decide they almost never call one. For them
 //! [`ToolChoice::Auto`] means *call, then answer*: a tool call
 //! is required until a tool result has come back since the last user message, after which the
 //! model answers without tools. Larger models decide themselves. See
 //! [`LocalModel::with_auto_tool_policy`]. Memory's tools are never that required call, and
 //! the call may instead be a direct reply: the model's likelihood of each tool's name is
-//! weighed against that of "answer", so small talk gets a text answer. Small models' free
-//! text also gets a repeat penalty ([`LocalModel::with_repeat_penalty`]): greedy decoding
-//! loops without one.
+//! weighed against that of "answer", so small talk gets a text answer. Models under a
+//! billion parameters also get a repeat penalty on free text
+//! ([`LocalModel::with_repeat_penalty`]): greedy decoding loops without one.
 //!
-//! The context window defaults to 2048 tokens (about 170 MB resident for SmolLM2-135M);
+//! The context window defaults to 4096 tokens (about 215 MB resident for SmolLM2-135M): an
+//! agent's prompt with its tools listed takes 1,300 to 1,500 of them.
 //! [`LocalModel::with_engine_options`] or [`LocalProvider::with_engine_options`] change it.
 
 mod events;
@@ -68,9 +69,14 @@ pub const PROVIDER: &str = "local";
 /// The environment variable naming a GGUF file that serves every `local/<name>`.
 pub const MODEL_PATH_VARIABLE: &str = "KESTREL_LOCAL_MODEL_PATH";
 
-/// Models with fewer parameters than this get [`AutoToolPolicy::CallThenAnswer`] and
-/// [`SMALL_MODEL_REPEAT_PENALTY`] by default.
+/// Models with fewer parameters than this get [`SMALL_MODEL_REPEAT_PENALTY`] by default.
 const SMALL_MODEL_PARAMETERS: u64 = 1_000_000_000;
+
+/// Models with fewer parameters than this get [`AutoToolPolicy::CallThenAnswer`] by default;
+/// larger ones decide. Measured over the 48 prompts of the decision set (BENCHMARKS.md, "Which
+/// local model"): SmolLM2-135M left to decide answers in text whatever the prompt, while
+/// Qwen2.5-Coder-0.5B decides better than it chooses under call-then-answer.
+const CALL_THEN_ANSWER_PARAMETERS: u64 = 300_000_000;
 
 /// The repeat penalty small models get by default: without one SmolLM2-135M's greedy answers
 /// looped until the context was full (median 3,500 characters over the demo prompts, the next
@@ -248,7 +254,7 @@ impl LocalModel {
         self
     }
 
-    /// How [`ToolChoice::Auto`] is decided. By default models under a billion parameters get
+    /// How [`ToolChoice::Auto`] is decided. By default models under 300 million parameters get
     /// [`AutoToolPolicy::CallThenAnswer`] and larger ones [`AutoToolPolicy::ModelDecides`].
     pub fn with_auto_tool_policy(mut self, policy: AutoToolPolicy) -> Self {
         self.auto_tool_policy = Some(policy);
@@ -328,12 +334,15 @@ impl LanguageModel for LocalModel {
             engine = self.engine() => engine?,
             _ = request.abort.aborted() => return Err(ModelError::Cancelled),
         };
-        let small = engine.info().parameters < SMALL_MODEL_PARAMETERS;
-        let policy = self.auto_tool_policy.unwrap_or(if small {
-            AutoToolPolicy::CallThenAnswer
-        } else {
-            AutoToolPolicy::ModelDecides
-        });
+        let parameters = engine.info().parameters;
+        let small = parameters < SMALL_MODEL_PARAMETERS;
+        let policy = self
+            .auto_tool_policy
+            .unwrap_or(if parameters < CALL_THEN_ANSWER_PARAMETERS {
+                AutoToolPolicy::CallThenAnswer
+            } else {
+                AutoToolPolicy::ModelDecides
+            });
         let repeat_penalty = self
             .repeat_penalty
             .unwrap_or(small.then_some(SMALL_MODEL_REPEAT_PENALTY));
