@@ -70,6 +70,10 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
             continue;
         }
         let run_id = run.state.run_id.clone();
+        if is_helper_run(agents, &run) {
+            close_helper_run(&store, run).await;
+            continue;
+        }
         if let Some(taken_over) = take_over(agents, run).await {
             tracing::info!(%run_id, instance = %cluster.instance(), "took over a run whose instance stopped");
             // Dropped, the stream hands the run to a background task that drives it.
@@ -78,6 +82,30 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
         }
     }
     taken
+}
+
+/// Whether `run` is a run of one of the framework's own helper agents (a network's routing
+/// agent deciding or checking completion), which no instance registers: the network step that
+/// asked for it is retried as a whole, under a new run, so the old one has no one to continue it.
+fn is_helper_run(agents: &BTreeMap<String, Agent>, run: &StoredRun) -> bool {
+    run.state.agent_id == crate::network::ROUTING_AGENT_ID
+        && !agents.contains_key(crate::network::ROUTING_AGENT_ID)
+}
+
+/// Ends an abandoned helper run as aborted, so that it is not left `running` for ever. The
+/// save is a compare-and-set on the version read: a run its instance saved since is left alone.
+async fn close_helper_run(store: &crate::store::SharedRunStore, run: StoredRun) {
+    let StoredRun {
+        mut state, version, ..
+    } = run;
+    let run_id = state.run_id.clone();
+    state.end(FinishReason::Abort);
+    match store.save(&state, RunPhase::Aborted, Some(version)).await {
+        Ok(_) => tracing::info!(%run_id, "closed an abandoned routing agent run as aborted"),
+        Err(error) => {
+            tracing::debug!(%run_id, %error, "an abandoned routing agent run was saved meanwhile");
+        }
+    }
 }
 
 /// A run this instance took over.

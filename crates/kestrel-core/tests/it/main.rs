@@ -26,6 +26,7 @@ mod provider_anthropic;
 mod provider_openai;
 mod provider_openai_embeddings;
 #[cfg(all(feature = "openai", feature = "anthropic"))]
+mod recovery_helpers;
 mod registry;
 mod run_handles;
 mod skill_search_bounds;
