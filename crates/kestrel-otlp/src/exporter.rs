@@ -11,7 +11,7 @@ use kestrel_core::trace::{SpanRecord, SpanSink};
 use opentelemetry::InstrumentationScope;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::SpanExporter as _;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::convert::span_data;
@@ -128,13 +128,14 @@ impl OtlpExporterBuilder {
                 .unwrap_or(DEFAULT_MAX_QUEUED_BATCHES),
         );
         let stats = Arc::new(Stats::default());
-        handle.spawn(send(exporter, scope, rx, Arc::clone(&stats)));
-        Ok(OtlpExporter { tx, stats })
+        handle.spawn(send(exporter, rx, Arc::clone(&stats)));
+        Ok(OtlpExporter { tx, stats, scope })
     }
 }
 
 enum Message {
-    Spans(Vec<SpanRecord>),
+    /// Converted by the tracer's worker, as they are handed over: the records are not copied.
+    Spans(Vec<SpanData>),
     Flush(oneshot::Sender<()>),
 }
 
@@ -163,28 +164,17 @@ impl Stats {
 /// The sending task: one batch at a time, in order.
 async fn send(
     exporter: opentelemetry_otlp::SpanExporter,
-    scope: InstrumentationScope,
     mut rx: mpsc::Receiver<Message>,
     stats: Arc<Stats>,
 ) {
     while let Some(message) = rx.recv().await {
-        let spans = match message {
-            Message::Spans(spans) => spans,
+        let batch = match message {
+            Message::Spans(batch) => batch,
             Message::Flush(done) => {
                 let _ = done.send(());
                 continue;
             }
         };
-        let mut batch = Vec::with_capacity(spans.len());
-        for span in &spans {
-            match span_data(span, &scope) {
-                Ok(data) => batch.push(data),
-                Err(error) => stats.drop_spans(1, &error.to_string()),
-            }
-        }
-        if batch.is_empty() {
-            continue;
-        }
         let count = batch.len();
         match exporter.export(batch).await {
             Ok(()) => {
@@ -224,6 +214,8 @@ async fn send(
 pub struct OtlpExporter {
     tx: mpsc::Sender<Message>,
     stats: Arc<Stats>,
+    /// What the spans are recorded by (Kestrel and its version).
+    scope: InstrumentationScope,
 }
 
 impl std::fmt::Debug for Message {
@@ -285,9 +277,22 @@ impl SpanSink for OtlpExporter {
             if spans.is_empty() {
                 return;
             }
-            if self.tx.try_send(Message::Spans(spans.to_vec())).is_err() {
+            // A full queue drops the batch before any work is spent on it.
+            let Ok(permit) = self.tx.try_reserve() else {
                 self.stats.drop_spans(spans.len(), "the queue is full");
+                return;
+            };
+            let mut batch = Vec::with_capacity(spans.len());
+            for span in spans {
+                match span_data(span, &self.scope) {
+                    Ok(data) => batch.push(data),
+                    Err(error) => self.stats.drop_spans(1, &error.to_string()),
+                }
             }
+            if batch.is_empty() {
+                return;
+            }
+            permit.send(Message::Spans(batch));
         })
     }
 }

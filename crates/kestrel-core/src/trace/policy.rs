@@ -22,20 +22,24 @@ pub enum Sampling {
 impl Sampling {
     /// Whether the trace `trace_id` is recorded.
     pub fn keeps(self, trace_id: &str) -> bool {
+        // The trace id's first 64 bits, as a fraction of the whole range (as OpenTelemetry's
+        // ratio sampler does with its low bits).
+        let high = trace_id
+            .get(..16)
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+            .unwrap_or(0);
+        self.keeps_id(u128::from(high) << 64)
+    }
+
+    /// Whether the trace whose id is `trace_id` (as a number) is recorded: what
+    /// [`Sampling::keeps`] says of its hex form.
+    pub fn keeps_id(self, trace_id: u128) -> bool {
         match self {
             Self::Always => true,
             Self::Never => false,
             Self::Ratio(ratio) if ratio >= 1.0 => true,
             Self::Ratio(ratio) if ratio.is_nan() || ratio <= 0.0 => false,
-            Self::Ratio(ratio) => {
-                // The trace id's first 64 bits, as a fraction of the whole range (as
-                // OpenTelemetry's ratio sampler does with its low bits).
-                let high = trace_id
-                    .get(..16)
-                    .and_then(|hex| u64::from_str_radix(hex, 16).ok())
-                    .unwrap_or(0);
-                (high as f64) < ratio * (u64::MAX as f64)
-            }
+            Self::Ratio(ratio) => ((trace_id >> 64) as u64 as f64) < ratio * (u64::MAX as f64),
         }
     }
 }
@@ -157,6 +161,53 @@ impl TracingConfig {
         cap(value, self.max_value_bytes);
     }
 
+    /// A recorded span as it may be kept: its input and output sanitized, each attribute
+    /// redacted (under a sensitive key) or sanitized.
+    pub(crate) fn sanitize_span(&self, span: &mut super::recorded::RecordedSpan) {
+        use super::recorded::SpanValue;
+        let sanitize = |value: &mut SpanValue| {
+            let cut = match value {
+                SpanValue::Value(value) => {
+                    self.sanitize(value);
+                    None
+                }
+                // Known shapes: only cut (the length of JSON text is its JSON's length).
+                SpanValue::Json(json) if json.len() > self.max_value_bytes => {
+                    Some(cut_json(json, self.max_value_bytes))
+                }
+                SpanValue::Json(_) => None,
+            };
+            if let Some(cut) = cut {
+                *value = SpanValue::Value(Value::String(cut));
+            }
+        };
+        for value in [&mut span.input, &mut span.output].into_iter().flatten() {
+            sanitize(value);
+        }
+        for (key, value) in &mut span.attributes {
+            if self.redact && self.is_sensitive(key) {
+                *value = SpanValue::Value(Value::String(REDACTED.to_owned()));
+            } else {
+                sanitize(value);
+            }
+        }
+    }
+
+    /// A map (a caller's metadata) as a span may keep it: redacted, then each value cut.
+    pub(crate) fn sanitize_map(
+        &self,
+        mut map: serde_json::Map<String, Value>,
+    ) -> serde_json::Map<String, Value> {
+        for (key, value) in &mut map {
+            if self.redact && self.is_sensitive(key) {
+                *value = Value::String(REDACTED.to_owned());
+            } else {
+                self.sanitize(value);
+            }
+        }
+        map
+    }
+
     fn is_sensitive(&self, key: &str) -> bool {
         // This runs for every key of every recorded value: the key is normalized once, on the
         // stack, when it is short and ASCII (every sensitive key is both).
@@ -238,16 +289,22 @@ fn cap(value: &mut Value, max: usize) {
     let Ok(text) = serde_json::to_string(value) else {
         return;
     };
-    let mut cut = max;
+    *value = Value::String(cut_json(&text, max));
+}
+
+/// JSON text longer than `max` bytes as the string a span keeps: its first `max` bytes (at a
+/// character boundary), marked.
+fn cut_json(text: &str, max: usize) -> String {
+    let mut cut = max.min(text.len());
     while !text.is_char_boundary(cut) {
         cut -= 1;
     }
-    *value = Value::String(format!(
+    format!(
         "{}… [cut: {} of {} bytes kept]",
         &text[..cut],
         cut,
         text.len()
-    ));
+    )
 }
 
 /// The most bytes `value`'s JSON can take (each string byte escaped as `\u0001`, each number
@@ -334,6 +391,13 @@ mod tests {
         assert!(Sampling::Always.keeps(high) && !Sampling::Never.keeps(low));
         assert!(!Sampling::Ratio(0.0).keeps(low) && Sampling::Ratio(1.0).keeps(high));
         assert!(!Sampling::Ratio(f64::NAN).keeps(low));
+        for id in [low, high] {
+            let number = u128::from_str_radix(id, 16).unwrap();
+            assert_eq!(
+                Sampling::Ratio(0.5).keeps_id(number),
+                Sampling::Ratio(0.5).keeps(id)
+            );
+        }
         // About the share asked, over many traces.
         let kept = (0..10_000)
             .filter(|_| Sampling::Ratio(0.25).keeps(&super::super::new_trace_id()))

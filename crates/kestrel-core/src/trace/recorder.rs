@@ -4,6 +4,8 @@
 //! sinks (the span store, exporters). A full buffer drops new spans, counted and logged once:
 //! tracing never slows or stops a run.
 
+use std::borrow::Cow;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,7 +14,11 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::policy::TracingConfig;
-use super::span::{SpanError, SpanRecord, SpanType, TraceContext, new_span_id};
+use super::recorded::{
+    RecordedSpan, SpanCaller, SpanEntity, SpanScope, SpanValue, hex_span_id, hex_trace_id,
+    parse_span_id, parse_trace_id,
+};
+use super::span::{SpanError, SpanRecord, SpanType, TraceContext};
 
 /// The most finished spans waiting for the worker; past it new ones are dropped.
 pub const MAX_BUFFERED_SPANS: usize = 10_000;
@@ -80,11 +86,16 @@ struct Inner {
     config: TracingConfig,
     /// The store the traces are read back from, when the tracer keeps one.
     store: Option<super::store::SharedSpanStore>,
+    /// The other sinks (exporters), given each batch as [`SpanRecord`]s.
     sinks: Vec<Arc<dyn SpanSink>>,
-    buffer: Mutex<Vec<SpanRecord>>,
+    /// Boxed as they were started (a span lives in the futures of the calls it times), and
+    /// kept boxed by the in-memory store: the box moves, the record does not.
+    #[allow(clippy::vec_box)]
+    buffer: Mutex<Vec<Box<RecordedSpan>>>,
     /// The last batch's vector, emptied, given back to the buffer at the next drain: the
     /// buffer never grows again from nothing (a batch is hundreds of kilobytes).
-    spare: Mutex<Vec<SpanRecord>>,
+    #[allow(clippy::vec_box)]
+    spare: Mutex<Vec<Box<RecordedSpan>>>,
     wake: Arc<tokio::sync::Notify>,
     worker: AtomicBool,
     dropped: AtomicU64,
@@ -104,16 +115,17 @@ impl Tracer {
         Self::build(config, None, sinks)
     }
 
-    /// A tracer applying `config` that saves its spans into `store` (where they are read back
-    /// from, [`Tracer::store`]) and hands them to `sinks` as well (an OTLP exporter...).
+    /// A tracer applying `config` that keeps its spans in `store` (where they are read back
+    /// from, [`Tracer::store`]: handed over as recorded, [`SpanStore::keep`]) and hands them to
+    /// `sinks` as well (an OTLP exporter...).
+    ///
+    /// [`SpanStore::keep`]: super::SpanStore::keep
     pub fn storing(
         config: TracingConfig,
         store: super::store::SharedSpanStore,
         sinks: Vec<Arc<dyn SpanSink>>,
     ) -> Self {
-        let mut all: Vec<Arc<dyn SpanSink>> = vec![Arc::new(StoreSink::new(Arc::clone(&store)))];
-        all.extend(sinks);
-        Self::build(config, Some(store), all)
+        Self::build(config, Some(store), sinks)
     }
 
     fn build(
@@ -152,56 +164,49 @@ impl Tracer {
     }
 
     /// Starts a span under `parent` (a new trace without one), or `None` when the trace is
-    /// not sampled.
+    /// not sampled. A parent whose trace id is not 32 lowercase hex digits (the W3C form every
+    /// backend needs) starts a new trace; a parent span id not of 16 is left out.
     pub fn start(
         &self,
         parent: Option<&TraceContext>,
         span_type: SpanType,
         name: impl Into<String>,
     ) -> Option<ActiveSpan> {
-        match parent {
-            Some(parent) => self.start_in(
-                &parent.trace_id,
-                parent.parent_span_id.as_deref(),
-                span_type,
-                name,
-            ),
-            None => self.start_in(&super::span::new_trace_id(), None, span_type, name),
-        }
+        let (trace_id, parent_span_id) = match parent
+            .and_then(|p| parse_trace_id(&p.trace_id).map(|t| (t, p.parent_span_id.as_deref())))
+        {
+            Some((trace_id, parent_span_id)) => (trace_id, parent_span_id.and_then(parse_span_id)),
+            None => (random_trace_id(), None),
+        };
+        self.start_in(trace_id, parent_span_id, span_type, name.into())
     }
 
     /// Starts a span in trace `trace_id` under span `parent_span_id`.
     fn start_in(
         &self,
-        trace_id: &str,
-        parent_span_id: Option<&str>,
+        trace_id: u128,
+        parent_span_id: Option<NonZeroU64>,
         span_type: SpanType,
-        name: impl Into<String>,
+        name: String,
     ) -> Option<ActiveSpan> {
-        if !self.inner.config.sampling.keeps(trace_id) {
+        if !self.inner.config.sampling.keeps_id(trace_id) {
             return None;
         }
-        let record = SpanRecord {
-            trace_id: trace_id.to_owned(),
-            span_id: new_span_id(),
-            parent_span_id: parent_span_id.map(str::to_owned),
-            name: name.into(),
+        let record = RecordedSpan {
+            trace_id,
+            span_id: random_span_id(),
+            parent_span_id,
             span_type,
             started_at: now_ns(),
             ended_at: 0,
-            attributes: Map::new(),
+            name,
+            attributes: Vec::new(),
             input: None,
             output: None,
             error: None,
-            entity_type: None,
-            entity_id: None,
-            entity_name: None,
-            run_id: None,
-            thread_id: None,
-            resource_id: None,
-            user_id: None,
-            metadata: Map::new(),
-            tags: Vec::new(),
+            entity: None,
+            scope: None,
+            caller: None,
         };
         Some(ActiveSpan {
             record: Some(Box::new(record)),
@@ -210,7 +215,7 @@ impl Tracer {
     }
 
     /// Appends a finished span to the buffer (dropped and counted when it is full).
-    fn record(&self, span: SpanRecord) {
+    fn record(&self, span: Box<RecordedSpan>) {
         let waiting = {
             let mut buffer = self.inner.buffer.lock().unwrap_or_else(|e| e.into_inner());
             if buffer.len() >= MAX_BUFFERED_SPANS {
@@ -305,33 +310,23 @@ impl Inner {
                 return;
             }
             for span in &mut batch {
-                self.sanitize(span);
+                self.config.sanitize_span(span);
             }
-            for sink in &self.sinks {
-                sink.export(&batch).await;
+            if !self.sinks.is_empty() {
+                let records: Vec<SpanRecord> = batch.iter().map(|span| span.to_record()).collect();
+                for sink in &self.sinks {
+                    sink.export(&records).await;
+                }
+            }
+            if let Some(store) = &self.store {
+                let spans = batch.len();
+                if let Err(error) = store.keep(&mut batch).await {
+                    tracing::warn!(%error, spans, "storing spans failed; the batch is dropped");
+                }
             }
             batch.clear();
             if batch.capacity() <= MAX_BUFFERED_SPANS / 4 {
                 *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
-            }
-        }
-    }
-
-    /// What a span may keep: the configuration's redaction and caps.
-    fn sanitize(&self, span: &mut SpanRecord) {
-        let config = &self.config;
-        for value in [&mut span.input, &mut span.output].into_iter().flatten() {
-            config.sanitize(value);
-        }
-        for map in [&mut span.attributes, &mut span.metadata] {
-            let mut whole = Value::Object(std::mem::take(map));
-            config.sanitize(&mut whole);
-            match whole {
-                Value::Object(fields) => *map = fields,
-                // Cut whole: kept under one key.
-                cut => {
-                    map.insert("truncated".to_owned(), cut);
-                }
             }
         }
     }
@@ -363,12 +358,12 @@ impl SpanSink for StoreSink {
 #[derive(Debug)]
 pub struct ActiveSpan {
     /// Boxed: a span lives in the futures of the calls it times.
-    record: Option<Box<SpanRecord>>,
+    record: Option<Box<RecordedSpan>>,
     tracer: Tracer,
 }
 
 impl ActiveSpan {
-    fn record_mut(&mut self) -> Option<&mut SpanRecord> {
+    fn record_mut(&mut self) -> Option<&mut RecordedSpan> {
         self.record.as_deref_mut()
     }
 
@@ -376,8 +371,8 @@ impl ActiveSpan {
     pub fn context(&self) -> TraceContext {
         match &self.record {
             Some(record) => TraceContext {
-                trace_id: record.trace_id.clone(),
-                parent_span_id: Some(record.span_id.clone()),
+                trace_id: hex_trace_id(record.trace_id),
+                parent_span_id: Some(hex_span_id(record.span_id.get())),
             },
             None => TraceContext::new_trace(),
         }
@@ -385,83 +380,135 @@ impl ActiveSpan {
 
     /// Where spans started under this one go (`None` when this one has ended).
     pub fn as_parent(&self) -> Option<SpanParent> {
-        let record = self.record.as_deref()?;
+        self.record.as_ref()?;
         Some(SpanParent {
             tracer: self.tracer.clone(),
-            context: TraceContext {
-                trace_id: record.trace_id.clone(),
-                parent_span_id: Some(record.span_id.clone()),
-            },
+            context: self.context(),
         })
     }
 
     /// Starts a span under this one (`None` when this one has ended).
     pub fn child(&self, span_type: SpanType, name: impl Into<String>) -> Option<ActiveSpan> {
         let record = self.record.as_deref()?;
-        self.tracer
-            .start_in(&record.trace_id, Some(&record.span_id), span_type, name)
+        self.tracer.start_in(
+            record.trace_id,
+            Some(record.span_id),
+            span_type,
+            name.into(),
+        )
     }
 
-    /// The trace's id.
-    pub fn trace_id(&self) -> &str {
-        self.record.as_deref().map_or("", |r| r.trace_id.as_str())
+    /// The trace's id (32 hex digits; empty once the span has ended).
+    pub fn trace_id(&self) -> String {
+        self.record
+            .as_deref()
+            .map_or_else(String::new, |r| hex_trace_id(r.trace_id))
     }
 
-    /// This span's id.
-    pub fn span_id(&self) -> &str {
-        self.record.as_deref().map_or("", |r| r.span_id.as_str())
+    /// This span's id (16 hex digits; empty once the span has ended).
+    pub fn span_id(&self) -> String {
+        self.record
+            .as_deref()
+            .map_or_else(String::new, |r| hex_span_id(r.span_id.get()))
     }
 
-    /// Sets an attribute.
-    pub fn attribute(&mut self, key: impl Into<String>, value: impl Into<Value>) {
+    /// Sets an attribute (replacing one of the same key).
+    pub fn attribute(&mut self, key: impl Into<Cow<'static, str>>, value: impl Into<Value>) {
+        self.set_attribute(key.into(), SpanValue::Value(value.into()));
+    }
+
+    /// Sets an attribute to `value` as JSON, written straight from its type (no JSON tree is
+    /// built: cheaper to record and to keep). Only for values of a known shape: sensitive
+    /// keys are not looked for inside (the size cap still applies). Not set when `value`
+    /// does not serialize.
+    pub fn attribute_json(
+        &mut self,
+        key: impl Into<Cow<'static, str>>,
+        value: &impl serde::Serialize,
+    ) {
+        if self.record.is_none() {
+            return;
+        }
+        if let Some(json) = json_text(value) {
+            self.set_attribute(key.into(), json);
+        }
+    }
+
+    fn set_attribute(&mut self, key: Cow<'static, str>, value: SpanValue) {
         if let Some(record) = self.record_mut() {
-            record.attributes.insert(key.into(), value.into());
+            match record.attributes.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, kept)) => *kept = value,
+                None => record.attributes.push((key, value)),
+            }
         }
     }
 
     /// Sets what went in.
     pub fn input(&mut self, input: impl Into<Value>) {
         if let Some(record) = self.record_mut() {
-            record.input = Some(input.into());
+            record.input = Some(SpanValue::Value(input.into()));
         }
     }
 
     /// Sets what came out.
     pub fn output(&mut self, output: impl Into<Value>) {
         if let Some(record) = self.record_mut() {
-            record.output = Some(output.into());
+            record.output = Some(SpanValue::Value(output.into()));
+        }
+    }
+
+    /// Sets what came out to `value` as JSON, as [`ActiveSpan::attribute_json`] does.
+    pub fn output_json(&mut self, value: &impl serde::Serialize) {
+        if self.record.is_none() {
+            return;
+        }
+        if let Some(json) = json_text(value)
+            && let Some(record) = self.record_mut()
+        {
+            record.output = Some(json);
         }
     }
 
     /// Names what the span is about (`agent`, `weather`, `Weather agent`).
     pub fn entity(&mut self, kind: &str, id: &str, name: Option<&str>) {
         if let Some(record) = self.record_mut() {
-            record.entity_type = Some(kind.to_owned());
-            record.entity_id = Some(id.to_owned());
-            record.entity_name = name.map(str::to_owned);
+            record.entity = Some(Arc::new(SpanEntity {
+                kind: kind.into(),
+                id: id.into(),
+                name: name.map(Into::into),
+            }));
         }
     }
 
     /// Names the run, thread and resource it belongs to.
     pub fn scope(&mut self, run_id: &str, thread_id: Option<&str>, resource_id: Option<&str>) {
         if let Some(record) = self.record_mut() {
-            record.run_id = Some(run_id.to_owned());
-            record.thread_id = thread_id.map(str::to_owned);
-            record.resource_id = resource_id.map(str::to_owned);
+            record.scope = Some(Arc::new(SpanScope {
+                run_id: run_id.into(),
+                thread_id: thread_id.map(Into::into),
+                resource_id: resource_id.map(Into::into),
+            }));
         }
     }
 
-    /// Sets the caller's user id, metadata and tags.
+    /// Sets the caller's user id, metadata (sanitized as inputs are) and tags.
     pub fn caller(
         &mut self,
         user_id: Option<&str>,
         metadata: &Map<String, Value>,
         tags: &[String],
     ) {
+        let config = self.tracer.config().clone();
         if let Some(record) = self.record_mut() {
-            record.user_id = user_id.map(str::to_owned);
-            record.metadata.clone_from(metadata);
-            record.tags = tags.to_vec();
+            if user_id.is_none() && metadata.is_empty() && tags.is_empty() {
+                record.caller = None;
+                return;
+            }
+            record.caller = Some(Arc::new(SpanCaller {
+                user_id: user_id.map(Into::into),
+                metadata: config.sanitize_map(metadata.clone()),
+                tags: tags.to_vec(),
+            }));
         }
     }
 
@@ -481,10 +528,14 @@ impl ActiveSpan {
     fn finish(&mut self, error: Option<SpanError>) {
         if let Some(mut record) = self.record.take() {
             record.ended_at = now_ns().max(record.started_at);
-            if error.is_some() {
-                record.error = error;
+            if let Some(error) = error {
+                record.error = Some(Box::new(error));
             }
-            self.tracer.record(*record);
+            // Kept for long: no room for attributes that will not come.
+            if record.attributes.capacity() > record.attributes.len() + 1 {
+                record.attributes.shrink_to_fit();
+            }
+            self.tracer.record(record);
         }
     }
 }
@@ -496,6 +547,28 @@ impl Drop for ActiveSpan {
                 message: "the span ended unfinished: its work was cancelled".to_owned(),
                 kind: Some("cancelled".to_owned()),
             }));
+        }
+    }
+}
+
+/// `value`'s JSON text, kept to its length (`None` when it does not serialize).
+fn json_text(value: &impl serde::Serialize) -> Option<SpanValue> {
+    let json = serde_json::to_string(value).ok()?;
+    Some(SpanValue::Json(json.into_boxed_str()))
+}
+
+/// A fresh trace id (a random UUID's 128 bits: never zero).
+fn random_trace_id() -> u128 {
+    uuid::Uuid::new_v4().as_u128()
+}
+
+/// A fresh span id: 64 random bits, never zero.
+fn random_span_id() -> NonZeroU64 {
+    loop {
+        // The low half of a random UUID is random but for its variant bits.
+        let (high, low) = uuid::Uuid::new_v4().as_u64_pair();
+        if let Some(id) = NonZeroU64::new(high ^ low) {
+            return id;
         }
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
+use super::recorded::RecordedSpan;
 use super::span::{SpanRecord, SpanType};
 
 /// Why a span store failed.
@@ -166,6 +167,14 @@ pub trait SpanStore: Send + Sync + std::fmt::Debug {
     /// Keeps `spans` (a span saved again replaces the first).
     async fn save(&self, spans: &[SpanRecord]) -> Result<(), SpanStoreError>;
 
+    /// Keeps the spans a tracer recorded, taking them out of `spans` (the tracer reuses the
+    /// vector). By default each becomes its [`SpanRecord`] and is [saved](SpanStore::save); a
+    /// store that can keep them as they are (the in-memory one) saves the conversion.
+    async fn keep(&self, spans: &mut Vec<Box<RecordedSpan>>) -> Result<(), SpanStoreError> {
+        let records: Vec<SpanRecord> = spans.drain(..).map(|s| s.to_record()).collect();
+        self.save(&records).await
+    }
+
     /// A page of traces, newest first.
     async fn list_traces(&self, query: &TraceQuery) -> Result<TracePage, SpanStoreError>;
 
@@ -213,6 +222,14 @@ pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
     })
 }
 
+/// A trace id's 32 lowercase hex digits, written into `buffer`.
+fn hex_trace_id_in(id: u128, buffer: &mut [u8; 32]) -> &str {
+    use std::io::Write;
+    // 32 digits fill the buffer exactly, and are ASCII.
+    let _ = write!(&mut buffer[..], "{id:032x}");
+    std::str::from_utf8(buffer).unwrap_or_default()
+}
+
 /// The most traces [`InMemorySpanStore`] keeps by default; past it the oldest go.
 pub const DEFAULT_IN_MEMORY_TRACES: usize = 10_000;
 
@@ -224,9 +241,9 @@ pub const DEFAULT_IN_MEMORY_BYTES: usize = 256 * 1024 * 1024;
 /// Spans in memory, bounded by a number of traces and a number of bytes: past either bound, the
 /// oldest traces go (those whose earliest span started first, as [`Retention`] orders them).
 ///
-/// Each span is kept as its JSON beside the few fields listing needs (about a third of the
-/// room of the record itself, whose attribute maps and values are trees): a tracing instance
-/// keeps many more spans than it reads back.
+/// A tracer's spans are kept as recorded ([`SpanStore::keep`]: moved in, nothing encoded);
+/// a [`SpanRecord`] saved by hand as its JSON. Records are made when spans are read back: a
+/// tracing instance keeps many more spans than it reads.
 #[derive(Debug)]
 pub struct InMemorySpanStore {
     max_traces: usize,
@@ -253,17 +270,29 @@ struct StoredTrace {
     bytes: usize,
 }
 
-/// A span as kept: its JSON, and what finding the trace's root and status needs.
+/// A span as kept: what finding the trace's root and status needs, and the span itself.
 #[derive(Debug)]
 struct StoredSpan {
     span_id: SpanKey,
     parent_span_id: Option<SpanKey>,
     started_at: u64,
     failed: bool,
-    /// An input or output of JSON `null` (which the JSON would read back as none).
-    null_input: bool,
-    null_output: bool,
-    json: Box<str>,
+    /// What it takes in memory, about.
+    size: usize,
+    body: Body,
+}
+
+/// The span itself: as its tracer recorded it, or (a record saved by hand, whose ids may be any
+/// text) as its JSON.
+#[derive(Debug)]
+enum Body {
+    Recorded(Box<RecordedSpan>),
+    Json {
+        json: Box<str>,
+        /// An input or output of JSON `null` (which the JSON would read back as none).
+        null_input: bool,
+        null_output: bool,
+    },
 }
 
 /// A span id as the store compares it: its 64 bits (an id is 16 hex digits), or a hash of one
@@ -294,27 +323,52 @@ impl StoredSpan {
             parent_span_id: span.parent_span_id.as_deref().map(SpanKey::of),
             started_at: span.started_at,
             failed: span.is_error(),
-            null_input: span.input == Some(serde_json::Value::Null),
-            null_output: span.output == Some(serde_json::Value::Null),
-            json: json.into_boxed_str(),
+            size: std::mem::size_of::<Self>() + json.len(),
+            body: Body::Json {
+                null_input: span.input == Some(serde_json::Value::Null),
+                null_output: span.output == Some(serde_json::Value::Null),
+                json: json.into_boxed_str(),
+            },
         })
+    }
+
+    fn recorded(span: Box<RecordedSpan>) -> Self {
+        Self {
+            // The key of a hex id is its number (`SpanKey::of`).
+            span_id: SpanKey(span.span_id()),
+            parent_span_id: span.parent_span_id().map(SpanKey),
+            started_at: span.started_at,
+            failed: span.is_error(),
+            size: std::mem::size_of::<Self>() + span.approx_size(),
+            body: Body::Recorded(span),
+        }
     }
 
     /// What it takes in memory, about.
     fn size(&self) -> usize {
-        std::mem::size_of::<Self>() + self.json.len()
+        self.size
     }
 
     fn record(&self) -> Result<SpanRecord, SpanStoreError> {
-        let mut record: SpanRecord = serde_json::from_str(&self.json)
-            .map_err(|e| SpanStoreError::Backend(format!("a kept span is unreadable: {e}")))?;
-        if self.null_input {
-            record.input = Some(serde_json::Value::Null);
+        match &self.body {
+            Body::Recorded(span) => Ok(span.to_record()),
+            Body::Json {
+                json,
+                null_input,
+                null_output,
+            } => {
+                let mut record: SpanRecord = serde_json::from_str(json).map_err(|e| {
+                    SpanStoreError::Backend(format!("a kept span is unreadable: {e}"))
+                })?;
+                if *null_input {
+                    record.input = Some(serde_json::Value::Null);
+                }
+                if *null_output {
+                    record.output = Some(serde_json::Value::Null);
+                }
+                Ok(record)
+            }
         }
-        if self.null_output {
-            record.output = Some(serde_json::Value::Null);
-        }
-        Ok(record)
     }
 }
 
@@ -458,6 +512,18 @@ impl SpanStore for InMemorySpanStore {
         Ok(())
     }
 
+    async fn keep(&self, spans: &mut Vec<Box<RecordedSpan>>) -> Result<(), SpanStoreError> {
+        // Moved in as they are: nothing is encoded, copied or freed on the way.
+        let mut state = self.lock();
+        let mut hex = [0u8; 32];
+        for span in spans.drain(..) {
+            let trace_id = hex_trace_id_in(span.trace_id(), &mut hex);
+            state.insert(trace_id, StoredSpan::recorded(span));
+        }
+        state.keep_newest(self.max_traces, self.max_bytes);
+        Ok(())
+    }
+
     async fn list_traces(&self, query: &TraceQuery) -> Result<TracePage, SpanStoreError> {
         let state = self.lock();
         let mut matching = Vec::new();
@@ -538,9 +604,105 @@ pub type SharedSpanStore = std::sync::Arc<dyn SpanStore>;
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-    use super::super::{StoreSink, Tracer, TracingConfig};
+    use super::super::{StoreSink, TraceContext, Tracer, TracingConfig};
     use super::*;
     use std::sync::Arc;
+
+    /// A sink keeping the records it is given.
+    #[derive(Debug, Default)]
+    struct Kept(std::sync::Mutex<Vec<SpanRecord>>);
+
+    impl super::super::SpanSink for Kept {
+        fn export<'a>(&'a self, spans: &'a [SpanRecord]) -> futures::future::BoxFuture<'a, ()> {
+            self.0.lock().unwrap().extend_from_slice(spans);
+            Box::pin(async {})
+        }
+    }
+
+    #[tokio::test]
+    async fn recorded_spans_are_kept_as_they_are_and_read_back_as_the_sinks_saw_them() {
+        let store = Arc::new(InMemorySpanStore::new(100));
+        let kept = Arc::new(Kept::default());
+        let tracer = Tracer::storing(TracingConfig::new(), store.clone(), vec![kept.clone()]);
+        let mut run = tracer
+            .start(None, SpanType::AgentRun, "agent run: 'weather'")
+            .unwrap();
+        run.entity("agent", "weather", Some("Weather Agent"));
+        run.scope("run-1", Some("t1"), None);
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("team".into(), "blue".into());
+        metadata.insert("apiKey".into(), "sk-1".into());
+        run.caller(Some("ada"), &metadata, &["beta".to_owned()]);
+        run.input("hi");
+        run.attribute("maxSteps", 5);
+        run.attribute("maxSteps", 6);
+        run.attribute("password", "hunter2");
+        run.attribute(
+            "usage",
+            serde_json::json!({"inputTokens": 3, "outputTokens": 1}),
+        );
+        run.attribute("availableTools", serde_json::json!(["a", "b"]));
+        let mut tool = run.child(SpanType::ToolCall, "tool: 'x'").unwrap();
+        tool.input(serde_json::json!({"city": "Oslo", "token": "t"}));
+        tool.output(serde_json::Value::Null);
+        tool.fail("no", Some("tool"));
+        run.end();
+        tracer.flush().await;
+
+        let mut seen = kept.0.lock().unwrap().clone();
+        seen.sort_by_key(|s| s.started_at);
+        let read = store.trace(&seen[0].trace_id).await.unwrap();
+        assert_eq!(read, seen);
+        let root = &read[0];
+        assert!(TraceContext::is_trace_id(&root.trace_id) && root.parent_span_id.is_none());
+        assert_eq!(
+            read[1].parent_span_id.as_deref(),
+            Some(root.span_id.as_str())
+        );
+        assert_eq!(root.attributes["maxSteps"], 6);
+        assert_eq!(root.attributes["usage"]["inputTokens"], 3);
+        assert_eq!(
+            root.attributes["availableTools"],
+            serde_json::json!(["a", "b"])
+        );
+        assert_eq!(root.attributes["password"], super::super::REDACTED);
+        assert_eq!(root.metadata["apiKey"], super::super::REDACTED);
+        assert_eq!(root.metadata["team"], "blue");
+        assert_eq!(root.user_id.as_deref(), Some("ada"));
+        assert_eq!(root.tags, ["beta"]);
+        assert_eq!(root.entity_name.as_deref(), Some("Weather Agent"));
+        assert_eq!(root.thread_id.as_deref(), Some("t1"));
+        assert_eq!(
+            read[1].input.as_ref().unwrap()["token"],
+            super::super::REDACTED
+        );
+        assert_eq!(read[1].output, Some(serde_json::Value::Null));
+        let listed = store.list_traces(&TraceQuery::default()).await.unwrap();
+        assert_eq!(listed.total, 1);
+        assert_eq!(listed.traces[0].root, *root);
+        assert_eq!(listed.traces[0].status, TraceStatus::Error);
+        assert_eq!(listed.traces[0].span_count, 2);
+    }
+
+    #[tokio::test]
+    async fn recorded_spans_count_toward_the_byte_bound() {
+        // Room for about one trace of two spans: the older traces go.
+        let store = Arc::new(InMemorySpanStore::new(100).max_bytes(1_500));
+        let tracer = Tracer::storing(TracingConfig::new(), store.clone(), Vec::new());
+        for _ in 0..5 {
+            let mut run = tracer.start(None, SpanType::AgentRun, "run").unwrap();
+            run.input("x".repeat(300));
+            run.child(SpanType::ToolCall, "tool").unwrap().end();
+            run.end();
+            tracer.flush().await;
+        }
+        let listed = store.list_traces(&TraceQuery::default()).await.unwrap();
+        assert!(
+            (1..5).contains(&listed.total),
+            "kept {} traces",
+            listed.total
+        );
+    }
 
     #[tokio::test]
     async fn traces_are_listed_newest_first_filtered_and_read_back() {

@@ -320,7 +320,7 @@ impl AgentRun {
         if let Some(trace) = &state.trace {
             run = run.trace(
                 trace.trace_id.clone(),
-                self.span.as_ref().map(|s| s.span_id().to_owned()),
+                self.span.as_ref().map(|s| s.span_id()),
             );
         }
         let settings = &state.settings;

@@ -134,7 +134,7 @@ impl AgentRun {
     /// What `start` and `finish` say beside their payload: the run's trace.
     pub(super) fn run_metadata(&self) -> Option<crate::event::RunMetadata> {
         // Only a traced drive of the run has a span (a sampled-out trace has none).
-        let trace_id = self.span.as_ref()?.trace_id().to_owned();
+        let trace_id = self.span.as_ref()?.trace_id();
         Some(crate::event::RunMetadata { trace_id })
     }
 
@@ -175,7 +175,7 @@ impl AgentRun {
         }
         span.attribute("maxSteps", self.state.max_steps);
         if resumed.is_empty() {
-            span.attribute("availableTools", self.agent.inner.tools.names());
+            span.attribute_json("availableTools", &self.agent.inner.tools.names());
         }
         // A run without a parent is its trace's root: its later drives (a resume, a takeover)
         // hang under this first one.
@@ -186,8 +186,8 @@ impl AgentRun {
             .is_none_or(|t| t.parent_span_id.is_none())
         {
             self.state.trace = Some(crate::trace::TraceContext {
-                trace_id: span.trace_id().to_owned(),
-                parent_span_id: Some(span.span_id().to_owned()),
+                trace_id: span.trace_id(),
+                parent_span_id: Some(span.span_id()),
             });
         }
         self.span = Some(span);

@@ -428,7 +428,7 @@ impl AgentRun {
         let span = tracing::debug_span!(
             "kestrel.step",
             run_id = %self.run_id,
-            trace_id = %self.span.as_ref().map_or("", |span| span.trace_id()),
+            trace_id = %self.span.as_ref().map(crate::trace::ActiveSpan::trace_id).unwrap_or_default(),
             agent = %self.agent.id(),
             step = self.state.steps.len(),
         );

@@ -446,9 +446,11 @@ impl AgentRun {
         };
         if let Some(mut span) = model_span.take() {
             span.attribute("finishReason", super::lifecycle::finish_reason(reason));
-            span.attribute("usage", serde_json::to_value(usage).unwrap_or_default());
-            let called: Vec<&str> = calls.iter().map(|c| c.tool_name.as_str()).collect();
-            span.output(serde_json::json!({"text": text, "toolCalls": called}));
+            span.attribute_json("usage", &usage);
+            span.output_json(&ModelOutput {
+                text: &text,
+                tool_calls: calls.iter().map(|c| c.tool_name.as_str()).collect(),
+            });
             span.end();
         }
         if self
@@ -604,4 +606,12 @@ fn whole_input(id: &str, name: &str, input: &str) -> [EventKind; 3] {
             tool_call_id: id.to_string(),
         }),
     ]
+}
+
+/// A model call's output as its span records it: the text and the tools it called.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelOutput<'a> {
+    text: &'a str,
+    tool_calls: Vec<&'a str>,
 }
