@@ -45,7 +45,9 @@
 //!   across tokens; stop sequences are matched on the text and never leak into the output.
 //! - **Limits.** A prompt that does not leave one token free in the context window fails with
 //!   [`GenerateError::ContextOverflow`]; generation stops at `max_tokens` or when the context
-//!   is full. Greedy decoding (temperature 0, the default) is deterministic.
+//!   is full, and a free-text answer ends after 64 tokens in a row of nothing but whitespace
+//!   (small models sometimes never close their turn). Greedy decoding (temperature 0, the
+//!   default) is deterministic.
 //! - **Errors.** Loading reports a missing file, a non-GGUF or corrupt file, and an
 //!   unsupported architecture as distinct [`LoadError`]s with the path; requests fail with
 //!   typed [`GenerateError`]s. A panic while serving a request fails that request only.

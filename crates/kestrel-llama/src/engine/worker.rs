@@ -129,6 +129,34 @@ struct Emitter<'a> {
     events: &'a UnboundedSender<EventResult>,
     /// Tokens generated (forced ones included).
     generated: u32,
+    /// The free-text answer's trailing run of blank tokens.
+    blanks: BlankRun,
+}
+
+/// The most tokens in a row a free-text answer may spend on nothing but whitespace: past it
+/// the answer ends. Small models sometimes never close their turn and write newlines until
+/// the context is full (SmolLM2-135M did, 2,720 tokens of them, on one of the decision set's
+/// prompts); no answer a person reads has this many blank tokens in a row.
+pub(crate) const MAX_BLANK_TOKENS: u32 = 64;
+
+/// Counts the tokens in a row whose text is only whitespace.
+#[derive(Debug, Default)]
+struct BlankRun(u32);
+
+impl BlankRun {
+    /// Counts a token's text (empty: a character still incomplete, which neither counts nor
+    /// breaks the run); whether the run has reached [`MAX_BLANK_TOKENS`].
+    fn push(&mut self, text: &str) -> bool {
+        if text.is_empty() {
+            return false;
+        }
+        if text.chars().all(char::is_whitespace) {
+            self.0 += 1;
+        } else {
+            self.0 = 0;
+        }
+        self.0 >= MAX_BLANK_TOKENS
+    }
 }
 
 impl Emitter<'_> {
@@ -142,7 +170,10 @@ impl Emitter<'_> {
         self.piece.clear();
         vocab.token_to_piece_into(token, &mut self.piece, false, None);
         let text = self.decoder.push(&self.piece);
-        let done = self.router.push(&text, &mut self.out);
+        let mut done = self.router.push(&text, &mut self.out);
+        if done.is_none() && self.router.is_free_text() && self.blanks.push(&text) {
+            done = Some(StopReason::EndOfTurn);
+        }
         self.send()?;
         Ok(done)
     }
@@ -223,6 +254,7 @@ impl Worker<'_> {
             out: Vec::new(),
             events,
             generated: 0,
+            blanks: BlankRun::default(),
         };
 
         // A choice between calls and a direct reply is calibrated against a content-free
@@ -606,5 +638,27 @@ impl Worker<'_> {
             token.ok_or_else(|| GenerateError::Grammar("no token satisfies the grammar".into()))?;
         samplers.chain.accept(token);
         Ok(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+
+    #[test]
+    fn a_run_of_blank_tokens_ends_the_answer_and_any_text_breaks_it() {
+        let mut run = BlankRun::default();
+        for _ in 0..MAX_BLANK_TOKENS - 1 {
+            assert!(!run.push("\n"));
+        }
+        // A character still incomplete neither counts nor breaks the run.
+        assert!(!run.push(""));
+        assert!(!run.push("word"), "text breaks the run");
+        for _ in 0..MAX_BLANK_TOKENS - 1 {
+            assert!(!run.push(" \n\t"));
+        }
+        assert!(run.push("  "), "the 64th blank token in a row ends it");
     }
 }
