@@ -246,6 +246,50 @@ impl TracingConfig {
     }
 }
 
+/// A value serialized as a span keeps it: under a sensitive key, [`REDACTED`] (when the
+/// configuration redacts). Written straight to JSON text, this records a borrowed value
+/// without copying its tree.
+pub(crate) struct Redacted<'a> {
+    pub(crate) value: &'a Value,
+    pub(crate) config: &'a TracingConfig,
+}
+
+impl serde::Serialize for Redacted<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.value {
+            Value::Object(fields) if self.config.redact => {
+                let mut map = serializer.serialize_map(Some(fields.len()))?;
+                for (key, field) in fields {
+                    if self.config.is_sensitive(key) {
+                        map.serialize_entry(key, REDACTED)?;
+                    } else {
+                        map.serialize_entry(key, &self.with(field))?;
+                    }
+                }
+                map.end()
+            }
+            Value::Array(items) if self.config.redact => {
+                let mut seq = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(&self.with(item))?;
+                }
+                seq.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+impl<'a> Redacted<'a> {
+    fn with(&self, value: &'a Value) -> Self {
+        Self {
+            value,
+            config: self.config,
+        }
+    }
+}
+
 /// A key as compared: lowercase, without `_`, `-` and `.`.
 fn normalize(key: &str) -> String {
     normalized(key).collect()

@@ -200,7 +200,12 @@ impl Tracer {
             started_at: now_ns(),
             ended_at: 0,
             name,
-            attributes: Vec::new(),
+            // Room for the attributes the framework sets on spans of this type.
+            attributes: Vec::with_capacity(match span_type {
+                SpanType::ModelGeneration => 6,
+                SpanType::AgentRun => 4,
+                _ => 2,
+            }),
             input: None,
             output: None,
             error: None,
@@ -455,6 +460,33 @@ impl ActiveSpan {
         if let Some(record) = self.record_mut() {
             record.output = Some(SpanValue::Value(output.into()));
         }
+    }
+
+    /// Sets what went in from a borrowed value: written now as JSON text, sensitive keys
+    /// redacted (no copy of its tree is made or kept).
+    pub fn input_of(&mut self, value: &Value) {
+        if let Some(json) = self.redacted(value)
+            && let Some(record) = self.record_mut()
+        {
+            record.input = Some(json);
+        }
+    }
+
+    /// Sets what came out from a borrowed value, as [`ActiveSpan::input_of`] does.
+    pub fn output_of(&mut self, value: &Value) {
+        if let Some(json) = self.redacted(value)
+            && let Some(record) = self.record_mut()
+        {
+            record.output = Some(json);
+        }
+    }
+
+    fn redacted(&self, value: &Value) -> Option<SpanValue> {
+        self.record.as_ref()?;
+        json_text(&super::policy::Redacted {
+            value,
+            config: self.tracer.config(),
+        })
     }
 
     /// Sets what came out to `value` as JSON, as [`ActiveSpan::attribute_json`] does.

@@ -643,8 +643,9 @@ mod tests {
         );
         run.attribute("availableTools", serde_json::json!(["a", "b"]));
         let mut tool = run.child(SpanType::ToolCall, "tool: 'x'").unwrap();
-        tool.input(serde_json::json!({"city": "Oslo", "token": "t"}));
-        tool.output(serde_json::Value::Null);
+        // Borrowed values, written as redacted JSON text at once.
+        tool.input_of(&serde_json::json!({"city": "Oslo", "nested": [{"token": "t"}]}));
+        tool.output_of(&serde_json::Value::Null);
         tool.fail("no", Some("tool"));
         run.end();
         tracer.flush().await;
@@ -672,10 +673,9 @@ mod tests {
         assert_eq!(root.tags, ["beta"]);
         assert_eq!(root.entity_name.as_deref(), Some("Weather Agent"));
         assert_eq!(root.thread_id.as_deref(), Some("t1"));
-        assert_eq!(
-            read[1].input.as_ref().unwrap()["token"],
-            super::super::REDACTED
-        );
+        let input = read[1].input.as_ref().unwrap();
+        assert_eq!(input["nested"][0]["token"], super::super::REDACTED);
+        assert_eq!(input["city"], "Oslo");
         assert_eq!(read[1].output, Some(serde_json::Value::Null));
         let listed = store.list_traces(&TraceQuery::default()).await.unwrap();
         assert_eq!(listed.total, 1);

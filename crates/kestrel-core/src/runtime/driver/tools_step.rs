@@ -141,7 +141,7 @@ impl AgentRun {
             settings.thread_id.as_deref(),
             settings.resource_id.as_deref(),
         );
-        span.input(result.args.clone());
+        span.input_of(&result.args);
         span.attribute("success", !result.is_error);
         if result.is_error {
             let message = match &result.result {
@@ -150,7 +150,7 @@ impl AgentRun {
             };
             span.fail(message, Some("tool"));
         } else {
-            span.output(result.result.clone());
+            span.output_of(&result.result);
             span.end();
         }
     }
@@ -548,7 +548,7 @@ async fn execute_call(
             base.thread_id.as_deref(),
             base.resource_id.as_deref(),
         );
-        tool_span.input(call.args.clone());
+        tool_span.input_of(&call.args);
         Some(tool_span)
     });
     let trace = tool_span.as_ref().map(crate::trace::ActiveSpan::context);
@@ -590,7 +590,7 @@ async fn execute_call(
         if is_error {
             tool_span.fail(result.as_str().unwrap_or_default(), Some("tool"));
         } else {
-            tool_span.output(result.clone());
+            tool_span.output_of(&result);
             tool_span.end();
         }
     }
