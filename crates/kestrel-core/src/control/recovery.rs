@@ -88,8 +88,8 @@ pub(crate) async fn recover_once(agents: &BTreeMap<String, Agent>) -> Vec<String
 /// agent deciding or checking completion), which no instance registers: the network step that
 /// asked for it is retried as a whole, under a new run, so the old one has no one to continue it.
 fn is_helper_run(agents: &BTreeMap<String, Agent>, run: &StoredRun) -> bool {
-    run.state.agent_id == crate::network::ROUTING_AGENT_ID
-        && !agents.contains_key(crate::network::ROUTING_AGENT_ID)
+    run.state.agent_id == crate::runtime::ROUTING_AGENT_ID
+        && !agents.contains_key(crate::runtime::ROUTING_AGENT_ID)
 }
 
 /// Ends an abandoned helper run as aborted, so that it is not left `running` for ever. The

@@ -62,8 +62,7 @@ use crate::model::ModelSettings;
 pub use crate::event::{PrimitiveType, RoutingDecision, ScorerResult};
 pub use run::{NetworkRequest, NetworkResult, NetworkRunHandle, NetworkStatus, NetworkStream};
 
-/// The id of a network's routing agent.
-pub const ROUTING_AGENT_ID: &str = "routing-agent";
+pub use crate::runtime::ROUTING_AGENT_ID;
 
 /// The default bound on a network's iterations (Mastra's).
 pub const DEFAULT_NETWORK_MAX_STEPS: u32 = 1;

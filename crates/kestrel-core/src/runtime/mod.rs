@@ -26,6 +26,10 @@ mod versioned;
 use std::sync::Arc;
 
 pub use driver::{APPROVAL_RESUME_SCHEMA, AgentRun};
+
+/// The id of a network's routing agent: a helper agent made from the network's agent,
+/// which no instance registers (the recovery sweep closes its abandoned runs).
+pub const ROUTING_AGENT_ID: &str = "routing-agent";
 pub use queue::{MAX_QUEUED_PER_THREAD, Queued};
 pub use stream::{AgentStream, TextStream};
 pub use thread_handle::{SendRequest, ThreadHandle};
