@@ -9,6 +9,7 @@
 //! - [`store`]: the [`SpanStore`] port the traces are read back from, and its in-memory
 //!   backend.
 
+mod memory;
 pub mod policy;
 pub mod recorded;
 pub mod recorder;
