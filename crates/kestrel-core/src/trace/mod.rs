@@ -6,16 +6,17 @@
 //! - [`recorded`]: a span as a tracer records it ([`RecordedSpan`]), compact until read.
 //! - [`recorder`]: [`Tracer`] starts spans; an ended span is appended to a bounded buffer,
 //!   and a worker hands batches to the [`SpanSink`]s, off the runs.
-//! - [`store`]: the [`SpanStore`] port the traces are read back from, and its in-memory
-//!   backend.
+//! - [`memory`]: [`InMemorySpanStore`], the span store used when no other is given.
+//! - [`store`]: the [`SpanStore`] port the traces are read back from.
 
-mod memory;
+pub mod memory;
 pub mod policy;
 pub mod recorded;
 pub mod recorder;
 pub mod span;
 pub mod store;
 
+pub use memory::InMemorySpanStore;
 pub use policy::{DEFAULT_RETENTION, REDACTED, SENSITIVE_KEYS, Sampling, TracingConfig};
 pub use recorded::RecordedSpan;
 pub use recorder::{
@@ -25,6 +26,6 @@ pub use span::{
     SpanError, SpanRecord, SpanType, TraceContext, TracingOptions, new_span_id, new_trace_id,
 };
 pub use store::{
-    InMemorySpanStore, Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage,
-    TraceQuery, TraceStatus, TraceSummary, local_root, summarize,
+    Retention, SharedSpanStore, SpanStore, SpanStoreError, TracePage, TraceQuery, TraceStatus,
+    TraceSummary, local_root, summarize,
 };

@@ -1,6 +1,6 @@
 //! Where spans are kept to be read back: the [`SpanStore`] port (save, keep, list traces, read
-//! one, delete, prune), the queries and summaries it answers with, and [`InMemorySpanStore`],
-//! bounded (its own module, re-exported here). A tracer hands its spans to one.
+//! one, delete, prune) and the queries and summaries it answers with. Its in-memory backend is
+//! [`InMemorySpanStore`](super::InMemorySpanStore). A tracer hands its spans to one.
 
 use async_trait::async_trait;
 
@@ -218,7 +218,6 @@ pub fn summarize(spans: &[SpanRecord]) -> Option<TraceSummary> {
         span_count: spans.len(),
     })
 }
-pub use super::memory::{DEFAULT_IN_MEMORY_BYTES, DEFAULT_IN_MEMORY_TRACES, InMemorySpanStore};
 
 /// A [`SpanStore`] shared.
 pub type SharedSpanStore = std::sync::Arc<dyn SpanStore>;

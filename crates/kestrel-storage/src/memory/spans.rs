@@ -1,5 +1,5 @@
 //! The traces of [`InMemoryStorage`]: an [`InMemorySpanStore`](kestrel_core::trace::InMemorySpanStore)
-//! (bounded: past [`DEFAULT_IN_MEMORY_TRACES`](kestrel_core::trace::store::DEFAULT_IN_MEMORY_TRACES)
+//! (bounded: past [`DEFAULT_IN_MEMORY_TRACES`](kestrel_core::trace::memory::DEFAULT_IN_MEMORY_TRACES)
 //! traces, the oldest go), given the batches as the database backends store them (times
 //! checked, NUL dropped from the plain text fields: see `crate::spans`).
 
