@@ -1,7 +1,7 @@
 //! Turning generated text into events: free text (with stop sequences), JSON answers, and tool
 //! call blocks parsed incrementally so that argument text streams as it is generated.
 
-use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN};
+use crate::grammar::{Answer, CALLS_CLOSE, CALLS_OPEN, FENCE_CLOSE, FENCE_OPEN, MAX_CALL_BLANKS};
 use crate::request::{GenerationEvent, StopReason};
 use crate::text::{StopMatcher, StopScan};
 
@@ -20,6 +20,8 @@ pub(crate) struct OutputRouter {
     calls_allowed: bool,
     answer: Answer,
     branch: Option<Branch>,
+    /// Text held while the branch is undecided: the start of a fence that may open calls.
+    held: String,
     stops: StopMatcher,
     json: JsonEnd,
     calls: CallParser,
@@ -31,6 +33,7 @@ impl OutputRouter {
             calls_allowed,
             answer,
             branch: None,
+            held: String::new(),
             stops: StopMatcher::new(stop),
             json: JsonEnd::default(),
             calls: CallParser::default(),
@@ -48,20 +51,16 @@ impl OutputRouter {
         if text.is_empty() {
             return None;
         }
-        let branch = match self.branch {
-            Some(branch) => branch,
+        let held;
+        let (branch, text) = match self.branch {
+            Some(branch) => (branch, text),
             None => {
-                // The grammar makes the first character decide: only a tool-call block starts
-                // with `<`, and beside a text answer only a bare call with `[` or `{`.
-                let opens_call = text.starts_with('<')
-                    || (self.answer == Answer::Text && text.starts_with(['[', '{']));
-                let branch = if self.calls_allowed && (self.answer == Answer::None || opens_call) {
-                    Branch::Calls
-                } else {
-                    Branch::Answer
-                };
+                self.held.push_str(text);
+                // Still undecided: the text is held, and nothing is complete.
+                let branch = self.decide()?;
                 self.branch = Some(branch);
-                branch
+                held = std::mem::take(&mut self.held);
+                (branch, held.as_str())
             }
         };
         match (branch, self.answer) {
@@ -87,8 +86,59 @@ impl OutputRouter {
         }
     }
 
+    /// Decides the branch from the text held so far, or `None` while it may still go either way.
+    ///
+    /// The grammar makes the first characters decide: only a tool-call block starts with `<`,
+    /// beside a text answer only a bare call with `[` or `{`, and a ```` ```json ```` fence
+    /// opens calls when `[` or `{` follows it after at most [`MAX_CALL_BLANKS`] blanks.
+    fn decide(&self) -> Option<Branch> {
+        if !self.calls_allowed {
+            return Some(Branch::Answer);
+        }
+        if self.answer == Answer::None {
+            return Some(Branch::Calls);
+        }
+        let text = self.held.as_str();
+        if text.starts_with('<') {
+            return Some(Branch::Calls);
+        }
+        if self.answer == Answer::Json {
+            // A JSON value never starts with a backtick.
+            return Some(if text.starts_with('`') {
+                Branch::Calls
+            } else {
+                Branch::Answer
+            });
+        }
+        if text.starts_with(['[', '{']) {
+            return Some(Branch::Calls);
+        }
+        let Some(after) = text.strip_prefix(FENCE_OPEN) else {
+            return if FENCE_OPEN.starts_with(text) {
+                None
+            } else {
+                Some(Branch::Answer)
+            };
+        };
+        let blanks = after
+            .chars()
+            .take_while(|c| matches!(c, ' ' | '\n'))
+            .count();
+        match after.chars().nth(blanks.min(MAX_CALL_BLANKS)) {
+            None => None,
+            Some('[' | '{') if blanks <= MAX_CALL_BLANKS => Some(Branch::Calls),
+            Some(_) => Some(Branch::Answer),
+        }
+    }
+
     /// Flushes held-back text at the end of generation.
     pub fn finish(&mut self, out: &mut Vec<GenerationEvent>) {
+        if self.branch.is_none() && !self.held.is_empty() {
+            // Generation ended while the start was ambiguous: it was text.
+            self.branch = Some(Branch::Answer);
+            let held = std::mem::take(&mut self.held);
+            let _ = self.push(&held, out);
+        }
         if self.branch == Some(Branch::Answer) && self.answer != Answer::Json {
             let rest = self.stops.finish();
             if !rest.is_empty() {
@@ -183,10 +233,12 @@ enum ValueKind {
 /// Where the call parser is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
-    /// Matching `<tool_call>`; the number of bytes matched. A first `[` or `{` instead opens
+    /// Before the first character: `<` opens a tagged block, `` ` `` a fenced one, `[` or `{`
     /// a bare list or a bare call.
+    Start,
+    /// Matching the opening literal (`<tool_call>` or ```` ```json ````); the bytes matched.
     Open(usize),
-    /// After `<tool_call>`: before `[` (a list) or `{` (one call).
+    /// After the opening literal: before `[` (a list) or `{` (one call).
     ArrayStart,
     /// Between calls: expecting `{`, `,` or `]`.
     Array,
@@ -208,20 +260,20 @@ enum State {
     },
     /// After a value: expecting `,` or `}`.
     AfterValue,
-    /// After `]`: matching `</tool_call>`; the number of bytes matched.
+    /// After the calls: matching the closing literal; the number of bytes matched.
     Close(usize),
     /// The block is complete.
     Done,
 }
 
 /// Parses `<tool_call>[{"name": ..., "arguments": {...}}, ...]</tool_call>` incrementally,
-/// and the other forms the grammar allows: one call object inside the tags, and a bare list or
-/// call without them. The grammar guarantees the shape, so the parser only tracks where it is.
+/// and the other forms the grammar allows: one call object inside the tags, the same inside a
+/// ```` ```json ```` fence, and a bare list or call. The grammar guarantees the shape, so the parser only tracks where it is.
 #[derive(Debug)]
 struct CallParser {
     state: State,
-    /// Whether the block opened with `<tool_call>` (and so ends with `</tool_call>`).
-    tagged: bool,
+    /// The opening literal and the closing one (`None` for bare calls).
+    literals: Option<(&'static str, &'static str)>,
     /// Whether the calls are in a list (more may follow one).
     list: bool,
     /// Calls completed so far (also the index of the current call).
@@ -238,8 +290,8 @@ struct CallParser {
 impl Default for CallParser {
     fn default() -> Self {
         Self {
-            state: State::Open(0),
-            tagged: true,
+            state: State::Start,
+            literals: None,
             list: true,
             index: 0,
             name: None,
@@ -275,14 +327,23 @@ impl CallParser {
     fn char(&mut self, c: char, out: &mut Vec<GenerationEvent>) {
         let state = std::mem::replace(&mut self.state, State::Done);
         self.state = match state {
-            State::Open(0) if c == '[' || c == '{' => {
-                self.tagged = false;
-                self.state = State::ArrayStart;
+            State::Start => {
+                self.literals = match c {
+                    '<' => Some((CALLS_OPEN, CALLS_CLOSE)),
+                    '`' => Some((FENCE_OPEN, FENCE_CLOSE)),
+                    _ => None,
+                };
+                self.state = if self.literals.is_some() {
+                    State::Open(0)
+                } else {
+                    State::ArrayStart
+                };
                 return self.char(c, out);
             }
             State::Open(matched) => {
                 let matched = matched + c.len_utf8();
-                if matched >= CALLS_OPEN.len() {
+                let open = self.literals.map_or("", |(open, _)| open);
+                if matched >= open.len() {
                     State::ArrayStart
                 } else {
                     State::Open(matched)
@@ -408,12 +469,13 @@ impl CallParser {
                 _ => State::AfterValue,
             },
             State::Close(matched) => {
-                if matched == 0 && c != '<' {
-                    // Whitespace before `</tool_call>`.
+                let close = self.literals.map_or("", |(_, close)| close);
+                if matched == 0 && !close.starts_with(c) {
+                    // Whitespace before the closing literal.
                     State::Close(0)
                 } else {
                     let matched = matched + c.len_utf8();
-                    if matched >= CALLS_CLOSE.len() {
+                    if matched >= close.len() {
                         State::Done
                     } else {
                         State::Close(matched)
@@ -443,9 +505,9 @@ impl CallParser {
         }
     }
 
-    /// Where the end of the calls leads: `</tool_call>` if the block opened with its tag.
+    /// Where the end of the calls leads: the closing literal if the block opened with one.
     fn after_block(&self) -> State {
-        if self.tagged {
+        if self.literals.is_some() {
             State::Close(0)
         } else {
             State::Done
@@ -620,6 +682,82 @@ mod tests {
         let mut router = OutputRouter::new(true, Answer::Json, &[]);
         let (events, _) = run(&mut router, &["{\"name\": \"x\"}"]);
         assert_eq!(events, [GenerationEvent::Text("{\"name\": \"x\"}".into())]);
+    }
+
+    /// Feeds `text` one character at a time.
+    fn run_chars(
+        router: &mut OutputRouter,
+        text: &str,
+    ) -> (Vec<GenerationEvent>, Option<StopReason>) {
+        let pieces: Vec<String> = text.chars().map(String::from).collect();
+        let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
+        run(router, &refs)
+    }
+
+    fn text_of(events: &[GenerationEvent]) -> String {
+        events
+            .iter()
+            .map(|e| match e {
+                GenerationEvent::Text(t) => t.as_str(),
+                _ => "",
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fenced_calls_are_calls_and_other_fences_are_text() {
+        let call = r#"{"name": "add", "arguments": {"a": 1}}"#;
+        let end = GenerationEvent::ToolCallEnd {
+            index: 0,
+            name: "add".into(),
+            arguments: r#"{"a": 1}"#.into(),
+        };
+        for text in [
+            format!("```json\n{call}\n```"),
+            format!("```json{call}```"),
+            format!("```json \n[{call}]  ```"),
+        ] {
+            for answer in [Answer::Text, Answer::Json, Answer::None] {
+                // One character at a time, and in one piece.
+                for whole in [false, true] {
+                    let mut router = OutputRouter::new(true, answer, &[]);
+                    let (events, reason) = if whole {
+                        run(&mut router, &[text.as_str()])
+                    } else {
+                        run_chars(&mut router, &text)
+                    };
+                    assert_eq!(reason, Some(StopReason::ToolCalls), "{text:?} {answer:?}");
+                    assert!(events.contains(&end), "{text:?}: {events:?}");
+                    assert_eq!(text_of(&events), "", "{text:?}");
+                }
+            }
+        }
+        // Text that starts like a fence is released whole once it is known to be text.
+        for text in [
+            "```python\nprint(1)\n```",
+            "`x` is a variable",
+            "```json\n\"hi\"\n```",
+            "```json\n\n\n{\"x\": 1}",
+            "```jsonl\n{}",
+        ] {
+            let mut router = OutputRouter::new(true, Answer::Text, &[]);
+            let (events, reason) = run_chars(&mut router, text);
+            assert_eq!(reason, None, "{text:?}");
+            assert_eq!(text_of(&events), text);
+            assert!(router.is_free_text(), "{text:?}");
+        }
+        // Generation that ends while the start is ambiguous was text.
+        for text in ["`", "```js", "```json\n"] {
+            let mut router = OutputRouter::new(true, Answer::Text, &[]);
+            let (events, _) = run_chars(&mut router, text);
+            assert_eq!(text_of(&events), text);
+        }
+        // Without tools a fence is just text, from the first character.
+        let mut router = OutputRouter::new(false, Answer::Text, &[]);
+        let mut out = Vec::new();
+        assert_eq!(router.push("`", &mut out), None);
+        assert!(router.is_free_text());
+        assert_eq!(text_of(&out), "`");
     }
 
     #[test]

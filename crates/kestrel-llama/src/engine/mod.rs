@@ -327,7 +327,7 @@ impl std::fmt::Debug for Engine {
 
 static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
 
-fn backend() -> Result<&'static LlamaBackend, LoadError> {
+pub(crate) fn backend() -> Result<&'static LlamaBackend, LoadError> {
     BACKEND
         .get_or_init(|| {
             // llama.cpp logs to stderr by default; send it to `tracing` instead.

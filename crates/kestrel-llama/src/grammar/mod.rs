@@ -21,6 +21,7 @@
 //! ```text
 //! root ::= kestrel-tool-calls | kestrel-answer-rule     (tools + answer)
 //! kestrel-tool-calls ::= "<tool_call>" ws (call-list | call) ws "</tool_call>"
+//!                      | "```json" ws (call-list | call) ws "```"
 //!                      | call-list | call            (bare calls: not beside a JSON answer)
 //! call-list ::= "[" ws call ws "]"
 //! ```
@@ -28,11 +29,12 @@
 //! (with `(ws "," ws call){0,3}` after the first call when parallel calls are allowed)
 //!
 //! where the answer is either a JSON value matching the response format or free text. Free text
-//! beside calls must not start with `<`, `[` or `{`, so the first character decides the branch;
-//! after that the engine drops the grammar for free text (it accepts anything) and keeps it
-//! otherwise. Bare calls are there because models write them: Qwen2.5-Coder-0.5B, asked for
-//! the tagged list, wrote a bare `[{"name": ...}]` for 5 of 23 tool prompts, which without
-//! this branch became its text answer.
+//! beside calls must not start with `<`, `[` or `{`, nor with a fence followed by `[` or `{`,
+//! so the first characters decide the branch; after that the engine drops the grammar for free
+//! text (it accepts anything) and keeps it otherwise. The bare and fenced forms are there
+//! because models write them: Qwen2.5-Coder-0.5B, asked for the tagged list, wrote a bare
+//! `[{"name": ...}]` for 5 of 23 tool prompts, and Qwen2.5-Coder-1.5B fenced every call; without
+//! these branches they became text answers.
 //!
 //! [`check_schema`]: schema::check_schema
 
@@ -55,9 +57,23 @@ pub(crate) const MAX_PARALLEL_CALLS: usize = 4;
 /// Free text: anything that does not start with `<` (which only a tool-call block does).
 const TEXT_RULE: &str = r#"kestrel-text ::= [^<] [^\x00]*"#;
 
+/// The literal that opens a fenced tool-call block (the form Qwen2.5-Coder-1.5B writes).
+pub(crate) const FENCE_OPEN: &str = "```json";
+/// The literal that closes a fenced tool-call block.
+pub(crate) const FENCE_CLOSE: &str = "```";
+
 /// Free text beside tool calls: it may not start with `<`, `[` or `{` either, which open a
-/// call (bare calls, see [`plan`]).
-const TEXT_BESIDE_CALLS_RULE: &str = r#"kestrel-text ::= [^<\[{] [^\x00]*"#;
+/// call (bare calls, see [`plan`]), nor with a ```` ```json ```` fence whose first character
+/// after at most two blanks is `[` or `{` (a fenced call). Any other text may start with a
+/// backtick, a code block included.
+const TEXT_BESIDE_CALLS_RULES: &str = r#"kestrel-text ::= [^<\[{`] kestrel-rest | "`" kestrel-text-tick
+kestrel-rest ::= [^\x00]*
+kestrel-text-tick ::= [^`] kestrel-rest | "`" [^`] kestrel-rest | "``" kestrel-text-fence
+kestrel-text-fence ::= [^j] kestrel-rest | "j" [^s] kestrel-rest | "js" [^o] kestrel-rest | "jso" [^n] kestrel-rest | "json" kestrel-text-json
+kestrel-text-json ::= [^ \n\[{] kestrel-rest | [ \n] [^ \n\[{] kestrel-rest | [ \n] [ \n] [^\[{] kestrel-rest"#;
+
+/// Most blanks between a call block's opening literal and its calls (`kestrel-ws`).
+pub(crate) const MAX_CALL_BLANKS: usize = 2;
 
 const CALLS_KEY: &str = "kestrel-calls";
 const ANSWER_KEY: &str = "kestrel-answer";
@@ -239,16 +255,21 @@ pub(crate) fn plan(
         let tagged = format!(
             r#""{CALLS_OPEN}" kestrel-ws (kestrel-call-list | {call}) kestrel-ws "{CALLS_CLOSE}""#
         );
+        // A fenced block: Qwen2.5-Coder-1.5B wrote every call of the decision set this way.
+        let fenced = format!(
+            r#""{FENCE_OPEN}" kestrel-ws (kestrel-call-list | {call}) kestrel-ws "{FENCE_CLOSE}""#
+        );
         rules.push(if bare_calls {
-            format!(r#"kestrel-tool-calls ::= {tagged} | kestrel-call-list | {call}"#)
+            format!(r#"kestrel-tool-calls ::= {tagged} | {fenced} | kestrel-call-list | {call}"#)
         } else {
-            format!(r#"kestrel-tool-calls ::= {tagged}"#)
+            // A JSON answer never starts with a backtick, so the fence stays.
+            format!(r#"kestrel-tool-calls ::= {tagged} | {fenced}"#)
         });
-        rules.push(r#"kestrel-ws ::= [ \n]{0,2}"#.to_string());
+        rules.push(format!(r#"kestrel-ws ::= [ \n]{{0,{MAX_CALL_BLANKS}}}"#));
     }
     if answer == Answer::Text {
         // (Text without calls returned above.)
-        rules.push(TEXT_BESIDE_CALLS_RULE.to_string());
+        rules.push(TEXT_BESIDE_CALLS_RULES.to_string());
     }
     let root = match (&calls_rule, &answer_rule) {
         (Some(_), Some(answer)) => format!("root ::= kestrel-tool-calls | {answer}"),
@@ -376,7 +397,7 @@ mod tests {
             "{gbnf}"
         );
         assert!(gbnf.contains("\\\"get_weather\\\""), "{gbnf}");
-        assert!(gbnf.contains(TEXT_BESIDE_CALLS_RULE), "{gbnf}");
+        assert!(gbnf.contains(TEXT_BESIDE_CALLS_RULES), "{gbnf}");
         assert!(gbnf.contains("| kestrel-call-list |"), "bare calls: {gbnf}");
         assert_eq!(plan.answer, Answer::Text);
         // Beside a JSON answer, only the tagged block.
@@ -389,6 +410,109 @@ mod tests {
             .find(|l| l.starts_with("kestrel-tool-calls ::="))
             .unwrap_or_default();
         assert!(!calls.contains("| kestrel-call-list"), "{calls}");
+    }
+
+    #[test]
+    fn fenced_calls_beside_text_and_json_answers() {
+        let tools = [tool("add", json!({"type":"object"}))];
+        let calls_rule = |schema: Option<&Value>| {
+            let p = plan(&tools, &Choice::Auto, schema, false, false)
+                .unwrap_or_else(|e| unreachable!("{e}"));
+            let gbnf = p.gbnf.unwrap_or_default();
+            gbnf.lines()
+                .find(|l| l.starts_with("kestrel-tool-calls ::="))
+                .map(str::to_string)
+                .unwrap_or_default()
+        };
+        for rule in [
+            calls_rule(None),
+            calls_rule(Some(&json!({"type": "object"}))),
+        ] {
+            assert!(
+                rule.contains(r#""```json" kestrel-ws (kestrel-call-list | "#),
+                "{rule}"
+            );
+        }
+    }
+
+    /// Whether the grammar accepts `text` as (the start of) the output, checked token by token
+    /// with llama.cpp's grammar engine and the test model's vocabulary.
+    fn grammar_accepts(model: &llama_cpp_2::model::LlamaModel, gbnf: &str, text: &str) -> bool {
+        use llama_cpp_2::sampling::LlamaSampler;
+        use llama_cpp_2::token::data::LlamaTokenData;
+        use llama_cpp_2::token::data_array::LlamaTokenDataArray;
+        let Ok(mut grammar) = LlamaSampler::grammar(model, gbnf, "root") else {
+            unreachable!("the grammar does not build:\n{gbnf}");
+        };
+        for token in model.vocab().tokenize(text.as_bytes(), false, false) {
+            let mut one =
+                LlamaTokenDataArray::new(vec![LlamaTokenData::new(token, 1.0, 0.0)], false);
+            grammar.apply(&mut one);
+            if one
+                .data
+                .first()
+                .is_none_or(|d| d.logit() == f32::NEG_INFINITY)
+            {
+                return false;
+            }
+            if grammar.try_accept(token).is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn the_first_characters_decide_under_llama_cpp() {
+        let Some(path) = std::env::var_os("KESTREL_TEST_GGUF").filter(|p| !p.is_empty()) else {
+            eprintln!(
+                "skipped: KESTREL_TEST_GGUF is not set (a GGUF model to take a vocabulary from)"
+            );
+            return;
+        };
+        let backend = crate::engine::backend().unwrap_or_else(|e| unreachable!("{e}"));
+        let model = llama_cpp_2::model::LlamaModel::load_from_file(
+            backend,
+            &path,
+            &llama_cpp_2::model::params::LlamaModelParams::default(),
+        )
+        .unwrap_or_else(|e| unreachable!("{e}"));
+        let tools = [tool(
+            "add",
+            json!({"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}),
+        )];
+        let p =
+            plan(&tools, &Choice::Auto, None, false, false).unwrap_or_else(|e| unreachable!("{e}"));
+        let gbnf = p.gbnf.unwrap_or_default();
+        let call = r#"{"name": "add", "arguments": {"a": 1}}"#;
+        for (text, accepted) in [
+            // Every call form.
+            (format!("<tool_call>[{call}]</tool_call>"), true),
+            (format!("<tool_call>\n{call}\n</tool_call>"), true),
+            (format!("```json\n{call}\n```"), true),
+            (format!("```json\n[{call}]\n```"), true),
+            (format!("```json{call}```"), true),
+            (format!("[{call}]"), true),
+            (call.to_string(), true),
+            // A fenced call must name a tool and follow its schema.
+            ("```json\n".to_string() + r#"{"name": "nope""#, false),
+            ("```json\n".to_string() + r#"{"x": 1}"#, false),
+            (
+                "```json\n".to_string() + r#"{"name": "add", "arguments": {"a": "one"}}"#,
+                false,
+            ),
+            // Text may start with a backtick: code blocks, or a fence around something else.
+            ("```python\nprint(1)\n```".to_string(), true),
+            ("`x` is a variable".to_string(), true),
+            ("``` \nplain\n```".to_string(), true),
+            ("```json\n\"hi\"\n```".to_string(), true),
+            ("```json\n\n\n{\"x\": 1}".to_string(), true),
+            // ... but not as a bare call's start.
+            ("{\"x\": 1}".to_string(), false),
+            ("Hello {there}".to_string(), true),
+        ] {
+            assert_eq!(grammar_accepts(&model, &gbnf, &text), accepted, "{text:?}");
+        }
     }
 
     #[test]
@@ -416,7 +540,7 @@ mod tests {
         // With calls allowed it may not open a bare call either.
         let p =
             plan(&tools, &Choice::Auto, None, false, true).unwrap_or_else(|e| unreachable!("{e}"));
-        assert!(p.gbnf.unwrap_or_default().contains(TEXT_BESIDE_CALLS_RULE));
+        assert!(p.gbnf.unwrap_or_default().contains(TEXT_BESIDE_CALLS_RULES));
     }
 
     #[test]
