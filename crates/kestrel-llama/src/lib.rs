@@ -88,11 +88,13 @@
 //!   `<tool_call>[...]</tool_call>` block with one call (up to four with
 //!   [`GenerateRequest::parallel_tool_calls`]), each `{"name": <one of the tools>,
 //!   "arguments": <valid for that tool>}`, *or* an answer (free text that does not start with
-//!   `<`, `[` or `{`, or JSON matching the response schema). The model's first character picks
-//!   the branch; free text is then unconstrained. Beside a text answer the call may also take
-//!   the forms models write on their own: one call object inside the tags (Qwen's template
-//!   teaches `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`), or a bare list or
-//!   object without them (Qwen2.5-Coder-0.5B wrote a bare list for 5 of 23 tool prompts; as
+//!   `<`, `[` or `{`, nor with a ```` ```json ```` fence around a call, or JSON matching the
+//!   response schema). The model's first characters pick the branch; free text is then
+//!   unconstrained. The call may also take the forms models write on their own: one call object
+//!   inside the tags (Qwen's template teaches
+//!   `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`), the list or the object in a
+//!   ```` ```json ```` fence (Qwen2.5-Coder-1.5B fenced every call), and beside a text answer a
+//!   bare list or object (Qwen2.5-Coder-0.5B wrote a bare list for 5 of 23 tool prompts; as
 //!   text, those calls were lost).
 //! - [`ToolChoice::Required`] / [`ToolChoice::Tool`]: only the call block (of that tool).
 //!   The engine writes `<tool_call>[{"name": "` itself and picks the tool whose whole name the

@@ -45,6 +45,12 @@ impl OutputRouter {
         self.branch == Some(Branch::Answer) && self.answer == Answer::Text
     }
 
+    /// Whether no text has decided the branch yet (nothing generated, only tokens that render
+    /// as nothing, or the start of a fence).
+    pub fn is_undecided(&self) -> bool {
+        self.branch.is_none()
+    }
+
     /// Consumes `text`, appending events to `out`. Returns `Some(reason)` when the output is
     /// complete.
     pub fn push(&mut self, text: &str, out: &mut Vec<GenerationEvent>) -> Option<StopReason> {

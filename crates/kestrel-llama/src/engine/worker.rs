@@ -133,10 +133,11 @@ struct Emitter<'a> {
     blanks: BlankRun,
 }
 
-/// The most tokens in a row a free-text answer may spend on nothing but whitespace: past it
-/// the answer ends. Small models sometimes never close their turn and write newlines until
-/// the context is full (SmolLM2-135M did, 2,720 tokens of them, on one of the decision set's
-/// prompts); no answer a person reads has this many blank tokens in a row.
+/// The most tokens in a row a free-text answer may spend on nothing visible (whitespace, or
+/// control tokens that are not the end of the turn and render as nothing): past it the answer
+/// ends. Small models sometimes never close their turn and write blanks until the context is
+/// full (SmolLM2-135M did, 2,720 tokens of them, on two of the decision set's prompts); no
+/// answer a person reads has this many blank tokens in a row.
 pub(crate) const MAX_BLANK_TOKENS: u32 = 64;
 
 /// Counts the tokens in a row whose text is only whitespace.
@@ -144,10 +145,11 @@ pub(crate) const MAX_BLANK_TOKENS: u32 = 64;
 struct BlankRun(u32);
 
 impl BlankRun {
-    /// Counts a token's text (empty: a character still incomplete, which neither counts nor
+    /// Counts a token from its piece (its bytes: none for a control token) and the text it
+    /// completed (empty with a piece: a character still incomplete, which neither counts nor
     /// breaks the run); whether the run has reached [`MAX_BLANK_TOKENS`].
-    fn push(&mut self, text: &str) -> bool {
-        if text.is_empty() {
+    fn push(&mut self, piece: &[u8], text: &str) -> bool {
+        if text.is_empty() && !piece.is_empty() {
             return false;
         }
         if text.chars().all(char::is_whitespace) {
@@ -171,7 +173,9 @@ impl Emitter<'_> {
         vocab.token_to_piece_into(token, &mut self.piece, false, None);
         let text = self.decoder.push(&self.piece);
         let mut done = self.router.push(&text, &mut self.out);
-        if done.is_none() && self.router.is_free_text() && self.blanks.push(&text) {
+        // Blanks end a free-text answer, or an output that has shown nothing yet.
+        let textual = self.router.is_free_text() || self.router.is_undecided();
+        if done.is_none() && textual && self.blanks.push(&self.piece, &text) {
             done = Some(StopReason::EndOfTurn);
         }
         self.send()?;
@@ -651,14 +655,23 @@ mod tests {
     fn a_run_of_blank_tokens_ends_the_answer_and_any_text_breaks_it() {
         let mut run = BlankRun::default();
         for _ in 0..MAX_BLANK_TOKENS - 1 {
-            assert!(!run.push("\n"));
+            assert!(!run.push(b"\n", "\n"));
         }
         // A character still incomplete neither counts nor breaks the run.
-        assert!(!run.push(""));
-        assert!(!run.push("word"), "text breaks the run");
+        assert!(!run.push(&[0xe2], ""));
+        assert!(!run.push(b"word", "word"), "text breaks the run");
         for _ in 0..MAX_BLANK_TOKENS - 1 {
-            assert!(!run.push(" \n\t"));
+            assert!(!run.push(b" \n\t", " \n\t"));
         }
-        assert!(run.push("  "), "the 64th blank token in a row ends it");
+        assert!(
+            run.push(b"  ", "  "),
+            "the 64th blank token in a row ends it"
+        );
+        // A control token that renders as nothing is blank too.
+        let mut run = BlankRun::default();
+        for _ in 0..MAX_BLANK_TOKENS - 1 {
+            assert!(!run.push(b"", ""));
+        }
+        assert!(run.push(b"", ""));
     }
 }
