@@ -339,6 +339,10 @@ pub enum StopReason {
     MaxTokens,
     /// The context window is full.
     ContextFull,
+    /// The output went round one short stretch of tokens too many times in a row: a model
+    /// stuck in a loop (SmolLM2-135M wrote "at the coffee shop," into an email's body until
+    /// the context was full), cut as a length limit would cut it.
+    Repetition,
 }
 
 /// Summary of a finished generation.

@@ -131,6 +131,8 @@ struct Emitter<'a> {
     generated: u32,
     /// The free-text answer's trailing run of blank tokens.
     blanks: BlankRun,
+    /// Whether the output is going round in a loop.
+    repeats: LoopGuard,
 }
 
 /// The most tokens in a row a free-text answer may spend on nothing visible (whitespace, or
@@ -161,6 +163,52 @@ impl BlankRun {
     }
 }
 
+/// The longest loop [`LoopGuard`] looks for, in tokens.
+const MAX_LOOP_PERIOD: usize = 32;
+
+/// Tokens in a row that repeat the tokens one period earlier (for some period of at most
+/// [`MAX_LOOP_PERIOD`]) before the output is cut as a loop. A stretch of up to 32 tokens said
+/// over and over for 256 tokens is no answer and no tool argument; at SmolLM2's speed here it
+/// is 2 seconds, against the minute a loop took to fill the context.
+pub(crate) const MAX_LOOP_TOKENS: u32 = 256;
+
+/// Detects output going round in a loop: for each period up to [`MAX_LOOP_PERIOD`], how many
+/// tokens in a row equal the token that period before them.
+#[derive(Debug)]
+struct LoopGuard {
+    /// The last tokens, as a ring.
+    recent: [i32; MAX_LOOP_PERIOD],
+    seen: usize,
+    /// `runs[p - 1]`: the run of tokens equal to the one `p` before.
+    runs: [u32; MAX_LOOP_PERIOD],
+}
+
+impl Default for LoopGuard {
+    fn default() -> Self {
+        Self {
+            recent: [0; MAX_LOOP_PERIOD],
+            seen: 0,
+            runs: [0; MAX_LOOP_PERIOD],
+        }
+    }
+}
+
+impl LoopGuard {
+    /// Counts `token`; whether the output has looped for [`MAX_LOOP_TOKENS`].
+    fn push(&mut self, token: i32) -> bool {
+        let mut looped = false;
+        for period in 1..=MAX_LOOP_PERIOD.min(self.seen) {
+            let earlier = self.recent[(self.seen - period) % MAX_LOOP_PERIOD];
+            let run = &mut self.runs[period - 1];
+            *run = if earlier == token { *run + 1 } else { 0 };
+            looped |= *run >= MAX_LOOP_TOKENS;
+        }
+        self.recent[self.seen % MAX_LOOP_PERIOD] = token;
+        self.seen += 1;
+        looped
+    }
+}
+
 impl Emitter<'_> {
     /// Consumes one generated token; returns `Some(reason)` when the output is complete.
     fn token(
@@ -177,6 +225,9 @@ impl Emitter<'_> {
         let textual = self.router.is_free_text() || self.router.is_undecided();
         if done.is_none() && textual && self.blanks.push(&self.piece, &text) {
             done = Some(StopReason::EndOfTurn);
+        }
+        if done.is_none() && self.repeats.push(token.0) {
+            done = Some(StopReason::Repetition);
         }
         self.send()?;
         Ok(done)
@@ -259,6 +310,7 @@ impl Worker<'_> {
             events,
             generated: 0,
             blanks: BlankRun::default(),
+            repeats: LoopGuard::default(),
         };
 
         // A choice between calls and a direct reply is calibrated against a content-free
@@ -673,5 +725,31 @@ mod tests {
             assert!(!run.push(b"", ""));
         }
         assert!(run.push(b"", ""));
+    }
+
+    #[test]
+    fn a_short_stretch_said_over_and_over_is_a_loop() {
+        // "at the coffee shop," as 5 tokens, again and again: cut after 256 repeating tokens.
+        let mut guard = LoopGuard::default();
+        let phrase = [11, 12, 13, 14, 15];
+        let mut cut = None;
+        for n in 0..2000 {
+            if guard.push(phrase[n % phrase.len()]) {
+                cut = Some(n);
+                break;
+            }
+        }
+        assert_eq!(cut, Some(phrase.len() + MAX_LOOP_TOKENS as usize - 1));
+        // A period of 32 is caught; text that only repeats now and then is not.
+        let mut guard = LoopGuard::default();
+        assert!((0..1000).any(|n| guard.push(n % 32)));
+        let mut guard = LoopGuard::default();
+        assert!(!(0..5000).any(|n| guard.push(if n % 97 == 0 { 1 } else { n })));
+        // A period longer than the longest looked for is not.
+        let mut guard = LoopGuard::default();
+        assert!(!(0..5000).any(|n| guard.push(n % 33)));
+        // The same token over and over is the shortest loop.
+        let mut guard = LoopGuard::default();
+        assert!((0..300).any(|_| guard.push(7)));
     }
 }

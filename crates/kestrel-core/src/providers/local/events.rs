@@ -39,7 +39,9 @@ pub(super) fn finish_reason(reason: StopReason) -> FinishReason {
     match reason {
         StopReason::EndOfTurn | StopReason::StopSequence => FinishReason::Stop,
         StopReason::ToolCalls => FinishReason::ToolCalls,
-        StopReason::MaxTokens | StopReason::ContextFull => FinishReason::Length,
+        StopReason::MaxTokens | StopReason::ContextFull | StopReason::Repetition => {
+            FinishReason::Length
+        }
     }
 }
 
