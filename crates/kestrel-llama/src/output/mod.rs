@@ -251,6 +251,21 @@ mod tests {
         (out, None)
     }
 
+    /// The completed calls among `events`: (index, name, arguments).
+    fn ends(events: &[GenerationEvent]) -> Vec<(usize, String, String)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                GenerationEvent::ToolCallEnd {
+                    index,
+                    name,
+                    arguments,
+                } => Some((*index, name.clone(), arguments.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     #[test]
     fn tool_calls_stream_and_complete() {
         let mut router = OutputRouter::new(true, Answer::Text, &[]);
@@ -261,17 +276,7 @@ mod tests {
         let refs: Vec<&str> = pieces.iter().map(String::as_str).collect();
         let (events, reason) = run(&mut router, &refs);
         assert_eq!(reason, Some(StopReason::ToolCalls));
-        let ends: Vec<_> = events
-            .iter()
-            .filter_map(|e| match e {
-                GenerationEvent::ToolCallEnd {
-                    index,
-                    name,
-                    arguments,
-                } => Some((*index, name.clone(), arguments.clone())),
-                _ => None,
-            })
-            .collect();
+        let ends = ends(&events);
         assert_eq!(
             ends,
             vec![
@@ -302,19 +307,6 @@ mod tests {
 
     #[test]
     fn a_call_object_in_tags_and_bare_calls_are_calls_too() {
-        let ends = |events: &[GenerationEvent]| -> Vec<(usize, String, String)> {
-            events
-                .iter()
-                .filter_map(|e| match e {
-                    GenerationEvent::ToolCallEnd {
-                        index,
-                        name,
-                        arguments,
-                    } => Some((*index, name.clone(), arguments.clone())),
-                    _ => None,
-                })
-                .collect()
-        };
         let one = vec![(0, "add".to_string(), "{\"a\": 1}".to_string())];
         for text in [
             // Qwen's own form: one object per block.
